@@ -1,0 +1,45 @@
+"""Developer sessions: ``nox`` runs tests, mypy and the examples; ``nox -s spark_tests`` needs a JVM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+nox.options.sessions = ["tests", "mypy", "examples"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite without Spark."""
+    session.install("-e", ".[dev]")
+    session.run("pytest", "-m", "not spark", *session.posargs)
+
+
+@nox.session
+def spark_tests(session: nox.Session) -> None:
+    """The Spark-marked tests (needs the ``spark`` extra and ``java`` on PATH)."""
+    session.install("-e", ".[dev,spark]")
+    session.run("pytest", "-m", "spark", *session.posargs)
+
+
+@nox.session
+def mypy(session: nox.Session) -> None:
+    """``mypy --strict`` on the package and the examples (config in pyproject.toml)."""
+    session.install("-e", ".[dev]")
+    targets = ["tempo"] + (["examples"] if EXAMPLES else [])
+    session.run("mypy", "--strict", *targets, *session.posargs)
+
+
+@nox.session
+def examples(session: nox.Session) -> None:
+    """Run every ``examples/*.py`` script; any non-zero exit fails the session."""
+    if not EXAMPLES:
+        session.skip("no examples/*.py yet")
+    session.install("-e", ".")
+    for script in EXAMPLES:
+        session.run("python", str(script.relative_to(ROOT)))

@@ -1,0 +1,72 @@
+"""tempo: typed temporal stream processing in the StreamInsight / Trill model.
+
+Build a query with ``Stream.create(...)`` and fluent operators over your own payload
+classes; run it with ``InMemoryExecutor`` (or, with the ``spark`` extra, on Spark).
+"""
+
+from tempo.api.functions import col, is_in, lit, not_, udf, when
+from tempo.api.stream import GroupedStream, GroupedWindowedStream, Stream, Window, WindowedStream
+from tempo.errors import (
+    CompileError,
+    CtiViolationError,
+    ImportOrderError,
+    InputError,
+    QueryBuildError,
+    TempoError,
+    TraceError,
+)
+from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
+from tempo.memory import InMemoryExecutor
+from tempo.result import Action, InputMetrics, OutputEvent, Rejection, Result, Rule
+from tempo.settings import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+)
+from tempo.sources import ItemSource, Source
+from tempo.ticks import INFINITY, TICK, is_infinite
+
+__all__ = [
+    "Action",
+    "AdvanceTimeGenerationSettings",
+    "AdvanceTimeImportSettings",
+    "AdvanceTimePolicy",
+    "AdvanceTimeSettings",
+    "CompileError",
+    "Cti",
+    "CtiViolationError",
+    "EdgeEnd",
+    "EdgeStart",
+    "EventShape",
+    "GroupedStream",
+    "GroupedWindowedStream",
+    "INFINITY",
+    "ImportOrderError",
+    "InMemoryExecutor",
+    "InputError",
+    "InputItem",
+    "InputMetrics",
+    "Interval",
+    "ItemSource",
+    "OutputEvent",
+    "Point",
+    "QueryBuildError",
+    "Rejection",
+    "Result",
+    "Rule",
+    "Source",
+    "Stream",
+    "TICK",
+    "TempoError",
+    "TraceError",
+    "Window",
+    "WindowedStream",
+    "col",
+    "is_in",
+    "is_infinite",
+    "lit",
+    "not_",
+    "udf",
+    "when",
+]

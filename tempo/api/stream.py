@@ -1,0 +1,286 @@
+"""The typed fluent API: ``Stream[T]`` and its operators.
+
+Every method traces its lambdas once (see ``tempo.expr.trace``) and returns a new
+``Stream`` over a new plan node; nothing runs until an executor is given the stream.
+Lambdas are typed on the user's payload classes, so the IDE completes field names and
+mypy checks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar, cast, overload
+
+from tempo.errors import QueryBuildError
+from tempo.events import EventShape, InputItem
+from tempo.expr import nodes as x
+from tempo.expr.schema import is_record_type, record_fields
+from tempo.expr.trace import Traced, expr_of, trace, trace_records
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.settings import AdvanceTimeSettings
+from tempo.sources import ItemSource, Source
+from tempo.ticks import duration_ticks
+
+T = TypeVar("T")
+U = TypeVar("U")
+R = TypeVar("R")
+K = TypeVar("K")
+V = TypeVar("V")
+N = TypeVar("N", int, float)
+
+
+def _ticks(value: timedelta, what: str, positive: bool = False) -> int:
+    if not isinstance(value, timedelta):
+        raise QueryBuildError(f"{what} must be a timedelta, got {value!r}")
+    ticks = duration_ticks(value)
+    if positive and ticks <= 0:
+        raise QueryBuildError(f"{what} must be positive, got {value}")
+    return ticks
+
+
+class Stream(Generic[T]):
+    """A temporal stream of events with payloads of type ``T``."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: p.Node) -> None:
+        self.node = node
+
+    # ---- inputs -------------------------------------------------------------------------
+    @overload
+    @staticmethod
+    def create(
+        name: str,
+        source: Iterable[InputItem[Any]],
+        shape: EventShape,
+        settings: AdvanceTimeSettings | None = None,
+        *,
+        payload_type: type[T],
+    ) -> Stream[T]: ...
+
+    @overload
+    @staticmethod
+    def create(
+        name: str,
+        source: Source[T] | Iterable[InputItem[T]],
+        shape: EventShape,
+        settings: AdvanceTimeSettings | None = None,
+    ) -> Stream[T]: ...
+
+    @staticmethod
+    def create(
+        name: str,
+        source: Source[Any] | Iterable[InputItem[Any]],
+        shape: EventShape,
+        settings: AdvanceTimeSettings | None = None,
+        *,
+        payload_type: type[Any] | None = None,
+    ) -> Stream[Any]:
+        """Declare an input, as StreamInsight's ``CepStream.Create``.
+
+        ``source`` is a ``Source`` or an iterable of input items (``Point``, ``Interval``,
+        ``EdgeStart``/``EdgeEnd``, ``Cti``). ``settings`` override the source's declared
+        defaults; with neither, the input advances only by its explicit ``Cti`` items and
+        a CTI violation is an error. ``payload_type`` pins ``T`` when the items cannot
+        (an empty list, or a list mixing events and CTIs that mypy types as ``object``).
+        """
+        if not isinstance(source, Source):
+            source = ItemSource(source, payload_type)
+        elif payload_type is not None and payload_type is not source.payload_type:
+            raise QueryBuildError(
+                f"input {name!r}: payload_type {payload_type.__qualname__} differs from the source's "
+                f"{source.payload_type.__qualname__}"
+            )
+        if not is_record_type(source.payload_type):
+            raise QueryBuildError(
+                f"input {name!r}: payload type {source.payload_type!r} must be an attrs class or a dataclass"
+            )
+        record_fields(source.payload_type)  # resolve annotations now, so errors surface here
+        effective = settings if settings is not None else source.advance_time_settings(shape)
+        return Stream(p.SourceNode(name, source, shape, effective))
+
+    @property
+    def payload_type(self) -> type[T]:
+        """The payload record class of this stream's events."""
+        return cast(type[T], self.node.payload_type)
+
+    # ---- stateless ----------------------------------------------------------------------
+    def where(self, predicate: Callable[[T], bool]) -> Stream[T]:
+        """Keep the events whose payload satisfies ``predicate``. CTIs pass unchanged."""
+        return Stream(p.WhereNode(self.node, trace_records(predicate, [self.payload_type])))
+
+    def select(self, projection: Callable[[T], R]) -> Stream[R]:
+        """Map each payload to a new record, e.g. ``lambda e: Alert(device=e.device)``."""
+        return Stream(p.SelectNode(self.node, trace_records(projection, [self.payload_type])))
+
+    def shift_event_time(self, delta: timedelta) -> Stream[T]:
+        """Move every lifetime, and every CTI, by ``delta``."""
+        shift = _ticks(delta, "shift_event_time(delta)")
+        return Stream(p.AlterLifetimeNode(self.node, shift, None, "ShiftEventTime"))
+
+    def alter_event_lifetime(self, shift: timedelta, duration: timedelta) -> Stream[T]:
+        """Move each start (and CTI) by ``shift`` and give each event the lifetime ``duration``."""
+        s = _ticks(shift, "alter_event_lifetime(shift)")
+        d = _ticks(duration, "alter_event_lifetime(duration)", positive=True)
+        return Stream(p.AlterLifetimeNode(self.node, s, d, "AlterEventLifetime"))
+
+    def alter_event_duration(self, duration: timedelta) -> Stream[T]:
+        """Give each event the lifetime ``duration`` from its start. CTIs are unchanged."""
+        d = _ticks(duration, "alter_event_duration(duration)", positive=True)
+        return Stream(p.AlterLifetimeNode(self.node, 0, d, "AlterEventDuration"))
+
+    # ---- windows ------------------------------------------------------------------------
+    def tumbling(self, size: timedelta, offset: timedelta = timedelta(0)) -> WindowedStream[T]:
+        """Windows ``[w, w + size)`` one after another, aligned to the epoch (plus ``offset``)."""
+        return self.hopping(size, size, offset)
+
+    def hopping(self, size: timedelta, hop: timedelta, offset: timedelta = timedelta(0)) -> WindowedStream[T]:
+        """Windows ``[w, w + size)`` starting every ``hop`` at ``w = offset + k * hop``."""
+        return WindowedStream(self, None, _window_params(size, hop, offset))
+
+    def group_by(self, key: Callable[[T], K]) -> GroupedStream[T, K]:
+        """Group by ``key`` (a field, or a tuple of fields) for per-key windows."""
+        traced = key(cast(T, Traced(x.Input(0, self.payload_type))))
+        parts = traced if isinstance(traced, tuple) else (traced,)
+        exprs = tuple(expr_of(k) for k in parts)
+        return GroupedStream(self, exprs, isinstance(traced, tuple))
+
+    # ---- binary -------------------------------------------------------------------------
+    def join(self, right: Stream[U], on: Callable[[T, U], bool], select: Callable[[T, U], R]) -> Stream[R]:
+        """Temporal inner join: pairs whose lifetimes overlap and satisfy ``on``.
+
+        The output lifetime is the intersection; equality conjuncts of ``on`` between a
+        left and a right expression become hash keys.
+        """
+        types = [self.payload_type, right.payload_type]
+        return Stream(p.JoinNode(self.node, right.node, trace_records(on, types), trace_records(select, types)))
+
+    def anti_join(self, right: Stream[U], on: Callable[[T, U], bool]) -> Stream[T]:
+        """The parts of each left lifetime during which no matching right event is alive."""
+        types = [self.payload_type, right.payload_type]
+        return Stream(p.AntiJoinNode(self.node, right.node, trace_records(on, types)))
+
+    def union(self, other: Stream[T]) -> Stream[T]:
+        """All events of both streams."""
+        return Stream(p.UnionNode(self.node, other.node))
+
+    # ---- inspection ---------------------------------------------------------------------
+    def explain(self) -> str:
+        """The logical plan, each node with its CTI rule."""
+        return Query.build(self.node).explain()
+
+    def __repr__(self) -> str:
+        return f"Stream[{self.payload_type.__name__}]({self.node.describe()})"
+
+
+def _window_params(size: timedelta, hop: timedelta, offset: timedelta) -> tuple[int, int, int]:
+    s = _ticks(size, "window size", positive=True)
+    h = _ticks(hop, "window hop", positive=True)
+    o = _ticks(offset, "window offset")
+    return s, h, o % h
+
+
+class Window(Generic[T]):
+    """The ``w`` of an aggregate lambda: aggregates over the events of one window."""
+
+    def __init__(self, payload_type: type) -> None:
+        self._payload_type = payload_type
+        self._aggregates: list[p.Aggregate] = []
+
+    def _add(self, kind: str, fn: Callable[[T], Any] | None) -> Any:
+        arg = None if fn is None else trace_records(fn, [self._payload_type])
+        agg = p.Aggregate(kind, arg)
+        if agg in self._aggregates:  # the same aggregate twice is computed once
+            index = self._aggregates.index(agg)
+        else:
+            index = len(self._aggregates)
+            self._aggregates.append(agg)
+        return Traced(x.AggRef(index, agg.result_type))
+
+    def count(self) -> int:
+        """The number of events in the window."""
+        return cast(int, self._add("count", None))
+
+    def sum(self, value: Callable[[T], N]) -> N:
+        """The sum of ``value`` over the window's events (nulls skipped)."""
+        return cast(N, self._add("sum", value))
+
+    def avg(self, value: Callable[[T], float]) -> float:
+        """The mean of ``value`` over the window's events (nulls skipped)."""
+        return cast(float, self._add("avg", value))
+
+    def min(self, value: Callable[[T], V]) -> V:
+        """The least ``value`` in the window (nulls skipped)."""
+        return cast(V, self._add("min", value))
+
+    def max(self, value: Callable[[T], V]) -> V:
+        """The greatest ``value`` in the window (nulls skipped)."""
+        return cast(V, self._add("max", value))
+
+    @property
+    def start(self) -> datetime:
+        """The window's start."""
+        return cast(datetime, Traced(x.WindowBound("start")))
+
+    @property
+    def end(self) -> datetime:
+        """The window's end (exclusive)."""
+        return cast(datetime, Traced(x.WindowBound("end")))
+
+
+class WindowedStream(Generic[T]):
+    """A stream cut into windows, waiting for ``aggregate``."""
+
+    def __init__(self, stream: Stream[T], keys: tuple[x.Expr, ...] | None, params: tuple[int, int, int]) -> None:
+        self._stream, self._keys, self._params = stream, keys, params
+
+    def aggregate(self, fn: Callable[[Window[T]], R]) -> Stream[R]:
+        """One output record per non-empty window, e.g. ``lambda w: Stats(n=w.count())``."""
+        window: Window[T] = Window(self._stream.payload_type)
+        projection = trace(fn, [window])
+        return _window_stream(self._stream, self._keys, self._params, window, projection)
+
+
+class GroupedStream(Generic[T, K]):
+    """A stream grouped by a key, waiting for a window."""
+
+    def __init__(self, stream: Stream[T], keys: tuple[x.Expr, ...], is_tuple: bool) -> None:
+        self._stream, self._keys, self._is_tuple = stream, keys, is_tuple
+
+    def tumbling(self, size: timedelta, offset: timedelta = timedelta(0)) -> GroupedWindowedStream[T, K]:
+        """Per-key tumbling windows."""
+        return self.hopping(size, size, offset)
+
+    def hopping(self, size: timedelta, hop: timedelta, offset: timedelta = timedelta(0)) -> GroupedWindowedStream[T, K]:
+        """Per-key hopping windows."""
+        return GroupedWindowedStream(self, _window_params(size, hop, offset))
+
+
+class GroupedWindowedStream(Generic[T, K]):
+    """Per-key windows, waiting for ``aggregate``."""
+
+    def __init__(self, grouped: GroupedStream[T, K], params: tuple[int, int, int]) -> None:
+        self._grouped, self._params = grouped, params
+
+    def aggregate(self, fn: Callable[[K, Window[T]], R]) -> Stream[R]:
+        """One output record per key and non-empty window: ``lambda key, w: Stats(key=key, ...)``."""
+        g = self._grouped
+        key_proxies = [Traced(x.KeyRef(i, k.dtype, k.nullable)) for i, k in enumerate(g._keys)]
+        key = tuple(key_proxies) if g._is_tuple else key_proxies[0]
+        window: Window[T] = Window(g._stream.payload_type)
+        projection = trace(fn, [key, window])
+        return _window_stream(g._stream, g._keys, self._params, window, projection)
+
+
+def _window_stream(
+    stream: Stream[Any],
+    keys: tuple[x.Expr, ...] | None,
+    params: tuple[int, int, int],
+    window: Window[Any],
+    projection: x.Expr,
+) -> Stream[Any]:
+    size, hop, offset = params
+    node = p.WindowNode(stream.node, keys, size, hop, offset, tuple(window._aggregates), projection)
+    return Stream(node)

@@ -1,0 +1,88 @@
+"""Input items: the events and CTIs an input delivers, and the shape an input declares.
+
+An event carries a lifetime on application time; a ``Cti`` commits time. Any item may
+carry an ``arrival`` time, which orders the items of several inputs into one arrival
+sequence (see ``docs/semantics.md``, "Arrival order").
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Generic, TypeVar, Union
+
+import attrs
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class EventShape(enum.Enum):
+    """The shape of the events an input delivers."""
+
+    POINT = "point"
+    """Lifetime ``[t, t + 1 tick)``."""
+    INTERVAL = "interval"
+    """Lifetime ``[start, end)``, both known on arrival."""
+    EDGE = "edge"
+    """A start edge opens ``[start, ∞)``; a later end edge sets the end."""
+
+
+@attrs.frozen
+class Point(Generic[T_co]):
+    """A point event: lifetime ``[start, start + 1 tick)``."""
+
+    start: datetime
+    payload: T_co
+    arrival: datetime | None = None
+
+
+@attrs.frozen
+class Interval(Generic[T_co]):
+    """An interval event: lifetime ``[start, end)``; ``end`` must be after ``start``."""
+
+    start: datetime
+    end: datetime
+    payload: T_co
+    arrival: datetime | None = None
+
+
+@attrs.frozen
+class EdgeStart(Generic[T_co]):
+    """The start edge of an event whose end is not known yet: lifetime ``[start, ∞)``."""
+
+    start: datetime
+    payload: T_co
+    arrival: datetime | None = None
+
+
+@attrs.frozen
+class EdgeEnd(Generic[T_co]):
+    """The end edge closing the start edge with the same ``start`` and ``payload``."""
+
+    start: datetime
+    end: datetime
+    payload: T_co
+    arrival: datetime | None = None
+
+
+@attrs.frozen
+class Cti:
+    """A current time increment: nothing later may start before ``timestamp``."""
+
+    timestamp: datetime
+    arrival: datetime | None = None
+
+
+Event = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T]]
+"""Any event item."""
+
+InputItem = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T], Cti]
+"""Anything an input may deliver."""
+
+SHAPE_ITEMS: dict[EventShape, tuple[type, ...]] = {
+    EventShape.POINT: (Point,),
+    EventShape.INTERVAL: (Interval,),
+    EventShape.EDGE: (EdgeStart, EdgeEnd),
+}
+"""Which event items each shape admits (every shape admits ``Cti``)."""

@@ -1,0 +1,374 @@
+"""The expression IR: immutable nodes that user lambdas are traced into.
+
+Executors never see user lambdas, only these nodes: the in-memory executor turns them
+into Python code once per query, the Spark compiler into native Columns. Every node
+knows its result type (``dtype``, a Python type; ``object`` when unknown) and whether it
+may be null. Types are checked when a node is built, so a bad expression fails when the
+query is built, not halfway through a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from tempo.errors import QueryBuildError
+from tempo.expr.schema import record_fields
+
+ARITHMETIC = ("+", "-", "*", "/", "//", "%")
+COMPARISON = ("==", "!=", "<", "<=", ">", ">=")
+LOGICAL = ("&", "|")
+
+_NUMERIC = (bool, int, float)
+
+
+@attrs.frozen
+class Expr:
+    """Base of every expression node."""
+
+    @property
+    def dtype(self) -> type:
+        raise NotImplementedError
+
+    @property
+    def nullable(self) -> bool:
+        return any(c.nullable for c in self.children())
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
+    def walk(self) -> list[Expr]:
+        """This node and all below it, depth first."""
+        out: list[Expr] = [self]
+        for c in self.children():
+            out.extend(c.walk())
+        return out
+
+
+@attrs.frozen
+class Input(Expr):
+    """Argument ``index`` of the traced lambda: a payload record."""
+
+    index: int
+    record: type
+
+    @property
+    def dtype(self) -> type:
+        return self.record
+
+    @property
+    def nullable(self) -> bool:
+        return False
+
+
+@attrs.frozen
+class Attr(Expr):
+    """A field of a record-valued expression: ``e.temperature``."""
+
+    base: Expr
+    name: str
+    field_type: type
+    field_nullable: bool
+
+    @property
+    def dtype(self) -> type:
+        return self.field_type
+
+    @property
+    def nullable(self) -> bool:
+        return self.field_nullable or self.base.nullable
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.base,)
+
+
+def attr(base: Expr, name: str) -> Attr:
+    """``base.name``, checked against the record type of ``base``."""
+    fields = {f.name: f for f in record_fields(base.dtype)}
+    if name not in fields:
+        raise QueryBuildError(
+            f"{base.dtype.__qualname__} has no field {name!r}; its fields are {', '.join(fields)}"
+        )
+    f = fields[name]
+    return Attr(base, name, f.dtype, f.nullable)
+
+
+@attrs.frozen
+class Lit(Expr):
+    """A constant."""
+
+    value: Any
+
+    @property
+    def dtype(self) -> type:
+        return type(self.value) if self.value is not None else object
+
+    @property
+    def nullable(self) -> bool:
+        return self.value is None
+
+
+def _numeric(t: type) -> bool:
+    return t in _NUMERIC
+
+
+def _unify(a: type, b: type, what: str) -> type:
+    """The common type of two branches or operands, or an error naming both."""
+    if a is object:
+        return b
+    if b is object or a is b:
+        return a
+    if _numeric(a) and _numeric(b):
+        return float if float in (a, b) else int
+    raise QueryBuildError(f"{what}: incompatible types {a.__name__} and {b.__name__}")
+
+
+def _binary_dtype(op: str, a: type, b: type) -> type:
+    if op in COMPARISON:
+        if a is not object and b is not object and not (_numeric(a) and _numeric(b)) and a is not b:
+            raise QueryBuildError(f"cannot compare {a.__name__} {op} {b.__name__}")
+        return bool
+    if op in LOGICAL:
+        for t in (a, b):
+            if t not in (bool, object):
+                raise QueryBuildError(
+                    f"'{op}' combines conditions (bool), got {t.__name__}; compare first, e.g. (x > 0) {op} (y > 0)"
+                )
+        return bool
+    if object in (a, b):
+        return object
+    if _numeric(a) and _numeric(b):
+        if op == "/":
+            return float
+        return float if float in (a, b) else int
+    if a is str and b is str and op == "+":
+        return str
+    if a is datetime and b is timedelta and op in ("+", "-"):
+        return datetime
+    if a is timedelta and b is datetime and op == "+":
+        return datetime
+    if a is datetime and b is datetime and op == "-":
+        return timedelta
+    if a is timedelta and b is timedelta and op in ("+", "-"):
+        return timedelta
+    raise QueryBuildError(f"unsupported operation {a.__name__} {op} {b.__name__}")
+
+
+@attrs.frozen
+class Binary(Expr):
+    """``left op right`` for arithmetic, comparison and logical ``&`` / ``|``."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+    def __attrs_post_init__(self) -> None:
+        _binary_dtype(self.op, self.left.dtype, self.right.dtype)
+
+    @property
+    def dtype(self) -> type:
+        return _binary_dtype(self.op, self.left.dtype, self.right.dtype)
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.left, self.right)
+
+
+@attrs.frozen
+class Unary(Expr):
+    """``-x``, ``abs(x)`` or logical not (``~cond``)."""
+
+    op: str  # "neg", "abs", "not"
+    operand: Expr
+
+    def __attrs_post_init__(self) -> None:
+        t = self.operand.dtype
+        if self.op == "not" and t not in (bool, object):
+            raise QueryBuildError(f"'~' negates a condition (bool), got {t.__name__}")
+        if self.op in ("neg", "abs") and t not in (int, float, timedelta, object):
+            raise QueryBuildError(f"cannot apply {self.op} to {t.__name__}")
+
+    @property
+    def dtype(self) -> type:
+        return self.operand.dtype
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+
+@attrs.frozen
+class When(Expr):
+    """``then`` where ``condition`` holds, else ``otherwise`` (a null condition is false)."""
+
+    condition: Expr
+    then: Expr
+    otherwise: Expr
+
+    def __attrs_post_init__(self) -> None:
+        if self.condition.dtype not in (bool, object):
+            raise QueryBuildError(f"tempo.when needs a condition (bool), got {self.condition.dtype.__name__}")
+        _unify(self.then.dtype, self.otherwise.dtype, "tempo.when branches")
+
+    @property
+    def dtype(self) -> type:
+        return _unify(self.then.dtype, self.otherwise.dtype, "tempo.when branches")
+
+    @property
+    def nullable(self) -> bool:
+        return self.then.nullable or self.otherwise.nullable
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.condition, self.then, self.otherwise)
+
+
+@attrs.frozen
+class IsIn(Expr):
+    """``operand`` equals one of the constant ``values``."""
+
+    operand: Expr
+    values: tuple[Any, ...]
+
+    @property
+    def dtype(self) -> type:
+        return bool
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+
+@attrs.frozen(eq=False)
+class PyCall(Expr):
+    """The escape hatch: an arbitrary Python function applied row by row (see ``tempo.udf``)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Expr, ...]
+    returns: type
+
+    @property
+    def dtype(self) -> type:
+        return self.returns
+
+    @property
+    def nullable(self) -> bool:
+        return True
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+
+@attrs.frozen
+class Record(Expr):
+    """A payload record built from field expressions: ``Alert(device=e.device, ...)``."""
+
+    cls: type
+    names: tuple[str, ...]
+    values: tuple[Expr, ...]
+
+    def __attrs_post_init__(self) -> None:
+        fields = {f.name: f for f in record_fields(self.cls)}
+        for name, value in zip(self.names, self.values):
+            want = fields[name].dtype
+            got = value.dtype
+            ok = (
+                want is object
+                or got is object
+                or got is want
+                or (want is float and got in (int, bool))
+                or (want is int and got is bool)
+                or (isinstance(got, type) and isinstance(want, type) and issubclass(got, want))
+            )
+            if not ok:
+                raise QueryBuildError(
+                    f"{self.cls.__qualname__}.{name} is declared {want.__name__} but the expression gives {got.__name__}"
+                )
+
+    @property
+    def dtype(self) -> type:
+        return self.cls
+
+    @property
+    def nullable(self) -> bool:
+        return False
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.values
+
+
+@attrs.frozen
+class AggRef(Expr):
+    """The value of aggregate ``index`` of the current window (see ``plan.Aggregate``)."""
+
+    index: int
+    result_type: type
+
+    @property
+    def dtype(self) -> type:
+        return self.result_type
+
+    @property
+    def nullable(self) -> bool:
+        return True
+
+
+@attrs.frozen
+class KeyRef(Expr):
+    """Component ``index`` of the current group key."""
+
+    index: int
+    key_type: type
+    key_nullable: bool
+
+    @property
+    def dtype(self) -> type:
+        return self.key_type
+
+    @property
+    def nullable(self) -> bool:
+        return self.key_nullable
+
+
+@attrs.frozen
+class WindowBound(Expr):
+    """The start or end of the current window, as a datetime."""
+
+    which: str  # "start" or "end"
+
+    @property
+    def dtype(self) -> type:
+        return datetime
+
+    @property
+    def nullable(self) -> bool:
+        return False
+
+
+def render(e: Expr) -> str:
+    """A readable form of an expression, for ``explain()`` and error messages."""
+    if isinstance(e, Input):
+        return ("e", "r")[e.index] if e.index < 2 else f"arg{e.index}"
+    if isinstance(e, Attr):
+        return f"{render(e.base)}.{e.name}"
+    if isinstance(e, Lit):
+        return repr(e.value)
+    if isinstance(e, Binary):
+        return f"({render(e.left)} {e.op} {render(e.right)})"
+    if isinstance(e, Unary):
+        return {"neg": "-", "not": "~"}.get(e.op, e.op) + f"({render(e.operand)})" if e.op != "abs" else f"abs({render(e.operand)})"
+    if isinstance(e, When):
+        return f"when({render(e.condition)}, {render(e.then)}, {render(e.otherwise)})"
+    if isinstance(e, IsIn):
+        return f"is_in({render(e.operand)}, {list(e.values)!r})"
+    if isinstance(e, PyCall):
+        return f"udf:{getattr(e.fn, '__name__', 'fn')}({', '.join(render(a) for a in e.args)})"
+    if isinstance(e, Record):
+        inner = ", ".join(f"{n}={render(v)}" for n, v in zip(e.names, e.values))
+        return f"{e.cls.__name__}({inner})"
+    if isinstance(e, AggRef):
+        return f"agg{e.index}"
+    if isinstance(e, KeyRef):
+        return f"key{e.index}"
+    if isinstance(e, WindowBound):
+        return f"w.{e.which}"
+    return repr(e)

@@ -1,0 +1,90 @@
+"""Payload classes: which classes are records, their fields and field types.
+
+Payloads are attrs classes or dataclasses. A field annotated ``X | None`` is nullable;
+its type for checking is ``X``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from tempo.errors import QueryBuildError
+
+SCALARS: tuple[type, ...] = (bool, int, float, str, datetime, timedelta)
+"""Field types every executor supports natively."""
+
+
+def is_record_type(tp: object) -> bool:
+    """True for attrs classes and dataclasses."""
+    return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
+
+
+def is_record(value: object) -> bool:
+    """True for instances of attrs classes and dataclasses."""
+    return is_record_type(type(value))
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldInfo:
+    """One field of a payload record."""
+
+    name: str
+    dtype: type
+    nullable: bool
+
+
+def _strip_optional(annotation: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        nullable = len(args) < len(typing.get_args(annotation))
+        if len(args) == 1:
+            return args[0], nullable
+        return object, nullable
+    return annotation, False
+
+
+_FIELDS_CACHE: dict[type, tuple[FieldInfo, ...]] = {}
+
+
+def record_fields(cls: type) -> tuple[FieldInfo, ...]:
+    """The fields of a payload class in declaration order, with resolved types."""
+    cached = _FIELDS_CACHE.get(cls)
+    if cached is not None:
+        return cached
+    if not is_record_type(cls):
+        raise QueryBuildError(
+            f"payload type {cls!r} is not a record: payloads must be attrs classes or dataclasses"
+        )
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as exc:  # an unresolvable forward reference names the class to fix
+        raise QueryBuildError(f"cannot resolve the field annotations of {cls.__qualname__}: {exc}") from exc
+    if attrs.has(cls):
+        names = [f.name for f in attrs.fields(cls)]
+    else:
+        names = [f.name for f in dataclasses.fields(cls)]
+    out = []
+    for name in names:
+        dtype, nullable = _strip_optional(hints.get(name, object))
+        if not isinstance(dtype, type):
+            dtype = object
+        out.append(FieldInfo(name, dtype, nullable))
+    result = tuple(out)
+    _FIELDS_CACHE[cls] = result
+    return result
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in record_fields(cls))
+
+
+def record_values(value: object) -> dict[str, object]:
+    """A record instance's field values by name."""
+    return {f.name: getattr(value, f.name) for f in record_fields(type(value))}

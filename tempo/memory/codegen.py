@@ -1,0 +1,177 @@
+"""Expression IR to Python functions, generated as source once per query.
+
+Generated code runs per event, so it avoids interpretation overhead: one Python function
+per traced lambda. Null semantics follow SQL (and Spark), so both executors agree:
+arithmetic and comparisons with a null operand give null, division by zero gives null,
+``&``/``|`` are three-valued, and a null condition counts as false.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from tempo.expr import nodes as x
+
+_PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%",
+           "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def _and3(a: Any, b: Any) -> Any:
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def _or3(a: Any, b: Any) -> Any:
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+def _not3(a: Any) -> Any:
+    return None if a is None else not a
+
+
+def _div(a: Any, b: Any) -> Any:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    if a is None or b is None or b == 0:
+        return None
+    return a // b
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if a is None or b is None or b == 0:
+        return None
+    return a % b
+
+
+_HELPERS: dict[str, Any] = {"_and3": _and3, "_or3": _or3, "_not3": _not3,
+                            "_div": _div, "_floordiv": _floordiv, "_mod": _mod}
+
+
+class _Gen:
+    def __init__(self, arg_names: Sequence[str]) -> None:
+        self.args = list(arg_names)
+        self.env: dict[str, Any] = dict(_HELPERS)
+        self.temps = 0
+
+    def const(self, value: object) -> str:
+        name = f"_c{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def gen(self, e: x.Expr) -> str:
+        if isinstance(e, x.Input):
+            return self.args[e.index]
+        if isinstance(e, x.Attr):
+            base = self.gen(e.base)
+            if e.base.nullable:
+                return f"(None if {base} is None else {base}.{e.name})"
+            return f"{base}.{e.name}"
+        if isinstance(e, x.Lit):
+            if isinstance(e.value, (bool, int, float, str)) or e.value is None:
+                return repr(e.value) if not isinstance(e.value, float) else self.const(e.value)
+            return self.const(e.value)
+        if isinstance(e, x.Binary):
+            return self.binary(e)
+        if isinstance(e, x.Unary):
+            v = self.gen(e.operand)
+            if e.op == "not":
+                return f"_not3({v})" if e.operand.nullable else f"(not {v})"
+            fn = {"neg": "-", "abs": "abs"}[e.op]
+            if e.operand.nullable:
+                return f"(lambda _v: None if _v is None else {fn}(_v))({v})"
+            return f"{fn}({v})"
+        if isinstance(e, x.When):
+            return f"({self.gen(e.then)} if {self.gen(e.condition)} else {self.gen(e.otherwise)})"
+        if isinstance(e, x.IsIn):
+            values = self.const(frozenset(e.values)) if _hashable(e.values) else self.const(tuple(e.values))
+            v = self.gen(e.operand)
+            if e.operand.nullable:
+                return f"(lambda _v: None if _v is None else _v in {values})({v})"
+            return f"({v} in {values})"
+        if isinstance(e, x.PyCall):
+            fn = self.const(e.fn)
+            return f"{fn}({', '.join(self.gen(a) for a in e.args)})"
+        if isinstance(e, x.Record):
+            cls = self.const(e.cls)
+            inner = ", ".join(f"{n}={self.gen(v)}" for n, v in zip(e.names, e.values))
+            return f"{cls}({inner})"
+        if isinstance(e, x.AggRef):
+            return f"aggs[{e.index}]"
+        if isinstance(e, x.KeyRef):
+            return f"key[{e.index}]"
+        if isinstance(e, x.WindowBound):
+            return "ws" if e.which == "start" else "we"
+        raise TypeError(f"no code generation for {type(e).__name__}")
+
+    def binary(self, e: x.Binary) -> str:
+        a, b = self.gen(e.left), self.gen(e.right)
+        nullable = e.left.nullable or e.right.nullable
+        if e.op == "&":
+            return f"_and3({a}, {b})" if nullable else f"({a} and {b})"
+        if e.op == "|":
+            return f"_or3({a}, {b})" if nullable else f"({a} or {b})"
+        if e.op == "/":
+            return f"_div({a}, {b})"
+        if e.op == "//":
+            return f"_floordiv({a}, {b})"
+        if e.op == "%":
+            return f"_mod({a}, {b})"
+        op = _PY_OPS[e.op]
+        if nullable:
+            return f"(lambda _a, _b: None if _a is None or _b is None else _a {op} _b)({a}, {b})"
+        return f"({a} {op} {b})"
+
+
+def _hashable(values: tuple[Any, ...]) -> bool:
+    try:
+        hash(values)
+    except TypeError:
+        return False
+    return True
+
+
+def compile_function(exprs: Sequence[x.Expr], arg_names: Sequence[str], as_tuple: bool = False) -> Callable[..., Any]:
+    """A Python function of ``arg_names`` returning the value of ``exprs[0]`` (or a tuple of all)."""
+    g = _Gen(arg_names)
+    body = [g.gen(e) for e in exprs]
+    result = "(" + ", ".join(body) + ("," if len(body) == 1 else "") + ")" if as_tuple else body[0]
+    src = f"def _f({', '.join(arg_names)}):\n    return {result}\n"
+    code = compile(src, "<tempo expression>", "exec")
+    namespace: dict[str, Any] = dict(g.env)
+    exec(code, namespace)
+    fn: Callable[..., Any] = namespace["_f"]
+    fn.__doc__ = src
+    return fn
+
+
+def compile_predicate(expr: x.Expr, arity: int) -> Callable[..., Any]:
+    """A predicate over ``arity`` payloads (null and False both reject)."""
+    return compile_function([expr], [f"a{i}" for i in range(arity)])
+
+
+def compile_projection(expr: x.Expr, arity: int) -> Callable[..., Any]:
+    """A projection over ``arity`` payloads; ``Input`` projections return the payload itself."""
+    return compile_function([expr], [f"a{i}" for i in range(arity)])
+
+
+def compile_keys(exprs: Sequence[x.Expr]) -> Callable[[Any], tuple[Any, ...]]:
+    """A key tuple of one payload."""
+    return compile_function(exprs, ["a0"], as_tuple=True)
+
+
+def compile_window_projection(expr: x.Expr) -> Callable[[tuple[Any, ...], list[Any], datetime, datetime], Any]:
+    """The aggregate record of one window from its key, aggregate values and bounds."""
+    return compile_function([expr], ["key", "aggs", "ws", "we"])

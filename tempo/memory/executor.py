@@ -1,0 +1,227 @@
+"""``InMemoryExecutor``: runs a query one event at a time in this process.
+
+The plan is compiled by a visitor keyed by node class into push-based operators
+(``operators.py``); inputs are checked and merged into one arrival sequence
+(``ingress.py``); the query output is collected into a ``Result``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import attrs
+
+from tempo.api.stream import Stream
+from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point
+from tempo.memory import codegen
+from tempo.memory import operators as ops
+from tempo.memory.ingress import Ingress, Prepared, TimestampMode, prepare
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result
+from tempo.sources import ItemSource
+from tempo.ticks import INF, from_ticks
+
+T = TypeVar("T")
+N = TypeVar("N", bound=p.Node)
+
+_COMPILERS: dict[type[p.Node], Callable[[Any, Any], ops.Operator]] = {}
+
+
+def compiles(node_type: type[N]) -> Callable[[Callable[[_Build, N], ops.Operator]], Callable[[_Build, N], ops.Operator]]:
+    """Register the compiler of one node class."""
+
+    def register(fn: Callable[[_Build, N], ops.Operator]) -> Callable[[_Build, N], ops.Operator]:
+        _COMPILERS[node_type] = fn
+        return fn
+
+    return register
+
+
+class _Build:
+    """State of one compilation: shared id counter and timestamp convention."""
+
+    def __init__(self, mode: TimestampMode) -> None:
+        counter = itertools.count()
+        self.new_id: Callable[[], int] = counter.__next__
+        self.mode = mode
+        self.rejected: list[Any] = []
+        self.ingresses: dict[str, Ingress] = {}
+
+    def to_datetime(self, t: int) -> Any:
+        return from_ticks(t, naive=self.mode.naive is True)
+
+
+def _join_keys(node: p.JoinNode | p.AntiJoinNode) -> tuple[Callable[[Any], Any], Callable[[Any], Any]] | None:
+    if not node.keys:
+        return None
+    left = codegen.compile_keys([_rebase(a, 0) for a, _ in node.keys])
+    right = codegen.compile_keys([_rebase(b, 0) for _, b in node.keys])
+    return left, right
+
+
+def _rebase(e: Any, index: int) -> Any:
+    """Rewrite a join-side expression so its only input is argument ``index``."""
+    from tempo.expr import nodes as x
+
+    def go(n: x.Expr) -> x.Expr:
+        if isinstance(n, x.Input):
+            return x.Input(index, n.record)
+        return attrs.evolve(n, **{f.name: _map_field(getattr(n, f.name), go) for f in attrs.fields(type(n)) if _has_expr(getattr(n, f.name))})
+
+    return go(e)
+
+
+def _has_expr(v: Any) -> bool:
+    from tempo.expr import nodes as x
+
+    return isinstance(v, x.Expr) or (isinstance(v, tuple) and any(isinstance(i, x.Expr) for i in v))
+
+
+def _map_field(v: Any, fn: Callable[[Any], Any]) -> Any:
+    if isinstance(v, tuple):
+        return tuple(fn(i) for i in v)
+    return fn(v)
+
+
+@compiles(p.SourceNode)
+def _source(b: _Build, node: p.SourceNode) -> ops.Operator:
+    return _SourceOp(b.ingresses[node.name])
+
+
+class _SourceOp(ops.Operator):
+    """Connects an ``Ingress`` to the operators that consume its input."""
+
+    def __init__(self, ingress: Ingress) -> None:
+        super().__init__()
+        ingress.emit_insert = self.emit_insert
+        ingress.emit_end = self.emit_end
+        ingress.emit_cti = self.emit_cti
+
+
+@compiles(p.WhereNode)
+def _where(b: _Build, node: p.WhereNode) -> ops.Operator:
+    return ops.Where(codegen.compile_predicate(node.predicate, 1))
+
+
+@compiles(p.SelectNode)
+def _select(b: _Build, node: p.SelectNode) -> ops.Operator:
+    return ops.Select(codegen.compile_projection(node.projection, 1))
+
+
+@compiles(p.AlterLifetimeNode)
+def _alter(b: _Build, node: p.AlterLifetimeNode) -> ops.Operator:
+    return ops.AlterLifetime(node.shift, node.duration)
+
+
+@compiles(p.WindowNode)
+def _window(b: _Build, node: p.WindowNode) -> ops.Operator:
+    key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
+    value_fns = [None if a.arg is None else codegen.compile_projection(a.arg, 1) for a in node.aggregates]
+    return ops.Window(
+        node.size, node.hop, node.offset, key_fn, value_fns, [a.kind for a in node.aggregates],
+        codegen.compile_window_projection(node.projection), b.to_datetime, b.new_id,
+    )
+
+
+@compiles(p.JoinNode)
+def _join(b: _Build, node: p.JoinNode) -> ops.Operator:
+    residual = None if node.residual is None else codegen.compile_predicate(node.residual, 2)
+    return ops.Join(_join_keys(node), residual, codegen.compile_projection(node.projection, 2), b.new_id)
+
+
+@compiles(p.AntiJoinNode)
+def _anti_join(b: _Build, node: p.AntiJoinNode) -> ops.Operator:
+    residual = None if node.residual is None else codegen.compile_predicate(node.residual, 2)
+    return ops.AntiJoin(_join_keys(node), residual, b.new_id)
+
+
+@compiles(p.UnionNode)
+def _union(b: _Build, node: p.UnionNode) -> ops.Operator:
+    return ops.Union(b.new_id)
+
+
+class InMemoryExecutor:
+    """Runs queries in this process: tempo's reference semantics.
+
+    Events are processed as they arrive; operator state is purged as CTIs pass, so memory
+    follows the open windows and lifetimes rather than the length of the input.
+    """
+
+    def run(self, stream: Stream[T]) -> Result[T]:
+        """Run the query whose output is ``stream`` over all of its inputs."""
+        query = Query.build(stream.node)
+        mode = TimestampMode()
+        build = _Build(mode)
+        for source in query.sources:
+            build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
+        needs_arrival: set[str] = set()
+        for source in query.sources:
+            imp = source.settings.import_ if source.settings else None
+            if imp is not None:
+                build.ingresses[imp.stream_name].importers.append(build.ingresses[source.name])
+                needs_arrival.update((source.name, imp.stream_name))
+
+        # Check every item of fixed inputs before anything is processed.
+        streams: list[Iterator[Prepared]] = []
+        for source in query.sources:
+            items = prepare(source, mode, source.name in needs_arrival)
+            if isinstance(source.source, ItemSource) and source.source.materialized is not None:
+                streams.append(iter(list(items)))
+            else:
+                streams.append(items)
+
+        built: dict[int, ops.Operator] = {}
+        for node in query.nodes:
+            op = _COMPILERS[type(node)](build, node)
+            built[id(node)] = op
+            for port, child in enumerate(node.inputs()):
+                built[id(child)].outs.append((op, port))
+        egress = ops.Egress()
+        built[id(query.root)].outs.append((egress, 0))
+
+        ingresses = [build.ingresses[s.name] for s in query.sources]
+        for _, _, _, rec in heapq.merge(*(_keyed(i, s) for i, s in enumerate(streams))):
+            ingresses[rec[0]].process(rec[1])
+        for ingress in ingresses:
+            ingress.shutdown()
+        return _result(egress, build, query)
+
+
+def _keyed(index: int, items: Iterator[Prepared]) -> Iterator[tuple[int, int, int, tuple[int, Prepared]]]:
+    """Sort key of the arrival sequence: (arrival, declaration order, position)."""
+    for rec in items:
+        yield rec[0], index, rec[5], (index, rec)
+
+
+def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
+    dt = build.to_datetime
+    events = [OutputEvent(dt(s), dt(INF if e is None else e), pl) for s, e, pl in egress.events]
+    raw: list[RawItem[Any]] = []
+    for kind, value in egress.raw:
+        if kind == "cti":
+            raw.append(Cti(dt(value)))
+            continue
+        s, e, pl = value
+        if kind == "start":
+            raw.append(EdgeStart(dt(s), pl))
+        elif kind == "end":
+            raw.append(EdgeEnd(dt(s), dt(e), pl))
+        elif e == s + 1:
+            raw.append(Point(dt(s), pl))
+        else:
+            raw.append(Interval(dt(s), dt(e), pl))
+    rejected = []
+    for name, position, item, rule, action, cti, admitted in build.rejected:
+        admitted_as = None
+        if admitted is not None:
+            if admitted[0] == "lifetime":
+                admitted_as = attrs.evolve(item, start=dt(admitted[1]))
+            else:
+                admitted_as = attrs.evolve(item, end=dt(admitted[1]))
+        rejected.append(Rejection(name, position, item, rule, action, dt(cti), admitted_as))
+    metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].metrics for s in query.sources}
+    return Result(events, [dt(t) for t in egress.ctis], metrics, rejected, raw)

@@ -1,0 +1,293 @@
+"""Ingress: input items become checked events and CTIs, by the rules of ``AdvanceTimeSettings``.
+
+This module is the reference statement of ingress semantics (docs/semantics.md explains
+them with timelines):
+
+* Every item is checked on its own first (kind for the shape, payload type, lifetime,
+  timestamps all naive or all aware, arrival times not decreasing, end edges matched to an
+  open start edge by start and payload). For inputs given as sequences this runs over all
+  items before the first event is processed.
+* The CTI rule: after CTI ``c``, points, intervals and start edges start at or after ``c``;
+  end edges end at or after ``c``. CTIs never go back; one at or before the current CTI is
+  ignored.
+* Generation: after every N-th received event (end edges not counted), or when an event
+  enters a later ``T``-aligned period than any before (the first event only sets the
+  period), a CTI at that event's received start minus the delay.
+* Import: every CTI that advances the exporting input advances the importing one at the
+  same point of the arrival sequence; with generation too, the later CTI wins.
+* Violations: DROP rejects the event; ADJUST moves a violating start (or point) to the CTI
+  when the lifetime reaches past it, else drops it, and ends a violating end edge at the
+  CTI. Without settings a violation is an error. Everything rejected is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from tempo.errors import CtiViolationError, ImportOrderError, InputError
+from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, Interval, Point
+from tempo.plan.nodes import SourceNode
+from tempo.result import Action, InputMetrics, Rule
+from tempo.settings import AdvanceTimePolicy
+from tempo.ticks import INF, NEG_INF, duration_ticks, to_ticks
+
+# Kinds of prepared items.
+POINT, INTERVAL, START, END, CTI = range(5)
+
+_KIND = {Point: POINT, Interval: INTERVAL, EdgeStart: START, EdgeEnd: END, Cti: CTI}
+
+Prepared = tuple[int, int, int, int, Any, int, Any]
+"""(arrival, kind, start, end, payload, position, item); arrival is inherited when absent."""
+
+
+class TimestampMode:
+    """Whether the query's timestamps are naive (UTC) or aware; mixing them is an error."""
+
+    def __init__(self) -> None:
+        self.naive: bool | None = None
+
+    def check(self, t: object, name: str, position: int, item: object, what: str) -> int:
+        if not isinstance(t, datetime):
+            raise InputError(name, position, item, f"{what} must be a datetime, got {type(t).__name__}")
+        naive = t.tzinfo is None
+        if self.naive is None:
+            self.naive = naive
+        elif self.naive != naive:
+            raise InputError(
+                name, position, item,
+                "naive and timezone-aware timestamps are mixed in this query; use one or the other "
+                "(naive timestamps mean UTC)",
+            )
+        return to_ticks(t)
+
+
+def prepare(
+    node: SourceNode, mode: TimestampMode, needs_arrival: bool
+) -> Iterator[Prepared]:
+    """Check and convert one input's items, in input order."""
+    name, shape, payload_type = node.name, node.shape, node.payload_type
+    allowed = SHAPE_ITEMS[shape] + (Cti,)
+    last_arrival = NEG_INF
+    open_edges: dict[int, list[Any]] = {}
+    for position, item in enumerate(node.source.items()):
+        if not isinstance(item, allowed):
+            kinds = ", ".join(k.__name__ for k in allowed)
+            raise InputError(name, position, item, f"a {shape.name} input takes {kinds}, got {type(item).__name__}")
+        kind = _KIND[type(item)]
+        arrival_dt = item.arrival
+        if arrival_dt is None:
+            if needs_arrival:
+                raise ImportOrderError(
+                    name, position, item,
+                    "this input takes part in a CTI import, so every item needs an arrival time "
+                    "(without one the import cannot be ordered against the other input)",
+                )
+            arrival = last_arrival
+        else:
+            arrival = mode.check(arrival_dt, name, position, item, "arrival")
+            if arrival < last_arrival:
+                raise InputError(name, position, item, "arrival times must not decrease within an input")
+            last_arrival = arrival
+        if kind == CTI:
+            assert isinstance(item, Cti)
+            t = mode.check(item.timestamp, name, position, item, "Cti timestamp")
+            yield (arrival, CTI, t, t, None, position, item)
+            continue
+        assert not isinstance(item, Cti)
+        payload = item.payload
+        if not isinstance(payload, payload_type):
+            raise InputError(
+                name, position, item,
+                f"payload must be a {payload_type.__qualname__}, got {type(payload).__qualname__}",
+            )
+        start = mode.check(item.start, name, position, item, "start")
+        if start >= INF:
+            raise InputError(name, position, item, "an event cannot start at infinity")
+        if kind == POINT:
+            end = start + 1
+        elif kind == START:
+            end = INF
+            open_edges.setdefault(start, []).append(payload)
+        else:
+            assert isinstance(item, (Interval, EdgeEnd))
+            end = mode.check(item.end, name, position, item, "end")
+            if end <= start:
+                raise InputError(name, position, item, "end must be after start (lifetimes are [start, end))")
+            if kind == END:
+                waiting = open_edges.get(start)
+                if not waiting or payload not in waiting:
+                    raise InputError(
+                        name, position, item,
+                        "end edge without its start: no open start edge has this start and payload",
+                    )
+                waiting.remove(payload)
+        yield (arrival, kind, start, end, payload, position, item)
+
+
+class Ingress:
+    """One input's time keeping: CTIs, policy, edge pairing and metrics.
+
+    ``emit_insert(eid, start, end, payload)`` (``end`` None for an open edge),
+    ``emit_end(eid, end)`` and ``emit_cti(t)`` deliver admitted events to the query.
+    """
+
+    def __init__(
+        self,
+        node: SourceNode,
+        new_id: Callable[[], int],
+        rejected: list[tuple[str, int, Any, Rule, Action, int, Any]],
+    ) -> None:
+        self.name = node.name
+        self.node = node
+        settings = node.settings
+        self.has_policy = settings is not None
+        self.adjust = settings is not None and settings.policy is AdvanceTimePolicy.ADJUST
+        gen = settings.generation if settings else None
+        self.every_n = gen.frequency if gen and isinstance(gen.frequency, int) else 0
+        self.period = duration_ticks(gen.frequency) if gen and not isinstance(gen.frequency, int) else 0
+        self.delay = duration_ticks(gen.delay) if gen else 0
+        self.flush = bool(gen and gen.advance_to_infinity_on_shutdown)
+        self.cti = NEG_INF
+        self.count = 0
+        self.last_period: int | None = None
+        self.metrics = InputMetrics()
+        self.importers: list[Ingress] = []
+        self.new_id = new_id
+        self.rejected = rejected
+        # Open start edges by their received start: [payload, event id, admitted start].
+        self.open_edges: dict[int, list[list[Any]]] = {}
+        self.dropped_edges: dict[int, list[Any]] = {}
+        self.emit_insert: Callable[[int, int, int | None, Any], None] = _nowhere
+        self.emit_end: Callable[[int, int], None] = _nowhere
+        self.emit_cti: Callable[[int], None] = _nowhere
+
+    # ---- CTIs ---------------------------------------------------------------------------
+    def advance(self, t: int, origin: str) -> None:
+        """Move this input's CTI to ``t`` (if later) and pass it on to importers."""
+        if t <= self.cti:
+            self.metrics.ctis_ignored += 1
+            return
+        self.cti = t
+        if origin == "generated":
+            self.metrics.ctis_generated += 1
+        elif origin == "imported":
+            self.metrics.ctis_imported += 1
+        else:
+            self.metrics.ctis_explicit += 1
+        self.emit_cti(t)
+        for importer in self.importers:
+            importer.advance(t, "imported")
+
+    def shutdown(self) -> None:
+        if self.flush:
+            self.advance(INF, "generated")
+
+    # ---- events -------------------------------------------------------------------------
+    def _reject(self, rec: Prepared, rule: Rule, action: Action, admitted_as: Any = None) -> None:
+        self.rejected.append((self.name, rec[5], rec[6], rule, action, self.cti, admitted_as))
+        if action is Action.DROPPED:
+            self.metrics.dropped += 1
+        else:
+            self.metrics.adjusted += 1
+            self.metrics.admitted += 1
+
+    def _violation(self, rec: Prepared, what: str) -> None:
+        raise CtiViolationError(
+            self.name, rec[5], rec[6],
+            f"{what} before the current CTI ({self.cti} us); this input has no AdvanceTimeSettings, "
+            "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
+        )
+
+    def process(self, rec: Prepared) -> None:
+        kind = rec[1]
+        if kind == CTI:
+            self.advance(rec[2], "explicit")
+            return
+        self.metrics.received += 1
+        if kind == END:
+            self._end_edge(rec)
+            return
+        start, end, payload = rec[2], rec[3], rec[4]
+        cti = self.cti
+        admitted_start = start
+        if start < cti:
+            if not self.has_policy:
+                self._violation(rec, "the event starts")
+            if self.adjust and (kind == POINT or end > cti):  # a point always moves to the CTI
+                admitted_start = cti
+                if kind == POINT:
+                    end = cti + 1
+                self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, _admitted(rec, cti, end))
+            else:
+                self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
+                if kind == START:
+                    self.dropped_edges.setdefault(start, []).append(payload)
+                self._generate(start)
+                return
+        else:
+            self.metrics.admitted += 1
+        eid = self.new_id()
+        if kind == START:
+            self.open_edges.setdefault(start, []).append([payload, eid, admitted_start])
+            self.emit_insert(eid, admitted_start, None, payload)
+        else:
+            self.emit_insert(eid, admitted_start, end, payload)
+        self._generate(start)
+
+    def _generate(self, start: int) -> None:
+        if self.every_n:
+            self.count += 1
+            if self.count % self.every_n == 0:
+                self.advance(start - self.delay, "generated")
+        elif self.period:
+            period = start // self.period
+            if self.last_period is None:
+                self.last_period = period
+            elif period > self.last_period:
+                self.last_period = period
+                self.advance(start - self.delay, "generated")
+
+    def _end_edge(self, rec: Prepared) -> None:
+        start, end, payload = rec[2], rec[3], rec[4]
+        entry = _take(self.open_edges.get(start), payload)
+        if entry is None:
+            dropped = self.dropped_edges.get(start)
+            if dropped and payload in dropped:
+                dropped.remove(payload)
+                self._reject(rec, Rule.START_EDGE_DROPPED, Action.DROPPED)
+                return
+            # Checked in prepare(); reachable only if a start edge was consumed by a dropped end.
+            raise InputError(self.name, rec[5], rec[6], "end edge without its start edge")
+        _, eid, admitted_start = entry
+        if end < self.cti:
+            if not self.has_policy:
+                self._violation(rec, "the end edge ends")
+            if not self.adjust:
+                # Dropped: the event stays open, as the rule says; it is on record here.
+                self._reject(rec, Rule.END_BEFORE_CTI, Action.DROPPED)
+                return
+            end = max(self.cti, admitted_start + 1)
+            self._reject(rec, Rule.END_BEFORE_CTI, Action.ADJUSTED, ("end", end))
+        else:
+            self.metrics.admitted += 1
+        self.emit_end(eid, end)
+
+
+def _take(entries: list[list[Any]] | None, payload: Any) -> list[Any] | None:
+    if not entries:
+        return None
+    for i, entry in enumerate(entries):
+        if entry[0] == payload:
+            return entries.pop(i)
+    return None
+
+
+def _admitted(rec: Prepared, start: int, end: int) -> tuple[str, int, int]:
+    return ("lifetime", start, end)
+
+
+def _nowhere(*_: Any) -> None:
+    return None
+

@@ -1,0 +1,695 @@
+"""The in-memory operators: push-based, one event at a time, state purged as CTIs pass.
+
+Every operator receives ``insert(port, eid, start, end, payload)`` (``end`` is None for
+an open edge whose end is not known yet), ``end(port, eid, end)`` for such an edge, and
+``cti(port, t)``, and pushes the same three calls downstream. Event ids are unique within
+a stream; operators that make new events take fresh ids. Times are ticks.
+
+The semantics and CTI rule of each operator are stated on its plan node
+(``tempo/plan/nodes.py``); the notes here explain how the rule is met.
+Stateful operators release an output only once their output CTI passes its start, which
+is exactly when the emission contract requires it, and which makes outputs independent of
+how the inputs interleave.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from tempo.ticks import INF, NEG_INF
+
+Key = tuple[Any, ...]
+
+
+class Operator:
+    """Base: fan-out to the consumers of this operator's output."""
+
+    def __init__(self) -> None:
+        self.outs: list[tuple[Operator, int]] = []
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        raise NotImplementedError
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        raise NotImplementedError
+
+    def cti(self, port: int, t: int) -> None:
+        raise NotImplementedError
+
+    def emit_insert(self, eid: int, start: int, end: int | None, payload: Any) -> None:
+        for op, port in self.outs:
+            op.insert(port, eid, start, end, payload)
+
+    def emit_end(self, eid: int, end: int) -> None:
+        for op, port in self.outs:
+            op.end(port, eid, end)
+
+    def emit_cti(self, t: int) -> None:
+        for op, port in self.outs:
+            op.cti(port, t)
+
+
+class Where(Operator):
+    """Filter; remembers which open edges passed so that only their ends follow."""
+
+    def __init__(self, predicate: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.predicate = predicate
+        self.open: set[int] = set()
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        if self.predicate(payload):
+            if end is None:
+                self.open.add(eid)
+            self.emit_insert(eid, start, end, payload)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        if eid in self.open:
+            self.open.discard(eid)
+            self.emit_end(eid, end)
+
+    def cti(self, port: int, t: int) -> None:
+        self.emit_cti(t)
+
+
+class Select(Operator):
+    """Projection; ids, lifetimes and CTIs pass unchanged."""
+
+    def __init__(self, projection: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.projection = projection
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self.emit_insert(eid, start, end, self.projection(payload))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        self.emit_end(eid, end)
+
+    def cti(self, port: int, t: int) -> None:
+        self.emit_cti(t)
+
+
+def _shift(t: int, d: int) -> int:
+    return t if t >= INF else min(t + d, INF)
+
+
+class AlterLifetime(Operator):
+    """Start (and CTIs) + shift; end + shift, or start + duration when a duration is set."""
+
+    def __init__(self, shift: int, duration: int | None) -> None:
+        super().__init__()
+        self.shift, self.duration = shift, duration
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        s = _shift(start, self.shift)
+        if s >= INF:
+            return  # moved past the end of time: no lifetime left
+        if self.duration is not None:
+            self.emit_insert(eid, s, _shift(s, self.duration), payload)
+        else:
+            self.emit_insert(eid, s, None if end is None else _shift(end, self.shift), payload)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        if self.duration is None:  # with a duration every lifetime is already closed
+            self.emit_end(eid, _shift(end, self.shift))
+
+    def cti(self, port: int, t: int) -> None:
+        self.emit_cti(_shift(t, self.shift))
+
+
+class Union(Operator):
+    """Both inputs; right-side events get fresh ids so a stream unioned with itself stays unique."""
+
+    def __init__(self, new_id: Callable[[], int]) -> None:
+        super().__init__()
+        self.new_id = new_id
+        self.ctis = [NEG_INF, NEG_INF]
+        self.out_cti = NEG_INF
+        self.renamed: dict[int, int] = {}
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        if port == 1:
+            new = self.new_id()
+            if end is None:
+                self.renamed[eid] = new
+            eid = new
+        self.emit_insert(eid, start, end, payload)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        if port == 1:
+            eid = self.renamed.pop(eid)
+        self.emit_end(eid, end)
+
+    def cti(self, port: int, t: int) -> None:
+        self.ctis[port] = t
+        out = min(self.ctis)
+        if out > self.out_cti:
+            self.out_cti = out
+            self.emit_cti(out)
+
+
+# ---------------------------------------------------------------------------------------
+# Windows
+
+
+class Window(Operator):
+    """Hopping/tumbling windows with aggregates, per group.
+
+    Events spanning a few windows are added to each window's accumulators on arrival.
+    Open edges and very long lifetimes are kept aside and added to each window as it
+    closes, so that an event alive for days does not enumerate its windows up front.
+    A CTI ``c`` closes the windows whose end is at or before ``c`` (all of them on the
+    CTI at infinity, where open lifetimes end after the latest finite time seen).
+    """
+
+    EAGER_WINDOWS = 64
+
+    def __init__(
+        self,
+        size: int,
+        hop: int,
+        offset: int,
+        key_fn: Callable[[Any], Key] | None,
+        value_fns: list[Callable[[Any], Any] | None],
+        kinds: list[str],
+        projection: Callable[[Key, list[Any], datetime, datetime], Any],
+        to_datetime: Callable[[int], datetime],
+        new_id: Callable[[], int],
+    ) -> None:
+        super().__init__()
+        self.size, self.hop, self.offset = size, hop, offset
+        self.key_fn = key_fn
+        self.value_fns = value_fns
+        self.kinds = kinds
+        self.projection = projection
+        self.to_datetime = to_datetime
+        self.new_id = new_id
+        self.acc: dict[int, dict[Key, list[Any]]] = {}  # window index -> group -> state
+        self.acc_heap: list[int] = []
+        self.long: dict[int, list[Any]] = {}  # eid -> [key, values, k_lo, k_hi or None]
+        self.next_k: int | None = None  # first window index not yet closed
+        self.in_cti = NEG_INF
+        self.out_cti = NEG_INF
+        self.t_max = NEG_INF
+
+    # window index arithmetic: window k is [offset + k*hop, offset + k*hop + size)
+    def _k_lo(self, start: int) -> int:
+        return (start - self.size - self.offset) // self.hop + 1
+
+    def _k_hi(self, end: int) -> int:
+        return (end - self.offset - 1) // self.hop
+
+    def _new_state(self) -> list[Any]:
+        state: list[Any] = [0]
+        for kind in self.kinds:
+            state.append([0, 0] if kind == "avg" else None)
+        return state
+
+    def _add(self, windows: dict[Key, list[Any]], key: Key, values: list[Any]) -> None:
+        state = windows.get(key)
+        if state is None:
+            state = windows[key] = self._new_state()
+        state[0] += 1
+        for i, kind in enumerate(self.kinds, 1):
+            v = values[i - 1]
+            if v is None:
+                continue
+            cur = state[i]
+            if kind == "sum":
+                state[i] = v if cur is None else cur + v
+            elif kind == "avg":
+                cur[0] += v
+                cur[1] += 1
+            elif kind == "min":
+                if cur is None or v < cur:
+                    state[i] = v
+            elif kind == "max":
+                if cur is None or v > cur:
+                    state[i] = v
+
+    def _results(self, state: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for i, kind in enumerate(self.kinds, 1):
+            if kind == "count":
+                out.append(state[0])
+            elif kind == "avg":
+                total, n = state[i]
+                out.append(total / n if n else None)
+            else:
+                out.append(state[i])
+        return out
+
+    def _values(self, payload: Any) -> list[Any]:
+        return [None if f is None else f(payload) for f in self.value_fns]
+
+    def _add_range(self, key: Key, values: list[Any], k_lo: int, k_hi: int) -> None:
+        for k in range(k_lo, k_hi + 1):
+            windows = self.acc.get(k)
+            if windows is None:
+                windows = self.acc[k] = {}
+                heapq.heappush(self.acc_heap, k)
+            self._add(windows, key, values)
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self.key_fn(payload) if self.key_fn else ()
+        values = self._values(payload)
+        if start > self.t_max:
+            self.t_max = start
+        if end is not None and end < INF and end > self.t_max:
+            self.t_max = end
+        k_lo = self._k_lo(start)
+        if end is None or end >= INF:
+            self.long[eid] = [key, values, k_lo, None]
+            return
+        k_hi = self._k_hi(end)
+        if k_hi - k_lo >= self.EAGER_WINDOWS:
+            self.long[eid] = [key, values, k_lo, k_hi]
+        elif k_hi >= k_lo:
+            self._add_range(key, values, k_lo, k_hi)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        rec = self.long.get(eid)
+        if rec is None:
+            return
+        if end < INF and end > self.t_max:
+            self.t_max = end
+        k_hi = self._k_hi(end)
+        k_lo = rec[2] if self.next_k is None else max(rec[2], self.next_k)
+        if k_hi - k_lo < self.EAGER_WINDOWS:
+            del self.long[eid]
+            if k_hi >= k_lo:
+                self._add_range(rec[0], rec[1], k_lo, k_hi)
+        else:
+            rec[3] = k_hi
+
+    def cti(self, port: int, t: int) -> None:
+        if t <= self.in_cti:
+            return
+        self.in_cti = t
+        if t >= INF:
+            # Open lifetimes end just after the latest finite time this operator has seen.
+            open_hi = self._k_hi(self.t_max + 1) if self.t_max > NEG_INF else None
+            limit = max([k for k in self.acc] + [r[3] if r[3] is not None else (open_hi if open_hi is not None else r[2] - 1) for r in self.long.values()] + [self.next_k or 0])
+        else:
+            limit = (t - self.size - self.offset) // self.hop
+            open_hi = limit
+        self._close(limit, open_hi)
+        if t >= INF:
+            out = INF
+        else:
+            self.next_k = limit + 1 if self.next_k is None else max(self.next_k, limit + 1)
+            out = min(t, self.offset + self.next_k * self.hop)
+        if out > self.out_cti:
+            self.out_cti = out
+            self.emit_cti(out)
+
+    def _close(self, limit: int, open_hi: int | None) -> None:
+        """Emit every non-empty window with index <= limit, in order of window start."""
+        ks: set[int] = set()
+        while self.acc_heap and self.acc_heap[0] <= limit:
+            ks.add(heapq.heappop(self.acc_heap))
+        spans: list[tuple[int, int, Key, list[Any]]] = []
+        for rec in self.long.values():
+            lo = rec[2] if self.next_k is None else max(rec[2], self.next_k)
+            hi = rec[3] if rec[3] is not None else open_hi
+            if hi is None:
+                continue
+            hi = min(hi, limit)
+            if lo <= hi:
+                spans.append((lo, hi, rec[0], rec[1]))
+        for lo, hi, _, _ in spans:
+            ks.update(range(lo, hi + 1))
+        for k in sorted(ks):
+            windows = self.acc.pop(k, None) or {}
+            for lo, hi, key, values in spans:
+                if lo <= k <= hi:
+                    self._add(windows, key, values)
+            ws = self.offset + k * self.hop
+            we = ws + self.size
+            ws_dt, we_dt = self.to_datetime(ws), self.to_datetime(we)
+            for key, state in windows.items():
+                payload = self.projection(key, self._results(state), ws_dt, we_dt)
+                self.emit_insert(self.new_id(), ws, we, payload)
+        # Forget long lifetimes that end before the next open window.
+        nxt = limit + 1
+        for eid in [e for e, r in self.long.items() if r[3] is not None and r[3] < nxt]:
+            del self.long[eid]
+
+    def end_of_input(self) -> None:
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# Joins
+
+
+class _Side:
+    """One side of a join: live events indexed by key, with their ends for purging."""
+
+    __slots__ = ("by_key", "by_id", "ends", "cti")
+
+    def __init__(self) -> None:
+        self.by_key: dict[Key, dict[int, list[Any]]] = {}
+        self.by_id: dict[int, list[Any]] = {}
+        self.ends: list[tuple[int, int]] = []  # (end, eid) of closed events, for purging
+        self.cti = NEG_INF
+
+    def add(self, rec: list[Any]) -> None:
+        eid, key = rec[0], rec[4]
+        self.by_key.setdefault(key, {})[eid] = rec
+        self.by_id[eid] = rec
+        if rec[2] is not None:
+            heapq.heappush(self.ends, (rec[2], eid))
+
+    def purge(self, upto: int) -> None:
+        """Drop closed events ending at or before ``upto``: nothing later can overlap them."""
+        ends = self.ends
+        while ends and ends[0][0] <= upto:
+            _, eid = heapq.heappop(ends)
+            rec = self.by_id.pop(eid, None)
+            if rec is not None:
+                group = self.by_key[rec[4]]
+                del group[eid]
+                if not group:
+                    del self.by_key[rec[4]]
+
+
+# Event record in a join side: [eid, start, end or None, payload, key, open outputs]
+# Output record: [oid or None, left rec, right rec, closed]
+
+
+class Join(Operator):
+    """Temporal inner join with hash keys and a residual predicate.
+
+    Matching pairs wait in a heap by output start until the output CTI passes it. An
+    output whose end is not yet determined goes out as a start edge; its end edge follows
+    once the end is known: both ends known, or the known end at or before the CTI of the
+    side whose end is unknown (that side can no longer end earlier).
+    """
+
+    def __init__(
+        self,
+        key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | None,
+        residual: Callable[[Any, Any], Any] | None,
+        projection: Callable[[Any, Any], Any],
+        new_id: Callable[[], int],
+    ) -> None:
+        super().__init__()
+        self.key_fns = key_fns
+        self.residual = residual
+        self.projection = projection
+        self.new_id = new_id
+        self.sides = (_Side(), _Side())
+        self.pending: list[tuple[int, int, list[Any], list[Any]]] = []
+        self.watches: tuple[list[tuple[int, int, list[Any]]], list[tuple[int, int, list[Any]]]] = ([], [])
+        self.seq = itertools.count()
+        self.out_cti = NEG_INF
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key: Key = self.key_fns[port](payload) if self.key_fns else ()
+        if any(k is None for k in key):
+            return  # a null key matches nothing
+        rec: list[Any] = [eid, start, end, payload, key, []]
+        other = self.sides[1 - port]
+        for orec in (other.by_key.get(key) or {}).values():
+            ostart, oend = orec[1], orec[2]
+            if (oend is not None and oend <= start) or (end is not None and end <= ostart):
+                continue
+            left, right = (rec, orec) if port == 0 else (orec, rec)
+            if self.residual is not None and not self.residual(left[3], right[3]):
+                continue
+            heapq.heappush(self.pending, (max(start, ostart), next(self.seq), left, right))
+        if end is None or end > other.cti:
+            self.sides[port].add(rec)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        rec = self.sides[port].by_id.get(eid)
+        if rec is None:
+            return
+        rec[2] = end
+        heapq.heappush(self.sides[port].ends, (end, eid))
+        for out in rec[5]:
+            self._try_close(out)
+        rec[5] = [o for o in rec[5] if not o[3]]
+
+    def cti(self, port: int, t: int) -> None:
+        side = self.sides[port]
+        if t <= side.cti:
+            return
+        side.cti = t
+        watch = self.watches[port]
+        while watch and watch[0][0] <= t:
+            _, _, out = heapq.heappop(watch)
+            self._try_close(out)
+        out_cti = min(self.sides[0].cti, self.sides[1].cti)
+        if out_cti > self.out_cti:
+            pending = self.pending
+            while pending and pending[0][0] < out_cti:
+                start, _, left, right = heapq.heappop(pending)
+                self._emit(start, left, right)
+            self.out_cti = out_cti
+            self.emit_cti(out_cti)
+        self.sides[1 - port].purge(t)
+
+    def _end_of(self, out: list[Any]) -> tuple[int, int | None]:
+        """(known end or INF, the side still unknown if the end is not determined yet)."""
+        left, right = out[1], out[2]
+        le, re = left[2], right[2]
+        known = min(e for e in (le, re, INF) if e is not None)
+        for side_index, e in ((0, le), (1, re)):
+            if e is None and self.sides[side_index].cti < known:
+                return known, side_index
+        return known, None
+
+    def _emit(self, start: int, left: list[Any], right: list[Any]) -> None:
+        le, re = left[2], right[2]
+        if (le is not None and le <= start) or (re is not None and re <= start):
+            return  # an end that arrived later ruled out the overlap
+        payload = self.projection(left[3], right[3])
+        out: list[Any] = [None, left, right, False]
+        end, waiting = self._end_of(out)
+        oid = self.new_id()
+        if waiting is None and end < INF:
+            self.emit_insert(oid, start, end, payload)
+            return
+        out[0] = oid
+        self.emit_insert(oid, start, None, payload)
+        if le is None:
+            left[5].append(out)
+        if re is None:
+            right[5].append(out)
+        if waiting is not None and end < INF:
+            heapq.heappush(self.watches[waiting], (end, next(self.seq), out))
+
+    def _try_close(self, out: list[Any]) -> None:
+        if out[3] or out[0] is None:
+            return
+        end, waiting = self._end_of(out)
+        if waiting is None and end < INF:
+            out[3] = True
+            self.emit_end(out[0], end)
+        elif waiting is not None and end < INF:
+            heapq.heappush(self.watches[waiting], (end, next(self.seq), out))
+
+
+class AntiJoin(Operator):
+    """Left anti semi join by a sweep over time, one output-CTI step at a time.
+
+    When the output CTI moves from ``p`` to ``c``, everything in ``[p, c)`` is known: no
+    later left or right event can start before ``c``. Each left event touched by a change
+    in ``[p, c)`` (its own start or end, or a matching right event starting or ending) is
+    swept over that span: uncovered stretches become output fragments; a fragment still
+    uncovered at ``c`` goes out as a start edge and is ended by a later sweep.
+    """
+
+    def __init__(
+        self,
+        key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | None,
+        residual: Callable[[Any, Any], Any] | None,
+        new_id: Callable[[], int],
+    ) -> None:
+        super().__init__()
+        self.key_fns = key_fns
+        self.residual = residual
+        self.new_id = new_id
+        self.ctis = [NEG_INF, NEG_INF]
+        self.out_cti = NEG_INF
+        # left rec: [eid, start, end or None, payload, key, open fragment id or None]
+        self.lefts: dict[int, list[Any]] = {}
+        self.lefts_by_key: dict[Key, dict[int, list[Any]]] = {}
+        self.left_marks: list[tuple[int, int]] = []  # (time, eid): a left starts or ends
+        # right rec: [eid, start, end or None, payload, key]
+        self.rights: dict[int, list[Any]] = {}
+        self.rights_by_key: dict[Key, dict[int, list[Any]]] = {}
+        self.right_marks: list[tuple[int, int, Key]] = []  # (time, seq, key)
+        self.right_ends: list[tuple[int, int]] = []
+        self.seq = itertools.count()
+
+    def _key(self, port: int, payload: Any) -> Key | None:
+        key: Key = self.key_fns[port](payload) if self.key_fns else ()
+        return None if any(k is None for k in key) else key
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self._key(port, payload)
+        if port == 0:
+            rec = [eid, start, end, payload, key, None]
+            self.lefts[eid] = rec
+            if key is not None:
+                self.lefts_by_key.setdefault(key, {})[eid] = rec
+            heapq.heappush(self.left_marks, (start, eid))
+            if end is not None:
+                heapq.heappush(self.left_marks, (end, eid))
+        elif key is not None:
+            self.rights[eid] = [eid, start, end, payload, key]
+            self.rights_by_key.setdefault(key, {})[eid] = self.rights[eid]
+            heapq.heappush(self.right_marks, (start, next(self.seq), key))
+            if end is not None:
+                heapq.heappush(self.right_marks, (end, next(self.seq), key))
+                heapq.heappush(self.right_ends, (end, eid))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        if port == 0:
+            rec = self.lefts.get(eid)
+            if rec is not None:
+                rec[2] = end
+                heapq.heappush(self.left_marks, (end, eid))
+        else:
+            rrec = self.rights.get(eid)
+            if rrec is not None:
+                rrec[2] = end
+                heapq.heappush(self.right_marks, (end, next(self.seq), rrec[4]))
+                heapq.heappush(self.right_ends, (end, eid))
+
+    def cti(self, port: int, t: int) -> None:
+        if t <= self.ctis[port]:
+            return
+        self.ctis[port] = t
+        c = min(self.ctis)
+        if c <= self.out_cti:
+            return
+        p = self.out_cti
+        touched: dict[int, list[Any]] = {}
+        while self.left_marks and self.left_marks[0][0] < c:
+            _, eid = heapq.heappop(self.left_marks)
+            rec = self.lefts.get(eid)
+            if rec is not None:
+                touched[eid] = rec
+        while self.right_marks and self.right_marks[0][0] < c:
+            _, _, key = heapq.heappop(self.right_marks)
+            touched.update(self.lefts_by_key.get(key, {}))
+        for rec in sorted(touched.values(), key=lambda r: (r[1], r[0])):
+            self._sweep(rec, p, c)
+        self.out_cti = c
+        self.emit_cti(c)
+        while self.right_ends and self.right_ends[0][0] <= c:
+            _, eid = heapq.heappop(self.right_ends)
+            rrec = self.rights.pop(eid, None)
+            if rrec is not None:
+                group = self.rights_by_key[rrec[4]]
+                del group[eid]
+                if not group:
+                    del self.rights_by_key[rrec[4]]
+
+    def _sweep(self, rec: list[Any], p: int, c: int) -> None:
+        eid, start, end, payload, key = rec[0], rec[1], rec[2], rec[3], rec[4]
+        lo = max(p, start)
+        hi = c if end is None else min(c, end)
+        if lo >= hi:
+            self._retire(rec, c)
+            return
+        covered: list[tuple[int, int]] = []
+        if key is not None:
+            for rrec in self.rights_by_key.get(key, {}).values():
+                rs, re = rrec[1], INF if rrec[2] is None else rrec[2]
+                if rs < hi and re > lo and (self.residual is None or self.residual(payload, rrec[3])):
+                    covered.append((max(rs, lo), min(re, hi)))
+        covered.sort()
+        gaps: list[tuple[int, int]] = []
+        cursor = lo
+        for cs, ce in covered:
+            if cs > cursor:
+                gaps.append((cursor, cs))
+            cursor = max(cursor, ce)
+        if cursor < hi:
+            gaps.append((cursor, hi))
+        open_id = rec[5]
+        if open_id is not None and not (gaps and gaps[0][0] == lo):
+            self.emit_end(open_id, lo)  # covered from the start of this span
+            open_id = None
+        closes_at_end = end is not None and end <= c
+        for i, (gs, ge) in enumerate(gaps):
+            continuing = i == 0 and open_id is not None
+            reaches_span_end = ge == hi and not closes_at_end
+            if continuing:
+                if not reaches_span_end:
+                    self.emit_end(open_id, ge)
+                    open_id = None
+                continue
+            if reaches_span_end:
+                open_id = self.new_id()
+                self.emit_insert(open_id, gs, None, payload)
+            else:
+                self.emit_insert(self.new_id(), gs, ge, payload)
+        rec[5] = open_id
+        self._retire(rec, c)
+
+    def _retire(self, rec: list[Any], c: int) -> None:
+        if rec[2] is not None and rec[2] <= c:
+            self.lefts.pop(rec[0], None)
+            if rec[4] is not None:
+                group = self.lefts_by_key.get(rec[4])
+                if group is not None:
+                    group.pop(rec[0], None)
+                    if not group:
+                        del self.lefts_by_key[rec[4]]
+
+
+class Egress(Operator):
+    """The query's output: releases an event once an output CTI passes its start.
+
+    Events still waiting when the input ends were never committed and are not released.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: list[tuple[int, int, int]] = []  # (start, seq, eid)
+        self.held: dict[int, list[Any]] = {}  # eid -> [start, end or None, payload]
+        self.released_open: dict[int, int] = {}  # eid -> index in events
+        self.events: list[list[Any]] = []  # [start, end or None, payload]
+        self.raw: list[tuple[str, Any]] = []
+        self.ctis: list[int] = []
+        self.seq = itertools.count()
+        self.cti_now = NEG_INF
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self.held[eid] = [start, end, payload]
+        heapq.heappush(self.waiting, (start, next(self.seq), eid))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        held = self.held.get(eid)
+        if held is not None:
+            held[1] = end
+            return
+        index = self.released_open.pop(eid, None)
+        if index is not None:
+            ev = self.events[index]
+            ev[1] = end
+            self.raw.append(("end", (ev[0], end, ev[2])))
+
+    def cti(self, port: int, t: int) -> None:
+        waiting = self.waiting
+        while waiting and waiting[0][0] < t:
+            _, _, eid = heapq.heappop(waiting)
+            start, end, payload = self.held.pop(eid)
+            if end is None:
+                self.released_open[eid] = len(self.events)
+                self.raw.append(("start", (start, None, payload)))
+            else:
+                self.raw.append(("event", (start, end, payload)))
+            self.events.append([start, end, payload])
+        self.ctis.append(t)
+        self.raw.append(("cti", t))

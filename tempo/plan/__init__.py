@@ -1,0 +1,1 @@
+"""plan layer of tempo."""

@@ -1,0 +1,378 @@
+"""The logical plan: one frozen node per operator, validated when built.
+
+Each node states its semantics and its CTI rule once, here; executors implement them
+(``tempo/memory`` is the reference) and ``explain()`` prints them. Nodes compare by
+identity: a node used twice in a graph is one operator whose output feeds two consumers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, ClassVar
+
+import attrs
+
+from tempo.errors import QueryBuildError
+from tempo.events import EventShape
+from tempo.expr import nodes as x
+from tempo.settings import AdvanceTimeSettings
+from tempo.sources import Source
+
+
+@attrs.frozen(eq=False)
+class Node:
+    """Base of plan nodes. ``payload_type`` is the record type of the node's output."""
+
+    SEMANTICS: ClassVar[str] = ""
+    CTI_RULE: ClassVar[str] = ""
+
+    @property
+    def payload_type(self) -> type:
+        raise NotImplementedError
+
+    def inputs(self) -> tuple[Node, ...]:
+        return ()
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+_DECLARATIONS = itertools.count()
+
+
+@attrs.frozen(eq=False)
+class SourceNode(Node):
+    SEMANTICS: ClassVar[str] = "An input: its items in arrival order, checked against the CTI rule."
+    CTI_RULE: ClassVar[str] = (
+        "CTIs are generated (count or time span, minus delay), imported from another input, or "
+        "given explicitly; the latest wins and CTIs never go backwards. Violations are dropped "
+        "or adjusted by the policy."
+    )
+
+    name: str
+    source: Source[Any]
+    shape: EventShape
+    settings: AdvanceTimeSettings | None
+    declared: int = attrs.field(factory=lambda: next(_DECLARATIONS))
+    """Order of declaration: ties in arrival order go to the input declared first."""
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise QueryBuildError(f"an input needs a non-empty name, got {self.name!r}")
+        if not isinstance(self.shape, EventShape):
+            raise QueryBuildError(f"input {self.name!r}: shape must be an EventShape, got {self.shape!r}")
+        if self.settings is not None and not isinstance(self.settings, AdvanceTimeSettings):
+            raise QueryBuildError(f"input {self.name!r}: settings must be AdvanceTimeSettings, got {self.settings!r}")
+        if self.settings and self.settings.import_ and self.settings.import_.stream_name == self.name:
+            raise QueryBuildError(f"input {self.name!r} cannot import CTIs from itself")
+
+    @property
+    def payload_type(self) -> type:
+        return self.source.payload_type
+
+    def describe(self) -> str:
+        s = self.settings
+        parts = [f"Input {self.name!r} {self.shape.name} of {self.payload_type.__name__}"]
+        if s is None:
+            parts.append("explicit CTIs only")
+        else:
+            if s.generation:
+                g = s.generation
+                parts.append(
+                    f"generate every {g.frequency} delay {g.delay}"
+                    + (" flush at end" if g.advance_to_infinity_on_shutdown else "")
+                )
+            if s.import_:
+                parts.append(f"import CTIs from {s.import_.stream_name!r}")
+            parts.append(f"policy {s.policy.name}")
+        return ", ".join(parts)
+
+
+def _require_bool(expr: x.Expr, what: str) -> None:
+    if expr.dtype not in (bool, object):
+        raise QueryBuildError(f"{what} must be a condition (bool), got {expr.dtype.__name__}: {x.render(expr)}")
+
+
+@attrs.frozen(eq=False)
+class WhereNode(Node):
+    SEMANTICS: ClassVar[str] = "Keeps the events whose payload satisfies the predicate (null counts as false)."
+    CTI_RULE: ClassVar[str] = "CTIs pass unchanged; lifetimes are unchanged."
+
+    input: Node
+    predicate: x.Expr
+
+    def __attrs_post_init__(self) -> None:
+        _require_bool(self.predicate, "the where() predicate")
+
+    @property
+    def payload_type(self) -> type:
+        return self.input.payload_type
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"Where {x.render(self.predicate)}"
+
+
+@attrs.frozen(eq=False)
+class SelectNode(Node):
+    SEMANTICS: ClassVar[str] = "Maps each payload to a new record."
+    CTI_RULE: ClassVar[str] = "CTIs pass unchanged; lifetimes are unchanged."
+
+    input: Node
+    projection: x.Expr
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.projection, (x.Record, x.Input)):
+            raise QueryBuildError(
+                f"select() must return a payload record (attrs class or dataclass), got {x.render(self.projection)}"
+            )
+
+    @property
+    def payload_type(self) -> type:
+        return self.projection.dtype
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"Select {x.render(self.projection)}"
+
+
+@attrs.frozen(eq=False)
+class AlterLifetimeNode(Node):
+    SEMANTICS: ClassVar[str] = (
+        "Moves each start by `shift`; with `duration`, each end becomes start + duration "
+        "(an open edge gets its end at once), otherwise the end moves by `shift` too."
+    )
+    CTI_RULE: ClassVar[str] = "Each CTI moves by `shift` (a duration change leaves CTIs alone)."
+
+    input: Node
+    shift: int
+    duration: int | None
+    label: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.duration is not None and self.duration <= 0:
+            raise QueryBuildError(f"{self.label}: the duration must be positive, got {self.duration} ticks")
+
+    @property
+    def payload_type(self) -> type:
+        return self.input.payload_type
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        d = "" if self.duration is None else f", duration {self.duration}us"
+        return f"{self.label}: shift {self.shift}us{d}"
+
+
+AGGREGATE_KINDS = ("count", "sum", "avg", "min", "max")
+
+
+@attrs.frozen
+class Aggregate:
+    """One aggregate of a window: ``kind`` over ``arg`` (``count`` counts events)."""
+
+    kind: str
+    arg: x.Expr | None
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind not in AGGREGATE_KINDS:
+            raise QueryBuildError(f"unknown aggregate {self.kind!r}")
+        if self.kind == "count":
+            return
+        assert self.arg is not None
+        t = self.arg.dtype
+        if self.kind in ("sum", "avg") and t not in (int, float, bool, object):
+            raise QueryBuildError(f"{self.kind} needs numbers, got {t.__name__}: {x.render(self.arg)}")
+
+    @property
+    def result_type(self) -> type:
+        if self.kind == "count":
+            return int
+        if self.kind == "avg":
+            return float
+        assert self.arg is not None
+        if self.kind == "sum" and self.arg.dtype is bool:
+            return int
+        return self.arg.dtype
+
+
+@attrs.frozen(eq=False)
+class WindowNode(Node):
+    SEMANTICS: ClassVar[str] = (
+        "Windows [w, w + size) with w = offset + k*hop on the epoch; an event belongs to every "
+        "window its lifetime overlaps; each non-empty window (per group) gives one event whose "
+        "lifetime is the window and whose payload is the projection of the aggregates. Empty "
+        "windows give nothing. On the CTI at infinity, open lifetimes count only up to the "
+        "latest finite time seen by the operator."
+    )
+    CTI_RULE: ClassVar[str] = (
+        "A window is emitted once the input CTI reaches its end; the output CTI is the input CTI "
+        "pulled back to the start of the earliest window not yet complete."
+    )
+
+    input: Node
+    keys: tuple[x.Expr, ...] | None
+    size: int
+    hop: int
+    offset: int
+    aggregates: tuple[Aggregate, ...]
+    projection: x.Expr
+
+    def __attrs_post_init__(self) -> None:
+        if self.size <= 0:
+            raise QueryBuildError(f"window size must be positive, got {self.size} ticks")
+        if self.hop <= 0:
+            raise QueryBuildError(f"window hop must be positive, got {self.hop} ticks")
+        if not isinstance(self.projection, x.Record):
+            raise QueryBuildError(
+                "aggregate() must return a payload record (attrs class or dataclass) built from "
+                f"aggregates, keys and window bounds, got {x.render(self.projection)}"
+            )
+
+    @property
+    def payload_type(self) -> type:
+        return self.projection.dtype
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        kind = "Tumbling" if self.size == self.hop else "Hopping"
+        keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
+        aggs = ", ".join(f"agg{i}={a.kind}({'' if a.arg is None else x.render(a.arg)})" for i, a in enumerate(self.aggregates))
+        return (
+            f"{kind} size {self.size}us hop {self.hop}us offset {self.offset}us{keys}: {aggs} "
+            f"-> {x.render(self.projection)}"
+        )
+
+
+def split_conjuncts(e: x.Expr) -> list[x.Expr]:
+    if isinstance(e, x.Binary) and e.op == "&":
+        return split_conjuncts(e.left) + split_conjuncts(e.right)
+    return [e]
+
+
+def _sides(e: x.Expr) -> set[int]:
+    return {i.index for i in e.walk() if isinstance(i, x.Input)}
+
+
+def split_join_predicate(pred: x.Expr) -> tuple[tuple[tuple[x.Expr, x.Expr], ...], x.Expr | None]:
+    """Equality conjuncts between a left-only and a right-only expression become join keys."""
+    keys: list[tuple[x.Expr, x.Expr]] = []
+    rest: list[x.Expr] = []
+    for c in split_conjuncts(pred):
+        if isinstance(c, x.Binary) and c.op == "==":
+            ls, rs = _sides(c.left), _sides(c.right)
+            if ls == {0} and rs == {1}:
+                keys.append((c.left, c.right))
+                continue
+            if ls == {1} and rs == {0}:
+                keys.append((c.right, c.left))
+                continue
+        if isinstance(c, x.Lit) and c.value is True:
+            continue
+        rest.append(c)
+    residual: x.Expr | None = None
+    for c in rest:
+        residual = c if residual is None else x.Binary("&", residual, c)
+    return tuple(keys), residual
+
+
+@attrs.frozen(eq=False)
+class JoinNode(Node):
+    SEMANTICS: ClassVar[str] = (
+        "Temporal inner join: a left and a right event match when the predicate holds and their "
+        "lifetimes overlap; the output lifetime is the intersection, the payload the projection."
+    )
+    CTI_RULE: ClassVar[str] = "The output CTI is the minimum of both inputs' CTIs."
+
+    left: Node
+    right: Node
+    predicate: x.Expr
+    projection: x.Expr
+    keys: tuple[tuple[x.Expr, x.Expr], ...] = attrs.field(init=False)
+    residual: x.Expr | None = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _require_bool(self.predicate, "the join predicate")
+        if not isinstance(self.projection, (x.Record, x.Input)):
+            raise QueryBuildError(f"join select must return a payload record, got {x.render(self.projection)}")
+        keys, residual = split_join_predicate(self.predicate)
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "residual", residual)
+
+    @property
+    def payload_type(self) -> type:
+        return self.projection.dtype
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def describe(self) -> str:
+        keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
+        res = "none" if self.residual is None else x.render(self.residual)
+        return f"Join keys [{keys}] residual {res} -> {x.render(self.projection)}"
+
+
+@attrs.frozen(eq=False)
+class AntiJoinNode(Node):
+    SEMANTICS: ClassVar[str] = (
+        "Left anti semi join: the parts of each left lifetime during which no right event "
+        "matching the predicate is alive; a left event may give several fragments."
+    )
+    CTI_RULE: ClassVar[str] = "The output CTI is the minimum of both inputs' CTIs."
+
+    left: Node
+    right: Node
+    predicate: x.Expr
+    keys: tuple[tuple[x.Expr, x.Expr], ...] = attrs.field(init=False)
+    residual: x.Expr | None = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _require_bool(self.predicate, "the anti_join predicate")
+        keys, residual = split_join_predicate(self.predicate)
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "residual", residual)
+
+    @property
+    def payload_type(self) -> type:
+        return self.left.payload_type
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def describe(self) -> str:
+        keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
+        res = "none" if self.residual is None else x.render(self.residual)
+        return f"AntiJoin keys [{keys}] residual {res}"
+
+
+@attrs.frozen(eq=False)
+class UnionNode(Node):
+    SEMANTICS: ClassVar[str] = "All events of both inputs, unchanged."
+    CTI_RULE: ClassVar[str] = "The output CTI is the minimum of both inputs' CTIs."
+
+    left: Node
+    right: Node
+
+    def __attrs_post_init__(self) -> None:
+        if self.left.payload_type is not self.right.payload_type:
+            raise QueryBuildError(
+                f"union needs the same payload type on both sides, got "
+                f"{self.left.payload_type.__qualname__} and {self.right.payload_type.__qualname__}"
+            )
+
+    @property
+    def payload_type(self) -> type:
+        return self.left.payload_type
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def describe(self) -> str:
+        return "Union"

@@ -1,0 +1,96 @@
+"""A whole query: the plan graph below one output node, checked as a unit.
+
+Checks that need the whole graph run here, before any input is read: input names are
+unique, every CTI import names an input of the same query, and imports form no cycle.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from tempo.errors import QueryBuildError
+from tempo.plan.nodes import Node, SourceNode
+
+
+def topological(root: Node) -> list[Node]:
+    """Every node below ``root``, inputs before consumers, each once."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for child in reversed(node.inputs()):
+            if id(child) not in seen:
+                stack.append((child, False))
+    return order
+
+
+@attrs.frozen(eq=False)
+class Query:
+    """A validated query: its output node and its inputs in declaration order."""
+
+    root: Node
+    nodes: tuple[Node, ...]
+    sources: tuple[SourceNode, ...]
+
+    @staticmethod
+    def build(root: Node) -> Query:
+        nodes = topological(root)
+        found = [n for n in nodes if isinstance(n, SourceNode)]
+        found.sort(key=lambda s: s.declared)  # declaration order: Stream.create call order
+        names: dict[str, SourceNode] = {}
+        for s in found:
+            if s.name in names:
+                raise QueryBuildError(f"two inputs are named {s.name!r}: input names must be unique in a query")
+            names[s.name] = s
+        for s in found:
+            imp = s.settings.import_ if s.settings else None
+            if imp is not None and imp.stream_name not in names:
+                raise QueryBuildError(
+                    f"input {s.name!r} imports CTIs from {imp.stream_name!r}, which is not an input of "
+                    f"this query (inputs: {', '.join(repr(n) for n in names)})"
+                )
+        for s in found:
+            chain = [s.name]
+            cur = s
+            while cur.settings and cur.settings.import_:
+                nxt = names[cur.settings.import_.stream_name]
+                if nxt.name in chain:
+                    raise QueryBuildError("CTI imports form a cycle: " + " -> ".join(chain + [nxt.name]))
+                chain.append(nxt.name)
+                cur = nxt
+        return Query(root, tuple(nodes), tuple(found))
+
+    def source(self, name: str) -> SourceNode:
+        for s in self.sources:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def explain(self) -> str:
+        """The plan, one node a line with its CTI rule, output first."""
+        lines: list[str] = []
+        seen: dict[int, str] = {}
+
+        def visit(node: Node, depth: int) -> None:
+            pad = "  " * depth
+            if id(node) in seen:
+                lines.append(f"{pad}-> (shared) {seen[id(node)]}")
+                return
+            label = node.describe()
+            seen[id(node)] = label
+            lines.append(f"{pad}{label}")
+            lines.append(f"{pad}    CTI: {node.CTI_RULE}")
+            for child in node.inputs():
+                visit(child, depth + 1)
+
+        visit(self.root, 0)
+        return "\n".join(lines)
+

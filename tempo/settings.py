@@ -1,0 +1,94 @@
+"""How an input advances application time: StreamInsight's AdvanceTimeSettings.
+
+The rules these settings drive are stated once, in ``tempo/memory/ingress.py`` (the
+reference implementation) and in ``docs/semantics.md``.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import timedelta
+
+import attrs
+
+from tempo.errors import QueryBuildError
+
+
+class AdvanceTimePolicy(enum.Enum):
+    """What happens to an event that breaks the CTI rule."""
+
+    DROP = "drop"
+    """The event is not admitted; it is counted and listed in ``result.rejected``."""
+    ADJUST = "adjust"
+    """A start before the CTI moves to the CTI if the lifetime still reaches past it
+    (a point moves to the CTI); an end edge before the CTI ends at the CTI. An
+    interval that ends at or before the CTI is dropped."""
+
+
+def _check_frequency(_: object, __: attrs.Attribute[int | timedelta], value: int | timedelta) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, timedelta)):
+        raise QueryBuildError(
+            f"AdvanceTimeGenerationSettings.frequency must be an event count (int) or a "
+            f"timedelta, got {value!r}"
+        )
+    if isinstance(value, int) and value <= 0:
+        raise QueryBuildError(
+            f"AdvanceTimeGenerationSettings.frequency must be a positive event count, got {value}"
+        )
+    if isinstance(value, timedelta) and value <= timedelta(0):
+        raise QueryBuildError(
+            f"AdvanceTimeGenerationSettings.frequency must be a positive time span, got {value}"
+        )
+    if isinstance(value, timedelta) and value % timedelta(microseconds=1):
+        raise QueryBuildError("frequency must be a whole number of ticks (microseconds)")
+
+
+def _check_delay(_: object, __: attrs.Attribute[timedelta], value: timedelta) -> None:
+    if not isinstance(value, timedelta):
+        raise QueryBuildError(f"AdvanceTimeGenerationSettings.delay must be a timedelta, got {value!r}")
+
+
+@attrs.frozen
+class AdvanceTimeGenerationSettings:
+    """Generate CTIs from the input's own events.
+
+    ``frequency``: an ``int`` N puts a CTI after every N-th received event (end edges are
+    not counted); a ``timedelta`` T puts one whenever an event's start moves the input
+    into a later T-aligned period than any before. The CTI's timestamp is the triggering
+    event's start minus ``delay``; a delay of minus one tick commits the event at once.
+    ``advance_to_infinity_on_shutdown`` enqueues a CTI at infinity when the input ends,
+    which flushes every operator's state.
+    """
+
+    frequency: int | timedelta = attrs.field(validator=_check_frequency)
+    delay: timedelta = attrs.field(default=timedelta(0), validator=_check_delay)
+    advance_to_infinity_on_shutdown: bool = False
+
+
+@attrs.frozen
+class AdvanceTimeImportSettings:
+    """Take the CTIs of another input of the same query, interleaved by arrival."""
+
+    stream_name: str
+
+
+@attrs.frozen
+class AdvanceTimeSettings:
+    """Generation and/or import of CTIs for one input, and the violation policy.
+
+    At least one of ``generation`` and ``import_`` must be given; with both, the input's
+    CTI is whichever of the two is later.
+    """
+
+    generation: AdvanceTimeGenerationSettings | None = None
+    import_: AdvanceTimeImportSettings | None = None
+    policy: AdvanceTimePolicy = AdvanceTimePolicy.DROP
+
+    def __attrs_post_init__(self) -> None:
+        if self.generation is None and self.import_ is None:
+            raise QueryBuildError(
+                "AdvanceTimeSettings needs generation settings, import settings or both; "
+                "got neither (an input without settings takes only its explicit Cti items)"
+            )
+        if not isinstance(self.policy, AdvanceTimePolicy):
+            raise QueryBuildError(f"AdvanceTimeSettings.policy must be an AdvanceTimePolicy, got {self.policy!r}")
