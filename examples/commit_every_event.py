@@ -1,0 +1,56 @@
+"""Example 3: committing every event at once with a delay of minus one tick.
+
+With a CTI after every event (frequency 1) at the event's own time (delay 0), a point at
+``t`` is not yet committed by the CTI at ``t``: a CTI commits only what lies strictly
+before it. So the latest event always waits for the next one. A delay of minus one tick
+puts each CTI just after its event, and every event is released as soon as it arrives.
+
+Run: python examples/commit_every_event.py
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import attrs
+
+from tempo import (
+    TICK,
+    AdvanceTimeGenerationSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    EventShape,
+    InMemoryExecutor,
+    Point,
+    Result,
+    Stream,
+)
+
+T0 = datetime(2024, 5, 1, 9, 0)
+
+
+@attrs.frozen
+class Order:
+    id: int
+    amount: float
+
+
+ORDERS = [Point(T0 + timedelta(seconds=s), Order(i, 10.0 * (i + 1))) for i, s in enumerate((0, 3, 4, 9))]
+
+
+def run(delay: timedelta) -> Result[Order]:
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, delay), policy=AdvanceTimePolicy.DROP)
+    large = Stream.create("orders", ORDERS, EventShape.POINT, settings).where(lambda o: o.amount >= 20)
+    return InMemoryExecutor().run(large)
+
+
+def main() -> dict[str, Result[Order]]:
+    results = {"delay -1 tick": run(-TICK), "delay 0": run(timedelta(0))}
+    for label, result in results.items():
+        released = ", ".join(f"#{e.payload.id}@{e.start:%S}s" for e in result.events)
+        print(f"{label:>13}: released {released}; last CTI {result.ctis[-1]:%H:%M:%S.%f}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
