@@ -52,6 +52,8 @@ class TimestampMode:
         if not isinstance(t, datetime):
             raise InputError(name, position, item, f"{what} must be a datetime, got {type(t).__name__}")
         naive = t.tzinfo is None
+        if t.replace(tzinfo=None) == datetime.max:
+            return INF  # infinity is the same instant either way: tempo.INFINITY suits naive inputs too
         if self.naive is None:
             self.naive = naive
         elif self.naive != naive:
