@@ -86,7 +86,8 @@ def input_items(draw: st.DrawFn, shape: EventShape, payload: Callable[[int, int]
     # End edges arrive later than their start edges, each at most once; some never end.
     for edge in open_edges:
         if draw(st.booleans()):
-            pos = draw(st.integers(items.index(edge) + 1, len(items)))
+            at = next(i for i, it in enumerate(items) if it is edge)  # equal edges may repeat
+            pos = draw(st.integers(at + 1, len(items)))
             end = edge.start + timedelta(seconds=draw(st.integers(1, 30)))
             items.insert(pos, EdgeEnd(edge.start, end, edge.payload))
     return items

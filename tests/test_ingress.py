@@ -555,21 +555,26 @@ def test_start_edge_drop_drops_its_end_edge() -> None:
 
 
 def test_start_edge_adjust_and_its_end_edge_matches_the_original_start() -> None:
-    """|5#0   ES(3,a)#1 -> moved to 5   EE(3,9,a)#2 matches by the original start 3   |10#3
-    out: a [5,9); raw shows EdgeStart(5) and EdgeEnd(5,9)
+    """|5#0   ES(3,a)#1 -> moved to 5   |6#2 (releases the start edge)
+    EE(3,9,a)#3 matches by the original start 3 and ends the event at 9   |10#4
+    out: a [5,9); raw shows EdgeStart(5) and then EdgeEnd(5,9)
     (guess: the end edge itself broke no rule, so it is not listed in rejected)
     """
     a = r(3, "a")
-    items: list[Any] = [Cti(T(5)), EdgeStart(T(3), a), EdgeEnd(T(3), T(9), a), Cti(T(10))]
+    items: list[Any] = [Cti(T(5)), EdgeStart(T(3), a), Cti(T(6)), EdgeEnd(T(3), T(9), a), Cti(T(10))]
     res = run(Stream.create("in", items, EDGE, policy_only(ADJUST)))
     assert res.events == [out(5, 9, 3, "a")]
     assert res.rejected == [
         Rejection("in", 1, items[1], Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), EdgeStart(T(5), a))
     ]
-    assert counts(metrics(res)) == M(received=2, admitted=2, adjusted=1, ctis_explicit=2)
-    raw = [norm(i) for i in res.raw]
-    assert ("EdgeStart", T(5), a) in raw
-    assert ("EdgeEnd", T(5), T(9), a) in raw
+    assert counts(metrics(res)) == M(received=2, admitted=2, adjusted=1, ctis_explicit=3)
+    assert [norm(i) for i in res.raw] == [
+        ("Cti", T(5)),
+        ("EdgeStart", T(5), a),
+        ("Cti", T(6)),
+        ("EdgeEnd", T(5), T(9), a),
+        ("Cti", T(10)),
+    ]
 
 
 def test_end_edge_drop_leaves_the_event_open() -> None:
@@ -625,6 +630,45 @@ def test_end_edge_adjust_never_leaves_an_empty_lifetime() -> None:
     ]
     assert res.rejected[1].admitted_as.end == T(5) + TICK
     assert counts(metrics(res)) == M(received=2, admitted=2, adjusted=2, ctis_explicit=2)
+
+
+def test_end_edge_at_the_cti_of_an_adjusted_start_edge_never_leaves_an_empty_lifetime() -> None:
+    """|5#0   ES(3,a)#1 -> moved to 5   EE(3,5,a)#2: end 5 is not before the CTI 5 (no
+    violation by the letter of the rule), but the admitted start is 5 too, so [5,5) would be
+    empty; as for an adjusted end edge, the end becomes 5 + 1 tick   |6#3
+    out: a [5, 5+1 tick) -- never an empty lifetime (lifetimes need end > start)
+    """
+    a = r(3, "a")
+    items: list[Any] = [Cti(T(5)), EdgeStart(T(3), a), EdgeEnd(T(3), T(5), a), Cti(T(6))]
+    res = run(Stream.create("in", items, EDGE, policy_only(ADJUST)))
+    assert all(e.end > e.start for e in res.events)
+    assert res.events == [OutputEvent(T(5), T(5) + TICK, a)]
+    assert [norm(i) for i in res.raw if not isinstance(i, Cti)] in (
+        [("Point", T(5), a)],  # raw output shows a one-tick lifetime as a point
+        [("Interval", T(5), T(5) + TICK, a)],
+        [("EdgeStart", T(5), a), ("EdgeEnd", T(5), T(5) + TICK, a)],
+    )
+
+
+def test_end_edges_match_adjusted_and_unadjusted_start_edges_by_received_start() -> None:
+    """|5#0   ES(3,a)#1 -> moved to 5   ES(5,a)#2 (same payload, received at 5)   |6#3
+    EE(5,9,a)#4 closes the edge received at 5; EE(3,7,a)#5 closes the one received at 3
+    |10#6
+    out: [5,7) and [5,9) (same start and payload: compared sorted by end)
+    """
+    a = r(3, "a")
+    items: list[Any] = [
+        Cti(T(5)),
+        EdgeStart(T(3), a),
+        EdgeStart(T(5), a),
+        Cti(T(6)),
+        EdgeEnd(T(5), T(9), a),
+        EdgeEnd(T(3), T(7), a),
+        Cti(T(10)),
+    ]
+    res = run(Stream.create("in", items, EDGE, policy_only(ADJUST)))
+    assert sorted(res.events, key=lambda e: e.end) == [out(5, 7, 3, "a"), out(5, 9, 3, "a")]
+    assert [j.position for j in res.rejected] == [1]
 
 
 # =============================================================================================
@@ -752,6 +796,26 @@ def test_import_chain_receives_the_final_infinity() -> None:
     assert counts(metrics(res, "c")) == M(received=1, admitted=1, ctis_imported=3)
     assert res.ctis[-1] == NINF
     assert by_v(res.events) == [out(0, NINF, 0, "c"), pt(1, 1, "a"), pt(2, 2, "a"), pt(3, 3, "b")]
+
+
+def test_only_ctis_that_advance_the_exporter_are_imported() -> None:
+    """fast: N=1.  slow imports fast.
+
+        a=1 fast p5#0 -> fast|5 -> slow|5
+        a=2 fast |3#1 -> ignored by fast (3 <= 5): not passed on to slow
+        a=3 slow p6#0 ok
+        a=4 fast |7#2 -> fast|7 -> slow|7
+        out: slow p6 (at |7)
+    """
+    fast = Stream.create(
+        "fast", [Point(T(5), r(5, "f"), T(1)), Cti(T(3), T(2)), Cti(T(7), T(4))], POINT, gen(1)
+    )
+    slow = Stream.create("slow", [Point(T(6), r(6, "s"), T(3))], POINT, imports("fast"))
+    res = run(slow.union(fast.where(nothing)))
+    assert counts(metrics(res, "fast")) == M(received=1, admitted=1, ctis_generated=1, ctis_explicit=1, ctis_ignored=1)
+    assert counts(metrics(res, "slow")) == M(received=1, admitted=1, ctis_imported=2)
+    assert res.events == [pt(6, 6, "s")]
+    assert res.ctis == [T(5), T(7)]
 
 
 def test_import_unknown_name_is_a_build_error() -> None:

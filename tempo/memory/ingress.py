@@ -235,7 +235,8 @@ class Ingress:
             self.open_edges.setdefault(start, []).append([payload, eid, admitted_start])
             self.emit_insert(eid, admitted_start, None, payload)
         else:
-            self.emit_insert(eid, admitted_start, end, payload)
+            # A lifetime ending at infinity is open: every operator treats the two alike.
+            self.emit_insert(eid, admitted_start, end if end < INF else None, payload)
         self._generate(start)
 
     def _generate(self, start: int) -> None:
@@ -274,7 +275,11 @@ class Ingress:
             self._reject(rec, Rule.END_BEFORE_CTI, Action.ADJUSTED, ("end", end))
         else:
             self.metrics.admitted += 1
-        self.emit_end(eid, end)
+            # A start edge moved up to the CTI may now start where this edge ends; the
+            # lifetime keeps one tick rather than becoming empty (the move is on record).
+            end = max(end, admitted_start + 1)
+        if end < INF:  # ending at infinity leaves the event open
+            self.emit_end(eid, end)
 
 
 def _take(entries: list[list[Any]] | None, payload: Any) -> list[Any] | None:

@@ -97,6 +97,11 @@ def _shift(t: int, d: int) -> int:
     return t if t >= INF else min(t + d, INF)
 
 
+def _finite(t: int) -> int | None:
+    """Operators pass a lifetime that reaches infinity as open (None), whatever its origin."""
+    return t if t < INF else None
+
+
 class AlterLifetime(Operator):
     """Start (and CTIs) + shift; end + shift, or start + duration when a duration is set."""
 
@@ -109,13 +114,14 @@ class AlterLifetime(Operator):
         if s >= INF:
             return  # moved past the end of time: no lifetime left
         if self.duration is not None:
-            self.emit_insert(eid, s, _shift(s, self.duration), payload)
+            self.emit_insert(eid, s, _finite(_shift(s, self.duration)), payload)
         else:
-            self.emit_insert(eid, s, None if end is None else _shift(end, self.shift), payload)
+            self.emit_insert(eid, s, None if end is None else _finite(_shift(end, self.shift)), payload)
 
     def end(self, port: int, eid: int, end: int) -> None:
-        if self.duration is None:  # with a duration every lifetime is already closed
-            self.emit_end(eid, _shift(end, self.shift))
+        shifted = _shift(end, self.shift)
+        if self.duration is None and shifted < INF:  # with a duration every lifetime is already closed
+            self.emit_end(eid, shifted)
 
     def cti(self, port: int, t: int) -> None:
         self.emit_cti(_shift(t, self.shift))
