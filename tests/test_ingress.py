@@ -1140,3 +1140,16 @@ def test_aware_points_out_are_utc() -> None:
     assert res.events == [OutputEvent(u1, u1 + TICK, r(1))]
     assert res.events[0].start.utcoffset() == timedelta(0)
     assert res.ctis == [u1 + TICK]
+
+
+def test_adjust_cannot_move_an_event_to_infinity() -> None:
+    """|inf#0 (an explicit CTI at infinity)   *3#1 under ADJUST.
+
+    Nothing may start at or after infinity, so nothing can be moved there: every event
+    after a CTI at infinity is dropped, whatever the policy (START_BEFORE_CTI, DROPPED).
+    """
+    items: list[Any] = [Cti(tempo.INFINITY), Point(T(3), r(1))]
+    res = run(Stream.create("in", items, EventShape.POINT, policy_only(ADJUST)))
+    assert res.events == [] and res.ctis == [NINF]
+    assert [(j.rule, j.action, j.position) for j in res.rejected] == [(Rule.START_BEFORE_CTI, Action.DROPPED, 1)]
+    assert counts(metrics(res)) == M(received=1, admitted=0, adjusted=0, dropped=1, ctis_explicit=1)

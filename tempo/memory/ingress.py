@@ -217,7 +217,8 @@ class Ingress:
         if start < cti:
             if not self.has_policy:
                 self._violation(rec, "the event starts")
-            if self.adjust and (kind == POINT or end > cti):  # a point always moves to the CTI
+            # A point always moves to the CTI; nothing can move to infinity.
+            if self.adjust and cti < INF and (kind == POINT or end > cti):
                 admitted_start = cti
                 if kind == POINT:
                     end = cti + 1

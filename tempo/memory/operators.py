@@ -199,6 +199,7 @@ class Window(Operator):
         self.long: dict[int, list[Any]] = {}  # eid -> [key, values, k_lo, k_hi or None]
         self.next_k: int | None = None  # first window index not yet closed
         self.in_cti = NEG_INF
+        self.in_cti_finite = NEG_INF
         self.out_cti = NEG_INF
         self.t_max = NEG_INF
 
@@ -297,16 +298,23 @@ class Window(Operator):
             return
         self.in_cti = t
         if t >= INF:
-            # Open lifetimes end just after the latest finite time this operator has seen.
-            open_hi = self._k_hi(self.t_max + 1) if self.t_max > NEG_INF else None
-            limit = max([k for k in self.acc] + [r[3] if r[3] is not None else (open_hi if open_hi is not None else r[2] - 1) for r in self.long.values()] + [self.next_k or 0])
+            # Open lifetimes end just after the latest finite time this operator has seen:
+            # an event time, or the instant before the last finite CTI (known to be alive).
+            horizon = max(self.t_max, self.in_cti_finite - 1)
+            open_hi = self._k_hi(horizon + 1) if horizon > NEG_INF else None
+            his = [r[3] if r[3] is not None else open_hi for r in self.long.values()]
+            candidates = [k for k in self.acc] + [h for h in his if h is not None]
+            limit: int | None = max(candidates) if candidates else None
         else:
+            self.in_cti_finite = t
             limit = (t - self.size - self.offset) // self.hop
             open_hi = limit
-        self._close(limit, open_hi)
+        if limit is not None:
+            self._close(limit, open_hi)
         if t >= INF:
             out = INF
         else:
+            assert limit is not None
             self.next_k = limit + 1 if self.next_k is None else max(self.next_k, limit + 1)
             out = min(t, self.offset + self.next_k * self.hop)
         if out > self.out_cti:
@@ -344,9 +352,6 @@ class Window(Operator):
         nxt = limit + 1
         for eid in [e for e, r in self.long.items() if r[3] is not None and r[3] < nxt]:
             del self.long[eid]
-
-    def end_of_input(self) -> None:
-        return None
 
 
 # ---------------------------------------------------------------------------------------

@@ -208,7 +208,7 @@ class WindowNode(Node):
         "window its lifetime overlaps; each non-empty window (per group) gives one event whose "
         "lifetime is the window and whose payload is the projection of the aggregates. Empty "
         "windows give nothing. On the CTI at infinity, open lifetimes count only up to the "
-        "latest finite time seen by the operator."
+        "latest finite time seen by the operator (an event time, or just before its last finite CTI)."
     )
     CTI_RULE: ClassVar[str] = (
         "A window is emitted once the input CTI reaches its end; the output CTI is the input CTI "
