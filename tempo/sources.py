@@ -8,12 +8,12 @@ shape it is bound with, as a StreamInsight adapter factory can; settings given t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Generic, TypeVar
+from datetime import datetime, timezone
+from typing import Any, Generic, TypeVar
 
 from tempo.errors import QueryBuildError
-from tempo.events import Cti, InputItem
+from tempo.events import Cti, EventShape, InputItem
 from tempo.settings import AdvanceTimeSettings
-from tempo.events import EventShape
 
 T = TypeVar("T")
 
@@ -78,3 +78,108 @@ class ItemSource(Source[T]):
     def __repr__(self) -> str:
         size = f"{len(self._items)} items" if self._items is not None else "generated items"
         return f"ItemSource({self.payload_type.__name__}, {size})"
+
+
+class TableSource(Source[T]):
+    """A source whose items are the rows of a table, mapped onto items by column names.
+
+    Payload fields are read from the columns of the same names. ``start`` (and ``end``,
+    ``arrival``) hold times: a timestamp column, or an integer count of microseconds since
+    ``time_origin``. ``kind`` names a column saying what each row is (``"point"``,
+    ``"interval"``, ``"start"``, ``"end"`` or ``"cti"``); without it every row is an event of
+    the input's shape. ``order`` names the column that gives the input order (default: the
+    arrival column if given, else the table's row order).
+    """
+
+    def __init__(
+        self,
+        payload_type: type[T],
+        start: str,
+        end: str | None = None,
+        kind: str | None = None,
+        arrival: str | None = None,
+        order: str | None = None,
+        time_origin: datetime = datetime(1970, 1, 1, tzinfo=timezone.utc),
+        settings: AdvanceTimeSettings | None = None,
+    ) -> None:
+        self.payload_type = payload_type
+        self.start, self.end, self.kind, self.arrival = start, end, kind, arrival
+        self.order = order if order is not None else arrival
+        self.time_origin = time_origin
+        self._settings = settings
+
+    def advance_time_settings(self, shape: EventShape) -> AdvanceTimeSettings | None:
+        return self._settings
+
+    def origin_ticks(self) -> int:
+        """``time_origin`` in ticks since the Unix epoch (integer time columns are offsets from it)."""
+        from tempo.ticks import to_ticks
+
+        return to_ticks(self.time_origin)
+
+    def arrow_table(self) -> Any:
+        """The rows as a pyarrow Table (used by the in-memory executor)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be read outside Spark")
+
+    def items(self) -> Iterator[InputItem[T]]:
+        """The rows as input items, in input order (the in-memory executor reads them so)."""
+        from tempo.tables import items_from_arrow
+
+        return items_from_arrow(self, self.arrow_table())
+
+
+class ParquetSource(TableSource[T]):
+    """Rows of a Parquet file or directory."""
+
+    def __init__(self, path: str, payload_type: type[T], start: str, **columns: Any) -> None:
+        super().__init__(payload_type, start, **columns)
+        self.path = path
+
+    def arrow_table(self) -> Any:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path)
+
+    def __repr__(self) -> str:
+        return f"ParquetSource({self.path!r}, {self.payload_type.__name__})"
+
+
+class CsvSource(TableSource[T]):
+    """Rows of a CSV file with a header row."""
+
+    def __init__(self, path: str, payload_type: type[T], start: str, **columns: Any) -> None:
+        super().__init__(payload_type, start, **columns)
+        self.path = path
+
+    def arrow_table(self) -> Any:
+        import pyarrow.csv as pcsv
+
+        return pcsv.read_csv(self.path)
+
+    def __repr__(self) -> str:
+        return f"CsvSource({self.path!r}, {self.payload_type.__name__})"
+
+
+class DataFrameSource(TableSource[T]):
+    """Rows of a Spark DataFrame (the in-memory executor collects it through Arrow)."""
+
+    def __init__(self, df: Any, payload_type: type[T], start: str, **columns: Any) -> None:
+        super().__init__(payload_type, start, **columns)
+        self.df = df
+
+    def arrow_table(self) -> Any:
+        return self.df.toArrow()
+
+    def __repr__(self) -> str:
+        return f"DataFrameSource({self.payload_type.__name__})"
+
+
+class SparkTableSource(TableSource[T]):
+    """Rows of a table in the Spark catalog."""
+
+    def __init__(self, name: str, payload_type: type[T], start: str, **columns: Any) -> None:
+        super().__init__(payload_type, start, **columns)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"SparkTableSource({self.name!r}, {self.payload_type.__name__})"

@@ -22,7 +22,7 @@ from tempo.memory.ingress import Ingress, Prepared, TimestampMode, prepare
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result
-from tempo.sources import ItemSource
+from tempo.sources import ItemSource, TableSource
 from tempo.ticks import INF, from_ticks
 
 T = TypeVar("T")
@@ -169,7 +169,10 @@ class InMemoryExecutor:
         streams: list[Iterator[Prepared]] = []
         for source in query.sources:
             items = prepare(source, mode, source.name in needs_arrival)
-            if isinstance(source.source, ItemSource) and source.source.materialized is not None:
+            fixed = isinstance(source.source, TableSource) or (
+                isinstance(source.source, ItemSource) and source.source.materialized is not None
+            )
+            if fixed:
                 streams.append(iter(list(items)))
             else:
                 streams.append(items)
