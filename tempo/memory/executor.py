@@ -228,3 +228,107 @@ def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
         rejected.append(Rejection(name, position, item, rule, action, dt(cti), admitted_as))
     metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].metrics for s in query.sources}
     return Result(events, [dt(t) for t in egress.ctis], metrics, rejected, raw)
+
+
+class _CtiRecorder(ops.Operator):
+    """Records the CTIs one operator emits (events are not replayed)."""
+
+    def __init__(self, ctis: list[int]) -> None:
+        super().__init__()
+        self.ctis = ctis
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        return None
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        return None
+
+    def cti(self, port: int, t: int) -> None:
+        self.ctis.append(t)
+
+
+Key = tuple[int, int, int, int]
+
+
+class CtiReplay:
+    """Runs only the CTIs of a query through its operators, in arrival order.
+
+    An executor that computes events in bulk (Spark) still needs CTIs exactly as the
+    in-memory executor produces them: which CTIs each input ends up with after generation,
+    import and the never-go-back rule, and what each operator forwards. CTIs are few, so
+    this replays them on the driver through the same ``Ingress`` and operator code.
+    Feed ``(key, input, origin, value)`` rows sorted by key, where ``key`` is
+    ``(arrival, declaration, position, 0)``; then ``shutdown()``.
+    """
+
+    def __init__(self, query: Query) -> None:
+        build = _Build(TimestampMode())
+        self.rejected = build.rejected
+        self.query = query
+        self.key: Key = (0, 0, 0, 0)
+        self.steps: dict[str, list[tuple[Key, int]]] = {s.name: [] for s in query.sources}
+        self.node_ctis: dict[int, list[int]] = {}
+        self.ingresses: dict[str, Ingress] = {}
+        for source in query.sources:
+            self.ingresses[source.name] = build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
+        for source in query.sources:
+            imp = source.settings.import_ if source.settings else None
+            if imp is not None:
+                self.ingresses[imp.stream_name].importers.append(self.ingresses[source.name])
+        built: dict[int, ops.Operator] = {}
+        for node in query.nodes:
+            op = _COMPILERS[type(node)](build, node)
+            built[id(node)] = op
+            for port, child in enumerate(node.inputs()):
+                built[id(child)].outs.append((op, port))
+        for node in query.nodes:
+            self.node_ctis[id(node)] = []
+            built[id(node)].outs.append((_CtiRecorder(self.node_ctis[id(node)]), 0))
+        for name, ingress in self.ingresses.items():
+            ingress.emit_cti = self._stepper(name, ingress.emit_cti)
+
+    def _stepper(self, name: str, forward: Callable[[int], None]) -> Callable[[int], None]:
+        steps = self.steps[name]
+
+        def emit(t: int) -> None:
+            steps.append((self.key, t))
+            forward(t)
+
+        return emit
+
+    def feed(self, key: Key, input_name: str, origin: str, value: int) -> None:
+        """A CTI candidate of an input whose items are processed elsewhere."""
+        self.key = key
+        self.ingresses[input_name].advance(value, origin)
+
+    def admit_locally(self, input_name: str) -> dict[int, list[Any]]:
+        """Process this input's whole items here (``feed_item``); returns its admitted
+        events by id, ``[start, end or None, payload]``, filled in as items are fed."""
+        events: dict[int, list[Any]] = {}
+        ingress = self.ingresses[input_name]
+
+        def insert(eid: int, start: int, end: int | None, payload: Any) -> None:
+            events[eid] = [start, end, payload]
+
+        def end(eid: int, t: int) -> None:
+            events[eid][1] = t
+
+        ingress.emit_insert, ingress.emit_end = insert, end
+        return events
+
+    def feed_item(self, key: Key, input_name: str, rec: Prepared) -> None:
+        """One item of an input admitted locally: the in-memory ingress rules, exactly."""
+        self.key = key
+        self.ingresses[input_name].process(rec)
+
+    def shutdown(self) -> None:
+        for i, source in enumerate(self.query.sources):
+            self.key = (INF, i, 0, 1)
+            self.ingresses[source.name].shutdown()
+
+    def metrics(self, name: str) -> InputMetrics:
+        return self.ingresses[name].metrics
+
+    def ctis_of(self, node: p.Node) -> list[int]:
+        """The CTIs ``node`` emits, in order."""
+        return self.node_ctis[id(node)]

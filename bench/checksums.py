@@ -1,0 +1,82 @@
+"""The reference checksums of WORKLOADS.md (../shared/bench/WORKLOADS.md), and how to compare them.
+
+Every value in the data is a multiple of 1/16, so every sum is exact in float64 whatever the
+order of summation: results are compared with ``==``, never with a tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+Number = Union[int, float]
+Checksum = dict[str, Number]
+"""One workload's result, e.g. ``{"kept": 1998033, "dropped": 1967}`` for W1."""
+
+WORKLOADS = ("W1", "W2", "W3", "W4")
+
+FIELDS: dict[str, tuple[str, ...]] = {
+    "W1": ("kept", "dropped"),
+    "W2": ("groups", "count", "sum", "sum_x_key", "sum_x_window"),
+    "W3": ("groups", "sum", "sum_x_key", "sum_x_window"),
+    "W4": ("matched", "sum_value_x_ref"),
+}
+"""The checksum fields of each workload. ``sum_x_key`` is Σ sum·key over the groups and
+``sum_x_window`` is Σ sum·(window_start / 60 s), window_start in µs since 2024-01-01."""
+
+REFERENCE: dict[int, dict[str, Checksum]] = {
+    2_000_000: {
+        "W1": {"kept": 1_998_033, "dropped": 1_967},
+        "W2": {
+            "groups": 34_287,
+            "count": 2_000_000,
+            "sum": 999834642.375,
+            "sum_x_key": 499293088104.8125,
+            "sum_x_window": 16158979067.75,
+        },
+        "W3": {
+            "groups": 38_303,
+            "sum": 4999173211.875,
+            "sum_x_key": 2496465440524.0625,
+            "sum_x_window": 70796548915.0,
+        },
+        "W4": {"matched": 1_999_670, "sum_value_x_ref": 50839816460.140625},
+    },
+    10_000_000: {
+        "W1": {"kept": 9_989_980, "dropped": 10_020},
+        "W2": {
+            "groups": 167_287,
+            "count": 10_000_000,
+            "sum": 5000591661.1875,
+            "sum_x_key": 2497492091198.625,
+            "sum_x_window": 414192657479.125,
+        },
+        "W3": {
+            "groups": 171_303,
+            "sum": 25002958305.9375,
+            "sum_x_key": 12487460455993.125,
+            "sum_x_window": 2020957370783.75,
+        },
+        # WORKLOADS.md prints 251519069070.35938; the exact value (a multiple of 1/256) is the
+        # float that string parses to.
+        "W4": {"matched": 9_999_670, "sum_value_x_ref": 251519069070.359375},
+    },
+}
+
+
+def reference(n: int, workload: str) -> Checksum | None:
+    """The published checksum of ``workload`` on the data set of ``n`` events, if there is one."""
+    return REFERENCE.get(n, {}).get(workload)
+
+
+def normalize(workload: str, values: Checksum) -> Checksum:
+    """Keep the workload's fields, as ints for counts and floats for sums (exact comparison)."""
+    out: Checksum = {}
+    for name in FIELDS[workload]:
+        v = values[name]
+        out[name] = int(v) if name in ("kept", "dropped", "groups", "count", "matched") else float(v)
+    return out
+
+
+def differences(expected: Checksum, got: Checksum) -> list[str]:
+    """The fields that differ, as ``name: got != expected``; empty when they all match exactly."""
+    return [f"{k}: {got.get(k)!r} != {v!r}" for k, v in expected.items() if got.get(k) != v]

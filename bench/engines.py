@@ -1,0 +1,179 @@
+"""The three engines the benchmark compares, each running W1-W4 from Parquet to checksum.
+
+* ``handwritten``: the queries written by hand in PySpark (``bench/handwritten.py``).
+* ``tempo-spark``: the tempo queries of ``bench/tempo_queries.py`` on ``tempo.spark.SparkExecutor``,
+  then the same checksum aggregation in Spark.
+* ``tempo-memory``: the same tempo queries on ``tempo.InMemoryExecutor``, checksums in Python.
+
+An engine whose imports fail (tempo.spark or tempo.sources.ParquetSource not there yet) is
+reported "not available" by ``make_engine`` and the others still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from bench.checksums import Checksum
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ENGINES = ("handwritten", "tempo-spark", "tempo-memory")
+
+
+@attrs.frozen
+class Data:
+    """One data set of the shared generator."""
+
+    n: int
+    events: Path
+    reference: Path
+
+
+class Engine:
+    name: str = ""
+    uses_spark: bool = False
+
+    def run(self, workload: str, data: Data) -> Checksum:
+        raise NotImplementedError
+
+
+class NotAvailable(Exception):
+    """The engine cannot run here; the message says why."""
+
+
+class Handwritten(Engine):
+    name = "handwritten"
+    uses_spark = True
+
+    def __init__(self, spark: SparkSession) -> None:
+        from bench import handwritten
+
+        self.spark, self.hw = spark, handwritten
+
+    def run(self, workload: str, data: Data) -> Checksum:
+        return self.hw.run(self.spark, workload, str(data.events), str(data.reference))
+
+    def explain(self, workload: str, data: Data) -> str:
+        df = self.hw.checksum_frame(self.spark, workload, str(data.events), str(data.reference))
+        return _spark_plan(df)
+
+
+class TempoSpark(Engine):
+    name = "tempo-spark"
+    uses_spark = True
+
+    def __init__(self, spark: Callable[[], SparkSession]) -> None:
+        try:
+            from tempo.spark import SparkExecutor
+
+            from bench import tempo_queries
+        except ImportError as e:
+            raise NotAvailable(f"{type(e).__name__}: {e}") from e
+        self.spark, self.q = spark(), tempo_queries
+        self.executor = SparkExecutor(self.spark)
+
+    def run(self, workload: str, data: Data) -> Checksum:
+        from pyspark.sql import functions as F
+
+        q, ev, ref = self.q, str(data.events), str(data.reference)
+        if workload == "W1":
+            m = self.executor.metrics(q.w1(ev))["events"]
+            return {"kept": m.admitted, "dropped": m.dropped}
+        if workload == "W4":
+            df = self.executor.to_dataframe(q.w4(ev, ref))
+            row = df.agg(
+                F.count(F.lit(1)).alias("matched"), F.sum("product").alias("sum_value_x_ref")
+            ).collect()[0]
+            return row.asDict()
+        stream = q.w2(ev) if workload == "W2" else q.w3(ev)
+        df = self.executor.to_dataframe(stream)
+        return _window_checksum(df, with_count=workload == "W2", origin_us=q.ORIGIN_US)
+
+    def explain(self, workload: str, data: Data) -> str:
+        q, ev, ref = self.q, str(data.events), str(data.reference)
+        stream: Any = {"W1": lambda: q.w1(ev), "W2": lambda: q.w2(ev), "W3": lambda: q.w3(ev),
+                       "W4": lambda: q.w4(ev, ref)}[workload]()
+        return str(self.executor.explain(stream))
+
+
+def _spark_plan(df: DataFrame) -> str:
+    """Spark's physical plan of ``df``, as ``df.explain()`` prints it."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        df.explain()
+    return buffer.getvalue()
+
+
+def _window_checksum(df: DataFrame, with_count: bool, origin_us: int) -> Checksum:
+    """W2/W3 checksums of a window output DataFrame (``key``, ``total``[, ``n``], ``start``)."""
+    from pyspark.sql import functions as F
+
+    minute = 60_000_000
+    since_origin = F.unix_micros(F.col("start")) - F.lit(origin_us)
+    w = ((since_origin - F.pmod(since_origin, F.lit(minute))) / F.lit(minute)).cast("long")
+    aggs = [F.count(F.lit(1)).alias("groups")]
+    if with_count:
+        aggs.append(F.sum("n").alias("count"))
+    aggs += [
+        F.sum("total").alias("sum"),
+        F.sum(F.col("total") * F.col("key")).alias("sum_x_key"),
+        F.sum(F.col("total") * w).alias("sum_x_window"),
+    ]
+    return df.agg(*aggs).collect()[0].asDict()
+
+
+class TempoMemory(Engine):
+    name = "tempo-memory"
+
+    def __init__(self) -> None:
+        try:
+            from tempo import InMemoryExecutor
+            from tempo.ticks import to_ticks
+
+            from bench import tempo_queries
+        except ImportError as e:
+            raise NotAvailable(f"{type(e).__name__}: {e}") from e
+        self.q, self.executor, self.to_ticks = tempo_queries, InMemoryExecutor(), to_ticks
+
+    def run(self, workload: str, data: Data) -> Checksum:
+        q, ev, ref = self.q, str(data.events), str(data.reference)
+        if workload == "W1":
+            m = self.executor.run(q.w1(ev)).metrics["events"]
+            return {"kept": m.admitted, "dropped": m.dropped}
+        if workload == "W4":
+            products = [e.payload.product for e in self.executor.run(q.w4(ev, ref)).events]
+            return {"matched": len(products), "sum_value_x_ref": sum(products)}
+        result = self.executor.run(q.w2(ev) if workload == "W2" else q.w3(ev))
+        minute, origin = 60_000_000, q.ORIGIN_US
+        groups = count = 0
+        total = by_key = by_window = 0.0
+        for e in result.events:
+            p = e.payload
+            groups += 1
+            total += p.total
+            by_key += p.total * p.key
+            by_window += p.total * ((self.to_ticks(e.start) - origin) // minute)
+            if workload == "W2":
+                count += p.n
+        out: Checksum = {"groups": groups, "sum": total, "sum_x_key": by_key, "sum_x_window": by_window}
+        if workload == "W2":
+            out["count"] = count
+        return out
+
+
+def make_engine(name: str, spark: Callable[[], SparkSession]) -> Engine:
+    """The engine called ``name``; raises ``NotAvailable`` if it cannot run here."""
+    if name == "handwritten":
+        return Handwritten(spark())
+    if name == "tempo-spark":
+        return TempoSpark(spark)
+    if name == "tempo-memory":
+        return TempoMemory()
+    raise ValueError(f"unknown engine {name!r}; choose from {', '.join(ENGINES)}")

@@ -1,0 +1,370 @@
+"""Run the shared workloads W1-W4 through hand-written PySpark, tempo on Spark and tempo in memory.
+
+    python bench/run.py --n 2000000 [--engines handwritten,tempo-spark,tempo-memory]
+                        [--workloads W1,W2,W3,W4] [--repeat 1] [--memory-n 2000000]
+
+Generates the data if missing (``../shared/bench/data.py``, beside the project), creates one
+local Spark session, warms it up, then times every (workload, engine) run from reading the
+Parquet files to having the checksum values in the driver. Prints one table and writes it
+to bench/results/latest.json. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `import bench`, and tempo from this checkout
+
+from bench.checksums import WORKLOADS, Checksum, differences, normalize, reference  # noqa: E402
+from bench.engines import ENGINES, Data, Engine, NotAvailable, make_engine  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REF_PERIOD_US = 600_000_000
+VALID_TO_SENTINEL = 2**62
+
+
+# ---- data ------------------------------------------------------------------------------------
+def shared_data_script() -> Path:
+    """``data.py`` of the shared folder beside the project, or as ``$TEMPO_SHARED`` says (the
+    shared folder, its ``bench`` folder, or the script itself)."""
+    override = os.environ.get("TEMPO_SHARED")
+    if override:
+        p = Path(override)
+        for candidate in (p, p / "bench" / "data.py", p / "data.py"):
+            if candidate.is_file():
+                return candidate
+        raise SystemExit(f"TEMPO_SHARED={override}: no data.py there (nor in bench/)")
+    return Path(__file__).resolve().parents[2] / "shared" / "bench" / "data.py"
+
+
+def default_data_dir() -> Path:
+    """Where data.py writes by default: $TEMPO_BENCH_DATA or <tempdir>/tempo-bench-data."""
+    return Path(os.environ.get("TEMPO_BENCH_DATA", os.path.join(tempfile.gettempdir(), "tempo-bench-data")))
+
+
+def ensure_data(n: int, out: Path) -> Data:
+    """The data set of ``n`` events under ``out``, generated first if it is missing."""
+    d = out / f"n{n}"
+    data = Data(n, d / "events.parquet", d / "reference.parquet")
+    if not (data.events.exists() and data.reference.exists()):
+        script = shared_data_script()
+        cmd = [sys.executable, str(script), "--n", str(n), "--out", str(out)]
+        print(f"generating data: {' '.join(cmd)}", flush=True)
+        subprocess.run(cmd, check=True)
+    return data
+
+
+def check_data(data: Data) -> None:
+    """Check (untimed, with pyarrow) what the hand-written W4 bucket join relies on: every
+    valid_from is a multiple of 600 s, every reference row lasts exactly 600 s except the last
+    of each key (valid_to = 2**62), and no event lies 600 s or more after the last valid_from,
+    so floor(t / 600 s) == floor(valid_from / 600 s) finds exactly the row valid at t."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    ref = pq.read_table(data.reference, columns=["key", "valid_from", "valid_to"])
+    vf, vt = ref["valid_from"], ref["valid_to"]
+    problems = []
+    if pc.any(pc.not_equal(pc.subtract(vf, pc.multiply(pc.divide(vf, REF_PERIOD_US), REF_PERIOD_US)), 0)).as_py():
+        problems.append("a valid_from is not a multiple of 600 s")
+    last = pc.equal(vt, VALID_TO_SENTINEL)
+    if pc.any(pc.and_(pc.invert(last), pc.not_equal(pc.subtract(vt, vf), REF_PERIOD_US))).as_py():
+        problems.append("a reference row other than a key's last does not last 600 s")
+    n_keys = len(pc.unique(ref["key"]))
+    if pc.sum(pc.cast(last, "int64")).as_py() != n_keys:
+        problems.append("not exactly one row with valid_to = 2**62 per key")
+    last_vf = pc.min(pc.filter(vf, last)).as_py()
+    max_t = pc.max(pq.read_table(data.events, columns=["event_time"])["event_time"]).as_py()
+    if max_t >= last_vf + REF_PERIOD_US:
+        problems.append(f"an event ({max_t}) lies 600 s or more after the last valid_from ({last_vf})")
+    if problems:
+        raise SystemExit(f"{data.reference}: the hand-written W4 bucket join would be wrong: {'; '.join(problems)}")
+
+
+# ---- Spark -----------------------------------------------------------------------------------
+def make_spark(master: str, shuffle_partitions: int, driver_memory: str, warm_up_on: Path) -> SparkSession:
+    """The one session of the run, warmed up by a trivial query over ``warm_up_on`` (JVM start,
+    code generation, the Parquet reader) so the first timed run does not pay for them."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("tempo-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.driver.memory", driver_memory)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.read.parquet(str(warm_up_on)).selectExpr("count(1)", "sum(key)").collect()
+    return spark
+
+
+# ---- runs ------------------------------------------------------------------------------------
+@attrs.define
+class Row:
+    workload: str
+    engine: str
+    n: int
+    seconds: list[float] = attrs.field(factory=list)
+    checksum: Checksum | None = None
+    status: str = ""
+    error: str | None = None
+    ratio: float | None = None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.seconds) if self.seconds else None
+
+    @property
+    def events_per_s(self) -> float | None:
+        m = self.median
+        return self.n / m if m else None
+
+
+def run_one(engine: Engine, row: Row, data: Data) -> None:
+    """Time one run (read to checksum in the driver) and record its checksum."""
+    t0 = time.perf_counter()
+    got = engine.run(row.workload, data)
+    elapsed = time.perf_counter() - t0
+    got = normalize(row.workload, got)
+    if row.checksum is not None and got != row.checksum:
+        row.error = f"checksum changed between repeats: {row.checksum} then {got}"
+    row.checksum = got
+    row.seconds.append(elapsed)
+
+
+def judge(rows: list[Row]) -> None:
+    """Set each row's status against the published checksum, or, for an N without one,
+    against the other engines' results on the same N."""
+    for r in rows:
+        if r.status:  # not available / error
+            continue
+        assert r.checksum is not None
+        expected = reference(r.n, r.workload)
+        if expected is not None:
+            diff = differences(expected, r.checksum)
+            r.status = "ok" if not diff and r.error is None else "FAIL"
+            if diff:
+                r.error = "; ".join(diff)
+            continue
+        peers = [p for p in rows if p is not r and p.workload == r.workload and p.n == r.n and p.checksum]
+        if not peers:
+            r.status = "no ref"
+        elif all(p.checksum == r.checksum for p in peers):
+            r.status = "no ref, agree"
+        else:
+            r.status = "no ref, DIFFER"
+    for r in rows:
+        if r.engine != "tempo-spark" or r.median is None:
+            continue
+        base = [h for h in rows if h.engine == "handwritten" and h.workload == r.workload and h.n == r.n]
+        if base and base[0].median:
+            r.ratio = r.median / base[0].median
+
+
+def fmt_rate(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x / 1e6:.2f} M" if x >= 1e6 else f"{x / 1e3:.0f} k"
+
+
+def table(rows: list[Row]) -> str:
+    head = ("workload", "engine", "N", "seconds", "events/s", "checksum", "tempo-spark/hw")
+    body = [
+        (
+            r.workload,
+            r.engine,
+            f"{r.n:,}",
+            "-" if r.median is None else f"{r.median:.2f}",
+            fmt_rate(r.events_per_s),
+            r.status,
+            "" if r.ratio is None else f"{r.ratio:.2f}x",
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(line[i])) for line in (head, *body)) for i in range(len(head))]
+    right = {2, 3, 4, 6}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    out = [line(head), line(["-" * w for w in widths]), *(line(b) for b in body)]
+    notes = [f"  {r.workload} {r.engine}: {r.error}" for r in rows if r.error]
+    return "\n".join(out + (["", "notes:", *notes] if notes else []))
+
+
+def to_json(
+    rows: list[Row], args: argparse.Namespace, spark_version: str | None, load_start: list[float]
+) -> dict[str, Any]:
+    return {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "n": args.n,
+        "memory_n": args.memory_n,
+        "repeat": args.repeat,
+        "master": args.master,
+        "shuffle_partitions": args.shuffle_partitions,
+        "spark": spark_version,
+        "python": platform.python_version(),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "load_average": {"start": load_start, "end": list(os.getloadavg())},
+        "rows": [
+            {
+                "workload": r.workload,
+                "engine": r.engine,
+                "n": r.n,
+                "seconds": r.median,
+                "runs": r.seconds,
+                "events_per_s": r.events_per_s,
+                "checksum": r.checksum,
+                "expected": reference(r.n, r.workload),
+                "status": r.status,
+                "ratio_to_handwritten": r.ratio,
+                "error": r.error,
+            }
+            for r in rows
+        ],
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=2_000_000, help="events in the data set (default 2,000,000)")
+    ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of {','.join(ENGINES)}")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of W1,W2,W3,W4")
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs per (workload, engine); the median is shown")
+    ap.add_argument("--warmup", type=int, default=0, help="untimed runs per (workload, engine) before timing")
+    ap.add_argument("--memory-n", type=int, default=None, help="cap N for tempo-memory (e.g. 2000000 when --n 10000000)")
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir(), help="default: $TEMPO_BENCH_DATA or <tmp>/tempo-bench-data")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--shuffle-partitions", type=int, default=4)
+    ap.add_argument("--driver-memory", default="8g")
+    ap.add_argument("--explain", action="store_true", help="print the Spark plans of the Spark engines' queries first")
+    ap.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON results (default bench/results/latest.json)")
+    args = ap.parse_args(argv)
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    args.workloads = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
+    for e in args.engines:
+        if e not in ENGINES:
+            ap.error(f"unknown engine {e!r}; choose from {', '.join(ENGINES)}")
+    for w in args.workloads:
+        if w not in WORKLOADS:
+            ap.error(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    if args.memory_n is not None:
+        args.memory_n = min(args.memory_n, args.n)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    load_start = list(os.getloadavg())
+    data = ensure_data(args.n, args.data_dir)
+    memory_n = args.memory_n or args.n
+    memory_data = ensure_data(memory_n, args.data_dir) if "tempo-memory" in args.engines else data
+    if "handwritten" in args.engines and "W4" in args.workloads:
+        check_data(data)
+
+    session: list[SparkSession] = []
+
+    def spark() -> SparkSession:
+        if not session:
+            print(f"starting Spark ({args.master}, {args.shuffle_partitions} shuffle partitions)", flush=True)
+            session.append(make_spark(args.master, args.shuffle_partitions, args.driver_memory, data.events))
+        return session[0]
+
+    engines: dict[str, Engine] = {}
+    rows: list[Row] = []
+    unavailable: dict[str, str] = {}
+    for name in args.engines:
+        try:
+            engines[name] = make_engine(name, spark)
+        except NotAvailable as e:
+            unavailable[name] = str(e)
+            print(f"{name}: not available ({e})", flush=True)
+    for w in args.workloads:
+        for name in args.engines:
+            n = memory_n if name == "tempo-memory" else args.n
+            row = Row(w, name, n)
+            if name in unavailable:
+                row.status, row.error = "not available", unavailable[name]
+            rows.append(row)
+
+    if args.explain:
+        for w in args.workloads:
+            for name, engine in engines.items():
+                explain = getattr(engine, "explain", None)
+                if explain is not None:
+                    try:
+                        print(f"==== {w} {name} plan ====\n{explain(w, data)}", flush=True)
+                    except Exception as e:  # noqa: BLE001 - a plan that fails is reported, not fatal
+                        print(f"==== {w} {name} plan: {type(e).__name__}: {e}", flush=True)
+
+    def attempt(row: Row, timed: bool) -> None:
+        engine = engines[row.engine]
+        d = memory_data if row.engine == "tempo-memory" else data
+        try:
+            if timed:
+                run_one(engine, row, d)
+            else:
+                engine.run(row.workload, d)
+        except Exception as e:  # noqa: BLE001 - one failing engine must not stop the others
+            row.status, row.error = "error", f"{type(e).__name__}: {e}"
+            print(f"{row.workload} {row.engine}: {row.error}", flush=True)
+            traceback.print_exc()
+
+    for _ in range(args.warmup):
+        for row in rows:
+            if not row.status:
+                attempt(row, timed=False)
+    for rep in range(args.repeat):
+        for row in rows:
+            if row.status:
+                continue
+            attempt(row, timed=True)
+            if not row.status:
+                print(f"  run {rep + 1}/{args.repeat} {row.workload} {row.engine:12} N={row.n:,}: "
+                      f"{row.seconds[-1]:.2f} s  {row.checksum}", flush=True)
+
+    judge(rows)
+    print()
+    print(table(rows))
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nload average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} CPUs: "
+          "compare ratios within one run, not absolute times across runs")
+    spark_version = session[0].version if session else None
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(to_json(rows, args, spark_version, load_start), indent=2) + "\n")
+    print(f"\nwrote {args.out}")
+    if session:
+        session[0].stop()
+    return 1 if any(r.status in ("FAIL", "error", "no ref, DIFFER") for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

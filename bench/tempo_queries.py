@@ -1,0 +1,120 @@
+"""W1-W4 as tempo queries, shared by the tempo-spark and tempo-memory engines.
+
+Written against the table-source contract (``tempo.sources.ParquetSource``; until it exists,
+importing this module raises ImportError and run.py reports both engines "not available").
+The bench data times are int64 microseconds since 2024-01-01T00:00:00Z, so every source gets
+``time_origin=ORIGIN``; events are in arrival order ``seq``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import attrs
+
+from tempo import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    EventShape,
+    Stream,
+)
+from tempo.sources import ParquetSource  # ImportError until the table sources land: run.py reports it
+
+ORIGIN = datetime(2024, 1, 1, tzinfo=timezone.utc)
+ORIGIN_US = 1_704_067_200 * 1_000_000
+"""ORIGIN in microseconds since the Unix epoch (tempo's ticks)."""
+
+
+@attrs.frozen
+class Event:
+    key: int
+    value: float
+
+
+@attrs.frozen
+class Ref:
+    key: int
+    ref_value: float
+
+
+@attrs.frozen
+class Tumble:
+    key: int
+    n: int
+    total: float
+
+
+@attrs.frozen
+class Hop:
+    key: int
+    total: float
+
+
+@attrs.frozen
+class Match:
+    product: float
+
+
+W1_SETTINGS = AdvanceTimeSettings(
+    AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(seconds=5)),
+    policy=AdvanceTimePolicy.DROP,
+)
+"""W1: a CTI after every 1000th event at its start - 5 s; late events dropped."""
+
+FLUSHED = AdvanceTimeSettings(
+    AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(seconds=120), advance_to_infinity_on_shutdown=True),
+    policy=AdvanceTimePolicy.DROP,
+)
+"""W2-W4 events: no event is later than 120 s, so a 120 s delay drops nothing (the event
+that triggers a CTI arrived earlier, so its start is >= its arrival - 120 s); the CTI at
+infinity on shutdown releases everything."""
+
+REF_FLUSHED = AdvanceTimeSettings(
+    AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(0), advance_to_infinity_on_shutdown=True),
+    policy=AdvanceTimePolicy.DROP,
+)
+"""W4 reference: 1000 rows (one per key) per 600 s batch, in valid_from order, so a CTI at
+the batch's valid_from never drops anything; flushed at the end like the events."""
+
+
+def _events_source(path: str) -> ParquetSource[Event]:
+    return ParquetSource(path, payload_type=Event, start="event_time", order="seq", time_origin=ORIGIN)
+
+
+def _reference_source(path: str) -> ParquetSource[Ref]:
+    # The file's row order is the arrival order (valid_from, key); valid_to = 2**62 marks the
+    # last row of each key, valid for ever.
+    return ParquetSource(path, payload_type=Ref, start="valid_from", end="valid_to", time_origin=ORIGIN)
+
+
+def w1(events: str) -> Stream[Event]:
+    """W1: the events input alone; the result is its metrics (admitted, dropped)."""
+    return Stream.create("events", _events_source(events), EventShape.POINT, W1_SETTINGS)
+
+
+def w2(events: str) -> Stream[Tumble]:
+    """W2: count and sum(value) per key and tumbling 60 s window."""
+    return (
+        Stream.create("events", _events_source(events), EventShape.POINT, FLUSHED)
+        .group_by(lambda e: e.key)
+        .tumbling(timedelta(seconds=60))
+        .aggregate(lambda key, w: Tumble(key=key, n=w.count(), total=w.sum(lambda e: e.value)))
+    )
+
+
+def w3(events: str) -> Stream[Hop]:
+    """W3: sum(value) per key and hopping window of 300 s every 60 s."""
+    return (
+        Stream.create("events", _events_source(events), EventShape.POINT, FLUSHED)
+        .group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=300), timedelta(seconds=60))
+        .aggregate(lambda key, w: Hop(key=key, total=w.sum(lambda e: e.value)))
+    )
+
+
+def w4(events: str, reference: str) -> Stream[Match]:
+    """W4: events joined on key with the reference intervals [valid_from, valid_to)."""
+    ev = Stream.create("events", _events_source(events), EventShape.POINT, FLUSHED)
+    ref = Stream.create("reference", _reference_source(reference), EventShape.INTERVAL, REF_FLUSHED)
+    return ev.join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Match(product=e.value * r.ref_value))

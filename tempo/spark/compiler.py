@@ -1,0 +1,249 @@
+"""The logical plan to native Spark DataFrames: a visitor keyed by node class.
+
+Every relation has the payload columns of its node's record type plus the lifetime
+columns ``__tempo_s`` and ``__tempo_e`` (ticks; ``INF`` for an open end). The in-memory
+executor releases an operator's output once the operator's CTI passes it; since CTIs are
+known up front (``CtiReplay``), each stateful operator here keeps exactly the outputs its
+final CTI has released, and the query keeps the events its final output CTI has passed.
+Each compile rule below states how its node's semantics (``tempo/plan/nodes.py``) become
+a plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from tempo.errors import CompileError
+from tempo.events import EventShape
+from tempo.expr.schema import field_names
+from tempo.memory.executor import CtiReplay
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.spark.columns import END as E
+from tempo.spark.columns import START as S
+from tempo.spark.columns import Scope, column, record_columns
+from tempo.ticks import INF, NEG_INF
+
+N = TypeVar("N", bound=p.Node)
+_RULES: dict[type, Callable[[Any, Any], DataFrame]] = {}
+
+
+def compiles(node_type: type[N]) -> Callable[[Callable[[Compiler, N], DataFrame]], Callable[[Compiler, N], DataFrame]]:
+    def register(fn: Callable[[Compiler, N], DataFrame]) -> Callable[[Compiler, N], DataFrame]:
+        _RULES[node_type] = fn
+        return fn
+
+    return register
+
+
+class Compiler:
+    """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
+
+    def __init__(self, spark: SparkSession, query: Query, replay: CtiReplay, inputs: dict[str, DataFrame]) -> None:
+        self.spark, self.query, self.replay, self.inputs = spark, query, replay, inputs
+        self.built: dict[int, DataFrame] = {}
+
+    def final_cti(self, node: p.Node) -> int:
+        """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
+        ctis = self.replay.ctis_of(node)
+        return ctis[-1] if ctis else NEG_INF
+
+    def relation(self, node: p.Node) -> DataFrame:
+        cached = self.built.get(id(node))
+        if cached is None:
+            rule = _RULES.get(type(node))
+            if rule is None:
+                raise CompileError(f"the Spark executor cannot compile {type(node).__name__}")
+            cached = self.built[id(node)] = rule(self, node)
+        return cached
+
+    def output(self) -> DataFrame:
+        """The query's released events: those its final output CTI has passed."""
+        root = self.query.root
+        return self.relation(root).filter(F.col(S) < F.lit(self.final_cti(root)))
+
+
+def _payload(node: p.Node) -> list[Column]:
+    return [F.col(f"`{n}`") for n in field_names(node.payload_type)]
+
+
+@compiles(p.SourceNode)
+def _source(c: Compiler, node: p.SourceNode) -> DataFrame:
+    return c.inputs[node.name]
+
+
+@compiles(p.WhereNode)
+def _where(c: Compiler, node: p.WhereNode) -> DataFrame:
+    # A null predicate drops the row, as the in-memory executor's falsy test does.
+    return c.relation(node.input).filter(column(node.predicate, Scope()))
+
+
+@compiles(p.SelectNode)
+def _select(c: Compiler, node: p.SelectNode) -> DataFrame:
+    return c.relation(node.input).select(F.col(S), F.col(E), *record_columns(node.projection, Scope()))
+
+
+def _shift(t: Column, d: int) -> Column:
+    """Saturating: infinity stays infinity and nothing passes it."""
+    return F.when(t >= INF, F.lit(INF)).otherwise(F.least(t + F.lit(d), F.lit(INF)))
+
+
+@compiles(p.AlterLifetimeNode)
+def _alter(c: Compiler, node: p.AlterLifetimeNode) -> DataFrame:
+    df = c.relation(node.input)
+    start = _shift(F.col(S), node.shift)
+    end = _shift(start, node.duration) if node.duration is not None else _shift(F.col(E), node.shift)
+    return df.select(start.alias(S), end.alias(E), *_payload(node)).filter(F.col(S) < INF)
+
+
+@compiles(p.UnionNode)
+def _union(c: Compiler, node: p.UnionNode) -> DataFrame:
+    cols = [S, E] + list(field_names(node.payload_type))
+    return c.relation(node.left).select(*cols).unionByName(c.relation(node.right).select(*cols))
+
+
+def may_be_open(node: p.Node) -> bool:
+    """Whether a node's events can have open (infinite) lifetimes."""
+    if isinstance(node, p.SourceNode):
+        return node.shape is not EventShape.POINT
+    if isinstance(node, p.AlterLifetimeNode) and node.duration is not None:
+        return False
+    if isinstance(node, p.WindowNode):
+        return False
+    if isinstance(node, p.AntiJoinNode):
+        return True
+    return any(may_be_open(i) for i in node.inputs())
+
+
+_AGG: dict[str, Callable[[Column], Column]] = {"sum": F.sum, "avg": F.avg, "min": F.min, "max": F.max}
+
+
+@compiles(p.WindowNode)
+def _window(c: Compiler, node: p.WindowNode) -> DataFrame:
+    """Each event joins the windows its lifetime overlaps that its final input CTI completed.
+
+    Window k is ``[offset + k*hop, offset + k*hop + size)``; an event ``[s, e)`` overlaps
+    windows ``k_lo..k_hi``. A finite final CTI completes windows up to ``limit``; on the CTI
+    at infinity every window is complete and open lifetimes end just after the latest time
+    the operator knows of (its latest event time, or just before its last finite CTI).
+    """
+    df = c.relation(node.input)
+    in_ctis = c.replay.ctis_of(node.input)
+    cti = in_ctis[-1] if in_ctis else NEG_INF
+    size, hop, off = node.size, node.hop, node.offset
+    if cti <= NEG_INF:
+        return _empty_window(c, node)
+    end = F.col(E)
+    if cti >= INF:
+        finite = [t for t in in_ctis if t < INF]
+        if may_be_open(node.input):
+            stats = df.agg(F.max(S).alias("s"), F.max(F.when(F.col(E) < INF, F.col(E))).alias("e")).collect()[0]
+            horizon = max(v for v in (stats["s"], stats["e"], (finite[-1] - 1) if finite else None, NEG_INF) if v is not None)
+            end = F.when(end >= INF, F.lit(horizon + 1)).otherwise(end)
+        k_hi = F.floor((end - F.lit(off + 1)) / hop)
+    else:
+        limit = (cti - size - off) // hop
+        k_hi = F.least(F.floor((F.least(end, F.lit(INF)) - F.lit(off + 1)) / hop), F.lit(limit))
+    k_lo = F.floor((F.col(S) - F.lit(size + off)) / hop) + 1
+    keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
+    values = []
+    for i, a in enumerate(node.aggregates):
+        if a.arg is not None:
+            v = column(a.arg, Scope())
+            values.append((v.cast("long") if a.arg.dtype is bool else v).alias(f"__v{i}"))
+    spans = df.select(k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values).filter(F.col("__klo") <= F.col("__khi"))
+    exploded = spans.select(F.explode(F.sequence(F.col("__klo"), F.col("__khi"))).alias("__k"), *[F.col(f"__key{i}") for i in range(len(keys))], *[F.col(f"__v{i}") for i, a in enumerate(node.aggregates) if a.arg is not None])
+    aggs = []
+    for i, a in enumerate(node.aggregates):
+        if a.kind == "count":
+            aggs.append(F.count(F.lit(1)).alias(f"__agg{i}"))
+        else:
+            aggs.append(_AGG[a.kind](F.col(f"__v{i}")).alias(f"__agg{i}"))
+    grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs)
+    bounds = grouped.withColumn(S, F.lit(off) + F.col("__k") * F.lit(hop)).withColumn(E, F.col(S) + F.lit(size))
+    return bounds.select(F.col(S), F.col(E), *record_columns(node.projection, Scope()))
+
+
+def _empty_window(c: Compiler, node: p.WindowNode) -> DataFrame:
+    base = c.relation(node.input).limit(0)
+    return base.select(F.lit(0).cast("long").alias(S), F.lit(0).cast("long").alias(E), *[
+        F.lit(None).cast(t.dataType).alias(t.name) for t in _projection_schema(c, node)
+    ])
+
+
+def _projection_schema(c: Compiler, node: p.Node) -> Any:
+    from tempo.spark.types import payload_schema
+
+    return payload_schema(node.payload_type).fields
+
+
+def _sides(c: Compiler, node: p.JoinNode | p.AntiJoinNode) -> tuple[DataFrame, DataFrame, Column]:
+    """Both inputs with prefixed columns, and the join condition: keys, residual, overlap."""
+    left = c.relation(node.left)
+    right = c.relation(node.right)
+    left = left.select(*[F.col(f"`{n}`").alias(f"__l_{n}") for n in left.columns])
+    right = right.select(*[F.col(f"`{n}`").alias(f"__r_{n}") for n in right.columns])
+    scope = Scope(("__l_", "__r_"))
+    cond: Column = F.lit(True)
+    for a, b in node.keys:
+        cond = cond & (column(a, scope) == column(b, scope))
+    if node.residual is not None:
+        cond = cond & column(node.residual, scope)
+    return left, right, cond
+
+
+@compiles(p.JoinNode)
+def _join(c: Compiler, node: p.JoinNode) -> DataFrame:
+    """Overlapping matching pairs; the intersection once the join's final CTI passed its start.
+
+    An end is known for a side whose event closed; the output end is the earlier known end
+    if the other side (still open) has a CTI at or past it, else it stays open, exactly as
+    the in-memory join decides when to send the end edge.
+    """
+    left, right, cond = _sides(c, node)
+    ls, le, rs, re = F.col(f"__l_{S}"), F.col(f"__l_{E}"), F.col(f"__r_{S}"), F.col(f"__r_{E}")
+    joined = left.join(right, cond & (ls < re) & (rs < le), "inner")
+    start = F.greatest(ls, rs)
+    known = F.least(le, re)
+    cti_l, cti_r = c.final_cti(node.left), c.final_cti(node.right)
+    determined = ((le < INF) | (F.lit(cti_l) >= known)) & ((re < INF) | (F.lit(cti_r) >= known))
+    end = F.when(determined & (known < INF), known).otherwise(F.lit(INF))
+    out = joined.filter(start < F.lit(c.final_cti(node)))
+    return out.select(start.alias(S), end.alias(E), *record_columns(node.projection, Scope(("__l_", "__r_"))))
+
+
+@compiles(p.AntiJoinNode)
+def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
+    """The uncovered stretches of each left lifetime up to the final CTI.
+
+    For a left event ``[s, e)`` and final CTI ``c``: the span ``[s, min(e, c))`` minus the
+    union of matching right lifetimes. A stretch reaching ``c`` before the left event ends
+    is still open (the in-memory sweep would end it only at a later CTI).
+    """
+    left, right, cond = _sides(c, node)
+    cti = c.final_cti(node)
+    ls, le = F.col(f"__l_{S}"), F.col(f"__l_{E}")
+    left = left.withColumn("__lid", F.monotonically_increasing_id())
+    left = left.withColumn("__lo", ls).withColumn("__hi", F.least(le, F.lit(cti))).filter(F.col("__lo") < F.col("__hi"))
+    rs, re = F.col(f"__r_{S}"), F.col(f"__r_{E}")
+    cov = left.join(right, cond & (rs < F.col("__hi")) & (re > F.col("__lo")), "left")
+    # No match leaves the right columns null (and Spark's greatest/least skip nulls).
+    matched = rs.isNotNull()
+    cov = cov.withColumn("__cs", F.when(matched, F.greatest(rs, F.col("__lo"))))
+    cov = cov.withColumn("__ce", F.when(matched, F.least(re, F.col("__hi"))))
+    by_left = Window.partitionBy("__lid").orderBy("__cs", "__ce")
+    before = by_left.rowsBetween(Window.unboundedPreceding, -1)
+    cov = cov.withColumn("__prev", F.greatest(F.col("__lo"), F.coalesce(F.max("__ce").over(before), F.col("__lo"))))
+    cov = cov.withColumn("__total", F.greatest(F.col("__lo"), F.coalesce(F.max("__ce").over(Window.partitionBy("__lid")), F.col("__lo"))))
+    cov = cov.withColumn("__rn", F.row_number().over(by_left))
+    payload = [F.col(f"`__l_{n}`").alias(n) for n in field_names(node.payload_type)]
+    inner = cov.filter(F.col("__cs") > F.col("__prev")).select(F.col("__prev").alias("__gs"), F.col("__cs").alias("__ge"), le.alias("__le"), F.col("__hi"), *payload)
+    tail = cov.filter((F.col("__rn") == 1) & (F.col("__total") < F.col("__hi"))).select(F.col("__total").alias("__gs"), F.col("__hi").alias("__ge"), le.alias("__le"), F.col("__hi"), *payload)
+    gaps = inner.unionByName(tail)
+    still_open = (F.col("__ge") == F.col("__hi")) & ~(F.col("__le") <= F.lit(cti))
+    end = F.when(still_open, F.lit(INF)).otherwise(F.col("__ge"))
+    return gaps.select(F.col("__gs").alias(S), end.alias(E), *_payload(node))

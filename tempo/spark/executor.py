@@ -1,0 +1,179 @@
+"""``SparkExecutor``: runs tempo queries as native Spark plans over bounded inputs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from datetime import datetime
+from typing import Any, TypeVar
+
+import attrs
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tempo.api.stream import Stream
+from tempo.events import Cti, EdgeStart, Interval, Point
+from tempo.expr.schema import record_fields
+from tempo.memory.executor import CtiReplay
+from tempo.memory.ingress import TimestampMode
+from tempo.plan.query import Query
+from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result
+from tempo.spark import ingress
+from tempo.spark.columns import END as E
+from tempo.spark.columns import START as S
+from tempo.spark.compiler import Compiler
+from tempo.spark.types import from_wire
+from tempo.ticks import INF, from_ticks
+
+T = TypeVar("T")
+
+
+@attrs.define
+class _Prepared:
+    query: Query
+    replay: CtiReplay
+    admitted: dict[str, ingress.Admitted]
+    naive: bool
+    compiler: Compiler
+
+
+class SparkExecutor:
+    """Runs queries on Spark with exactly the in-memory executor's results.
+
+    Inputs are read and checked, CTIs are computed as the in-memory executor computes
+    them (see ``tempo.spark.ingress``), and each plan node becomes DataFrame operations
+    (``tempo.spark.compiler``). ``to_dataframe`` keeps the result lazy.
+    """
+
+    def __init__(self, spark: SparkSession, local_items: int = ingress.LOCAL_ITEMS) -> None:
+        """``local_items``: item lists up to this size are admitted on the driver (0: never)."""
+        self.spark = spark
+        self.local_items = local_items
+
+    def _prepare(self, stream: Stream[Any]) -> _Prepared:
+        query = Query.build(stream.node)
+        mode = TimestampMode()
+        needs_arrival: set[str] = set()
+        for source in query.sources:
+            imp = source.settings.import_ if source.settings else None
+            if imp is not None:
+                needs_arrival.update((source.name, imp.stream_name))
+        frames = [
+            ingress.input_frame(self.spark, source, decl, mode, source.name in needs_arrival, self.local_items)
+            for decl, source in enumerate(query.sources)
+        ]
+        replay = CtiReplay(query)
+        local = ingress.replay(frames, replay)
+        admitted: dict[str, ingress.Admitted] = {}
+        relations: dict[str, DataFrame] = {}
+        for f in frames:
+            if f.node.name in local:
+                relations[f.node.name] = ingress.local_events(self.spark, f, local[f.node.name])
+            else:
+                admitted[f.node.name] = ingress.admit(self.spark, f, replay)
+                relations[f.node.name] = admitted[f.node.name].events
+        compiler = Compiler(self.spark, query, replay, relations)
+        return _Prepared(query, replay, admitted, mode.naive is True, compiler)
+
+    def _outcomes(self, prepared: _Prepared, extra: DataFrame | None = None) -> tuple[list[Any], dict[str, list[Any]]]:
+        """Collect the output (if given) and every input's policy outcome in one job."""
+        tagged: DataFrame | None = None
+        names = list(prepared.admitted)
+        for i, name in enumerate(names):
+            part = prepared.admitted[name].outcome.withColumn("__input", F.lit(i))
+            tagged = part if tagged is None else tagged.unionByName(part)
+        if tagged is None:  # every input was admitted on the driver
+            return ([list(r) for r in extra.collect()] if extra is not None else []), {}
+        if extra is None:
+            rows = tagged.collect()
+            out: list[Any] = []
+        else:
+            payload_cols = [c for c in extra.columns]
+            both = extra.withColumn("__input", F.lit(-1)).unionByName(tagged, allowMissingColumns=True)
+            rows_all = both.collect()
+            out = [[r[c] for c in payload_cols] for r in rows_all if r["__input"] == -1]
+            rows = [r for r in rows_all if r["__input"] != -1]
+        by_input: dict[str, list[Any]] = {n: [] for n in names}
+        for r in rows:
+            by_input[names[r["__input"]]].append(r)
+        return out, by_input
+
+    def _finish(self, prepared: _Prepared, by_input: dict[str, list[Any]]) -> dict[str, tuple[InputMetrics, list[Any]]]:
+        """Metrics and rejections of every input (raising for bad input admitted in Spark)."""
+        out: dict[str, tuple[InputMetrics, list[Any]]] = {}
+        for s in prepared.query.sources:
+            if s.name in prepared.admitted:
+                out[s.name] = ingress.finish(prepared.admitted[s.name], by_input[s.name])
+            else:
+                out[s.name] = (prepared.replay.metrics(s.name), [r for r in prepared.replay.rejected if r[0] == s.name])
+        return out
+
+    def to_dataframe(self, stream: Stream[Any]) -> DataFrame:
+        """The released output events as a lazy DataFrame: payload columns, ``start``, ``end``.
+
+        The inputs' policy outcomes are checked first (one job), so bad input raises here.
+        """
+        prepared = self._prepare(stream)
+        self._finish(prepared, self._outcomes(prepared)[1])
+        out = prepared.compiler.output()
+        names = [f.name for f in record_fields(stream.payload_type)]
+        return out.select(
+            *[F.col(f"`{n}`") for n in names],
+            F.timestamp_micros(F.col(S)).alias("start"),
+            F.timestamp_micros(F.col(E)).alias("end"),
+        )
+
+    def metrics(self, stream: Stream[Any]) -> dict[str, InputMetrics]:
+        """Each input's metrics, without computing the query's output."""
+        prepared = self._prepare(stream)
+        return {name: m for name, (m, _) in self._finish(prepared, self._outcomes(prepared)[1]).items()}
+
+    def explain(self, stream: Stream[Any]) -> str:
+        """tempo's logical plan and the Spark plan of the output, one after the other."""
+        prepared = self._prepare(stream)
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            prepared.compiler.output().explain(mode="formatted")
+        return f"== tempo logical plan ==\n{prepared.query.explain()}\n\n== Spark plan ==\n{buffer.getvalue()}"
+
+    def run(self, stream: Stream[T]) -> Result[T]:
+        """Run the query and collect its result, as ``InMemoryExecutor().run`` does."""
+        prepared = self._prepare(stream)
+        naive = prepared.naive
+        fields = record_fields(stream.payload_type)
+        cols = [F.col(S), F.col(E)] + [
+            F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if f.dtype is datetime else F.col(f"`{f.name}`")
+            for f in fields
+        ]
+        rows, by_input = self._outcomes(prepared, prepared.compiler.output().select(*cols))
+        finished = self._finish(prepared, by_input)
+        decoded = sorted(
+            ((r[0], r[1], from_wire(stream.payload_type, list(r)[2:], naive)) for r in rows),
+            key=lambda ev: (ev[0], ev[1]),
+        )
+
+        def dt(t: int) -> datetime:
+            return from_ticks(t, naive)
+
+        events = [OutputEvent(dt(s), dt(e), pl) for s, e, pl in decoded]
+        ctis = prepared.replay.ctis_of(prepared.query.root)
+        raw: list[RawItem[T]] = []
+        i = 0
+        for c in ctis:
+            while i < len(decoded) and decoded[i][0] < c:
+                s, e, pl = decoded[i]
+                raw.append(EdgeStart(dt(s), pl) if e >= INF else Point(dt(s), pl) if e == s + 1 else Interval(dt(s), dt(e), pl))
+                i += 1
+            raw.append(Cti(dt(c)))
+        rejected: list[Rejection] = []
+        for source in prepared.query.sources:
+            for name, position, item, rule, action, cti, admitted in finished[source.name][1]:
+                admitted_as = None
+                if admitted is not None:
+                    if admitted[0] == "lifetime":
+                        admitted_as = attrs.evolve(item, start=dt(admitted[1]))
+                    else:
+                        admitted_as = attrs.evolve(item, end=dt(admitted[1]))
+                rejected.append(Rejection(name, position, item, rule, action, dt(cti), admitted_as))
+        metrics = {s.name: finished[s.name][0] for s in prepared.query.sources}
+        return Result(events, [dt(c) for c in ctis], metrics, rejected, raw)

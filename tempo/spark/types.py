@@ -1,0 +1,71 @@
+"""Payload classes as Spark schemas, and rows back into payloads.
+
+Datetime fields travel through Spark as timestamps but cross the driver boundary as
+integer microseconds, so no local time zone can shift them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import types as st
+
+from tempo.errors import CompileError
+from tempo.expr.schema import is_record_type, record_fields
+from tempo.ticks import from_ticks, to_ticks
+
+_SCALARS: dict[type, st.DataType] = {
+    bool: st.BooleanType(),
+    int: st.LongType(),
+    float: st.DoubleType(),
+    str: st.StringType(),
+    datetime: st.TimestampType(),
+}
+
+
+def spark_type(tp: type) -> st.DataType:
+    """The Spark type of a payload field type."""
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    if is_record_type(tp):
+        return payload_schema(tp)
+    raise CompileError(f"the Spark executor has no column type for {tp!r} (supported: bool, int, float, str, datetime, records)")
+
+
+def payload_schema(cls: type) -> st.StructType:
+    """The Spark schema of a payload class (every field nullable)."""
+    return st.StructType([st.StructField(f.name, spark_type(f.dtype), True) for f in record_fields(cls)])
+
+
+def wire_schema(cls: type) -> st.StructType:
+    """The schema payload values are shipped in from the driver: datetimes as longs."""
+    return st.StructType([
+        st.StructField(f.name, st.LongType() if f.dtype is datetime else spark_type(f.dtype), True)
+        for f in record_fields(cls)
+    ])
+
+
+def to_wire(payload: Any) -> list[Any]:
+    """A payload's field values for ``wire_schema``."""
+    out: list[Any] = []
+    for f in record_fields(type(payload)):
+        v = getattr(payload, f.name)
+        if isinstance(v, datetime):
+            v = to_ticks(v)
+        elif is_record_type(type(v)):
+            v = tuple(to_wire(v))
+        out.append(v)
+    return out
+
+
+def from_wire(cls: type, values: Any, naive: bool) -> Any:
+    """A payload from values in ``wire_schema`` order (datetimes as ticks)."""
+    args = []
+    for f, v in zip(record_fields(cls), values):
+        if v is not None and f.dtype is datetime:
+            v = from_ticks(v, naive)
+        elif v is not None and is_record_type(f.dtype):
+            v = from_wire(f.dtype, v, naive)
+        args.append(v)
+    return cls(*args)
