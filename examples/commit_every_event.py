@@ -5,7 +5,7 @@ With a CTI after every event (frequency 1) at the event's own time (delay 0), a 
 before it. So the latest event always waits for the next one. A delay of minus one tick
 puts each CTI just after its event, and every event is released as soon as it arrives.
 
-Run: python examples/commit_every_event.py
+Run: python examples/commit_every_event.py [--executor auto|memory|spark]
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from tempo.executors import executor_from_args
 from tempo import (
     TICK,
     AdvanceTimeGenerationSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
     EventShape,
+    Executor,
     InMemoryExecutor,
     Point,
     Result,
@@ -38,14 +40,15 @@ class Order:
 ORDERS = [Point(T0 + timedelta(seconds=s), Order(i, 10.0 * (i + 1))) for i, s in enumerate((0, 3, 4, 9))]
 
 
-def run(delay: timedelta) -> Result[Order]:
+def run(delay: timedelta, executor: Executor) -> Result[Order]:
     settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, delay), policy=AdvanceTimePolicy.DROP)
     large = Stream.create("orders", ORDERS, EventShape.POINT, settings).where(lambda o: o.amount >= 20)
-    return InMemoryExecutor().run(large)
+    return executor.run(large)
 
 
-def main() -> dict[str, Result[Order]]:
-    results = {"delay -1 tick": run(-TICK), "delay 0": run(timedelta(0))}
+def main(executor: Executor | None = None) -> dict[str, Result[Order]]:
+    ex = executor or InMemoryExecutor()
+    results = {"delay -1 tick": run(-TICK, ex), "delay 0": run(timedelta(0), ex)}
     for label, result in results.items():
         released = ", ".join(f"#{e.payload.id}@{e.start:%S}s" for e in result.events)
         print(f"{label:>13}: released {released}; last CTI {result.ctis[-1]:%H:%M:%S.%f}")
@@ -53,4 +56,4 @@ def main() -> dict[str, Result[Order]]:
 
 
 if __name__ == "__main__":
-    main()
+    main(executor_from_args())

@@ -5,7 +5,8 @@ The sensors' clock runs 2 minutes behind, so ``shift_event_time`` moves every re
 the 10th reading's time; readings arriving more than 5 s late are dropped (DROP) and
 reported. Each sensor gets a 1-minute average every 30 s.
 
-Run: python examples/hopping_averages.py
+Run: python examples/hopping_averages.py [--executor auto|memory|spark]  (auto: local Spark if
+installed, else in memory)
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from tempo.executors import executor_from_args
 from tempo import (
     AdvanceTimeGenerationSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
     EventShape,
+    Executor,
     InMemoryExecutor,
     Point,
     Result,
@@ -77,8 +80,8 @@ def query() -> Stream[Average]:
     )
 
 
-def main() -> Result[Average]:
-    result = InMemoryExecutor().run(query())
+def main(executor: Executor | None = None) -> Result[Average]:
+    result = (executor or InMemoryExecutor()).run(query())
     print(f"{'window':>8}  {'sensor':<6} {'n':>3}  {'avg °C':>7}")
     for e in result.events:
         a = e.payload
@@ -91,4 +94,4 @@ def main() -> Result[Average]:
 
 
 if __name__ == "__main__":
-    main()
+    main(executor_from_args())

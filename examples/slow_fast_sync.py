@@ -7,7 +7,7 @@ the older of its inputs' CTIs, so on its own the reference stream would hold eve
 result back until its next change. Importing the readings' CTIs into the reference input
 (``AdvanceTimeImportSettings("readings")``) lets the join keep pace with the readings.
 
-Run: python examples/slow_fast_sync.py
+Run: python examples/slow_fast_sync.py [--executor auto|memory|spark]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from tempo.executors import executor_from_args
 from tempo import (
     AdvanceTimeGenerationSettings,
     AdvanceTimeImportSettings,
@@ -24,6 +25,7 @@ from tempo import (
     EdgeEnd,
     EdgeStart,
     EventShape,
+    Executor,
     InMemoryExecutor,
     InputItem,
     Point,
@@ -98,8 +100,8 @@ def query(import_ctis: bool) -> Stream[Calibrated]:
     )
 
 
-def main() -> tuple[Result[Calibrated], Result[Calibrated]]:
-    executor = InMemoryExecutor()
+def main(executor: Executor | None = None) -> tuple[Result[Calibrated], Result[Calibrated]]:
+    executor = executor or InMemoryExecutor()
     synced = executor.run(query(import_ctis=True))
     unsynced = executor.run(query(import_ctis=False))
     print("With imported CTIs the join keeps pace with the readings:")
@@ -113,4 +115,4 @@ def main() -> tuple[Result[Calibrated], Result[Calibrated]]:
 
 
 if __name__ == "__main__":
-    main()
+    main(executor_from_args())

@@ -16,6 +16,7 @@ from tempo.errors import (
     TraceError,
 )
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
+from tempo.executors import Executor, get_executor, spark_available
 from tempo.memory import InMemoryExecutor
 from tempo.result import Action, InputMetrics, OutputEvent, Rejection, Result, Rule
 from tempo.settings import (
@@ -39,6 +40,7 @@ __all__ = [
     "EdgeEnd",
     "EdgeStart",
     "EventShape",
+    "Executor",
     "GroupedStream",
     "GroupedWindowedStream",
     "INFINITY",
@@ -63,10 +65,12 @@ __all__ = [
     "Window",
     "WindowedStream",
     "col",
+    "get_executor",
     "is_in",
     "is_infinite",
     "lit",
     "not_",
+    "spark_available",
     "udf",
     "when",
 ]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import tempo
 from tempo import (
     AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
     Cti,
@@ -24,10 +25,16 @@ from tempo import (
 )
 
 BASE = datetime(2024, 1, 1)
+ARRIVAL_BASE = datetime(2024, 6, 1)
 
 
 def T(seconds: float) -> datetime:
     return BASE + timedelta(seconds=seconds)
+
+
+def A(seconds: float) -> datetime:
+    """An arrival time (orders the items of several inputs into one sequence)."""
+    return ARRIVAL_BASE + timedelta(seconds=seconds)
 
 
 @attrs.frozen
@@ -66,14 +73,25 @@ class KeyAgg:
 
 
 @st.composite
-def input_items(draw: st.DrawFn, shape: EventShape, payload: Callable[[int, int], Any], max_events: int = 14) -> list[Any]:
-    """Events of one shape with some disorder, a few explicit CTIs, edges paired later."""
-    n = draw(st.integers(0, max_events))
+def input_items(
+    draw: st.DrawFn,
+    shape: EventShape,
+    payload: Callable[[int, int], Any],
+    max_events: int = 14,
+    keys: int = 3,
+    min_events: int = 0,
+) -> list[Any]:
+    """Events of one shape with some disorder, a few explicit CTIs, edges paired later.
+
+    Keys are drawn from ``range(keys)``: few keys give many matches and big groups, many
+    keys give many groups and few matches.
+    """
+    n = draw(st.integers(min_events, max_events))
     items: list[Any] = []
     open_edges: list[Any] = []
     for _ in range(n):
         start = T(draw(st.integers(0, 60)))
-        p = payload(draw(st.integers(0, 2)), draw(st.integers(0, 9)))
+        p = payload(draw(st.integers(0, keys - 1)), draw(st.integers(0, 9)))
         if shape is EventShape.POINT:
             items.append(Point(start, p))
         elif shape is EventShape.INTERVAL:
@@ -94,14 +112,64 @@ def input_items(draw: st.DrawFn, shape: EventShape, payload: Callable[[int, int]
 
 
 @st.composite
-def advance_settings(draw: st.DrawFn) -> AdvanceTimeSettings | None:
-    if draw(st.integers(0, 9)) == 0:
-        return None
-    frequency: int | timedelta = draw(st.one_of(st.integers(1, 4), st.sampled_from([timedelta(seconds=5), timedelta(seconds=12)])))
+def with_arrivals(draw: st.DrawFn, items: list[Any], spread: int = 60) -> list[Any]:
+    """``items`` with a non-decreasing arrival time on every item (ties within and across
+    inputs happen: across inputs they go to the input declared first)."""
+    arrivals = sorted(draw(st.lists(st.integers(0, spread), min_size=len(items), max_size=len(items))))
+    return [attrs.evolve(item, arrival=A(a)) for item, a in zip(items, arrivals)]
+
+
+@st.composite
+def bad_item(draw: st.DrawFn, items: list[Any], shape: EventShape, payload: Callable[[int, int], Any]) -> list[Any]:
+    """``items`` with one item that breaks a rule of the input (an InputError at run time)."""
+    p = payload(0, 0)
+    bad: Any = draw(
+        st.sampled_from(
+            {
+                EventShape.POINT: [Interval(T(5), T(6), p), EdgeStart(T(5), p)],
+                EventShape.INTERVAL: [Interval(T(5), T(5), p), Interval(T(6), T(5), p), Point(T(5), p)],
+                EventShape.EDGE: [EdgeEnd(T(99), T(100), p), Point(T(5), p)],
+            }[shape]
+        )
+    )
+    out = list(items)
+    at = draw(st.integers(0, len(out)))
+    if out:  # the arrival of a neighbour, so that arrivals stay in order and present
+        bad = attrs.evolve(bad, arrival=out[max(at - 1, 0)].arrival)
+    out.insert(at, bad)
+    return out
+
+
+@st.composite
+def generation(draw: st.DrawFn) -> AdvanceTimeGenerationSettings:
+    """CTI generation by event count or by time span, with a delay and maybe a final flush."""
+    frequency: int | timedelta = draw(
+        st.one_of(
+            st.integers(1, 4),
+            st.sampled_from([6, 10]),
+            st.sampled_from([timedelta(seconds=1), timedelta(seconds=5), timedelta(seconds=12), timedelta(seconds=30)]),
+        )
+    )
     delay = draw(st.sampled_from([timedelta(0), timedelta(seconds=3), timedelta(seconds=10), -tempo.TICK]))
     flush = draw(st.booleans())
+    return AdvanceTimeGenerationSettings(frequency, delay, flush)
+
+
+@st.composite
+def advance_settings(draw: st.DrawFn, import_from: str | None = None) -> AdvanceTimeSettings | None:
+    """Settings of one input; with ``import_from``, CTIs imported from that input (and
+    maybe generated too: the later CTI wins)."""
     policy = draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST]))
-    return AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency, delay, flush), policy=policy)
+    if import_from is not None:
+        gen = draw(st.one_of(st.none(), generation()))
+        return AdvanceTimeSettings(gen, AdvanceTimeImportSettings(import_from), policy)
+    if draw(st.integers(0, 9)) == 7:
+        return None
+    return AdvanceTimeSettings(draw(generation()), policy=policy)
+
+
+def _agg(w: tempo.Window[Any]) -> Agg:
+    return Agg(n=w.count(), total=w.sum(lambda e: e.value), low=w.min(lambda e: e.value), high=w.max(lambda e: e.value))
 
 
 Unary = Callable[[Stream[Ev]], Stream[Any]]
@@ -113,24 +181,46 @@ UNARY: dict[str, Unary] = {
     "shift": lambda s: s.shift_event_time(timedelta(seconds=-4)),
     "duration": lambda s: s.alter_event_duration(timedelta(seconds=7)),
     "lifetime": lambda s: s.alter_event_lifetime(timedelta(seconds=2), timedelta(seconds=3)),
-    "tumbling": lambda s: s.tumbling(timedelta(seconds=10)).aggregate(
-        lambda w: Agg(n=w.count(), total=w.sum(lambda e: e.value), low=w.min(lambda e: e.value), high=w.max(lambda e: e.value))
-    ),
+    "tumbling": lambda s: s.tumbling(timedelta(seconds=10)).aggregate(_agg),
     "hopping_by_key": lambda s: s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=4)).aggregate(
         lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)
     ),
     "self_union": lambda s: s.union(s.where(lambda e: e.key == 1)),
 }
 
+
+def _pair(a: Ev, b: Ref) -> Pair:
+    return Pair(key=a.key, value=a.value, ref=b.ref)
+
+
+def _by_key(s: Stream[Ev]) -> Stream[Ev]:
+    """Per key and 10 s window: the count as key, value (a stream of Ev to join on)."""
+    return (
+        s.group_by(lambda e: e.key)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: Ev(key=k, value=w.count()))
+    )
+
+
 Binary = Callable[[Stream[Ev], Stream[Ref]], Stream[Any]]
 
 BINARY: dict[str, Binary] = {
-    "join": lambda l, r: l.join(r, lambda a, b: a.key == b.key, lambda a, b: Pair(key=a.key, value=a.value, ref=b.ref)),
-    "join_residual": lambda l, r: l.join(
-        r, lambda a, b: (a.key == b.key) & (a.value > b.ref), lambda a, b: Pair(key=a.key, value=a.value, ref=b.ref)
-    ),
+    "join": lambda l, r: l.join(r, lambda a, b: a.key == b.key, _pair),
+    "join_residual": lambda l, r: l.join(r, lambda a, b: (a.key == b.key) & (a.value > b.ref), _pair),
     "anti_join": lambda l, r: l.anti_join(r, lambda a, b: a.key == b.key),
     "union_as_ev": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref))),
+    "join_then_tumbling": lambda l, r: l.join(r, lambda a, b: a.key == b.key, _pair)
+    .tumbling(timedelta(seconds=10))
+    .aggregate(lambda w: Agg(n=w.count(), total=w.sum(lambda e: e.value + e.ref), low=w.min(lambda e: e.ref), high=w.max(lambda e: e.value))),
+    "window_then_join": lambda l, r: _by_key(l).join(r, lambda a, b: a.key == b.key, _pair),
+    "anti_join_shifted": lambda l, r: l.anti_join(r.shift_event_time(timedelta(seconds=3)), lambda a, b: a.key == b.key),
+    "union_then_hopping_by_key": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
+    .group_by(lambda e: e.key)
+    .hopping(timedelta(seconds=10), timedelta(seconds=5))
+    .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)),
+    "join_where_select": lambda l, r: l.join(r, lambda a, b: a.key == b.key, _pair)
+    .where(lambda p: p.value >= p.ref)
+    .select(lambda p: Ev(key=p.key, value=p.value - p.ref)),
 }
 
 
@@ -145,16 +235,39 @@ def _flush(settings: AdvanceTimeSettings | None, flush: bool | None) -> AdvanceT
 
 
 @st.composite
-def queries(draw: st.DrawFn) -> tuple[str, Builder]:
-    """A description and a builder of a random query over one or two random inputs."""
+def queries(
+    draw: st.DrawFn, errors: bool = False, inputs: int | None = None, min_events: int = 0
+) -> tuple[str, Builder]:
+    """A description and a builder of a random query over one or two random inputs.
+
+    Two inputs may be linked by a CTI import (one imports the other's CTIs; then every item
+    of both carries an arrival time) or just interleaved by arrival times. With ``errors``,
+    a few queries get a bad input item or an item without the arrival an import needs, so
+    that the run fails with an InputError. ``inputs`` (1 or 2) fixes the number of inputs;
+    every input has at least ``min_events`` events.
+
+    Rare choices compare a drawn integer with a middle value: Hypothesis draws the bounds of
+    a range far more often than the values between them.
+    """
+    keys = 40 if draw(st.integers(0, 9)) in (4, 5) else 3
     left_shape = draw(st.sampled_from(list(EventShape)))
-    left_items = draw(input_items(left_shape, Ev))
-    left_settings = draw(advance_settings())
+    left_items = draw(input_items(left_shape, Ev, keys=keys, min_events=min_events))
     first = draw(st.sampled_from(sorted(UNARY)))
-    if draw(st.booleans()):
+    if inputs == 2 or (inputs is None and draw(st.booleans())):
         right_shape = draw(st.sampled_from(list(EventShape)))
-        right_items = draw(input_items(right_shape, Ref))
-        right_settings = draw(advance_settings())
+        right_items = draw(input_items(right_shape, Ref, keys=keys, min_events=min_events))
+        link = draw(st.sampled_from(["none", "none", "arrival", "right imports left", "left imports right"]))
+        left_settings = draw(advance_settings("right" if link == "left imports right" else None))
+        right_settings = draw(advance_settings("left" if link == "right imports left" else None))
+        if link != "none":
+            left_items = draw(with_arrivals(left_items))
+            right_items = draw(with_arrivals(right_items))
+            if errors and "imports" in link and (left_items or right_items) and draw(st.integers(0, 14)) == 7:
+                side = left_items if left_items and (not right_items or draw(st.booleans())) else right_items
+                i = draw(st.integers(0, len(side) - 1))
+                side[i] = attrs.evolve(side[i], arrival=None)  # an ImportOrderError
+        if errors and draw(st.integers(0, 19)) == 7:
+            right_items = draw(bad_item(right_items, right_shape, Ref))
         second = draw(st.sampled_from(sorted(BINARY)))
         pre = draw(st.sampled_from(["identity", "where", "shift", "duration"]))
 
@@ -163,8 +276,14 @@ def queries(draw: st.DrawFn) -> tuple[str, Builder]:
             right = Stream.create("right", right_items, right_shape, _flush(right_settings, flush), payload_type=Ref)
             return BINARY[second](UNARY[pre](left), right)
 
-        desc = f"{second}({pre}(left {left_shape.name} {left_settings}), right {right_shape.name} {right_settings})"
+        desc = (
+            f"{second}({pre}(left {left_shape.name} {left_settings}), right {right_shape.name} {right_settings});"
+            f" {link}; keys {keys}\n  left:  {left_items!r}\n  right: {right_items!r}"
+        )
         return desc, build2
+    left_settings = draw(advance_settings())
+    if errors and draw(st.integers(0, 19)) == 7:
+        left_items = draw(bad_item(left_items, left_shape, Ev))
     then = draw(st.sampled_from(["identity", "where", "select", "shift", "tumbling"]))
 
     def build1(flush: bool | None = None) -> Stream[Any]:
@@ -174,4 +293,4 @@ def queries(draw: st.DrawFn) -> tuple[str, Builder]:
             out = UNARY[then](out)
         return out
 
-    return f"{then}({first}(left {left_shape.name} {left_settings}))", build1
+    return f"{then}({first}(left {left_shape.name} {left_settings})); keys {keys}\n  left: {left_items!r}", build1

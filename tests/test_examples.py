@@ -7,10 +7,13 @@ import sys
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tempo import TICK
+import attrs
+
+from tempo import TICK, Result
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -67,6 +70,26 @@ def test_commit_every_event_minus_one_tick_releases_the_last_event() -> None:
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")))
-def test_example_runs_as_a_script(script: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_example_runs_as_a_script(script: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", [script, "--executor", "memory"])
     runpy.run_path(str(EXAMPLES / script), run_name="__main__")
-    assert capsys.readouterr().out.strip()
+    out = capsys.readouterr().out
+    assert out.startswith("# running on InMemoryExecutor") and len(out.splitlines()) > 2
+
+
+@pytest.mark.spark
+def test_examples_give_the_same_results_on_spark(spark_executor: Any) -> None:
+    """The README's main example (and the others) on local Spark, equal to in memory."""
+    from tests.conformance.compare import assert_same_results
+
+    def rounded(result: Result[Any]) -> Result[Any]:
+        # Float sums depend on summation order, which Spark does not fix: compare to 1e-9.
+        events = [attrs.evolve(e, payload=attrs.evolve(e.payload, celsius=round(e.payload.celsius, 9))) for e in result.events]
+        return attrs.evolve(result, events=events)
+
+    assert_same_results(rounded(hopping_averages.main(spark_executor)), rounded(hopping_averages.main()))
+    for got, want in zip(slow_fast_sync.main(spark_executor), slow_fast_sync.main()):
+        assert_same_results(got, want)
+    spark_results, memory_results = commit_every_event.main(spark_executor), commit_every_event.main()
+    for label in memory_results:
+        assert_same_results(spark_results[label], memory_results[label])

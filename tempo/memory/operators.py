@@ -584,7 +584,8 @@ class AntiJoin(Operator):
             return
         p = self.out_cti
         touched: dict[int, list[Any]] = {}
-        while self.left_marks and self.left_marks[0][0] < c:
+        # A left ending exactly at c is swept too: its last fragment closes at c.
+        while self.left_marks and self.left_marks[0][0] <= c:
             _, eid = heapq.heappop(self.left_marks)
             rec = self.lefts.get(eid)
             if rec is not None:

@@ -81,7 +81,7 @@ class SparkExecutor:
         names = list(prepared.admitted)
         for i, name in enumerate(names):
             part = prepared.admitted[name].outcome.withColumn("__input", F.lit(i))
-            tagged = part if tagged is None else tagged.unionByName(part)
+            tagged = part if tagged is None else tagged.unionByName(part, allowMissingColumns=True)
         if tagged is None:  # every input was admitted on the driver
             return ([list(r) for r in extra.collect()] if extra is not None else []), {}
         if extra is None:

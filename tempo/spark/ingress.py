@@ -60,6 +60,8 @@ class InputFrame:
     rows: int | None = None  # known for item lists: one chunk, no job to find the chunks
     events: int | None = None  # event rows (not CTIs), when known
     local: list[tuple[Any, ...]] | None = None  # the rows themselves, for item lists
+    chunks: Chunks | None = None  # how a Spark-path frame is cut (see ``_chunked``)
+    step_order: dict[int, tuple[int, int]] = attrs.Factory(dict)  # position -> (ORDER, FILE) of candidate rows
     prepared: list[Any] | None = None  # records admitted on the driver (small item lists)
 
 
@@ -114,12 +116,14 @@ def input_frame(
             prepared = list(prepare(node, mode, needs_arrival))
             if len(prepared) <= local_limit:
                 items = {rec[5]: rec[6] for rec in prepared}
-                return InputFrame(node, decl, None, items, False, len(prepared), None, None, prepared)  # type: ignore[arg-type]
+                return InputFrame(node, decl, None, items, False, rows=len(prepared), prepared=prepared)  # type: ignore[arg-type]
         rows, items = _item_rows(node, mode, needs_arrival)
         df = spark.createDataFrame(rows, _frame_schema(node.payload_type))
+        df = df.withColumn(ORDER, F.col(POS)).withColumn(FILE, F.lit(0).cast("long")).drop(POS)
         has_arrival = any(getattr(i, "arrival", None) is not None for i in items.values())
         n_events = sum(1 for r in rows if r[1] != CTI)
-        return InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, has_arrival, len(rows), n_events, rows)
+        frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, has_arrival, len(rows), n_events, rows)
+        return _chunked(frame)
     return _table_frame(spark, node, decl, mode, needs_arrival)
 
 
@@ -164,48 +168,93 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, mode: Timesta
     end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
     end = (F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind == CTI, start).otherwise(end_col))
     arrival = ticks(source.arrival) if source.arrival else F.lit(NEG_INF)
-    order = F.col(f"`{source.order}`") if source.order else F.monotonically_increasing_id()
+    # Without an order column the file order counts: monotonically_increasing_id follows it.
+    order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else F.col(f"`{source.order}`").cast("long")) if source.order else F.monotonically_increasing_id()
     names = field_names(node.payload_type)
     missing = [n for n in names if n not in raw.columns]
     if missing:
         raise InputError(node.name, 0, None, f"no column for payload field(s) {', '.join(missing)} of {node.payload_type.__name__}")
     df = raw.select(
-        kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias("__order"),
-        F.monotonically_increasing_id().alias("__file"), *[F.col(f"`{n}`") for n in names],
+        kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
+        F.monotonically_increasing_id().alias(FILE), *[F.col(f"`{n}`") for n in names],
     )
-    df = _dense_positions(df, ["__order", "__file"])
-    bad = df.filter(
-        F.col(KIND).isNull() | F.col(S).isNull() | F.col(E).isNull()
-        | (F.col(KIND).isin(INTERVAL, END) & (F.col(E) <= F.col(S)))
-    ).orderBy(POS).limit(1).collect()
-    if bad:
-        row = bad[0]
-        raise InputError(node.name, row[POS], row.asDict(), "bad row: unknown kind, null time, or end not after start")
-    return InputFrame(node, decl, df.drop("__order", "__file"), None, source.arrival is not None)
+    return _chunked(InputFrame(node, decl, df, None, source.arrival is not None))
 
 
-def _dense_positions(df: DataFrame, order: list[str]) -> DataFrame:
-    """Positions 0..n-1 in ``order``: per-partition counts, then prefix offsets."""
-    ranked = df.repartitionByRange(*order).sortWithinPartitions(*order).withColumn("__pid", F.spark_partition_id())
-    counts: dict[int, int] = {r["__pid"]: r["count"] for r in ranked.groupBy("__pid").count().collect()}
-    offsets, total = {}, 0
-    for pid in sorted(counts):
-        offsets[pid] = total
-        total += counts[pid]
-    offset = _map_lookup(offsets, F.col("__pid"), 0)
-    w = Window.partitionBy("__pid").orderBy(*order)
-    return ranked.withColumn(POS, offset + F.row_number().over(w) - 1).drop("__pid")
+ORDER, FILE = "__order", "__file"
+"""Input order of a row (the order column, or file order), and the tie-break (file order)."""
 
 
-def _step_prefix(prefix: list[tuple[int, int]]) -> Column:
-    """The value of a step function of the chunk: ``v`` from chunk ``c`` on, for each (c, v)."""
-    if not prefix:
-        return F.lit(NEG_INF)
-    chunks = F.array(*[F.lit(c) for c, _ in prefix])
-    values = F.array(*[F.lit(v) for _, v in prefix])
-    # Number of boundaries at or below this chunk = index of the step in force (1-based).
-    count = F.size(F.filter(chunks, lambda b: b <= F.col(CHUNK)))
-    return F.when(count == 0, F.lit(NEG_INF)).otherwise(F.element_at(values, count))
+@attrs.define
+class Chunks:
+    """Rows cut into chunks by value range of ``ORDER``: what each chunk holds.
+
+    The range cut is deterministic (unlike a sampled range partitioning), so figures taken
+    in one job hold in the next, and every running aggregate over input order is a window
+    partitioned by chunk plus a prefix over the chunks before, taken on the driver.
+    """
+
+    lo: int
+    width: int
+    rows: dict[int, int]  # chunk -> rows
+    counted: dict[int, int]  # chunk -> events counted by count generation
+    events: dict[int, int]  # chunk -> event rows (not CTIs)
+    period: dict[int, int]  # chunk -> greatest period entered (time-span generation)
+
+    def column(self) -> Column:
+        return F.floor((F.col(ORDER) - F.lit(self.lo)) / F.lit(self.width))
+
+    def prefix(self, per_chunk: dict[int, int], combine: str) -> dict[int, int]:
+        """For each chunk, the sum (or max) over the chunks before it."""
+        out: dict[int, int] = {}
+        acc: int | None = None
+        for chunk in sorted(self.rows):
+            if acc is not None:
+                out[chunk] = acc
+            v = per_chunk.get(chunk)
+            if v is not None:
+                acc = v if acc is None else (acc + v if combine == "sum" else max(acc, v))
+        return out
+
+
+def _period_column(frame: InputFrame) -> Column | None:
+    gen = frame.node.settings.generation if frame.node.settings else None
+    if gen is None or isinstance(gen.frequency, int):
+        return None
+    return F.when(F.col(KIND).isin(POINT, INTERVAL, START), F.floor(F.col(S) / duration_ticks(gen.frequency)))
+
+
+def _chunked(frame: InputFrame) -> InputFrame:
+    """Cut the frame into chunks (two small jobs: the range, then per-chunk figures)."""
+    df = frame.df
+    small = frame.rows is not None and frame.rows <= CHUNK_ROWS
+    if small:
+        chunks = Chunks(0, 1 << 62, {}, {}, {}, {})
+    else:
+        stats = df.agg(F.min(ORDER).alias("lo"), F.max(ORDER).alias("hi")).collect()[0]
+        lo, hi = stats["lo"] or 0, stats["hi"] or 0
+        chunks = Chunks(lo, max(1, (hi - lo) // 64 + 1), {}, {}, {}, {})
+    df = df.withColumn(CHUNK, chunks.column())
+    if not small:
+        period = _period_column(frame)
+        figures = df.groupBy(CHUNK).agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(F.col(KIND).isin(POINT, INTERVAL, START).cast("long")).alias("counted"),
+            F.sum((F.col(KIND) != CTI).cast("long")).alias("events"),
+            (F.max(period) if period is not None else F.lit(None).cast("long")).alias("period"),
+        ).collect()
+        for r in figures:
+            chunks.rows[r[CHUNK]] = r["rows"]
+            chunks.counted[r[CHUNK]] = r["counted"] or 0
+            chunks.events[r[CHUNK]] = r["events"] or 0
+            if r["period"] is not None:
+                chunks.period[r[CHUNK]] = r["period"]
+        frame.events = sum(chunks.events.values())
+    else:
+        chunks.rows[0] = frame.rows or 0
+    frame.df = df
+    frame.chunks = chunks
+    return frame
 
 
 def _map_lookup(values: dict[int, int], key: Column, default: int) -> Column:
@@ -217,37 +266,6 @@ def _map_lookup(values: dict[int, int], key: Column, default: int) -> Column:
     return F.coalesce(F.create_map(*pairs)[key], F.lit(default)).cast("long")
 
 
-def _running_before(
-    df: DataFrame, order: Sequence[str], specs: dict[str, tuple[str, Column]], single_chunk: bool = False
-) -> DataFrame:
-    """For each row, aggregates ("sum" or "max") of a value over the rows before it in ``order``.
-
-    Chunks of ``CHUNK_ROWS`` positions are aggregated as a whole (one small job), the
-    prefix over earlier chunks is taken on the driver, and a window partitioned by chunk
-    adds the rows before within the chunk.
-    """
-    df = df.withColumn(CHUNK, F.floor(F.col(POS) / CHUNK_ROWS))
-    aggs = [(F.sum if kind == "sum" else F.max)(value).alias(name) for name, (kind, value) in specs.items()]
-    per_chunk = {} if single_chunk else {r[CHUNK]: r for r in df.groupBy(CHUNK).agg(*aggs).collect()}
-    w = Window.partitionBy(CHUNK).orderBy(*order).rowsBetween(Window.unboundedPreceding, -1)
-    for name, (kind, value) in specs.items():
-        prefix: dict[int, int] = {}
-        acc: int | None = None
-        for chunk in sorted(per_chunk):
-            if acc is not None:
-                prefix[chunk] = acc
-            v = per_chunk[chunk][name]
-            if v is not None:
-                acc = v if acc is None else (acc + v if kind == "sum" else max(acc, v))
-        inner = (F.sum if kind == "sum" else F.max)(value).over(w)
-        before = _map_lookup(prefix, F.col(CHUNK), 0 if kind == "sum" else NEG_INF)
-        if kind == "sum":
-            df = df.withColumn(name, before + F.coalesce(inner, F.lit(0)))
-        else:
-            df = df.withColumn(name, F.greatest(before, F.coalesce(inner, F.lit(NEG_INF))))
-    return df.drop(CHUNK)
-
-
 def _local_candidates(frame: InputFrame) -> list[tuple[Key, str, int]]:
     """Candidates of an item list, which the driver holds anyway: the same rules as below."""
     assert frame.local is not None
@@ -257,6 +275,7 @@ def _local_candidates(frame: InputFrame) -> list[tuple[Key, str, int]]:
     count, last_period = 0, None
     for pos, kind, start, _, arrival, *_ in frame.local:
         key: Key = (arrival, frame.decl, pos, 0)
+        frame.step_order[pos] = (pos, 0)  # an item list's order is its positions
         if kind == CTI:
             out.append((key, "explicit", start))
             continue
@@ -281,33 +300,40 @@ def candidates(frame: InputFrame) -> list[tuple[Key, str, int]]:
     A table's are computed in Spark with running aggregates over input order; an item
     list's on the driver, which already holds its items.
     """
-    if frame.local is not None:
+    if frame.local is not None and frame.rows is not None and frame.rows <= CHUNK_ROWS:
         return _local_candidates(frame)
     node = frame.node
+    chunks = frame.chunks
+    assert chunks is not None
     gen = node.settings.generation if node.settings else None
-    df = frame.df.select(POS, KIND, S, ARR)
-    small = frame.rows is not None and frame.rows <= CHUNK_ROWS
     counted = F.col(KIND).isin(POINT, INTERVAL, START)
+    w = Window.partitionBy(CHUNK).orderBy(ORDER, FILE)
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    pos = _map_lookup(chunks.prefix(chunks.rows, "sum"), F.col(CHUNK), 0) + F.row_number().over(w) - 1
     generated: Column = F.lit(None).cast("long")
     if gen is not None:
         delay = duration_ticks(gen.delay)
         if isinstance(gen.frequency, int):
-            df = _running_before(df, [POS], {"__count": ("sum", counted.cast("long"))}, small)
-            index = F.col("__count") + counted.cast("long")
+            prior = _map_lookup(chunks.prefix(chunks.counted, "sum"), F.col(CHUNK), 0)
+            index = prior + F.coalesce(F.sum(counted.cast("long")).over(before), F.lit(0)) + counted.cast("long")
             generated = F.when(counted & (index % gen.frequency == 0), F.col(S) - delay)
         else:
-            period = F.floor(F.col(S) / duration_ticks(gen.frequency))
-            df = _running_before(df, [POS], {"__period": ("max", F.when(counted, period))}, small)
-            generated = F.when(counted & (F.col("__period") > NEG_INF) & (period > F.col("__period")), F.col(S) - delay)
+            period = _period_column(frame)
+            assert period is not None
+            prior = _map_lookup(chunks.prefix(chunks.period, "max"), F.col(CHUNK), NEG_INF)
+            seen = F.greatest(prior, F.coalesce(F.max(period).over(before), F.lit(NEG_INF)))
+            generated = F.when(counted & (seen > NEG_INF) & (period > seen), F.col(S) - delay)
     explicit = F.when(F.col(KIND) == CTI, F.col(S))
-    rows = df.select(POS, ARR, generated.alias("g"), explicit.alias("x")).filter(F.col("g").isNotNull() | F.col("x").isNotNull()).collect()
+    rows = (
+        frame.df.select(pos.alias(POS), ARR, ORDER, FILE, generated.alias("g"), explicit.alias("x"))
+        .filter(F.col("g").isNotNull() | F.col("x").isNotNull())
+        .collect()
+    )
     out: list[tuple[Key, str, int]] = []
     for r in rows:
         key: Key = (r[ARR], frame.decl, r[POS], 0)
-        if r["x"] is not None:
-            out.append((key, "explicit", r["x"]))
-        else:
-            out.append((key, "generated", r["g"]))
+        frame.step_order[r[POS]] = (r[ORDER], r[FILE])
+        out.append((key, "explicit", r["x"]) if r["x"] is not None else (key, "generated", r["g"]))
     return out
 
 
@@ -342,42 +368,60 @@ def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[
 
 
 def _in_force(spark: SparkSession, frame: InputFrame, steps: list[tuple[Key, int]]) -> DataFrame:
-    """Each item with ``__cti``: the input's CTI in force when it arrived.
+    """Each item with its position ``POS`` and ``__cti``, the CTI in force when it arrived.
 
     The steps (the moments this input's CTI advanced) become rows that sort right after
-    the item that caused them; a running max over items and steps does the rest. An input
-    that imports CTIs is ordered by arrival across inputs, so its running max is chunked by
-    arrival time rather than by position.
+    the item that caused them, or, for imported CTIs, at their place in the arrival order
+    across inputs. One window over items and steps, partitioned by chunk, gives both the
+    running max of the steps before each item and the item's position (the items before it).
     """
+    chunks = frame.chunks
+    assert chunks is not None
     steps = [(k, v) for k, v in steps if k[0] < INF]  # the shutdown flush follows every item
-    if not steps:
-        return frame.df.withColumn("__cti", F.lit(NEG_INF))
     imports = frame.node.settings is not None and frame.node.settings.import_ is not None
-    df = frame.df.withColumn(DECL, F.lit(frame.decl)).withColumn(SUB, F.lit(0)).withColumn("__v", F.lit(None).cast("long"))
-    schema = st.StructType([st.StructField(n, st.LongType(), False) for n in (ARR, DECL, POS, SUB, "__v")])
-    step_rows = spark.createDataFrame([(k[0], k[1], k[2], 1, v) for k, v in steps], schema)
-    unioned = df.unionByName(step_rows, allowMissingColumns=True)
+    df = frame.df.withColumn(DECL, F.lit(frame.decl).cast("long")).withColumn(SUB, F.lit(0).cast("long"))
+    df = df.withColumn("__v", F.lit(None).cast("long"))
+    step_rows = []
+    for (arr, decl, pos, _), v in steps:
+        order, file = frame.step_order.get(pos, (0, 0)) if decl == frame.decl else (0, 0)
+        step_rows.append((arr, decl, order, file, 1, v))
     if imports:
-        order, chunk, width = [ARR, DECL, POS, SUB], ARR, ARRIVAL_CHUNK
-        step_chunk = [k[0] // width for k, _ in steps]
+        # Across inputs the arrival order rules: chunk by arrival instead (one chunk for
+        # the small inputs imports usually join); positions then count from the start.
+        sort = [ARR, DECL, ORDER, FILE, SUB]
+        df = df.withColumn(CHUNK, F.lit(0).cast("long"))
+        chunk_of = {0: 0}
+        row_prefix: dict[int, int] = {}
     else:
-        order, chunk, width = [POS, SUB], POS, CHUNK_ROWS
-        step_chunk = [k[2] // width for k, _ in steps]
-    # Max of the steps in the chunks before each chunk: known on the driver.
-    last: dict[int, int] = {}
-    for c, (_, v) in zip(step_chunk, steps):
-        last[c] = max(last.get(c, NEG_INF), v)
-    prefix: dict[int, int] = {}
-    acc = NEG_INF
-    for c in sorted(last):
-        prefix[c + 1] = max(acc, last[c])  # holds from chunk c+1 on, until the next chunk with steps
-        acc = prefix[c + 1]
-    unioned = unioned.withColumn(CHUNK, F.floor(F.col(chunk) / width))
-    before_chunk = _step_prefix(sorted(prefix.items()))
-    w = Window.partitionBy(CHUNK).orderBy(*order).rowsBetween(Window.unboundedPreceding, -1)
-    running = F.greatest(before_chunk, F.coalesce(F.max("__v").over(w), F.lit(NEG_INF)))
-    result = unioned.withColumn("__cti", running).drop(CHUNK)
-    return result.filter(F.col(SUB) == 0).drop("__v", DECL, SUB)
+        sort = [ORDER, FILE, SUB]
+        chunk_of = {}
+        row_prefix = chunks.prefix(chunks.rows, "sum")
+    schema = st.StructType([st.StructField(n, st.LongType(), False) for n in (ARR, DECL, ORDER, FILE, SUB, "__v")])
+    unioned = df
+    if step_rows:
+        steps_df = spark.createDataFrame(step_rows, schema)
+        steps_df = steps_df.withColumn(CHUNK, F.lit(0).cast("long") if imports else chunks.column())
+        unioned = df.unionByName(steps_df, allowMissingColumns=True)
+    # Max of the steps in the chunks before each chunk, known on the driver.
+    by_chunk: dict[int, int] = {}
+    for (arr, decl, order, file, _, v) in step_rows:
+        c = 0 if imports else (order - chunks.lo) // chunks.width
+        if decl != frame.decl and not imports:
+            continue
+        by_chunk[c] = max(by_chunk.get(c, NEG_INF), v)
+    step_prefix = chunks.prefix(by_chunk, "max") if not imports else {}
+    del chunk_of
+    w = Window.partitionBy(CHUNK).orderBy(*sort)
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    is_item = (F.col(SUB) == 0).cast("long")
+    running = F.greatest(_map_lookup(step_prefix, F.col(CHUNK), NEG_INF), F.coalesce(F.max("__v").over(before), F.lit(NEG_INF)))
+    position = _map_lookup(row_prefix, F.col(CHUNK), 0) + F.coalesce(F.sum(is_item).over(before), F.lit(0))
+    result = unioned.withColumn("__cti", running).withColumn(POS, position)
+    return result.filter(F.col(SUB) == 0).drop("__v", DECL, SUB, CHUNK, ORDER, FILE)
+
+
+BAD_ROW = 5
+"""Outcome status of a row that breaks the input's rules (raised as an InputError)."""
 
 
 @attrs.define
@@ -408,7 +452,13 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     events = events.withColumn("__adm_s", F.when(F.col("__status") == 1, cti).otherwise(s))
     events = events.withColumn("__adm_e", F.when((F.col("__status") == 1) & (kind == POINT), cti + 1).otherwise(e))
 
-    outcome = events.select(POS, KIND, F.col("__status"), cti.alias("__c"), F.col("__adm_s"), F.col("__adm_e"))
+    received_as = _received_columns(node)
+    outcome = events.select(POS, KIND, F.col("__status"), cti.alias("__c"), F.col("__adm_s"), F.col("__adm_e"), *received_as)
+    bad = kind.isNull() | s.isNull() | e.isNull() | (kind.isin(INTERVAL, END) & (e <= s))
+    outcome = outcome.unionByName(df.filter(bad).select(
+        POS, KIND, F.lit(BAD_ROW).alias("__status"), cti.alias("__c"), F.lit(None).cast("long").alias("__adm_s"),
+        F.lit(None).cast("long").alias("__adm_e"), *received_as,
+    ))
     if node.shape is not EventShape.EDGE:
         out = events.filter(F.col("__status") != 2).select(
             F.col("__adm_s").alias(S), F.when(F.col("__adm_e") >= INF, F.lit(INF)).otherwise(F.col("__adm_e")).alias(E),
@@ -452,46 +502,47 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     # job): violations without a policy and unmatched end edges raise; drops and
     # adjustments become metrics and rejections. A table also reports its event count.
     outcome = outcome.unionByName(
-        paired.select(POS, KIND, F.col("__status"), cti.alias("__c"), F.lit(None).cast("long").alias("__adm_s"), F.col("__adm_e"))
+        paired.select(POS, KIND, F.col("__status"), cti.alias("__c"), F.lit(None).cast("long").alias("__adm_s"), F.col("__adm_e"), *received_as)
     )
     return _admitted(out, outcome, frame, cti_replay, has_policy)
 
 
+def _received_columns(node: SourceNode) -> list[Column]:
+    """The item as received, in outcome rows (so a rejection names it without another job)."""
+    from datetime import datetime
+
+    cols = [F.col(S).alias("__os"), F.col(E).alias("__oe"), F.col(ARR).alias("__oa")]
+    for f in record_fields(node.payload_type):
+        c = F.col(f"`{f.name}`")
+        cols.append((F.unix_micros(c) if f.dtype is datetime else c).alias(f"__p_{f.name}"))
+    return cols
+
+
 def _admitted(out: DataFrame, outcome: DataFrame, frame: InputFrame, cti_replay: CtiReplay, has_policy: bool) -> Admitted:
-    outcome = outcome.filter(F.col("__status") != 0)
-    if frame.events is None:
-        counted = frame.df.filter(F.col(KIND) != CTI).agg(F.count(F.lit(1)).alias("__c"))
-        outcome = outcome.unionByName(
-            counted.select(F.lit(-1).cast("long").alias(POS), F.lit(-1).alias(KIND), F.lit(RECEIVED).alias("__status"), F.col("__c"),
-                           F.lit(None).cast("long").alias("__adm_s"), F.lit(None).cast("long").alias("__adm_e"))
-        )
-    return Admitted(out, outcome, frame, cti_replay, has_policy)
-
-
-RECEIVED = 9
-"""Status of the extra outcome row that carries a table's event count."""
+    return Admitted(out, outcome.filter(F.col("__status") != 0), frame, cti_replay, has_policy)
 
 
 def finish(admitted: Admitted, rows: Sequence[Any]) -> tuple[InputMetrics, list[tuple[str, int, Any, Rule, Action, int, Any]]]:
     """Metrics and rejections of one input from its collected outcome rows (or the error)."""
     frame, node = admitted.frame, admitted.frame.node
-    odd = sorted((r for r in rows if r["__status"] != RECEIVED), key=lambda r: r[POS])
+    odd = sorted(rows, key=lambda r: r[POS])
+    for r in odd:
+        if r["__status"] == BAD_ROW:
+            raise InputError(node.name, r[POS], _item(frame, r), "bad row: unknown kind, null time, or end not after start")
     for r in odd:
         if r["__status"] == 4:
-            raise InputError(node.name, r[POS], _item(frame, r[POS]), "end edge without its start edge")
+            raise InputError(node.name, r[POS], _item(frame, r), "end edge without its start edge")
     if not admitted.has_policy:
         for r in odd:
             if r["__status"] in (1, 2):
                 what = "the end edge ends" if r[KIND] == END else "the event starts"
                 raise CtiViolationError(
-                    node.name, r[POS], _item(frame, r[POS]),
+                    node.name, r[POS], _item(frame, r),
                     f"{what} before the current CTI; this input has no AdvanceTimeSettings, "
                     "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
                 )
-    if frame.events is not None:
-        received = frame.events
-    else:
-        received = sum(r["__c"] for r in rows if r["__status"] == RECEIVED)
+    assert frame.events is not None
+    received = frame.events
     adjusted = sum(1 for r in odd if r["__status"] == 1)
     dropped = sum(1 for r in odd if r["__status"] in (2, 3))
     replay_metrics = admitted.replay.metrics(node.name)
@@ -515,17 +566,18 @@ def finish(admitted: Admitted, rows: Sequence[Any]) -> tuple[InputMetrics, list[
             rule = Rule.START_BEFORE_CTI
             admitted_as = ("lifetime", r["__adm_s"], r["__adm_e"]) if st_ == 1 else None
         action = Action.ADJUSTED if st_ == 1 else Action.DROPPED
-        rejected.append((node.name, pos, _item(frame, pos), rule, action, c, admitted_as))
+        rejected.append((node.name, pos, _item(frame, r), rule, action, c, admitted_as))
     return metrics, rejected
 
 
-def _item(frame: InputFrame, pos: int) -> Any:
+def _item(frame: InputFrame, row: Any) -> Any:
+    """The received item of an outcome row."""
+    pos = row[POS]
     if frame.items is not None:
         return frame.items[pos]
-    row = frame.df.filter(F.col(POS) == pos).collect()[0]
     from tempo.spark.types import from_wire
 
     names = field_names(frame.node.payload_type)
-    payload = from_wire(frame.node.payload_type, [row[n] for n in names], naive=False) if row[KIND] != CTI else None
-    arrival = row[ARR]
-    return item_of((arrival, row[KIND], row[S], row[E], payload, pos, None))
+    kind = row[KIND]
+    payload = from_wire(frame.node.payload_type, [row[f"__p_{n}"] for n in names], naive=False) if kind != CTI else None
+    return item_of((row["__oa"], kind, row["__os"], row["__oe"], payload, pos, None))

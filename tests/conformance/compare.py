@@ -1,0 +1,133 @@
+"""Comparing results across executors.
+
+Every executor must agree on what a query computes: the released events (as a multiset of
+lifetimes and payloads), the output CTIs, the per-input metrics and the rejected input
+events (as a multiset). What they need not agree on is how the output is represented:
+``result.raw`` (the in-memory executor interleaves inserts, end edges and CTIs as it
+releases them; the Spark executor lists the inserts in start order and then the CTIs, and
+may show an edge pair as one interval), and the order of events or rejections released by
+the same CTI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Union
+
+from tempo import InMemoryExecutor, Result, Stream, TempoError, is_infinite
+
+EventKey = tuple[datetime, datetime, str]
+RejectionKey = tuple[str, int, str, str, datetime, str, str]
+
+
+def is_memory(executor: object) -> bool:
+    """Whether ``executor`` is the in-memory (reference) executor, whose release order and
+    raw output the hand-written timelines describe item by item."""
+    return isinstance(executor, InMemoryExecutor)
+
+
+def event_multiset(result: Result[Any]) -> list[EventKey]:
+    """The released events as a sorted multiset of (start, end, payload repr)."""
+    return sorted((e.start, e.end, repr(e.payload)) for e in result.events)
+
+
+def rejection_multiset(result: Result[Any]) -> list[RejectionKey]:
+    """The rejections as a sorted multiset of (input, position, rule, action, cti, item
+    repr, admitted_as repr)."""
+    return sorted(
+        (j.input, j.position, _value(j.rule), _value(j.action), j.cti, repr(j.item), repr(j.admitted_as))
+        for j in result.rejected
+    )
+
+
+def _value(member: Any) -> str:
+    """An enum member (Rule, Action) as its string value."""
+    return str(getattr(member, "value", member))
+
+
+def assert_same_results(a: Result[Any], b: Result[Any], context: str = "") -> None:
+    """``a`` and ``b`` agree on events (multiset), ctis, metrics and rejected (multiset)."""
+    where = f" ({context})" if context else ""
+    assert a.ctis == b.ctis, f"ctis differ{where}:\n  {a.ctis}\n  {b.ctis}"
+    assert a.metrics == b.metrics, f"metrics differ{where}:\n  {a.metrics}\n  {b.metrics}"
+    ea, eb = event_multiset(a), event_multiset(b)
+    assert ea == eb, f"events differ{where}:\n  only in a: {_minus(ea, eb)}\n  only in b: {_minus(eb, ea)}"
+    ra, rb = rejection_multiset(a), rejection_multiset(b)
+    assert ra == rb, f"rejected differ{where}:\n  only in a: {_minus(ra, rb)}\n  only in b: {_minus(rb, ra)}"
+
+
+Outcome = Union[Result[Any], TempoError]
+"""What running a query gave: its result, or the TempoError it raised."""
+
+
+def outcome(executor: Any, build: Callable[[], Stream[Any]]) -> Outcome:
+    """Build the query afresh and run it on ``executor``; a TempoError is the outcome."""
+    try:
+        result: Result[Any] = executor.run(build())
+    except TempoError as e:
+        return e
+    assert isinstance(result, Result), f"{type(executor).__name__}.run returned {result!r}"
+    return result
+
+
+def assert_same_outcome(a: Outcome, b: Outcome, context: str = "") -> None:
+    """Both runs failed with the same TempoError type, or both gave the same results."""
+    if isinstance(a, TempoError) or isinstance(b, TempoError):
+        assert type(a) is type(b), f"one run raised, the other did not, or not the same error ({context}):\n  a: {a!r}\n  b: {b!r}"
+        return
+    assert_same_results(a, b, context)
+
+
+def assert_executors_agree(reference: Any, other: Any, desc: str, build: Callable[[], Stream[Any]]) -> None:
+    """Build and run a query on both executors: they raise the same TempoError type, or
+    both give results that pass ``check_result`` and agree (``assert_same_results``)."""
+    expected = outcome(reference, build)
+    got = outcome(other, build)
+    for o in (expected, got):
+        if isinstance(o, Result):
+            check_result(o)
+    assert_same_outcome(expected, got, f"a: {type(reference).__name__}, b: {type(other).__name__}; {desc}")
+
+
+def _minus(a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
+    rest = list(b)
+    out = []
+    for x in a:
+        if x in rest:
+            rest.remove(x)
+        else:
+            out.append(x)
+    return out
+
+
+def same_items(executor: object, got: Sequence[Any], expected: Sequence[Any]) -> None:
+    """``got`` equals ``expected`` as a multiset on every executor, and item for item (in
+    order) on the in-memory executor. For lists whose order within one CTI is the in-memory
+    executor's own (events or rejections released together)."""
+    assert sorted(map(repr, got)) == sorted(map(repr, expected)), f"\n  got      {list(got)}\n  expected {list(expected)}"
+    if is_memory(executor):
+        assert list(got) == list(expected)
+
+
+def check_result(result: Result[Any]) -> None:
+    """What every executor's result must satisfy, without looking at ``raw``.
+
+    * output CTIs strictly increase;
+    * every released event starts before the last output CTI and ends after its start;
+    * events come in release order: an event is released by the first CTI past its start,
+      so the CTI that releases each event never goes back along ``events`` (events released
+      by the same CTI may come in any order);
+    * the metrics add up.
+    """
+    ctis = result.ctis
+    assert all(x < y for x, y in zip(ctis, ctis[1:])), f"output CTIs do not strictly increase: {ctis}"
+    released_by: list[int] = []
+    for e in result.events:
+        assert ctis and e.start < ctis[-1], f"{e} released without a CTI past its start (CTIs {ctis})"
+        assert e.end > e.start or is_infinite(e.end), f"{e} has an empty lifetime"
+        released_by.append(next(i for i, c in enumerate(ctis) if c > e.start))
+    assert released_by == sorted(released_by), f"events not in release order: {result.events}"
+    for name, m in result.metrics.items():
+        assert m.received == m.admitted + m.dropped, (name, m)
+        assert m.adjusted <= m.admitted, (name, m)
