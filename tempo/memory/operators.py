@@ -530,6 +530,9 @@ class AntiJoin(Operator):
         self.ctis = [NEG_INF, NEG_INF]
         self.out_cti = NEG_INF
         # left rec: [eid, start, end or None, payload, key, open fragment id or None]
+        # Marks say when a left needs a sweep: at its start (swept once the CTI passes it)
+        # and at its end minus a tick (a left ending exactly at the CTI closes its last
+        # fragment in that sweep).
         self.lefts: dict[int, list[Any]] = {}
         self.lefts_by_key: dict[Key, dict[int, list[Any]]] = {}
         self.left_marks: list[tuple[int, int]] = []  # (time, eid): a left starts or ends
@@ -553,7 +556,7 @@ class AntiJoin(Operator):
                 self.lefts_by_key.setdefault(key, {})[eid] = rec
             heapq.heappush(self.left_marks, (start, eid))
             if end is not None:
-                heapq.heappush(self.left_marks, (end, eid))
+                heapq.heappush(self.left_marks, (end - 1, eid))  # see _end_mark
         elif key is not None:
             self.rights[eid] = [eid, start, end, payload, key]
             self.rights_by_key.setdefault(key, {})[eid] = self.rights[eid]
@@ -567,7 +570,7 @@ class AntiJoin(Operator):
             rec = self.lefts.get(eid)
             if rec is not None:
                 rec[2] = end
-                heapq.heappush(self.left_marks, (end, eid))
+                heapq.heappush(self.left_marks, (end - 1, eid))  # see _end_mark
         else:
             rrec = self.rights.get(eid)
             if rrec is not None:
@@ -584,8 +587,7 @@ class AntiJoin(Operator):
             return
         p = self.out_cti
         touched: dict[int, list[Any]] = {}
-        # A left ending exactly at c is swept too: its last fragment closes at c.
-        while self.left_marks and self.left_marks[0][0] <= c:
+        while self.left_marks and self.left_marks[0][0] < c:
             _, eid = heapq.heappop(self.left_marks)
             rec = self.lefts.get(eid)
             if rec is not None:
@@ -611,6 +613,11 @@ class AntiJoin(Operator):
         lo = max(p, start)
         hi = c if end is None else min(c, end)
         if lo >= hi:
+            if rec[5] is not None and end is not None:
+                # The left ended exactly where the last sweep stopped (an end is never
+                # before the CTI): its open fragment ends there.
+                self.emit_end(rec[5], end)
+                rec[5] = None
             self._retire(rec, c)
             return
         covered: list[tuple[int, int]] = []

@@ -2099,3 +2099,37 @@ def test_anti_join_fragment_closes_when_the_left_ends_at_the_cti(executor: Any) 
     r = run(executor, left.anti_join(right, lambda l, r: l.id == r.id))
     assert [(e.start, e.end, e.payload) for e in r.events] == [(T(2), T(10), a)]
     assert r.ctis == [T(6), T(10)]
+
+
+def test_anti_join_left_starting_at_the_cti_is_swept_later(executor: Any) -> None:
+    """left [4,20) arrives with CTI |4 (left); right CTIs |4 then |8.
+
+    At output CTI 4 the left starts exactly at the CTI: nothing of it is committed yet.
+    At 8 its uncovered stretch [4, 8) is, and it goes out open (the left lives on) -> [4, inf).
+    (Found by the differential test: a left starting at the CTI must not be forgotten.)
+    """
+    a = L(1, "a")
+    left = Stream.create("left", [Interval(T(4), T(20), a), Cti(T(4)), Cti(T(30))], EventShape.INTERVAL)
+    right = Stream.create("right", [Cti(T(4)), Cti(T(8))], EventShape.INTERVAL, payload_type=R)
+    r = run(executor, left.anti_join(right, lambda l, r: l.id == r.id))
+    assert [(e.start, e.end, e.payload) for e in r.events] == [(T(4), INF, a)]
+    assert r.ctis == [T(4), T(8)]
+
+
+def test_anti_join_fragment_closes_when_the_left_ends_at_the_last_cti(executor: Any) -> None:
+    """left edge a>>@2, CTIs |6 (both); then the end edge a ends @6 and CTIs |9 (both).
+
+    At 6 the fragment [2, ...) goes out open. The end edge then ends the left exactly at
+    the CTI already passed (6): the fragment ends at 6 -> [2,6).
+    (Found by the differential test.)
+    """
+    a = L(1, "a")
+    left = Stream.create(
+        "left",
+        [EdgeStart(T(2), a, arrival=A(0)), Cti(T(6), arrival=A(1)), EdgeEnd(T(2), T(6), a, arrival=A(3)), Cti(T(9), arrival=A(4))],
+        EventShape.EDGE,
+    )
+    right = Stream.create("right", [Cti(T(6), arrival=A(2)), Cti(T(9), arrival=A(4))], EventShape.INTERVAL, payload_type=R)
+    r = run(executor, left.anti_join(right, lambda l, r: l.id == r.id))
+    assert [(e.start, e.end, e.payload) for e in r.events] == [(T(2), T(6), a)]
+    assert r.ctis == [T(6), T(9)]
