@@ -101,7 +101,8 @@ def _binary(e: x.Binary, scope: Scope) -> Column:
         floored = F.floor(F.try_divide(a.cast("double"), b))  # exact below 2**53
         return floored.cast("double") if _is_float(e.left) or _is_float(e.right) else floored
     if op == "%":
-        return F.when(b == 0, F.lit(None)).otherwise(F.pmod(a, b))
+        # Python's remainder takes the divisor's sign; Spark's (Java's) the dividend's.
+        return F.when(b == 0, F.lit(None)).otherwise(((a % b) + b) % b)
     if op in x.COMPARISON:
         return _compare(op, a, b)
     if op == "&":

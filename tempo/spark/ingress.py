@@ -479,7 +479,7 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     paired = ends.join(starts_k, cond, "left")
     end_viol = e < cti
     end_status = (
-        F.when(F.col("__start_pos").isNull(), F.lit(4))  # no start edge: bad input
+        F.when(F.col("__start_pos").isNull() | (F.col("__start_pos") > F.col(POS)), F.lit(4))  # no start edge before it: bad input
         .when(F.col("__start_status") == 2, F.lit(3))  # its start edge was dropped
         .when(~end_viol, F.lit(0))
         .when(F.lit(adjust), F.lit(1))

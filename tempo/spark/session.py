@@ -17,11 +17,18 @@ DEFAULTS = {
 }
 
 
-def spark_session(master: str = "local[2]", app_name: str = "tempo", **conf: str) -> SparkSession:
-    """Get or create a session for tempo. Workers run this interpreter (``PYSPARK_PYTHON``)."""
+def spark_session(master: str | None = None, app_name: str = "tempo", **conf: str) -> SparkSession:
+    """Get or create a session for tempo. Workers run this interpreter (``PYSPARK_PYTHON``).
+
+    ``master`` defaults to the one ``spark-submit`` configured, else ``local[2]``. Keyword
+    settings name Spark options with underscores for dots (``spark_sql_shuffle_partitions``).
+    """
+    from pyspark import SparkConf
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName(app_name)
+    configured = SparkConf().get("spark.master", None)
+    builder = SparkSession.builder.master(master or configured or "local[2]").appName(app_name)
     for key, value in {**DEFAULTS, **{k.replace("_", "."): v for k, v in conf.items()}}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -2133,3 +2133,12 @@ def test_anti_join_fragment_closes_when_the_left_ends_at_the_last_cti(executor: 
     r = run(executor, left.anti_join(right, lambda l, r: l.id == r.id))
     assert [(e.start, e.end, e.payload) for e in r.events] == [(T(2), T(6), a)]
     assert r.ctis == [T(6), T(9)]
+
+
+@pytest.mark.parametrize("v, divisor", [(7, 3), (7, -3), (-7, 3), (-7, -3), (7, 0)])
+def test_remainder_and_floor_division_follow_python(executor: Any, v: int, divisor: int) -> None:
+    """``%`` takes the divisor's sign and ``//`` floors, as in Python; a zero divisor gives null."""
+    s = Stream.create("in", [Point(T(1), V(v)), Cti(T(2))], EventShape.POINT)
+    r = run(executor, s.select(lambda e: NV(v=e.v % divisor)).union(s.select(lambda e: NV(v=e.v // divisor))))
+    want = [None, None] if divisor == 0 else [v % divisor, v // divisor]
+    assert sorted((e.payload.v for e in r.events), key=repr) == sorted(want, key=repr)
