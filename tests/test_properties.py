@@ -7,7 +7,6 @@ import random
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

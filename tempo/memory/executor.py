@@ -177,12 +177,7 @@ class InMemoryExecutor:
             else:
                 streams.append(items)
 
-        built: dict[int, ops.Operator] = {}
-        for node in query.nodes:
-            op = _COMPILERS[type(node)](build, node)
-            built[id(node)] = op
-            for port, child in enumerate(node.inputs()):
-                built[id(child)].outs.append((op, port))
+        built = _operators(build, query)
         egress = ops.Egress()
         built[id(query.root)].outs.append((egress, 0))
 
@@ -192,6 +187,28 @@ class InMemoryExecutor:
         for ingress in ingresses:
             ingress.shutdown()
         return _result(egress, build, query)
+
+
+def _operators(build: _Build, query: Query) -> dict[int, ops.Operator]:
+    """Every node's operator, wired to its consumers (inputs before consumers)."""
+    built: dict[int, ops.Operator] = {}
+    for node in query.nodes:
+        op = _COMPILERS[type(node)](build, node)
+        built[id(node)] = op
+        for port, child in enumerate(node.inputs()):
+            built[id(child)].outs.append((op, port))
+    return built
+
+
+def rejection(record: tuple[Any, ...], dt: Callable[[int], Any]) -> Rejection:
+    """A recorded rejection (ticks, ``admitted`` as ("lifetime", start, ...) or ("end", end))
+    as the public ``Rejection``, with datetimes made by ``dt``."""
+    name, position, item, rule, action, cti, admitted = record
+    admitted_as = None
+    if admitted is not None:
+        field = "start" if admitted[0] == "lifetime" else "end"
+        admitted_as = attrs.evolve(item, **{field: dt(admitted[1])})
+    return Rejection(name, position, item, rule, action, dt(cti), admitted_as)
 
 
 def _keyed(index: int, items: Iterator[Prepared]) -> Iterator[tuple[int, int, int, tuple[int, Prepared]]]:
@@ -217,15 +234,7 @@ def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
             raw.append(Point(dt(s), pl))
         else:
             raw.append(Interval(dt(s), dt(e), pl))
-    rejected = []
-    for name, position, item, rule, action, cti, admitted in build.rejected:
-        admitted_as = None
-        if admitted is not None:
-            if admitted[0] == "lifetime":
-                admitted_as = attrs.evolve(item, start=dt(admitted[1]))
-            else:
-                admitted_as = attrs.evolve(item, end=dt(admitted[1]))
-        rejected.append(Rejection(name, position, item, rule, action, dt(cti), admitted_as))
+    rejected = [rejection(r, dt) for r in build.rejected]
     metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].metrics for s in query.sources}
     return Result(events, [dt(t) for t in egress.ctis], metrics, rejected, raw)
 
@@ -275,12 +284,7 @@ class CtiReplay:
             imp = source.settings.import_ if source.settings else None
             if imp is not None:
                 self.ingresses[imp.stream_name].importers.append(self.ingresses[source.name])
-        built: dict[int, ops.Operator] = {}
-        for node in query.nodes:
-            op = _COMPILERS[type(node)](build, node)
-            built[id(node)] = op
-            for port, child in enumerate(node.inputs()):
-                built[id(child)].outs.append((op, port))
+        built = _operators(build, query)
         for node in query.nodes:
             self.node_ctis[id(node)] = []
             built[id(node)].outs.append((_CtiRecorder(self.node_ctis[id(node)]), 0))

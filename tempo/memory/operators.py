@@ -609,7 +609,7 @@ class AntiJoin(Operator):
                     del self.rights_by_key[rrec[4]]
 
     def _sweep(self, rec: list[Any], p: int, c: int) -> None:
-        eid, start, end, payload, key = rec[0], rec[1], rec[2], rec[3], rec[4]
+        start, end, payload, key = rec[1], rec[2], rec[3], rec[4]
         lo = max(p, start)
         hi = c if end is None else min(c, end)
         if lo >= hi:

@@ -14,10 +14,10 @@ from pyspark.sql import functions as F
 from tempo.api.stream import Stream
 from tempo.events import Cti, EdgeStart, Interval, Point
 from tempo.expr.schema import record_fields
-from tempo.memory.executor import CtiReplay
+from tempo.memory.executor import CtiReplay, rejection
 from tempo.memory.ingress import TimestampMode
 from tempo.plan.query import Query
-from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result
+from tempo.result import InputMetrics, OutputEvent, RawItem, Result
 from tempo.spark import ingress
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -165,15 +165,6 @@ class SparkExecutor:
                 raw.append(EdgeStart(dt(s), pl) if e >= INF else Point(dt(s), pl) if e == s + 1 else Interval(dt(s), dt(e), pl))
                 i += 1
             raw.append(Cti(dt(c)))
-        rejected: list[Rejection] = []
-        for source in prepared.query.sources:
-            for name, position, item, rule, action, cti, admitted in finished[source.name][1]:
-                admitted_as = None
-                if admitted is not None:
-                    if admitted[0] == "lifetime":
-                        admitted_as = attrs.evolve(item, start=dt(admitted[1]))
-                    else:
-                        admitted_as = attrs.evolve(item, end=dt(admitted[1]))
-                rejected.append(Rejection(name, position, item, rule, action, dt(cti), admitted_as))
+        rejected = [rejection(r, dt) for s in prepared.query.sources for r in finished[s.name][1]]
         metrics = {s.name: finished[s.name][0] for s in prepared.query.sources}
         return Result(events, [dt(c) for c in ctis], metrics, rejected, raw)
