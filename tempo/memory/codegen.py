@@ -143,9 +143,15 @@ def _hashable(values: tuple[Any, ...]) -> bool:
     return True
 
 
-def compile_function(exprs: Sequence[x.Expr], arg_names: Sequence[str], as_tuple: bool = False) -> Callable[..., Any]:
-    """A Python function of ``arg_names`` returning the value of ``exprs[0]`` (or a tuple of all)."""
-    g = _Gen(arg_names)
+def compile_function(
+    exprs: Sequence[x.Expr], arg_names: Sequence[str], as_tuple: bool = False, inputs: Sequence[str] | None = None
+) -> Callable[..., Any]:
+    """A Python function of ``arg_names`` returning the value of ``exprs[0]`` (or a tuple of all).
+
+    ``inputs`` names what each traced lambda argument (``Input(i)``) is bound to; by default
+    the i-th of ``arg_names``.
+    """
+    g = _Gen(arg_names if inputs is None else inputs)
     body = [g.gen(e) for e in exprs]
     result = "(" + ", ".join(body) + ("," if len(body) == 1 else "") + ")" if as_tuple else body[0]
     src = f"def _f({', '.join(arg_names)}):\n    return {result}\n"
@@ -157,19 +163,15 @@ def compile_function(exprs: Sequence[x.Expr], arg_names: Sequence[str], as_tuple
     return fn
 
 
-def compile_predicate(expr: x.Expr, arity: int) -> Callable[..., Any]:
-    """A predicate over ``arity`` payloads (null and False both reject)."""
+def compile_expression(expr: x.Expr, arity: int) -> Callable[..., Any]:
+    """``expr`` as a function of ``arity`` payloads (a predicate's null and False both reject;
+    an ``Input`` projection returns the payload itself)."""
     return compile_function([expr], [f"a{i}" for i in range(arity)])
 
 
-def compile_projection(expr: x.Expr, arity: int) -> Callable[..., Any]:
-    """A projection over ``arity`` payloads; ``Input`` projections return the payload itself."""
-    return compile_function([expr], [f"a{i}" for i in range(arity)])
-
-
-def compile_keys(exprs: Sequence[x.Expr]) -> Callable[[Any], tuple[Any, ...]]:
-    """A key tuple of one payload."""
-    return compile_function(exprs, ["a0"], as_tuple=True)
+def compile_keys(exprs: Sequence[x.Expr], side: int = 0) -> Callable[[Any], tuple[Any, ...]]:
+    """A key tuple of one payload: traced lambda argument ``side`` (a join's right side is 1)."""
+    return compile_function(exprs, ["a0"], as_tuple=True, inputs=["None"] * side + ["a0"])
 
 
 def compile_window_projection(expr: x.Expr) -> Callable[[tuple[Any, ...], list[Any], datetime, datetime], Any]:

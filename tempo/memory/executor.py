@@ -58,33 +58,9 @@ class _Build:
 def _join_keys(node: p.JoinNode | p.AntiJoinNode) -> tuple[Callable[[Any], Any], Callable[[Any], Any]] | None:
     if not node.keys:
         return None
-    left = codegen.compile_keys([_rebase(a, 0) for a, _ in node.keys])
-    right = codegen.compile_keys([_rebase(b, 0) for _, b in node.keys])
+    left = codegen.compile_keys([a for a, _ in node.keys], side=0)
+    right = codegen.compile_keys([b for _, b in node.keys], side=1)
     return left, right
-
-
-def _rebase(e: Any, index: int) -> Any:
-    """Rewrite a join-side expression so its only input is argument ``index``."""
-    from tempo.expr import nodes as x
-
-    def go(n: x.Expr) -> x.Expr:
-        if isinstance(n, x.Input):
-            return x.Input(index, n.record)
-        return attrs.evolve(n, **{f.name: _map_field(getattr(n, f.name), go) for f in attrs.fields(type(n)) if _has_expr(getattr(n, f.name))})
-
-    return go(e)
-
-
-def _has_expr(v: Any) -> bool:
-    from tempo.expr import nodes as x
-
-    return isinstance(v, x.Expr) or (isinstance(v, tuple) and any(isinstance(i, x.Expr) for i in v))
-
-
-def _map_field(v: Any, fn: Callable[[Any], Any]) -> Any:
-    if isinstance(v, tuple):
-        return tuple(fn(i) for i in v)
-    return fn(v)
 
 
 @compiles(p.SourceNode)
@@ -104,12 +80,12 @@ class _SourceOp(ops.Operator):
 
 @compiles(p.WhereNode)
 def _where(b: _Build, node: p.WhereNode) -> ops.Operator:
-    return ops.Where(codegen.compile_predicate(node.predicate, 1))
+    return ops.Where(codegen.compile_expression(node.predicate, 1))
 
 
 @compiles(p.SelectNode)
 def _select(b: _Build, node: p.SelectNode) -> ops.Operator:
-    return ops.Select(codegen.compile_projection(node.projection, 1))
+    return ops.Select(codegen.compile_expression(node.projection, 1))
 
 
 @compiles(p.AlterLifetimeNode)
@@ -120,7 +96,7 @@ def _alter(b: _Build, node: p.AlterLifetimeNode) -> ops.Operator:
 @compiles(p.WindowNode)
 def _window(b: _Build, node: p.WindowNode) -> ops.Operator:
     key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
-    value_fns = [None if a.arg is None else codegen.compile_projection(a.arg, 1) for a in node.aggregates]
+    value_fns = [None if a.arg is None else codegen.compile_expression(a.arg, 1) for a in node.aggregates]
     return ops.Window(
         node.size, node.hop, node.offset, key_fn, value_fns, [a.kind for a in node.aggregates],
         codegen.compile_window_projection(node.projection), b.to_datetime, b.new_id,
@@ -129,13 +105,13 @@ def _window(b: _Build, node: p.WindowNode) -> ops.Operator:
 
 @compiles(p.JoinNode)
 def _join(b: _Build, node: p.JoinNode) -> ops.Operator:
-    residual = None if node.residual is None else codegen.compile_predicate(node.residual, 2)
-    return ops.Join(_join_keys(node), residual, codegen.compile_projection(node.projection, 2), b.new_id)
+    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
+    return ops.Join(_join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id)
 
 
 @compiles(p.AntiJoinNode)
 def _anti_join(b: _Build, node: p.AntiJoinNode) -> ops.Operator:
-    residual = None if node.residual is None else codegen.compile_predicate(node.residual, 2)
+    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
     return ops.AntiJoin(_join_keys(node), residual, b.new_id)
 
 
@@ -156,14 +132,8 @@ class InMemoryExecutor:
         query = Query.build(stream.node)
         mode = TimestampMode()
         build = _Build(mode)
-        for source in query.sources:
-            build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
-        needs_arrival: set[str] = set()
-        for source in query.sources:
-            imp = source.settings.import_ if source.settings else None
-            if imp is not None:
-                build.ingresses[imp.stream_name].importers.append(build.ingresses[source.name])
-                needs_arrival.update((source.name, imp.stream_name))
+        _ingresses(build, query)
+        needs_arrival = query.ordered_by_arrival
 
         # Check every item of fixed inputs before anything is processed.
         streams: list[Iterator[Prepared]] = []
@@ -187,6 +157,15 @@ class InMemoryExecutor:
         for ingress in ingresses:
             ingress.shutdown()
         return _result(egress, build, query)
+
+
+def _ingresses(build: _Build, query: Query) -> dict[str, Ingress]:
+    """One ``Ingress`` per input, each exporting its CTIs to the inputs that import them."""
+    for source in query.sources:
+        build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
+    for importer, exporter in query.imports:
+        build.ingresses[exporter].importers.append(build.ingresses[importer])
+    return build.ingresses
 
 
 def _operators(build: _Build, query: Query) -> dict[int, ops.Operator]:
@@ -277,13 +256,7 @@ class CtiReplay:
         self.key: Key = (0, 0, 0, 0)
         self.steps: dict[str, list[tuple[Key, int]]] = {s.name: [] for s in query.sources}
         self.node_ctis: dict[int, list[int]] = {}
-        self.ingresses: dict[str, Ingress] = {}
-        for source in query.sources:
-            self.ingresses[source.name] = build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
-        for source in query.sources:
-            imp = source.settings.import_ if source.settings else None
-            if imp is not None:
-                self.ingresses[imp.stream_name].importers.append(self.ingresses[source.name])
+        self.ingresses = _ingresses(build, query)
         built = _operators(build, query)
         for node in query.nodes:
             self.node_ctis[id(node)] = []

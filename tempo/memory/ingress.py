@@ -268,7 +268,7 @@ class Ingress:
                 admitted_start = cti
                 if kind == POINT:
                     end = cti + 1
-                self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, _admitted(rec, cti, end))
+                self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", cti, end))
             else:
                 self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
                 if kind == START:
@@ -350,10 +350,6 @@ def _take(entries: list[list[Any]] | None, payload: Any) -> list[Any] | None:
         if entry[0] == payload:
             return entries.pop(i)
     return None
-
-
-def _admitted(rec: Prepared, start: int, end: int) -> tuple[str, int, int]:
-    return ("lifetime", start, end)
 
 
 def _nowhere(*_: Any) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from tempo.ticks import INF, NEG_INF
+from tempo.ticks import INF, NEG_INF, add
 
 Key = tuple[Any, ...]
 
@@ -93,10 +93,6 @@ class Select(Operator):
         self.emit_cti(t)
 
 
-def _shift(t: int, d: int) -> int:
-    return t if t >= INF else min(t + d, INF)
-
-
 def _finite(t: int) -> int | None:
     """Operators pass a lifetime that reaches infinity as open (None), whatever its origin."""
     return t if t < INF else None
@@ -110,21 +106,21 @@ class AlterLifetime(Operator):
         self.shift, self.duration = shift, duration
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        s = _shift(start, self.shift)
+        s = add(start, self.shift)
         if s >= INF:
             return  # moved past the end of time: no lifetime left
         if self.duration is not None:
-            self.emit_insert(eid, s, _finite(_shift(s, self.duration)), payload)
+            self.emit_insert(eid, s, _finite(add(s, self.duration)), payload)
         else:
-            self.emit_insert(eid, s, None if end is None else _finite(_shift(end, self.shift)), payload)
+            self.emit_insert(eid, s, None if end is None else _finite(add(end, self.shift)), payload)
 
     def end(self, port: int, eid: int, end: int) -> None:
-        shifted = _shift(end, self.shift)
+        shifted = add(end, self.shift)
         if self.duration is None and shifted < INF:  # with a duration every lifetime is already closed
             self.emit_end(eid, shifted)
 
     def cti(self, port: int, t: int) -> None:
-        self.emit_cti(_shift(t, self.shift))
+        self.emit_cti(add(t, self.shift))
 
 
 class Union(Operator):

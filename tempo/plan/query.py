@@ -68,6 +68,16 @@ class Query:
                 cur = nxt
         return Query(root, tuple(nodes), tuple(found))
 
+    @property
+    def imports(self) -> list[tuple[str, str]]:
+        """(importing input, input it imports CTIs from), in declaration order."""
+        return [(s.name, s.settings.import_.stream_name) for s in self.sources if s.settings and s.settings.import_]
+
+    @property
+    def ordered_by_arrival(self) -> set[str]:
+        """Inputs that take part in an import, so every item needs an arrival time."""
+        return {name for pair in self.imports for name in pair}
+
     def source(self, name: str) -> SourceNode:
         for s in self.sources:
             if s.name == name:

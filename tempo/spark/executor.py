@@ -53,11 +53,7 @@ class SparkExecutor:
     def _prepare(self, stream: Stream[Any]) -> _Prepared:
         query = Query.build(stream.node)
         mode = TimestampMode()
-        needs_arrival: set[str] = set()
-        for source in query.sources:
-            imp = source.settings.import_ if source.settings else None
-            if imp is not None:
-                needs_arrival.update((source.name, imp.stream_name))
+        needs_arrival = query.ordered_by_arrival
         frames = [
             ingress.input_frame(self.spark, source, decl, mode, source.name in needs_arrival, self.local_items)
             for decl, source in enumerate(query.sources)

@@ -20,6 +20,7 @@ The rules are those of the in-memory ingress; this module computes them in bulk:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import attrs
@@ -56,10 +57,8 @@ class InputFrame:
     decl: int
     df: DataFrame
     items: dict[int, Any] | None  # position -> received item, for item lists
-    has_arrival: bool
     rows: int | None = None  # known for item lists: one chunk, no job to find the chunks
     events: int | None = None  # event rows (not CTIs), when known
-    local: list[tuple[Any, ...]] | None = None  # the rows themselves, for item lists
     chunks: Chunks | None = None  # how a Spark-path frame is cut (see ``_chunked``)
     step_order: dict[int, tuple[int, int]] = attrs.Factory(dict)  # position -> (ORDER, FILE) of candidate rows
     prepared: list[Any] | None = None  # records admitted on the driver (small item lists)
@@ -116,13 +115,12 @@ def input_frame(
             prepared = list(prepare(node, mode, needs_arrival))
             if len(prepared) <= local_limit:
                 items = {rec[5]: rec[6] for rec in prepared}
-                return InputFrame(node, decl, None, items, False, rows=len(prepared), prepared=prepared)  # type: ignore[arg-type]
+                return InputFrame(node, decl, None, items, rows=len(prepared), prepared=prepared)  # type: ignore[arg-type]
         rows, items = _item_rows(node, mode, needs_arrival)
         df = spark.createDataFrame(rows, _frame_schema(node.payload_type))
         df = df.withColumn(ORDER, F.col(POS)).withColumn(FILE, F.lit(0).cast("long")).drop(POS)
-        has_arrival = any(getattr(i, "arrival", None) is not None for i in items.values())
         n_events = sum(1 for r in rows if r[1] != CTI)
-        frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, has_arrival, len(rows), n_events, rows)
+        frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, len(rows), n_events)
         return _chunked(frame)
     return _table_frame(spark, node, decl, mode, needs_arrival)
 
@@ -143,7 +141,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, mode: Timesta
         raw = spark.table(source.name)
     else:
         raise CompileError(f"the Spark executor cannot read {source!r}")
-    mode.check(__import__("datetime").datetime(1970, 1, 1, tzinfo=__import__("datetime").timezone.utc), node.name, 0, None, "a table's times")
+    mode.check(datetime(1970, 1, 1, tzinfo=timezone.utc), node.name, 0, None, "a table's times")  # tables are UTC
     origin = source.origin_ticks()
 
     def ticks(name: str) -> Column:
@@ -178,7 +176,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, mode: Timesta
         kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
         F.monotonically_increasing_id().alias(FILE), *[F.col(f"`{n}`") for n in names],
     )
-    return _chunked(InputFrame(node, decl, df, None, source.arrival is not None))
+    return _chunked(InputFrame(node, decl, df, None))
 
 
 ORDER, FILE = "__order", "__file"
@@ -266,42 +264,9 @@ def _map_lookup(values: dict[int, int], key: Column, default: int) -> Column:
     return F.coalesce(F.create_map(*pairs)[key], F.lit(default)).cast("long")
 
 
-def _local_candidates(frame: InputFrame) -> list[tuple[Key, str, int]]:
-    """Candidates of an item list, which the driver holds anyway: the same rules as below."""
-    assert frame.local is not None
-    node = frame.node
-    gen = node.settings.generation if node.settings else None
-    out: list[tuple[Key, str, int]] = []
-    count, last_period = 0, None
-    for pos, kind, start, _, arrival, *_ in frame.local:
-        key: Key = (arrival, frame.decl, pos, 0)
-        frame.step_order[pos] = (pos, 0)  # an item list's order is its positions
-        if kind == CTI:
-            out.append((key, "explicit", start))
-            continue
-        if gen is None or kind == END:
-            continue
-        delay = duration_ticks(gen.delay)
-        if isinstance(gen.frequency, int):
-            count += 1
-            if count % gen.frequency == 0:
-                out.append((key, "generated", start - delay))
-        else:
-            period = start // duration_ticks(gen.frequency)
-            if last_period is not None and period > last_period:
-                out.append((key, "generated", start - delay))
-            last_period = period if last_period is None else max(last_period, period)
-    return out
-
-
 def candidates(frame: InputFrame) -> list[tuple[Key, str, int]]:
-    """The CTI candidates of one input: (key, origin, value), to be replayed on the driver.
-
-    A table's are computed in Spark with running aggregates over input order; an item
-    list's on the driver, which already holds its items.
-    """
-    if frame.local is not None and frame.rows is not None and frame.rows <= CHUNK_ROWS:
-        return _local_candidates(frame)
+    """The CTI candidates of one input: (key, origin, value), to be replayed on the driver,
+    computed in Spark with running aggregates over input order."""
     node = frame.node
     chunks = frame.chunks
     assert chunks is not None
@@ -385,32 +350,26 @@ def _in_force(spark: SparkSession, frame: InputFrame, steps: list[tuple[Key, int
     for (arr, decl, pos, _), v in steps:
         order, file = frame.step_order.get(pos, (0, 0)) if decl == frame.decl else (0, 0)
         step_rows.append((arr, decl, order, file, 1, v))
+    schema = st.StructType([st.StructField(n, st.LongType(), False) for n in (ARR, DECL, ORDER, FILE, SUB, "__v")])
+    steps_df = spark.createDataFrame(step_rows, schema)
     if imports:
-        # Across inputs the arrival order rules: chunk by arrival instead (one chunk for
-        # the small inputs imports usually join); positions then count from the start.
+        # Across inputs the arrival order rules: one chunk (imports usually join small
+        # inputs), positions counted from the start.
         sort = [ARR, DECL, ORDER, FILE, SUB]
-        df = df.withColumn(CHUNK, F.lit(0).cast("long"))
-        chunk_of = {0: 0}
+        df, steps_df = df.withColumn(CHUNK, F.lit(0).cast("long")), steps_df.withColumn(CHUNK, F.lit(0).cast("long"))
         row_prefix: dict[int, int] = {}
+        step_prefix: dict[int, int] = {}
     else:
         sort = [ORDER, FILE, SUB]
-        chunk_of = {}
+        steps_df = steps_df.withColumn(CHUNK, chunks.column())
         row_prefix = chunks.prefix(chunks.rows, "sum")
-    schema = st.StructType([st.StructField(n, st.LongType(), False) for n in (ARR, DECL, ORDER, FILE, SUB, "__v")])
-    unioned = df
-    if step_rows:
-        steps_df = spark.createDataFrame(step_rows, schema)
-        steps_df = steps_df.withColumn(CHUNK, F.lit(0).cast("long") if imports else chunks.column())
-        unioned = df.unionByName(steps_df, allowMissingColumns=True)
-    # Max of the steps in the chunks before each chunk, known on the driver.
-    by_chunk: dict[int, int] = {}
-    for (arr, decl, order, file, _, v) in step_rows:
-        c = 0 if imports else (order - chunks.lo) // chunks.width
-        if decl != frame.decl and not imports:
-            continue
-        by_chunk[c] = max(by_chunk.get(c, NEG_INF), v)
-    step_prefix = chunks.prefix(by_chunk, "max") if not imports else {}
-    del chunk_of
+        # Max of the steps in the chunks before each chunk, known on the driver.
+        by_chunk: dict[int, int] = {}
+        for _, _, order, _, _, v in step_rows:
+            c = (order - chunks.lo) // chunks.width
+            by_chunk[c] = max(by_chunk.get(c, NEG_INF), v)
+        step_prefix = chunks.prefix(by_chunk, "max")
+    unioned = df.unionByName(steps_df, allowMissingColumns=True)
     w = Window.partitionBy(CHUNK).orderBy(*sort)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     is_item = (F.col(SUB) == 0).cast("long")
