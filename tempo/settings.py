@@ -25,7 +25,9 @@ class AdvanceTimePolicy(enum.Enum):
     interval that ends at or before the CTI is dropped."""
 
 
-def _check_frequency(_: object, __: attrs.Attribute[int | timedelta], value: int | timedelta) -> None:
+def _check_frequency(_: object, __: attrs.Attribute[int | timedelta | None], value: int | timedelta | None) -> None:
+    if value is None:
+        return
     if isinstance(value, bool) or not isinstance(value, (int, timedelta)):
         raise QueryBuildError(
             f"AdvanceTimeGenerationSettings.frequency must be an event count (int) or a "
@@ -58,9 +60,14 @@ class AdvanceTimeGenerationSettings:
     event's start minus ``delay``; a delay of minus one tick commits the event at once.
     ``advance_to_infinity_on_shutdown`` enqueues a CTI at infinity when the input ends,
     which flushes every operator's state.
+
+    ``frequency=None`` generates no CTIs from events: with
+    ``advance_to_infinity_on_shutdown=True`` the input's only CTI is the one at infinity
+    when it ends. That is the setting for replaying a bounded history when only the final
+    result matters: nothing can be late, so nothing is dropped or adjusted.
     """
 
-    frequency: int | timedelta = attrs.field(validator=_check_frequency)
+    frequency: int | timedelta | None = attrs.field(default=None, validator=_check_frequency)
     delay: timedelta = attrs.field(default=timedelta(0), validator=_check_delay)
     advance_to_infinity_on_shutdown: bool = False
 

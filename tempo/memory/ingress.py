@@ -23,7 +23,7 @@ them with timelines):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from tempo.errors import CtiViolationError, ImportOrderError, InputError
@@ -193,7 +193,7 @@ class Ingress:
         self.adjust = settings is not None and settings.policy is AdvanceTimePolicy.ADJUST
         gen = settings.generation if settings else None
         self.every_n = gen.frequency if gen and isinstance(gen.frequency, int) else 0
-        self.period = duration_ticks(gen.frequency) if gen and not isinstance(gen.frequency, int) else 0
+        self.period = duration_ticks(gen.frequency) if gen and isinstance(gen.frequency, timedelta) else 0
         self.delay = duration_ticks(gen.delay) if gen else 0
         self.flush = bool(gen and gen.advance_to_infinity_on_shutdown)
         self.cti = NEG_INF

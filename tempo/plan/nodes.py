@@ -78,10 +78,8 @@ class SourceNode(Node):
         else:
             if s.generation:
                 g = s.generation
-                parts.append(
-                    f"generate every {g.frequency} delay {g.delay}"
-                    + (" flush at end" if g.advance_to_infinity_on_shutdown else "")
-                )
+                every = "no generated CTIs" if g.frequency is None else f"generate every {g.frequency} delay {g.delay}"
+                parts.append(every + (" flush at end" if g.advance_to_infinity_on_shutdown else ""))
             if s.import_:
                 parts.append(f"import CTIs from {s.import_.stream_name!r}")
             parts.append(f"policy {s.policy.name}")
