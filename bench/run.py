@@ -263,10 +263,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     ap.add_argument("--driver-memory", default="8g")
+    ap.add_argument("--ctis", choices=("end", "every-1000"), default="end",
+                    help="W2-W4 inputs: one CTI at the end (default) or a CTI after every 1000th event, 120 s behind")
     ap.add_argument("--explain", action="store_true", help="print the Spark plans of the Spark engines' queries first")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON results (default bench/results/latest.json)")
     args = ap.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    try:
+        from bench import tempo_queries
+
+        tempo_queries.CTIS = args.ctis
+    except ImportError:  # the tempo engines report it
+        pass
     args.workloads = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
     for e in args.engines:
         if e not in ENGINES:

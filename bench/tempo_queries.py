@@ -62,20 +62,36 @@ W1_SETTINGS = AdvanceTimeSettings(
 )
 """W1: a CTI after every 1000th event at its start - 5 s; late events dropped."""
 
-FLUSHED = AdvanceTimeSettings(
+FLUSHED = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
+"""W2-W4 ("all events, flush at the end"): a bounded replay, no CTI before the input ends,
+then one at infinity that releases everything. Nothing can be late, so every event is
+admitted and tempo has no ingress work to do."""
+
+EVERY_1000 = AdvanceTimeSettings(
     AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(seconds=120), advance_to_infinity_on_shutdown=True),
     policy=AdvanceTimePolicy.DROP,
 )
-"""W2-W4 events: no event is later than 120 s, so a 120 s delay drops nothing (the event
-that triggers a CTI arrived earlier, so its start is >= its arrival - 120 s); the CTI at
-infinity on shutdown releases everything."""
+"""W2-W4 with ``--ctis every-1000``: a CTI after every 1000th event, 120 s behind it. No
+event is later than that, so nothing is dropped and the results are the same, but tempo
+must prove it: one pass in input order per input (see docs/spark.md)."""
 
-REF_FLUSHED = AdvanceTimeSettings(
+REF_EVERY_1000 = AdvanceTimeSettings(
     AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(0), advance_to_infinity_on_shutdown=True),
     policy=AdvanceTimePolicy.DROP,
 )
-"""W4 reference: 1000 rows (one per key) per 600 s batch, in valid_from order, so a CTI at
-the batch's valid_from never drops anything; flushed at the end like the events."""
+"""W4 reference with ``--ctis every-1000``: 1000 rows (one per key) per 600 s batch, in
+valid_from order, so a CTI at the batch's valid_from never drops anything."""
+
+
+CTIS = "end"
+"""How W2-W4's inputs advance time: "end" (``FLUSHED``) or "every-1000" (``EVERY_1000``);
+set by ``run.py --ctis``."""
+
+
+def _settings(reference: bool = False) -> AdvanceTimeSettings:
+    if CTIS == "every-1000":
+        return REF_EVERY_1000 if reference else EVERY_1000
+    return FLUSHED
 
 
 def _events_source(path: str) -> ParquetSource[Event]:
@@ -96,7 +112,7 @@ def w1(events: str) -> Stream[Event]:
 def w2(events: str) -> Stream[Tumble]:
     """W2: count and sum(value) per key and tumbling 60 s window."""
     return (
-        Stream.create("events", _events_source(events), EventShape.POINT, FLUSHED)
+        Stream.create("events", _events_source(events), EventShape.POINT, _settings())
         .group_by(lambda e: e.key)
         .tumbling(timedelta(seconds=60))
         .aggregate(lambda key, w: Tumble(key=key, n=w.count(), total=w.sum(lambda e: e.value)))
@@ -106,7 +122,7 @@ def w2(events: str) -> Stream[Tumble]:
 def w3(events: str) -> Stream[Hop]:
     """W3: sum(value) per key and hopping window of 300 s every 60 s."""
     return (
-        Stream.create("events", _events_source(events), EventShape.POINT, FLUSHED)
+        Stream.create("events", _events_source(events), EventShape.POINT, _settings())
         .group_by(lambda e: e.key)
         .hopping(timedelta(seconds=300), timedelta(seconds=60))
         .aggregate(lambda key, w: Hop(key=key, total=w.sum(lambda e: e.value)))
@@ -115,6 +131,6 @@ def w3(events: str) -> Stream[Hop]:
 
 def w4(events: str, reference: str) -> Stream[Match]:
     """W4: events joined on key with the reference intervals [valid_from, valid_to)."""
-    ev = Stream.create("events", _events_source(events), EventShape.POINT, FLUSHED)
-    ref = Stream.create("reference", _reference_source(reference), EventShape.INTERVAL, REF_FLUSHED)
+    ev = Stream.create("events", _events_source(events), EventShape.POINT, _settings())
+    ref = Stream.create("reference", _reference_source(reference), EventShape.INTERVAL, _settings(reference=True))
     return ev.join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Match(product=e.value * r.ref_value))

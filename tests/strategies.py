@@ -142,9 +142,11 @@ def bad_item(draw: st.DrawFn, items: list[Any], shape: EventShape, payload: Call
 
 @st.composite
 def generation(draw: st.DrawFn) -> AdvanceTimeGenerationSettings:
-    """CTI generation by event count or by time span, with a delay and maybe a final flush."""
-    frequency: int | timedelta = draw(
+    """CTI generation by event count or by time span (or none: only the flush), with a delay
+    and maybe a final flush."""
+    frequency: int | timedelta | None = draw(
         st.one_of(
+            st.none(),
             st.integers(1, 4),
             st.sampled_from([6, 10]),
             st.sampled_from([timedelta(seconds=1), timedelta(seconds=5), timedelta(seconds=12), timedelta(seconds=30)]),

@@ -58,8 +58,7 @@ class SparkExecutor:
             ingress.input_frame(self.spark, source, decl, mode, source.name in needs_arrival, self.local_items)
             for decl, source in enumerate(query.sources)
         ]
-        replay = CtiReplay(query)
-        local = ingress.replay(frames, replay)
+        replay, local = ingress.replay(self.spark, query, frames)
         admitted: dict[str, ingress.Admitted] = {}
         relations: dict[str, DataFrame] = {}
         for f in frames:
@@ -72,14 +71,17 @@ class SparkExecutor:
         return _Prepared(query, replay, admitted, mode.naive is True, compiler)
 
     def _outcomes(self, prepared: _Prepared, extra: DataFrame | None = None) -> tuple[list[Any], dict[str, list[Any]]]:
-        """Collect the output (if given) and every input's policy outcome in one job."""
+        """Collect the output (if given) and the edge inputs' pairing outcomes in one job."""
         tagged: DataFrame | None = None
-        names = list(prepared.admitted)
+        names = [n for n, a in prepared.admitted.items() if a.outcome is not None]
         for i, name in enumerate(names):
-            part = prepared.admitted[name].outcome.withColumn("__input", F.lit(i))
+            outcome = prepared.admitted[name].outcome
+            assert outcome is not None
+            part = outcome.withColumn("__input", F.lit(i))
             tagged = part if tagged is None else tagged.unionByName(part, allowMissingColumns=True)
-        if tagged is None:  # every input was admitted on the driver
-            return ([list(r) for r in extra.collect()] if extra is not None else []), {}
+        by_input: dict[str, list[Any]] = {n: [] for n in prepared.admitted}
+        if tagged is None:
+            return ([list(r) for r in extra.collect()] if extra is not None else []), by_input
         if extra is None:
             rows = tagged.collect()
             out: list[Any] = []
@@ -89,17 +91,16 @@ class SparkExecutor:
             rows_all = both.collect()
             out = [[r[c] for c in payload_cols] for r in rows_all if r["__input"] == -1]
             rows = [r for r in rows_all if r["__input"] != -1]
-        by_input: dict[str, list[Any]] = {n: [] for n in names}
         for r in rows:
             by_input[names[r["__input"]]].append(r)
         return out, by_input
 
-    def _finish(self, prepared: _Prepared, by_input: dict[str, list[Any]]) -> dict[str, tuple[InputMetrics, list[Any]]]:
+    def _finish(self, prepared: _Prepared, by_input: dict[str, list[Any]], with_items: bool = True) -> dict[str, tuple[InputMetrics, list[Any]]]:
         """Metrics and rejections of every input (raising for bad input admitted in Spark)."""
         out: dict[str, tuple[InputMetrics, list[Any]]] = {}
         for s in prepared.query.sources:
             if s.name in prepared.admitted:
-                out[s.name] = ingress.finish(prepared.admitted[s.name], by_input[s.name])
+                out[s.name] = ingress.finish(self.spark, prepared.admitted[s.name], by_input[s.name], prepared.replay, with_items)
             else:
                 out[s.name] = (prepared.replay.metrics(s.name), [r for r in prepared.replay.rejected if r[0] == s.name])
         return out
@@ -107,10 +108,12 @@ class SparkExecutor:
     def to_dataframe(self, stream: Stream[Any]) -> DataFrame:
         """The released output events as a lazy DataFrame: payload columns, ``start``, ``end``.
 
-        The inputs' policy outcomes are checked first (one job), so bad input raises here.
+        Every input is checked first, so bad input raises here, except a row breaking a
+        rule in an input where nothing can be late: that fails the query where it is read.
         """
         prepared = self._prepare(stream)
-        self._finish(prepared, self._outcomes(prepared)[1])
+        if any(a.outcome is not None for a in prepared.admitted.values()):
+            self._finish(prepared, self._outcomes(prepared)[1], with_items=False)
         out = prepared.compiler.output()
         names = [f.name for f in record_fields(stream.payload_type)]
         return out.select(
@@ -122,7 +125,7 @@ class SparkExecutor:
     def metrics(self, stream: Stream[Any]) -> dict[str, InputMetrics]:
         """Each input's metrics, without computing the query's output."""
         prepared = self._prepare(stream)
-        return {name: m for name, (m, _) in self._finish(prepared, self._outcomes(prepared)[1]).items()}
+        return {name: m for name, (m, _) in self._finish(prepared, self._outcomes(prepared)[1], with_items=False).items()}
 
     def explain(self, stream: Stream[Any]) -> str:
         """tempo's logical plan and the Spark plan of the output, one after the other."""
@@ -141,6 +144,9 @@ class SparkExecutor:
             F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if f.dtype is datetime else F.col(f"`{f.name}`")
             for f in fields
         ]
+        for admitted in prepared.admitted.values():  # inputs read as they are: check them first
+            if admitted.verdicts is None:
+                ingress.validate(self.spark, admitted, prepared.replay)
         rows, by_input = self._outcomes(prepared, prepared.compiler.output().select(*cols))
         finished = self._finish(prepared, by_input)
         decoded = sorted(

@@ -1,39 +1,46 @@
 """Ingress on Spark: input rows to admitted events, with the CTIs of ``tempo.memory.ingress``.
 
-The rules are those of the in-memory ingress; this module computes them in bulk:
+The rules are those of the in-memory ingress; this module computes them in bulk, moving
+as little data as the settings allow:
 
-1. Each input becomes rows ``(position, kind, start, end, arrival, payload...)``.
-2. CTI candidates per row, with running aggregates over input order: explicit CTIs, every
-   N-th counted event's start minus the delay, or the start of an event entering a later
-   period. Running aggregates are computed per chunk of positions (a window partitioned
-   by chunk) plus a prefix over the chunks before, so no input is funnelled through one
+1. Each input becomes rows ``(kind, start, end, arrival, order, file order, payload...)``.
+2. **Nothing can be late** when an input generates no CTIs before its end, imports none
+   and holds no CTI rows: every row is admitted as read, and no job runs before the query.
+3. Otherwise the rows are cut into **blocks** of about ``BLOCK_ROWS`` by the range of the
+   order column, and one job takes per-block figures (rows, counted events, latest start,
+   ...). Running aggregates over input order are then a window partitioned by block plus a
+   prefix over the blocks before, taken on the driver: no input is funnelled through one
    partition.
-3. The candidates (one per N events, a few per period: small) go to the driver, where
-   ``CtiReplay`` applies the never-go-back rule, imports and the flush exactly as the
-   in-memory executor does, and yields each input's CTI steps and the CTIs every operator
-   forwards.
-4. The steps come back as rows; a running max over the union of items and steps gives the
-   CTI in force before each item; the policy then drops or adjusts, and end edges are
-   paired with their start edges by rank.
+4. One **scan** job runs that window over the narrow rows (no payload) and collects only
+   the few rows that matter: CTI candidates (every N-th counted event, period changes,
+   CTI rows), rows that break a rule, and rows **at risk**: those starting before the
+   largest candidate that could precede them. A row not at risk is admitted as read, so
+   the policy's work is confined to the rows collected.
+5. On the driver, ``CtiReplay`` applies the never-go-back rule, imports and the flush
+   exactly as the in-memory executor does; with its steps, each at-risk row gets the CTI
+   in force when it arrived and the policy's verdict. The verdicts go back as a small
+   broadcast table joined to the rows; end edges are paired with their start edges by rank.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import attrs
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from tempo.errors import CompileError, CtiViolationError, InputError
+from tempo.errors import CompileError, CtiViolationError, ImportOrderError, InputError
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.memory.executor import CtiReplay, Key
 from tempo.memory.ingress import CTI, END, INTERVAL, POINT, START, TimestampMode, item_of, prepare
 from tempo.plan.nodes import SourceNode
+from tempo.plan.query import Query
 from tempo.result import Action, InputMetrics, Rule
 from tempo.settings import AdvanceTimePolicy
 from tempo.sources import ItemSource, TableSource
@@ -42,11 +49,51 @@ from tempo.spark.columns import START as S
 from tempo.spark.types import to_wire, wire_schema
 from tempo.ticks import INF, NEG_INF, duration_ticks
 
-POS, KIND, ARR, DECL, SUB, CHUNK = "__pos", "__kind", "__arr", "__decl", "__sub", "__chunk"
-CHUNK_ROWS = 1 << 17
-"""Rows per chunk of input order for running aggregates."""
-ARRIVAL_CHUNK = 60_000_000
-"""Ticks of arrival time per chunk, for inputs ordered by arrival (imports)."""
+POS, KIND, ARR, BLOCK = "__pos", "__kind", "__arr", "__block"
+ORDER, FILE = "__order", "__file"
+"""Input order of a row (the order column, or file order), and the tie-break (file order)."""
+BLOCK_ROWS = 1 << 14
+"""Rows per block of input order, about: the unit of running aggregates."""
+LOCAL_ITEMS = 100_000
+"""Item lists up to this size are admitted on the driver (see ``input_frame``)."""
+EVENT_KINDS = (POINT, INTERVAL, START)
+"""Kinds that are received events with a start (counted by count generation)."""
+
+# Why a row was collected as breaking a rule (the ``__bad`` column).
+BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL = 1, 2, 3, 4
+
+
+@attrs.define
+class Blocks:
+    """Rows cut into blocks by value range of ``ORDER``, with per-block figures.
+
+    The range cut is deterministic (unlike a sampled range partitioning), so figures taken
+    in one job hold in the next.
+    """
+
+    lo: int
+    width: int
+    rows: dict[int, int] = attrs.Factory(dict)
+    counted: dict[int, int] = attrs.Factory(dict)  # events counted by count generation
+    events: dict[int, int] = attrs.Factory(dict)  # rows that are not CTIs
+    latest: dict[int, int] = attrs.Factory(dict)  # largest start of a counted event
+    explicit: dict[int, int] = attrs.Factory(dict)  # largest CTI row
+    period: dict[int, int] = attrs.Factory(dict)  # greatest period entered (time-span generation)
+    arrival: dict[int, int] = attrs.Factory(dict)  # largest arrival
+
+    def column(self) -> Column:
+        return F.floor((F.col(ORDER) - F.lit(self.lo)) / F.lit(self.width)).cast("long")
+
+    def prefix(self, per_block: dict[int, int], combine: str, default: int) -> dict[int, int]:
+        """For each block, the sum (or max) over the blocks before it."""
+        out: dict[int, int] = {}
+        acc = default
+        for block in sorted(self.rows):
+            out[block] = acc
+            v = per_block.get(block)
+            if v is not None:
+                acc = acc + v if combine == "sum" else max(acc, v)
+        return out
 
 
 @attrs.define
@@ -55,13 +102,14 @@ class InputFrame:
 
     node: SourceNode
     decl: int
-    df: DataFrame
+    df: DataFrame | None
     items: dict[int, Any] | None  # position -> received item, for item lists
-    rows: int | None = None  # known for item lists: one chunk, no job to find the chunks
-    events: int | None = None  # event rows (not CTIs), when known
-    chunks: Chunks | None = None  # how a Spark-path frame is cut (see ``_chunked``)
-    step_order: dict[int, tuple[int, int]] = attrs.Factory(dict)  # position -> (ORDER, FILE) of candidate rows
     prepared: list[Any] | None = None  # records admitted on the driver (small item lists)
+    rows: int | None = None  # known for item lists
+    static: bool = False  # nothing can be late: every row is admitted as read
+    needs_arrival: bool = False  # the input takes part in an import
+    blocks: Blocks | None = None
+    collected: list[Row] = attrs.Factory(list)  # what the scan job kept (see ``scan``)
 
 
 def _item_rows(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> tuple[list[tuple[Any, ...]], dict[int, Any]]:
@@ -76,7 +124,7 @@ def _item_rows(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> tu
 
 def _frame_schema(payload_type: type) -> st.StructType:
     base = [
-        st.StructField(POS, st.LongType(), False),
+        st.StructField(ORDER, st.LongType(), False),
         st.StructField(KIND, st.IntegerType(), False),
         st.StructField(S, st.LongType(), False),
         st.StructField(E, st.LongType(), False),
@@ -87,16 +135,16 @@ def _frame_schema(payload_type: type) -> st.StructType:
 
 def _payload_to_internal(df: DataFrame, payload_type: type) -> DataFrame:
     """Wire columns (datetimes as longs) to the relation's columns (timestamps)."""
-    from datetime import datetime
-
     for f in record_fields(payload_type):
         if f.dtype is datetime:
             df = df.withColumn(f.name, F.timestamp_micros(F.col(f.name)))
     return df
 
 
-LOCAL_ITEMS = 100_000
-"""Item lists up to this size are admitted on the driver (see ``input_frame``)."""
+def _nothing_can_be_late(node: SourceNode) -> bool:
+    """No CTI before the input ends: no generation, no import (CTI rows are checked apart)."""
+    s = node.settings
+    return s is None or (s.import_ is None and (s.generation is None or s.generation.frequency is None))
 
 
 def input_frame(
@@ -107,7 +155,7 @@ def input_frame(
     An item list is already in the driver's memory: up to ``local_limit`` items it is
     admitted there by the in-memory ingress itself (``prepared`` holds its records), and
     only the admitted events go to Spark. Larger lists and every table go through the
-    Spark ingress below.
+    Spark ingress.
     """
     source = node.source
     if isinstance(source, ItemSource) or not isinstance(source, TableSource):
@@ -115,17 +163,21 @@ def input_frame(
             prepared = list(prepare(node, mode, needs_arrival))
             if len(prepared) <= local_limit:
                 items = {rec[5]: rec[6] for rec in prepared}
-                return InputFrame(node, decl, None, items, rows=len(prepared), prepared=prepared)  # type: ignore[arg-type]
+                return InputFrame(node, decl, None, items, prepared=prepared, rows=len(prepared))
         rows, items = _item_rows(node, mode, needs_arrival)
-        df = spark.createDataFrame(rows, _frame_schema(node.payload_type))
-        df = df.withColumn(ORDER, F.col(POS)).withColumn(FILE, F.lit(0).cast("long")).drop(POS)
-        n_events = sum(1 for r in rows if r[1] != CTI)
-        frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, len(rows), n_events)
-        return _chunked(frame)
-    return _table_frame(spark, node, decl, mode, needs_arrival)
+        df = spark.createDataFrame(rows, _frame_schema(node.payload_type)).withColumn(FILE, F.lit(0).cast("long"))
+        frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, rows=len(rows))
+        # prepare() has checked every row; without CTI rows nothing can be late.
+        frame.static = _nothing_can_be_late(node) and all(r[1] != CTI for r in rows) and node.shape is not EventShape.EDGE
+    else:
+        frame = _table_frame(spark, node, decl, needs_arrival)
+    frame.needs_arrival = needs_arrival
+    if not frame.static:
+        _cut(frame)
+    return frame
 
 
-def _table_frame(spark: SparkSession, node: SourceNode, decl: int, mode: TimestampMode, needs_arrival: bool) -> InputFrame:
+def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool) -> InputFrame:
     from tempo.sources import CsvSource, DataFrameSource, ParquetSource, SparkTableSource
     from tempo.tables import KINDS
 
@@ -141,7 +193,8 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, mode: Timesta
         raw = spark.table(source.name)
     else:
         raise CompileError(f"the Spark executor cannot read {source!r}")
-    mode.check(datetime(1970, 1, 1, tzinfo=timezone.utc), node.name, 0, None, "a table's times")  # tables are UTC
+    if needs_arrival and not source.arrival:
+        raise ImportOrderError(node.name, 0, None, "this input takes part in a CTI import, so every row needs an arrival time")
     origin = source.origin_ticks()
 
     def ticks(name: str) -> Column:
@@ -164,7 +217,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, mode: Timesta
         raise InputError(node.name, 0, None, "an EDGE input from a table needs a `kind` column (start/end/cti)")
     start = ticks(source.start)
     end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
-    end = (F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind == CTI, start).otherwise(end_col))
+    end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind == CTI, start).otherwise(end_col)
     arrival = ticks(source.arrival) if source.arrival else F.lit(NEG_INF)
     # Without an order column the file order counts: monotonically_increasing_id follows it.
     order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else F.col(f"`{source.order}`").cast("long")) if source.order else F.monotonically_increasing_id()
@@ -176,136 +229,224 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, mode: Timesta
         kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
         F.monotonically_increasing_id().alias(FILE), *[F.col(f"`{n}`") for n in names],
     )
-    return _chunked(InputFrame(node, decl, df, None))
+    frame = InputFrame(node, decl, df, None)
+    # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
+    # a kind column or CTIs from settings, there is nothing to check but each row itself.
+    frame.static = _nothing_can_be_late(node) and source.kind is None and source.arrival is None
+    return frame
 
 
-ORDER, FILE = "__order", "__file"
-"""Input order of a row (the order column, or file order), and the tie-break (file order)."""
-
-
-@attrs.define
-class Chunks:
-    """Rows cut into chunks by value range of ``ORDER``: what each chunk holds.
-
-    The range cut is deterministic (unlike a sampled range partitioning), so figures taken
-    in one job hold in the next, and every running aggregate over input order is a window
-    partitioned by chunk plus a prefix over the chunks before, taken on the driver.
-    """
-
-    lo: int
-    width: int
-    rows: dict[int, int]  # chunk -> rows
-    counted: dict[int, int]  # chunk -> events counted by count generation
-    events: dict[int, int]  # chunk -> event rows (not CTIs)
-    period: dict[int, int]  # chunk -> greatest period entered (time-span generation)
-
-    def column(self) -> Column:
-        return F.floor((F.col(ORDER) - F.lit(self.lo)) / F.lit(self.width))
-
-    def prefix(self, per_chunk: dict[int, int], combine: str) -> dict[int, int]:
-        """For each chunk, the sum (or max) over the chunks before it."""
-        out: dict[int, int] = {}
-        acc: int | None = None
-        for chunk in sorted(self.rows):
-            if acc is not None:
-                out[chunk] = acc
-            v = per_chunk.get(chunk)
-            if v is not None:
-                acc = v if acc is None else (acc + v if combine == "sum" else max(acc, v))
-        return out
+def _counted() -> Column:
+    return F.col(KIND).isin(*EVENT_KINDS)
 
 
 def _period_column(frame: InputFrame) -> Column | None:
     gen = frame.node.settings.generation if frame.node.settings else None
-    if gen is None or isinstance(gen.frequency, int):
+    if gen is None or not isinstance(gen.frequency, timedelta):
         return None
-    return F.when(F.col(KIND).isin(POINT, INTERVAL, START), F.floor(F.col(S) / duration_ticks(gen.frequency)))
+    return F.when(_counted(), F.floor(F.col(S) / duration_ticks(gen.frequency)))
 
 
-def _chunked(frame: InputFrame) -> InputFrame:
-    """Cut the frame into chunks (two small jobs: the range, then per-chunk figures)."""
+def _imports(frame: InputFrame) -> bool:
+    return frame.node.settings is not None and frame.node.settings.import_ is not None
+
+
+def _cut(frame: InputFrame) -> None:
+    """Cut the rows into blocks and take each block's figures (one job, plus one for the
+    order column's range when the rows are not an item list)."""
+    assert frame.df is not None
+    from tempo.sources import DataFrameSource
+
+    if isinstance(frame.node.source, DataFrameSource):
+        # The verdicts find their rows again by (order, file order) in later jobs; a user's
+        # plan (a round-robin repartition, say) may deal rows out differently each time, so
+        # it is computed once.
+        frame.df = frame.df.localCheckpoint(eager=True)
     df = frame.df
-    small = frame.rows is not None and frame.rows <= CHUNK_ROWS
-    if small:
-        chunks = Chunks(0, 1 << 62, {}, {}, {}, {})
+    if _imports(frame):
+        # Imported CTIs interleave with this input by arrival (see ``scan``): one block.
+        blocks = Blocks(0, 1 << 62)
+    elif frame.rows is not None:  # an item list: the order column is the position
+        blocks = Blocks(0, BLOCK_ROWS)
     else:
-        stats = df.agg(F.min(ORDER).alias("lo"), F.max(ORDER).alias("hi")).collect()[0]
-        lo, hi = stats["lo"] or 0, stats["hi"] or 0
-        chunks = Chunks(lo, max(1, (hi - lo) // 64 + 1), {}, {}, {}, {})
-    df = df.withColumn(CHUNK, chunks.column())
-    if not small:
-        period = _period_column(frame)
-        figures = df.groupBy(CHUNK).agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.sum(F.col(KIND).isin(POINT, INTERVAL, START).cast("long")).alias("counted"),
-            F.sum((F.col(KIND) != CTI).cast("long")).alias("events"),
-            (F.max(period) if period is not None else F.lit(None).cast("long")).alias("period"),
-        ).collect()
-        for r in figures:
-            chunks.rows[r[CHUNK]] = r["rows"]
-            chunks.counted[r[CHUNK]] = r["counted"] or 0
-            chunks.events[r[CHUNK]] = r["events"] or 0
-            if r["period"] is not None:
-                chunks.period[r[CHUNK]] = r["period"]
-        frame.events = sum(chunks.events.values())
-    else:
-        chunks.rows[0] = frame.rows or 0
-    frame.df = df
-    frame.chunks = chunks
-    return frame
+        known = _parquet_range(frame)
+        if known is None:
+            r = df.agg(F.min(ORDER).alias("lo"), F.max(ORDER).alias("hi"), F.count(F.lit(1)).alias("n")).collect()[0]
+            known = (r["lo"] or 0, r["hi"] or 0, r["n"])
+        lo, hi, n = known
+        count = max(1, -(-n // BLOCK_ROWS))
+        blocks = Blocks(lo, max(1, (hi - lo) // count + 1))
+    df = df.withColumn(BLOCK, blocks.column())
+    period = _period_column(frame)
+    counted = _counted()
+    figures = df.groupBy(BLOCK).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(counted.cast("long")).alias("counted"),
+        F.sum((F.col(KIND) != CTI).cast("long")).alias("events"),
+        F.max(F.when(counted, F.col(S))).alias("latest"),
+        F.max(F.when(F.col(KIND) == CTI, F.col(S))).alias("explicit"),
+        (F.max(period) if period is not None else F.lit(None).cast("long")).alias("period"),
+        F.max(ARR).alias("arrival"),
+    ).collect()
+    for r in figures:
+        b = r[BLOCK]
+        blocks.rows[b] = r["rows"]
+        blocks.counted[b] = r["counted"] or 0
+        blocks.events[b] = r["events"] or 0
+        for name in ("latest", "explicit", "period", "arrival"):
+            if r[name] is not None:
+                getattr(blocks, name)[b] = r[name]
+    frame.df, frame.blocks = df, blocks
 
 
-def _map_lookup(values: dict[int, int], key: Column, default: int) -> Column:
-    if not values:
-        return F.lit(default).cast("long")
-    pairs: list[Column] = []
-    for k, v in values.items():
-        pairs += [F.lit(k), F.lit(v)]
-    return F.coalesce(F.create_map(*pairs)[key], F.lit(default)).cast("long")
+def _parquet_range(frame: InputFrame) -> tuple[int, int, int] | None:
+    """(min, max) of the order column and the row count, from the Parquet footers (no
+    job), when the order column is an integer column with statistics in every row group."""
+    from tempo.sources import ParquetSource
+
+    source = frame.node.source
+    if not isinstance(source, ParquetSource) or source.order is None:
+        return None
+    try:
+        import pyarrow.dataset as ds
+        import pyarrow.types as pt
+
+        dataset = ds.dataset(source.path, format="parquet")
+        if not pt.is_integer(dataset.schema.field(source.order).type):
+            return None
+        lo: int | None = None
+        hi: int | None = None
+        n = 0
+        for fragment in dataset.get_fragments():
+            meta = fragment.metadata
+            column = meta.schema.names.index(source.order)
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                stats = group.column(column).statistics
+                if group.num_rows and (stats is None or not stats.has_min_max):
+                    return None
+                if group.num_rows:
+                    lo = stats.min if lo is None else min(lo, stats.min)
+                    hi = stats.max if hi is None else max(hi, stats.max)
+                n += group.num_rows
+    except (ImportError, OSError, KeyError, ValueError):
+        return None
+    if lo is None or hi is None:
+        return None
+    # A time column as the order column is shifted to ticks (see ``_table_frame``).
+    shift = source.origin_ticks() if source.order in (source.arrival, source.start, source.end) else 0
+    return lo + shift, hi + shift, n
 
 
-def candidates(frame: InputFrame) -> list[tuple[Key, str, int]]:
-    """The CTI candidates of one input: (key, origin, value), to be replayed on the driver,
-    computed in Spark with running aggregates over input order."""
+def _block_table(spark: SparkSession, frame: InputFrame) -> DataFrame:
+    """Per block, what the blocks before it hold: rows, counted events, greatest period,
+    the largest CTI candidate any of them can produce, and the latest arrival."""
+    blocks = frame.blocks
+    assert blocks is not None
+    gen = frame.node.settings.generation if frame.node.settings else None
+    delay = duration_ticks(gen.delay) if gen is not None else 0
+    # Generated candidates are counted events' starts minus the delay: bounded by the latest.
+    bound = {b: v - delay for b, v in blocks.latest.items()} if gen is not None and gen.frequency is not None else {}
+    for b, v in blocks.explicit.items():
+        bound[b] = max(bound.get(b, NEG_INF), v)
+    columns = {
+        "__p_rows": blocks.prefix(blocks.rows, "sum", 0),
+        "__p_counted": blocks.prefix(blocks.counted, "sum", 0),
+        "__p_period": blocks.prefix(blocks.period, "max", NEG_INF),
+        "__p_bound": blocks.prefix(bound, "max", NEG_INF),
+        "__p_arrival": blocks.prefix(blocks.arrival, "max", NEG_INF),
+    }
+    rows = [(b, *(columns[c][b] for c in columns)) for b in sorted(blocks.rows)]
+    schema = st.StructType([st.StructField(n, st.LongType(), False) for n in (BLOCK, *columns)])
+    return F.broadcast(spark.createDataFrame(rows, schema))
+
+
+def _imported_in_force(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]) -> DataFrame:
+    """The rows with ``__imp``: the largest CTI imported before each arrived."""
+    assert frame.df is not None
+    df = frame.df.withColumn("__decl", F.lit(frame.decl).cast("long")).withColumn("__v", F.lit(None).cast("long"))
+    schema = st.StructType([st.StructField(n, st.LongType(), False) for n in (ARR, "__decl", "__v")])
+    steps = spark.createDataFrame([(k[0], k[1], v) for k, v in imported if k[0] < INF], schema)
+    unioned = df.withColumn("__step", F.lit(0)).unionByName(steps.withColumn("__step", F.lit(1)), allowMissingColumns=True)
+    # Arrival order across inputs: (arrival, declaration); an input's own rows keep their order.
+    w = Window.partitionBy(F.lit(0)).orderBy(ARR, "__decl", ORDER, FILE, "__step").rowsBetween(Window.unboundedPreceding, -1)
+    return unioned.withColumn("__imp", F.max("__v").over(w)).filter(F.col("__step") == 0).drop("__decl", "__v", "__step")
+
+
+def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]) -> None:
+    """The one pass over an input's rows in input order (see the module's step 4).
+
+    Keeps, with its position: every CTI candidate (``__g`` generated, ``__x`` a CTI row),
+    every row at risk (``__risk``: it starts, or an end edge ends, before the largest
+    candidate or imported CTI that can precede it), and every row breaking a rule
+    (``__bad``). ``imported``: the CTIs imported into this input (exact, computed from the
+    inputs it imports from).
+    """
+    assert frame.df is not None and frame.blocks is not None
     node = frame.node
-    chunks = frame.chunks
-    assert chunks is not None
     gen = node.settings.generation if node.settings else None
-    counted = F.col(KIND).isin(POINT, INTERVAL, START)
-    w = Window.partitionBy(CHUNK).orderBy(ORDER, FILE)
+    df = _imported_in_force(spark, frame, imported) if _imports(frame) else frame.df.withColumn("__imp", F.lit(None).cast("long"))
+    w = Window.partitionBy(BLOCK).orderBy(ORDER, FILE)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
-    pos = _map_lookup(chunks.prefix(chunks.rows, "sum"), F.col(CHUNK), 0) + F.row_number().over(w) - 1
+    kind, counted = F.col(KIND), _counted()
+    period = _period_column(frame)
+    delay = duration_ticks(gen.delay) if gen is not None else 0
+    generates = gen is not None and gen.frequency is not None
+    # One window over the narrow rows: running aggregates within the block; the blocks
+    # before come from the figures (a broadcast join after the window keeps its partitioning).
+    df = df.select(
+        BLOCK, ORDER, FILE, KIND, S, E, ARR, "__imp",
+        F.row_number().over(w).alias("__rn"),
+        F.sum(counted.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, 0)).alias("__counted"),
+        (F.max(period).over(before) if period is not None else F.lit(None).cast("long")).alias("__period_before"),
+        F.max(ARR).over(before).alias("__arr_in_block"),
+        # A generated CTI is some counted event's start minus the delay: the latest start
+        # before a row bounds them all (a CTI row's time bounds itself).
+        (F.max(F.when(counted, F.col(S))).over(before) - delay if generates else F.lit(None).cast("long")).alias("__latest_before"),
+        F.max(F.when(kind == CTI, F.col(S))).over(before).alias("__explicit_before"),
+    ).join(_block_table(spark, frame), BLOCK)
     generated: Column = F.lit(None).cast("long")
-    if gen is not None:
-        delay = duration_ticks(gen.delay)
+    if gen is not None and gen.frequency is not None:
         if isinstance(gen.frequency, int):
-            prior = _map_lookup(chunks.prefix(chunks.counted, "sum"), F.col(CHUNK), 0)
-            index = prior + F.coalesce(F.sum(counted.cast("long")).over(before), F.lit(0)) + counted.cast("long")
+            index = F.col("__p_counted") + F.col("__counted")
             generated = F.when(counted & (index % gen.frequency == 0), F.col(S) - delay)
         else:
-            period = _period_column(frame)
             assert period is not None
-            prior = _map_lookup(chunks.prefix(chunks.period, "max"), F.col(CHUNK), NEG_INF)
-            seen = F.greatest(prior, F.coalesce(F.max(period).over(before), F.lit(NEG_INF)))
+            seen = F.greatest(F.col("__p_period"), F.coalesce(F.col("__period_before"), F.lit(NEG_INF)))
             generated = F.when(counted & (seen > NEG_INF) & (period > seen), F.col(S) - delay)
-    explicit = F.when(F.col(KIND) == CTI, F.col(S))
-    rows = (
-        frame.df.select(pos.alias(POS), ARR, ORDER, FILE, generated.alias("g"), explicit.alias("x"))
-        .filter(F.col("g").isNotNull() | F.col("x").isNotNull())
-        .collect()
+    # The largest CTI that can be in force at a row: any candidate or imported CTI before it.
+    bound = F.greatest(
+        F.col("__p_bound"), F.col("__latest_before"), F.col("__explicit_before"), F.col("__imp"), F.lit(NEG_INF)
     )
-    out: list[tuple[Key, str, int]] = []
-    for r in rows:
-        key: Key = (r[ARR], frame.decl, r[POS], 0)
-        frame.step_order[r[POS]] = (r[ORDER], r[FILE])
-        out.append((key, "explicit", r["x"]) if r["x"] is not None else (key, "generated", r["g"]))
-    return out
+    df = df.select(
+        ORDER, FILE, KIND, S, E, ARR, bound.alias("__bound"),
+        (F.col("__p_rows") + F.col("__rn") - 1).alias(POS),
+        generated.alias("__g"), F.when(kind == CTI, F.col(S)).alias("__x"),
+        F.greatest(F.col("__p_arrival"), F.col("__arr_in_block")).alias("__arr_before"),
+    )
+    bound = F.col("__bound")
+    risk = (kind.isin(*EVENT_KINDS) & (F.col(S) < bound)) | ((kind == END) & (F.col(E) < bound))
+    allowed = {EventShape.POINT: (POINT, CTI), EventShape.INTERVAL: (INTERVAL, CTI), EventShape.EDGE: (START, END, CTI)}[node.shape]
+    bad = (
+        F.when(kind.isNull() | ~kind.isin(*allowed), F.lit(BAD_KIND))
+        .when(F.col(S).isNull() | F.col(E).isNull() | (kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S))), F.lit(BAD_ROW))
+        .when(F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL))
+        .when(F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL))
+        .otherwise(F.lit(0))
+    )
+    arrival = F.coalesce(F.col(ARR), F.col("__arr_before"), F.lit(NEG_INF)).alias(ARR)  # a missing arrival is the last one
+    kept = df.select(POS, ORDER, FILE, KIND, S, E, arrival, "__g", "__x", F.coalesce(risk, F.lit(False)).alias("__risk"), bad.alias("__bad"))
+    frame.collected = kept.filter(F.col("__g").isNotNull() | F.col("__x").isNotNull() | F.col("__risk") | (F.col("__bad") != 0)).collect()
 
 
-def replay(frames: Sequence[InputFrame], cti_replay: CtiReplay) -> dict[str, dict[int, list[Any]]]:
-    """Feed every input to the driver-side replay, in arrival order: the CTI candidates of
-    inputs admitted in Spark, the whole items of inputs admitted on the driver (whose
-    admitted events are returned, by input)."""
+# ---- CTIs on the driver -------------------------------------------------------------------
+
+
+def _feed(query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[str, dict[int, list[Any]]]]:
+    """A replay of what ``frames`` hold, in arrival order: the CTI candidates of inputs
+    admitted in Spark, the whole items of inputs admitted on the driver (whose admitted
+    events are returned, by input)."""
+    cti_replay = CtiReplay(query)
     rows: list[tuple[Key, str, Any]] = []
     local: dict[str, dict[int, list[Any]]] = {}
     for frame in frames:
@@ -313,8 +454,12 @@ def replay(frames: Sequence[InputFrame], cti_replay: CtiReplay) -> dict[str, dic
         if frame.prepared is not None:
             local[name] = cti_replay.admit_locally(name)
             rows.extend(((rec[0], frame.decl, rec[5], 0), name, rec) for rec in frame.prepared)
-        else:
-            rows.extend((key, name, (origin, value)) for key, origin, value in candidates(frame))
+        for r in frame.collected:
+            key: Key = (r[ARR], frame.decl, r[POS], 0)
+            if r["__x"] is not None:
+                rows.append((key, name, ("explicit", r["__x"])))
+            elif r["__g"] is not None:
+                rows.append((key, name, ("generated", r["__g"])))
     rows.sort(key=lambda r: r[0])
     for key, name, what in rows:
         if name in local:
@@ -322,7 +467,311 @@ def replay(frames: Sequence[InputFrame], cti_replay: CtiReplay) -> dict[str, dic
         else:
             cti_replay.feed(key, name, what[0], what[1])
     cti_replay.shutdown()
-    return local
+    return cti_replay, local
+
+
+def replay(spark: SparkSession, query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[str, dict[int, list[Any]]]]:
+    """Scan every input admitted in Spark, then replay every input's CTIs.
+
+    An input that imports CTIs is scanned after the inputs it imports from, with the CTIs
+    they export (a replay of those inputs alone: what an input exports does not depend on
+    its importers).
+    """
+    exporters = dict(query.imports)
+    done: list[InputFrame] = []
+    pending = list(frames)
+    while pending:
+        frame = next(f for f in pending if exporters.get(f.node.name) not in {p.node.name for p in pending})
+        pending.remove(frame)
+        if frame.df is not None and not frame.static:
+            imported = _feed(query, done)[0].steps[frame.node.name] if _imports(frame) else []
+            scan(spark, frame, imported)
+        done.append(frame)
+    return _feed(query, frames)
+
+
+# ---- the policy -----------------------------------------------------------------------------
+
+DROPPED, ADJUSTED = 2, 1
+
+
+@attrs.define
+class Verdicts:
+    """What the policy did to an input's at-risk rows, decided on the driver."""
+
+    events: list[tuple[int, int, int, int, int, int]]  # (ORDER, FILE, status, cti, start, end) of events not admitted as read
+    ends: list[tuple[int, int, int]]  # (ORDER, FILE, cti) of end edges ending before their CTI
+    positions: dict[tuple[int, int], int]  # (ORDER, FILE) -> position, of the rows collected
+    rows: dict[tuple[int, int], Row]  # (ORDER, FILE) -> collected row
+
+
+def _in_force(steps: list[tuple[Key, int]]) -> Any:
+    keys = [k for k, _ in steps]
+
+    def at(key: Key) -> int:
+        i = bisect.bisect_left(keys, key)
+        return steps[i - 1][1] if i else NEG_INF
+
+    return at
+
+
+_BAD_RULES = {
+    BAD_ROW: "bad row: null time, or end not after start (lifetimes are [start, end))",
+    BAD_KIND: "bad row: a kind this input's shape does not take",
+    BAD_ARRIVAL: "arrival times must not decrease within an input",
+    NO_ARRIVAL: "this input takes part in a CTI import, so every row needs an arrival time",
+}
+
+
+def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Verdicts:
+    """The policy's verdict on every at-risk row (raising for rows that break a rule)."""
+    node = frame.node
+    rows = sorted(frame.collected, key=lambda r: r[POS])
+    for r in rows:
+        if r["__bad"]:
+            error = ImportOrderError if r["__bad"] == NO_ARRIVAL else InputError
+            raise error(node.name, r[POS], _items(spark, frame, [r])[_key(r)], _BAD_RULES[r["__bad"]])
+    in_force = _in_force(cti_replay.steps[node.name])
+    settings = node.settings
+    adjust = settings is not None and settings.policy is AdvanceTimePolicy.ADJUST
+    events: list[tuple[int, int, int, int, int, int]] = []
+    ends: list[tuple[int, int, int]] = []
+    for r in rows:
+        if not r["__risk"]:
+            continue
+        cti = in_force((r[ARR], frame.decl, r[POS], 0))
+        kind, s, e = r[KIND], r[S], r[E]
+        if kind == END:
+            if e < cti:
+                ends.append((r[ORDER], r[FILE], cti))
+            continue
+        if s >= cti:
+            continue
+        if settings is None:
+            raise CtiViolationError(
+                node.name, r[POS], _items(spark, frame, [r])[_key(r)],
+                "the event starts before the current CTI; this input has no AdvanceTimeSettings, "
+                "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
+            )
+        # A point always moves to the CTI; nothing can move to infinity.
+        if adjust and cti < INF and (kind == POINT or e > cti):
+            events.append((r[ORDER], r[FILE], ADJUSTED, cti, cti, cti + 1 if kind == POINT else e))
+        else:
+            events.append((r[ORDER], r[FILE], DROPPED, cti, s, e))
+    return Verdicts(events, ends, {_key(r): r[POS] for r in rows}, {_key(r): r for r in rows})
+
+
+def _key(r: Any) -> tuple[int, int]:
+    return (r[ORDER], r[FILE])
+
+
+def _received_columns(node: SourceNode) -> list[Column]:
+    cols = [F.col(KIND), F.col(S), F.col(E), F.col(ARR)]
+    for f in record_fields(node.payload_type):
+        c = F.col(f"`{f.name}`")
+        cols.append((F.unix_micros(c) if f.dtype is datetime else c).alias(f"__p_{f.name}"))
+    return cols
+
+
+def _items(spark: SparkSession, frame: InputFrame, rows: Sequence[Any]) -> dict[tuple[int, int], Any]:
+    """The received items of some rows (each with ``ORDER``, ``FILE``, ``POS``), by key."""
+    if frame.items is not None:  # an item list: its order column is the position
+        return {_key(r): frame.items[r[ORDER]] for r in rows}
+    if not rows:
+        return {}
+    from tempo.spark.types import from_wire
+
+    assert frame.df is not None
+    keys = spark.createDataFrame([(r[ORDER], r[FILE], r[POS]) for r in rows], f"{ORDER} long, {FILE} long, {POS} long")
+    found = frame.df.join(F.broadcast(keys), [ORDER, FILE]).select(ORDER, FILE, POS, *_received_columns(frame.node)).collect()
+    names = field_names(frame.node.payload_type)
+    out: dict[tuple[int, int], Any] = {}
+    for r in found:
+        payload = from_wire(frame.node.payload_type, [r[f"__p_{n}"] for n in names], naive=False) if r[KIND] != CTI else None
+        out[_key(r)] = item_of((r[ARR], r[KIND], r[S], r[E], payload, r[POS], None))
+    return out
+
+
+def _positions(spark: SparkSession, frame: InputFrame, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """Positions of rows the scan did not collect: the rows before them in their block,
+    plus the blocks before (only for the few end edges the pairing rejects)."""
+    if frame.items is not None:
+        return {k: k[0] for k in keys}
+    if not keys:
+        return {}
+    assert frame.df is not None and frame.blocks is not None
+    prefix = frame.blocks.prefix(frame.blocks.rows, "sum", 0)
+    wanted = spark.createDataFrame([(o, f) for o, f in keys], "__ko long, __kf long").withColumn(BLOCK, F.floor((F.col("__ko") - F.lit(frame.blocks.lo)) / F.lit(frame.blocks.width)).cast("long"))
+    earlier = (F.col(ORDER) < F.col("__ko")) | ((F.col(ORDER) == F.col("__ko")) & (F.col(FILE) < F.col("__kf")))
+    counts = frame.df.join(F.broadcast(wanted), BLOCK).groupBy(BLOCK, "__ko", "__kf").agg(F.sum(earlier.cast("long")).alias("n")).collect()
+    return {(r["__ko"], r["__kf"]): prefix[r[BLOCK]] + r["n"] for r in counts}
+
+
+# ---- admitted events ----------------------------------------------------------------------
+
+
+@attrs.define
+class Admitted:
+    """The outcome of ingress for one input admitted in Spark, still lazy."""
+
+    events: DataFrame  # S, E, payload columns
+    outcome: DataFrame | None  # end edges the pairing rejects or adjusts (EDGE inputs)
+    frame: InputFrame
+    verdicts: Verdicts | None  # None when nothing can be late
+    received: int | None = None  # rows, once counted (see ``validate``)
+
+
+def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admitted:
+    """The admitted events: rows as read, less the verdicts, with end edges paired."""
+    node = frame.node
+    assert frame.df is not None
+    names = field_names(node.payload_type)
+    payload = [F.col(f"`{n}`") for n in names]
+    kind = F.col(KIND)
+    if frame.static:
+        # A row that breaks a rule fails the query where it is read; run() and metrics()
+        # check first and name it (see ``finish``).
+        bad = F.col(S).isNull() | F.col(E).isNull() | ((kind == INTERVAL) & (F.col(E) <= F.col(S)))
+        message = f"tempo: input {node.name!r} has a row with a null time or an end not after its start (SparkExecutor.run names it)"
+        start = F.when(bad, F.raise_error(F.lit(message)).cast("long")).otherwise(F.col(S))
+        out = frame.df.select(start.alias(S), F.least(F.col(E), F.lit(INF)).alias(E), *payload)
+        return Admitted(out, None, frame, None)
+    verdicts = decide(spark, frame, cti_replay)
+    df = frame.df
+    events = df.filter(kind.isin(*EVENT_KINDS))
+    if verdicts.events:
+        schema = f"{ORDER} long, {FILE} long, __status int, __adm_s long, __adm_e long"
+        table = spark.createDataFrame([(o, f, status, s, e) for o, f, status, _, s, e in verdicts.events], schema)
+        events = events.join(F.broadcast(table), [ORDER, FILE], "left")
+        events = events.withColumn("__status", F.coalesce(F.col("__status"), F.lit(0)))
+        events = events.withColumn("__adm_s", F.coalesce(F.col("__adm_s"), F.col(S))).withColumn("__adm_e", F.coalesce(F.col("__adm_e"), F.col(E)))
+    else:
+        events = events.withColumn("__status", F.lit(0)).withColumn("__adm_s", F.col(S)).withColumn("__adm_e", F.col(E))
+    if node.shape is not EventShape.EDGE:
+        out = events.filter(F.col("__status") != DROPPED).select(
+            F.col("__adm_s").alias(S), F.least(F.col("__adm_e"), F.lit(INF)).alias(E), *payload
+        )
+        return Admitted(out, None, frame, verdicts)
+
+    # End edges: the k-th end edge with a start and payload closes the k-th such start edge.
+    adjust = node.settings is not None and node.settings.policy is AdvanceTimePolicy.ADJUST
+    key_cols = [F.col(S), *payload]
+    rank_w = Window.partitionBy(*key_cols).orderBy(ORDER, FILE)
+    starts = events.filter(kind == START).withColumn("__rank", F.row_number().over(rank_w))
+    ends = df.filter(kind == END)
+    if verdicts.ends:
+        late = spark.createDataFrame(verdicts.ends, f"{ORDER} long, {FILE} long, __cti long")
+        ends = ends.join(F.broadcast(late), [ORDER, FILE], "left")
+    else:
+        ends = ends.withColumn("__cti", F.lit(None).cast("long"))
+    ends = ends.withColumn("__rank", F.row_number().over(rank_w))
+    starts_k = starts.select(
+        *[c.alias(f"__s_{i}") for i, c in enumerate(key_cols)], F.col("__rank").alias("__s_rank"),
+        F.col("__status").alias("__start_status"), F.col("__adm_s").alias("__start_adm"),
+        F.col(ORDER).alias("__start_o"), F.col(FILE).alias("__start_f"),
+    )
+    cond = F.col("__rank") == F.col("__s_rank")
+    for i, c in enumerate(key_cols):
+        cond = cond & c.eqNullSafe(F.col(f"__s_{i}"))
+    paired = ends.join(starts_k, cond, "left")
+    start_after = (F.col("__start_o") > F.col(ORDER)) | ((F.col("__start_o") == F.col(ORDER)) & (F.col("__start_f") > F.col(FILE)))
+    status = (
+        F.when(F.col("__start_o").isNull() | start_after, F.lit(4))  # no start edge before it: bad input
+        .when(F.col("__start_status") == DROPPED, F.lit(3))  # its start edge was dropped
+        .when(F.col("__cti").isNull(), F.lit(0))
+        .when(F.lit(adjust), F.lit(ADJUSTED))
+        .otherwise(F.lit(DROPPED))
+    )
+    paired = paired.withColumn("__status", status)
+    # A start edge moved up to the CTI may now start where this edge ends: one tick stays.
+    adm_end = F.when(F.col("__status") == ADJUSTED, F.greatest(F.col("__cti"), F.col("__start_adm") + 1)).otherwise(F.greatest(F.col(E), F.col("__start_adm") + 1))
+    paired = paired.withColumn("__adm_e", adm_end)
+    closing = paired.filter(F.col("__status").isin(0, ADJUSTED) & (F.col("__adm_e") < INF)).select(
+        F.col("__start_o").alias("__close_o"), F.col("__start_f").alias("__close_f"), F.col("__adm_e").alias("__close_e")
+    )
+    admitted = events.filter(F.col("__status") != DROPPED)
+    admitted = admitted.join(closing, (admitted[ORDER] == closing["__close_o"]) & (admitted[FILE] == closing["__close_f"]), "left")
+    final_end = F.when(kind == START, F.coalesce(F.col("__close_e"), F.lit(INF))).otherwise(F.col("__adm_e"))
+    out = admitted.select(F.col("__adm_s").alias(S), F.least(final_end, F.lit(INF)).alias(E), *payload)
+    outcome = paired.filter(F.col("__status") != 0).select(ORDER, FILE, F.col("__status"), F.col("__adm_e"), *_received_columns(node))
+    return Admitted(out, outcome, frame, verdicts)
+
+
+def finish(
+    spark: SparkSession, admitted: Admitted, outcome: Sequence[Any], cti_replay: CtiReplay, with_items: bool
+) -> tuple[InputMetrics, list[tuple[str, int, Any, Rule, Action, int, Any]]]:
+    """Metrics and rejections of one input, from its verdicts and its collected pairing
+    outcome (raising for end edges without their start edge). ``with_items``: name the
+    received item of each rejection (one more job for a table with rejections)."""
+    frame, node = admitted.frame, admitted.frame.node
+    replay_metrics = cti_replay.metrics(node.name)
+    ctis = {
+        "ctis_generated": replay_metrics.ctis_generated, "ctis_imported": replay_metrics.ctis_imported,
+        "ctis_explicit": replay_metrics.ctis_explicit, "ctis_ignored": replay_metrics.ctis_ignored,
+    }
+    if admitted.verdicts is None:
+        n = validate(spark, admitted, cti_replay)
+        return InputMetrics(received=n, admitted=n, **ctis), []
+    verdicts = admitted.verdicts
+    # (key, position, status, cti, admitted_as, rule) of every rejection.
+    found: list[tuple[tuple[int, int], int, int, int, Any, Rule]] = []
+    for o, f, status, cti, s, e in verdicts.events:
+        found.append(((o, f), verdicts.positions[(o, f)], status, cti, ("lifetime", s, e) if status == ADJUSTED else None, Rule.START_BEFORE_CTI))
+    in_force = _in_force(cti_replay.steps[node.name])
+    late = {(o, f): c for o, f, c in verdicts.ends}
+    odd = list(outcome)
+    positions = _positions(spark, frame, [_key(r) for r in odd if _key(r) not in verdicts.positions])
+    positions.update(verdicts.positions)
+    for r in sorted(odd, key=lambda r: positions[_key(r)]):
+        k, pos = _key(r), positions[_key(r)]
+        if r["__status"] == 4:
+            raise InputError(node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k], "end edge without its start edge")
+        if node.settings is None:
+            raise CtiViolationError(
+                node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k],
+                "the end edge ends before the current CTI; this input has no AdvanceTimeSettings, "
+                "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
+            )
+        cti = late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))
+        rule = Rule.START_EDGE_DROPPED if r["__status"] == 3 else Rule.END_BEFORE_CTI
+        found.append((k, pos, r["__status"], cti, ("end", r["__adm_e"]) if r["__status"] == ADJUSTED else None, rule))
+    found.sort(key=lambda x: x[1])
+    assert frame.blocks is not None
+    received = sum(frame.blocks.events.values())
+    dropped = sum(1 for x in found if x[2] != ADJUSTED)
+    metrics = InputMetrics(
+        received=received, admitted=received - dropped, adjusted=len(found) - dropped, dropped=dropped, **ctis
+    )
+    if not with_items:
+        return metrics, []
+    items = _items(spark, frame, [{ORDER: k[0], FILE: k[1], POS: pos} for k, pos, *_ in found])
+    rejected = [
+        (node.name, pos, items[k], rule, Action.ADJUSTED if status == ADJUSTED else Action.DROPPED, cti, admitted_as)
+        for k, pos, status, cti, admitted_as, rule in found
+    ]
+    return metrics, rejected
+
+
+def validate(spark: SparkSession, admitted: Admitted, cti_replay: CtiReplay) -> int:
+    """Count the rows of an input where nothing can be late, checking each (one job); a row
+    that breaks a rule raises as the in-memory executor raises, named by the scan."""
+    if admitted.received is None:
+        frame = admitted.frame
+        assert frame.df is not None
+        kind = F.col(KIND)
+        bad = F.col(S).isNull() | F.col(E).isNull() | ((kind == INTERVAL) & (F.col(E) <= F.col(S)))
+        r = frame.df.agg(F.count(F.lit(1)).alias("n"), F.max(bad.cast("int")).alias("bad")).collect()[0]
+        if r["bad"]:
+            frame.static = False
+            _cut(frame)
+            scan(spark, frame, [])
+            decide(spark, frame, cti_replay)
+        admitted.received = r["n"]
+    return admitted.received
+
+
+def _with_pos(row: Any, pos: int) -> dict[str, Any]:
+    return {ORDER: row[ORDER], FILE: row[FILE], POS: pos}
 
 
 def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[Any]]) -> DataFrame:
@@ -330,213 +779,3 @@ def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[
     rows = [(s, INF if e is None else e, *to_wire(p)) for s, e, p in events.values()]
     schema = st.StructType([st.StructField(S, st.LongType(), False), st.StructField(E, st.LongType(), False)] + list(wire_schema(frame.node.payload_type).fields))
     return _payload_to_internal(spark.createDataFrame(rows, schema), frame.node.payload_type)
-
-
-def _in_force(spark: SparkSession, frame: InputFrame, steps: list[tuple[Key, int]]) -> DataFrame:
-    """Each item with its position ``POS`` and ``__cti``, the CTI in force when it arrived.
-
-    The steps (the moments this input's CTI advanced) become rows that sort right after
-    the item that caused them, or, for imported CTIs, at their place in the arrival order
-    across inputs. One window over items and steps, partitioned by chunk, gives both the
-    running max of the steps before each item and the item's position (the items before it).
-    """
-    chunks = frame.chunks
-    assert chunks is not None
-    steps = [(k, v) for k, v in steps if k[0] < INF]  # the shutdown flush follows every item
-    imports = frame.node.settings is not None and frame.node.settings.import_ is not None
-    df = frame.df.withColumn(DECL, F.lit(frame.decl).cast("long")).withColumn(SUB, F.lit(0).cast("long"))
-    df = df.withColumn("__v", F.lit(None).cast("long"))
-    step_rows = []
-    for (arr, decl, pos, _), v in steps:
-        order, file = frame.step_order.get(pos, (0, 0)) if decl == frame.decl else (0, 0)
-        step_rows.append((arr, decl, order, file, 1, v))
-    schema = st.StructType([st.StructField(n, st.LongType(), False) for n in (ARR, DECL, ORDER, FILE, SUB, "__v")])
-    steps_df = spark.createDataFrame(step_rows, schema)
-    if imports:
-        # Across inputs the arrival order rules: one chunk (imports usually join small
-        # inputs), positions counted from the start.
-        sort = [ARR, DECL, ORDER, FILE, SUB]
-        df, steps_df = df.withColumn(CHUNK, F.lit(0).cast("long")), steps_df.withColumn(CHUNK, F.lit(0).cast("long"))
-        row_prefix: dict[int, int] = {}
-        step_prefix: dict[int, int] = {}
-    else:
-        sort = [ORDER, FILE, SUB]
-        steps_df = steps_df.withColumn(CHUNK, chunks.column())
-        row_prefix = chunks.prefix(chunks.rows, "sum")
-        # Max of the steps in the chunks before each chunk, known on the driver.
-        by_chunk: dict[int, int] = {}
-        for _, _, order, _, _, v in step_rows:
-            c = (order - chunks.lo) // chunks.width
-            by_chunk[c] = max(by_chunk.get(c, NEG_INF), v)
-        step_prefix = chunks.prefix(by_chunk, "max")
-    unioned = df.unionByName(steps_df, allowMissingColumns=True)
-    w = Window.partitionBy(CHUNK).orderBy(*sort)
-    before = w.rowsBetween(Window.unboundedPreceding, -1)
-    is_item = (F.col(SUB) == 0).cast("long")
-    running = F.greatest(_map_lookup(step_prefix, F.col(CHUNK), NEG_INF), F.coalesce(F.max("__v").over(before), F.lit(NEG_INF)))
-    position = _map_lookup(row_prefix, F.col(CHUNK), 0) + F.coalesce(F.sum(is_item).over(before), F.lit(0))
-    result = unioned.withColumn("__cti", running).withColumn(POS, position)
-    return result.filter(F.col(SUB) == 0).drop("__v", DECL, SUB, CHUNK, ORDER, FILE)
-
-
-BAD_ROW = 5
-"""Outcome status of a row that breaks the input's rules (raised as an InputError)."""
-
-
-@attrs.define
-class Admitted:
-    """The outcome of ingress for one input, still lazy."""
-
-    events: DataFrame  # S, E, payload columns
-    outcome: DataFrame  # rows the policy did not simply admit (see ``finish``)
-    frame: InputFrame
-    replay: CtiReplay
-    has_policy: bool
-
-
-def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admitted:
-    """Apply the policy to every item, against the CTI in force when it arrived."""
-    node = frame.node
-    names = field_names(node.payload_type)
-    df = _in_force(spark, frame, cti_replay.steps[node.name])
-    settings = node.settings
-    has_policy = settings is not None
-    adjust = settings is not None and settings.policy is AdvanceTimePolicy.ADJUST
-    cti, kind, s, e = F.col("__cti"), F.col(KIND), F.col(S), F.col(E)
-    events = df.filter(kind.isin(POINT, INTERVAL, START))
-    viol = s < cti
-    can_adjust = F.lit(adjust) & (cti < INF) & ((kind == POINT) | (e > cti))
-    status = F.when(~viol, F.lit(0)).when(can_adjust, F.lit(1)).otherwise(F.lit(2))  # ok, adjusted, dropped
-    events = events.withColumn("__status", status)
-    events = events.withColumn("__adm_s", F.when(F.col("__status") == 1, cti).otherwise(s))
-    events = events.withColumn("__adm_e", F.when((F.col("__status") == 1) & (kind == POINT), cti + 1).otherwise(e))
-
-    received_as = _received_columns(node)
-    outcome = events.select(POS, KIND, F.col("__status"), cti.alias("__c"), F.col("__adm_s"), F.col("__adm_e"), *received_as)
-    bad = kind.isNull() | s.isNull() | e.isNull() | (kind.isin(INTERVAL, END) & (e <= s))
-    outcome = outcome.unionByName(df.filter(bad).select(
-        POS, KIND, F.lit(BAD_ROW).alias("__status"), cti.alias("__c"), F.lit(None).cast("long").alias("__adm_s"),
-        F.lit(None).cast("long").alias("__adm_e"), *received_as,
-    ))
-    if node.shape is not EventShape.EDGE:
-        out = events.filter(F.col("__status") != 2).select(
-            F.col("__adm_s").alias(S), F.when(F.col("__adm_e") >= INF, F.lit(INF)).otherwise(F.col("__adm_e")).alias(E),
-            *[F.col(f"`{n}`") for n in names],
-        )
-        return _admitted(out, outcome, frame, cti_replay, has_policy)
-
-    # End edges: the k-th end edge with a start and payload closes the k-th such start edge.
-    key_cols = [S, *names]
-    rank_w = Window.partitionBy(*[F.col(f"`{c}`") for c in key_cols]).orderBy(POS)
-    starts = events.filter(kind == START).withColumn("__rank", F.row_number().over(rank_w))
-    ends = df.filter(kind == END).withColumn("__rank", F.row_number().over(rank_w))
-    s_cols = [F.col(f"`{c}`").alias(f"__s_{i}") for i, c in enumerate(key_cols)]
-    starts_k = starts.select(*s_cols, F.col("__rank").alias("__s_rank"), F.col("__status").alias("__start_status"), F.col("__adm_s").alias("__start_adm"), F.col(POS).alias("__start_pos"))
-    cond = F.col("__rank") == F.col("__s_rank")
-    for i, c in enumerate(key_cols):
-        cond = cond & F.col(f"`{c}`").eqNullSafe(F.col(f"__s_{i}"))
-    paired = ends.join(starts_k, cond, "left")
-    end_viol = e < cti
-    end_status = (
-        F.when(F.col("__start_pos").isNull() | (F.col("__start_pos") > F.col(POS)), F.lit(4))  # no start edge before it: bad input
-        .when(F.col("__start_status") == 2, F.lit(3))  # its start edge was dropped
-        .when(~end_viol, F.lit(0))
-        .when(F.lit(adjust), F.lit(1))
-        .otherwise(F.lit(2))
-    )
-    paired = paired.withColumn("__status", end_status)
-    adm_end = F.when(F.col("__status") == 1, F.greatest(cti, F.col("__start_adm") + 1)).otherwise(F.greatest(e, F.col("__start_adm") + 1))
-    paired = paired.withColumn("__adm_e", adm_end)
-
-    closing = paired.filter(F.col("__status").isin(0, 1) & (F.col("__adm_e") < INF)).select(
-        F.col("__start_pos").alias("__close_pos"), F.col("__adm_e").alias("__close_e")
-    )
-    admitted = events.filter(F.col("__status") != 2)
-    admitted = admitted.join(closing, admitted[POS] == closing["__close_pos"], "left")
-    final_end = F.when(kind == START, F.coalesce(F.col("__close_e"), F.lit(INF))).otherwise(F.col("__adm_e"))
-    final_end = F.when(final_end >= INF, F.lit(INF)).otherwise(final_end)
-    out = admitted.select(F.col("__adm_s").alias(S), final_end.alias(E), *[F.col(f"`{n}`") for n in names])
-
-    # Everything the policy did not simply admit, collected with the query's output (one
-    # job): violations without a policy and unmatched end edges raise; drops and
-    # adjustments become metrics and rejections. A table also reports its event count.
-    outcome = outcome.unionByName(
-        paired.select(POS, KIND, F.col("__status"), cti.alias("__c"), F.lit(None).cast("long").alias("__adm_s"), F.col("__adm_e"), *received_as)
-    )
-    return _admitted(out, outcome, frame, cti_replay, has_policy)
-
-
-def _received_columns(node: SourceNode) -> list[Column]:
-    """The item as received, in outcome rows (so a rejection names it without another job)."""
-    from datetime import datetime
-
-    cols = [F.col(S).alias("__os"), F.col(E).alias("__oe"), F.col(ARR).alias("__oa")]
-    for f in record_fields(node.payload_type):
-        c = F.col(f"`{f.name}`")
-        cols.append((F.unix_micros(c) if f.dtype is datetime else c).alias(f"__p_{f.name}"))
-    return cols
-
-
-def _admitted(out: DataFrame, outcome: DataFrame, frame: InputFrame, cti_replay: CtiReplay, has_policy: bool) -> Admitted:
-    return Admitted(out, outcome.filter(F.col("__status") != 0), frame, cti_replay, has_policy)
-
-
-def finish(admitted: Admitted, rows: Sequence[Any]) -> tuple[InputMetrics, list[tuple[str, int, Any, Rule, Action, int, Any]]]:
-    """Metrics and rejections of one input from its collected outcome rows (or the error)."""
-    frame, node = admitted.frame, admitted.frame.node
-    odd = sorted(rows, key=lambda r: r[POS])
-    for r in odd:
-        if r["__status"] == BAD_ROW:
-            raise InputError(node.name, r[POS], _item(frame, r), "bad row: unknown kind, null time, or end not after start")
-    for r in odd:
-        if r["__status"] == 4:
-            raise InputError(node.name, r[POS], _item(frame, r), "end edge without its start edge")
-    if not admitted.has_policy:
-        for r in odd:
-            if r["__status"] in (1, 2):
-                what = "the end edge ends" if r[KIND] == END else "the event starts"
-                raise CtiViolationError(
-                    node.name, r[POS], _item(frame, r),
-                    f"{what} before the current CTI; this input has no AdvanceTimeSettings, "
-                    "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
-                )
-    assert frame.events is not None
-    received = frame.events
-    adjusted = sum(1 for r in odd if r["__status"] == 1)
-    dropped = sum(1 for r in odd if r["__status"] in (2, 3))
-    replay_metrics = admitted.replay.metrics(node.name)
-    metrics = InputMetrics(
-        received=received,
-        admitted=received - dropped,
-        adjusted=adjusted,
-        dropped=dropped,
-        ctis_generated=replay_metrics.ctis_generated,
-        ctis_imported=replay_metrics.ctis_imported,
-        ctis_explicit=replay_metrics.ctis_explicit,
-        ctis_ignored=replay_metrics.ctis_ignored,
-    )
-    rejected: list[tuple[str, int, Any, Rule, Action, int, Any]] = []
-    for r in odd:
-        pos, k, st_, c = r[POS], r[KIND], r["__status"], r["__c"]
-        if k == END:
-            rule = Rule.START_EDGE_DROPPED if st_ == 3 else Rule.END_BEFORE_CTI
-            admitted_as: Any = ("end", r["__adm_e"]) if st_ == 1 else None
-        else:
-            rule = Rule.START_BEFORE_CTI
-            admitted_as = ("lifetime", r["__adm_s"], r["__adm_e"]) if st_ == 1 else None
-        action = Action.ADJUSTED if st_ == 1 else Action.DROPPED
-        rejected.append((node.name, pos, _item(frame, r), rule, action, c, admitted_as))
-    return metrics, rejected
-
-
-def _item(frame: InputFrame, row: Any) -> Any:
-    """The received item of an outcome row."""
-    pos = row[POS]
-    if frame.items is not None:
-        return frame.items[pos]
-    from tempo.spark.types import from_wire
-
-    names = field_names(frame.node.payload_type)
-    kind = row[KIND]
-    payload = from_wire(frame.node.payload_type, [row[f"__p_{n}"] for n in names], naive=False) if kind != CTI else None
-    return item_of((row["__oa"], kind, row["__os"], row["__oe"], payload, pos, None))

@@ -71,8 +71,13 @@ def agree(spark_session: Any, query: tuple[str, Builder]) -> None:
 @given(query=queries(errors=True, inputs=2, min_events=1))
 def test_spark_ingress_agrees(spark_session: Any, query: tuple[str, Builder]) -> None:
     """Item lists admitted by the Spark ingress itself (``local_items=0``), as tables are:
-    positions, CTI candidates, CTI in force and policies computed in Spark."""
-    from tempo.spark import SparkExecutor
+    positions, CTI candidates, rows at risk and verdicts, in blocks of three rows so that
+    every input spans several."""
+    from tempo.spark import SparkExecutor, ingress
 
     desc, build = query
-    assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session, local_items=0), desc, lambda: build(None))
+    saved, ingress.BLOCK_ROWS = ingress.BLOCK_ROWS, 3
+    try:
+        assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session, local_items=0), desc, lambda: build(None))
+    finally:
+        ingress.BLOCK_ROWS = saved

@@ -162,6 +162,41 @@ def nothing(e: R) -> bool:
 
 
 # =============================================================================================
+# No generation: only the flush at the end
+# =============================================================================================
+def test_flush_only_admits_everything_and_releases_at_the_end(executor: Any) -> None:
+    """frequency=None with the flush: no CTI until the input ends, so nothing is late.
+
+        arrival  p5   p1   p3   p9   (end of input)
+        CTI                          |inf
+        out      p1 p3 p5 p9          (all of them, released by the CTI at infinity)
+    """
+    items = [Point(T(5), r(5)), Point(T(1), r(1)), Point(T(3), r(3)), Point(T(9), r(9))]
+    flush_only = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
+    res = run(executor, Stream.create("in", items, POINT, flush_only))
+    assert res.ctis == [NINF]
+    same_items(executor, res.events, [pt(1, 1), pt(3, 3), pt(5, 5), pt(9, 9)])
+    assert counts(metrics(res)) == M(received=4, admitted=4, ctis_generated=1)
+    assert res.rejected == []
+
+
+def test_flush_only_still_takes_explicit_ctis(executor: Any) -> None:
+    """frequency=None generates nothing, but a Cti item still commits time (policy DROP).
+
+        arrival  p5   Cti@4   p3 (late: dropped)   p6
+        CTI           |4                               |inf
+        out      p5                                p6
+    """
+    items = [Point(T(5), r(5)), Cti(T(4)), Point(T(3), r(3)), Point(T(6), r(6))]
+    flush_only = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
+    res = run(executor, Stream.create("in", items, POINT, flush_only))
+    assert res.ctis == [T(4), NINF]
+    same_items(executor, res.events, [pt(5, 5), pt(6, 6)])
+    assert counts(metrics(res)) == M(received=3, admitted=2, dropped=1, ctis_generated=1, ctis_explicit=1)
+    assert [(j.position, j.rule, j.action) for j in res.rejected] == [(2, Rule.START_BEFORE_CTI, Action.DROPPED)]
+
+
+# =============================================================================================
 # Generation by count
 # =============================================================================================
 def test_count_cti_after_every_nth_event(executor: Any) -> None:
