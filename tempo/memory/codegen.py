@@ -8,6 +8,7 @@ arithmetic and comparisons with a null operand give null, division by zero gives
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -154,12 +155,7 @@ def compile_function(
     g = _Gen(arg_names if inputs is None else inputs)
     body = [g.gen(e) for e in exprs]
     result = "(" + ", ".join(body) + ("," if len(body) == 1 else "") + ")" if as_tuple else body[0]
-    src = f"def _f({', '.join(arg_names)}):\n    return {result}\n"
-    code = compile(src, "<tempo expression>", "exec")
-    namespace: dict[str, Any] = dict(g.env)
-    exec(code, namespace)
-    fn: Callable[..., Any] = namespace["_f"]
-    fn.__doc__ = src
+    fn: Callable[..., Any] = _define(f"def _f({', '.join(arg_names)}):\n    return {result}\n", g.env)
     return fn
 
 
@@ -172,6 +168,73 @@ def compile_expression(expr: x.Expr, arity: int) -> Callable[..., Any]:
 def compile_keys(exprs: Sequence[x.Expr], side: int = 0) -> Callable[[Any], tuple[Any, ...]]:
     """A key tuple of one payload: traced lambda argument ``side`` (a join's right side is 1)."""
     return compile_function(exprs, ["a0"], as_tuple=True, inputs=["None"] * side + ["a0"])
+
+
+class Accumulator:
+    """The aggregates of a window operator, as generated code over flat state lists.
+
+    The state of one window and group is a list: slot 0 counts events; ``sum``, ``min`` and
+    ``max`` take one slot (None until a non-null value), ``avg`` two (total, n).
+    ``add(acc, heap, key, values, k_lo, k_hi)`` adds one event to its group's state in
+    windows ``k_lo..k_hi`` of ``acc`` (window index -> group -> state), creating what is
+    missing and pushing new window indexes onto ``heap``; ``values`` are the event's values
+    of the aggregates other than count, in order. ``results(state)`` gives one value per
+    aggregate. Generating them once per query spares each event and window a loop over the
+    kinds and a call per aggregate.
+    """
+
+    def __init__(self, kinds: Sequence[str]) -> None:
+        initial = ["0"]
+        update: list[str] = []
+        results: list[str] = []
+        argument = 0  # index into ``values``
+        for kind in kinds:
+            if kind == "count":
+                results.append("state[0]")
+                continue
+            slot, v = len(initial), f"v{argument}"
+            argument += 1
+            update.append(f"        if {v} is not None:")
+            if kind == "avg":
+                initial += ["0", "0"]
+                update += [f"            state[{slot}] += {v}", f"            state[{slot + 1}] += 1"]
+                results.append(f"(state[{slot}] / state[{slot + 1}] if state[{slot + 1}] else None)")
+                continue
+            initial.append("None")
+            update.append(f"            c = state[{slot}]")
+            if kind == "sum":
+                update.append(f"            state[{slot}] = {v} if c is None else c + {v}")
+            else:
+                less = "<" if kind == "min" else ">"
+                update += [f"            if c is None or {v} {less} c:", f"                state[{slot}] = {v}"]
+            results.append(f"state[{slot}]")
+        add = [
+            "def _f(acc, heap, key, values, k_lo, k_hi):",
+            *(f"    v{i} = values[{i}]" for i in range(argument)),
+            "    for k in range(k_lo, k_hi + 1):",
+            "        windows = acc.get(k)",
+            "        if windows is None:",
+            "            windows = acc[k] = {}",
+            "            _heappush(heap, k)",
+            "        state = windows.get(key)",
+            "        if state is None:",
+            f"            state = windows[key] = [{', '.join(initial)}]",
+            "        state[0] += 1",
+            *update,
+        ]
+        self.add: Callable[[dict[int, dict[Any, list[Any]]], list[int], Any, tuple[Any, ...], int, int], None]
+        self.add = _define("\n".join(add) + "\n", {"_heappush": heapq.heappush})
+        self.results: Callable[[list[Any]], list[Any]]
+        self.results = _define(f"def _f(state):\n    return [{', '.join(results)}]\n", {})
+
+
+def _define(src: str, env: dict[str, Any]) -> Any:
+    """The function ``_f`` that ``src`` defines, with the names of ``env`` in scope."""
+    namespace = dict(env)
+    exec(compile(src, "<tempo generated>", "exec"), namespace)
+    fn = namespace["_f"]
+    fn.__doc__ = src
+    return fn
 
 
 def compile_window_projection(expr: x.Expr) -> Callable[[tuple[Any, ...], list[Any], datetime, datetime], Any]:

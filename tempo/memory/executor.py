@@ -18,12 +18,12 @@ from tempo.api.stream import Stream
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point
 from tempo.memory import codegen
 from tempo.memory import operators as ops
-from tempo.memory.ingress import Ingress, Prepared, TimestampMode, prepare
+from tempo.memory.ingress import Ingress, Prepared, TimestampMode, prepare, prepare_checked
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result
 from tempo.sources import ItemSource, TableSource
-from tempo.ticks import INF, from_ticks
+from tempo.ticks import INF, TICK, from_ticks
 
 T = TypeVar("T")
 N = TypeVar("N", bound=p.Node)
@@ -73,9 +73,13 @@ class _SourceOp(ops.Operator):
 
     def __init__(self, ingress: Ingress) -> None:
         super().__init__()
-        ingress.emit_insert = self.emit_insert
-        ingress.emit_end = self.emit_end
-        ingress.emit_cti = self.emit_cti
+        self.ingress = ingress
+
+    def connect(self, op: ops.Operator, port: int) -> None:
+        super().connect(op, port)
+        self.ingress.emit_insert = self.emit_insert
+        self.ingress.emit_end = self.emit_end
+        self.ingress.emit_cti = self.emit_cti
 
 
 @compiles(p.WhereNode)
@@ -96,9 +100,10 @@ def _alter(b: _Build, node: p.AlterLifetimeNode) -> ops.Operator:
 @compiles(p.WindowNode)
 def _window(b: _Build, node: p.WindowNode) -> ops.Operator:
     key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
-    value_fns = [None if a.arg is None else codegen.compile_expression(a.arg, 1) for a in node.aggregates]
+    arguments = [a.arg for a in node.aggregates if a.kind != "count" and a.arg is not None]
     return ops.Window(
-        node.size, node.hop, node.offset, key_fn, value_fns, [a.kind for a in node.aggregates],
+        node.size, node.hop, node.offset, key_fn,
+        codegen.compile_function(arguments, ["a0"], as_tuple=True), codegen.Accumulator([a.kind for a in node.aggregates]),
         codegen.compile_window_projection(node.projection), b.to_datetime, b.new_id,
     )
 
@@ -138,22 +143,17 @@ class InMemoryExecutor:
         # Check every item of fixed inputs before anything is processed.
         streams: list[Iterator[Prepared]] = []
         for source in query.sources:
-            items = prepare(source, mode, source.name in needs_arrival)
             fixed = isinstance(source.source, TableSource) or (
                 isinstance(source.source, ItemSource) and source.source.materialized is not None
             )
-            if fixed:
-                streams.append(iter(list(items)))
-            else:
-                streams.append(items)
+            streams.append((prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival))
 
         built = _operators(build, query)
         egress = ops.Egress()
-        built[id(query.root)].outs.append((egress, 0))
+        built[id(query.root)].connect(egress, 0)
 
         ingresses = [build.ingresses[s.name] for s in query.sources]
-        for _, _, _, rec in heapq.merge(*(_keyed(i, s) for i, s in enumerate(streams))):
-            ingresses[rec[0]].process(rec[1])
+        _process_in_arrival_order(streams, [ingress.process for ingress in ingresses])
         for ingress in ingresses:
             ingress.shutdown()
         return _result(egress, build, query)
@@ -175,7 +175,7 @@ def _operators(build: _Build, query: Query) -> dict[int, ops.Operator]:
         op = _COMPILERS[type(node)](build, node)
         built[id(node)] = op
         for port, child in enumerate(node.inputs()):
-            built[id(child)].outs.append((op, port))
+            built[id(child)].connect(op, port)
     return built
 
 
@@ -190,29 +190,64 @@ def rejection(record: tuple[Any, ...], dt: Callable[[int], Any]) -> Rejection:
     return Rejection(name, position, item, rule, action, dt(cti), admitted_as)
 
 
-def _keyed(index: int, items: Iterator[Prepared]) -> Iterator[tuple[int, int, int, tuple[int, Prepared]]]:
-    """Sort key of the arrival sequence: (arrival, declaration order, position)."""
-    for rec in items:
-        yield rec[0], index, rec[5], (index, rec)
+def _process_in_arrival_order(
+    streams: list[Iterator[Prepared]], processes: list[Callable[[Prepared], None]]
+) -> None:
+    """Merge the inputs into one arrival sequence, ordered by (arrival, declaration order,
+    position), and process each item there.
+
+    Items of the input first in that order go straight to processing while they come
+    before the next item of any other input; the heap of the inputs' next items is touched
+    only when another input takes over.
+    """
+    heads: list[tuple[int, int, Prepared, Iterator[Prepared]]] = []  # (arrival, input, item, rest)
+    for index, items in enumerate(streams):
+        for rec in items:
+            heads.append((rec[0], index, rec, items))
+            break
+    heapq.heapify(heads)
+    while heads:
+        _, index, rec, items = heapq.heappop(heads)
+        process = processes[index]
+        process(rec)
+        if not heads:
+            for rec in items:
+                process(rec)
+            return
+        next_arrival, next_index = heads[0][0], heads[0][1]
+        for rec in items:
+            if rec[0] < next_arrival or (rec[0] == next_arrival and index < next_index):
+                process(rec)
+            else:
+                heapq.heappush(heads, (rec[0], index, rec, items))
+                break
 
 
 def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
     dt = build.to_datetime
-    events = [OutputEvent(dt(s), dt(INF if e is None else e), pl) for s, e, pl in egress.events]
+    events: list[OutputEvent[Any]] = []
     raw: list[RawItem[Any]] = []
-    for kind, value in egress.raw:
+    # Each released event is in egress.raw once ("event" or "start"), in release order, which
+    # is the order of result.events; its datetimes are made once for both.
+    for entry in egress.raw:
+        kind = entry[0]
         if kind == "cti":
-            raw.append(Cti(dt(value)))
+            raw.append(Cti(dt(entry[1])))
             continue
-        s, e, pl = value
-        if kind == "start":
-            raw.append(EdgeStart(dt(s), pl))
-        elif kind == "end":
+        if kind == "end":
+            s, e, pl = entry[1][1:4]
             raw.append(EdgeEnd(dt(s), dt(e), pl))
+            continue
+        s, e, pl = entry[1], entry[2], entry[3]
+        start = dt(s)
+        end = start + TICK if e == s + 1 else dt(INF if e is None else e)
+        events.append(OutputEvent(start, end, pl))
+        if kind == "start":
+            raw.append(EdgeStart(start, pl))
         elif e == s + 1:
-            raw.append(Point(dt(s), pl))
+            raw.append(Point(start, pl))
         else:
-            raw.append(Interval(dt(s), dt(e), pl))
+            raw.append(Interval(start, end, pl))
     rejected = [rejection(r, dt) for r in build.rejected]
     metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].metrics for s in query.sources}
     return Result(events, [dt(t) for t in egress.ctis], metrics, rejected, raw)
@@ -260,7 +295,7 @@ class CtiReplay:
         built = _operators(build, query)
         for node in query.nodes:
             self.node_ctis[id(node)] = []
-            built[id(node)].outs.append((_CtiRecorder(self.node_ctis[id(node)]), 0))
+            built[id(node)].connect(_CtiRecorder(self.node_ctis[id(node)]), 0)
         for name, ingress in self.ingresses.items():
             ingress.emit_cti = self._stepper(name, ingress.emit_cti)
 

@@ -22,9 +22,11 @@ them with timelines):
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tempo.errors import CtiViolationError, ImportOrderError, InputError
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, Interval, Point
@@ -33,6 +35,9 @@ from tempo.result import Action, InputMetrics, Rule
 from tempo.settings import AdvanceTimePolicy
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, duration_ticks, to_ticks
+
+if TYPE_CHECKING:
+    from tempo.tables import Payloads
 
 # Kinds of prepared items.
 POINT, INTERVAL, START, END, CTI = range(5)
@@ -75,21 +80,67 @@ def prepare(
     return _prepare_items(node, mode, needs_arrival)
 
 
+def prepare_checked(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
+    """``prepare`` for an input whose items are all there (a table or a materialized item
+    list): every item is checked before the first is given, so a bad one stops the run
+    before anything is processed. Table rows that pass the checks a column at a time are
+    given straight from the columns, not held as records."""
+    if isinstance(node.source, TableSource):
+        table = _read_table(node, mode)
+        plain = _plain_rows(table, node, needs_arrival)
+        return plain if plain is not None else iter(list(_checked_rows(table, node, needs_arrival)))
+    return iter(list(_prepare_items(node, mode, needs_arrival)))
+
+
+Columns = tuple[list[int], list[int], list[int], list[int] | None, "Payloads"]
+"""A table's (kinds, starts, ends, arrivals, payloads) in input order."""
+
+
 def _prepare_table(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
-    """The fast path for table sources: columns straight to ticks, the same checks per row."""
+    """The fast path for table sources: columns straight to ticks, the same checks as for
+    items (a column at a time when every row passes them)."""
+    table = _read_table(node, mode)
+    plain = _plain_rows(table, node, needs_arrival)
+    yield from plain if plain is not None else _checked_rows(table, node, needs_arrival)
+
+
+def _read_table(node: SourceNode, mode: TimestampMode) -> Columns:
     from tempo.tables import read_columns
 
     source = node.source
     assert isinstance(source, TableSource)
-    name, shape = node.name, node.shape
-    kinds, starts, ends, arrivals, payloads = read_columns(source, source.arrow_table(), shape)
-    if kinds:
-        mode.check(datetime(1970, 1, 1, tzinfo=timezone.utc), name, 0, None, "a table's times")  # tables are UTC
-    allowed = {_KIND[k] for k in SHAPE_ITEMS[shape]} | {CTI}
+    table = read_columns(source, source.arrow_table(), node.shape)
+    if table[0]:
+        mode.check(datetime(1970, 1, 1, tzinfo=timezone.utc), node.name, 0, None, "a table's times")  # tables are UTC
+    return table
+
+
+def _allowed(node: SourceNode) -> set[int]:
+    return {_KIND[k] for k in SHAPE_ITEMS[node.shape]} | {CTI}
+
+
+def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared] | None:
+    """The rows as ``_checked_rows`` gives them when they are all points and intervals that
+    pass its checks (the usual table, checked a column at a time), else None."""
+    kinds, starts, ends, arrivals, payloads = table
+    if arrivals is None:
+        arrivals_pass = not needs_arrival
+    else:
+        arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((NEG_INF,), arrivals), arrivals))
+    if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts))):
+        return None
+    n = len(kinds)
+    return zip(arrivals or itertools.repeat(NEG_INF, n), kinds, starts, ends, payloads, range(n), itertools.repeat(None))
+
+
+def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared]:
+    """The rows, each checked as it is given."""
+    kinds, starts, ends, arrivals, payloads = table
+    name, shape, allowed = node.name, node.shape, _allowed(node)
     last_arrival = NEG_INF
     open_edges: dict[int, list[Any]] = {}
-    for position, kind in enumerate(kinds):
-        start, end, payload = starts[position], ends[position], payloads[position]
+    for position, (kind, payload) in enumerate(zip(kinds, payloads)):
+        start, end = starts[position], ends[position]
         if arrivals is None or arrivals[position] is None:
             if needs_arrival:
                 raise ImportOrderError(name, position, payload, "this input takes part in a CTI import, so every row needs an arrival time")
@@ -258,35 +309,24 @@ class Ingress:
             self._end_edge(rec)
             return
         start, end, payload = rec[2], rec[3], rec[4]
-        cti = self.cti
-        admitted_start = start
-        if start < cti:
-            if not self.has_policy:
-                self._violation(rec, "the event starts")
-            # A point always moves to the CTI; nothing can move to infinity.
-            if self.adjust and cti < INF and (kind == POINT or end > cti):
-                admitted_start = cti
-                if kind == POINT:
-                    end = cti + 1
-                self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", cti, end))
-            else:
-                self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
-                if kind == START:
-                    self.open_edges.setdefault(start, []).append([payload, None, start])
-                self._generate(start)
-                return
-        else:
+        admitted_start: int | None = start
+        if start >= self.cti:
             self.metrics.admitted += 1
-        eid = self.new_id()
-        if kind == START:
-            self.open_edges.setdefault(start, []).append([payload, eid, admitted_start])
-            self.emit_insert(eid, admitted_start, None, payload)
         else:
-            # A lifetime ending at infinity is open: every operator treats the two alike.
-            self.emit_insert(eid, admitted_start, end if end < INF else None, payload)
-        self._generate(start)
-
-    def _generate(self, start: int) -> None:
+            lifetime = self._late(rec)
+            if lifetime is None:
+                admitted_start = None
+            else:
+                admitted_start, end = lifetime
+        if admitted_start is not None:
+            eid = self.new_id()
+            if kind == START:
+                self.open_edges.setdefault(start, []).append([payload, eid, admitted_start])
+                self.emit_insert(eid, admitted_start, None, payload)
+            else:
+                # A lifetime ending at infinity is open: every operator treats the two alike.
+                self.emit_insert(eid, admitted_start, end if end < INF else None, payload)
+        # Generation counts every received event, admitted or not, at its received start.
         if self.every_n:
             self.count += 1
             if self.count % self.every_n == 0:
@@ -298,6 +338,24 @@ class Ingress:
             elif period > self.last_period:
                 self.last_period = period
                 self.advance(start - self.delay, "generated")
+
+    def _late(self, rec: Prepared) -> tuple[int, int] | None:
+        """An event starting before the CTI, by the policy: the lifetime it is admitted with
+        (ADJUST), or None when dropped; either way on record."""
+        kind, start, end, payload = rec[1], rec[2], rec[3], rec[4]
+        cti = self.cti
+        if not self.has_policy:
+            self._violation(rec, "the event starts")
+        # A point always moves to the CTI; nothing can move to infinity.
+        if self.adjust and cti < INF and (kind == POINT or end > cti):
+            if kind == POINT:
+                end = cti + 1
+            self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", cti, end))
+            return cti, end
+        self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
+        if kind == START:
+            self.open_edges.setdefault(start, []).append([payload, None, start])
+        return None
 
     def _end_edge(self, rec: Prepared) -> None:
         start, end, payload = rec[2], rec[3], rec[4]

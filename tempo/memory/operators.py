@@ -14,22 +14,40 @@ how the inputs interleave.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
+from tempo.memory.codegen import Accumulator
 from tempo.ticks import INF, NEG_INF, add
 
 Key = tuple[Any, ...]
 
 
 class Operator:
-    """Base: fan-out to the consumers of this operator's output."""
+    """Base: fan-out to the consumers of this operator's output.
+
+    ``emit_insert``, ``emit_end`` and ``emit_cti`` reach every consumer connected so far;
+    with one consumer (the usual case) they are its methods bound to its port, so an event
+    takes no extra call per operator.
+    """
 
     def __init__(self) -> None:
         self.outs: list[tuple[Operator, int]] = []
+        self.emit_insert: Callable[[int, int, int | None, Any], None] = _nowhere
+        self.emit_end: Callable[[int, int], None] = _nowhere
+        self.emit_cti: Callable[[int], None] = _nowhere
+
+    def connect(self, op: Operator, port: int) -> None:
+        """Send this operator's output to input ``port`` of ``op`` too."""
+        self.outs.append((op, port))
+        self.emit_insert = _each([functools.partial(o.insert, p) for o, p in self.outs])
+        self.emit_end = _each([functools.partial(o.end, p) for o, p in self.outs])
+        self.emit_cti = _each([functools.partial(o.cti, p) for o, p in self.outs])
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         raise NotImplementedError
@@ -40,17 +58,21 @@ class Operator:
     def cti(self, port: int, t: int) -> None:
         raise NotImplementedError
 
-    def emit_insert(self, eid: int, start: int, end: int | None, payload: Any) -> None:
-        for op, port in self.outs:
-            op.insert(port, eid, start, end, payload)
 
-    def emit_end(self, eid: int, end: int) -> None:
-        for op, port in self.outs:
-            op.end(port, eid, end)
+def _each(calls: list[Callable[..., None]]) -> Callable[..., None]:
+    """One call that makes all of ``calls`` in turn with its arguments."""
+    if len(calls) == 1:
+        return calls[0]
 
-    def emit_cti(self, t: int) -> None:
-        for op, port in self.outs:
-            op.cti(port, t)
+    def each(*args: Any) -> None:
+        for call in calls:
+            call(*args)
+
+    return each
+
+
+def _nowhere(*_: Any) -> None:
+    return None
 
 
 class Where(Operator):
@@ -155,6 +177,56 @@ class Union(Operator):
 
 
 # ---------------------------------------------------------------------------------------
+# Waiting for release
+
+
+class ByStart:
+    """Entries ``(start, seq, a, b)`` released in order of start, then of arrival, up to a time.
+
+    Entries arriving in order of start join a first-in-first-out run, which costs nothing to
+    keep in order. The others are set aside until the next release and sorted then: merged
+    into the run if there are many (a burst, such as a whole input joined at once), else
+    pushed onto a heap. Releasing merges the run and the heap. An entry holds up to two
+    items itself, so that waiting costs one object.
+    """
+
+    __slots__ = ("run", "aside", "late", "seq")
+
+    def __init__(self) -> None:
+        self.run: deque[tuple[int, int, Any, Any]] = deque()  # in order
+        self.aside: list[tuple[int, int, Any, Any]] = []  # out of order, since the last release
+        self.late: list[tuple[int, int, Any, Any]] = []  # a heap
+        self.seq = itertools.count()
+
+    def push(self, start: int, a: Any, b: Any = None) -> None:
+        entry = (start, next(self.seq), a, b)
+        if not self.run or self.run[-1][0] <= start:
+            self.run.append(entry)
+        else:
+            self.aside.append(entry)
+
+    def pop_before(self, t: int) -> Iterator[tuple[int, int, Any, Any]]:
+        """The entries starting before ``t``, in order, each removed as it is yielded."""
+        if self.aside:
+            # Merging costs about as much as pushing onto the heap once the run is at most
+            # eight times as long as what joins it.
+            if 8 * len(self.aside) >= len(self.run):
+                self.run = deque(sorted(itertools.chain(self.run, self.aside)))
+            else:
+                for entry in self.aside:
+                    heapq.heappush(self.late, entry)
+            self.aside = []
+        run, late = self.run, self.late
+        while True:
+            if run and run[0][0] < t and not (late and late[0] < run[0]):
+                yield run.popleft()
+            elif late and late[0][0] < t:
+                yield heapq.heappop(late)
+            else:
+                return
+
+
+# ---------------------------------------------------------------------------------------
 # Windows
 
 
@@ -176,8 +248,8 @@ class Window(Operator):
         hop: int,
         offset: int,
         key_fn: Callable[[Any], Key] | None,
-        value_fns: list[Callable[[Any], Any] | None],
-        kinds: list[str],
+        values_fn: Callable[[Any], tuple[Any, ...]],
+        accumulator: Accumulator,
         projection: Callable[[Key, list[Any], datetime, datetime], Any],
         to_datetime: Callable[[int], datetime],
         new_id: Callable[[], int],
@@ -185,8 +257,8 @@ class Window(Operator):
         super().__init__()
         self.size, self.hop, self.offset = size, hop, offset
         self.key_fn = key_fn
-        self.value_fns = value_fns
-        self.kinds = kinds
+        self.values_fn = values_fn  # an event's aggregate arguments, as ``accumulator.add`` takes them
+        self.accumulator = accumulator
         self.projection = projection
         self.to_datetime = to_datetime
         self.new_id = new_id
@@ -206,73 +278,22 @@ class Window(Operator):
     def _k_hi(self, end: int) -> int:
         return (end - self.offset - 1) // self.hop
 
-    def _new_state(self) -> list[Any]:
-        state: list[Any] = [0]
-        for kind in self.kinds:
-            state.append([0, 0] if kind == "avg" else None)
-        return state
-
-    def _add(self, windows: dict[Key, list[Any]], key: Key, values: list[Any]) -> None:
-        state = windows.get(key)
-        if state is None:
-            state = windows[key] = self._new_state()
-        state[0] += 1
-        for i, kind in enumerate(self.kinds, 1):
-            v = values[i - 1]
-            if v is None:
-                continue
-            cur = state[i]
-            if kind == "sum":
-                state[i] = v if cur is None else cur + v
-            elif kind == "avg":
-                cur[0] += v
-                cur[1] += 1
-            elif kind == "min":
-                if cur is None or v < cur:
-                    state[i] = v
-            elif kind == "max":
-                if cur is None or v > cur:
-                    state[i] = v
-
-    def _results(self, state: list[Any]) -> list[Any]:
-        out: list[Any] = []
-        for i, kind in enumerate(self.kinds, 1):
-            if kind == "count":
-                out.append(state[0])
-            elif kind == "avg":
-                total, n = state[i]
-                out.append(total / n if n else None)
-            else:
-                out.append(state[i])
-        return out
-
-    def _values(self, payload: Any) -> list[Any]:
-        return [None if f is None else f(payload) for f in self.value_fns]
-
-    def _add_range(self, key: Key, values: list[Any], k_lo: int, k_hi: int) -> None:
-        for k in range(k_lo, k_hi + 1):
-            windows = self.acc.get(k)
-            if windows is None:
-                windows = self.acc[k] = {}
-                heapq.heappush(self.acc_heap, k)
-            self._add(windows, key, values)
-
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key = self.key_fn(payload) if self.key_fn else ()
-        values = self._values(payload)
+        values = self.values_fn(payload)
         if start > self.t_max:
             self.t_max = start
-        if end is not None and end < INF and end > self.t_max:
-            self.t_max = end
         k_lo = self._k_lo(start)
         if end is None or end >= INF:
             self.long[eid] = [key, values, k_lo, None]
             return
+        if end > self.t_max:
+            self.t_max = end
         k_hi = self._k_hi(end)
         if k_hi - k_lo >= self.EAGER_WINDOWS:
             self.long[eid] = [key, values, k_lo, k_hi]
         elif k_hi >= k_lo:
-            self._add_range(key, values, k_lo, k_hi)
+            self.accumulator.add(self.acc, self.acc_heap, key, values, k_lo, k_hi)
 
     def end(self, port: int, eid: int, end: int) -> None:
         rec = self.long.get(eid)
@@ -285,7 +306,7 @@ class Window(Operator):
         if k_hi - k_lo < self.EAGER_WINDOWS:
             del self.long[eid]
             if k_hi >= k_lo:
-                self._add_range(rec[0], rec[1], k_lo, k_hi)
+                self.accumulator.add(self.acc, self.acc_heap, rec[0], rec[1], k_lo, k_hi)
         else:
             rec[3] = k_hi
 
@@ -319,10 +340,7 @@ class Window(Operator):
 
     def _close(self, limit: int, open_hi: int | None) -> None:
         """Emit every non-empty window with index <= limit, in order of window start."""
-        ks: set[int] = set()
-        while self.acc_heap and self.acc_heap[0] <= limit:
-            ks.add(heapq.heappop(self.acc_heap))
-        spans: list[tuple[int, int, Key, list[Any]]] = []
+        # Long lifetimes join the windows being closed after the events added on arrival.
         for rec in self.long.values():
             lo = rec[2] if self.next_k is None else max(rec[2], self.next_k)
             hi = rec[3] if rec[3] is not None else open_hi
@@ -330,20 +348,15 @@ class Window(Operator):
                 continue
             hi = min(hi, limit)
             if lo <= hi:
-                spans.append((lo, hi, rec[0], rec[1]))
-        for lo, hi, _, _ in spans:
-            ks.update(range(lo, hi + 1))
-        for k in sorted(ks):
-            windows = self.acc.pop(k, None) or {}
-            for lo, hi, key, values in spans:
-                if lo <= k <= hi:
-                    self._add(windows, key, values)
+                self.accumulator.add(self.acc, self.acc_heap, rec[0], rec[1], lo, hi)
+        results = self.accumulator.results
+        while self.acc_heap and self.acc_heap[0] <= limit:
+            k = heapq.heappop(self.acc_heap)
             ws = self.offset + k * self.hop
             we = ws + self.size
             ws_dt, we_dt = self.to_datetime(ws), self.to_datetime(we)
-            for key, state in windows.items():
-                payload = self.projection(key, self._results(state), ws_dt, we_dt)
-                self.emit_insert(self.new_id(), ws, we, payload)
+            for key, state in self.acc.pop(k).items():
+                self.emit_insert(self.new_id(), ws, we, self.projection(key, results(state), ws_dt, we_dt))
         # Forget long lifetimes that end before the next open window.
         nxt = limit + 1
         for eid in [e for e, r in self.long.items() if r[3] is not None and r[3] < nxt]:
@@ -362,21 +375,22 @@ class _Side:
     def __init__(self) -> None:
         self.by_key: dict[Key, dict[int, list[Any]]] = {}
         self.by_id: dict[int, list[Any]] = {}
-        self.ends: list[tuple[int, int]] = []  # (end, eid) of closed events, for purging
+        self.ends = ByStart()  # the ids of closed events by end, for purging
         self.cti = NEG_INF
 
     def add(self, rec: list[Any]) -> None:
         eid, key = rec[0], rec[4]
-        self.by_key.setdefault(key, {})[eid] = rec
+        group = self.by_key.get(key)
+        if group is None:
+            group = self.by_key[key] = {}
+        group[eid] = rec
         self.by_id[eid] = rec
         if rec[2] is not None:
-            heapq.heappush(self.ends, (rec[2], eid))
+            self.ends.push(rec[2], eid)
 
     def purge(self, upto: int) -> None:
         """Drop closed events ending at or before ``upto``: nothing later can overlap them."""
-        ends = self.ends
-        while ends and ends[0][0] <= upto:
-            _, eid = heapq.heappop(ends)
+        for _, _, eid, _ in self.ends.pop_before(upto + 1):
             rec = self.by_id.pop(eid, None)
             if rec is not None:
                 group = self.by_key[rec[4]]
@@ -392,7 +406,7 @@ class _Side:
 class Join(Operator):
     """Temporal inner join with hash keys and a residual predicate.
 
-    Matching pairs wait in a heap by output start until the output CTI passes it. An
+    Matching pairs wait by output start until the output CTI passes it. An
     output whose end is not yet determined goes out as a start edge; its end edge follows
     once the end is known: both ends known, or the known end at or before the CTI of the
     side whose end is unknown (that side can no longer end earlier).
@@ -411,25 +425,30 @@ class Join(Operator):
         self.projection = projection
         self.new_id = new_id
         self.sides = (_Side(), _Side())
-        self.pending: list[tuple[int, int, list[Any], list[Any]]] = []
+        self.pending = ByStart()  # matching left and right recs by output start
         self.watches: tuple[list[tuple[int, int, list[Any]]], list[tuple[int, int, list[Any]]]] = ([], [])
         self.seq = itertools.count()
         self.out_cti = NEG_INF
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key: Key = self.key_fns[port](payload) if self.key_fns else ()
-        if any(k is None for k in key):
-            return  # a null key matches nothing
-        rec: list[Any] = [eid, start, end, payload, key, []]
+        for k in key:
+            if k is None:
+                return  # a null key matches nothing
+        # Only an open event can have open outputs to end; () spares the others a list.
+        rec: list[Any] = [eid, start, end, payload, key, [] if end is None else ()]
         other = self.sides[1 - port]
-        for orec in (other.by_key.get(key) or {}).values():
-            ostart, oend = orec[1], orec[2]
-            if (oend is not None and oend <= start) or (end is not None and end <= ostart):
-                continue
-            left, right = (rec, orec) if port == 0 else (orec, rec)
-            if self.residual is not None and not self.residual(left[3], right[3]):
-                continue
-            heapq.heappush(self.pending, (max(start, ostart), next(self.seq), left, right))
+        group = other.by_key.get(key)
+        if group:
+            residual, pending = self.residual, self.pending
+            for orec in group.values():
+                ostart, oend = orec[1], orec[2]
+                if (oend is not None and oend <= start) or (end is not None and end <= ostart):
+                    continue
+                left, right = (rec, orec) if port == 0 else (orec, rec)
+                if residual is not None and not residual(left[3], right[3]):
+                    continue
+                pending.push(start if start > ostart else ostart, left, right)
         if end is None or end > other.cti:
             self.sides[port].add(rec)
 
@@ -438,7 +457,7 @@ class Join(Operator):
         if rec is None:
             return
         rec[2] = end
-        heapq.heappush(self.sides[port].ends, (end, eid))
+        self.sides[port].ends.push(end, eid)
         for out in rec[5]:
             self._try_close(out)
         rec[5] = [o for o in rec[5] if not o[3]]
@@ -454,29 +473,37 @@ class Join(Operator):
             self._try_close(out)
         out_cti = min(self.sides[0].cti, self.sides[1].cti)
         if out_cti > self.out_cti:
-            pending = self.pending
-            while pending and pending[0][0] < out_cti:
-                start, _, left, right = heapq.heappop(pending)
-                self._emit(start, left, right)
+            for _, _, left, right in self.pending.pop_before(out_cti):
+                self._emit(left, right)
             self.out_cti = out_cti
             self.emit_cti(out_cti)
         self.sides[1 - port].purge(t)
 
     def _end_of(self, out: list[Any]) -> tuple[int, int | None]:
         """(known end or INF, the side still unknown if the end is not determined yet)."""
-        left, right = out[1], out[2]
-        le, re = left[2], right[2]
-        known = min(e for e in (le, re, INF) if e is not None)
-        for side_index, e in ((0, le), (1, re)):
-            if e is None and self.sides[side_index].cti < known:
-                return known, side_index
+        le, re = out[1][2], out[2][2]
+        known = INF
+        if le is not None and le < known:
+            known = le
+        if re is not None and re < known:
+            known = re
+        if le is None and self.sides[0].cti < known:
+            return known, 0
+        if re is None and self.sides[1].cti < known:
+            return known, 1
         return known, None
 
-    def _emit(self, start: int, left: list[Any], right: list[Any]) -> None:
+    def _emit(self, left: list[Any], right: list[Any]) -> None:
+        start = max(left[1], right[1])
         le, re = left[2], right[2]
         if (le is not None and le <= start) or (re is not None and re <= start):
             return  # an end that arrived later ruled out the overlap
         payload = self.projection(left[3], right[3])
+        if le is not None and re is not None:
+            end = le if le < re else re
+            if end < INF:
+                self.emit_insert(self.new_id(), start, end, payload)  # both ends known
+                return
         out: list[Any] = [None, left, right, False]
         end, waiting = self._end_of(out)
         oid = self.new_id()
@@ -671,40 +698,39 @@ class Egress(Operator):
 
     def __init__(self) -> None:
         super().__init__()
-        self.waiting: list[tuple[int, int, int]] = []  # (start, seq, eid)
-        self.held: dict[int, list[Any]] = {}  # eid -> [start, end or None, payload]
-        self.released_open: dict[int, int] = {}  # eid -> index in events
-        self.events: list[list[Any]] = []  # [start, end or None, payload]
-        self.raw: list[tuple[str, Any]] = []
+        self.waiting = ByStart()  # of events
+        self.held: dict[int, list[Any]] = {}  # eid -> open event not yet released
+        self.released_open: dict[int, list[Any]] = {}  # eid -> open event released
+        # What went out, in order: an event as [kind, start, end or None, payload, eid], with
+        # kind "event" (released closed) or "start" (released open); ("end", event) when a
+        # released open event ends; ("cti", t).
+        self.raw: list[Any] = []
         self.ctis: list[int] = []
-        self.seq = itertools.count()
-        self.cti_now = NEG_INF
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        self.held[eid] = [start, end, payload]
-        heapq.heappush(self.waiting, (start, next(self.seq), eid))
+        event = [None, start, end, payload, eid]
+        if end is None:
+            self.held[eid] = event
+        self.waiting.push(start, event)
 
     def end(self, port: int, eid: int, end: int) -> None:
-        held = self.held.get(eid)
-        if held is not None:
-            held[1] = end
+        event = self.held.pop(eid, None)
+        if event is not None:
+            event[2] = end  # goes out closed
             return
-        index = self.released_open.pop(eid, None)
-        if index is not None:
-            ev = self.events[index]
-            ev[1] = end
-            self.raw.append(("end", (ev[0], end, ev[2])))
+        event = self.released_open.pop(eid, None)
+        if event is not None:
+            event[2] = end
+            self.raw.append(("end", event))
 
     def cti(self, port: int, t: int) -> None:
-        waiting = self.waiting
-        while waiting and waiting[0][0] < t:
-            _, _, eid = heapq.heappop(waiting)
-            start, end, payload = self.held.pop(eid)
-            if end is None:
-                self.released_open[eid] = len(self.events)
-                self.raw.append(("start", (start, None, payload)))
+        for _, _, event, _ in self.waiting.pop_before(t):
+            if event[2] is None:
+                event[0] = "start"
+                del self.held[event[4]]
+                self.released_open[event[4]] = event
             else:
-                self.raw.append(("event", (start, end, payload)))
-            self.events.append([start, end, payload])
+                event[0] = "event"
+            self.raw.append(event)
         self.ctis.append(t)
         self.raw.append(("cti", t))
