@@ -127,7 +127,7 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
         arrivals_pass = not needs_arrival
     else:
         arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((NEG_INF,), arrivals), arrivals))
-    if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts))):
+    if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts)) and max(starts, default=NEG_INF) < INF):
         return None
     n = len(kinds)
     return zip(arrivals or itertools.repeat(NEG_INF, n), kinds, starts, ends, payloads, range(n), itertools.repeat(None))
@@ -152,6 +152,8 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
             last_arrival = arrival
         if kind not in allowed:
             raise InputError(name, position, payload, f"a {shape.name} input cannot take a row of kind {kind}")
+        if kind != CTI and start >= INF:
+            raise InputError(name, position, payload, "an event cannot start at infinity")
         if kind in (INTERVAL, END) and end <= start:
             raise InputError(name, position, payload, "end must be after start (lifetimes are [start, end))")
         if kind == START:

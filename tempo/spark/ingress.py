@@ -60,7 +60,7 @@ EVENT_KINDS = (POINT, INTERVAL, START)
 """Kinds that are received events with a start (counted by count generation)."""
 
 # Why a row was collected as breaking a rule (the ``__bad`` column).
-BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL = 1, 2, 3, 4
+BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START = 1, 2, 3, 4, 5
 
 
 @attrs.define
@@ -108,6 +108,8 @@ class InputFrame:
     rows: int | None = None  # known for item lists
     static: bool = False  # nothing can be late: every row is admitted as read
     needs_arrival: bool = False  # the input takes part in an import
+    kinds_vary: bool = True  # rows may be of several kinds (else: all events of the shape)
+    has_arrival: bool = True  # rows carry arrival times
     blocks: Blocks | None = None
     collected: list[Row] = attrs.Factory(list)  # what the scan job kept (see ``scan``)
 
@@ -229,7 +231,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
         kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
         F.monotonically_increasing_id().alias(FILE), *[F.col(f"`{n}`") for n in names],
     )
-    frame = InputFrame(node, decl, df, None)
+    frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
     # a kind column or CTIs from settings, there is nothing to check but each row itself.
     frame.static = _nothing_can_be_late(node) and source.kind is None and source.arrival is None
@@ -394,21 +396,23 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
     generates = gen is not None and gen.frequency is not None
     # One window over the narrow rows: running aggregates within the block; the blocks
     # before come from the figures (a broadcast join after the window keeps its partitioning).
+    none = F.lit(None).cast("long")
+    rn = F.row_number().over(w)
     df = df.select(
-        BLOCK, ORDER, FILE, KIND, S, E, ARR, "__imp",
-        F.row_number().over(w).alias("__rn"),
-        F.sum(counted.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, 0)).alias("__counted"),
-        (F.max(period).over(before) if period is not None else F.lit(None).cast("long")).alias("__period_before"),
-        F.max(ARR).over(before).alias("__arr_in_block"),
+        BLOCK, ORDER, FILE, KIND, S, E, ARR, "__imp", rn.alias("__rn"),
+        # Only the running aggregates the input needs: each costs the window a pass.
+        (F.sum(counted.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, 0)) if frame.kinds_vary else none).alias("__counted"),
+        (F.max(period).over(before) if period is not None else none).alias("__period_before"),
+        (F.max(ARR).over(before) if frame.has_arrival else none).alias("__arr_in_block"),
         # A generated CTI is some counted event's start minus the delay: the latest start
         # before a row bounds them all (a CTI row's time bounds itself).
-        (F.max(F.when(counted, F.col(S))).over(before) - delay if generates else F.lit(None).cast("long")).alias("__latest_before"),
-        F.max(F.when(kind == CTI, F.col(S))).over(before).alias("__explicit_before"),
+        (F.max(F.when(counted, F.col(S))).over(before) - delay if generates else none).alias("__latest_before"),
+        (F.max(F.when(kind == CTI, F.col(S))).over(before) if frame.kinds_vary else none).alias("__explicit_before"),
     ).join(_block_table(spark, frame), BLOCK)
     generated: Column = F.lit(None).cast("long")
     if gen is not None and gen.frequency is not None:
         if isinstance(gen.frequency, int):
-            index = F.col("__p_counted") + F.col("__counted")
+            index = F.col("__p_counted") + (F.col("__counted") if frame.kinds_vary else F.col("__rn"))  # else every row counts
             generated = F.when(counted & (index % gen.frequency == 0), F.col(S) - delay)
         else:
             assert period is not None
@@ -430,6 +434,7 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
     bad = (
         F.when(kind.isNull() | ~kind.isin(*allowed), F.lit(BAD_KIND))
         .when(F.col(S).isNull() | F.col(E).isNull() | (kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S))), F.lit(BAD_ROW))
+        .when((kind != CTI) & (F.col(S) >= INF), F.lit(BAD_START))
         .when(F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL))
         .when(F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL))
         .otherwise(F.lit(0))
@@ -520,6 +525,7 @@ _BAD_RULES = {
     BAD_KIND: "bad row: a kind this input's shape does not take",
     BAD_ARRIVAL: "arrival times must not decrease within an input",
     NO_ARRIVAL: "this input takes part in a CTI import, so every row needs an arrival time",
+    BAD_START: "an event cannot start at infinity",
 }
 
 
@@ -631,8 +637,8 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     if frame.static:
         # A row that breaks a rule fails the query where it is read; run() and metrics()
         # check first and name it (see ``finish``).
-        bad = F.col(S).isNull() | F.col(E).isNull() | ((kind == INTERVAL) & (F.col(E) <= F.col(S)))
-        message = f"tempo: input {node.name!r} has a row with a null time or an end not after its start (SparkExecutor.run names it)"
+        bad = _breaks_a_rule()
+        message = f"tempo: input {node.name!r} has a row with a null time, a start at infinity or an end not after its start (SparkExecutor.run names it)"
         start = F.when(bad, F.raise_error(F.lit(message)).cast("long")).otherwise(F.col(S))
         out = frame.df.select(start.alias(S), F.least(F.col(E), F.lit(INF)).alias(E), *payload)
         return Admitted(out, None, frame, None)
@@ -752,14 +758,18 @@ def finish(
     return metrics, rejected
 
 
+def _breaks_a_rule() -> Column:
+    """A row of an input where nothing can be late (points or intervals) breaking a rule."""
+    return F.col(S).isNull() | F.col(E).isNull() | (F.col(S) >= INF) | ((F.col(KIND) == INTERVAL) & (F.col(E) <= F.col(S)))
+
+
 def validate(spark: SparkSession, admitted: Admitted, cti_replay: CtiReplay) -> int:
     """Count the rows of an input where nothing can be late, checking each (one job); a row
     that breaks a rule raises as the in-memory executor raises, named by the scan."""
     if admitted.received is None:
         frame = admitted.frame
         assert frame.df is not None
-        kind = F.col(KIND)
-        bad = F.col(S).isNull() | F.col(E).isNull() | ((kind == INTERVAL) & (F.col(E) <= F.col(S)))
+        bad = _breaks_a_rule()
         r = frame.df.agg(F.count(F.lit(1)).alias("n"), F.max(bad.cast("int")).alias("bad")).collect()[0]
         if r["bad"]:
             frame.static = False

@@ -149,5 +149,26 @@ def test_nothing_late_table_reads_without_ingress_jobs_and_still_checks_rows(spa
         spark.run(query(bad_path))
     assert spark_error.value.position == memory_error.value.position == 2
     frame = spark.to_dataframe(query(bad_path))  # lazy: nothing read yet
-    with pytest.raises(Exception, match="tempo: input 'in' has a row with a null time or an end not after its start"):
+    with pytest.raises(Exception, match="tempo: input .in. has a row with a null time"):
         frame.collect()
+
+
+def test_a_table_event_cannot_start_at_infinity(spark_session: Any, tmp_path: Path) -> None:
+    """As for items, a table row whose event starts at infinity (item #1 here) is an
+    InputError on both executors, with or without CTIs to check."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tempo.spark import SparkExecutor
+    from tempo.ticks import INF
+
+    origin_us = (ORIGIN - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+    path = tmp_path / "inf.parquet"
+    pq.write_table(pa.table({"seq": [0, 1, 2], "start": [5, INF - origin_us, 7], "key": [1, 1, 1], "value": [1, 2, 3]}), path)
+    source = ParquetSource(str(path), Ev, start="start", order="seq", time_origin=ORIGIN)
+    for adv in (AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)),
+                AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True))):
+        for executor in (InMemoryExecutor(), SparkExecutor(spark_session)):
+            with pytest.raises(InputError, match="cannot start at infinity") as error:
+                executor.run(Stream.create("in", source, EventShape.POINT, adv))
+            assert error.value.position == 1, executor
