@@ -1134,6 +1134,23 @@ def test_join_residual_only(executor: Any) -> None:
     assert sorted_evs(r) == [iv(0, 10, Pair(5, 7)), iv(0, 10, Pair(5, 9))]
 
 
+def test_join_without_key_points_and_long_intervals(executor: Any) -> None:
+    """on l.v >= r.v (no equality key), points joined with intervals, some much longer than
+    the others (on Spark: a join on time buckets, where [1,100) is a long event).
+
+        right  [0,4) r1   [3,13) r2   [2,40) r3   [1,100) r4
+        left   P1 v11     P5 v15     P12 v22     P30 v40     P50 v0 (matches nothing)
+        out    each point with every interval it lies in; lifetime [t, t+1)
+    """
+    flush = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
+    left = Stream.create("left", [Point(T(t), LV(1, v)) for t, v in ((1, 11), (5, 15), (12, 22), (30, 40), (50, 0))], EventShape.POINT, flush)
+    spans = ((0, 4, 1), (3, 13, 2), (2, 40, 3), (1, 100, 4))
+    right = Stream.create("right", [Interval(T(s), T(e), RV(1, r)) for s, e, r in spans], EventShape.INTERVAL, flush)
+    r = run(executor, left.join(right, on=lambda l, r: l.v >= r.v, select=lambda l, r: Pair(l=l.v, r=r.v)))
+    expected = [(1, 11, 1), (1, 11, 4), (5, 15, 2), (5, 15, 3), (5, 15, 4), (12, 22, 2), (12, 22, 3), (12, 22, 4), (30, 40, 3), (30, 40, 4)]
+    assert sorted_evs(r) == sorted((pt(t, Pair(l, rv)) for t, l, rv in expected), key=key)
+
+
 def test_join_output_cti_is_min_of_both(executor: Any) -> None:
     """Output CTI = min(left CTI, right CTI), with the inputs interleaved by arrival.
 
