@@ -348,12 +348,10 @@ class Ingress:
         cti = self.cti
         if not self.has_policy:
             self._violation(rec, "the event starts")
-        # A point always moves to the CTI; nothing can move to infinity.
-        if self.adjust and cti < INF and (kind == POINT or end > cti):
-            if kind == POINT:
-                end = cti + 1
-            self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", cti, end))
-            return cti, end
+        lifetime = adjusted_lifetime(kind, end, cti) if self.adjust else None
+        if lifetime is not None:
+            self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", *lifetime))
+            return lifetime
         self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
         if kind == START:
             self.open_edges.setdefault(start, []).append([payload, None, start])
@@ -384,6 +382,15 @@ class Ingress:
             end = max(end, admitted_start + 1)
         if end < INF:  # ending at infinity leaves the event open
             self.emit_end(eid, end)
+
+
+def adjusted_lifetime(kind: int, end: int, cti: int) -> tuple[int, int] | None:
+    """The lifetime ADJUST gives an event (point, interval or start edge) starting before
+    ``cti``, or None when it must be dropped: a point always moves to the CTI, a longer
+    lifetime starts there if it still reaches past it; nothing moves to infinity."""
+    if cti < INF and (kind == POINT or end > cti):
+        return cti, cti + 1 if kind == POINT else end
+    return None
 
 
 def item_of(rec: Prepared) -> Any:

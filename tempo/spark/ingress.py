@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -38,7 +38,7 @@ from tempo.errors import CompileError, CtiViolationError, ImportOrderError, Inpu
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.memory.executor import CtiReplay, Key
-from tempo.memory.ingress import CTI, END, INTERVAL, POINT, START, TimestampMode, item_of, prepare
+from tempo.memory.ingress import CTI, END, INTERVAL, POINT, START, TimestampMode, adjusted_lifetime, item_of, prepare
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
 from tempo.result import Action, InputMetrics, Rule
@@ -82,7 +82,11 @@ class Blocks:
     arrival: dict[int, int] = attrs.Factory(dict)  # largest arrival
 
     def column(self) -> Column:
-        return F.floor((F.col(ORDER) - F.lit(self.lo)) / F.lit(self.width)).cast("long")
+        return self.of(F.col(ORDER))
+
+    def of(self, order: Column) -> Column:
+        """The block of an order value."""
+        return F.floor((order - F.lit(self.lo)) / F.lit(self.width)).cast("long")
 
     def prefix(self, per_block: dict[int, int], combine: str, default: int) -> dict[int, int]:
         """For each block, the sum (or max) over the blocks before it."""
@@ -196,7 +200,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
     else:
         raise CompileError(f"the Spark executor cannot read {source!r}")
     if needs_arrival and not source.arrival:
-        raise ImportOrderError(node.name, 0, None, "this input takes part in a CTI import, so every row needs an arrival time")
+        raise ImportOrderError(node.name, 0, None, _BAD_RULES[NO_ARRIVAL])
     origin = source.origin_ticks()
 
     def ticks(name: str) -> Column:
@@ -507,7 +511,6 @@ class Verdicts:
     events: list[tuple[int, int, int, int, int, int]]  # (ORDER, FILE, status, cti, start, end) of events not admitted as read
     ends: list[tuple[int, int, int]]  # (ORDER, FILE, cti) of end edges ending before their CTI
     positions: dict[tuple[int, int], int]  # (ORDER, FILE) -> position, of the rows collected
-    rows: dict[tuple[int, int], Row]  # (ORDER, FILE) -> collected row
 
 
 def _in_force(steps: list[tuple[Key, int]]) -> Any:
@@ -559,12 +562,12 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
                 "the event starts before the current CTI; this input has no AdvanceTimeSettings, "
                 "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
             )
-        # A point always moves to the CTI; nothing can move to infinity.
-        if adjust and cti < INF and (kind == POINT or e > cti):
-            events.append((r[ORDER], r[FILE], ADJUSTED, cti, cti, cti + 1 if kind == POINT else e))
+        lifetime = adjusted_lifetime(kind, e, cti) if adjust else None
+        if lifetime is not None:
+            events.append((r[ORDER], r[FILE], ADJUSTED, cti, *lifetime))
         else:
             events.append((r[ORDER], r[FILE], DROPPED, cti, s, e))
-    return Verdicts(events, ends, {_key(r): r[POS] for r in rows}, {_key(r): r for r in rows})
+    return Verdicts(events, ends, {_key(r): r[POS] for r in rows})
 
 
 def _key(r: Any) -> tuple[int, int]:
@@ -607,7 +610,7 @@ def _positions(spark: SparkSession, frame: InputFrame, keys: Sequence[tuple[int,
         return {}
     assert frame.df is not None and frame.blocks is not None
     prefix = frame.blocks.prefix(frame.blocks.rows, "sum", 0)
-    wanted = spark.createDataFrame([(o, f) for o, f in keys], "__ko long, __kf long").withColumn(BLOCK, F.floor((F.col("__ko") - F.lit(frame.blocks.lo)) / F.lit(frame.blocks.width)).cast("long"))
+    wanted = spark.createDataFrame([(o, f) for o, f in keys], "__ko long, __kf long").withColumn(BLOCK, frame.blocks.of(F.col("__ko")))
     earlier = (F.col(ORDER) < F.col("__ko")) | ((F.col(ORDER) == F.col("__ko")) & (F.col(FILE) < F.col("__kf")))
     counts = frame.df.join(F.broadcast(wanted), BLOCK).groupBy(BLOCK, "__ko", "__kf").agg(F.sum(earlier.cast("long")).alias("n")).collect()
     return {(r["__ko"], r["__kf"]): prefix[r[BLOCK]] + r["n"] for r in counts}
