@@ -24,6 +24,7 @@ from tempo.settings import (
     AdvanceTimeImportSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
+    EventOrderingSettings,
 )
 from tempo.sources import ItemSource, Source
 from tempo.ticks import INFINITY, TICK, is_infinite
@@ -39,6 +40,7 @@ __all__ = [
     "CtiViolationError",
     "EdgeEnd",
     "EdgeStart",
+    "EventOrderingSettings",
     "EventShape",
     "Executor",
     "GroupedStream",

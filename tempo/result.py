@@ -32,6 +32,10 @@ class Rule(str, enum.Enum):
     """An end edge ended before the input's current CTI."""
     START_EDGE_DROPPED = "start edge dropped"
     """An end edge whose start edge had been dropped."""
+    EARLY_ARRIVAL = "early arrival"
+    """An event starting more than the early-arrival window after its arrival (dropped)."""
+    LATE_ARRIVAL = "late arrival"
+    """An event starting more than the late-arrival tolerance before its arrival."""
 
 
 class Action(str, enum.Enum):
@@ -77,6 +81,12 @@ class InputMetrics:
     """Explicit ``Cti`` items that advanced the input's time."""
     ctis_ignored: int = 0
     """CTIs of any origin at or before the input's current CTI (CTIs never go back)."""
+    early_dropped: int = 0
+    """Events dropped for arriving too early (ordering settings)."""
+    late_adjusted: int = 0
+    """Events moved up to arrival minus the late-arrival tolerance (ordering settings)."""
+    late_dropped: int = 0
+    """Events dropped for arriving too late (ordering settings)."""
 
 
 RawItem = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T], Cti]

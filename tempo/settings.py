@@ -7,6 +7,7 @@ reference implementation) and in ``docs/semantics.md``.
 from __future__ import annotations
 
 import enum
+from typing import Any
 from datetime import timedelta
 
 import attrs
@@ -79,6 +80,35 @@ class AdvanceTimeImportSettings:
     stream_name: str
 
 
+def _check_tolerance(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None and attribute.name != "out_of_order_tolerance":
+        return
+    if not isinstance(value, timedelta):
+        raise QueryBuildError(f"EventOrderingSettings.{attribute.name} must be a timedelta, got {value!r}")
+    if value < timedelta(0):
+        raise QueryBuildError(f"EventOrderingSettings.{attribute.name} must not be negative, got {value}")
+    if value % timedelta(microseconds=1):
+        raise QueryBuildError(f"EventOrderingSettings.{attribute.name} must be a whole number of ticks (microseconds)")
+
+
+@attrs.frozen
+class EventOrderingSettings:
+    """Azure Stream Analytics' event-ordering policies, as CTIs (docs/semantics.md 3.10).
+
+    Every item needs an arrival time. In arrival order, an event starting more than
+    ``early_arrival_window`` after its arrival is dropped (under either policy) and moves no
+    time; one starting more than ``late_arrival_tolerance`` before its arrival is late: the
+    policy drops it or moves it to arrival minus the tolerance; then the usual CTI check
+    applies, the CTI being the largest admitted start minus ``out_of_order_tolerance``, or
+    arrival minus the late-arrival tolerance if that is later. ``None`` turns the early
+    window or the late tolerance off. The defaults are ASA's.
+    """
+
+    out_of_order_tolerance: timedelta = attrs.field(default=timedelta(0), validator=_check_tolerance)
+    late_arrival_tolerance: timedelta | None = attrs.field(default=timedelta(seconds=5), validator=_check_tolerance)
+    early_arrival_window: timedelta | None = attrs.field(default=timedelta(minutes=5), validator=_check_tolerance)
+
+
 @attrs.frozen
 class AdvanceTimeSettings:
     """Generation and/or import of CTIs for one input, and the violation policy.
@@ -90,12 +120,18 @@ class AdvanceTimeSettings:
     generation: AdvanceTimeGenerationSettings | None = None
     import_: AdvanceTimeImportSettings | None = None
     policy: AdvanceTimePolicy = AdvanceTimePolicy.DROP
+    ordering: EventOrderingSettings | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.generation is None and self.import_ is None:
+        if self.generation is None and self.import_ is None and self.ordering is None:
             raise QueryBuildError(
-                "AdvanceTimeSettings needs generation settings, import settings or both; "
-                "got neither (an input without settings takes only its explicit Cti items)"
+                "AdvanceTimeSettings needs generation, import or ordering settings; "
+                "got none (an input without settings takes only its explicit Cti items)"
+            )
+        if self.ordering is not None and self.generation is not None and self.generation.frequency is not None:
+            raise QueryBuildError(
+                "ordering settings generate the input's CTIs themselves: give generation settings "
+                "only for the flush at the end (frequency=None)"
             )
         if not isinstance(self.policy, AdvanceTimePolicy):
             raise QueryBuildError(f"AdvanceTimeSettings.policy must be an AdvanceTimePolicy, got {self.policy!r}")

@@ -249,6 +249,12 @@ class Ingress:
         self.period = duration_ticks(gen.frequency) if gen and isinstance(gen.frequency, timedelta) else 0
         self.delay = duration_ticks(gen.delay) if gen else 0
         self.flush = bool(gen and gen.advance_to_infinity_on_shutdown)
+        ordering = settings.ordering if settings else None
+        self.ordered = ordering is not None
+        self.out_of_order = duration_ticks(ordering.out_of_order_tolerance) if ordering else 0
+        self.late = duration_ticks(ordering.late_arrival_tolerance) if ordering and ordering.late_arrival_tolerance is not None else None
+        self.early = duration_ticks(ordering.early_arrival_window) if ordering and ordering.early_arrival_window is not None else None
+        self.latest_admitted = NEG_INF  # largest admitted start (ordering settings)
         self.cti = NEG_INF
         self.count = 0
         self.last_period: int | None = None
@@ -286,13 +292,21 @@ class Ingress:
             self.advance(INF, "generated")
 
     # ---- events -------------------------------------------------------------------------
-    def _reject(self, rec: Prepared, rule: Rule, action: Action, admitted_as: Any = None) -> None:
-        self.rejected.append((self.name, rec[5], rec[6] or item_of(rec), rule, action, self.cti, admitted_as))
+    def _reject(self, rec: Prepared, rule: Rule, action: Action, admitted_as: Any = None, bound: int | None = None) -> None:
+        """On record: ``bound`` is the time the event was held against (the CTI by default)."""
+        self.rejected.append((self.name, rec[5], rec[6] or item_of(rec), rule, action, self.cti if bound is None else bound, admitted_as))
         if action is Action.DROPPED:
             self.metrics.dropped += 1
         else:
             self.metrics.adjusted += 1
             self.metrics.admitted += 1
+        if rule is Rule.EARLY_ARRIVAL:
+            self.metrics.early_dropped += 1
+        elif rule is Rule.LATE_ARRIVAL:
+            if action is Action.DROPPED:
+                self.metrics.late_dropped += 1
+            else:
+                self.metrics.late_adjusted += 1
 
     def _violation(self, rec: Prepared, what: str) -> None:
         raise CtiViolationError(
@@ -307,19 +321,34 @@ class Ingress:
             self.advance(rec[2], "explicit")
             return
         self.metrics.received += 1
+        if self.ordered and rec[0] <= NEG_INF:
+            raise InputError(self.name, rec[5], rec[6] or item_of(rec), "an input with ordering settings needs an arrival time on every item")
         if kind == END:
             self._end_edge(rec)
+            self._order_cti(rec[0], None)
             return
         start, end, payload = rec[2], rec[3], rec[4]
-        admitted_start: int | None = start
-        if start >= self.cti:
+        lifetime: tuple[int, int] | None = (start, end)
+        rule: Rule | None = None  # the last check that moved or dropped the event
+        bound = NEG_INF  # the time that check held it against
+        if self.ordered:
+            lifetime, rule, bound = self._arrival_checks(rec)
+        if lifetime is not None and lifetime[0] < self.cti:
+            if not self.has_policy:
+                self._violation(rec, "the event starts")
+            rule, bound = Rule.START_BEFORE_CTI, self.cti
+            lifetime = self._policy(kind, lifetime[1], bound)
+        if rule is None:
             self.metrics.admitted += 1
+        elif lifetime is None:
+            self._reject(rec, rule, Action.DROPPED, bound=bound)
+            if kind == START:
+                self.open_edges.setdefault(start, []).append([payload, None, start])
         else:
-            lifetime = self._late(rec)
-            if lifetime is None:
-                admitted_start = None
-            else:
-                admitted_start, end = lifetime
+            self._reject(rec, rule, Action.ADJUSTED, ("lifetime", *lifetime), bound=bound)
+        admitted_start: int | None = None
+        if lifetime is not None:
+            admitted_start, end = lifetime
         if admitted_start is not None:
             eid = self.new_id()
             if kind == START:
@@ -328,6 +357,9 @@ class Ingress:
             else:
                 # A lifetime ending at infinity is open: every operator treats the two alike.
                 self.emit_insert(eid, admitted_start, end if end < INF else None, payload)
+        if self.ordered:
+            self._order_cti(rec[0], admitted_start)
+            return
         # Generation counts every received event, admitted or not, at its received start.
         if self.every_n:
             self.count += 1
@@ -341,21 +373,32 @@ class Ingress:
                 self.last_period = period
                 self.advance(start - self.delay, "generated")
 
-    def _late(self, rec: Prepared) -> tuple[int, int] | None:
-        """An event starting before the CTI, by the policy: the lifetime it is admitted with
-        (ADJUST), or None when dropped; either way on record."""
-        kind, start, end, payload = rec[1], rec[2], rec[3], rec[4]
-        cti = self.cti
-        if not self.has_policy:
-            self._violation(rec, "the event starts")
-        lifetime = adjusted_lifetime(kind, end, cti) if self.adjust else None
-        if lifetime is not None:
-            self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", *lifetime))
-            return lifetime
-        self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
-        if kind == START:
-            self.open_edges.setdefault(start, []).append([payload, None, start])
-        return None
+    def _arrival_checks(self, rec: Prepared) -> tuple[tuple[int, int] | None, Rule | None, int]:
+        """The early and late checks of ordering settings, before the CTI check: the lifetime
+        the event goes on with (None: dropped), the rule that changed it, and its bound."""
+        kind, arrival, start, end = rec[1], rec[0], rec[2], rec[3]
+        if self.early is not None and start > arrival + self.early:
+            return None, Rule.EARLY_ARRIVAL, arrival + self.early  # dropped under either policy
+        if self.late is not None and start < arrival - self.late:
+            bound = arrival - self.late
+            return self._policy(kind, end, bound), Rule.LATE_ARRIVAL, bound
+        return (start, end), None, NEG_INF
+
+    def _policy(self, kind: int, end: int, bound: int) -> tuple[int, int] | None:
+        """The lifetime an event starting before ``bound`` is admitted with (ADJUST), or None."""
+        return adjusted_lifetime(kind, end, bound) if self.adjust else None
+
+    def _order_cti(self, arrival: int, admitted_start: int | None) -> None:
+        """After each item of an input with ordering settings: the CTI trails the largest
+        admitted start by the out-of-order tolerance, and the arrival by the late-arrival
+        tolerance."""
+        if admitted_start is not None and admitted_start > self.latest_admitted:
+            self.latest_admitted = admitted_start
+        candidate = self.latest_admitted - self.out_of_order if self.latest_admitted > NEG_INF else NEG_INF
+        if self.late is not None:
+            candidate = max(candidate, arrival - self.late)
+        if candidate > NEG_INF:
+            self.advance(candidate, "generated")
 
     def _end_edge(self, rec: Prepared) -> None:
         start, end, payload = rec[2], rec[3], rec[4]

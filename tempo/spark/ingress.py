@@ -164,6 +164,8 @@ def input_frame(
     Spark ingress.
     """
     source = node.source
+    if node.settings is not None and node.settings.ordering is not None:
+        raise CompileError(f"input {node.name!r}: the Spark executor does not take EventOrderingSettings yet")
     if isinstance(source, ItemSource) or not isinstance(source, TableSource):
         if local_limit:
             prepared = list(prepare(node, mode, needs_arrival))
