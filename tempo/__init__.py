@@ -15,10 +15,10 @@ from tempo.errors import (
     TempoError,
     TraceError,
 )
-from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
+from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point
 from tempo.executors import Executor, get_executor, spark_available
 from tempo.memory import InMemoryExecutor
-from tempo.result import Action, InputMetrics, OutputEvent, Rejection, Result, Rule
+from tempo.result import Action, EventCounts, InputMetrics, OutputEvent, Rejection, Result, Rule
 from tempo.settings import (
     AdvanceTimeGenerationSettings,
     AdvanceTimeImportSettings,
@@ -40,11 +40,13 @@ __all__ = [
     "CtiViolationError",
     "EdgeEnd",
     "EdgeStart",
+    "EventCounts",
     "EventOrderingSettings",
     "EventShape",
     "Executor",
     "GroupedStream",
     "GroupedWindowedStream",
+    "Heartbeat",
     "INFINITY",
     "ImportOrderError",
     "InMemoryExecutor",

@@ -74,10 +74,19 @@ class Cti:
     arrival: datetime | None = None
 
 
+@attrs.frozen
+class Heartbeat:
+    """The arrival clock moved to ``arrival`` with no event: an input with ordering settings
+    advances its CTI to ``arrival`` minus its late-arrival tolerance, and so does every
+    other such input of the query (see ``docs/semantics.md``, "Progress without events")."""
+
+    arrival: datetime
+
+
 Event = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T]]
 """Any event item."""
 
-InputItem = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T], Cti]
+InputItem = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T], Cti, Heartbeat]
 """Anything an input may deliver."""
 
 SHAPE_ITEMS: dict[EventShape, tuple[type, ...]] = {
@@ -85,4 +94,4 @@ SHAPE_ITEMS: dict[EventShape, tuple[type, ...]] = {
     EventShape.INTERVAL: (Interval,),
     EventShape.EDGE: (EdgeStart, EdgeEnd),
 }
-"""Which event items each shape admits (every shape admits ``Cti``)."""
+"""Which event items each shape admits (every shape admits ``Cti`` and ``Heartbeat``)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, Union
 
 import attrs
@@ -61,32 +61,51 @@ class Rejection:
 
 
 @attrs.define
-class InputMetrics:
-    """What happened at one input. ``received == admitted + dropped``."""
+class EventCounts:
+    """What happened to the events of one input, or of one substream of it.
+    ``received == admitted + dropped``; each rejection is also counted under its rule."""
 
     received: int = 0
-    """Event items read (points, intervals, start and end edges; not CTIs)."""
+    """Event items read (points, intervals, start and end edges; not CTIs or heartbeats)."""
     admitted: int = 0
     """Event items that entered the query, adjusted or not."""
     adjusted: int = 0
     """Admitted after the ADJUST policy changed their lifetime."""
     dropped: int = 0
-    """Not admitted (DROP policy, ADJUST of a lifetime wholly before the CTI, or an end
-    edge whose start edge was dropped)."""
+    """Not admitted (DROP policy, ADJUST of a lifetime wholly before the CTI, an early
+    arrival, or an end edge whose start edge was dropped)."""
+    early_dropped: int = 0
+    """Events dropped for starting more than the early-arrival window after their arrival."""
+    late_adjusted: int = 0
+    """Events moved up to their arrival minus the late-arrival tolerance."""
+    late_dropped: int = 0
+    """Events dropped for starting more than the late-arrival tolerance before their arrival."""
+    out_of_order_adjusted: int = 0
+    """Events of an input with ordering settings moved up to the CTI (ASA's out-of-order
+    adjustment). An event both late and out of order counts here and as late."""
+    out_of_order_dropped: int = 0
+    """Events of an input with ordering settings dropped for starting before the CTI."""
+
+
+@attrs.define
+class InputMetrics(EventCounts):
+    """What happened at one input: its events' fate, its CTIs, and for inputs with
+    ordering settings the watermark delay and the per-substream counts."""
+
     ctis_generated: int = 0
-    """Generated CTIs that advanced the input's time."""
+    """Generated CTIs that advanced the input's time (ordering settings generate too)."""
     ctis_imported: int = 0
     """Imported CTIs that advanced the input's time."""
     ctis_explicit: int = 0
     """Explicit ``Cti`` items that advanced the input's time."""
     ctis_ignored: int = 0
-    """CTIs of any origin at or before the input's current CTI (CTIs never go back)."""
-    early_dropped: int = 0
-    """Events dropped for arriving too early (ordering settings)."""
-    late_adjusted: int = 0
-    """Events moved up to arrival minus the late-arrival tolerance (ordering settings)."""
-    late_dropped: int = 0
-    """Events dropped for arriving too late (ordering settings)."""
+    """CTIs at or before the input's current CTI (CTIs never go back). Ordering settings
+    move the CTI continuously and count only the moves, never an ignored CTI."""
+    watermark_delays: list[tuple[datetime, timedelta]] = attrs.Factory(list)
+    """Inputs with ordering settings: ``(arrival clock, arrival clock - CTI)`` each time
+    either changes, before the flush at the end."""
+    substreams: dict[Any, EventCounts] = attrs.Factory(dict)
+    """Inputs with substreams (``over=``): the counts of each key's events."""
 
 
 RawItem = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T], Cti]

@@ -133,5 +133,10 @@ class AdvanceTimeSettings:
                 "ordering settings generate the input's CTIs themselves: give generation settings "
                 "only for the flush at the end (frequency=None)"
             )
+        if self.ordering is not None and self.import_ is not None:
+            raise QueryBuildError(
+                "ordering settings and a CTI import do not combine: an input with ordering settings "
+                "already follows the query's arrival clock, which keeps a quiet input moving"
+            )
         if not isinstance(self.policy, AdvanceTimePolicy):
             raise QueryBuildError(f"AdvanceTimeSettings.policy must be an AdvanceTimePolicy, got {self.policy!r}")

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
 from tempo.errors import QueryBuildError
-from tempo.events import Cti, EventShape, InputItem
+from tempo.events import Cti, EventShape, Heartbeat, InputItem
 from tempo.settings import AdvanceTimeSettings
 
 T = TypeVar("T")
@@ -57,7 +57,7 @@ class ItemSource(Source[T]):
 
     def _infer_payload_type(self) -> type[T] | None:
         for item in self._items or ():
-            if not isinstance(item, Cti):
+            if not isinstance(item, (Cti, Heartbeat)):
                 return type(item.payload)
         return None
 
@@ -94,7 +94,7 @@ class TableSource(Source[T]):
     def __init__(
         self,
         payload_type: type[T],
-        start: str,
+        start: str | None,
         end: str | None = None,
         kind: str | None = None,
         arrival: str | None = None,
@@ -103,7 +103,11 @@ class TableSource(Source[T]):
         settings: AdvanceTimeSettings | None = None,
     ) -> None:
         self.payload_type = payload_type
-        self.start, self.end, self.kind, self.arrival = start, end, kind, arrival
+        time_column = start if start is not None else arrival
+        if time_column is None:
+            raise QueryBuildError("a table source needs a start column, or an arrival column to take the time from")
+        self.start: str = time_column
+        self.end, self.kind, self.arrival = end, kind, arrival
         self.order = order if order is not None else arrival
         self.time_origin = time_origin
         self._settings = settings
@@ -131,7 +135,7 @@ class TableSource(Source[T]):
 class ParquetSource(TableSource[T]):
     """Rows of a Parquet file or directory."""
 
-    def __init__(self, path: str, payload_type: type[T], start: str, **columns: Any) -> None:
+    def __init__(self, path: str, payload_type: type[T], start: str | None, **columns: Any) -> None:
         super().__init__(payload_type, start, **columns)
         self.path = path
 
@@ -147,7 +151,7 @@ class ParquetSource(TableSource[T]):
 class CsvSource(TableSource[T]):
     """Rows of a CSV file with a header row."""
 
-    def __init__(self, path: str, payload_type: type[T], start: str, **columns: Any) -> None:
+    def __init__(self, path: str, payload_type: type[T], start: str | None, **columns: Any) -> None:
         super().__init__(payload_type, start, **columns)
         self.path = path
 
@@ -163,7 +167,7 @@ class CsvSource(TableSource[T]):
 class DataFrameSource(TableSource[T]):
     """Rows of a Spark DataFrame (the in-memory executor collects it through Arrow)."""
 
-    def __init__(self, df: Any, payload_type: type[T], start: str, **columns: Any) -> None:
+    def __init__(self, df: Any, payload_type: type[T], start: str | None, **columns: Any) -> None:
         super().__init__(payload_type, start, **columns)
         self.df = df
 
@@ -177,7 +181,7 @@ class DataFrameSource(TableSource[T]):
 class SparkTableSource(TableSource[T]):
     """Rows of a table in the Spark catalog."""
 
-    def __init__(self, name: str, payload_type: type[T], start: str, **columns: Any) -> None:
+    def __init__(self, name: str, payload_type: type[T], start: str | None, **columns: Any) -> None:
         super().__init__(payload_type, start, **columns)
         self.name = name
 

@@ -58,6 +58,7 @@ class Stream(Generic[T]):
         settings: AdvanceTimeSettings | None = None,
         *,
         payload_type: type[T],
+        over: Callable[[T], Any] | None = None,
     ) -> Stream[T]: ...
 
     @overload
@@ -67,6 +68,8 @@ class Stream(Generic[T]):
         source: Source[T] | Iterable[InputItem[T]],
         shape: EventShape,
         settings: AdvanceTimeSettings | None = None,
+        *,
+        over: Callable[[T], Any] | None = None,
     ) -> Stream[T]: ...
 
     @staticmethod
@@ -77,6 +80,7 @@ class Stream(Generic[T]):
         settings: AdvanceTimeSettings | None = None,
         *,
         payload_type: type[Any] | None = None,
+        over: Callable[[Any], Any] | None = None,
     ) -> Stream[Any]:
         """Declare an input, as StreamInsight's ``CepStream.Create``.
 
@@ -85,6 +89,10 @@ class Stream(Generic[T]):
         defaults; with neither, the input advances only by its explicit ``Cti`` items and
         a CTI violation is an error. ``payload_type`` pins ``T`` when the items cannot
         (an empty list, or a list mixing events and CTIs that mypy types as ``object``).
+
+        ``over`` splits the input into substreams by a key of the payload (ASA's
+        ``TIMESTAMP BY ... OVER key``): with ordering settings each key keeps its own CTI, so
+        one device's skewed clock neither drops nor delays another's events.
         """
         if not isinstance(source, Source):
             source = ItemSource(source, payload_type)
@@ -99,7 +107,8 @@ class Stream(Generic[T]):
             )
         record_fields(source.payload_type)  # resolve annotations now, so errors surface here
         effective = settings if settings is not None else source.advance_time_settings(shape)
-        return Stream(p.SourceNode(name, source, shape, effective))
+        key = trace_records(over, [source.payload_type]) if over is not None else None
+        return Stream(p.SourceNode(name, source, shape, effective, key))
 
     @property
     def payload_type(self) -> type[T]:

@@ -18,7 +18,7 @@ from tempo.api.stream import Stream
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point
 from tempo.memory import codegen
 from tempo.memory import operators as ops
-from tempo.memory.ingress import Ingress, Prepared, TimestampMode, prepare, prepare_checked
+from tempo.memory.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result
@@ -161,8 +161,12 @@ class InMemoryExecutor:
 
 def _ingresses(build: _Build, query: Query) -> dict[str, Ingress]:
     """One ``Ingress`` per input, each exporting its CTIs to the inputs that import them."""
+    clock = ArrivalClock()
     for source in query.sources:
-        build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
+        ingress = build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
+        if ingress.ordered:
+            ingress.clock = clock
+            clock.followers.append(ingress)
     for importer, exporter in query.imports:
         build.ingresses[exporter].importers.append(build.ingresses[importer])
     return build.ingresses
@@ -249,7 +253,7 @@ def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
         else:
             raw.append(Interval(start, end, pl))
     rejected = [rejection(r, dt) for r in build.rejected]
-    metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].metrics for s in query.sources}
+    metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].public_metrics(dt) for s in query.sources}
     return Result(events, [dt(t) for t in egress.ctis], metrics, rejected, raw)
 
 

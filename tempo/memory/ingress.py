@@ -29,9 +29,9 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from tempo.errors import CtiViolationError, ImportOrderError, InputError
-from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, Interval, Point
+from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, Heartbeat, Interval, Point
 from tempo.plan.nodes import SourceNode
-from tempo.result import Action, InputMetrics, Rule
+from tempo.result import Action, EventCounts, InputMetrics, Rule
 from tempo.settings import AdvanceTimePolicy
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, duration_ticks, to_ticks
@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     from tempo.tables import Payloads
 
 # Kinds of prepared items.
-POINT, INTERVAL, START, END, CTI = range(5)
+POINT, INTERVAL, START, END, CTI, HEARTBEAT = range(6)
 
-_KIND = {Point: POINT, Interval: INTERVAL, EdgeStart: START, EdgeEnd: END, Cti: CTI}
+_KIND = {Point: POINT, Interval: INTERVAL, EdgeStart: START, EdgeEnd: END, Cti: CTI, Heartbeat: HEARTBEAT}
 
 Prepared = tuple[int, int, int, int, Any, int, Any]
 """(arrival, kind, start, end, payload, position, item); arrival is inherited when absent."""
@@ -168,7 +168,8 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
 
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
     name, shape, payload_type = node.name, node.shape, node.payload_type
-    allowed = SHAPE_ITEMS[shape] + (Cti,)
+    allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
+    ordered = node.settings is not None and node.settings.ordering is not None
     last_arrival = NEG_INF
     open_edges: dict[int, list[Any]] = {}
     for position, item in enumerate(node.source.items()):
@@ -176,6 +177,8 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
             kinds = ", ".join(k.__name__ for k in allowed)
             raise InputError(name, position, item, f"a {shape.name} input takes {kinds}, got {type(item).__name__}")
         kind = _KIND[type(item)]
+        if kind == HEARTBEAT and not ordered:
+            raise InputError(name, position, item, "a Heartbeat moves the arrival clock of inputs with ordering settings; this input has none")
         arrival_dt = item.arrival
         if arrival_dt is None:
             if needs_arrival:
@@ -195,7 +198,10 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
             t = mode.check(item.timestamp, name, position, item, "Cti timestamp")
             yield (arrival, CTI, t, t, None, position, item)
             continue
-        assert not isinstance(item, Cti)
+        if kind == HEARTBEAT:
+            yield (arrival, HEARTBEAT, arrival, arrival, None, position, item)
+            continue
+        assert not isinstance(item, (Cti, Heartbeat))
         payload = item.payload
         if not isinstance(payload, payload_type):
             raise InputError(
@@ -226,6 +232,23 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
         yield (arrival, kind, start, end, payload, position, item)
 
 
+class ArrivalClock:
+    """The query's arrival clock: the latest arrival of any item of its inputs with ordering
+    settings, heartbeats included. In a replay elapsed time is arrival time, so this is
+    what ASA estimates as every input's arrival time at that point of the merged arrival
+    sequence; each such input follows it (``Ingress.follow``), so a quiet one keeps moving."""
+
+    def __init__(self) -> None:
+        self.now = NEG_INF
+        self.followers: list[Ingress] = []
+
+    def tick(self, arrival: int) -> None:
+        if arrival > self.now:
+            self.now = arrival
+            for ingress in self.followers:
+                ingress.follow(arrival)
+
+
 class Ingress:
     """One input's time keeping: CTIs, policy, edge pairing and metrics.
 
@@ -254,7 +277,16 @@ class Ingress:
         self.out_of_order = duration_ticks(ordering.out_of_order_tolerance) if ordering else 0
         self.late = duration_ticks(ordering.late_arrival_tolerance) if ordering and ordering.late_arrival_tolerance is not None else None
         self.early = duration_ticks(ordering.early_arrival_window) if ordering and ordering.early_arrival_window is not None else None
-        self.latest_admitted = NEG_INF  # largest admitted start (ordering settings)
+        # Largest start admitted by the event-time rule, per substream key (one key, None,
+        # without substreams).
+        self.latest: dict[Any, int] = {}
+        self.key_of: Callable[[Any], Any] | None = None
+        if node.over is not None:
+            from tempo.memory.codegen import compile_expression
+
+            self.key_of = compile_expression(node.over, 1)
+        self.clock = ArrivalClock()  # replaced by the query's shared clock (see ``ArrivalClock``)
+        self.delays: list[tuple[int, int]] = []  # (clock, CTI) samples, ticks
         self.cti = NEG_INF
         self.count = 0
         self.last_period: int | None = None
@@ -291,22 +323,55 @@ class Ingress:
         if self.flush:
             self.advance(INF, "generated")
 
+    # ---- ordering settings: the arrival clock ---------------------------------------------
+    def order_step(self, arrival: int, candidate: int) -> None:
+        """After an item of an input with ordering settings: the CTI moves up to
+        ``candidate`` (the event-time rule), then the query's arrival clock to ``arrival``."""
+        if candidate > self.cti:
+            self.advance(candidate, "generated")
+        self.clock.tick(arrival)
+        self._sample()
+
+    def follow(self, clock: int) -> None:
+        """The query's arrival clock moved to ``clock``: the CTI trails it by the late-arrival
+        tolerance (ASA's progress without events). Never counted as an ignored CTI."""
+        if self.late is not None and clock - self.late > self.cti:
+            self.advance(clock - self.late, "generated")
+        self._sample()
+
+    def _sample(self) -> None:
+        clock, cti = self.clock.now, self.cti
+        if NEG_INF < cti < INF and clock > NEG_INF and (not self.delays or self.delays[-1] != (clock, cti)):
+            self.delays.append((clock, cti))
+
+    def public_metrics(self, dt: Callable[[int], Any]) -> InputMetrics:
+        """The metrics with the watermark delays as datetimes and timedeltas."""
+        self.metrics.watermark_delays = [(dt(c), timedelta(microseconds=c - w)) for c, w in self.delays]
+        return self.metrics
+
     # ---- events -------------------------------------------------------------------------
-    def _reject(self, rec: Prepared, rule: Rule, action: Action, admitted_as: Any = None, bound: int | None = None) -> None:
+    def _reject(self, rec: Prepared, rule: Rule, action: Action, admitted_as: Any = None, bound: int | None = None, key: Any = None) -> None:
         """On record: ``bound`` is the time the event was held against (the CTI by default)."""
         self.rejected.append((self.name, rec[5], rec[6] or item_of(rec), rule, action, self.cti if bound is None else bound, admitted_as))
-        if action is Action.DROPPED:
-            self.metrics.dropped += 1
-        else:
-            self.metrics.adjusted += 1
-            self.metrics.admitted += 1
-        if rule is Rule.EARLY_ARRIVAL:
-            self.metrics.early_dropped += 1
-        elif rule is Rule.LATE_ARRIVAL:
+        for counts in self._counts(key):
             if action is Action.DROPPED:
-                self.metrics.late_dropped += 1
+                counts.dropped += 1
             else:
-                self.metrics.late_adjusted += 1
+                counts.adjusted += 1
+                counts.admitted += 1
+            if self.ordered and rule is Rule.START_BEFORE_CTI:
+                if action is Action.DROPPED:
+                    counts.out_of_order_dropped += 1
+                else:
+                    counts.out_of_order_adjusted += 1
+
+    def _counts(self, key: Any) -> list[EventCounts]:
+        if self.key_of is None:
+            return [self.metrics]
+        sub = self.metrics.substreams.get(key)
+        if sub is None:
+            sub = self.metrics.substreams[key] = EventCounts()
+        return [self.metrics, sub]
 
     def _violation(self, rec: Prepared, what: str) -> None:
         raise CtiViolationError(
@@ -320,35 +385,34 @@ class Ingress:
         if kind == CTI:
             self.advance(rec[2], "explicit")
             return
+        if self.ordered:
+            if rec[0] <= NEG_INF:
+                raise InputError(self.name, rec[5], rec[6] or item_of(rec), "an input with ordering settings needs an arrival time on every item")
+            if kind == HEARTBEAT:
+                self.order_step(rec[0], NEG_INF)
+                return
+            self._process_ordered(rec)
+            return
         self.metrics.received += 1
-        if self.ordered and rec[0] <= NEG_INF:
-            raise InputError(self.name, rec[5], rec[6] or item_of(rec), "an input with ordering settings needs an arrival time on every item")
         if kind == END:
             self._end_edge(rec)
-            self._order_cti(rec[0], None)
             return
         start, end, payload = rec[2], rec[3], rec[4]
-        lifetime: tuple[int, int] | None = (start, end)
-        rule: Rule | None = None  # the last check that moved or dropped the event
-        bound = NEG_INF  # the time that check held it against
-        if self.ordered:
-            lifetime, rule, bound = self._arrival_checks(rec)
-        if lifetime is not None and lifetime[0] < self.cti:
+        admitted_start: int | None = start
+        if start >= self.cti:
+            self.metrics.admitted += 1
+        else:
             if not self.has_policy:
                 self._violation(rec, "the event starts")
-            rule, bound = Rule.START_BEFORE_CTI, self.cti
-            lifetime = self._policy(kind, lifetime[1], bound)
-        if rule is None:
-            self.metrics.admitted += 1
-        elif lifetime is None:
-            self._reject(rec, rule, Action.DROPPED, bound=bound)
-            if kind == START:
-                self.open_edges.setdefault(start, []).append([payload, None, start])
-        else:
-            self._reject(rec, rule, Action.ADJUSTED, ("lifetime", *lifetime), bound=bound)
-        admitted_start: int | None = None
-        if lifetime is not None:
-            admitted_start, end = lifetime
+            lifetime = adjusted_lifetime(kind, end, self.cti) if self.adjust else None
+            if lifetime is None:
+                admitted_start = None
+                self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
+                if kind == START:
+                    self.open_edges.setdefault(start, []).append([payload, None, start])
+            else:
+                admitted_start, end = lifetime
+                self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", *lifetime))
         if admitted_start is not None:
             eid = self.new_id()
             if kind == START:
@@ -357,9 +421,6 @@ class Ingress:
             else:
                 # A lifetime ending at infinity is open: every operator treats the two alike.
                 self.emit_insert(eid, admitted_start, end if end < INF else None, payload)
-        if self.ordered:
-            self._order_cti(rec[0], admitted_start)
-            return
         # Generation counts every received event, admitted or not, at its received start.
         if self.every_n:
             self.count += 1
@@ -373,32 +434,55 @@ class Ingress:
                 self.last_period = period
                 self.advance(start - self.delay, "generated")
 
-    def _arrival_checks(self, rec: Prepared) -> tuple[tuple[int, int] | None, Rule | None, int]:
-        """The early and late checks of ordering settings, before the CTI check: the lifetime
-        the event goes on with (None: dropped), the rule that changed it, and its bound."""
-        kind, arrival, start, end = rec[1], rec[0], rec[2], rec[3]
+    def _process_ordered(self, rec: Prepared) -> None:
+        """A point or interval of an input with ordering settings (ASA's rules, in their
+        order): early arrival drops it; late arrival adjusts or drops it; then the CTI check
+        of its substream. One rejection names the last rule that applied."""
+        arrival, kind, start, end, payload = rec[0], rec[1], rec[2], rec[3], rec[4]
+        key = self.key_of(payload) if self.key_of is not None else None
+        counts = self._counts(key)
+        for c in counts:
+            c.received += 1
+        latest = self.latest.get(key, NEG_INF)
+        lifetime: tuple[int, int] | None = (start, end)
+        rule: Rule | None = None
+        bound = NEG_INF
         if self.early is not None and start > arrival + self.early:
-            return None, Rule.EARLY_ARRIVAL, arrival + self.early  # dropped under either policy
-        if self.late is not None and start < arrival - self.late:
+            lifetime, rule, bound = None, Rule.EARLY_ARRIVAL, arrival + self.early  # under either policy
+            for c in counts:
+                c.early_dropped += 1
+        elif self.late is not None and start < arrival - self.late:
             bound = arrival - self.late
-            return self._policy(kind, end, bound), Rule.LATE_ARRIVAL, bound
-        return (start, end), None, NEG_INF
-
-    def _policy(self, kind: int, end: int, bound: int) -> tuple[int, int] | None:
-        """The lifetime an event starting before ``bound`` is admitted with (ADJUST), or None."""
-        return adjusted_lifetime(kind, end, bound) if self.adjust else None
-
-    def _order_cti(self, arrival: int, admitted_start: int | None) -> None:
-        """After each item of an input with ordering settings: the CTI trails the largest
-        admitted start by the out-of-order tolerance, and the arrival by the late-arrival
-        tolerance."""
-        if admitted_start is not None and admitted_start > self.latest_admitted:
-            self.latest_admitted = admitted_start
-        candidate = self.latest_admitted - self.out_of_order if self.latest_admitted > NEG_INF else NEG_INF
-        if self.late is not None:
-            candidate = max(candidate, arrival - self.late)
-        if candidate > NEG_INF:
-            self.advance(candidate, "generated")
+            lifetime, rule = (adjusted_lifetime(kind, end, bound) if self.adjust else None), Rule.LATE_ARRIVAL
+            for c in counts:
+                if lifetime is None:
+                    c.late_dropped += 1
+                else:
+                    c.late_adjusted += 1
+        else:
+            # Only an event passing both arrival checks raises its substream's time: a late
+            # one, adjusted, sits at arrival minus the tolerance, which the clock already gives.
+            latest = max(latest, start)
+        # The substream's CTI: its latest start less the tolerance, and never before the
+        # input's own (the clock less the late tolerance, and explicit CTIs).
+        cti = max(self.latest.get(key, NEG_INF) - self.out_of_order, self.cti)
+        if lifetime is not None and lifetime[0] < cti:
+            rule, bound = Rule.START_BEFORE_CTI, cti
+            lifetime = adjusted_lifetime(kind, lifetime[1], cti) if self.adjust else None
+        if rule is None:
+            for c in counts:
+                c.admitted += 1
+        elif lifetime is None:
+            self._reject(rec, rule, Action.DROPPED, bound=bound, key=key)
+        else:
+            self._reject(rec, rule, Action.ADJUSTED, ("lifetime", *lifetime), bound=bound, key=key)
+        if lifetime is not None:
+            self.emit_insert(self.new_id(), lifetime[0], lifetime[1] if lifetime[1] < INF else None, payload)
+        if latest > NEG_INF:
+            self.latest[key] = latest
+        # Without substreams the input's CTI follows its events; with them, each key's does,
+        # and the input's (the min over all keys, seen or not) is the clock's alone.
+        self.order_step(arrival, latest - self.out_of_order if self.key_of is None and latest > NEG_INF else NEG_INF)
 
     def _end_edge(self, rec: Prepared) -> None:
         start, end, payload = rec[2], rec[3], rec[4]

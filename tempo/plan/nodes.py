@@ -53,6 +53,9 @@ class SourceNode(Node):
     source: Source[Any]
     shape: EventShape
     settings: AdvanceTimeSettings | None
+    over: x.Expr | None = None
+    """The substream key (ASA's ``OVER``), a function of the payload: each key keeps its
+    own CTI for the checks of the ordering settings."""
     declared: int = attrs.field(factory=lambda: next(_DECLARATIONS))
     """Order of declaration: ties in arrival order go to the input declared first."""
 
@@ -65,6 +68,17 @@ class SourceNode(Node):
             raise QueryBuildError(f"input {self.name!r}: settings must be AdvanceTimeSettings, got {self.settings!r}")
         if self.settings and self.settings.import_ and self.settings.import_.stream_name == self.name:
             raise QueryBuildError(f"input {self.name!r} cannot import CTIs from itself")
+        ordering = self.settings.ordering if self.settings else None
+        if ordering is not None and self.shape is EventShape.EDGE:
+            raise QueryBuildError(
+                f"input {self.name!r}: ordering settings take POINT or INTERVAL inputs (the arrival-time "
+                "rules have no meaning for an end edge)"
+            )
+        if self.over is not None and (ordering is None or ordering.late_arrival_tolerance is None):
+            raise QueryBuildError(
+                f"input {self.name!r}: substreams (over=) need ordering settings with a late-arrival "
+                "tolerance, which bounds how far apart the substreams' CTIs may be"
+            )
 
     @property
     def payload_type(self) -> type:
@@ -82,7 +96,15 @@ class SourceNode(Node):
                 parts.append(every + (" flush at end" if g.advance_to_infinity_on_shutdown else ""))
             if s.import_:
                 parts.append(f"import CTIs from {s.import_.stream_name!r}")
+            if s.ordering:
+                o = s.ordering
+                parts.append(
+                    f"ordering out-of-order {o.out_of_order_tolerance} late {o.late_arrival_tolerance} "
+                    f"early {o.early_arrival_window}"
+                )
             parts.append(f"policy {s.policy.name}")
+        if self.over is not None:
+            parts.append(f"over {x.render(self.over)}")
         return ", ".join(parts)
 
 
