@@ -18,7 +18,9 @@ from tempo import (
     Cti,
     EdgeEnd,
     EdgeStart,
+    EventOrderingSettings,
     EventShape,
+    Heartbeat,
     Interval,
     Point,
     Stream,
@@ -112,11 +114,42 @@ def input_items(
 
 
 @st.composite
-def with_arrivals(draw: st.DrawFn, items: list[Any], spread: int = 60) -> list[Any]:
+def with_arrivals(draw: st.DrawFn, items: list[Any], spread: int = 60, base: datetime = ARRIVAL_BASE) -> list[Any]:
     """``items`` with a non-decreasing arrival time on every item (ties within and across
-    inputs happen: across inputs they go to the input declared first)."""
+    inputs happen: across inputs they go to the input declared first). Arrivals are
+    ``base`` plus 0 to ``spread`` seconds: ``BASE`` puts them on the events' own time line,
+    as the inputs with ordering settings of the same query have them."""
     arrivals = sorted(draw(st.lists(st.integers(0, spread), min_size=len(items), max_size=len(items))))
-    return [attrs.evolve(item, arrival=A(a)) for item, a in zip(items, arrivals)]
+    return [attrs.evolve(item, arrival=base + timedelta(seconds=a)) for item, a in zip(items, arrivals)]
+
+
+@st.composite
+def ordered_arrivals(draw: st.DrawFn, items: list[Any]) -> list[Any]:
+    """The items of an input with ordering settings (points or intervals, and CTIs): each
+    gets an arrival near its own start, on the events' time line (``BASE``), and the list is
+    put in arrival order (a stable sort), maybe with a few ``Heartbeat`` items.
+
+    An event arrives ``delay + skew[key % 3] + jitter`` seconds after it starts: ``delay``
+    (negative: the sender's clock runs ahead) is the input's, the skew its key's (a device
+    whose clock is off), and the jitter, up to ``disorder`` seconds, puts the arrival order
+    out of start order. So early, late and out-of-order events all happen, more or fewer
+    of each against the tolerances ``ordering_settings`` draws.
+    """
+    delay = draw(st.sampled_from([-8, 0, 4, 20]))
+    disorder = draw(st.sampled_from([0, 3, 12, 40]))
+    skews = draw(st.lists(st.sampled_from([0, 0, -6, 15]), min_size=3, max_size=3))
+    timed: list[tuple[int, Any]] = []
+    for item in items:
+        if isinstance(item, Cti):
+            at = draw(st.integers(0, 70))
+        else:
+            offset = delay + skews[item.payload.key % 3] + (draw(st.integers(0, disorder)) if disorder else 0)
+            at = int((item.start - BASE).total_seconds()) + offset
+        timed.append((at, item))
+    if draw(st.integers(0, 3)) == 2:
+        timed += [(a, None) for a in draw(st.lists(st.integers(0, 90), min_size=1, max_size=2))]
+    timed.sort(key=lambda pair: pair[0])
+    return [Heartbeat(T(a)) if item is None else attrs.evolve(item, arrival=T(a)) for a, item in timed]
 
 
 @st.composite
@@ -158,16 +191,55 @@ def generation(draw: st.DrawFn) -> AdvanceTimeGenerationSettings:
 
 
 @st.composite
-def advance_settings(draw: st.DrawFn, import_from: str | None = None) -> AdvanceTimeSettings | None:
+def ordering_settings(draw: st.DrawFn) -> EventOrderingSettings:
+    """Event-ordering tolerances (seconds) around the delays and disorder that
+    ``ordered_arrivals`` draws; ``None`` turns the late tolerance or the early window off."""
+    out_of_order = draw(st.sampled_from([0, 2, 5, 15]))
+    late = draw(st.sampled_from([None, 0, 3, 10, 30]))
+    early = draw(st.sampled_from([None, 0, 5, 20]))
+    return EventOrderingSettings(
+        timedelta(seconds=out_of_order),
+        None if late is None else timedelta(seconds=late),
+        None if early is None else timedelta(seconds=early),
+    )
+
+
+def is_ordered(settings: AdvanceTimeSettings | None) -> bool:
+    """Whether an input with these settings has ordering settings (and so needs arrivals)."""
+    return settings is not None and settings.ordering is not None
+
+
+@st.composite
+def advance_settings(
+    draw: st.DrawFn, import_from: str | None = None, shape: EventShape | None = None
+) -> AdvanceTimeSettings | None:
     """Settings of one input; with ``import_from``, CTIs imported from that input (and
-    maybe generated too: the later CTI wins)."""
+    maybe generated too: the later CTI wins). Given the input's ``shape`` (POINT or
+    INTERVAL, and no import), about a quarter of the inputs get ordering settings instead
+    of generation, maybe with the flush at the end; without it, the draws are as before."""
     policy = draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST]))
     if import_from is not None:
         gen = draw(st.one_of(st.none(), generation()))
         return AdvanceTimeSettings(gen, AdvanceTimeImportSettings(import_from), policy)
+    if shape in (EventShape.POINT, EventShape.INTERVAL) and draw(st.integers(0, 2)) == 1:
+        flush = AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True) if draw(st.booleans()) else None
+        return AdvanceTimeSettings(flush, policy=policy, ordering=draw(ordering_settings()))
     if draw(st.integers(0, 9)) == 7:
         return None
     return AdvanceTimeSettings(draw(generation()), policy=policy)
+
+
+@st.composite
+def substreams(draw: st.DrawFn, settings: AdvanceTimeSettings | None) -> bool:
+    """Whether an input with these settings is split into substreams by its payload's key
+    (``over=``): sometimes, when it has ordering settings with a late-arrival tolerance."""
+    if settings is None or settings.ordering is None or settings.ordering.late_arrival_tolerance is None:
+        return False
+    return draw(st.booleans())
+
+
+def _key(e: Any) -> Any:
+    return e.key
 
 
 def _agg(w: tempo.Window[Any]) -> Agg:
@@ -233,9 +305,29 @@ Builder = Callable[[bool | None], Stream[Any]]
 
 
 def _flush(settings: AdvanceTimeSettings | None, flush: bool | None) -> AdvanceTimeSettings | None:
-    if settings is None or settings.generation is None or flush is None:
+    if settings is None or flush is None:
         return settings
+    if settings.generation is None:
+        if settings.ordering is None:
+            return settings
+        # Ordering settings generate their own CTIs: generation is only the flush at the end.
+        return attrs.evolve(settings, generation=AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=flush))
     return attrs.evolve(settings, generation=attrs.evolve(settings.generation, advance_to_infinity_on_shutdown=flush))
+
+
+def _create(
+    name: str, items: list[Any], shape: EventShape, settings: AdvanceTimeSettings | None, payload: type, over: bool
+) -> Stream[Any]:
+    return Stream.create(name, items, shape, settings, payload_type=payload, over=_key if over else None)
+
+
+@st.composite
+def _missing_arrival(draw: st.DrawFn, items: list[Any]) -> list[Any]:
+    """Rarely, an input with ordering settings whose first item, an event, has no arrival
+    (an InputError: such an input needs an arrival on every item)."""
+    if items and isinstance(items[0], (Point, Interval)) and draw(st.integers(0, 14)) == 7:
+        return [attrs.evolve(items[0], arrival=None), *items[1:]]
+    return items
 
 
 @st.composite
@@ -245,8 +337,12 @@ def queries(
     """A description and a builder of a random query over one or two random inputs.
 
     Two inputs may be linked by a CTI import (one imports the other's CTIs; then every item
-    of both carries an arrival time) or just interleaved by arrival times. With ``errors``,
-    a few queries get a bad input item or an item without the arrival an import needs, so
+    of both carries an arrival time) or just interleaved by arrival times. A point or
+    interval input that imports nothing may have ordering settings (``advance_settings``):
+    then its items carry arrivals near their starts (``ordered_arrivals``), maybe with
+    heartbeats, it may be split into substreams by key, and when the query has one, arrivals
+    given to its other input lie on the same time line. With ``errors``, a few queries get a
+    bad input item or an item without the arrival an import or ordering settings need, so
     that the run fails with an InputError. ``inputs`` (1 or 2) fixes the number of inputs;
     every input has at least ``min_events`` events.
 
@@ -261,40 +357,56 @@ def queries(
         right_shape = draw(st.sampled_from(list(EventShape)))
         right_items = draw(input_items(right_shape, Ref, keys=keys, min_events=min_events))
         link = draw(st.sampled_from(["none", "none", "arrival", "right imports left", "left imports right"]))
-        left_settings = draw(advance_settings("right" if link == "left imports right" else None))
-        right_settings = draw(advance_settings("left" if link == "right imports left" else None))
-        if link != "none":
-            left_items = draw(with_arrivals(left_items))
-            right_items = draw(with_arrivals(right_items))
-            if errors and "imports" in link and (left_items or right_items) and draw(st.integers(0, 14)) == 7:
-                side = left_items if left_items and (not right_items or draw(st.booleans())) else right_items
-                i = draw(st.integers(0, len(side) - 1))
-                side[i] = attrs.evolve(side[i], arrival=None)  # an ImportOrderError
+        left_settings = draw(advance_settings("right" if link == "left imports right" else None, left_shape))
+        right_settings = draw(advance_settings("left" if link == "right imports left" else None, right_shape))
+        left_over, right_over = draw(substreams(left_settings)), draw(substreams(right_settings))
+        base = BASE if is_ordered(left_settings) or is_ordered(right_settings) else ARRIVAL_BASE
+        if is_ordered(left_settings):
+            left_items = draw(ordered_arrivals(left_items))
+        elif link != "none":
+            left_items = draw(with_arrivals(left_items, base=base))
+        if is_ordered(right_settings):
+            right_items = draw(ordered_arrivals(right_items))
+        elif link != "none":
+            right_items = draw(with_arrivals(right_items, base=base))
+        if errors and "imports" in link and (left_items or right_items) and draw(st.integers(0, 14)) == 7:
+            side = left_items if left_items and (not right_items or draw(st.booleans())) else right_items
+            i = draw(st.integers(0, len(side) - 1))
+            side[i] = attrs.evolve(side[i], arrival=None)  # an ImportOrderError
+        if errors and is_ordered(left_settings):
+            left_items = draw(_missing_arrival(left_items))
         if errors and draw(st.integers(0, 19)) == 7:
             right_items = draw(bad_item(right_items, right_shape, Ref))
         second = draw(st.sampled_from(sorted(BINARY)))
         pre = draw(st.sampled_from(["identity", "where", "shift", "duration"]))
 
         def build2(flush: bool | None = None) -> Stream[Any]:
-            left = Stream.create("left", left_items, left_shape, _flush(left_settings, flush), payload_type=Ev)
-            right = Stream.create("right", right_items, right_shape, _flush(right_settings, flush), payload_type=Ref)
+            left = _create("left", left_items, left_shape, _flush(left_settings, flush), Ev, left_over)
+            right = _create("right", right_items, right_shape, _flush(right_settings, flush), Ref, right_over)
             return BINARY[second](UNARY[pre](left), right)
 
         desc = (
-            f"{second}({pre}(left {left_shape.name} {left_settings}), right {right_shape.name} {right_settings});"
-            f" {link}; keys {keys}\n  left:  {left_items!r}\n  right: {right_items!r}"
+            f"{second}({pre}(left {left_shape.name} {left_settings}{' over key' if left_over else ''}),"
+            f" right {right_shape.name} {right_settings}{' over key' if right_over else ''}); {link}; keys {keys}"
+            f"\n  left:  {left_items!r}\n  right: {right_items!r}"
         )
         return desc, build2
-    left_settings = draw(advance_settings())
+    left_settings = draw(advance_settings(shape=left_shape))
+    left_over = draw(substreams(left_settings))
+    if is_ordered(left_settings):
+        left_items = draw(ordered_arrivals(left_items))
+        if errors:
+            left_items = draw(_missing_arrival(left_items))
     if errors and draw(st.integers(0, 19)) == 7:
         left_items = draw(bad_item(left_items, left_shape, Ev))
     then = draw(st.sampled_from(["identity", "where", "select", "shift", "tumbling"]))
 
     def build1(flush: bool | None = None) -> Stream[Any]:
-        left = Stream.create("left", left_items, left_shape, _flush(left_settings, flush), payload_type=Ev)
+        left = _create("left", left_items, left_shape, _flush(left_settings, flush), Ev, left_over)
         out = UNARY[first](left)
         if then != "identity" and out.payload_type is Ev:
             out = UNARY[then](out)
         return out
 
-    return f"{then}({first}(left {left_shape.name} {left_settings})); keys {keys}\n  left: {left_items!r}", build1
+    over = " over key" if left_over else ""
+    return f"{then}({first}(left {left_shape.name} {left_settings}{over})); keys {keys}\n  left: {left_items!r}", build1

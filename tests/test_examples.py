@@ -20,6 +20,7 @@ sys.path.insert(0, str(EXAMPLES))
 
 import commit_every_event  # noqa: E402
 import hopping_averages  # noqa: E402
+import iot_skewed_clocks  # noqa: E402
 import slow_fast_sync  # noqa: E402
 
 
@@ -67,6 +68,78 @@ def test_commit_every_event_minus_one_tick_releases_the_last_event() -> None:
     t9 = commit_every_event.T0 + timedelta(seconds=9)
     assert results["delay -1 tick"].ctis[-1] == t9 + TICK
     assert results["delay 0"].ctis[-1] == t9
+
+
+def test_iot_skewed_clocks_substreams_keep_the_other_devices_readings() -> None:
+    """Rounds every 20 s from 12:00:00 (b = 12:00:00 + 20 i, i = 0..11); in each, in arrival
+    order (O = 0, L = 5 s, E = 5 min, DROP):
+
+        kitchen  starts b       arrives b
+        garage   starts b+95 s  arrives b+5 s     (from round 6, b = 12:02:00; 90 s ahead < E)
+        cellar   starts b+10 s  arrives b+11..14 s (delay 1, 3, 2, 4 s by i % 4, all <= L)
+        attic    starts b+15 s  arrives b+15 s
+
+    except the cellar's round-4 reading (12:01:30), which arrives at 12:01:42, after the
+    kitchen's 12:01:40: 12 s > L, so it is late and dropped under both watermarks.
+
+    Global watermark, CTI = max(largest admitted start, clock - 5 s): up to round 5 every
+    reading starts at or after the latest start before it (each device is 5 s after the
+    previous one, the cellar's delays keep it before the attic), so all are admitted but
+    the late one. Round 6: kitchen 12:02:00 is admitted; the garage's 12:03:35 moves the CTI
+    there; from then on the CTI is the garage's latest start, b - 20 s + 95 s = b + 75 s or
+    later, ahead of every other reading (at most b + 15 s): the cellar and attic in rounds
+    6-11 (6 each) and the kitchen in rounds 7-11 (5) are out of order, 17 dropped.
+
+    Substreams: each device's CTI is max(its own latest start, clock - 5 s); each device's
+    readings come in order, and the clock before a reading is at most the reading's arrival,
+    so only the late cellar reading is dropped.
+    """
+    global_, by_device = iot_skewed_clocks.main(["--executor", "memory"])
+
+    def at(minute: int, second: int) -> datetime:
+        return datetime(2024, 3, 1, 12, minute, second)
+
+    g = global_.metrics["readings"]
+    assert (g.received, g.admitted, g.adjusted, g.dropped) == (42, 24, 0, 18)
+    assert (g.early_dropped, g.late_dropped, g.out_of_order_dropped) == (0, 1, 17)
+    late = (at(1, 30), "cellar", "late arrival", "dropped")
+    out_of_order = {
+        (at(2 + (20 * i + s) // 60, (20 * i + s) % 60), device, "start before CTI", "dropped")
+        for device, s, first in (("kitchen", 0, 1), ("cellar", 10, 0), ("attic", 15, 0))
+        for i in range(first, 6)
+    }
+    assert len(out_of_order) == 17
+    assert {(r.item.payload.device_time, r.item.payload.device, r.rule.value, r.action.value) for r in global_.rejected} == out_of_order | {late}
+    # The attic's 12:02:15 is held against the garage's first reading, 12:03:35.
+    assert [r.cti for r in global_.rejected if r.item.start == at(2, 15)] == [at(3, 35)]
+    # A CTI move for each of the 17 admitted readings of rounds 0-5 (not the late one: the
+    # CTI is the kitchen's 12:01:40, ahead of 12:01:42 - 5 s), the kitchen's 12:02:00 and
+    # the 6 garage readings, then the flush.
+    assert g.ctis_generated == 17 + 1 + 6 + 1
+    delays = [d for _, d in g.watermark_delays]
+    # Behind by at most the cellar's 4 s delay; 90 s ahead just after a garage reading.
+    assert (min(delays), max(delays)) == (timedelta(seconds=-90), timedelta(seconds=4))
+
+    s = by_device.metrics["readings"]
+    assert (s.received, s.admitted, s.adjusted, s.dropped, s.late_dropped, s.out_of_order_dropped) == (42, 41, 0, 1, 1, 0)
+    assert [(r.item.payload.device_time, r.item.payload.device, r.rule.value, r.action.value) for r in by_device.rejected] == [late]
+    subs = {d: (c.received, c.admitted, c.dropped, c.late_dropped) for d, c in s.substreams.items()}
+    assert subs == {"kitchen": (12, 12, 0, 0), "garage": (6, 6, 0, 0), "cellar": (12, 11, 1, 1), "attic": (12, 12, 0, 0)}
+    # Every arrival differs, so the input's CTI (the clock - 5 s) moves 42 times; then the flush.
+    assert s.ctis_generated == 43
+    assert {d for _, d in s.watermark_delays} == {timedelta(seconds=5)}
+
+    # Per device and minute: three readings a minute each; the garage's are stamped
+    # 12:03:35, :55, 12:04:15, :35, :55, 12:05:15.
+    garage = {("garage", at(3, 0)): 2, ("garage", at(4, 0)): 3, ("garage", at(5, 0)): 1}
+    full = {(d, at(m, 0)): 3 for d in ("kitchen", "cellar", "attic") for m in range(4)}
+    assert iot_skewed_clocks.counts(by_device) == full | garage | {("cellar", at(1, 0)): 2}
+    assert iot_skewed_clocks.counts(global_) == (
+        {(d, at(m, 0)): 3 for d in ("kitchen", "cellar", "attic") for m in range(2)}
+        | garage
+        | {("cellar", at(1, 0)): 2, ("kitchen", at(2, 0)): 1}
+    )
+    assert global_.ctis[-1] == by_device.ctis[-1] == datetime.max
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")))

@@ -317,6 +317,12 @@ class CtiReplay:
         self.key = key
         self.ingresses[input_name].advance(value, origin)
 
+    def feed_ordered(self, key: Key, input_name: str, arrival: int, candidate: int) -> None:
+        """An item of an input with ordering settings admitted elsewhere, reduced to what
+        moves time: its arrival and the CTI its event-time rule asks for."""
+        self.key = key
+        self.ingresses[input_name].order_step(arrival, candidate)
+
     def admit_locally(self, input_name: str) -> dict[int, list[Any]]:
         """Process this input's whole items here (``feed_item``); returns its admitted
         events by id, ``[start, end or None, payload]``, filled in as items are fed."""

@@ -47,6 +47,8 @@ _KIND = {Point: POINT, Interval: INTERVAL, EdgeStart: START, EdgeEnd: END, Cti: 
 Prepared = tuple[int, int, int, int, Any, int, Any]
 """(arrival, kind, start, end, payload, position, item); arrival is inherited when absent."""
 
+ORDERING_NEEDS_ARRIVAL = "an input with ordering settings needs an arrival time on every item"
+
 
 class TimestampMode:
     """Whether the query's timestamps are naive (UTC) or aware; mixing them is an error."""
@@ -124,7 +126,7 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
     pass its checks (the usual table, checked a column at a time), else None."""
     kinds, starts, ends, arrivals, payloads = table
     if arrivals is None:
-        arrivals_pass = not needs_arrival
+        arrivals_pass = not needs_arrival and not (node.settings is not None and node.settings.ordering is not None)
     else:
         arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((NEG_INF,), arrivals), arrivals))
     if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts)) and max(starts, default=NEG_INF) < INF):
@@ -137,11 +139,14 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
     """The rows, each checked as it is given."""
     kinds, starts, ends, arrivals, payloads = table
     name, shape, allowed = node.name, node.shape, _allowed(node)
+    ordered = node.settings is not None and node.settings.ordering is not None
     last_arrival = NEG_INF
     open_edges: dict[int, list[Any]] = {}
     for position, (kind, payload) in enumerate(zip(kinds, payloads)):
         start, end = starts[position], ends[position]
         if arrivals is None or arrivals[position] is None:
+            if ordered:
+                raise InputError(name, position, payload, ORDERING_NEEDS_ARRIVAL)
             if needs_arrival:
                 raise ImportOrderError(name, position, payload, "this input takes part in a CTI import, so every row needs an arrival time")
             arrival = last_arrival
@@ -181,6 +186,8 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
             raise InputError(name, position, item, "a Heartbeat moves the arrival clock of inputs with ordering settings; this input has none")
         arrival_dt = item.arrival
         if arrival_dt is None:
+            if ordered:
+                raise InputError(name, position, item, ORDERING_NEEDS_ARRIVAL)
             if needs_arrival:
                 raise ImportOrderError(
                     name, position, item,
@@ -382,16 +389,16 @@ class Ingress:
 
     def process(self, rec: Prepared) -> None:
         kind = rec[1]
+        if self.ordered:  # prepare() has checked that every item has an arrival
+            if kind == CTI:
+                self.advance(rec[2], "explicit")
+            if kind in (CTI, HEARTBEAT):
+                self.order_step(rec[0], NEG_INF)
+            else:
+                self._process_ordered(rec)
+            return
         if kind == CTI:
             self.advance(rec[2], "explicit")
-            return
-        if self.ordered:
-            if rec[0] <= NEG_INF:
-                raise InputError(self.name, rec[5], rec[6] or item_of(rec), "an input with ordering settings needs an arrival time on every item")
-            if kind == HEARTBEAT:
-                self.order_step(rec[0], NEG_INF)
-                return
-            self._process_ordered(rec)
             return
         self.metrics.received += 1
         if kind == END:

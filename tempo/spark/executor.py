@@ -103,6 +103,9 @@ class SparkExecutor:
                 out[s.name] = ingress.finish(self.spark, prepared.admitted[s.name], by_input[s.name], prepared.replay, with_items)
             else:
                 out[s.name] = (prepared.replay.metrics(s.name), [r for r in prepared.replay.rejected if r[0] == s.name])
+            # The watermark delays are the replay's: it sees every move of CTI and clock.
+            replayed = prepared.replay.ingresses[s.name].public_metrics(lambda t: from_ticks(t, prepared.naive))
+            out[s.name][0].watermark_delays = replayed.watermark_delays
         return out
 
     def to_dataframe(self, stream: Stream[Any]) -> DataFrame:

@@ -38,14 +38,15 @@ from tempo.errors import CompileError, CtiViolationError, ImportOrderError, Inpu
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.memory.executor import CtiReplay, Key
-from tempo.memory.ingress import CTI, END, INTERVAL, POINT, START, TimestampMode, adjusted_lifetime, item_of, prepare
+from tempo.memory.ingress import CTI, END, HEARTBEAT, INTERVAL, ORDERING_NEEDS_ARRIVAL, POINT, START, TimestampMode, adjusted_lifetime, item_of, prepare
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
-from tempo.result import Action, InputMetrics, Rule
+from tempo.result import Action, EventCounts, InputMetrics, Rule
 from tempo.settings import AdvanceTimePolicy
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
+from tempo.spark.columns import Scope, column
 from tempo.spark.types import to_wire, wire_schema
 from tempo.ticks import INF, NEG_INF, duration_ticks
 
@@ -60,7 +61,7 @@ EVENT_KINDS = (POINT, INTERVAL, START)
 """Kinds that are received events with a start (counted by count generation)."""
 
 # Why a row was collected as breaking a rule (the ``__bad`` column).
-BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START = 1, 2, 3, 4, 5
+BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL = 1, 2, 3, 4, 5, 6
 
 
 @attrs.define
@@ -80,6 +81,7 @@ class Blocks:
     explicit: dict[int, int] = attrs.Factory(dict)  # largest CTI row
     period: dict[int, int] = attrs.Factory(dict)  # greatest period entered (time-span generation)
     arrival: dict[int, int] = attrs.Factory(dict)  # largest arrival
+    ordered: dict[int, int] = attrs.Factory(dict)  # largest start passing the arrival checks (ordering settings)
 
     def column(self) -> Column:
         return self.of(F.col(ORDER))
@@ -150,7 +152,7 @@ def _payload_to_internal(df: DataFrame, payload_type: type) -> DataFrame:
 def _nothing_can_be_late(node: SourceNode) -> bool:
     """No CTI before the input ends: no generation, no import (CTI rows are checked apart)."""
     s = node.settings
-    return s is None or (s.import_ is None and (s.generation is None or s.generation.frequency is None))
+    return s is None or (s.import_ is None and s.ordering is None and (s.generation is None or s.generation.frequency is None))
 
 
 def input_frame(
@@ -164,8 +166,6 @@ def input_frame(
     Spark ingress.
     """
     source = node.source
-    if node.settings is not None and node.settings.ordering is not None:
-        raise CompileError(f"input {node.name!r}: the Spark executor does not take EventOrderingSettings yet")
     if isinstance(source, ItemSource) or not isinstance(source, TableSource):
         if local_limit:
             prepared = list(prepare(node, mode, needs_arrival))
@@ -290,18 +290,19 @@ def _cut(frame: InputFrame) -> None:
     figures = df.groupBy(BLOCK).agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum(counted.cast("long")).alias("counted"),
-        F.sum((F.col(KIND) != CTI).cast("long")).alias("events"),
+        F.sum(F.col(KIND).isin(*EVENT_KINDS, END).cast("long")).alias("events"),
         F.max(F.when(counted, F.col(S))).alias("latest"),
         F.max(F.when(F.col(KIND) == CTI, F.col(S))).alias("explicit"),
         (F.max(period) if period is not None else F.lit(None).cast("long")).alias("period"),
         F.max(ARR).alias("arrival"),
+        (F.max(_ordered_start(frame)) if _ordering(frame) else F.lit(None).cast("long")).alias("ordered"),
     ).collect()
     for r in figures:
         b = r[BLOCK]
         blocks.rows[b] = r["rows"]
         blocks.counted[b] = r["counted"] or 0
         blocks.events[b] = r["events"] or 0
-        for name in ("latest", "explicit", "period", "arrival"):
+        for name in ("latest", "explicit", "period", "arrival", "ordered"):
             if r[name] is not None:
                 getattr(blocks, name)[b] = r[name]
     frame.df, frame.blocks = df, blocks
@@ -363,6 +364,7 @@ def _block_table(spark: SparkSession, frame: InputFrame) -> DataFrame:
         "__p_period": blocks.prefix(blocks.period, "max", NEG_INF),
         "__p_bound": blocks.prefix(bound, "max", NEG_INF),
         "__p_arrival": blocks.prefix(blocks.arrival, "max", NEG_INF),
+        "__p_ordered": blocks.prefix(blocks.ordered, "max", NEG_INF),
     }
     rows = [(b, *(columns[c][b] for c in columns)) for b in sorted(blocks.rows)]
     schema = st.StructType([st.StructField(n, st.LongType(), False) for n in (BLOCK, *columns)])
@@ -436,18 +438,181 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
     )
     bound = F.col("__bound")
     risk = (kind.isin(*EVENT_KINDS) & (F.col(S) < bound)) | ((kind == END) & (F.col(E) < bound))
-    allowed = {EventShape.POINT: (POINT, CTI), EventShape.INTERVAL: (INTERVAL, CTI), EventShape.EDGE: (START, END, CTI)}[node.shape]
-    bad = (
-        F.when(kind.isNull() | ~kind.isin(*allowed), F.lit(BAD_KIND))
-        .when(F.col(S).isNull() | F.col(E).isNull() | (kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S))), F.lit(BAD_ROW))
-        .when((kind != CTI) & (F.col(S) >= INF), F.lit(BAD_START))
-        .when(F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL))
-        .when(F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL))
-        .otherwise(F.lit(0))
-    )
+    bad = _bad_row(frame)
     arrival = F.coalesce(F.col(ARR), F.col("__arr_before"), F.lit(NEG_INF)).alias(ARR)  # a missing arrival is the last one
     kept = df.select(POS, ORDER, FILE, KIND, S, E, arrival, "__g", "__x", F.coalesce(risk, F.lit(False)).alias("__risk"), bad.alias("__bad"))
     frame.collected = kept.filter(F.col("__g").isNotNull() | F.col("__x").isNotNull() | F.col("__risk") | (F.col("__bad") != 0)).collect()
+
+
+def _bad_row(frame: InputFrame) -> Column:
+    """Why a row breaks a rule (``BAD_*``), or 0; needs ``__arr_before``, the latest arrival
+    before it in the input."""
+    kind = F.col(KIND)
+    allowed = {EventShape.POINT: (POINT, CTI), EventShape.INTERVAL: (INTERVAL, CTI), EventShape.EDGE: (START, END, CTI)}[frame.node.shape]
+    if _ordering(frame):
+        allowed = (*allowed, HEARTBEAT)
+    return (
+        F.when(kind.isNull() | ~kind.isin(*allowed), F.lit(BAD_KIND))
+        .when(F.col(S).isNull() | F.col(E).isNull() | (kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S))), F.lit(BAD_ROW))
+        .when(~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START))
+        .when(F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL))
+        .when(F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL))
+        .when(F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL))
+        .otherwise(F.lit(0))
+    )
+
+
+# ---- inputs with ordering settings ----------------------------------------------------------
+#
+# ASA's rules (``Ingress._process_ordered``) look like a sequential state machine, but each
+# verdict depends on only two running figures over input order: the largest start that
+# passed both arrival checks (per substream key) and the largest CTI row before the row.
+# The clock term never decides a verdict: an event that passes the late check starts at or
+# after its own arrival less the tolerance, so after any clock less the tolerance. So the
+# verdicts are columns of one window; the driver gets only the rows that move time (for
+# the exact CTIs and watermark delays of ``CtiReplay``), the rejections, and per key the
+# count of its events.
+
+RULE_CODES = {1: Rule.EARLY_ARRIVAL, 2: Rule.LATE_ARRIVAL, 3: Rule.START_BEFORE_CTI}
+
+
+def _ordering(frame: InputFrame) -> bool:
+    settings = frame.node.settings
+    return settings is not None and settings.ordering is not None
+
+
+def _tolerances(frame: InputFrame) -> tuple[int, int | None, int | None]:
+    settings = frame.node.settings
+    assert settings is not None and settings.ordering is not None
+    o = settings.ordering
+    late = duration_ticks(o.late_arrival_tolerance) if o.late_arrival_tolerance is not None else None
+    early = duration_ticks(o.early_arrival_window) if o.early_arrival_window is not None else None
+    return duration_ticks(o.out_of_order_tolerance), late, early
+
+
+def _early_late(frame: InputFrame) -> tuple[Column, Column]:
+    """(early, late) of each row, by the input's arrival-time rules."""
+    _, late, early = _tolerances(frame)
+    event = F.col(KIND).isin(POINT, INTERVAL)
+    is_early = (event & (F.col(S) > F.col(ARR) + early)) if early is not None else F.lit(False)
+    is_late = (event & ~is_early & (F.col(S) < F.col(ARR) - late)) if late is not None else F.lit(False)
+    return F.coalesce(is_early, F.lit(False)), F.coalesce(is_late, F.lit(False))
+
+
+def _ordered_start(frame: InputFrame) -> Column:
+    """The start of an event that passes both arrival checks (what raises time), else null."""
+    early, late = _early_late(frame)
+    return F.when(F.col(KIND).isin(POINT, INTERVAL) & ~early & ~late, F.col(S))
+
+
+def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
+    """The one pass over the rows of an input with ordering settings: every verdict as
+    columns (see above), collecting the rejections, the rows that move time, the rows
+    breaking a rule and the first row of each substream (with its count of events)."""
+    assert frame.df is not None and frame.blocks is not None
+    node = frame.node
+    assert node.settings is not None
+    out_of_order, late, early = _tolerances(frame)
+    adjust = node.settings.policy is AdvanceTimePolicy.ADJUST
+    w = Window.partitionBy(BLOCK).orderBy(ORDER, FILE)
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    kind, start, end, arrival = F.col(KIND), F.col(S), F.col(E), F.col(ARR)
+    event = kind.isin(POINT, INTERVAL)
+    is_early, is_late = _early_late(frame)
+    none = F.lit(None).cast("long")
+    key = column(node.over, Scope()) if node.over is not None else None
+    df = frame.df.select(
+        "*", F.row_number().over(w).alias("__rn"),
+        F.max(ARR).over(before).alias("__arr_in_block"),
+        F.max(F.when(kind == CTI, start)).over(before).alias("__explicit_in_block"),
+        (F.max(_ordered_start(frame)).over(before) if key is None else none).alias("__ordered_in_block"),
+        _ordered_start(frame).alias("__ordered"), is_early.alias("__early"), is_late.alias("__late"),
+        (key if key is not None else F.lit(None)).alias("__key"),
+    ).join(_block_table(spark, frame), BLOCK)
+    df = df.withColumn(POS, F.col("__p_rows") + F.col("__rn") - 1)
+    df = df.withColumn("__arr_before", F.greatest(F.col("__p_arrival"), F.col("__arr_in_block")))
+    if key is None:
+        ordered_before = F.greatest(F.col("__p_ordered"), F.col("__ordered_in_block"), F.lit(NEG_INF))
+        first_of_key, key_events = F.lit(False), none
+    else:
+        # Each substream's running figure: the window partitioned by key spreads the keys
+        # over the cluster (non-events apart, so a null key stays a key like any other).
+        wk = Window.partitionBy(event, F.col("__key")).orderBy(ORDER, FILE)
+        ordered_before = F.coalesce(F.max("__ordered").over(wk.rowsBetween(Window.unboundedPreceding, -1)), F.lit(NEG_INF))
+        first_of_key = event & (F.row_number().over(wk) == 1)
+        key_events = F.count(F.lit(1)).over(Window.partitionBy(event, F.col("__key")))
+    df = df.withColumn("__ordered_before", ordered_before)
+    # The CTI an event is checked against: its substream's latest start less the
+    # tolerance, or a CTI row before it (the clock's term never decides, see above).
+    cti = F.greatest(F.col("__ordered_before") - out_of_order, F.col("__p_bound"), F.col("__explicit_in_block"))
+    late_bound = (arrival - late) if late is not None else none
+    late_kept = F.lit(adjust) & ((kind == POINT) | (end > late_bound))
+    late_s = F.when(F.col("__late"), late_bound).otherwise(start)
+    alive = event & ~F.col("__early") & ~(F.col("__late") & ~late_kept)
+    out_of_order_now = alive & (late_s < cti)
+    ooo_kept = F.lit(adjust) & (cti < INF) & ((kind == POINT) | (end > cti))
+    adm_s = F.when(out_of_order_now, cti).otherwise(late_s)
+    adm_e = F.when(kind == POINT, adm_s + 1).otherwise(end)
+    status = (
+        F.when(F.col("__early") | (F.col("__late") & ~late_kept) | (out_of_order_now & ~ooo_kept), F.lit(DROPPED))
+        .when(F.col("__late") | out_of_order_now, F.lit(ADJUSTED))
+        .otherwise(F.lit(0))
+    )
+    rule = F.when(F.col("__early"), F.lit(1)).when(out_of_order_now, F.lit(3)).when(F.col("__late"), F.lit(2))
+    bound = F.when(F.col("__early"), arrival + (early if early is not None else 0)).when(out_of_order_now, cti).otherwise(late_bound)
+    # What moves time: a new largest start (without substreams), a later arrival, a CTI row.
+    ordered_step = F.col("__ordered") > F.col("__ordered_before")
+    candidate = F.when(ordered_step & F.lit(key is None), F.col("__ordered") - out_of_order)
+    arrival_step = F.coalesce(arrival > F.col("__arr_before"), F.lit(True))
+    kept = df.select(
+        POS, ORDER, FILE, KIND, S, E, ARR, _bad_row(frame).alias("__bad"),
+        F.coalesce(status, F.lit(0)).alias("__status"), rule.alias("__rule"), bound.alias("__bound"),
+        adm_s.alias("__adm_s"), adm_e.alias("__adm_e"), F.col("__late"), late_kept.alias("__late_kept"),
+        candidate.alias("__c"), arrival_step.alias("__arr_step"), F.when(kind == CTI, start).alias("__x"),
+        F.col("__key"), first_of_key.alias("__first"), key_events.alias("__key_events"),
+    )
+    frame.collected = kept.filter(
+        (F.col("__bad") != 0) | (F.col("__status") != 0) | F.col("__c").isNotNull() | F.col("__arr_step")
+        | F.col("__x").isNotNull() | F.col("__first")
+    ).collect()
+
+
+def _ordered_verdicts(frame: InputFrame, rows: Sequence[Any]) -> Verdicts:
+    """The verdicts ``scan_ordered`` computed, and the counts they make (as the in-memory
+    ingress counts them: an event both late and out of order counts under both rules)."""
+    counts = InputMetrics(received=sum(frame.blocks.events.values()) if frame.blocks else 0)
+    substreams = frame.node.over is not None
+    for r in rows:
+        if r["__first"]:
+            counts.substreams[r["__key"]] = EventCounts(received=r["__key_events"])
+    events: list[tuple[int, int, int, int, int, int]] = []
+    rules: dict[tuple[int, int], Rule] = {}
+    for r in rows:
+        status = r["__status"]
+        if not status:
+            continue
+        events.append((r[ORDER], r[FILE], status, r["__bound"], r["__adm_s"], r["__adm_e"]))
+        rules[_key(r)] = RULE_CODES[r["__rule"]]
+        for c in (counts, counts.substreams[r["__key"]]) if substreams else (counts,):
+            if status == DROPPED:
+                c.dropped += 1
+            else:
+                c.adjusted += 1
+            if r["__rule"] == 1:
+                c.early_dropped += 1
+            if r["__late"]:
+                if r["__late_kept"]:
+                    c.late_adjusted += 1
+                else:
+                    c.late_dropped += 1
+            if r["__rule"] == 3:
+                if status == DROPPED:
+                    c.out_of_order_dropped += 1
+                else:
+                    c.out_of_order_adjusted += 1
+    for c in (counts, *counts.substreams.values()):
+        c.admitted = c.received - c.dropped
+    return Verdicts(events, [], {_key(r): r[POS] for r in rows}, rules, counts)
 
 
 # ---- CTIs on the driver -------------------------------------------------------------------
@@ -465,8 +630,17 @@ def _feed(query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[s
         if frame.prepared is not None:
             local[name] = cti_replay.admit_locally(name)
             rows.extend(((rec[0], frame.decl, rec[5], 0), name, rec) for rec in frame.prepared)
+        ordering = _ordering(frame)
         for r in frame.collected:
             key: Key = (r[ARR], frame.decl, r[POS], 0)
+            if ordering:
+                if r["__bad"]:
+                    continue  # raised by ``decide``
+                if r["__x"] is not None:
+                    rows.append((key, name, ("explicit", r["__x"])))
+                if r["__x"] is not None or r["__c"] is not None or r["__arr_step"]:
+                    rows.append((key, name, ("ordered", r[ARR], NEG_INF if r["__c"] is None else r["__c"])))
+                continue
             if r["__x"] is not None:
                 rows.append((key, name, ("explicit", r["__x"])))
             elif r["__g"] is not None:
@@ -475,6 +649,8 @@ def _feed(query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[s
     for key, name, what in rows:
         if name in local:
             cti_replay.feed_item(key, name, what)
+        elif what[0] == "ordered":
+            cti_replay.feed_ordered(key, name, what[1], what[2])
         else:
             cti_replay.feed(key, name, what[0], what[1])
     cti_replay.shutdown()
@@ -495,8 +671,11 @@ def replay(spark: SparkSession, query: Query, frames: Sequence[InputFrame]) -> t
         frame = next(f for f in pending if exporters.get(f.node.name) not in {p.node.name for p in pending})
         pending.remove(frame)
         if frame.df is not None and not frame.static:
-            imported = _feed(query, done)[0].steps[frame.node.name] if _imports(frame) else []
-            scan(spark, frame, imported)
+            if _ordering(frame):
+                scan_ordered(spark, frame)
+            else:
+                imported = _feed(query, done)[0].steps[frame.node.name] if _imports(frame) else []
+                scan(spark, frame, imported)
         done.append(frame)
     return _feed(query, frames)
 
@@ -513,6 +692,8 @@ class Verdicts:
     events: list[tuple[int, int, int, int, int, int]]  # (ORDER, FILE, status, cti, start, end) of events not admitted as read
     ends: list[tuple[int, int, int]]  # (ORDER, FILE, cti) of end edges ending before their CTI
     positions: dict[tuple[int, int], int]  # (ORDER, FILE) -> position, of the rows collected
+    rules: dict[tuple[int, int], Rule] = attrs.Factory(dict)  # the rule of each event verdict, when not START_BEFORE_CTI only
+    counts: InputMetrics | None = None  # ordering settings: the counts, per rule and substream
 
 
 def _in_force(steps: list[tuple[Key, int]]) -> Any:
@@ -531,6 +712,7 @@ _BAD_RULES = {
     BAD_ARRIVAL: "arrival times must not decrease within an input",
     NO_ARRIVAL: "this input takes part in a CTI import, so every row needs an arrival time",
     BAD_START: "an event cannot start at infinity",
+    NO_ORDER_ARRIVAL: ORDERING_NEEDS_ARRIVAL,
 }
 
 
@@ -542,6 +724,8 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
         if r["__bad"]:
             error = ImportOrderError if r["__bad"] == NO_ARRIVAL else InputError
             raise error(node.name, r[POS], _items(spark, frame, [r])[_key(r)], _BAD_RULES[r["__bad"]])
+    if _ordering(frame):
+        return _ordered_verdicts(frame, rows)
     in_force = _in_force(cti_replay.steps[node.name])
     settings = node.settings
     adjust = settings is not None and settings.policy is AdvanceTimePolicy.ADJUST
@@ -716,18 +900,21 @@ def finish(
     received item of each rejection (one more job for a table with rejections)."""
     frame, node = admitted.frame, admitted.frame.node
     replay_metrics = cti_replay.metrics(node.name)
-    ctis = {
-        "ctis_generated": replay_metrics.ctis_generated, "ctis_imported": replay_metrics.ctis_imported,
-        "ctis_explicit": replay_metrics.ctis_explicit, "ctis_ignored": replay_metrics.ctis_ignored,
-    }
+
+    def with_ctis(m: InputMetrics) -> InputMetrics:
+        m.ctis_generated, m.ctis_imported = replay_metrics.ctis_generated, replay_metrics.ctis_imported
+        m.ctis_explicit, m.ctis_ignored = replay_metrics.ctis_explicit, replay_metrics.ctis_ignored
+        return m
+
     if admitted.verdicts is None:
         n = validate(spark, admitted, cti_replay)
-        return InputMetrics(received=n, admitted=n, **ctis), []
+        return with_ctis(InputMetrics(received=n, admitted=n)), []
     verdicts = admitted.verdicts
     # (key, position, status, cti, admitted_as, rule) of every rejection.
     found: list[tuple[tuple[int, int], int, int, int, Any, Rule]] = []
     for o, f, status, cti, s, e in verdicts.events:
-        found.append(((o, f), verdicts.positions[(o, f)], status, cti, ("lifetime", s, e) if status == ADJUSTED else None, Rule.START_BEFORE_CTI))
+        rule = verdicts.rules.get((o, f), Rule.START_BEFORE_CTI)
+        found.append(((o, f), verdicts.positions[(o, f)], status, cti, ("lifetime", s, e) if status == ADJUSTED else None, rule))
     in_force = _in_force(cti_replay.steps[node.name])
     late = {(o, f): c for o, f, c in verdicts.ends}
     odd = list(outcome)
@@ -750,9 +937,13 @@ def finish(
     assert frame.blocks is not None
     received = sum(frame.blocks.events.values())
     dropped = sum(1 for x in found if x[2] != ADJUSTED)
-    metrics = InputMetrics(
-        received=received, admitted=received - dropped, adjusted=len(found) - dropped, dropped=dropped, **ctis
-    )
+    if verdicts.counts is not None:
+        metrics = with_ctis(attrs.evolve(verdicts.counts))
+    else:
+        metrics = InputMetrics(
+            received=received, admitted=received - dropped, adjusted=len(found) - dropped, dropped=dropped
+        )
+        with_ctis(metrics)
     if not with_items:
         return metrics, []
     items = _items(spark, frame, [{ORDER: k[0], FILE: k[1], POS: pos} for k, pos, *_ in found])
