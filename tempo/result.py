@@ -129,3 +129,26 @@ class Result(Generic[T]):
     def payloads(self) -> list[T]:
         """The payloads of ``events``, in order."""
         return [e.payload for e in self.events]
+
+    def rejections_table(self) -> Any:
+        """``rejected`` as a pyarrow Table, one row per rejection, to keep wherever tables go
+        (``pyarrow.parquet.write_table``, ``spark.createDataFrame``): input, position, item
+        kind, rule, action, the received start/end/arrival, ``cti`` (the time the event was
+        held against), the admitted start/end (null when dropped) and the payload's repr."""
+        import pyarrow as pa
+
+        rows = []
+        for j in self.rejected:
+            item, admitted = j.item, j.admitted_as
+            rows.append({
+                "input": j.input, "position": j.position, "kind": type(item).__name__,
+                "rule": j.rule.value, "action": j.action.value,
+                "start": getattr(item, "start", None), "end": getattr(item, "end", None),
+                "arrival": getattr(item, "arrival", None), "cti": j.cti,
+                "admitted_start": getattr(admitted, "start", None), "admitted_end": getattr(admitted, "end", None),
+                "payload": repr(getattr(item, "payload", None)),
+            })
+        names = ["input", "position", "kind", "rule", "action", "start", "end", "arrival", "cti", "admitted_start", "admitted_end", "payload"]
+        if not rows:
+            return pa.table({n: pa.array([], pa.string()) for n in names})
+        return pa.Table.from_pylist(rows)
