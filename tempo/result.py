@@ -55,7 +55,9 @@ class Rejection:
     rule: Rule
     action: Action
     cti: datetime
-    """The input's CTI when the item arrived."""
+    """The time the event was held against: the input's (or its substream's) CTI when the
+    item arrived, or for the ordering rules arrival + early window / arrival − late
+    tolerance."""
     admitted_as: Any = None
     """For an adjusted event, the item as admitted; None when dropped."""
 

@@ -135,3 +135,32 @@ def test_random_query_strategy_covers_every_operator() -> None:
     assert {"where", "select", "shift", "duration", "lifetime", "tumbling", "hopping_by_key", "self_union"} <= set(UNARY)
     assert {"join", "anti_join", "union_as_ev"} <= set(BINARY)
     assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c is not nodes.Node]) == 8
+
+
+def test_random_query_strategy_draws_ordering_settings() -> None:
+    """Guard: the random queries above (and the differential tests) include inputs with
+    ordering settings, substreams over a key and heartbeats, and their runs reject events
+    by every rule of the ordering settings."""
+    from collections.abc import Callable
+
+    from hypothesis import Phase, find
+
+    from tempo import Rule
+
+    # Generation only: the first example found will do, shrinking it would take a minute.
+    search = settings(max_examples=500, derandomize=True, database=None, deadline=None, phases=[Phase.generate])
+    for needle in ("EventOrderingSettings(", " over key", "Heartbeat("):
+        find(queries(), lambda q: needle in q[0], settings=search)
+
+    def rejects_by(rule: Rule) -> Callable[[tuple[str, Builder]], bool]:
+        def rejected(query: tuple[str, Builder]) -> bool:
+            try:
+                result = InMemoryExecutor().run(query[1](None))
+            except CtiViolationError:
+                return False
+            return "EventOrderingSettings(" in query[0] and any(j.rule is rule for j in result.rejected)
+
+        return rejected
+
+    for rule in (Rule.EARLY_ARRIVAL, Rule.LATE_ARRIVAL, Rule.START_BEFORE_CTI):
+        find(queries(), rejects_by(rule), settings=search)
