@@ -18,6 +18,13 @@ them with timelines):
 * Violations: DROP rejects the event; ADJUST moves a violating start (or point) to the CTI
   when the lifetime reaches past it, else drops it, and ends a violating end edge at the
   CTI. Without settings a violation is an error. Everything rejected is recorded.
+* Ordering settings (Azure Stream Analytics' policies, docs/semantics.md 3.10): every item
+  has an arrival. An event more than the early window after its arrival is dropped; one
+  more than the late tolerance L before it is late (ADJUST: to arrival − L); then the CTI
+  rule against its substream's CTI. The CTI is the largest start that passed both arrival
+  checks less the out-of-order tolerance (per substream key with ``over``), and never
+  before the query's arrival clock less L: every such input follows the clock, so a quiet
+  one keeps moving. With substreams the input's own CTI is the clock less L.
 """
 
 from __future__ import annotations

@@ -45,8 +45,9 @@ class SourceNode(Node):
     SEMANTICS: ClassVar[str] = "An input: its items in arrival order, checked against the CTI rule."
     CTI_RULE: ClassVar[str] = (
         "CTIs are generated (count or time span, minus delay), imported from another input, or "
-        "given explicitly; the latest wins and CTIs never go backwards. Violations are dropped "
-        "or adjusted by the policy."
+        "given explicitly, or follow the ordering settings (largest start less the out-of-order "
+        "tolerance, arrival clock less the late-arrival tolerance); the latest wins and CTIs never "
+        "go backwards. Violations are dropped or adjusted by the policy."
     )
 
     name: str
