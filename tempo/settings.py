@@ -108,6 +108,17 @@ class EventOrderingSettings:
     late_arrival_tolerance: timedelta | None = attrs.field(default=timedelta(seconds=5), validator=_check_tolerance)
     early_arrival_window: timedelta | None = attrs.field(default=timedelta(minutes=5), validator=_check_tolerance)
 
+    def ticks(self) -> tuple[int, int | None, int | None]:
+        """(out-of-order tolerance, late-arrival tolerance, early-arrival window) in ticks."""
+        from tempo.ticks import duration_ticks
+
+        late, early = self.late_arrival_tolerance, self.early_arrival_window
+        return (
+            duration_ticks(self.out_of_order_tolerance),
+            None if late is None else duration_ticks(late),
+            None if early is None else duration_ticks(early),
+        )
+
 
 @attrs.frozen
 class AdvanceTimeSettings:

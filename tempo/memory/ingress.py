@@ -133,7 +133,7 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
     pass its checks (the usual table, checked a column at a time), else None."""
     kinds, starts, ends, arrivals, payloads = table
     if arrivals is None:
-        arrivals_pass = not needs_arrival and not (node.settings is not None and node.settings.ordering is not None)
+        arrivals_pass = not needs_arrival and node.ordering is None
     else:
         arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((NEG_INF,), arrivals), arrivals))
     if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts)) and max(starts, default=NEG_INF) < INF):
@@ -146,7 +146,7 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
     """The rows, each checked as it is given."""
     kinds, starts, ends, arrivals, payloads = table
     name, shape, allowed = node.name, node.shape, _allowed(node)
-    ordered = node.settings is not None and node.settings.ordering is not None
+    ordered = node.ordering is not None
     last_arrival = NEG_INF
     open_edges: dict[int, list[Any]] = {}
     for position, (kind, payload) in enumerate(zip(kinds, payloads)):
@@ -181,7 +181,7 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
-    ordered = node.settings is not None and node.settings.ordering is not None
+    ordered = node.ordering is not None
     last_arrival = NEG_INF
     open_edges: dict[int, list[Any]] = {}
     for position, item in enumerate(node.source.items()):
@@ -286,11 +286,8 @@ class Ingress:
         self.period = duration_ticks(gen.frequency) if gen and isinstance(gen.frequency, timedelta) else 0
         self.delay = duration_ticks(gen.delay) if gen else 0
         self.flush = bool(gen and gen.advance_to_infinity_on_shutdown)
-        ordering = settings.ordering if settings else None
-        self.ordered = ordering is not None
-        self.out_of_order = duration_ticks(ordering.out_of_order_tolerance) if ordering else 0
-        self.late = duration_ticks(ordering.late_arrival_tolerance) if ordering and ordering.late_arrival_tolerance is not None else None
-        self.early = duration_ticks(ordering.early_arrival_window) if ordering and ordering.early_arrival_window is not None else None
+        self.ordered = node.ordering is not None
+        self.out_of_order, self.late, self.early = node.ordering.ticks() if node.ordering else (0, None, None)
         # Largest start admitted by the event-time rule, per substream key (one key, None,
         # without substreams).
         self.latest: dict[Any, int] = {}
@@ -364,20 +361,17 @@ class Ingress:
         return self.metrics
 
     # ---- events -------------------------------------------------------------------------
-    def _reject(self, rec: Prepared, rule: Rule, action: Action, admitted_as: Any = None, bound: int | None = None, key: Any = None) -> None:
-        """On record: ``bound`` is the time the event was held against (the CTI by default)."""
+    def _reject(
+        self, rec: Prepared, rule: Rule, action: Action, admitted_as: Any = None,
+        bound: int | None = None, key: Any = None, late: Action | None = None,
+    ) -> None:
+        """On record: ``bound`` is the time the event was held against (the CTI by default);
+        ``late``, what the late-arrival rule did first, if it applied."""
         self.rejected.append((self.name, rec[5], rec[6] or item_of(rec), rule, action, self.cti if bound is None else bound, admitted_as))
         for counts in self._counts(key):
-            if action is Action.DROPPED:
-                counts.dropped += 1
-            else:
-                counts.adjusted += 1
+            count_rejection(counts, rule, action, self.ordered, late)
+            if action is Action.ADJUSTED:
                 counts.admitted += 1
-            if self.ordered and rule is Rule.START_BEFORE_CTI:
-                if action is Action.DROPPED:
-                    counts.out_of_order_dropped += 1
-                else:
-                    counts.out_of_order_adjusted += 1
 
     def _counts(self, key: Any) -> list[EventCounts]:
         if self.key_of is None:
@@ -461,18 +455,13 @@ class Ingress:
         lifetime: tuple[int, int] | None = (start, end)
         rule: Rule | None = None
         bound = NEG_INF
+        late: Action | None = None  # what the late-arrival rule did
         if self.early is not None and start > arrival + self.early:
             lifetime, rule, bound = None, Rule.EARLY_ARRIVAL, arrival + self.early  # under either policy
-            for c in counts:
-                c.early_dropped += 1
         elif self.late is not None and start < arrival - self.late:
             bound = arrival - self.late
             lifetime, rule = (adjusted_lifetime(kind, end, bound) if self.adjust else None), Rule.LATE_ARRIVAL
-            for c in counts:
-                if lifetime is None:
-                    c.late_dropped += 1
-                else:
-                    c.late_adjusted += 1
+            late = Action.DROPPED if lifetime is None else Action.ADJUSTED
         else:
             # Only an event passing both arrival checks raises its substream's time: a late
             # one, adjusted, sits at arrival minus the tolerance, which the clock already gives.
@@ -487,9 +476,9 @@ class Ingress:
             for c in counts:
                 c.admitted += 1
         elif lifetime is None:
-            self._reject(rec, rule, Action.DROPPED, bound=bound, key=key)
+            self._reject(rec, rule, Action.DROPPED, bound=bound, key=key, late=late)
         else:
-            self._reject(rec, rule, Action.ADJUSTED, ("lifetime", *lifetime), bound=bound, key=key)
+            self._reject(rec, rule, Action.ADJUSTED, ("lifetime", *lifetime), bound=bound, key=key, late=late)
         if lifetime is not None:
             self.emit_insert(self.new_id(), lifetime[0], lifetime[1] if lifetime[1] < INF else None, payload)
         if latest > NEG_INF:
@@ -523,6 +512,27 @@ class Ingress:
             end = max(end, admitted_start + 1)
         if end < INF:  # ending at infinity leaves the event open
             self.emit_end(eid, end)
+
+
+def count_rejection(counts: EventCounts, rule: Rule, action: Action, ordered: bool, late: Action | None) -> None:
+    """Count one rejection (by ``rule``, the last rule that applied) in ``counts``, except
+    ``admitted``. ``late`` is what the late-arrival rule did to it first, if it applied:
+    an event late and then out of order counts under both rules."""
+    if action is Action.DROPPED:
+        counts.dropped += 1
+    else:
+        counts.adjusted += 1
+    if rule is Rule.EARLY_ARRIVAL:
+        counts.early_dropped += 1
+    if late is Action.DROPPED:
+        counts.late_dropped += 1
+    elif late is Action.ADJUSTED:
+        counts.late_adjusted += 1
+    if ordered and rule is Rule.START_BEFORE_CTI:
+        if action is Action.DROPPED:
+            counts.out_of_order_dropped += 1
+        else:
+            counts.out_of_order_adjusted += 1
 
 
 def adjusted_lifetime(kind: int, end: int, cti: int) -> tuple[int, int] | None:

@@ -15,7 +15,7 @@ import attrs
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape
 from tempo.expr import nodes as x
-from tempo.settings import AdvanceTimeSettings
+from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
 from tempo.sources import Source
 
 
@@ -69,7 +69,7 @@ class SourceNode(Node):
             raise QueryBuildError(f"input {self.name!r}: settings must be AdvanceTimeSettings, got {self.settings!r}")
         if self.settings and self.settings.import_ and self.settings.import_.stream_name == self.name:
             raise QueryBuildError(f"input {self.name!r} cannot import CTIs from itself")
-        ordering = self.settings.ordering if self.settings else None
+        ordering = self.ordering
         if ordering is not None and self.shape is EventShape.EDGE:
             raise QueryBuildError(
                 f"input {self.name!r}: ordering settings take POINT or INTERVAL inputs (the arrival-time "
@@ -84,6 +84,11 @@ class SourceNode(Node):
     @property
     def payload_type(self) -> type:
         return self.source.payload_type
+
+    @property
+    def ordering(self) -> EventOrderingSettings | None:
+        """The input's event-ordering settings, if it has any."""
+        return self.settings.ordering if self.settings is not None else None
 
     def describe(self) -> str:
         s = self.settings

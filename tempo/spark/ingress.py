@@ -38,7 +38,10 @@ from tempo.errors import CompileError, CtiViolationError, ImportOrderError, Inpu
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.memory.executor import CtiReplay, Key
-from tempo.memory.ingress import CTI, END, HEARTBEAT, INTERVAL, ORDERING_NEEDS_ARRIVAL, POINT, START, TimestampMode, adjusted_lifetime, item_of, prepare
+from tempo.memory.ingress import (
+    CTI, END, HEARTBEAT, INTERVAL, ORDERING_NEEDS_ARRIVAL, POINT, START, TimestampMode, adjusted_lifetime, count_rejection,
+    item_of, prepare,
+)
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
 from tempo.result import Action, EventCounts, InputMetrics, Rule
@@ -152,7 +155,7 @@ def _payload_to_internal(df: DataFrame, payload_type: type) -> DataFrame:
 def _nothing_can_be_late(node: SourceNode) -> bool:
     """No CTI before the input ends: no generation, no import (CTI rows are checked apart)."""
     s = node.settings
-    return s is None or (s.import_ is None and s.ordering is None and (s.generation is None or s.generation.frequency is None))
+    return s is None or (s.import_ is None and node.ordering is None and (s.generation is None or s.generation.frequency is None))
 
 
 def input_frame(
@@ -477,17 +480,12 @@ RULE_CODES = {1: Rule.EARLY_ARRIVAL, 2: Rule.LATE_ARRIVAL, 3: Rule.START_BEFORE_
 
 
 def _ordering(frame: InputFrame) -> bool:
-    settings = frame.node.settings
-    return settings is not None and settings.ordering is not None
+    return frame.node.ordering is not None
 
 
 def _tolerances(frame: InputFrame) -> tuple[int, int | None, int | None]:
-    settings = frame.node.settings
-    assert settings is not None and settings.ordering is not None
-    o = settings.ordering
-    late = duration_ticks(o.late_arrival_tolerance) if o.late_arrival_tolerance is not None else None
-    early = duration_ticks(o.early_arrival_window) if o.early_arrival_window is not None else None
-    return duration_ticks(o.out_of_order_tolerance), late, early
+    assert frame.node.ordering is not None
+    return frame.node.ordering.ticks()
 
 
 def _early_late(frame: InputFrame) -> tuple[Column, Column]:
@@ -522,12 +520,14 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
     none = F.lit(None).cast("long")
     key = column(node.over, Scope()) if node.over is not None else None
     df = frame.df.select(
+        "*", _ordered_start(frame).alias("__ordered"), is_early.alias("__early"), is_late.alias("__late"),
+        (key if key is not None else F.lit(None)).alias("__key"),
+    )
+    df = df.select(
         "*", F.row_number().over(w).alias("__rn"),
         F.max(ARR).over(before).alias("__arr_in_block"),
         F.max(F.when(kind == CTI, start)).over(before).alias("__explicit_in_block"),
-        (F.max(_ordered_start(frame)).over(before) if key is None else none).alias("__ordered_in_block"),
-        _ordered_start(frame).alias("__ordered"), is_early.alias("__early"), is_late.alias("__late"),
-        (key if key is not None else F.lit(None)).alias("__key"),
+        (F.max("__ordered").over(before) if key is None else none).alias("__ordered_in_block"),
     ).join(_block_table(spark, frame), BLOCK)
     df = df.withColumn(POS, F.col("__p_rows") + F.col("__rn") - 1)
     df = df.withColumn("__arr_before", F.greatest(F.col("__p_arrival"), F.col("__arr_in_block")))
@@ -593,23 +593,10 @@ def _ordered_verdicts(frame: InputFrame, rows: Sequence[Any]) -> Verdicts:
             continue
         events.append((r[ORDER], r[FILE], status, r["__bound"], r["__adm_s"], r["__adm_e"]))
         rules[_key(r)] = RULE_CODES[r["__rule"]]
+        action = Action.DROPPED if status == DROPPED else Action.ADJUSTED
+        late = (Action.ADJUSTED if r["__late_kept"] else Action.DROPPED) if r["__late"] else None
         for c in (counts, counts.substreams[r["__key"]]) if substreams else (counts,):
-            if status == DROPPED:
-                c.dropped += 1
-            else:
-                c.adjusted += 1
-            if r["__rule"] == 1:
-                c.early_dropped += 1
-            if r["__late"]:
-                if r["__late_kept"]:
-                    c.late_adjusted += 1
-                else:
-                    c.late_dropped += 1
-            if r["__rule"] == 3:
-                if status == DROPPED:
-                    c.out_of_order_dropped += 1
-                else:
-                    c.out_of_order_adjusted += 1
+            count_rejection(c, rules[_key(r)], action, True, late)
     for c in (counts, *counts.substreams.values()):
         c.admitted = c.received - c.dropped
     return Verdicts(events, [], {_key(r): r[POS] for r in rows}, rules, counts)
