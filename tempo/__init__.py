@@ -15,10 +15,10 @@ from tempo.errors import (
     TempoError,
     TraceError,
 )
-from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point
+from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point, SubstreamCti
 from tempo.executors import Executor, get_executor, spark_available
 from tempo.memory import InMemoryExecutor
-from tempo.result import Action, EventCounts, InputMetrics, OutputEvent, Rejection, Result, Rule
+from tempo.result import Action, EventCounts, InputMetrics, OutputEvent, Rejection, Result, Rule, SubstreamMetrics
 from tempo.settings import (
     AdvanceTimeGenerationSettings,
     AdvanceTimeImportSettings,
@@ -63,6 +63,8 @@ __all__ = [
     "Rule",
     "Source",
     "Stream",
+    "SubstreamCti",
+    "SubstreamMetrics",
     "TICK",
     "TempoError",
     "TraceError",

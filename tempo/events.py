@@ -75,6 +75,16 @@ class Cti:
 
 
 @attrs.frozen
+class SubstreamCti:
+    """In a query's raw output only: the CTI of one substream ``key`` moved to ``timestamp``,
+    ahead of the query's CTI. That key's results starting before it are final and released
+    (see ``docs/semantics.md``, "Substreams")."""
+
+    key: object
+    timestamp: datetime
+
+
+@attrs.frozen
 class Heartbeat:
     """The arrival clock moved to ``arrival`` with no event: an input with ordering settings
     advances its CTI to ``arrival`` minus its late-arrival tolerance, and so does every

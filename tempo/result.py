@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar, Union
 
 import attrs
 
-from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point
+from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 
 T = TypeVar("T")
 
@@ -90,6 +90,20 @@ class EventCounts:
 
 
 @attrs.define
+class SubstreamMetrics(EventCounts):
+    """What happened to the events of one substream (one key of ``over=``), and how its own
+    time moved."""
+
+    ctis_generated: int = 0
+    """Times the key's CTI moved ahead of the input's, by the key's own events (its largest
+    start less the out-of-order tolerance)."""
+    watermark_delays: list[tuple[datetime, timedelta]] = attrs.Factory(list)
+    """``(arrival clock, arrival clock - the key's CTI)`` each time the key's own events
+    move its CTI ahead of the input's. Between those moves (and for a key without any) the
+    key runs at the input's CTI, whose delays are ``InputMetrics.watermark_delays``."""
+
+
+@attrs.define
 class InputMetrics(EventCounts):
     """What happened at one input: its events' fate, its CTIs, and for inputs with
     ordering settings the watermark delay and the per-substream counts."""
@@ -106,11 +120,11 @@ class InputMetrics(EventCounts):
     watermark_delays: list[tuple[datetime, timedelta]] = attrs.Factory(list)
     """Inputs with ordering settings: ``(arrival clock, arrival clock - CTI)`` each time
     either changes, before the flush at the end."""
-    substreams: dict[Any, EventCounts] = attrs.Factory(dict)
-    """Inputs with substreams (``over=``): the counts of each key's events."""
+    substreams: dict[Any, SubstreamMetrics] = attrs.Factory(dict)
+    """Inputs with substreams (``over=``): each key's counts and its own CTI moves."""
 
 
-RawItem = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T], Cti]
+RawItem = Union[Point[T], Interval[T], EdgeStart[T], EdgeEnd[T], Cti, SubstreamCti]
 
 
 @attrs.frozen
@@ -126,7 +140,11 @@ class Result(Generic[T]):
     rejected: list[Rejection]
     """Every dropped or adjusted input event, with the rule that caught it."""
     raw: list[RawItem[T]]
-    """Inserts, end edges and CTIs interleaved as the query released them."""
+    """Inserts, end edges and CTIs (and ``SubstreamCti``) interleaved as the query
+    released them."""
+    substream_ctis: dict[Any, list[datetime]] = attrs.Factory(dict)
+    """When the output keeps a substream key (docs/semantics.md 3.10.4): each key's own
+    output CTIs, those that moved it ahead of ``ctis``, in order."""
 
     def payloads(self) -> list[T]:
         """The payloads of ``events``, in order."""

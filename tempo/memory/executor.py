@@ -10,12 +10,13 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any, TypeVar
 
 import attrs
 
 from tempo.api.stream import Stream
-from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point
+from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.memory import codegen
 from tempo.memory import operators as ops
 from tempo.memory.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
@@ -23,7 +24,7 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result
 from tempo.sources import ItemSource, TableSource
-from tempo.ticks import INF, TICK, from_ticks
+from tempo.ticks import INF, NEG_INF, TICK, from_ticks
 
 T = TypeVar("T")
 N = TypeVar("N", bound=p.Node)
@@ -44,7 +45,8 @@ def compiles(node_type: type[N]) -> Callable[[Callable[[_Build, N], ops.Operator
 class _Build:
     """State of one compilation: shared id counter and timestamp convention."""
 
-    def __init__(self, mode: TimestampMode) -> None:
+    def __init__(self, mode: TimestampMode, query: Query) -> None:
+        self.query = query
         counter = itertools.count()
         self.new_id: Callable[[], int] = counter.__next__
         self.mode = mode
@@ -80,6 +82,7 @@ class _SourceOp(ops.Operator):
         self.ingress.emit_insert = self.emit_insert
         self.ingress.emit_end = self.emit_end
         self.ingress.emit_cti = self.emit_cti
+        self.ingress.emit_key_cti = self.emit_key_cti
 
 
 @compiles(p.WhereNode)
@@ -89,7 +92,7 @@ def _where(b: _Build, node: p.WhereNode) -> ops.Operator:
 
 @compiles(p.SelectNode)
 def _select(b: _Build, node: p.SelectNode) -> ops.Operator:
-    return ops.Select(codegen.compile_expression(node.projection, 1))
+    return ops.Select(codegen.compile_expression(node.projection, 1), b.query.substream_key(node) is not None)
 
 
 @compiles(p.AlterLifetimeNode)
@@ -100,18 +103,23 @@ def _alter(b: _Build, node: p.AlterLifetimeNode) -> ops.Operator:
 @compiles(p.WindowNode)
 def _window(b: _Build, node: p.WindowNode) -> ops.Operator:
     key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
+    keyed = b.query.substream_key(node) is not None
+    substream_index = node.group_index(b.query.substream_key(node.input)) if keyed else None
     arguments = [a.arg for a in node.aggregates if a.kind != "count" and a.arg is not None]
     return ops.Window(
         node.size, node.hop, node.offset, key_fn,
         codegen.compile_function(arguments, ["a0"], as_tuple=True), codegen.Accumulator([a.kind for a in node.aggregates]),
         codegen.compile_window_projection(node.projection), b.to_datetime, b.new_id,
+        substream_index, len(node.keys or ()),
     )
 
 
 @compiles(p.JoinNode)
 def _join(b: _Build, node: p.JoinNode) -> ops.Operator:
     residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
-    return ops.Join(_join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id)
+    keyed = b.query.substream_key(node) is not None
+    substream_index = node.key_index((b.query.substream_key(node.left), b.query.substream_key(node.right))) if keyed else None
+    return ops.Join(_join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id, substream_index)
 
 
 @compiles(p.AntiJoinNode)
@@ -122,7 +130,7 @@ def _anti_join(b: _Build, node: p.AntiJoinNode) -> ops.Operator:
 
 @compiles(p.UnionNode)
 def _union(b: _Build, node: p.UnionNode) -> ops.Operator:
-    return ops.Union(b.new_id)
+    return ops.Union(b.new_id, b.query.substream_key(node) is not None)
 
 
 class InMemoryExecutor:
@@ -136,7 +144,7 @@ class InMemoryExecutor:
         """Run the query whose output is ``stream`` over all of its inputs."""
         query = Query.build(stream.node)
         mode = TimestampMode()
-        build = _Build(mode)
+        build = _Build(mode, query)
         _ingresses(build, query)
         needs_arrival = query.ordered_by_arrival
 
@@ -149,7 +157,7 @@ class InMemoryExecutor:
             streams.append((prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival))
 
         built = _operators(build, query)
-        egress = ops.Egress()
+        egress = ops.Egress(_output_key(query))
         built[id(query.root)].connect(egress, 0)
 
         ingresses = [build.ingresses[s.name] for s in query.sources]
@@ -157,6 +165,12 @@ class InMemoryExecutor:
         for ingress in ingresses:
             ingress.shutdown()
         return _result(egress, build, query)
+
+
+def _output_key(query: Query) -> Callable[[Any], Any] | None:
+    """The substream key of an output payload, when the query's output keeps one."""
+    key = query.substream_key(query.root)
+    return None if key is None else codegen.compile_expression(key, 1)
 
 
 def _ingresses(build: _Build, query: Query) -> dict[str, Ingress]:
@@ -231,12 +245,18 @@ def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
     dt = build.to_datetime
     events: list[OutputEvent[Any]] = []
     raw: list[RawItem[Any]] = []
+    substream_ctis: dict[Any, list[datetime]] = {}
     # Each released event is in egress.raw once ("event" or "start"), in release order, which
     # is the order of result.events; its datetimes are made once for both.
     for entry in egress.raw:
         kind = entry[0]
         if kind == "cti":
             raw.append(Cti(dt(entry[1])))
+            continue
+        if kind == "key_cti":
+            t = dt(entry[1])
+            raw.append(SubstreamCti(entry[2], t))
+            substream_ctis.setdefault(entry[2], []).append(t)
             continue
         if kind == "end":
             s, e, pl = entry[1][1:4]
@@ -254,15 +274,17 @@ def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
             raw.append(Interval(start, end, pl))
     rejected = [rejection(r, dt) for r in build.rejected]
     metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].public_metrics(dt) for s in query.sources}
-    return Result(events, [dt(t) for t in egress.ctis], metrics, rejected, raw)
+    return Result(events, [dt(t) for t in egress.ctis], metrics, rejected, raw, substream_ctis)
 
 
 class _CtiRecorder(ops.Operator):
-    """Records the CTIs one operator emits (events are not replayed)."""
+    """Records the CTIs one operator emits (events are not replayed); with ``keyed``, its
+    substreams' CTIs too, interleaved with its CTIs as ``(key, t)`` (``(_MERGED, t)``)."""
 
-    def __init__(self, ctis: list[int]) -> None:
+    def __init__(self, ctis: list[int], keyed: list[tuple[Any, int]] | None = None) -> None:
         super().__init__()
         self.ctis = ctis
+        self.keyed = keyed
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         return None
@@ -272,7 +294,16 @@ class _CtiRecorder(ops.Operator):
 
     def cti(self, port: int, t: int) -> None:
         self.ctis.append(t)
+        if self.keyed is not None:
+            self.keyed.append((MERGED, t))
 
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if self.keyed is not None:
+            self.keyed.append((key, t))
+
+
+MERGED = object()
+"""In ``CtiReplay.output_ctis``: the query's own CTI rather than a substream's."""
 
 Key = tuple[int, int, int, int]
 
@@ -289,17 +320,20 @@ class CtiReplay:
     """
 
     def __init__(self, query: Query) -> None:
-        build = _Build(TimestampMode())
+        build = _Build(TimestampMode(), query)
         self.rejected = build.rejected
         self.query = query
         self.key: Key = (0, 0, 0, 0)
         self.steps: dict[str, list[tuple[Key, int]]] = {s.name: [] for s in query.sources}
         self.node_ctis: dict[int, list[int]] = {}
+        self.output_ctis: list[tuple[Any, int]] = []
+        """The output's CTIs and its substreams' (``(key, t)``, ``(MERGED, t)``), in order."""
         self.ingresses = _ingresses(build, query)
         built = _operators(build, query)
         for node in query.nodes:
             self.node_ctis[id(node)] = []
-            built[id(node)].connect(_CtiRecorder(self.node_ctis[id(node)]), 0)
+            keyed = self.output_ctis if node is query.root else None
+            built[id(node)].connect(_CtiRecorder(self.node_ctis[id(node)], keyed), 0)
         for name, ingress in self.ingresses.items():
             ingress.emit_cti = self._stepper(name, ingress.emit_cti)
 
@@ -317,11 +351,14 @@ class CtiReplay:
         self.key = key
         self.ingresses[input_name].advance(value, origin)
 
-    def feed_ordered(self, key: Key, input_name: str, arrival: int, candidate: int) -> None:
+    def feed_ordered(
+        self, key: Key, input_name: str, arrival: int, candidate: int, substream: Any = None, substream_candidate: int = NEG_INF
+    ) -> None:
         """An item of an input with ordering settings admitted elsewhere, reduced to what
-        moves time: its arrival and the CTI its event-time rule asks for."""
+        moves time: its arrival and the CTI its event-time rule asks for (with substreams:
+        for its key)."""
         self.key = key
-        self.ingresses[input_name].order_step(arrival, candidate)
+        self.ingresses[input_name].order_step(arrival, candidate, substream, substream_candidate)
 
     def admit_locally(self, input_name: str) -> dict[int, list[Any]]:
         """Process this input's whole items here (``feed_item``); returns its admitted

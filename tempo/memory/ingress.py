@@ -24,7 +24,9 @@ them with timelines):
   rule against its substream's CTI. The CTI is the largest start that passed both arrival
   checks less the out-of-order tolerance (per substream key with ``over``), and never
   before the query's arrival clock less L: every such input follows the clock, so a quiet
-  one keeps moving. With substreams the input's own CTI is the clock less L.
+  one keeps moving. With substreams the input's own CTI is the clock less L, and each key's
+  CTI, when its own events move it ahead of that, goes downstream as a per-key CTI
+  (``emit_key_cti``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from tempo.errors import CtiViolationError, ImportOrderError, InputError
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, Heartbeat, Interval, Point
 from tempo.plan.nodes import SourceNode
-from tempo.result import Action, EventCounts, InputMetrics, Rule
+from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
 from tempo.settings import AdvanceTimePolicy
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, duration_ticks, to_ticks
@@ -298,6 +300,8 @@ class Ingress:
             self.key_of = compile_expression(node.over, 1)
         self.clock = ArrivalClock()  # replaced by the query's shared clock (see ``ArrivalClock``)
         self.delays: list[tuple[int, int]] = []  # (clock, CTI) samples, ticks
+        self.key_cti: dict[Any, int] = {}  # each substream's CTI as last emitted
+        self.key_delays: dict[Any, list[tuple[int, int]]] = {}  # per key, like ``delays``
         self.cti = NEG_INF
         self.count = 0
         self.last_period: int | None = None
@@ -312,6 +316,7 @@ class Ingress:
         self.emit_insert: Callable[[int, int, int | None, Any], None] = _nowhere
         self.emit_end: Callable[[int, int], None] = _nowhere
         self.emit_cti: Callable[[int], None] = _nowhere
+        self.emit_key_cti: Callable[[Any, int], None] = _nowhere
 
     # ---- CTIs ---------------------------------------------------------------------------
     def advance(self, t: int, origin: str) -> None:
@@ -335,13 +340,22 @@ class Ingress:
             self.advance(INF, "generated")
 
     # ---- ordering settings: the arrival clock ---------------------------------------------
-    def order_step(self, arrival: int, candidate: int) -> None:
+    def order_step(self, arrival: int, candidate: int, key: Any = None, key_candidate: int = NEG_INF) -> None:
         """After an item of an input with ordering settings: the CTI moves up to
-        ``candidate`` (the event-time rule), then the query's arrival clock to ``arrival``."""
+        ``candidate`` (the event-time rule), then the query's arrival clock to ``arrival``;
+        with substreams, then substream ``key``'s CTI up to ``key_candidate`` (its largest
+        start less the tolerance), which goes downstream when ahead of the input's CTI."""
         if candidate > self.cti:
             self.advance(candidate, "generated")
         self.clock.tick(arrival)
         self._sample()
+        if key_candidate > self.cti and key_candidate > self.key_cti.get(key, NEG_INF):
+            self.key_cti[key] = key_candidate
+            sub = self._counts(key)[-1]
+            assert isinstance(sub, SubstreamMetrics)
+            sub.ctis_generated += 1
+            self.key_delays.setdefault(key, []).append((self.clock.now, key_candidate))
+            self.emit_key_cti(key, key_candidate)
 
     def follow(self, clock: int) -> None:
         """The query's arrival clock moved to ``clock``: the CTI trails it by the late-arrival
@@ -358,6 +372,8 @@ class Ingress:
     def public_metrics(self, dt: Callable[[int], Any]) -> InputMetrics:
         """The metrics with the watermark delays as datetimes and timedeltas."""
         self.metrics.watermark_delays = [(dt(c), timedelta(microseconds=c - w)) for c, w in self.delays]
+        for key, delays in self.key_delays.items():
+            self.metrics.substreams[key].watermark_delays = [(dt(c), timedelta(microseconds=c - w)) for c, w in delays]
         return self.metrics
 
     # ---- events -------------------------------------------------------------------------
@@ -378,7 +394,7 @@ class Ingress:
             return [self.metrics]
         sub = self.metrics.substreams.get(key)
         if sub is None:
-            sub = self.metrics.substreams[key] = EventCounts()
+            sub = self.metrics.substreams[key] = SubstreamMetrics()
         return [self.metrics, sub]
 
     def _violation(self, rec: Prepared, what: str) -> None:
@@ -485,7 +501,11 @@ class Ingress:
             self.latest[key] = latest
         # Without substreams the input's CTI follows its events; with them, each key's does,
         # and the input's (the min over all keys, seen or not) is the clock's alone.
-        self.order_step(arrival, latest - self.out_of_order if self.key_of is None and latest > NEG_INF else NEG_INF)
+        moved = latest - self.out_of_order if latest > NEG_INF else NEG_INF
+        if self.key_of is None:
+            self.order_step(arrival, moved)
+        else:
+            self.order_step(arrival, NEG_INF, key, moved)
 
     def _end_edge(self, rec: Prepared) -> None:
         start, end, payload = rec[2], rec[3], rec[4]

@@ -5,6 +5,11 @@ an open edge whose end is not known yet), ``end(port, eid, end)`` for such an ed
 ``cti(port, t)``, and pushes the same three calls downstream. Event ids are unique within
 a stream; operators that make new events take fresh ids. Times are ticks.
 
+Below an input with substreams, ``key_cti(port, key, t)`` says that the events of one
+substream key will start at or after ``t``, ahead of the stream's CTI: the key's CTI is
+the later of the two. Operators that keep the key (``Node.substream_key``) act on it and
+pass it on; the others ignore it, so their output runs on the stream's CTI alone.
+
 The semantics and CTI rule of each operator are stated on its plan node
 (``tempo/plan/nodes.py``); the notes here explain how the rule is met.
 Stateful operators release an output only once their output CTI passes its start, which
@@ -41,6 +46,7 @@ class Operator:
         self.emit_insert: Callable[[int, int, int | None, Any], None] = _nowhere
         self.emit_end: Callable[[int, int], None] = _nowhere
         self.emit_cti: Callable[[int], None] = _nowhere
+        self.emit_key_cti: Callable[[Any, int], None] = _nowhere
 
     def connect(self, op: Operator, port: int) -> None:
         """Send this operator's output to input ``port`` of ``op`` too."""
@@ -48,6 +54,7 @@ class Operator:
         self.emit_insert = _each([functools.partial(o.insert, p) for o, p in self.outs])
         self.emit_end = _each([functools.partial(o.end, p) for o, p in self.outs])
         self.emit_cti = _each([functools.partial(o.cti, p) for o, p in self.outs])
+        self.emit_key_cti = _each([functools.partial(o.key_cti, p) for o, p in self.outs])
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         raise NotImplementedError
@@ -57,6 +64,10 @@ class Operator:
 
     def cti(self, port: int, t: int) -> None:
         raise NotImplementedError
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        """A substream's CTI; an operator that merges keys ignores it."""
+        return None
 
 
 def _each(calls: list[Callable[..., None]]) -> Callable[..., None]:
@@ -97,13 +108,17 @@ class Where(Operator):
     def cti(self, port: int, t: int) -> None:
         self.emit_cti(t)
 
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        self.emit_key_cti(key, t)
+
 
 class Select(Operator):
     """Projection; ids, lifetimes and CTIs pass unchanged."""
 
-    def __init__(self, projection: Callable[[Any], Any]) -> None:
+    def __init__(self, projection: Callable[[Any], Any], keeps_key: bool = False) -> None:
         super().__init__()
         self.projection = projection
+        self.keeps_key = keeps_key
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         self.emit_insert(eid, start, end, self.projection(payload))
@@ -113,6 +128,10 @@ class Select(Operator):
 
     def cti(self, port: int, t: int) -> None:
         self.emit_cti(t)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if self.keeps_key:  # the new record copies the key: the same value names it
+            self.emit_key_cti(key, t)
 
 
 def _finite(t: int) -> int | None:
@@ -144,16 +163,20 @@ class AlterLifetime(Operator):
     def cti(self, port: int, t: int) -> None:
         self.emit_cti(add(t, self.shift))
 
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        self.emit_key_cti(key, add(t, self.shift))
+
 
 class Union(Operator):
     """Both inputs; right-side events get fresh ids so a stream unioned with itself stays unique."""
 
-    def __init__(self, new_id: Callable[[], int]) -> None:
+    def __init__(self, new_id: Callable[[], int], keeps_key: bool = False) -> None:
         super().__init__()
         self.new_id = new_id
         self.ctis = [NEG_INF, NEG_INF]
         self.out_cti = NEG_INF
         self.renamed: dict[int, int] = {}
+        self.keys = KeyCtis() if keeps_key else None
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         if port == 1:
@@ -174,6 +197,61 @@ class Union(Operator):
         if out > self.out_cti:
             self.out_cti = out
             self.emit_cti(out)
+        if self.keys is not None:
+            for key, key_out in self.keys.merged_moved(self.ctis, self.out_cti):
+                self.emit_key_cti(key, key_out)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if self.keys is not None:
+            key_out = self.keys.moved(port, key, t, self.ctis, self.out_cti)
+            if key_out is not None:
+                self.emit_key_cti(key, key_out)
+
+
+class KeyCtis:
+    """Per-key CTIs of an operator with two inputs that keeps the substream key (union,
+    join): key ``k``'s output CTI is the minimum over the inputs of ``k``'s CTI there,
+    which is the later of that input's CTI and the last ``key_cti`` for ``k`` from it.
+    Only keys ahead of an input's CTI are kept; the rest run at the inputs' CTIs."""
+
+    __slots__ = ("ahead", "out")
+
+    def __init__(self) -> None:
+        self.ahead: dict[Any, list[int]] = {}  # key -> its CTI from each input (NEG_INF: none)
+        self.out: dict[Any, int] = {}  # key -> its output CTI as last emitted
+
+    def _out(self, key: Any, ctis: list[int], out_cti: int) -> int | None:
+        own = self.ahead[key]
+        key_out = min(max(own[0], ctis[0]), max(own[1], ctis[1]))
+        if key_out > out_cti and key_out > self.out.get(key, NEG_INF):
+            self.out[key] = key_out
+            return key_out
+        return None
+
+    def moved(self, port: int, key: Any, t: int, ctis: list[int], out_cti: int) -> int | None:
+        """``key_cti(port, key, t)`` arrived: the key's new output CTI, if it moved."""
+        own = self.ahead.get(key)
+        if own is None:
+            own = self.ahead[key] = [NEG_INF, NEG_INF]
+        if t <= own[port]:
+            return None
+        own[port] = t
+        return self._out(key, ctis, out_cti)
+
+    def merged_moved(self, ctis: list[int], out_cti: int) -> list[tuple[Any, int]]:
+        """An input's CTI moved: the keys whose output CTI moved with it (a key ahead on
+        one input now meets a later CTI on the other). Keys no longer ahead anywhere go."""
+        moved: list[tuple[Any, int]] = []
+        for key in list(self.ahead):
+            own = self.ahead[key]
+            if own[0] <= ctis[0] and own[1] <= ctis[1]:
+                del self.ahead[key]
+                self.out.pop(key, None)
+                continue
+            key_out = self._out(key, ctis, out_cti)
+            if key_out is not None:
+                moved.append((key, key_out))
+        return moved
 
 
 # ---------------------------------------------------------------------------------------
@@ -226,6 +304,45 @@ class ByStart:
                 return
 
 
+class KeyedByStart:
+    """A ``ByStart`` whose entries also wait per substream key, so that one key's entries
+    can be released on that key's CTI: ``pop_key_before``. Each entry is in both orders
+    and goes out once, from whichever releases it first."""
+
+    __slots__ = ("all", "by_key", "key_of")
+
+    def __init__(self, key_of: Callable[[Any, Any], Any]) -> None:
+        self.all = ByStart()
+        self.by_key: dict[Any, ByStart] = {}
+        self.key_of = key_of  # (a, b) -> substream key
+
+    def push(self, start: int, a: Any, b: Any = None) -> None:
+        cell = [a, b, False]  # the entry, and whether it went out
+        self.all.push(start, cell)
+        key = self.key_of(a, b)
+        waiting = self.by_key.get(key)
+        if waiting is None:
+            waiting = self.by_key[key] = ByStart()
+        waiting.push(start, cell)
+
+    def pop_before(self, t: int) -> Iterator[tuple[int, int, Any, Any]]:
+        for start, seq, cell, _ in self.all.pop_before(t):
+            if not cell[2]:
+                cell[2] = True
+                yield start, seq, cell[0], cell[1]
+
+    def pop_key_before(self, key: Any, t: int) -> Iterator[tuple[int, int, Any, Any]]:
+        waiting = self.by_key.get(key)
+        if waiting is None:
+            return
+        for start, seq, cell, _ in waiting.pop_before(t):
+            if not cell[2]:
+                cell[2] = True
+                yield start, seq, cell[0], cell[1]
+        if not waiting.run and not waiting.late and not waiting.aside:
+            del self.by_key[key]
+
+
 # ---------------------------------------------------------------------------------------
 # Windows
 
@@ -253,8 +370,15 @@ class Window(Operator):
         projection: Callable[[Key, list[Any], datetime, datetime], Any],
         to_datetime: Callable[[int], datetime],
         new_id: Callable[[], int],
+        substream_index: int | None = None,
+        keys_count: int = 0,
     ) -> None:
         super().__init__()
+        self.keys_count = keys_count
+        self.substream_index = substream_index  # which group key is the substream key
+        self.key_in: dict[Any, int] = {}  # substream key -> its CTI, when ahead
+        self.key_next: dict[Any, int] = {}  # substream key -> its first window not closed
+        self.key_out: dict[Any, int] = {}  # substream key -> its output CTI as last emitted
         self.size, self.hop, self.offset = size, hop, offset
         self.key_fn = key_fn
         self.values_fn = values_fn  # an event's aggregate arguments, as ``accumulator.add`` takes them
@@ -338,6 +462,53 @@ class Window(Operator):
             self.out_cti = out
             self.emit_cti(out)
 
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        """A substream's CTI ahead of the input's: that key's groups close their windows
+        ending at or before ``t``, and its CTI is pulled back like the input's."""
+        i = self.substream_index
+        if i is None or t <= self.in_cti or t <= self.key_in.get(key, NEG_INF):
+            return
+        self.key_in[key] = t
+        limit = (t - self.size - self.offset) // self.hop
+        first = self.key_next.get(key, NEG_INF)
+        if self.next_k is not None and self.next_k > first:
+            first = self.next_k
+        if limit >= first:
+            self._close_key(key, i, first, limit)
+            first = limit + 1
+        self.key_next[key] = first
+        out = min(t, self.offset + first * self.hop)
+        if out > self.out_cti and out > self.key_out.get(key, NEG_INF):
+            self.key_out[key] = out
+            self.emit_key_cti(key, out)
+
+    def _close_key(self, key: Any, i: int, first: int, limit: int) -> None:
+        """Emit the windows ``first..limit`` of the groups of substream ``key``, in order."""
+        for eid, rec in list(self.long.items()):
+            if rec[0][i] != key:
+                continue
+            hi = limit if rec[3] is None else min(rec[3], limit)
+            lo = max(rec[2], first)
+            if lo <= hi:
+                self.accumulator.add(self.acc, self.acc_heap, rec[0], rec[1], lo, hi)
+            if rec[3] is not None and rec[3] <= limit:
+                del self.long[eid]
+            else:
+                rec[2] = max(rec[2], limit + 1)
+        results = self.accumulator.results
+        only = self.keys_count == 1
+        for k in sorted(w for w in self.acc if w <= limit):
+            groups = self.acc[k]
+            mine = [(key,)] if only else [g for g in groups if g[i] == key]
+            ws = self.offset + k * self.hop
+            we = ws + self.size
+            for group in mine:
+                state = groups.pop(group, None)
+                if state is not None:
+                    self.emit_insert(self.new_id(), ws, we, self.projection(group, results(state), self.to_datetime(ws), self.to_datetime(we)))
+            if not groups:
+                del self.acc[k]  # its index stays on the heap; _close skips it
+
     def _close(self, limit: int, open_hi: int | None) -> None:
         """Emit every non-empty window with index <= limit, in order of window start."""
         # Long lifetimes join the windows being closed after the events added on arrival.
@@ -355,7 +526,7 @@ class Window(Operator):
             ws = self.offset + k * self.hop
             we = ws + self.size
             ws_dt, we_dt = self.to_datetime(ws), self.to_datetime(we)
-            for key, state in self.acc.pop(k).items():
+            for key, state in self.acc.pop(k, {}).items():
                 self.emit_insert(self.new_id(), ws, we, self.projection(key, results(state), ws_dt, we_dt))
         # Forget long lifetimes that end before the next open window.
         nxt = limit + 1
@@ -418,6 +589,7 @@ class Join(Operator):
         residual: Callable[[Any, Any], Any] | None,
         projection: Callable[[Any, Any], Any],
         new_id: Callable[[], int],
+        substream_index: int | None = None,
     ) -> None:
         super().__init__()
         self.key_fns = key_fns
@@ -425,7 +597,14 @@ class Join(Operator):
         self.projection = projection
         self.new_id = new_id
         self.sides = (_Side(), _Side())
-        self.pending = ByStart()  # matching left and right recs by output start
+        # Matching left and right recs by output start; per substream key too when the join
+        # equates the inputs' substream keys (key ``substream_index`` of the left rec's key).
+        self.pending: ByStart | KeyedByStart = ByStart()
+        self.keys: KeyCtis | None = None
+        if substream_index is not None:
+            i = substream_index
+            self.pending = KeyedByStart(lambda left, right: left[4][i])
+            self.keys = KeyCtis()
         self.watches: tuple[list[tuple[int, int, list[Any]]], list[tuple[int, int, list[Any]]]] = ([], [])
         self.seq = itertools.count()
         self.out_cti = NEG_INF
@@ -477,7 +656,23 @@ class Join(Operator):
                 self._emit(left, right)
             self.out_cti = out_cti
             self.emit_cti(out_cti)
+        if self.keys is not None:
+            for key, key_out in self.keys.merged_moved([self.sides[0].cti, self.sides[1].cti], self.out_cti):
+                self._release_key(key, key_out)
         self.sides[1 - port].purge(t)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if self.keys is not None:
+            key_out = self.keys.moved(port, key, t, [self.sides[0].cti, self.sides[1].cti], self.out_cti)
+            if key_out is not None:
+                self._release_key(key, key_out)
+
+    def _release_key(self, key: Any, key_out: int) -> None:
+        """Key ``key``'s output CTI moved to ``key_out``: its pairs starting before go out."""
+        assert isinstance(self.pending, KeyedByStart)
+        for _, _, left, right in self.pending.pop_key_before(key, key_out):
+            self._emit(left, right)
+        self.emit_key_cti(key, key_out)
 
     def _end_of(self, out: list[Any]) -> tuple[int, int | None]:
         """(known end or INF, the side still unknown if the end is not determined yet)."""
@@ -696,14 +891,17 @@ class Egress(Operator):
     Events still waiting when the input ends were never committed and are not released.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, key_of: Callable[[Any], Any] | None = None) -> None:
+        """``key_of``: the substream key of an output payload, when the output keeps one."""
         super().__init__()
-        self.waiting = ByStart()  # of events
+        self.waiting: ByStart | KeyedByStart = ByStart()  # of events
+        if key_of is not None:
+            self.waiting = KeyedByStart(lambda event, _: key_of(event[3]))
         self.held: dict[int, list[Any]] = {}  # eid -> open event not yet released
         self.released_open: dict[int, list[Any]] = {}  # eid -> open event released
         # What went out, in order: an event as [kind, start, end or None, payload, eid], with
         # kind "event" (released closed) or "start" (released open); ("end", event) when a
-        # released open event ends; ("cti", t).
+        # released open event ends; ("cti", t); ("key_cti", t, key).
         self.raw: list[Any] = []
         self.ctis: list[int] = []
 
@@ -724,7 +922,17 @@ class Egress(Operator):
             self.raw.append(("end", event))
 
     def cti(self, port: int, t: int) -> None:
-        for _, _, event, _ in self.waiting.pop_before(t):
+        self._release(self.waiting.pop_before(t))
+        self.ctis.append(t)
+        self.raw.append(("cti", t))
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if isinstance(self.waiting, KeyedByStart):
+            self._release(self.waiting.pop_key_before(key, t))
+            self.raw.append(("key_cti", t, key))
+
+    def _release(self, entries: Iterator[tuple[int, int, Any, Any]]) -> None:
+        for _, _, event, _ in entries:
             if event[2] is None:
                 event[0] = "start"
                 del self.held[event[4]]
@@ -732,5 +940,3 @@ class Egress(Operator):
             else:
                 event[0] = "event"
             self.raw.append(event)
-        self.ctis.append(t)
-        self.raw.append(("cti", t))

@@ -36,6 +36,44 @@ class Node:
     def describe(self) -> str:
         return type(self).__name__
 
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """The substream key of this node's output, as an expression over its payload, given
+        that of each input (None: no key). An operator that keeps the key keeps per-key
+        progress: each key's CTI moves on its own and its results are released by it
+        (docs/semantics.md 3.10.4). The default merges keys: only the input's CTI, the
+        minimum over keys, goes on."""
+        return None
+
+
+def reindex(expr: x.Expr, index: int) -> x.Expr:
+    """``expr`` with every traced argument (``Input``) made argument ``index``."""
+    if isinstance(expr, x.Input):
+        return attrs.evolve(expr, index=index)
+    changes: dict[str, Any] = {}
+    for f in attrs.fields(type(expr)):
+        value = getattr(expr, f.name)
+        if isinstance(value, x.Expr):
+            changes[f.name] = reindex(value, index)
+        elif isinstance(value, tuple) and value and all(isinstance(v, x.Expr) for v in value):
+            changes[f.name] = tuple(reindex(v, index) for v in value)
+    return attrs.evolve(expr, **changes) if changes else expr
+
+
+def kept_key(projection: x.Expr, candidates: list[x.Expr]) -> x.Expr | None:
+    """The field of ``projection``'s record that copies one of the ``candidates`` (a key
+    over its arguments), as an expression over the record; the whole argument when the
+    projection is one of the arguments itself; None when no field carries the key."""
+    if isinstance(projection, x.Input):
+        for c in candidates:
+            if {i.index for i in c.walk() if isinstance(i, x.Input)} == {projection.index}:
+                return reindex(c, 0)
+        return None
+    if isinstance(projection, x.Record):
+        for name, value in zip(projection.names, projection.values):
+            if value in candidates:
+                return x.attr(x.Input(0, projection.dtype), name)
+    return None
+
 
 _DECLARATIONS = itertools.count()
 
@@ -113,6 +151,10 @@ class SourceNode(Node):
             parts.append(f"over {x.render(self.over)}")
         return ", ".join(parts)
 
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """The ``over=`` key."""
+        return self.over
+
 
 def _require_bool(expr: x.Expr, what: str) -> None:
     if expr.dtype not in (bool, object):
@@ -140,6 +182,10 @@ class WhereNode(Node):
     def describe(self) -> str:
         return f"Where {x.render(self.predicate)}"
 
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """Keeps the key: each key's CTI passes unchanged."""
+        return keys[0]
+
 
 @attrs.frozen(eq=False)
 class SelectNode(Node):
@@ -164,6 +210,10 @@ class SelectNode(Node):
 
     def describe(self) -> str:
         return f"Select {x.render(self.projection)}"
+
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """Keeps the key when a field of the new record copies it."""
+        return None if keys[0] is None else kept_key(self.projection, [keys[0]])
 
 
 @attrs.frozen(eq=False)
@@ -193,6 +243,10 @@ class AlterLifetimeNode(Node):
     def describe(self) -> str:
         d = "" if self.duration is None else f", duration {self.duration}us"
         return f"{self.label}: shift {self.shift}us{d}"
+
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """Keeps the key: each key's CTI moves by `shift`."""
+        return keys[0]
 
 
 AGGREGATE_KINDS = ("count", "sum", "avg", "min", "max")
@@ -276,6 +330,24 @@ class WindowNode(Node):
             f"-> {x.render(self.projection)}"
         )
 
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """Keeps the key when the substream key is one of the group keys and the aggregate
+        record has a field with it: each key's windows close, and its CTI is pulled back, on
+        that key's own CTI."""
+        i = self.group_index(keys[0])
+        if i is None or not isinstance(self.projection, x.Record):
+            return None
+        for name, value in zip(self.projection.names, self.projection.values):
+            if isinstance(value, x.KeyRef) and value.index == i:
+                return x.attr(x.Input(0, self.projection.dtype), name)
+        return None
+
+    def group_index(self, key: x.Expr | None) -> int | None:
+        """The position of the substream ``key`` among the group keys, if it is one."""
+        if key is None or self.keys is None or key not in self.keys:
+            return None
+        return self.keys.index(key)
+
 
 def split_conjuncts(e: x.Expr) -> list[x.Expr]:
     if isinstance(e, x.Binary) and e.op == "&":
@@ -344,6 +416,22 @@ class JoinNode(Node):
         res = "none" if self.residual is None else x.render(self.residual)
         return f"Join keys [{keys}] residual {res} -> {x.render(self.projection)}"
 
+    def key_index(self, keys: tuple[x.Expr | None, ...]) -> int | None:
+        """Which equality key pairs the two inputs' substream keys, if one does."""
+        left, right = keys
+        if left is None or right is None:
+            return None
+        pair = (left, reindex(right, 1))
+        return self.keys.index(pair) if pair in self.keys else None
+
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """Keeps the key when the join equates the two inputs' substream keys and the output
+        record copies it: each key's output CTI is the minimum of that key's CTIs."""
+        i = self.key_index(keys)
+        if i is None:
+            return None
+        return kept_key(self.projection, list(self.keys[i]))
+
 
 @attrs.frozen(eq=False)
 class AntiJoinNode(Node):
@@ -402,3 +490,8 @@ class UnionNode(Node):
 
     def describe(self) -> str:
         return "Union"
+
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """Keeps the key when both inputs have the same one: each key's output CTI is the
+        minimum of that key's CTIs."""
+        return keys[0] if keys[0] is not None and keys[0] == keys[1] else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import attrs
 
 from tempo.errors import QueryBuildError
+from tempo.expr import nodes as x
 from tempo.plan.nodes import Node, SourceNode
 
 
@@ -39,6 +40,8 @@ class Query:
     root: Node
     nodes: tuple[Node, ...]
     sources: tuple[SourceNode, ...]
+    substream_keys: dict[int, x.Expr | None] = attrs.Factory(dict)
+    """By ``id(node)``: the substream key of the node's output (``Node.substream_key``)."""
 
     @staticmethod
     def build(root: Node) -> Query:
@@ -66,7 +69,14 @@ class Query:
                     raise QueryBuildError("CTI imports form a cycle: " + " -> ".join(chain + [nxt.name]))
                 chain.append(nxt.name)
                 cur = nxt
-        return Query(root, tuple(nodes), tuple(found))
+        keys: dict[int, x.Expr | None] = {}
+        for node in nodes:
+            keys[id(node)] = node.substream_key(tuple(keys[id(c)] for c in node.inputs()))
+        return Query(root, tuple(nodes), tuple(found), keys)
+
+    def substream_key(self, node: Node) -> x.Expr | None:
+        """The substream key of ``node``'s output, or None."""
+        return self.substream_keys[id(node)]
 
     @property
     def imports(self) -> list[tuple[str, str]]:

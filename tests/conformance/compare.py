@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Union
 
-from tempo import InMemoryExecutor, Result, Stream, TempoError, is_infinite
+from tempo import Cti, EdgeStart, InMemoryExecutor, Interval, Point, Result, Stream, SubstreamCti, TempoError, is_infinite
 
 EventKey = tuple[datetime, datetime, str]
 RejectionKey = tuple[str, int, str, str, datetime, str, str]
@@ -111,23 +111,53 @@ def same_items(executor: object, got: Sequence[Any], expected: Sequence[Any]) ->
 
 
 def check_result(result: Result[Any]) -> None:
-    """What every executor's result must satisfy, without looking at ``raw``.
+    """What every executor's result must satisfy.
 
     * output CTIs strictly increase;
-    * every released event starts before the last output CTI and ends after its start;
-    * events come in release order: an event is released by the first CTI past its start,
-      so the CTI that releases each event never goes back along ``events`` (events released
-      by the same CTI may come in any order);
+    * every released event ends after its start, and was released by a CTI past its start:
+      the first CTI after it in ``raw`` (a ``SubstreamCti`` of its key when the output
+      keeps a substream key; without one, by the first output CTI past its start, so the
+      CTI that releases each event never goes back along ``events``; events released by
+      the same CTI may come in any order);
     * the metrics add up.
     """
     ctis = result.ctis
     assert all(x < y for x, y in zip(ctis, ctis[1:])), f"output CTIs do not strictly increase: {ctis}"
-    released_by: list[int] = []
     for e in result.events:
-        assert ctis and e.start < ctis[-1], f"{e} released without a CTI past its start (CTIs {ctis})"
         assert e.end > e.start or is_infinite(e.end), f"{e} has an empty lifetime"
-        released_by.append(next(i for i, c in enumerate(ctis) if c > e.start))
-    assert released_by == sorted(released_by), f"events not in release order: {result.events}"
+    if result.substream_ctis:
+        _check_keyed_release(result)
+    else:
+        released_by: list[int] = []
+        for e in result.events:
+            assert ctis and e.start < ctis[-1], f"{e} released without a CTI past its start (CTIs {ctis})"
+            released_by.append(next(i for i, c in enumerate(ctis) if c > e.start))
+        assert released_by == sorted(released_by), f"events not in release order: {result.events}"
     for name, m in result.metrics.items():
         assert m.received == m.admitted + m.dropped, (name, m)
         assert m.adjusted <= m.admitted, (name, m)
+
+
+def _check_keyed_release(result: Result[Any]) -> None:
+    """With substreams at the output: each event in ``raw`` is released by the next CTI
+    (of either kind) after it, which is past its start; a key's CTIs strictly increase
+    and are ahead of the output CTI; ``substream_ctis`` lists them."""
+    merged: datetime | None = None
+    by_key: dict[Any, list[datetime]] = {}
+    group: list[Any] = []
+    for item in result.raw:
+        if isinstance(item, (Cti, SubstreamCti)):
+            for ev in group:
+                assert ev.start < item.timestamp, f"{ev} released by {item}, which is not past its start"
+            group = []
+            if isinstance(item, Cti):
+                merged = item.timestamp
+            else:
+                assert merged is None or item.timestamp > merged, f"{item} not ahead of the output CTI {merged}"
+                seen = by_key.setdefault(item.key, [])
+                assert not seen or item.timestamp > seen[-1], f"{item} not after the key's CTI {seen[-1]}"
+                seen.append(item.timestamp)
+        elif isinstance(item, (Point, Interval, EdgeStart)):
+            group.append(item)
+    assert not group, f"{group} released without a CTI after them"
+    assert by_key == result.substream_ctis, (by_key, result.substream_ctis)

@@ -54,6 +54,8 @@ from tempo import (
     Result,
     Rule,
     Stream,
+    SubstreamCti,
+    SubstreamMetrics,
 )
 
 INFINITY = datetime.max  # naive inputs give naive results: infinity is datetime.max
@@ -105,6 +107,25 @@ def outcomes(result: Result[Any]) -> list[tuple[int, Rule, Action, datetime | No
 
 def minutes(ts: list[datetime]) -> list[float]:
     return [(t - M(0)) / timedelta(minutes=1) for t in ts]
+
+
+def releases(result: Result[Any]) -> list[tuple[list[tuple[str, float]], tuple[Any, ...]]]:
+    """``raw`` as release steps: the (device, start minute) of the events a CTI released,
+    sorted (the order within one release is the executor's), and the CTI: ("cti", minute)
+    or ("key", key, minute) for a SubstreamCti."""
+    steps: list[tuple[list[tuple[str, float]], tuple[Any, ...]]] = []
+    events: list[tuple[str, float]] = []
+    for item in result.raw:
+        if isinstance(item, Cti):
+            steps.append((sorted(events), ("cti", minutes([item.timestamp])[0])))
+            events = []
+        elif isinstance(item, SubstreamCti):
+            steps.append((sorted(events), ("key", item.key, minutes([item.timestamp])[0])))
+            events = []
+        else:
+            events.append((item.payload.device, minutes([item.start])[0]))
+    assert not events, f"released without a CTI after them: {events}"
+    return steps
 
 
 def test_setting_1_early_policy_adjust(run: Any) -> None:
@@ -171,25 +192,58 @@ def test_setting_2_no_early_policy(run: Any) -> None:
 def test_setting_3_substreams_over_the_device(run: Any) -> None:
     """Each device has its own CTI (its largest start - 2 min, never before the clock - 5
     min), so no event is out of order: only e3 (early) and e12 (late) are rejected. The
-    input's CTI, what operators see, is the min over all devices, seen or not: the clock -
-    5 min, after every event. Without a flush, exactly the events before the last CTI
-    (12:22) are released, in CTI order: e1 | e2, e4 | e6 | e9 | e7 | e5, e8."""
+    input's CTI is the min over all devices, seen or not: the clock - 5 min, after every
+    event. The output keeps the device, so each device's CTI also releases its events as
+    soon as it passes them, ahead of the input's CTI (SubstreamCti in raw). Without a
+    flush, the events past neither are not released (e10, e11, e12). By hand, step by step
+    (input's CTI first, then the device's own when its new largest start - 2 min is ahead):
+
+        step  input CTI  device CTI     released
+        1     12:02      d1 12:05       -
+        2     12:03      d2 12:06       -
+        3     12:06      (e3 dropped)   -
+        4     12:08      d3 12:06: not ahead    e1 (12:07) by the input's 12:08
+        5     12:11      d1 12:17       e2, e4 (12:08) by 12:11
+        6     12:12      d3 12:10: no   -
+        7     12:13      d2 12:15       e6 (d3 12:12) by 12:13
+        8     12:14      d2 12:18       e7 (d2 12:17) by d2's 12:18, not the input's 12:22
+        9     12:16      d3 12:14: no   -
+        10    12:17      d2 12:21       e9 (d3 12:16) by 12:17; e8 (d2 12:20) by d2's 12:21
+        11    12:19      -              -
+        12    12:22      (e12 late)     e5 (d1 12:19) by 12:22 (d1's own 12:17 is not past it)
+    """
     r = run(illustration(ADJUST, early=True, substreams=True, flush=False))
     assert outcomes(r) == [
         (2, Rule.EARLY_ARRIVAL, Action.DROPPED, None, M(16)),
         (11, Rule.LATE_ARRIVAL, Action.ADJUSTED, M(22), M(22)),
     ]
     assert r.ctis == [M(a - 5) for a in (7, 8, 11, 13, 16, 17, 18, 19, 21, 22, 24, 27)]
+    assert r.substream_ctis == {"d1": [M(5), M(17)], "d2": [M(6), M(15), M(18), M(21)]}
+    c, k = "cti", "key"
+    assert releases(r) == [
+        ([], (c, 2)), ([], (k, "d1", 5)), ([], (c, 3)), ([], (k, "d2", 6)), ([], (c, 6)),
+        ([("d1", 7)], (c, 8)),
+        ([("d2", 8), ("d3", 8)], (c, 11)), ([], (k, "d1", 17)), ([], (c, 12)),
+        ([("d3", 12)], (c, 13)), ([], (k, "d2", 15)),
+        ([], (c, 14)), ([("d2", 17)], (k, "d2", 18)),
+        ([], (c, 16)),
+        ([("d3", 16)], (c, 17)), ([("d2", 20)], (k, "d2", 21)),
+        ([], (c, 19)),
+        ([("d1", 19)], (c, 22)),
+    ]
     released = [(e.payload.device, minutes([e.start])[0]) for e in r.events]
-    assert released[:1] == [("d1", 7)]
-    assert sorted(released[1:3]) == [("d2", 8), ("d3", 8)]
-    assert released[3:] == [("d3", 12), ("d3", 16), ("d2", 17), ("d1", 19), ("d2", 20)]
+    assert released == [("d1", 7), *sorted(released[1:3]), ("d3", 12), ("d2", 17), ("d3", 16), ("d2", 20), ("d1", 19)]
     m = r.metrics["readings"]
     assert (m.received, m.admitted, m.adjusted, m.dropped, m.out_of_order_adjusted) == (12, 11, 1, 1, 0)
+    # Each device's own CTI moves and its delay then: d1 2 min at 12:07, -1 min at 12:16
+    # (12:17 is ahead of the clock); d2 2, 3, 1, 1 min; d3's never gets ahead of the input's.
+    def delays(*pairs: tuple[int, int]) -> list[tuple[datetime, timedelta]]:
+        return [(M(a), timedelta(minutes=d)) for a, d in pairs]
+
     assert m.substreams == {
-        "d1": EventCounts(received=3, admitted=2, dropped=1, early_dropped=1),
-        "d2": EventCounts(received=5, admitted=5),
-        "d3": EventCounts(received=4, admitted=4, adjusted=1, late_adjusted=1),
+        "d1": SubstreamMetrics(received=3, admitted=2, dropped=1, early_dropped=1, ctis_generated=2, watermark_delays=delays((7, 2), (16, -1))),
+        "d2": SubstreamMetrics(received=5, admitted=5, ctis_generated=4, watermark_delays=delays((8, 2), (18, 3), (19, 1), (22, 1))),
+        "d3": SubstreamMetrics(received=4, admitted=4, adjusted=1, late_adjusted=1),
     }
     assert {d for _, d in m.watermark_delays} == {timedelta(minutes=5)}
 
@@ -197,7 +251,7 @@ def test_setting_3_substreams_over_the_device(run: Any) -> None:
 def test_setting_3_with_drop(run: Any) -> None:
     r = run(illustration(DROP, early=True, substreams=True))
     assert [(p, rule) for p, rule, *_ in outcomes(r)] == [(2, Rule.EARLY_ARRIVAL), (11, Rule.LATE_ARRIVAL)]
-    assert r.metrics["readings"].substreams["d3"] == EventCounts(received=4, admitted=3, dropped=1, late_dropped=1)
+    assert r.metrics["readings"].substreams["d3"] == SubstreamMetrics(received=4, admitted=3, dropped=1, late_dropped=1)
 
 
 def test_boundaries(run: Any) -> None:
