@@ -211,14 +211,21 @@ def is_ordered(settings: AdvanceTimeSettings | None) -> bool:
 
 @st.composite
 def advance_settings(
-    draw: st.DrawFn, import_from: str | None = None, shape: EventShape | None = None
+    draw: st.DrawFn, import_from: str | None = None, shape: EventShape | None = None, keyed: bool = False
 ) -> AdvanceTimeSettings | None:
     """Settings of one input; with ``import_from``, CTIs imported from that input (and
     maybe generated too: the later CTI wins). Given the input's ``shape``, about half of
     the point and interval inputs that import nothing (a fifth of the inputs ``queries``
     draws) get ordering settings instead of generation, maybe with the flush at the end;
-    without ``shape``, the draws are as before."""
+    without ``shape``, the draws are as before. ``keyed``: always ordering settings with a
+    late-arrival tolerance, as substreams need."""
     policy = draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST]))
+    if keyed:
+        ordering = draw(ordering_settings())
+        if ordering.late_arrival_tolerance is None:
+            ordering = attrs.evolve(ordering, late_arrival_tolerance=timedelta(seconds=draw(st.sampled_from([0, 3, 10]))))
+        flush = AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True) if draw(st.booleans()) else None
+        return AdvanceTimeSettings(flush, policy=policy, ordering=ordering)
     if import_from is not None:
         gen = draw(st.one_of(st.none(), generation()))
         return AdvanceTimeSettings(gen, AdvanceTimeImportSettings(import_from), policy)
@@ -333,7 +340,7 @@ def _missing_arrival(draw: st.DrawFn, items: list[Any]) -> list[Any]:
 
 @st.composite
 def queries(
-    draw: st.DrawFn, errors: bool = False, inputs: int | None = None, min_events: int = 0
+    draw: st.DrawFn, errors: bool = False, inputs: int | None = None, min_events: int = 0, keyed: bool = False
 ) -> tuple[str, Builder]:
     """A description and a builder of a random query over one or two random inputs.
 
@@ -345,22 +352,27 @@ def queries(
     given to its other input lie on the same time line. With ``errors``, a few queries get a
     bad input item or an item without the arrival an import or ordering settings need, so
     that the run fails with an InputError. ``inputs`` (1 or 2) fixes the number of inputs;
-    every input has at least ``min_events`` events.
+    every input has at least ``min_events`` events. ``keyed``: every input is a point or
+    interval input split into substreams by key, with no import, so that every operator
+    keeping the key runs on per-key CTIs.
 
     Rare choices compare a drawn integer with a middle value: Hypothesis draws the bounds of
     a range far more often than the values between them.
     """
     keys = 40 if draw(st.integers(0, 9)) in (4, 5) else 3
-    left_shape = draw(st.sampled_from(list(EventShape)))
+    shapes = [EventShape.POINT, EventShape.INTERVAL] if keyed else list(EventShape)
+    left_shape = draw(st.sampled_from(shapes))
     left_items = draw(input_items(left_shape, Ev, keys=keys, min_events=min_events))
     first = draw(st.sampled_from(sorted(UNARY)))
     if inputs == 2 or (inputs is None and draw(st.booleans())):
-        right_shape = draw(st.sampled_from(list(EventShape)))
+        right_shape = draw(st.sampled_from(shapes))
         right_items = draw(input_items(right_shape, Ref, keys=keys, min_events=min_events))
-        link = draw(st.sampled_from(["none", "none", "arrival", "right imports left", "left imports right"]))
-        left_settings = draw(advance_settings("right" if link == "left imports right" else None, left_shape))
-        right_settings = draw(advance_settings("left" if link == "right imports left" else None, right_shape))
-        left_over, right_over = draw(substreams(left_settings)), draw(substreams(right_settings))
+        links = ["none", "arrival"] if keyed else ["none", "none", "arrival", "right imports left", "left imports right"]
+        link = draw(st.sampled_from(links))
+        left_settings = draw(advance_settings("right" if link == "left imports right" else None, left_shape, keyed))
+        right_settings = draw(advance_settings("left" if link == "right imports left" else None, right_shape, keyed))
+        left_over = keyed or draw(substreams(left_settings))
+        right_over = keyed or draw(substreams(right_settings))
         base = BASE if is_ordered(left_settings) or is_ordered(right_settings) else ARRIVAL_BASE
         if is_ordered(left_settings):
             left_items = draw(ordered_arrivals(left_items))
@@ -392,8 +404,8 @@ def queries(
             f"\n  left:  {left_items!r}\n  right: {right_items!r}"
         )
         return desc, build2
-    left_settings = draw(advance_settings(shape=left_shape))
-    left_over = draw(substreams(left_settings))
+    left_settings = draw(advance_settings(shape=left_shape, keyed=keyed))
+    left_over = keyed or draw(substreams(left_settings))
     if is_ordered(left_settings):
         left_items = draw(ordered_arrivals(left_items))
         if errors:

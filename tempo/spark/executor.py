@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import io
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -12,9 +14,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tempo.api.stream import Stream
-from tempo.events import Cti, EdgeStart, Interval, Point
+from tempo.events import Cti, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import record_fields
-from tempo.memory.executor import CtiReplay, rejection
+from tempo.memory.codegen import compile_expression
+from tempo.memory.executor import MERGED, CtiReplay, rejection
 from tempo.memory.ingress import TimestampMode
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, OutputEvent, RawItem, Result
@@ -105,7 +108,12 @@ class SparkExecutor:
                 out[s.name] = (prepared.replay.metrics(s.name), [r for r in prepared.replay.rejected if r[0] == s.name])
             # The watermark delays are the replay's: it sees every move of CTI and clock.
             replayed = prepared.replay.ingresses[s.name].public_metrics(lambda t: from_ticks(t, prepared.naive))
-            out[s.name][0].watermark_delays = replayed.watermark_delays
+            metrics = out[s.name][0]
+            metrics.watermark_delays = replayed.watermark_delays
+            for key, sub in metrics.substreams.items():  # and so are each key's own CTI moves
+                moved = replayed.substreams.get(key)
+                if moved is not None:
+                    sub.ctis_generated, sub.watermark_delays = moved.ctis_generated, moved.watermark_delays
         return out
 
     def to_dataframe(self, stream: Stream[Any]) -> DataFrame:
@@ -160,16 +168,55 @@ class SparkExecutor:
         def dt(t: int) -> datetime:
             return from_ticks(t, naive)
 
-        events = [OutputEvent(dt(s), dt(e), pl) for s, e, pl in decoded]
         ctis = prepared.replay.ctis_of(prepared.query.root)
+        key = prepared.query.substream_key(prepared.query.root)
+        messages: list[tuple[Any, int]] = [(MERGED, c) for c in ctis]
+        if key is not None:  # the output keeps a substream key: each key's CTIs release too
+            messages = prepared.replay.output_ctis
+        released = _by_release(decoded, messages, None if key is None else compile_expression(key, 1))
+        events = [OutputEvent(dt(s), dt(e), pl) for s, e, pl, _ in released]
         raw: list[RawItem[T]] = []
+        substream_ctis: dict[Any, list[datetime]] = {}
         i = 0
-        for c in ctis:
-            while i < len(decoded) and decoded[i][0] < c:
-                s, e, pl = decoded[i]
+        for index, (k, c) in enumerate(messages):
+            while i < len(released) and released[i][3] == index:
+                s, e, pl, _ = released[i]
                 raw.append(EdgeStart(dt(s), pl) if e >= INF else Point(dt(s), pl) if e == s + 1 else Interval(dt(s), dt(e), pl))
                 i += 1
-            raw.append(Cti(dt(c)))
+            if k is MERGED:
+                raw.append(Cti(dt(c)))
+            else:
+                raw.append(SubstreamCti(k, dt(c)))
+                substream_ctis.setdefault(k, []).append(dt(c))
         rejected = [rejection(r, dt) for s in prepared.query.sources for r in finished[s.name][1]]
         metrics = {s.name: finished[s.name][0] for s in prepared.query.sources}
-        return Result(events, [dt(c) for c in ctis], metrics, rejected, raw)
+        return Result(events, [dt(c) for c in ctis], metrics, rejected, raw, substream_ctis)
+
+
+def _first_past(times: list[int], t: int) -> int | None:
+    """The index of the first of the increasing ``times`` after ``t``, if any."""
+    i = bisect.bisect_right(times, t)
+    return i if i < len(times) else None
+
+
+def _by_release(
+    decoded: list[tuple[int, int, Any]], messages: list[tuple[Any, int]], key_of: Callable[[Any], Any] | None
+) -> list[tuple[int, int, Any, int]]:
+    """The released output events, each with the index in ``messages`` (the output's CTIs,
+    and its substreams' when ``key_of`` names an output payload's key, in the order the
+    replay emitted them) of the first that releases it: an output CTI past its start, or
+    one of its key's. In release order, then start order."""
+    merged: tuple[list[int], list[int]] = ([], [])  # (times, indexes in messages)
+    keyed: dict[Any, tuple[list[int], list[int]]] = {}
+    for index, (k, t) in enumerate(messages):
+        times, at = merged if k is MERGED else keyed.setdefault(k, ([], []))
+        times.append(t)
+        at.append(index)
+    out: list[tuple[int, int, Any, int]] = []
+    for s, e, pl in decoded:
+        by = [merged] if key_of is None else [merged, keyed.get(key_of(pl), ([], []))]
+        found = [at[i] for times, at in by for i in [bisect.bisect_right(times, s)] if i < len(times)]
+        if found:
+            out.append((s, e, pl, min(found)))
+    out.sort(key=lambda ev: (ev[3], ev[0], ev[1]))
+    return out

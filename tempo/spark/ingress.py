@@ -44,7 +44,7 @@ from tempo.memory.ingress import (
 )
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
-from tempo.result import Action, EventCounts, InputMetrics, Rule
+from tempo.result import Action, InputMetrics, Rule, SubstreamMetrics
 from tempo.settings import AdvanceTimePolicy
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
@@ -563,17 +563,22 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
     # What moves time: a new largest start (without substreams), a later arrival, a CTI row.
     ordered_step = F.col("__ordered") > F.col("__ordered_before")
     candidate = F.when(ordered_step & F.lit(key is None), F.col("__ordered") - out_of_order)
+    # With substreams, a new largest start of the key moves the key's own CTI, which goes
+    # downstream when ahead of the input's (at least the arrival less the late tolerance).
+    key_candidate = none
+    if key is not None and late is not None:
+        key_candidate = F.when(ordered_step & (F.col("__ordered") - out_of_order > arrival - late), F.col("__ordered") - out_of_order)
     arrival_step = F.coalesce(arrival > F.col("__arr_before"), F.lit(True))
     kept = df.select(
         POS, ORDER, FILE, KIND, S, E, ARR, _bad_row(frame).alias("__bad"),
         F.coalesce(status, F.lit(0)).alias("__status"), rule.alias("__rule"), bound.alias("__bound"),
         adm_s.alias("__adm_s"), adm_e.alias("__adm_e"), F.col("__late"), late_kept.alias("__late_kept"),
-        candidate.alias("__c"), arrival_step.alias("__arr_step"), F.when(kind == CTI, start).alias("__x"),
+        candidate.alias("__c"), key_candidate.alias("__kc"), arrival_step.alias("__arr_step"), F.when(kind == CTI, start).alias("__x"),
         F.col("__key"), first_of_key.alias("__first"), key_events.alias("__key_events"),
     )
     frame.collected = kept.filter(
         (F.col("__bad") != 0) | (F.col("__status") != 0) | F.col("__c").isNotNull() | F.col("__arr_step")
-        | F.col("__x").isNotNull() | F.col("__first")
+        | F.col("__x").isNotNull() | F.col("__first") | F.col("__kc").isNotNull()
     ).collect()
 
 
@@ -584,7 +589,7 @@ def _ordered_verdicts(frame: InputFrame, rows: Sequence[Any]) -> Verdicts:
     substreams = frame.node.over is not None
     for r in rows:
         if r["__first"]:
-            counts.substreams[r["__key"]] = EventCounts(received=r["__key_events"])
+            counts.substreams[r["__key"]] = SubstreamMetrics(received=r["__key_events"])
     events: list[tuple[int, int, int, int, int, int]] = []
     rules: dict[tuple[int, int], Rule] = {}
     for r in rows:
@@ -597,8 +602,8 @@ def _ordered_verdicts(frame: InputFrame, rows: Sequence[Any]) -> Verdicts:
         late = (Action.ADJUSTED if r["__late_kept"] else Action.DROPPED) if r["__late"] else None
         for c in (counts, counts.substreams[r["__key"]]) if substreams else (counts,):
             count_rejection(c, rules[_key(r)], action, True, late)
-    for c in (counts, *counts.substreams.values()):
-        c.admitted = c.received - c.dropped
+    for every in (counts, *counts.substreams.values()):
+        every.admitted = every.received - every.dropped
     return Verdicts(events, [], {_key(r): r[POS] for r in rows}, rules, counts)
 
 
@@ -625,8 +630,9 @@ def _feed(query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[s
                     continue  # raised by ``decide``
                 if r["__x"] is not None:
                     rows.append((key, name, ("explicit", r["__x"])))
-                if r["__x"] is not None or r["__c"] is not None or r["__arr_step"]:
-                    rows.append((key, name, ("ordered", r[ARR], NEG_INF if r["__c"] is None else r["__c"])))
+                if r["__x"] is not None or r["__c"] is not None or r["__arr_step"] or r["__kc"] is not None:
+                    c = NEG_INF if r["__c"] is None else r["__c"]
+                    rows.append((key, name, ("ordered", r[ARR], c, r["__key"], NEG_INF if r["__kc"] is None else r["__kc"])))
                 continue
             if r["__x"] is not None:
                 rows.append((key, name, ("explicit", r["__x"])))
@@ -637,7 +643,7 @@ def _feed(query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[s
         if name in local:
             cti_replay.feed_item(key, name, what)
         elif what[0] == "ordered":
-            cti_replay.feed_ordered(key, name, what[1], what[2])
+            cti_replay.feed_ordered(key, name, what[1], what[2], what[3], what[4])
         else:
             cti_replay.feed(key, name, what[0], what[1])
     cti_replay.shutdown()

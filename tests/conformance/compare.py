@@ -1,12 +1,11 @@
 """Comparing results across executors.
 
 Every executor must agree on what a query computes: the released events (as a multiset of
-lifetimes and payloads), the output CTIs, the per-input metrics and the rejected input
-events (as a multiset). What they need not agree on is how the output is represented:
-``result.raw`` (the in-memory executor interleaves inserts, end edges and CTIs as it
-releases them; the Spark executor lists the inserts in start order and then the CTIs, and
-may show an edge pair as one interval), and the order of events or rejections released by
-the same CTI.
+lifetimes and payloads), which CTI released each (``release_steps``), the output CTIs and
+the substreams' ones, the per-input metrics and the rejected input events (as a multiset).
+What they need not agree on is how the output is represented: ``result.raw`` (the Spark
+executor may show an edge pair as one interval, released as the start edge would be),
+and the order of events or rejections released by the same CTI.
 """
 
 from __future__ import annotations
@@ -41,6 +40,26 @@ def rejection_multiset(result: Result[Any]) -> list[RejectionKey]:
     )
 
 
+ReleaseStep = tuple[list[tuple[datetime, str]], tuple[Any, ...]]
+
+
+def release_steps(result: Result[Any]) -> list[ReleaseStep]:
+    """``raw`` as the CTIs, each with what it released: the (start, payload repr) of the
+    events before it (sorted) and the CTI, ``("cti", t)`` or ``("key", key repr, t)``."""
+    steps: list[ReleaseStep] = []
+    released: list[tuple[datetime, str]] = []
+    for item in result.raw:
+        if isinstance(item, Cti):
+            steps.append((sorted(released), ("cti", item.timestamp)))
+            released = []
+        elif isinstance(item, SubstreamCti):
+            steps.append((sorted(released), ("key", repr(item.key), item.timestamp)))
+            released = []
+        elif isinstance(item, (Point, Interval, EdgeStart)):
+            released.append((item.start, repr(item.payload)))
+    return steps
+
+
 def _value(member: Any) -> str:
     """An enum member (Rule, Action) as its string value."""
     return str(getattr(member, "value", member))
@@ -50,9 +69,12 @@ def assert_same_results(a: Result[Any], b: Result[Any], context: str = "") -> No
     """``a`` and ``b`` agree on events (multiset), ctis, metrics and rejected (multiset)."""
     where = f" ({context})" if context else ""
     assert a.ctis == b.ctis, f"ctis differ{where}:\n  {a.ctis}\n  {b.ctis}"
+    assert a.substream_ctis == b.substream_ctis, f"substream ctis differ{where}:\n  {a.substream_ctis}\n  {b.substream_ctis}"
     assert a.metrics == b.metrics, f"metrics differ{where}:\n  {a.metrics}\n  {b.metrics}"
     ea, eb = event_multiset(a), event_multiset(b)
     assert ea == eb, f"events differ{where}:\n  only in a: {_minus(ea, eb)}\n  only in b: {_minus(eb, ea)}"
+    sa, sb = release_steps(a), release_steps(b)
+    assert sa == sb, f"released by other CTIs{where}:\n  {sa}\n  {sb}"
     ra, rb = rejection_multiset(a), rejection_multiset(b)
     assert ra == rb, f"rejected differ{where}:\n  only in a: {_minus(ra, rb)}\n  only in b: {_minus(rb, ra)}"
 

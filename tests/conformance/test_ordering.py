@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 import pytest
@@ -109,12 +109,12 @@ def minutes(ts: list[datetime]) -> list[float]:
     return [(t - M(0)) / timedelta(minutes=1) for t in ts]
 
 
-def releases(result: Result[Any]) -> list[tuple[list[tuple[str, float]], tuple[Any, ...]]]:
-    """``raw`` as release steps: the (device, start minute) of the events a CTI released,
-    sorted (the order within one release is the executor's), and the CTI: ("cti", minute)
-    or ("key", key, minute) for a SubstreamCti."""
-    steps: list[tuple[list[tuple[str, float]], tuple[Any, ...]]] = []
-    events: list[tuple[str, float]] = []
+def releases(result: Result[Any], label: Callable[[Any], Any] = lambda p: p.device) -> list[tuple[list[tuple[Any, float]], tuple[Any, ...]]]:
+    """``raw`` as release steps: the (label of the payload, start minute) of the events a
+    CTI released, sorted (the order within one release is the executor's), and the CTI:
+    ("cti", minute) or ("key", key, minute) for a SubstreamCti."""
+    steps: list[tuple[list[tuple[Any, float]], tuple[Any, ...]]] = []
+    events: list[tuple[Any, float]] = []
     for item in result.raw:
         if isinstance(item, Cti):
             steps.append((sorted(events), ("cti", minutes([item.timestamp])[0])))
@@ -123,7 +123,7 @@ def releases(result: Result[Any]) -> list[tuple[list[tuple[str, float]], tuple[A
             steps.append((sorted(events), ("key", item.key, minutes([item.timestamp])[0])))
             events = []
         else:
-            events.append((item.payload.device, minutes([item.start])[0]))
+            events.append((label(item.payload), minutes([item.start])[0]))
     assert not events, f"released without a CTI after them: {events}"
     return steps
 
@@ -246,6 +246,64 @@ def test_setting_3_substreams_over_the_device(run: Any) -> None:
         "d3": SubstreamMetrics(received=4, admitted=4, adjusted=1, late_adjusted=1),
     }
     assert {d for _, d in m.watermark_delays} == {timedelta(minutes=5)}
+
+
+@attrs.frozen
+class DeviceCount:
+    device: str
+    n: int
+
+
+def count_per_device(s: Stream[Reading]) -> Stream[DeviceCount]:
+    return s.group_by(lambda r: r.device).tumbling(timedelta(minutes=5)).aggregate(lambda k, w: DeviceCount(k, w.count()))
+
+
+def test_setting_3_windows_per_device_close_on_the_device_cti(run: Any) -> None:
+    """Counts per device in 5-minute windows over setting 3. The window keeps the device, so
+    each device's windows close on its own CTI, pulled back to a window start like the
+    input's. By hand, from the messages of the test above (input CTI, then device CTI):
+
+        step  input CTI -> out   device CTI -> out   closed and released
+        1     12:02 -> 12:00     d1 12:05 -> 12:05
+        2     12:03              d2 12:06 -> 12:05
+        3     12:06 -> 12:05
+        5     12:11 -> 12:10     d1 12:17 -> 12:15   [12:05, 12:10) of d1, d2, d3 by 12:10
+        7     12:13              d2 12:15 -> 12:15
+        8     12:14              d2 12:18 -> 12:15 (no move)
+        9     12:16 -> 12:15                         [12:10, 12:15) of d3 by 12:15
+        10    12:17              d2 12:21 -> 12:20   [12:15, 12:20) of d2 by d2's 12:20
+        12    12:22 -> 12:20                         [12:15, 12:20) of d1 and d3 by 12:20
+
+    d2's third window goes out at step 10 (arrival 12:22), not at step 12 (12:27). Windows
+    from 12:20 on wait: there is no flush."""
+    r = run(count_per_device(illustration(ADJUST, early=True, substreams=True, flush=False)))
+    assert r.ctis == [M(0), M(5), M(10), M(15), M(20)]
+    assert r.substream_ctis == {"d1": [M(5), M(15)], "d2": [M(5), M(15), M(20)]}
+    c, k = "cti", "key"
+    assert releases(r, lambda p: (p.device, p.n)) == [
+        ([], (c, 0)), ([], (k, "d1", 5)), ([], (k, "d2", 5)), ([], (c, 5)),
+        ([(("d1", 1), 5), (("d2", 1), 5), (("d3", 1), 5)], (c, 10)), ([], (k, "d1", 15)), ([], (k, "d2", 15)),
+        ([(("d3", 1), 10)], (c, 15)),
+        ([(("d2", 1), 15)], (k, "d2", 20)),
+        ([(("d1", 1), 15), (("d3", 1), 15)], (c, 20)),
+    ]
+
+
+def test_an_operator_that_drops_the_key_runs_on_the_input_cti(run: Any) -> None:
+    """A select that computes a new value from the device, rather than copying it, no longer
+    names the substream: its output runs on the input's CTIs alone (as in setting 3 before
+    per-key release): e7 waits for 12:19, e8 for 12:22, where d2's own CTIs released them
+    at 12:18 and 12:21."""
+    stream = illustration(ADJUST, early=True, substreams=True, flush=False).select(
+        lambda r: Reading(r.device + "!", r.event_time)
+    )
+    r = run(stream)
+    assert r.substream_ctis == {} and not any(isinstance(i, SubstreamCti) for i in r.raw)
+    released = [step for step in releases(r) if step[0]]
+    assert released == [
+        ([("d1!", 7)], ("cti", 8)), ([("d2!", 8), ("d3!", 8)], ("cti", 11)), ([("d3!", 12)], ("cti", 13)),
+        ([("d3!", 16)], ("cti", 17)), ([("d2!", 17)], ("cti", 19)), ([("d1!", 19), ("d2!", 20)], ("cti", 22)),
+    ]
 
 
 def test_setting_3_with_drop(run: Any) -> None:
