@@ -128,6 +128,24 @@ def test_iot_skewed_clocks_substreams_keep_the_other_devices_readings() -> None:
     # Every arrival differs, so the input's CTI (the clock - 5 s) moves 42 times; then the flush.
     assert s.ctis_generated == 43
     assert {d for _, d in s.watermark_delays} == {timedelta(seconds=5)}
+    # Each admitted reading arrives at most 4 s after its stamp (the garage's 90 s before),
+    # so it moves its device's own CTI, to its stamp, ahead of the clock - 5 s.
+    own = {d: (c.ctis_generated, {w for _, w in c.watermark_delays}) for d, c in s.substreams.items()}
+    assert own == {
+        "kitchen": (12, {timedelta(0)}), "attic": (12, {timedelta(0)}),
+        "cellar": (11, {timedelta(seconds=n) for n in (1, 2, 3, 4)}), "garage": (6, {timedelta(seconds=-90)}),
+    }
+    # The count keeps the device, so a device's minute goes out on its own CTI when that
+    # passes the minute's end before the input's (clock - 5 s) does: the kitchen's reading
+    # at m+1:00:00 closes minute m when the input's CTI is m:59:55 (minutes 12:00-12:02);
+    # the garage's 12:04:15 and 12:05:15 close its 12:03 and 12:04. The input's CTI passes
+    # m+1:00:00 at the next arrival after m+1:00:05, before the attic's m+1:00:15 and the
+    # cellar's (m+1:00:10 plus its delay), so theirs go out on it. The last minutes go out
+    # with the flush.
+    assert iot_skewed_clocks.released_by_own_cti(by_device) == {"kitchen": 3, "garage": 2}
+    # The kitchen's CTIs at the output: its readings' stamps pulled back to the minute.
+    assert by_device.substream_ctis["kitchen"] == [at(m, 0) for m in range(4)]
+    assert iot_skewed_clocks.released_by_own_cti(global_) == {}
 
     # Per device and minute: three readings a minute each; the garage's are stamped
     # 12:03:35, :55, 12:04:15, :35, :55, 12:05:15.
@@ -157,8 +175,11 @@ def test_examples_give_the_same_results_on_spark(spark_executor: Any) -> None:
 
     def rounded(result: Result[Any]) -> Result[Any]:
         # Float sums depend on summation order, which Spark does not fix: compare to 1e-9.
-        events = [attrs.evolve(e, payload=attrs.evolve(e.payload, celsius=round(e.payload.celsius, 9))) for e in result.events]
-        return attrs.evolve(result, events=events)
+        def fix(item: Any) -> Any:
+            payload = getattr(item, "payload", None)
+            return item if payload is None else attrs.evolve(item, payload=attrs.evolve(payload, celsius=round(payload.celsius, 9)))
+
+        return attrs.evolve(result, events=[fix(e) for e in result.events], raw=[fix(i) for i in result.raw])
 
     assert_same_results(rounded(hopping_averages.main(spark_executor)), rounded(hopping_averages.main()))
     for got, want in zip(slow_fast_sync.main(spark_executor), slow_fast_sync.main()):

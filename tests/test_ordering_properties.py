@@ -18,6 +18,9 @@ rejection can be traced to the item it came from.
   lie within the arrival tolerances; every CTI comes from an in-time start less the
   out-of-order tolerance, the arrival clock less the late tolerance, or an explicit CTI;
   the watermark delay stays within the tolerances.
+* Per-key progress: an output that keeps the substream key has the same results and CTIs
+  as one that does not, each event released no later, by the output's CTI or its key's,
+  and never starting before either already released.
 * The CTI in force: each event's fate is decided by the CTI in force before it (read from
   a run of the items before it) and its substream's largest start before it, never by a
   later item.
@@ -58,6 +61,9 @@ from tempo import (
     Result,
     Rule,
     Stream,
+    SubstreamCti,
+    EdgeStart,
+    TICK,
     is_infinite,
 )
 from tests.conformance.compare import check_result
@@ -623,3 +629,134 @@ def test_every_event_meets_the_cti_in_force(case: Case) -> None:
 def test_every_event_meets_the_cti_in_force_on_every_executor(executor: Any, case: Case, positions: list[int]) -> None:
     """As above, at a few drawn events (each a run of its prefix)."""
     check_cti_in_force(executor, case, positions)
+
+
+# ---- per-key progress ---------------------------------------------------------------------
+
+
+def _self_join(s: Stream[Ev]) -> Stream[Ev]:
+    return s.join(s.where(lambda e: e.value % 2 == 0), lambda a, b: a.key == b.key, lambda a, b: Ev(key=a.key, value=a.value * 1000 + b.value))
+
+
+KEEPING_THE_KEY: dict[str, Callable[[Stream[Ev]], Stream[Any]]] = {
+    "identity": lambda s: s,
+    "where": lambda s: s.where(lambda e: e.value % 3 != 1),
+    "select": lambda s: s.select(lambda e: Ev(key=e.key, value=e.value + 1)),
+    "shift": lambda s: s.shift_event_time(timedelta(seconds=-4)),
+    "count_by_key": _count_by_key,
+    "hopping_by_key": UNARY["hopping_by_key"],
+    "self_join": _self_join,
+    "self_union": lambda s: s.union(s.where(lambda e: e.value % 2 == 0).select(lambda e: Ev(key=e.key, value=e.value + OTHER_SEQ))),
+}
+
+
+def without_the_key(s: Stream[Any]) -> Stream[Any]:
+    """The same payloads, with the key computed (``key + 0``) rather than copied: the
+    output no longer names the substream, so it runs on the input's CTIs alone."""
+    if s.payload_type is KeyAgg:
+        return s.select(lambda a: KeyAgg(key=a.key + 0, n=a.n, total=a.total, start=a.start))
+    return s.select(lambda e: Ev(key=e.key + 0, value=e.value))
+
+
+def epochs(result: Result[Any]) -> dict[tuple[Any, ...], list[int]]:
+    """Each released event (start, end, payload repr) with the number of output CTIs
+    (not substream CTIs) in ``raw`` before it: how long it waited, counted in output CTIs."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    n = 0
+    for item in result.raw:
+        if isinstance(item, Cti):
+            n += 1
+        elif isinstance(item, (Point, Interval, EdgeStart)):
+            end = item.start + TICK if isinstance(item, Point) else getattr(item, "end", None)
+            out.setdefault((item.start, end, repr(item.payload)), []).append(n)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _join_two(a: Stream[Ev], b: Stream[Ev]) -> Stream[Ev]:
+    return a.join(b, lambda x, y: x.key == y.key, lambda x, y: Ev(key=y.key, value=x.value * 100_000 + y.value))
+
+
+TWO_INPUTS: dict[str, Callable[[Stream[Ev], Stream[Ev]], Stream[Any]]] = {
+    "union": lambda a, b: a.union(b),
+    "join": _join_two,
+    "join_then_count": lambda a, b: _count_by_key(_join_two(a, b)),
+    "shifted_union": lambda a, b: a.shift_event_time(timedelta(seconds=5)).union(b.where(lambda e: e.value % 2 == 0)),
+}
+
+
+def one_input(case: Case, query: str) -> Callable[[], Stream[Any]]:
+    return lambda: KEEPING_THE_KEY[query](case.stream())
+
+
+def two_inputs(pair: tuple[Case, Case], query: str) -> Callable[[], Stream[Any]]:
+    return lambda: TWO_INPUTS[query](pair[0].stream(name="a"), pair[1].stream(name="b"))
+
+
+@st.composite
+def keyed_pairs(draw: st.DrawFn) -> tuple[Case, Case]:
+    return draw(cases(over=True)), draw(cases(over=True, first_seq=OTHER_SEQ))
+
+
+def check_per_key_progress(executor: Any, build: Callable[[], Stream[Any]]) -> None:
+    keyed = executor.run(build())
+    merged = executor.run(without_the_key(build()))
+    check_result(keyed)
+    # Per-key time changes when results go out, never what they are or the output's CTIs.
+    assert lifetimes(keyed) == lifetimes(merged)
+    assert keyed.ctis == merged.ctis
+    assert merged.substream_ctis == {} and not any(isinstance(i, SubstreamCti) for i in merged.raw)
+    # The emission contract per key: nothing of key k starts before the output's CTI or k's
+    # own CTI already out; each event goes out with the output's CTI or its own key's.
+    cti: Any = None
+    own: dict[Any, Any] = {}
+    waiting: list[Any] = []
+    for item in keyed.raw:
+        if isinstance(item, (Point, Interval, EdgeStart)):
+            k = item.payload.key
+            assert cti is None or item.start >= cti, (item, cti)
+            assert k not in own or item.start >= own[k], (item, own[k])
+            waiting.append(item)
+        elif isinstance(item, Cti):
+            cti, waiting = item.timestamp, []
+        elif isinstance(item, SubstreamCti):
+            assert all(w.payload.key == item.key for w in waiting), (item, waiting)
+            own[item.key], waiting = item.timestamp, []
+    # And never later than the output's CTIs alone would release it.
+    early, late = epochs(keyed), epochs(merged)
+    assert early.keys() == late.keys()
+    for event, waits in early.items():
+        assert all(a <= b for a, b in zip(waits, late[event])), (event, waits, late[event])
+
+
+@ORDERING
+@given(case=cases(over=True), query=st.sampled_from(sorted(KEEPING_THE_KEY)))
+def test_per_key_progress(case: Case, query: str) -> None:
+    """With substreams, an output that keeps the key (through where, select, shifts,
+    windows grouped by it, joins and unions on it) has the same results and output CTIs
+    as one that does not, released no later, each by the output's CTI or its own key's,
+    and never starting before either already released."""
+    check_per_key_progress(InMemoryExecutor(), one_input(case, query))
+
+
+@ORDERING
+@given(pair=keyed_pairs(), query=st.sampled_from(sorted(TWO_INPUTS)))
+def test_per_key_progress_of_two_inputs(pair: tuple[Case, Case], query: str) -> None:
+    """The same for two inputs with substreams unioned or joined on the key: a key's CTI
+    downstream is the earlier of its CTIs on the two sides."""
+    check_per_key_progress(InMemoryExecutor(), two_inputs(pair, query))
+
+
+@pytest.mark.spark
+@QUIET_RECURSION_LIMIT
+@EVERY_EXECUTOR
+@given(case=cases(over=True), query=st.sampled_from(sorted(KEEPING_THE_KEY)))
+def test_per_key_progress_on_every_executor(executor: Any, case: Case, query: str) -> None:
+    check_per_key_progress(executor, one_input(case, query))
+
+
+@pytest.mark.spark
+@QUIET_RECURSION_LIMIT
+@EVERY_EXECUTOR
+@given(pair=keyed_pairs(), query=st.sampled_from(sorted(TWO_INPUTS)))
+def test_per_key_progress_of_two_inputs_on_every_executor(executor: Any, pair: tuple[Case, Case], query: str) -> None:
+    check_per_key_progress(executor, two_inputs(pair, query))
