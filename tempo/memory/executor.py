@@ -281,9 +281,10 @@ class _CtiRecorder(ops.Operator):
     """Records the CTIs one operator emits (events are not replayed); with ``keyed``, its
     substreams' CTIs too, interleaved with its CTIs as ``(key, t)`` (``(_MERGED, t)``)."""
 
-    def __init__(self, ctis: list[int], keyed: list[tuple[Any, int]] | None = None) -> None:
+    def __init__(self, ctis: list[int], finals: dict[Any, int], keyed: list[tuple[Any, int]] | None = None) -> None:
         super().__init__()
         self.ctis = ctis
+        self.finals = finals
         self.keyed = keyed
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
@@ -298,6 +299,7 @@ class _CtiRecorder(ops.Operator):
             self.keyed.append((MERGED, t))
 
     def key_cti(self, port: int, key: Any, t: int) -> None:
+        self.finals[key] = t
         if self.keyed is not None:
             self.keyed.append((key, t))
 
@@ -326,14 +328,15 @@ class CtiReplay:
         self.key: Key = (0, 0, 0, 0)
         self.steps: dict[str, list[tuple[Key, int]]] = {s.name: [] for s in query.sources}
         self.node_ctis: dict[int, list[int]] = {}
+        self.node_key_ctis: dict[int, dict[Any, int]] = {}
         self.output_ctis: list[tuple[Any, int]] = []
         """The output's CTIs and its substreams' (``(key, t)``, ``(MERGED, t)``), in order."""
         self.ingresses = _ingresses(build, query)
         built = _operators(build, query)
         for node in query.nodes:
-            self.node_ctis[id(node)] = []
+            self.node_ctis[id(node)], self.node_key_ctis[id(node)] = [], {}
             keyed = self.output_ctis if node is query.root else None
-            built[id(node)].connect(_CtiRecorder(self.node_ctis[id(node)], keyed), 0)
+            built[id(node)].connect(_CtiRecorder(self.node_ctis[id(node)], self.node_key_ctis[id(node)], keyed), 0)
         for name, ingress in self.ingresses.items():
             ingress.emit_cti = self._stepper(name, ingress.emit_cti)
 
@@ -391,3 +394,7 @@ class CtiReplay:
     def ctis_of(self, node: p.Node) -> list[int]:
         """The CTIs ``node`` emits, in order."""
         return self.node_ctis[id(node)]
+
+    def key_ctis_of(self, node: p.Node) -> dict[Any, int]:
+        """The last CTI of each substream key ``node`` emits (when it keeps the key)."""
+        return self.node_key_ctis[id(node)]

@@ -7,6 +7,12 @@ known up front (``CtiReplay``), each stateful operator here keeps exactly the ou
 final CTI has released, and the query keeps the events its final output CTI has passed.
 Each compile rule below states how its node's semantics (``tempo/plan/nodes.py``) become
 a plan.
+
+Below inputs with substreams, an operator keeping the key releases each key's outputs up to
+that key's own final CTI (docs/semantics.md 3.10.4). A stateful operator here then keeps
+what the latest of them released (``final_bound``): a key's outputs past its own CTI start
+at or after it, so no released output downstream depends on them, and the query's output
+keeps exactly each key's released events (``output``).
 """
 
 from __future__ import annotations
@@ -52,6 +58,10 @@ class Compiler:
         ctis = self.replay.ctis_of(node)
         return ctis[-1] if ctis else NEG_INF
 
+    def final_bound(self, node: p.Node) -> int:
+        """The latest final CTI of ``node``: its own, or one of its substream keys'."""
+        return max(self.final_cti(node), *self.replay.key_ctis_of(node).values(), NEG_INF)
+
     def relation(self, node: p.Node) -> DataFrame:
         cached = self.built.get(id(node))
         if cached is None:
@@ -67,7 +77,20 @@ class Compiler:
         cti = self.final_cti(root)
         # Every relation's events start before infinity (inputs reject a start there, and
         # operators drop what moves there), so the CTI at infinity releases them all.
-        return self.relation(root) if cti >= INF else self.relation(root).filter(F.col(S) < F.lit(cti))
+        if cti >= INF:
+            return self.relation(root)
+        bound: Column = F.lit(cti)
+        key = self.query.substream_key(root)
+        ahead = {k: t for k, t in self.replay.key_ctis_of(root).items() if t > cti}
+        if key is not None and ahead:  # each key's events up to its own final CTI
+            key_col = column(key, Scope())
+            by_key = None
+            for k, t in ahead.items():
+                test = key_col.isNull() if k is None else key_col == F.lit(k)
+                by_key = F.when(test, F.lit(t)) if by_key is None else by_key.when(test, F.lit(t))
+            assert by_key is not None
+            bound = by_key.otherwise(F.lit(cti))
+        return self.relation(root).filter(F.col(S) < bound)
 
 
 def _payload(node: p.Node) -> list[Column]:
@@ -141,7 +164,7 @@ def _window(c: Compiler, node: p.WindowNode) -> DataFrame:
     """
     df = c.relation(node.input)
     in_ctis = c.replay.ctis_of(node.input)
-    cti = in_ctis[-1] if in_ctis else NEG_INF
+    cti = c.final_bound(node.input)
     size, hop, off = node.size, node.hop, node.offset
     if cti <= NEG_INF:
         return _empty_window(c, node)
@@ -288,7 +311,7 @@ def _join(c: Compiler, node: p.JoinNode) -> DataFrame:
     cti_l, cti_r = c.final_cti(node.left), c.final_cti(node.right)
     determined = ((le < INF) | (F.lit(cti_l) >= known)) & ((re < INF) | (F.lit(cti_r) >= known))
     end = F.when(determined & (known < INF), known).otherwise(F.lit(INF))
-    out = joined.filter(start < F.lit(c.final_cti(node)))
+    out = joined.filter(start < F.lit(c.final_bound(node)))
     return out.select(start.alias(S), end.alias(E), *record_columns(node.projection, Scope(("__l_", "__r_"))))
 
 

@@ -289,6 +289,30 @@ def test_setting_3_windows_per_device_close_on_the_device_cti(run: Any) -> None:
     ]
 
 
+def test_what_only_a_key_cti_released_stays_released(run: Any) -> None:
+    """The run ends before the input's CTI catches up with d2's: after e8 (arrival 12:19)
+    the input's CTI is 12:14 and d2's is 12:18, so e7 (d2 12:17) is released and stays in the
+    result although no CTI of the input ever passed it. After e10 (12:22), d2's CTI 12:21
+    closed d2's window [12:15, 12:20) while the input's CTI is 12:17, so that count is
+    released and the other devices' windows of 12:15 are not."""
+    settings = AdvanceTimeSettings(None, policy=ADJUST, ordering=EventOrderingSettings(timedelta(minutes=2), timedelta(minutes=5), timedelta(minutes=5)))
+
+    def first(n: int) -> Stream[Reading]:
+        return Stream.create("readings", ITEMS[:n], EventShape.POINT, settings, over=lambda r: r.device)
+
+    r = run(first(8))
+    assert r.ctis[-1] == M(14) and r.substream_ctis["d2"][-1] == M(18)
+    assert [(e.payload.device, minutes([e.start])[0]) for e in r.events][-1] == ("d2", 17)
+    assert releases(r)[-1] == ([("d2", 17)], ("key", "d2", 18))
+
+    w = run(count_per_device(first(10)))
+    assert w.ctis[-1] == M(15) and w.substream_ctis["d2"][-1] == M(20)
+    assert sorted((e.payload.device, minutes([e.start])[0], e.payload.n) for e in w.events) == [
+        ("d1", 5, 1), ("d2", 5, 1), ("d2", 15, 1), ("d3", 5, 1), ("d3", 10, 1),
+    ]
+    assert releases(w, lambda p: p.device)[-1] == ([("d2", 15)], ("key", "d2", 20))
+
+
 def test_an_operator_that_drops_the_key_runs_on_the_input_cti(run: Any) -> None:
     """A select that computes a new value from the device, rather than copying it, no longer
     names the substream: its output runs on the input's CTIs alone (as in setting 3 before
