@@ -38,7 +38,7 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import pytest
@@ -88,6 +88,15 @@ QUIET_RECURSION_LIMIT = pytest.mark.filterwarnings(
     # the first Spark run raises the interpreter's recursion limit, which Hypothesis notes
     "ignore:The recursion limit will not be reset:hypothesis.errors.HypothesisWarning"
 )
+
+Test = TypeVar("Test", bound=Callable[..., None])
+
+
+def on_every_executor(test: Test) -> Test:
+    """A property's second test, on every executor (the ``executor`` fixture): marked
+    ``spark``, with ``EVERY_EXECUTOR``'s examples."""
+    marked: Test = pytest.mark.spark(QUIET_RECURSION_LIMIT(EVERY_EXECUTOR(test)))
+    return marked
 
 FLUSH = AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)
 OTHER_SEQ = 10_000
@@ -253,9 +262,7 @@ def test_substreams_are_independent(edit: tuple[Case, int, list[Any]]) -> None:
     check_substreams_are_independent(InMemoryExecutor(), edit)
 
 
-@pytest.mark.spark
-@QUIET_RECURSION_LIMIT
-@EVERY_EXECUTOR
+@on_every_executor
 @given(edit=substream_edits())
 def test_substreams_are_independent_on_every_executor(executor: Any, edit: tuple[Case, int, list[Any]]) -> None:
     check_substreams_are_independent(executor, edit)
@@ -290,9 +297,7 @@ def test_other_inputs_only_move_time(pair: tuple[Case, Case]) -> None:
     check_other_inputs_only_move_time(InMemoryExecutor(), pair)
 
 
-@pytest.mark.spark
-@QUIET_RECURSION_LIMIT
-@EVERY_EXECUTOR
+@on_every_executor
 @given(pair=two_cases())
 def test_other_inputs_only_move_time_on_every_executor(executor: Any, pair: tuple[Case, Case]) -> None:
     check_other_inputs_only_move_time(executor, pair)
@@ -405,9 +410,7 @@ def test_tolerance_covers_disorder(case: Tolerated) -> None:
     check_tolerance_covers_disorder(InMemoryExecutor(), case)
 
 
-@pytest.mark.spark
-@QUIET_RECURSION_LIMIT
-@EVERY_EXECUTOR
+@on_every_executor
 @given(case=tolerated())
 def test_tolerance_covers_disorder_on_every_executor(executor: Any, case: Tolerated) -> None:
     check_tolerance_covers_disorder(executor, case)
@@ -538,9 +541,7 @@ def test_accounting(case: Case) -> None:
     check_accounting(InMemoryExecutor(), case)
 
 
-@pytest.mark.spark
-@QUIET_RECURSION_LIMIT
-@EVERY_EXECUTOR
+@on_every_executor
 @given(case=cases())
 def test_accounting_on_every_executor(executor: Any, case: Case) -> None:
     check_accounting(executor, case)
@@ -622,9 +623,7 @@ def test_every_event_meets_the_cti_in_force(case: Case) -> None:
     check_cti_in_force(InMemoryExecutor(), case)
 
 
-@pytest.mark.spark
-@QUIET_RECURSION_LIMIT
-@EVERY_EXECUTOR
+@on_every_executor
 @given(case=cases(), positions=st.lists(st.integers(0, 30), min_size=1, max_size=3))
 def test_every_event_meets_the_cti_in_force_on_every_executor(executor: Any, case: Case, positions: list[int]) -> None:
     """As above, at a few drawn events (each a run of its prefix)."""
@@ -746,17 +745,13 @@ def test_per_key_progress_of_two_inputs(pair: tuple[Case, Case], query: str) -> 
     check_per_key_progress(InMemoryExecutor(), two_inputs(pair, query))
 
 
-@pytest.mark.spark
-@QUIET_RECURSION_LIMIT
-@EVERY_EXECUTOR
+@on_every_executor
 @given(case=cases(over=True), query=st.sampled_from(sorted(KEEPING_THE_KEY)))
 def test_per_key_progress_on_every_executor(executor: Any, case: Case, query: str) -> None:
     check_per_key_progress(executor, one_input(case, query))
 
 
-@pytest.mark.spark
-@QUIET_RECURSION_LIMIT
-@EVERY_EXECUTOR
+@on_every_executor
 @given(pair=keyed_pairs(), query=st.sampled_from(sorted(TWO_INPUTS)))
 def test_per_key_progress_of_two_inputs_on_every_executor(executor: Any, pair: tuple[Case, Case], query: str) -> None:
     check_per_key_progress(executor, two_inputs(pair, query))

@@ -300,8 +300,8 @@ class Ingress:
             self.key_of = compile_expression(node.over, 1)
         self.clock = ArrivalClock()  # replaced by the query's shared clock (see ``ArrivalClock``)
         self.delays: list[tuple[int, int]] = []  # (clock, CTI) samples, ticks
-        self.key_cti: dict[Any, int] = {}  # each substream's CTI as last emitted
-        self.key_delays: dict[Any, list[tuple[int, int]]] = {}  # per key, like ``delays``
+        # Per substream key, (clock, CTI) at each move of its own CTI; the last is in force.
+        self.key_delays: dict[Any, list[tuple[int, int]]] = {}
         self.cti = NEG_INF
         self.count = 0
         self.last_period: int | None = None
@@ -349,13 +349,12 @@ class Ingress:
             self.advance(candidate, "generated")
         self.clock.tick(arrival)
         self._sample()
-        if key_candidate > self.cti and key_candidate > self.key_cti.get(key, NEG_INF):
-            self.key_cti[key] = key_candidate
-            sub = self._counts(key)[-1]
-            assert isinstance(sub, SubstreamMetrics)
-            sub.ctis_generated += 1
-            self.key_delays.setdefault(key, []).append((self.clock.now, key_candidate))
-            self.emit_key_cti(key, key_candidate)
+        if key_candidate > self.cti:
+            moves = self.key_delays.setdefault(key, [])
+            if not moves or key_candidate > moves[-1][1]:
+                moves.append((self.clock.now, key_candidate))
+                self._substream(key).ctis_generated += 1
+                self.emit_key_cti(key, key_candidate)
 
     def follow(self, clock: int) -> None:
         """The query's arrival clock moved to ``clock``: the CTI trails it by the late-arrival
@@ -371,9 +370,12 @@ class Ingress:
 
     def public_metrics(self, dt: Callable[[int], Any]) -> InputMetrics:
         """The metrics with the watermark delays as datetimes and timedeltas."""
-        self.metrics.watermark_delays = [(dt(c), timedelta(microseconds=c - w)) for c, w in self.delays]
-        for key, delays in self.key_delays.items():
-            self.metrics.substreams[key].watermark_delays = [(dt(c), timedelta(microseconds=c - w)) for c, w in delays]
+        def delays(samples: list[tuple[int, int]]) -> list[tuple[Any, timedelta]]:
+            return [(dt(c), timedelta(microseconds=c - w)) for c, w in samples]
+
+        self.metrics.watermark_delays = delays(self.delays)
+        for key, samples in self.key_delays.items():
+            self.metrics.substreams[key].watermark_delays = delays(samples)
         return self.metrics
 
     # ---- events -------------------------------------------------------------------------
@@ -392,10 +394,13 @@ class Ingress:
     def _counts(self, key: Any) -> list[EventCounts]:
         if self.key_of is None:
             return [self.metrics]
+        return [self.metrics, self._substream(key)]
+
+    def _substream(self, key: Any) -> SubstreamMetrics:
         sub = self.metrics.substreams.get(key)
         if sub is None:
             sub = self.metrics.substreams[key] = SubstreamMetrics()
-        return [self.metrics, sub]
+        return sub
 
     def _violation(self, rec: Prepared, what: str) -> None:
         raise CtiViolationError(

@@ -23,7 +23,7 @@ import functools
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -326,21 +326,23 @@ class KeyedByStart:
         waiting.push(start, cell)
 
     def pop_before(self, t: int) -> Iterator[tuple[int, int, Any, Any]]:
-        for start, seq, cell, _ in self.all.pop_before(t):
-            if not cell[2]:
-                cell[2] = True
-                yield start, seq, cell[0], cell[1]
+        return _first_out(self.all.pop_before(t))
 
     def pop_key_before(self, key: Any, t: int) -> Iterator[tuple[int, int, Any, Any]]:
         waiting = self.by_key.get(key)
         if waiting is None:
             return
-        for start, seq, cell, _ in waiting.pop_before(t):
-            if not cell[2]:
-                cell[2] = True
-                yield start, seq, cell[0], cell[1]
+        yield from _first_out(waiting.pop_before(t))
         if not waiting.run and not waiting.late and not waiting.aside:
             del self.by_key[key]
+
+
+def _first_out(entries: Iterator[tuple[int, int, Any, Any]]) -> Iterator[tuple[int, int, Any, Any]]:
+    """The ``KeyedByStart`` entries among ``entries`` not out yet, each marked as out."""
+    for start, seq, cell, _ in entries:
+        if not cell[2]:
+            cell[2] = True
+            yield start, seq, cell[0], cell[1]
 
 
 # ---------------------------------------------------------------------------------------
@@ -495,19 +497,24 @@ class Window(Operator):
                 del self.long[eid]
             else:
                 rec[2] = max(rec[2], limit + 1)
-        results = self.accumulator.results
         only = self.keys_count == 1
         for k in sorted(w for w in self.acc if w <= limit):
             groups = self.acc[k]
             mine = [(key,)] if only else [g for g in groups if g[i] == key]
-            ws = self.offset + k * self.hop
-            we = ws + self.size
-            for group in mine:
-                state = groups.pop(group, None)
-                if state is not None:
-                    self.emit_insert(self.new_id(), ws, we, self.projection(group, results(state), self.to_datetime(ws), self.to_datetime(we)))
+            found = [(g, groups.pop(g)) for g in mine if g in groups]
+            if found:
+                self._emit_window(k, found)
             if not groups:
                 del self.acc[k]  # its index stays on the heap; _close skips it
+
+    def _emit_window(self, k: int, groups: Iterable[tuple[Key, list[Any]]]) -> None:
+        """One output per group of window ``k``, from its aggregate state."""
+        ws = self.offset + k * self.hop
+        we = ws + self.size
+        ws_dt, we_dt = self.to_datetime(ws), self.to_datetime(we)
+        results = self.accumulator.results
+        for key, state in groups:
+            self.emit_insert(self.new_id(), ws, we, self.projection(key, results(state), ws_dt, we_dt))
 
     def _close(self, limit: int, open_hi: int | None) -> None:
         """Emit every non-empty window with index <= limit, in order of window start."""
@@ -520,14 +527,9 @@ class Window(Operator):
             hi = min(hi, limit)
             if lo <= hi:
                 self.accumulator.add(self.acc, self.acc_heap, rec[0], rec[1], lo, hi)
-        results = self.accumulator.results
         while self.acc_heap and self.acc_heap[0] <= limit:
             k = heapq.heappop(self.acc_heap)
-            ws = self.offset + k * self.hop
-            we = ws + self.size
-            ws_dt, we_dt = self.to_datetime(ws), self.to_datetime(we)
-            for key, state in self.acc.pop(k, {}).items():
-                self.emit_insert(self.new_id(), ws, we, self.projection(key, results(state), ws_dt, we_dt))
+            self._emit_window(k, self.acc.pop(k, {}).items())
         # Forget long lifetimes that end before the next open window.
         nxt = limit + 1
         for eid in [e for e, r in self.long.items() if r[3] is not None and r[3] < nxt]:

@@ -40,23 +40,30 @@ def rejection_multiset(result: Result[Any]) -> list[RejectionKey]:
     )
 
 
-ReleaseStep = tuple[list[tuple[datetime, str]], tuple[Any, ...]]
+ReleaseStep = tuple[list[Any], tuple[Any, ...]]
 
 
-def release_steps(result: Result[Any]) -> list[ReleaseStep]:
-    """``raw`` as the CTIs, each with what it released: the (start, payload repr) of the
-    events before it (sorted) and the CTI, ``("cti", t)`` or ``("key", key repr, t)``."""
+def release_steps(
+    result: Result[Any],
+    event: Callable[[Any], Any] = lambda item: (item.start, repr(item.payload)),
+    time: Callable[[datetime], Any] = lambda t: t,
+) -> list[ReleaseStep]:
+    """``raw`` as the CTIs, each with what it released: ``event`` of each released item
+    before it (by default its start and payload repr; sorted, as the order within one
+    release is the executor's) and the CTI, ``("cti", time(t))`` or ``("key", key,
+    time(t))``. Every released item is followed by the CTI that released it."""
     steps: list[ReleaseStep] = []
-    released: list[tuple[datetime, str]] = []
+    released: list[Any] = []
     for item in result.raw:
         if isinstance(item, Cti):
-            steps.append((sorted(released), ("cti", item.timestamp)))
+            steps.append((sorted(released), ("cti", time(item.timestamp))))
             released = []
         elif isinstance(item, SubstreamCti):
-            steps.append((sorted(released), ("key", repr(item.key), item.timestamp)))
+            steps.append((sorted(released), ("key", item.key, time(item.timestamp))))
             released = []
         elif isinstance(item, (Point, Interval, EdgeStart)):
-            released.append((item.start, repr(item.payload)))
+            released.append(event(item))
+    assert not released, f"released without a CTI after them: {released}"
     return steps
 
 

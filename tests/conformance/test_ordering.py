@@ -57,6 +57,7 @@ from tempo import (
     SubstreamCti,
     SubstreamMetrics,
 )
+from tests.conformance.compare import ReleaseStep, release_steps
 
 INFINITY = datetime.max  # naive inputs give naive results: infinity is datetime.max
 ADJUST, DROP = AdvanceTimePolicy.ADJUST, AdvanceTimePolicy.DROP
@@ -109,23 +110,13 @@ def minutes(ts: list[datetime]) -> list[float]:
     return [(t - M(0)) / timedelta(minutes=1) for t in ts]
 
 
-def releases(result: Result[Any], label: Callable[[Any], Any] = lambda p: p.device) -> list[tuple[list[tuple[Any, float]], tuple[Any, ...]]]:
-    """``raw`` as release steps: the (label of the payload, start minute) of the events a
-    CTI released, sorted (the order within one release is the executor's), and the CTI:
-    ("cti", minute) or ("key", key, minute) for a SubstreamCti."""
-    steps: list[tuple[list[tuple[Any, float]], tuple[Any, ...]]] = []
-    events: list[tuple[Any, float]] = []
-    for item in result.raw:
-        if isinstance(item, Cti):
-            steps.append((sorted(events), ("cti", minutes([item.timestamp])[0])))
-            events = []
-        elif isinstance(item, SubstreamCti):
-            steps.append((sorted(events), ("key", item.key, minutes([item.timestamp])[0])))
-            events = []
-        else:
-            events.append((label(item.payload), minutes([item.start])[0]))
-    assert not events, f"released without a CTI after them: {events}"
-    return steps
+def releases(result: Result[Any], label: Callable[[Any], Any] = lambda p: p.device) -> list[ReleaseStep]:
+    """``release_steps`` in minutes: the (label of the payload, start minute) of the events
+    each CTI released, and the CTI: ("cti", minute) or ("key", key, minute)."""
+    def minute(t: datetime) -> float:
+        return minutes([t])[0]
+
+    return release_steps(result, lambda item: (label(item.payload), minute(item.start)), minute)
 
 
 def test_setting_1_early_policy_adjust(run: Any) -> None:
