@@ -4,21 +4,34 @@ Build a query with ``Stream.create(...)`` and fluent operators over your own pay
 classes; run it with ``InMemoryExecutor`` (or, with the ``spark`` extra, on Spark).
 """
 
-from tempo.api.functions import col, is_in, lit, not_, udf, when
+from tempo.api.functions import coalesce, col, is_in, is_not_null, is_null, lit, not_, udf, when
 from tempo.api.stream import GroupedStream, GroupedWindowedStream, Stream, Window, WindowedStream
 from tempo.errors import (
     CompileError,
     CtiViolationError,
     ImportOrderError,
+    InputSchemaError,
     InputError,
     QueryBuildError,
     TempoError,
     TraceError,
+    UdfResultError,
 )
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point, SubstreamCti
 from tempo.executors import Executor, get_executor, spark_available
 from tempo.memory import InMemoryExecutor
-from tempo.result import Action, EventCounts, InputMetrics, OutputEvent, Rejection, Result, Rule, SubstreamMetrics
+from tempo.result import (
+    Action,
+    EventCounts,
+    InputMetrics,
+    OutputEvent,
+    Rejection,
+    Result,
+    Rule,
+    SubstreamMetrics,
+    UnreleasedResultsWarning,
+    Withheld,
+)
 from tempo.settings import (
     AdvanceTimeGenerationSettings,
     AdvanceTimeImportSettings,
@@ -49,6 +62,7 @@ __all__ = [
     "Heartbeat",
     "INFINITY",
     "ImportOrderError",
+    "InputSchemaError",
     "InMemoryExecutor",
     "InputError",
     "InputItem",
@@ -68,11 +82,17 @@ __all__ = [
     "TICK",
     "TempoError",
     "TraceError",
+    "UdfResultError",
+    "UnreleasedResultsWarning",
     "Window",
     "WindowedStream",
+    "Withheld",
+    "coalesce",
     "col",
     "get_executor",
     "is_in",
+    "is_not_null",
+    "is_null",
     "is_infinite",
     "lit",
     "not_",

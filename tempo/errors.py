@@ -30,6 +30,23 @@ class InputError(TempoError):
         super().__init__(f"input {input_name!r}, item #{position} {item!r}: {rule}")
 
 
+class InputSchemaError(InputError):
+    """A table source's columns do not fit its input: a column argument (``start=``,
+    ``order=``...) or a payload field names no column, or a column's type cannot fill the
+    time or field it is read into. Raised before any row is read, so it names no row
+    (``position`` is -1, ``item`` None)."""
+
+    def __init__(self, input_name: str, rule: str) -> None:
+        super().__init__(input_name, -1, None, rule)
+        self.args = (f"input {input_name!r}: {rule}",)
+
+    def __str__(self) -> str:
+        return f"input {self.input_name!r}: {self.rule}"
+
+    def __reduce__(self) -> tuple[type[InputSchemaError], tuple[str, str]]:
+        return (InputSchemaError, (self.input_name, self.rule))
+
+
 class CtiViolationError(InputError):
     """An event broke the CTI rule on an input that has no violation policy."""
 
@@ -40,3 +57,21 @@ class ImportOrderError(InputError):
 
 class CompileError(TempoError):
     """An executor cannot express a node of the logical plan."""
+
+
+class UdfResultError(TempoError):
+    """A ``tempo.udf`` function returned a value of another type than it declared."""
+
+    def __init__(self, udf: str, declared: str, actual: str, value: str, arguments: str) -> None:
+        self.udf = udf
+        self.declared = declared
+        self.actual = actual
+        self.value = value
+        self.arguments = arguments
+        super().__init__(
+            f"udf {udf!r} is declared to return {declared} but returned {value} (a {actual}) "
+            f"for the arguments {arguments}: return a {declared} or None, or declare the type it returns"
+        )
+
+    def __reduce__(self) -> tuple[type[UdfResultError], tuple[str, str, str, str, str]]:
+        return (UdfResultError, (self.udf, self.declared, self.actual, self.value, self.arguments))

@@ -67,3 +67,41 @@ def add(ticks: int, delta: int) -> int:
         return INF
     return min(ticks + delta, INF)
 
+
+
+def format_time(t: int | datetime) -> str:
+    """A time as people read it: ``2024-01-01 10:00:05`` (fractions of a second only when
+    present, ``+00:00`` never: tempo's times are UTC), ``infinity`` for ``INFINITY`` and
+    ``-infinity`` before any time."""
+    ticks = to_ticks(t) if isinstance(t, datetime) else t
+    if ticks >= INF:
+        return "infinity"
+    if ticks <= NEG_INF:
+        return "-infinity"
+    text = from_ticks(ticks, naive=True).isoformat(sep=" ")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+_UNITS: Final = ((86_400_000_000, "day"), (3_600_000_000, "h"), (60_000_000, "min"))
+
+
+def format_duration(d: int | timedelta) -> str:
+    """A duration as people read it: ``5 s``, ``-1 min``, ``1 h 30 min``, ``250 ms``,
+    ``1 µs`` (never ``-1 day, 23:59:00``)."""
+    ticks = duration_ticks(d) if isinstance(d, timedelta) else d
+    if ticks == 0:
+        return "0 s"
+    sign, rest = ("-" if ticks < 0 else ""), abs(ticks)
+    parts: list[str] = []
+    for size, unit in _UNITS:
+        if rest >= size:
+            count, rest = divmod(rest, size)
+            parts.append(f"{count} {unit}{'s' if unit == 'day' and count > 1 else ''}")
+    if rest:
+        if rest >= 1_000_000 or parts:
+            parts.append(f"{rest / 1_000_000:.6f}".rstrip("0").rstrip(".") + " s")
+        elif rest % 1000 == 0:
+            parts.append(f"{rest // 1000} ms")
+        else:
+            parts.append(f"{rest} µs")
+    return sign + " ".join(parts)

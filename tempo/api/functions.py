@@ -1,4 +1,5 @@
-"""Functions usable inside traced lambdas: ``tempo.col``, ``when``, ``is_in``, ``not_``, ``lit``, ``udf``.
+"""Functions usable inside traced lambdas: ``tempo.col``, ``when``, ``is_in``, ``not_``, ``lit``,
+``is_null``, ``is_not_null``, ``coalesce``, ``udf``.
 
 Their signatures are typed on plain values so that mypy checks lambdas as ordinary
 Python; at trace time they receive and return ``Traced`` proxies.
@@ -7,11 +8,11 @@ Python; at trace time they receive and return ``Traced`` proxies.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from tempo.errors import QueryBuildError
 from tempo.expr import nodes as n
-from tempo.expr.trace import Traced, current_input, expr_of
+from tempo.expr.trace import Traced, current_input, expr_of, require_condition
 
 V = TypeVar("V")
 P = ParamSpec("P")
@@ -34,6 +35,7 @@ def lit(value: V) -> V:
 
 def when(condition: bool, then: V, otherwise: V) -> V:
     """``then`` where ``condition`` holds, else ``otherwise``: the traced form of ``x if c else y``."""
+    require_condition(condition, "tempo.when")
     return cast(V, Traced(n.When(expr_of(condition), expr_of(then), expr_of(otherwise))))
 
 
@@ -47,7 +49,41 @@ def is_in(value: V, values: Iterable[V]) -> bool:
 
 def not_(condition: bool) -> bool:
     """Logical not of a condition (``~cond`` works too, but mypy types ``~bool`` as ``int``)."""
+    require_condition(condition, "tempo.not_")
     return cast(bool, Traced(n.Unary("not", expr_of(condition))))
+
+
+def is_null(value: object) -> bool:
+    """True where ``value`` is null (None), else false; never null itself.
+
+    The traced form of ``value is None``: Python's ``is`` cannot be traced (it compares the
+    symbolic value, so it is a constant), and ``value == None`` is null by the null rule.
+    """
+    return cast(bool, Traced(n.IsNull(expr_of(value))))
+
+
+def is_not_null(value: object) -> bool:
+    """True where ``value`` is not null; the traced form of ``value is not None``."""
+    return cast(bool, Traced(n.IsNull(expr_of(value), negate=True)))
+
+
+@overload
+def coalesce(value: V | None, default: V, /) -> V: ...
+@overload
+def coalesce(value: V | None, second: V | None, default: V, /) -> V: ...
+@overload
+def coalesce(value: V | None, *defaults: V | None) -> V | None: ...
+
+
+def coalesce(value: Any, *defaults: Any) -> Any:
+    """The first of its arguments that is not null (SQL's ``COALESCE``); null if all are.
+
+    ``tempo.coalesce(e.v, 0.0)`` on ``v: float | None`` is a ``float``. The arguments'
+    types must agree (ints and floats mix, giving a float).
+    """
+    if not defaults:
+        raise QueryBuildError("tempo.coalesce needs a value and at least one default, e.g. tempo.coalesce(e.v, 0.0)")
+    return Traced(n.Coalesce(tuple(expr_of(v) for v in (value, *defaults))))
 
 
 def udf(fn: Callable[P, R], returns: type[R]) -> Callable[P, R]:
@@ -57,7 +93,16 @@ def udf(fn: Callable[P, R], returns: type[R]) -> Callable[P, R]:
     event. It runs Python once per event on every executor (a Python UDF on Spark, so it
     is much slower than traced operators); arguments are positional, and ``returns`` is
     the result type used for checking and for Spark's schema.
+
+    Each result is checked against ``returns`` on every executor: ``None`` is allowed, an
+    ``int`` is accepted (as a float) where ``float`` is declared, a ``bool`` is not a number
+    unless ``bool`` is declared; anything else raises ``tempo.UdfResultError`` naming the
+    udf, both types, the value and the arguments.
     """
+    if not callable(fn):
+        raise QueryBuildError(f"tempo.udf needs a function, got {fn!r}")
+    if not isinstance(returns, type):
+        raise QueryBuildError(f"tempo.udf(..., returns=) must be a type such as float or str, got {returns!r}")
 
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         if kwargs:

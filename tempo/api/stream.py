@@ -10,22 +10,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape, InputItem
 from tempo.expr import nodes as x
 from tempo.expr.schema import is_record_type, record_fields
-from tempo.expr.trace import Traced, expr_of, trace, trace_records
+from tempo.expr.trace import Traced, call_traced, param_names, record_proxies, require_traced, trace, trace_records
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.settings import AdvanceTimeSettings
-from tempo.sources import ItemSource, Source
-from tempo.ticks import duration_ticks
+from tempo.sources import Source, as_source
+from tempo.ticks import duration_ticks, format_duration
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+    from typing import TypeAlias
+
+    from attrs import AttrsInstance
+
+    PayloadRecord: TypeAlias = "AttrsInstance | DataclassInstance"
 
 T = TypeVar("T")
 U = TypeVar("U")
-R = TypeVar("R")
+R = TypeVar("R", bound="PayloadRecord")
+"""The payload of a projection's output: an attrs class or a dataclass (checked by mypy, and
+when the query is built)."""
 K = TypeVar("K")
 V = TypeVar("V")
 N = TypeVar("N", int, float)
@@ -36,7 +46,7 @@ def _ticks(value: timedelta, what: str, positive: bool = False) -> int:
         raise QueryBuildError(f"{what} must be a timedelta, got {value!r}")
     ticks = duration_ticks(value)
     if positive and ticks <= 0:
-        raise QueryBuildError(f"{what} must be positive, got {value}")
+        raise QueryBuildError(f"{what} must be positive, got {format_duration(value)}")
     return ticks
 
 
@@ -85,7 +95,10 @@ class Stream(Generic[T]):
         """Declare an input, as StreamInsight's ``CepStream.Create``.
 
         ``source`` is a ``Source`` or an iterable of input items (``Point``, ``Interval``,
-        ``EdgeStart``/``EdgeEnd``, ``Cti``). ``settings`` override the source's declared
+        ``EdgeStart``/``EdgeEnd``, ``Cti``); a table goes in a table source
+        (``tempo.sources.ArrowSource`` for a pyarrow Table or pandas DataFrame,
+        ``DataFrameSource``, ``ParquetSource``, ``CsvSource``), whose columns are checked
+        against the payload's fields when the query runs. ``settings`` override the source's declared
         defaults; with neither, the input advances only by its explicit ``Cti`` items and
         a CTI violation is an error. ``payload_type`` pins ``T`` when the items cannot
         (an empty list, or a list mixing events and CTIs that mypy types as ``object``).
@@ -95,7 +108,7 @@ class Stream(Generic[T]):
         one device's skewed clock neither drops nor delays another's events.
         """
         if not isinstance(source, Source):
-            source = ItemSource(source, payload_type)
+            source = as_source(name, source, payload_type)
         elif payload_type is not None and payload_type is not source.payload_type:
             raise QueryBuildError(
                 f"input {name!r}: payload_type {payload_type.__qualname__} differs from the source's "
@@ -107,7 +120,7 @@ class Stream(Generic[T]):
             )
         record_fields(source.payload_type)  # resolve annotations now, so errors surface here
         effective = settings if settings is not None else source.advance_time_settings(shape)
-        key = trace_records(over, [source.payload_type]) if over is not None else None
+        key = None if over is None else trace_records(over, [source.payload_type], f"the over= key of input {name!r}", "key")
         return Stream(p.SourceNode(name, source, shape, effective, key))
 
     @property
@@ -118,11 +131,15 @@ class Stream(Generic[T]):
     # ---- stateless ----------------------------------------------------------------------
     def where(self, predicate: Callable[[T], bool]) -> Stream[T]:
         """Keep the events whose payload satisfies ``predicate``. CTIs pass unchanged."""
-        return Stream(p.WhereNode(self.node, trace_records(predicate, [self.payload_type])))
+        return Stream(p.WhereNode(self.node, trace_records(predicate, [self.payload_type], "the where() predicate", "predicate")))
 
     def select(self, projection: Callable[[T], R]) -> Stream[R]:
-        """Map each payload to a new record, e.g. ``lambda e: Alert(device=e.device)``."""
-        return Stream(p.SelectNode(self.node, trace_records(projection, [self.payload_type])))
+        """Map each payload to a new record, e.g. ``lambda e: Alert(device=e.device)``.
+
+        The record's fields may be constants (``Tag(kind="x")``), but a field from ``is`` or
+        ``in`` (a Python bool at trace time) is refused: use ``tempo.is_null`` / ``tempo.is_in``.
+        """
+        return Stream(p.SelectNode(self.node, trace_records(projection, [self.payload_type], "the select() projection", "record")))
 
     def shift_event_time(self, delta: timedelta) -> Stream[T]:
         """Move every lifetime, and every CTI, by ``delta``."""
@@ -151,9 +168,12 @@ class Stream(Generic[T]):
 
     def group_by(self, key: Callable[[T], K]) -> GroupedStream[T, K]:
         """Group by ``key`` (a field, or a tuple of fields) for per-key windows."""
-        traced = key(cast(T, Traced(x.Input(0, self.payload_type))))
+        what = "the group_by() key"
+        traced = call_traced(key, record_proxies(key, [self.payload_type]), what)
         parts = traced if isinstance(traced, tuple) else (traced,)
-        exprs = tuple(expr_of(k) for k in parts)
+        if not parts:
+            raise QueryBuildError(f"{what} is an empty tuple: group by at least one field")
+        exprs = tuple(require_traced(k, key, what, "key") for k in parts)
         return GroupedStream(self, exprs, isinstance(traced, tuple))
 
     # ---- binary -------------------------------------------------------------------------
@@ -164,12 +184,13 @@ class Stream(Generic[T]):
         left and a right expression become hash keys.
         """
         types = [self.payload_type, right.payload_type]
-        return Stream(p.JoinNode(self.node, right.node, trace_records(on, types), trace_records(select, types)))
+        predicate = trace_records(on, types, "the join on= predicate", "predicate")
+        return Stream(p.JoinNode(self.node, right.node, predicate, trace_records(select, types, "the join select=", "record")))
 
     def anti_join(self, right: Stream[U], on: Callable[[T, U], bool]) -> Stream[T]:
         """The parts of each left lifetime during which no matching right event is alive."""
         types = [self.payload_type, right.payload_type]
-        return Stream(p.AntiJoinNode(self.node, right.node, trace_records(on, types)))
+        return Stream(p.AntiJoinNode(self.node, right.node, trace_records(on, types, "the anti_join on= predicate", "predicate")))
 
     def union(self, other: Stream[T]) -> Stream[T]:
         """All events of both streams."""
@@ -199,7 +220,7 @@ class Window(Generic[T]):
         self._aggregates: list[p.Aggregate] = []
 
     def _add(self, kind: str, fn: Callable[[T], Any] | None) -> Any:
-        arg = None if fn is None else trace_records(fn, [self._payload_type])
+        arg = None if fn is None else trace_records(fn, [self._payload_type], f"the argument of w.{kind}()", "value")
         agg = p.Aggregate(kind, arg)
         if agg in self._aggregates:  # the same aggregate twice is computed once
             index = self._aggregates.index(agg)
@@ -212,20 +233,40 @@ class Window(Generic[T]):
         """The number of events in the window."""
         return cast(int, self._add("count", None))
 
-    def sum(self, value: Callable[[T], N]) -> N:
-        """The sum of ``value`` over the window's events (nulls skipped)."""
-        return cast(N, self._add("sum", value))
+    @overload
+    def sum(self, value: Callable[[T], N]) -> N: ...
+    @overload
+    def sum(self, value: Callable[[T], N | None]) -> N | None: ...
 
-    def avg(self, value: Callable[[T], float]) -> float:
-        """The mean of ``value`` over the window's events (nulls skipped)."""
-        return cast(float, self._add("avg", value))
+    def sum(self, value: Callable[[T], Any]) -> Any:
+        """The sum of ``value`` over the window's events (nulls skipped).
+
+        None only when every value in the window is null, so it is typed ``N | None`` exactly
+        when ``value`` may be null (windows are never empty).
+        """
+        return self._add("sum", value)
+
+    @overload
+    def avg(self, value: Callable[[T], float]) -> float: ...
+    @overload
+    def avg(self, value: Callable[[T], float | None]) -> float | None: ...
+
+    def avg(self, value: Callable[[T], float | None]) -> float | None:
+        """The mean of ``value`` over the window's events (nulls skipped).
+
+        None only when every value in the window is null: typed ``float | None`` exactly when
+        ``value`` may be null.
+        """
+        return cast("float | None", self._add("avg", value))
 
     def min(self, value: Callable[[T], V]) -> V:
-        """The least ``value`` in the window (nulls skipped)."""
+        """The least ``value`` in the window (nulls skipped; None when all are null, so the
+        result is nullable exactly when ``value`` is)."""
         return cast(V, self._add("min", value))
 
     def max(self, value: Callable[[T], V]) -> V:
-        """The greatest ``value`` in the window (nulls skipped)."""
+        """The greatest ``value`` in the window (nulls skipped; None when all are null, so the
+        result is nullable exactly when ``value`` is)."""
         return cast(V, self._add("max", value))
 
     @property
@@ -248,7 +289,7 @@ class WindowedStream(Generic[T]):
     def aggregate(self, fn: Callable[[Window[T]], R]) -> Stream[R]:
         """One output record per non-empty window, e.g. ``lambda w: Stats(n=w.count())``."""
         window: Window[T] = Window(self._stream.payload_type)
-        projection = trace(fn, [window])
+        projection = trace(fn, [window], "the aggregate() projection", "record")
         return _window_stream(self._stream, self._keys, self._params, window, projection)
 
 
@@ -276,10 +317,15 @@ class GroupedWindowedStream(Generic[T, K]):
     def aggregate(self, fn: Callable[[K, Window[T]], R]) -> Stream[R]:
         """One output record per key and non-empty window: ``lambda key, w: Stats(key=key, ...)``."""
         g = self._grouped
-        key_proxies = [Traced(x.KeyRef(i, k.dtype, k.nullable)) for i, k in enumerate(g._keys)]
+        names = param_names(fn)
+        spelled = names[0] if names else "key"
+        key_proxies = [
+            Traced(x.KeyRef(i, k.dtype, k.nullable, f"{spelled}[{i}]" if g._is_tuple else spelled))
+            for i, k in enumerate(g._keys)
+        ]
         key = tuple(key_proxies) if g._is_tuple else key_proxies[0]
         window: Window[T] = Window(g._stream.payload_type)
-        projection = trace(fn, [key, window])
+        projection = trace(fn, [key, window], "the aggregate() projection", "record")
         return _window_stream(g._stream, g._keys, self._params, window, projection)
 
 

@@ -54,6 +54,8 @@ class Input(Expr):
 
     index: int
     record: type
+    name: str = attrs.field(default="", eq=False)
+    """The lambda's own parameter name, for messages and ``explain()`` only (not compared)."""
 
     @property
     def dtype(self) -> type:
@@ -238,6 +240,102 @@ class IsIn(Expr):
         return (self.operand,)
 
 
+@attrs.frozen
+class IsNull(Expr):
+    """``operand`` is null (``tempo.is_null``), or with ``negate`` is not (``tempo.is_not_null``).
+
+    Never null itself: the null test is the one way to ask about a null, since ``x == None``
+    is null by the null rule.
+    """
+
+    operand: Expr
+    negate: bool = False
+
+    @property
+    def dtype(self) -> type:
+        return bool
+
+    @property
+    def nullable(self) -> bool:
+        return False
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+
+@attrs.frozen
+class Coalesce(Expr):
+    """The first of ``values`` that is not null (``tempo.coalesce``); null when all are."""
+
+    values: tuple[Expr, ...]
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.values) < 2:
+            raise QueryBuildError("tempo.coalesce needs a value and at least one default")
+        t = self.values[0].dtype
+        for v in self.values[1:]:
+            t = _unify(t, v.dtype, "tempo.coalesce arguments")
+
+    @property
+    def dtype(self) -> type:
+        t = self.values[0].dtype
+        for v in self.values[1:]:
+            t = _unify(t, v.dtype, "tempo.coalesce arguments")
+        return t
+
+    @property
+    def nullable(self) -> bool:
+        return all(v.nullable for v in self.values)
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.values
+
+
+UDF_MARKER = "[tempo udf result]"
+"""Marks a udf result error raised inside a Spark Python worker, so that the driver can raise
+it again as ``UdfResultError`` (``tempo.spark.columns.udf_errors``)."""
+
+
+def checked_udf(fn: Callable[..., Any], returns: type, name: str, local: bool) -> Callable[..., Any]:
+    """``fn`` checking each result against its declared type ``returns``.
+
+    ``None`` passes; an ``int`` becomes a ``float`` where ``float`` is declared; a ``bool`` is
+    no number unless ``bool`` is declared. A mismatch raises ``UdfResultError`` (``local``) or,
+    for a Spark Python worker, a ``ValueError`` carrying the error's fields as JSON between two
+    ``UDF_MARKER``. The returned function refers to nothing of tempo's (only builtins and
+    its closure), so Spark can ship it to workers that have no tempo installed.
+    """
+    marker = UDF_MARKER
+    error: Any = None
+    if local:
+        from tempo.errors import UdfResultError
+
+        error = UdfResultError
+    numeric = returns is float or returns is int
+
+    def check(*args: Any) -> Any:
+        value = fn(*args)
+        if value is None or returns is object:
+            return value
+        if isinstance(value, bool):
+            ok = returns is bool
+        elif returns is float and isinstance(value, int):
+            return float(value)
+        else:
+            ok = isinstance(value, returns) and not (numeric and isinstance(value, bool))
+        if ok:
+            return value
+        fields = (name, returns.__name__, type(value).__name__, repr(value), repr(tuple(args)))
+        if error is not None:
+            raise error(*fields)
+        import json
+
+        raise ValueError(marker + json.dumps(fields) + marker)
+
+    check.__name__ = name
+    return check
+
+
 @attrs.frozen(eq=False)
 class PyCall(Expr):
     """The escape hatch: an arbitrary Python function applied row by row (see ``tempo.udf``)."""
@@ -319,6 +417,8 @@ class KeyRef(Expr):
     index: int
     key_type: type
     key_nullable: bool
+    name: str = attrs.field(default="", eq=False)
+    """How the aggregate lambda spells this key (``sensor``, ``key[1]``), for messages only."""
 
     @property
     def dtype(self) -> type:
@@ -347,6 +447,8 @@ class WindowBound(Expr):
 def render(e: Expr) -> str:
     """A readable form of an expression, for ``explain()`` and error messages."""
     if isinstance(e, Input):
+        if e.name:
+            return e.name
         return ("e", "r")[e.index] if e.index < 2 else f"arg{e.index}"
     if isinstance(e, Attr):
         return f"{render(e.base)}.{e.name}"
@@ -358,6 +460,10 @@ def render(e: Expr) -> str:
         return {"neg": "-", "not": "~"}.get(e.op, e.op) + f"({render(e.operand)})" if e.op != "abs" else f"abs({render(e.operand)})"
     if isinstance(e, When):
         return f"when({render(e.condition)}, {render(e.then)}, {render(e.otherwise)})"
+    if isinstance(e, IsNull):
+        return f"is_{'not_' if e.negate else ''}null({render(e.operand)})"
+    if isinstance(e, Coalesce):
+        return f"coalesce({', '.join(render(v) for v in e.values)})"
     if isinstance(e, IsIn):
         return f"is_in({render(e.operand)}, {list(e.values)!r})"
     if isinstance(e, PyCall):
@@ -368,7 +474,7 @@ def render(e: Expr) -> str:
     if isinstance(e, AggRef):
         return f"agg{e.index}"
     if isinstance(e, KeyRef):
-        return f"key{e.index}"
+        return e.name or f"key{e.index}"
     if isinstance(e, WindowBound):
         return f"w.{e.which}"
     return repr(e)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from tempo.expr import nodes as x
+from tempo.ticks import to_ticks
 
 _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%",
            "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -57,8 +58,12 @@ def _mod(a: Any, b: Any) -> Any:
     return a % b
 
 
+def _instant(v: Any) -> Any:
+    return to_ticks(v) if isinstance(v, datetime) else v
+
+
 _HELPERS: dict[str, Any] = {"_and3": _and3, "_or3": _or3, "_not3": _not3,
-                            "_div": _div, "_floordiv": _floordiv, "_mod": _mod}
+                            "_div": _div, "_floordiv": _floordiv, "_mod": _mod, "_instant": _instant}
 
 
 class _Gen:
@@ -103,8 +108,12 @@ class _Gen:
                 return f"(lambda _v: None if _v is None else _v in {values})({v})"
             return f"({v} in {values})"
         if isinstance(e, x.PyCall):
-            fn = self.const(e.fn)
+            fn = self.const(x.checked_udf(e.fn, e.returns, getattr(e.fn, "__name__", "udf"), local=True))
             return f"{fn}({', '.join(self.gen(a) for a in e.args)})"
+        if isinstance(e, x.IsNull):
+            return f"({self.gen(e.operand)} is {'not ' if e.negate else ''}None)"
+        if isinstance(e, x.Coalesce):
+            return self.coalesce(e)
         if isinstance(e, x.Record):
             cls = self.const(e.cls)
             inner = ", ".join(f"{n}={self.gen(v)}" for n, v in zip(e.names, e.values))
@@ -117,9 +126,29 @@ class _Gen:
             return "ws" if e.which == "start" else "we"
         raise TypeError(f"no code generation for {type(e).__name__}")
 
+    def coalesce(self, e: x.Coalesce) -> str:
+        """The first non-null value, evaluating the later ones only when needed (as Spark's
+        ``coalesce``); an int becomes a float where the result is a float, as on Spark."""
+        to_float = e.dtype is float
+        out = ""
+        for i, v in enumerate(reversed(e.values)):
+            code = self.gen(v)
+            if to_float and v.dtype in (int, bool):
+                code = f"(lambda _v: None if _v is None else float(_v))({code})"
+            if i == 0:
+                out = code
+                continue
+            self.temps += 1
+            t = f"_t{self.temps}"
+            out = f"({t} if ({t} := {code}) is not None else {out})"
+        return out
+
     def binary(self, e: x.Binary) -> str:
         a, b = self.gen(e.left), self.gen(e.right)
         nullable = e.left.nullable or e.right.nullable
+        if e.op in x.COMPARISON and datetime in (e.left.dtype, e.right.dtype):
+            # Datetimes compare as instants (naive means UTC), as on Spark: naive against aware works.
+            a, b = f"_instant({a})", f"_instant({b})"
         if e.op == "&":
             return f"_and3({a}, {b})" if nullable else f"({a} and {b})"
         if e.op == "|":

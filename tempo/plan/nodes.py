@@ -17,6 +17,7 @@ from tempo.events import EventShape
 from tempo.expr import nodes as x
 from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
 from tempo.sources import Source
+from tempo.ticks import format_duration
 
 
 @attrs.frozen(eq=False)
@@ -136,15 +137,22 @@ class SourceNode(Node):
         else:
             if s.generation:
                 g = s.generation
-                every = "no generated CTIs" if g.frequency is None else f"generate every {g.frequency} delay {g.delay}"
+                if g.frequency is None:
+                    every = "no generated CTIs"
+                else:
+                    n = g.frequency if isinstance(g.frequency, int) else format_duration(g.frequency)
+                    unit = " events" if isinstance(g.frequency, int) else ""
+                    every = f"a CTI every {n}{unit}, delay {format_duration(g.delay)}"
                 parts.append(every + (" flush at end" if g.advance_to_infinity_on_shutdown else ""))
             if s.import_:
                 parts.append(f"import CTIs from {s.import_.stream_name!r}")
             if s.ordering:
                 o = s.ordering
+                late, early = o.late_arrival_tolerance, o.early_arrival_window
                 parts.append(
-                    f"ordering out-of-order {o.out_of_order_tolerance} late {o.late_arrival_tolerance} "
-                    f"early {o.early_arrival_window}"
+                    f"ordering: out-of-order tolerance {format_duration(o.out_of_order_tolerance)}, "
+                    f"late-arrival tolerance {'off' if late is None else format_duration(late)}, "
+                    f"early-arrival window {'off' if early is None else format_duration(early)}"
                 )
             parts.append(f"policy {s.policy.name}")
         if self.over is not None:
@@ -231,7 +239,7 @@ class AlterLifetimeNode(Node):
 
     def __attrs_post_init__(self) -> None:
         if self.duration is not None and self.duration <= 0:
-            raise QueryBuildError(f"{self.label}: the duration must be positive, got {self.duration} ticks")
+            raise QueryBuildError(f"{self.label}: the duration must be positive, got {format_duration(self.duration)}")
 
     @property
     def payload_type(self) -> type:
@@ -241,8 +249,8 @@ class AlterLifetimeNode(Node):
         return (self.input,)
 
     def describe(self) -> str:
-        d = "" if self.duration is None else f", duration {self.duration}us"
-        return f"{self.label}: shift {self.shift}us{d}"
+        d = "" if self.duration is None else f", duration {format_duration(self.duration)}"
+        return f"{self.label}: shift {format_duration(self.shift)}{d}"
 
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """Keeps the key: each key's CTI moves by `shift`."""
@@ -305,9 +313,9 @@ class WindowNode(Node):
 
     def __attrs_post_init__(self) -> None:
         if self.size <= 0:
-            raise QueryBuildError(f"window size must be positive, got {self.size} ticks")
+            raise QueryBuildError(f"window size must be positive, got {format_duration(self.size)}")
         if self.hop <= 0:
-            raise QueryBuildError(f"window hop must be positive, got {self.hop} ticks")
+            raise QueryBuildError(f"window hop must be positive, got {format_duration(self.hop)}")
         if not isinstance(self.projection, x.Record):
             raise QueryBuildError(
                 "aggregate() must return a payload record (attrs class or dataclass) built from "
@@ -325,10 +333,9 @@ class WindowNode(Node):
         kind = "Tumbling" if self.size == self.hop else "Hopping"
         keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
         aggs = ", ".join(f"agg{i}={a.kind}({'' if a.arg is None else x.render(a.arg)})" for i, a in enumerate(self.aggregates))
-        return (
-            f"{kind} size {self.size}us hop {self.hop}us offset {self.offset}us{keys}: {aggs} "
-            f"-> {x.render(self.projection)}"
-        )
+        hop = "" if self.size == self.hop else f" hop {format_duration(self.hop)}"
+        offset = f" offset {format_duration(self.offset)}" if self.offset else ""
+        return f"{kind} {format_duration(self.size)}{hop}{offset}{keys}: {aggs} -> {x.render(self.projection)}"
 
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """Keeps the key when the substream key is one of the group keys and the aggregate

@@ -2,20 +2,26 @@
 
 Python semantics are kept where Spark's differ: ``/`` is true division and gives null
 on a zero divisor (as the in-memory executor does), ``//`` floors and ``%`` takes the
-sign of the divisor. Only ``PyCall`` (``tempo.udf``, the documented escape hatch)
-becomes a Python UDF.
+sign of the divisor. ``IsNull`` and ``Coalesce`` are Spark's ``isnull`` / ``isnotnull``
+and ``coalesce``. Only ``PyCall`` (``tempo.udf``, the documented escape hatch) becomes a
+Python UDF, which checks each result against the declared type inside the worker (a
+mismatch is raised there, not turned into a silent NULL) and ``udf_errors`` raises that
+error on the driver as ``UdfResultError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import functools
+import json
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, TypeVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from tempo.errors import CompileError
+from tempo.errors import CompileError, UdfResultError
 from tempo.expr import nodes as x
 from tempo.spark.types import spark_type
 from tempo.ticks import to_ticks
@@ -143,10 +149,69 @@ def _is_in(e: x.IsIn, scope: Scope) -> Column:
     return column(e.operand, scope).isin(list(e.values))
 
 
+@rule(x.IsNull)
+def _is_null(e: x.IsNull, scope: Scope) -> Column:
+    v = column(e.operand, scope)
+    return F.isnotnull(v) if e.negate else F.isnull(v)
+
+
+@rule(x.Coalesce)
+def _coalesce(e: x.Coalesce, scope: Scope) -> Column:
+    values = [column(v, scope) for v in e.values]
+    if e.dtype is float:
+        values = [c.cast("double") for c in values]
+    return F.coalesce(*values)
+
+
 @rule(x.PyCall)
 def _py_call(e: x.PyCall, scope: Scope) -> Column:
-    fn = F.udf(e.fn, spark_type(e.returns))
+    name = getattr(e.fn, "__name__", "udf")
+    fn = F.udf(x.checked_udf(e.fn, e.returns, name, local=False), spark_type(e.returns))
     return fn(*[column(a, scope) for a in e.args])
+
+
+def udf_error(exc: BaseException) -> UdfResultError | None:
+    """The ``UdfResultError`` a Python worker raised, if ``exc`` (a Spark failure) carries one."""
+    text = str(exc)
+    start = text.find(x.UDF_MARKER)
+    end = text.find(x.UDF_MARKER, start + len(x.UDF_MARKER)) if start >= 0 else -1
+    if end < 0:
+        return None
+    try:
+        fields = json.loads(text[start + len(x.UDF_MARKER) : end])
+    except ValueError:
+        return None
+    if not isinstance(fields, list) or len(fields) != 5:
+        return None
+    return UdfResultError(*[str(f) for f in fields])
+
+
+@contextlib.contextmanager
+def udf_errors() -> Iterator[None]:
+    """Raise a udf result error from a Spark job as the ``UdfResultError`` it is."""
+    try:
+        yield
+    except UdfResultError:
+        raise
+    except Exception as exc:
+        error = udf_error(exc)
+        if error is None:
+            raise
+        raise error from None
+
+
+F_ = TypeVar("F_", bound=Callable[..., Any])
+
+
+def raising_udf_errors(method: F_) -> F_:
+    """``method`` inside ``udf_errors()``: for the executor's actions."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with udf_errors():
+            return method(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 @rule(x.Record)

@@ -432,12 +432,12 @@ def _is_none(value: int | None) -> bool:
         # when(null cond) takes the otherwise branch
         (lambda e: tempo.when(e.x > 2, e.name == "d", e.name == "c"), "cd"),
         (lambda e: tempo.udf(_upper_in_ad, returns=bool)(e.name), "ad"),
-        # section 7 of docs/semantics.md: ~null, not_(null), is_in(null, ...), x == None are null
+        # section 7 of docs/semantics.md: ~null, not_(null), is_in(null, ...), x == null are null
         (lambda e: ~(e.x > 2), "a"),
         (lambda e: tempo.not_(e.x > 2), "a"),
         (lambda e: tempo.is_in(e.x, [1, 7]), "ad"),
         (lambda e: ~tempo.is_in(e.x, [1, 7]), "b"),
-        (lambda e: e.x == None, ""),  # noqa: E711 - traced: null, not true
+        (lambda e: e.x == tempo.lit(None), ""),  # traced: null, not true (`e.x == None` is a TraceError)
         (lambda e: (e.x > 100) & (e.name == "c"), ""),  # null & true is null
         (lambda e: (e.x > 100) | (e.name == "c"), "c"),  # null | true is true
         (lambda e: e.x / (e.x - 5) > 0, "d"),  # 1/-4 < 0; 5/0 is null; null; 7/2 > 0
