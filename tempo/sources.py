@@ -7,12 +7,13 @@ shape it is bound with, as a StreamInsight adapter factory can; settings given t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from tempo.errors import QueryBuildError
-from tempo.events import Cti, EventShape, Heartbeat, InputItem
+from tempo.errors import CompileError, InputSchemaError, QueryBuildError
+from tempo.events import EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
 from tempo.settings import AdvanceTimeSettings
 
 T = TypeVar("T")
@@ -56,10 +57,17 @@ class ItemSource(Source[T]):
         self.payload_type = inferred
 
     def _infer_payload_type(self) -> type[T] | None:
+        """The payload type of the first event; else that of the first bare record, so
+        that the input's checks can say to wrap it in ``Point(...)``."""
+        from tempo.expr.schema import is_record
+
+        bare: type[T] | None = None
         for item in self._items or ():
-            if not isinstance(item, (Cti, Heartbeat)):
+            if isinstance(item, (Point, Interval, EdgeStart, EdgeEnd)):
                 return type(item.payload)
-        return None
+            if bare is None and is_record(item):
+                bare = cast("type[T]", type(item))
+        return bare
 
     @property
     def materialized(self) -> Sequence[InputItem[T]] | None:
@@ -89,6 +97,13 @@ class TableSource(Source[T]):
     ``"interval"``, ``"start"``, ``"end"`` or ``"cti"``); without it every row is an event of
     the input's shape. ``order`` names the column that gives the input order (default: the
     arrival column if given, else the table's row order).
+
+    When a query runs, the table's columns are checked against these arguments and the
+    payload's field annotations before any row is read (``tempo.tables.check_columns``:
+    an ``InputSchemaError`` naming the input, the argument or field and the columns there
+    are); then each row is checked (null times, kinds, nulls in fields not declared
+    optional: an ``InputError`` naming the row). docs/semantics.md 2.5 lists the column
+    types each argument and field takes.
     """
 
     def __init__(
@@ -106,7 +121,14 @@ class TableSource(Source[T]):
         time_column = start if start is not None else arrival
         if time_column is None:
             raise QueryBuildError("a table source needs a start column, or an arrival column to take the time from")
+        if not isinstance(time_origin, datetime):
+            raise QueryBuildError(f"time_origin must be a datetime (naive means UTC), got {type(time_origin).__name__} {time_origin!r}")
+        for arg, value in (("start", start), ("end", end), ("kind", kind), ("arrival", arrival), ("order", order)):
+            if value is not None and not isinstance(value, str):
+                raise QueryBuildError(f"{arg}= names a column: a str, got {type(value).__name__} {value!r}")
         self.start: str = time_column
+        self.start_given = start is not None
+        """False when ``start`` was not given and the start is read from the arrival column."""
         self.end, self.kind, self.arrival = end, kind, arrival
         self.order = order if order is not None else arrival
         self.time_origin = time_origin
@@ -123,7 +145,14 @@ class TableSource(Source[T]):
 
     def arrow_table(self) -> Any:
         """The rows as a pyarrow Table (used by the in-memory executor)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot be read outside Spark")
+        raise CompileError(f"{self!r} cannot be read outside Spark (it has no arrow_table())")
+
+    def check_readable(self, name: str) -> None:
+        """Raise ``InputSchemaError`` for input ``name`` when the source cannot be there to
+        read (a local file that does not exist); both executors call it first."""
+        path = getattr(self, "path", None)
+        if isinstance(path, str) and "://" not in path and not os.path.exists(path):
+            raise InputSchemaError(name, f"{self!r} reads {path!r}, which does not exist")
 
     def items(self) -> Iterator[InputItem[T]]:
         """The rows as input items, in input order (the in-memory executor reads them so)."""
@@ -178,12 +207,77 @@ class DataFrameSource(TableSource[T]):
         return f"DataFrameSource({self.payload_type.__name__})"
 
 
+class ArrowSource(TableSource[T]):
+    """Rows of an in-memory table: a ``pyarrow.Table``, or a pandas ``DataFrame`` (converted
+    with ``pyarrow.Table.from_pandas``, without its index). The Spark executor makes a
+    DataFrame of it (``SparkSession.createDataFrame``)."""
+
+    def __init__(self, table: Any, payload_type: type[T], start: str | None, **columns: Any) -> None:
+        super().__init__(payload_type, start, **columns)
+        import pyarrow as pa
+
+        if not isinstance(table, pa.Table):
+            if _is_pandas(table):
+                table = pa.Table.from_pandas(table, preserve_index=False)
+            else:
+                raise QueryBuildError(f"ArrowSource reads a pyarrow.Table or a pandas DataFrame, got {type(table).__qualname__}")
+        self.table = table
+
+    def arrow_table(self) -> Any:
+        return self.table
+
+    def __repr__(self) -> str:
+        return f"ArrowSource({self.table.num_rows} rows, {self.payload_type.__name__})"
+
+
+def _is_pandas(value: object) -> bool:
+    return any(c.__module__.startswith("pandas") and c.__name__ == "DataFrame" for c in type(value).__mro__)
+
+
+def _table_hint(source: object) -> str | None:
+    """What to write instead, for a table passed where items are expected."""
+    mro = {f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(source).__mro__}
+    columns = 'start="<time column>"'
+    if "pyarrow.Table" in mro:
+        return f"wrap it in tempo.sources.ArrowSource(table, PayloadClass, {columns})"
+    if _is_pandas(source):
+        return f"wrap it in tempo.sources.ArrowSource(frame, PayloadClass, {columns})"
+    if "pyspark.DataFrame" in mro:
+        return f"wrap it in tempo.sources.DataFrameSource(df, PayloadClass, {columns})"
+    if isinstance(source, (str, bytes)) or "pathlib.PurePath" in mro:
+        return f"for a file, use tempo.sources.ParquetSource(path, PayloadClass, {columns}) or CsvSource(...)"
+    return None
+
+
+def as_source(name: str, source: object, payload_type: type[Any] | None) -> Source[Any]:
+    """``Stream.create``'s ``source`` as a ``Source``: a ``Source`` as it is, an iterable of
+    items as an ``ItemSource``; a table or a path (which would iterate as columns or
+    characters) is a ``QueryBuildError`` saying which source to wrap it in."""
+    if isinstance(source, Source):
+        return source
+    hint = _table_hint(source)
+    if hint is not None:
+        raise QueryBuildError(f"input {name!r}: the source is a {type(source).__qualname__}, not a list of items: {hint}")
+    if not callable(source) and not isinstance(source, Iterable):
+        raise QueryBuildError(
+            f"input {name!r}: the source must be a tempo.sources.Source or a list of items "
+            f"(Point, Interval, EdgeStart, EdgeEnd, Cti), got {type(source).__qualname__}"
+        )
+    try:
+        return ItemSource(source, payload_type)
+    except QueryBuildError as exc:
+        raise QueryBuildError(f"input {name!r}: {exc}") from None
+
+
 class SparkTableSource(TableSource[T]):
     """Rows of a table in the Spark catalog."""
 
     def __init__(self, name: str, payload_type: type[T], start: str | None, **columns: Any) -> None:
         super().__init__(payload_type, start, **columns)
         self.name = name
+
+    def arrow_table(self) -> Any:
+        raise CompileError(f"{self!r} is a table of the Spark catalog: only the Spark executor can read it")
 
     def __repr__(self) -> str:
         return f"SparkTableSource({self.name!r}, {self.payload_type.__name__})"

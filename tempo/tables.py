@@ -1,26 +1,195 @@
-"""Reading table sources (Parquet, CSV, DataFrames) outside Spark, through pyarrow.
+"""Reading table sources (Parquet, CSV, DataFrames) outside Spark, through pyarrow, and
+the checks of a table's columns that both executors share.
 
 The in-memory executor reads a ``TableSource`` column by column: times become ticks
 without building a datetime per row, and payloads are built with one constructor call
 per row. Rows are taken in the source's ``order`` (a stable sort), else as stored.
+
+Before any row is read, ``check_columns`` holds the table's columns (name and type) against
+the source's column arguments and the payload's annotations, so that a missing or mistyped
+column is one ``InputSchemaError`` with the same words on both executors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
 
-from tempo.errors import InputError
+from tempo.errors import InputError, InputSchemaError
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
-from tempo.expr.schema import record_fields
+from tempo.expr.schema import is_record_type, record_fields
 from tempo.ticks import INF, from_ticks
 
 KINDS = {"point": 0, "interval": 1, "start": 2, "end": 3, "cti": 4}
 """Values of a ``kind`` column (case-insensitive) and the item kinds they stand for."""
 
+KIND_NAMES = {code: name for name, code in KINDS.items()}
+
 _SHAPE_KIND = {EventShape.POINT: 0, EventShape.INTERVAL: 1}
+
+# ---- column checks (both executors) ---------------------------------------------------------
+#
+# Each executor describes a column's type by one of these words (``arrow_column_type``
+# here, ``tempo.spark.types.column_type`` on Spark), so the checks and their messages are
+# the same on both.
+
+TIMESTAMP, INTEGER, FLOAT, DECIMAL, BOOLEAN, STRING, DATE, DURATION, STRUCT, NULL = (
+    "timestamp", "integer", "float", "decimal", "boolean", "string", "date", "duration", "struct", "null",
+)
+
+FIELD_COLUMN_TYPES: dict[type, tuple[str, ...]] = {
+    bool: (BOOLEAN,),
+    int: (INTEGER,),
+    float: (FLOAT, INTEGER),
+    str: (STRING,),
+    datetime: (TIMESTAMP,),
+    timedelta: (DURATION,),
+}
+"""The column types that may fill a payload field of each type. An integer column fills a
+``float`` field (widened); a column whose every value is null (type ``null``, as a CSV reader
+infers for an empty column) fills any field. Fields of other types (``object``, records)
+take any column."""
+
+TIME_COLUMN_TYPES = (TIMESTAMP, INTEGER)
+"""A time column (``start``, ``end``, ``arrival``): a timestamp, or integer microseconds
+since ``time_origin``."""
+
+ORDER_COLUMN_TYPES = (INTEGER, TIMESTAMP)
+
+KIND_COLUMN_TYPES = (STRING,)
+
+
+def arrow_column_type(dtype: Any) -> str:
+    """The word for a pyarrow type (see ``FIELD_COLUMN_TYPES``)."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_dictionary(dtype):
+        return arrow_column_type(dtype.value_type)
+    for test, word in (
+        (t.is_timestamp, TIMESTAMP), (t.is_integer, INTEGER), (t.is_floating, FLOAT), (t.is_decimal, DECIMAL),
+        (t.is_boolean, BOOLEAN), (t.is_string, STRING), (t.is_large_string, STRING), (t.is_date, DATE),
+        (t.is_duration, DURATION), (t.is_struct, STRUCT), (t.is_null, NULL),
+    ):
+        if test(dtype):
+            return word
+    return str(dtype)
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
+def _listing(columns: Mapping[str, str]) -> str:
+    return ", ".join(f"{n} ({tp})" for n, tp in columns.items()) or "none"
+
+
+def column_arguments(source: Any) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(argument, column, the column types it takes) of each column a source names."""
+    start_arg = "start" if getattr(source, "start_given", True) else "arrival"
+    out: list[tuple[str, str, tuple[str, ...]]] = [(start_arg, source.start, TIME_COLUMN_TYPES)]
+    if source.end:
+        out.append(("end", source.end, TIME_COLUMN_TYPES))
+    if source.kind:
+        out.append(("kind", source.kind, KIND_COLUMN_TYPES))
+    if source.arrival and source.arrival != source.start:
+        out.append(("arrival", source.arrival, TIME_COLUMN_TYPES))
+    if source.order and source.order not in (source.start, source.end, source.arrival):
+        out.append(("order", source.order, ORDER_COLUMN_TYPES))
+    return out
+
+
+def check_columns(name: str, source: Any, columns: Mapping[str, str]) -> None:
+    """Hold a table's ``columns`` (name -> type word) against the column arguments of
+    ``source`` (a ``TableSource``) and the fields of its payload type, before any row is
+    read; the first mismatch raises ``InputSchemaError`` naming the input, the argument or
+    field, the column, and the columns the table has."""
+    for arg, column, accepted in column_arguments(source):
+        if column not in columns:
+            raise InputSchemaError(
+                name, f"{arg}={column!r} names no column of {source!r}; its columns are {_listing(columns)}"
+            )
+        found = columns[column]
+        if found not in accepted and found != NULL:
+            want = {
+                TIME_COLUMN_TYPES: "a time column must be a timestamp or an integer count of microseconds since time_origin",
+                ORDER_COLUMN_TYPES: "an order column must be an integer or a timestamp",
+                KIND_COLUMN_TYPES: "a kind column must be a string column (point, interval, start, end or cti)",
+            }[accepted]
+            raise InputSchemaError(name, f"{arg}={column!r} is {_a(found)} column of {source!r}: {want}")
+    if source.origin_ticks() != 0:
+        time_columns = [c for arg, c, accepted in column_arguments(source) if accepted is TIME_COLUMN_TYPES]
+        if not any(columns.get(c) == INTEGER for c in time_columns):
+            raise InputSchemaError(
+                name,
+                f"time_origin is set, but no time column of {source!r} is an integer column "
+                f"({', '.join(f'{c} is {_a(columns[c])}' for c in time_columns)}): time_origin is what integer "
+                "time columns count from; leave it out for timestamp columns",
+            )
+    cls = source.payload_type
+    fields = record_fields(cls)
+    missing = [f for f in fields if f.name not in columns]
+    if missing:
+        what = ", ".join(f"{f.name} ({f.dtype.__name__})" for f in missing)
+        raise InputSchemaError(
+            name,
+            f"no column for payload field{'s' if len(missing) > 1 else ''} {what} of {cls.__qualname__} "
+            f"in {source!r}; its columns are {_listing(columns)}",
+        )
+    for f in fields:
+        accepted_types = FIELD_COLUMN_TYPES.get(f.dtype)
+        if is_record_type(f.dtype):
+            accepted_types = (STRUCT,)
+        found = columns[f.name]
+        if accepted_types is None or found in accepted_types or found == NULL:
+            continue
+        optional = f" | None" if f.nullable else ""
+        raise InputSchemaError(
+            name,
+            f"payload field {cls.__qualname__}.{f.name} is declared {f.dtype.__name__}{optional}, but its column "
+            f"{f.name!r} in {source!r} is {_a(found)} column (a {f.dtype.__name__} field takes "
+            f"{' or '.join(accepted_types)} columns): declare the field with the column's type or convert the column",
+        )
+
+
+def null_field_rule(cls: type, field: str, column: str) -> str:
+    """The rule a null value breaks in a column that fills a field not declared ``X | None``."""
+    return (
+        f"column {column!r} is null, but the payload field {cls.__qualname__}.{field} is not optional: "
+        f"declare it `... | None`, or fill or filter out the nulls"
+    )
+
+
+def null_time_rule(arg: str, column: str) -> str:
+    """The rule a null time breaks."""
+    return f"the {arg} column {column!r} is null"
+
+
+def null_order_rule(source: Any, count: int) -> str:
+    """The rule rows with a null in the column that orders the input break."""
+    column = source.order
+    arg = "arrival" if column == source.arrival else "start" if column == source.start else "end" if column == source.end else "order"
+    return (
+        f"the {arg} column {column!r} is null in {count} row{'s' if count > 1 else ''}; the rows are taken in order "
+        "of it, so every row needs a value"
+    )
+
+
+UNKNOWN_KIND_RULE = "the kind column {!r} must hold point, interval, start, end or cti (in any case)"
+
+
+def kind_rule(shape: EventShape, kind: int) -> str:
+    """The rule a row of a kind its input's shape does not take breaks."""
+    takes = {EventShape.POINT: "point, cti", EventShape.INTERVAL: "interval, cti", EventShape.EDGE: "start, end, cti"}[shape]
+    return f"a {shape.name} input takes rows of kind {takes}, not {KIND_NAMES.get(kind, kind)!r}"
+
+
+def table_columns(table: Any) -> dict[str, str]:
+    """A pyarrow table's columns as name -> type word."""
+    return {f.name: arrow_column_type(f.type) for f in table.schema}
 
 
 def _require_pyarrow() -> Any:
@@ -31,6 +200,18 @@ def _require_pyarrow() -> Any:
     return pyarrow
 
 
+def _as_field(column: Any, dtype: type) -> Any:
+    """A payload column as its field declares it: integers widened for a float field,
+    timestamps as UTC (aware datetimes, as the Spark executor gives them back)."""
+    import pyarrow as pa
+
+    if dtype is float and pa.types.is_integer(column.type):
+        return column.cast(pa.float64())
+    if dtype is datetime and pa.types.is_timestamp(column.type):
+        return column.cast(pa.timestamp("us", tz="UTC"))
+    return column
+
+
 def _ticks(table: Any, column: str, origin: int) -> list[int | None]:
     pa = _require_pyarrow()
     import pyarrow.compute as pc
@@ -39,10 +220,10 @@ def _ticks(table: Any, column: str, origin: int) -> list[int | None]:
     if pa.types.is_timestamp(col.type):
         col = pc.cast(pc.cast(col, pa.timestamp("us", tz="UTC")), pa.int64())
         return col.to_pylist()  # type: ignore[no-any-return]
-    if pa.types.is_integer(col.type):
-        values: list[int | None] = col.to_pylist()
-        return values if origin == 0 else [None if v is None else v + origin for v in values]
-    raise TypeError(f"time column {column!r} must be a timestamp or an integer count of microseconds, got {col.type}")
+    if pa.types.is_null(col.type):
+        return [None] * len(col)
+    values: list[int | None] = col.to_pylist()  # an integer column (check_columns has seen to it)
+    return values if origin == 0 else [None if v is None else v + origin for v in values]
 
 
 class Payloads:
@@ -88,60 +269,109 @@ def _stores_only(cls: type) -> bool:
     )
 
 
-def read_columns(source: Any, table: Any, shape: EventShape) -> tuple[list[int], list[int], list[int], list[int] | None, Payloads]:
-    """(kinds, starts, ends, arrivals, payloads) of the rows in input order, checked row by row."""
+Columns = tuple[list[int], list[int], list[int], "list[int] | None", Payloads, "RowError | None"]
+"""A table's (kinds, starts, ends, arrivals, payloads, first bad row) in input order."""
+
+
+class RowError(InputError):
+    """The first row whose columns break a rule (unknown kind, null time, null in a field not
+    declared optional), held until the row checks reach it so that errors come in row
+    order on both executors. ``before_rules``: raised before the row's other checks (kind
+    and times) or after its lifetime checks (a null payload value)."""
+
+    def __init__(self, input_name: str, position: int, item: object, rule: str, before_rules: bool) -> None:
+        super().__init__(input_name, position, item, rule)
+        self.before_rules = before_rules
+
+    def plain(self) -> InputError:
+        """The error as raised: a plain ``InputError``."""
+        return InputError(self.input_name, self.position, self.item, self.rule)
+
+
+def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table") -> Columns:
+    """(kinds, starts, ends, arrivals, payloads, first bad row) of the rows in input order;
+    the columns are checked against the source first (``check_columns``), and errors name
+    the input ``name``. A row whose kind, time or payload column is bad is not raised here
+    but returned (a ``RowError``), for the row checks to raise in row order."""
+    check_columns(name, source, table_columns(table))
     if source.order is not None:
         import pyarrow.compute as pc
 
+        nulls = table.column(source.order).null_count
+        if nulls:  # such rows would sort last: the first of them is where the order breaks
+            raise InputError(name, table.num_rows - nulls, None, null_order_rule(source, nulls))
         table = table.take(pc.sort_indices(table, sort_keys=[(source.order, "ascending")]))
     n = table.num_rows
     origin = source.origin_ticks()
     starts = _ticks(table, source.start, origin)
     ends = _ticks(table, source.end, origin) if source.end else [None] * n
     arrivals = _ticks(table, source.arrival, origin) if source.arrival else None
+    fields = record_fields(source.payload_type)
+    cls = source.payload_type
+    payload_columns = [_as_field(table.column(f.name), f.dtype) for f in fields]
+    values = [c.to_pylist() for c in payload_columns]
+
+    def row(i: int) -> Any:  # what an error shows of row i: its payload, else its values
+        try:
+            return cls(*[c[i] for c in values])
+        except Exception:
+            return {f.name: c[i] for f, c in zip(fields, values)}
+
+    bad: RowError | None = None
     if source.kind is not None:
         kinds = []
         for i, k in enumerate(table.column(source.kind).to_pylist()):
-            code = KINDS.get(str(k).lower())
+            code = KINDS.get(k.lower()) if isinstance(k, str) else None
             if code is None:
-                raise InputError("table", i, k, f"kind must be one of {', '.join(KINDS)}, got {k!r}")
+                bad = bad or RowError(name, i, row(i), UNKNOWN_KIND_RULE.format(source.kind), True)
+                code = 4
             kinds.append(code)
     elif shape in _SHAPE_KIND:
         kinds = [_SHAPE_KIND[shape]] * n
     else:
-        raise InputError("table", 0, None, "an EDGE input from a table needs a `kind` column (start/end/cti)")
-    fields = record_fields(source.payload_type)
-    names = set(table.column_names)
-    missing = [f.name for f in fields if f.name not in names]
-    if missing:
-        raise InputError("table", 0, None, f"no column for payload field(s) {', '.join(missing)} of {source.payload_type.__name__}")
-    payloads = Payloads(source.payload_type, [table.column(f.name).to_pylist() for f in fields], n)
+        raise InputSchemaError(name, f"an EDGE input from a table needs a kind= column (start, end or cti per row): {source!r} has none")
+    # Rows with a null value in a field not declared optional (CTI rows have no payload).
+    null_rows: dict[int, str] = {}
+    for f, c, v in zip(fields, payload_columns, values):
+        if not f.nullable and c.null_count:
+            for i, value in enumerate(v):
+                if value is None:
+                    null_rows.setdefault(i, f.name)
+    try:
+        payloads = Payloads(cls, values, n)
+    except Exception as exc:  # a validator or __init__ of the payload class refused a row
+        i = next((i for i in range(n) if isinstance(row(i), dict)), -1)
+        if i not in null_rows:
+            raise  # the class's own error, as the Spark executor raises it when it builds the row
+        raise InputError(name, i, row(i), null_field_rule(cls, null_rows[i], null_rows[i])) from exc
     # Rows of one shape without nulls all at once; otherwise row by row, to find the null.
-    if source.kind is None and None not in starts and (shape is EventShape.POINT or None not in ends):
+    if bad is None and not null_rows and source.kind is None and None not in starts and (shape is EventShape.POINT or None not in ends):
         same_shape = [s + 1 for s in starts] if shape is EventShape.POINT else ends  # type: ignore[operator]
-        return kinds, starts, same_shape, arrivals, payloads  # type: ignore[return-value]
+        return kinds, starts, same_shape, arrivals, payloads, None  # type: ignore[return-value]
+    start_arg = "start" if getattr(source, "start_given", True) else "arrival"
     ends_out: list[int] = []
     for i in range(n):
+        if bad is not None and bad.position <= i:
+            break
         s, e, k = starts[i], ends[i], kinds[i]
         if s is None:
-            raise InputError("table", i, payloads[i], f"the start column {source.start!r} is null")
-        if k == 0:
-            ends_out.append(s + 1)
-        elif k in (1, 3):
-            if e is None:
-                raise InputError("table", i, payloads[i], f"the end column {source.end!r} is null")
-            ends_out.append(e)
-        elif k == 2:
-            ends_out.append(INF)
-        else:
-            ends_out.append(s)
-    return kinds, starts, ends_out, arrivals, payloads  # type: ignore[return-value]
+            bad = RowError(name, i, row(i), null_time_rule(start_arg, source.start), True)
+        elif k in (1, 3) and e is None:
+            rule = null_time_rule("end", source.end) if source.end else f"a row of kind {KIND_NAMES[k]!r} needs an end= column"
+            bad = RowError(name, i, row(i), rule, True)
+        elif k != 4 and i in null_rows:
+            bad = RowError(name, i, row(i), null_field_rule(source.payload_type, null_rows[i], null_rows[i]), False)
+        ends_out.append(s + 1 if k == 0 and s is not None else INF if k == 2 else s if k == 4 else e)  # type: ignore[arg-type]
+    ends_out.extend(ends[len(ends_out):])  # type: ignore[arg-type]
+    return kinds, starts, ends_out, arrivals, payloads, bad  # type: ignore[return-value]
 
 
 def items_from_arrow(source: Any, table: Any) -> Iterator[InputItem[Any]]:
     """The rows as input items (aware UTC datetimes)."""
     shape = EventShape.EDGE if source.kind is not None else EventShape.INTERVAL if source.end else EventShape.POINT
-    kinds, starts, ends, arrivals, payloads = read_columns(source, table, shape)
+    kinds, starts, ends, arrivals, payloads, bad = read_columns(source, table, shape, repr(source))
+    if bad is not None:
+        raise bad.plain()
     for i, (k, payload) in enumerate(zip(kinds, payloads)):
         arrival = None if arrivals is None or arrivals[i] is None else from_ticks(arrivals[i])
         s = from_ticks(starts[i])

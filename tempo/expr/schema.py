@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import attrs
@@ -88,3 +89,48 @@ def field_names(cls: type) -> tuple[str, ...]:
 def record_values(value: object) -> dict[str, object]:
     """A record instance's field values by name."""
     return {f.name: getattr(value, f.name) for f in record_fields(type(value))}
+
+
+def _has_datetimes(cls: type) -> bool:
+    return any(f.dtype is datetime or (is_record_type(f.dtype) and _has_datetimes(f.dtype)) for f in record_fields(cls))
+
+
+def datetime_conformer(cls: type, naive: bool) -> Callable[[Any], Any] | None:
+    """A function giving a payload of ``cls`` whose datetime fields (nested records included)
+    follow one convention: naive UTC when ``naive``, else aware UTC; the payload itself when
+    they already do. None when ``cls`` has no datetime field.
+
+    Every time is an instant (naive means UTC), and results show times in the query's
+    convention (docs/semantics.md 8): the Spark executor's payloads come back so from its
+    columns, and the in-memory executor passes its output payloads through this."""
+    if not is_record_type(cls) or not _has_datetimes(cls):
+        return None
+    fields = record_fields(cls)
+    nested = {f.name: datetime_conformer(f.dtype, naive) for f in fields if is_record_type(f.dtype)}
+    times = [f.name for f in fields if f.dtype is datetime]
+    replace = attrs.evolve if attrs.has(cls) else dataclasses.replace
+
+    def conform_time(v: datetime) -> datetime:
+        if naive:
+            return v if v.tzinfo is None else v.astimezone(timezone.utc).replace(tzinfo=None)
+        if v.tzinfo is None:
+            return v.replace(tzinfo=timezone.utc)
+        return v if v.utcoffset() == timedelta(0) and v.tzinfo is timezone.utc else v.astimezone(timezone.utc)
+
+    def conform(payload: Any) -> Any:
+        changes: dict[str, Any] = {}
+        for name in times:
+            v = getattr(payload, name)
+            if isinstance(v, datetime):
+                w = conform_time(v)
+                if w is not v:
+                    changes[name] = w
+        for name, inner in nested.items():
+            v = getattr(payload, name)
+            if inner is not None and v is not None:
+                w = inner(v)
+                if w is not v:
+                    changes[name] = w
+        return replace(payload, **changes) if changes else payload
+
+    return conform

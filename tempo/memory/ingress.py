@@ -34,19 +34,19 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tempo.errors import CtiViolationError, ImportOrderError, InputError
-from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, Heartbeat, Interval, Point
+from tempo.errors import CtiViolationError, ImportOrderError, InputError, InputSchemaError
+from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
 from tempo.settings import AdvanceTimePolicy
 from tempo.sources import TableSource
-from tempo.ticks import INF, NEG_INF, duration_ticks, to_ticks
+from tempo.ticks import INF, NEG_INF, duration_ticks, format_time, to_ticks
 
 if TYPE_CHECKING:
-    from tempo.tables import Payloads
+    from tempo.tables import Columns
 
 # Kinds of prepared items.
 POINT, INTERVAL, START, END, CTI, HEARTBEAT = range(6)
@@ -57,28 +57,32 @@ Prepared = tuple[int, int, int, int, Any, int, Any]
 """(arrival, kind, start, end, payload, position, item); arrival is inherited when absent."""
 
 ORDERING_NEEDS_ARRIVAL = "an input with ordering settings needs an arrival time on every item"
+END_WITHOUT_START = "end edge without its start: no open start edge has this start and payload"
 
 
 class TimestampMode:
-    """Whether the query's timestamps are naive (UTC) or aware; mixing them is an error."""
+    """How the query gives times back: naive UTC when every time its inputs gave was naive,
+    else aware UTC. Every time is an instant (a naive one is UTC), so naive and aware times
+    mix freely within and across inputs; tables count as aware (docs/semantics.md 8)."""
 
     def __init__(self) -> None:
         self.naive: bool | None = None
 
+    def saw(self, aware: bool) -> None:
+        """Note a time of an input (its convention, not its value)."""
+        if aware:
+            self.naive = False
+        elif self.naive is None:
+            self.naive = True
+
     def check(self, t: object, name: str, position: int, item: object, what: str) -> int:
+        """``t`` in ticks, or an ``InputError`` when it is not a datetime."""
         if not isinstance(t, datetime):
-            raise InputError(name, position, item, f"{what} must be a datetime, got {type(t).__name__}")
-        naive = t.tzinfo is None
+            hint = " (a date has no time of day: use datetime(y, m, d))" if isinstance(t, date) else ""
+            raise InputError(name, position, item, f"{what} must be a datetime, got {type(t).__name__} {t!r}{hint}")
         if t.replace(tzinfo=None) == datetime.max:
             return INF  # infinity is the same instant either way: tempo.INFINITY suits naive inputs too
-        if self.naive is None:
-            self.naive = naive
-        elif self.naive != naive:
-            raise InputError(
-                name, position, item,
-                "naive and timezone-aware timestamps are mixed in this query; use one or the other "
-                "(naive timestamps mean UTC)",
-            )
+        self.saw(t.tzinfo is not None)
         return to_ticks(t)
 
 
@@ -103,10 +107,6 @@ def prepare_checked(node: SourceNode, mode: TimestampMode, needs_arrival: bool) 
     return iter(list(_prepare_items(node, mode, needs_arrival)))
 
 
-Columns = tuple[list[int], list[int], list[int], list[int] | None, "Payloads"]
-"""A table's (kinds, starts, ends, arrivals, payloads) in input order."""
-
-
 def _prepare_table(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
     """The fast path for table sources: columns straight to ticks, the same checks as for
     items (a column at a time when every row passes them)."""
@@ -120,10 +120,18 @@ def _read_table(node: SourceNode, mode: TimestampMode) -> Columns:
 
     source = node.source
     assert isinstance(source, TableSource)
-    table = read_columns(source, source.arrow_table(), node.shape)
+    if node.ordering is not None and not source.arrival:
+        raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
+    source.check_readable(node.name)
+    table = read_columns(source, source.arrow_table(), node.shape, node.name)
     if table[0]:
-        mode.check(datetime(1970, 1, 1, tzinfo=timezone.utc), node.name, 0, None, "a table's times")  # tables are UTC
+        mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
     return table
+
+
+def ordering_needs_arrival_column(source: TableSource[Any]) -> str:
+    """The rule a table source without an arrival column breaks on an input with ordering settings."""
+    return f"{ORDERING_NEEDS_ARRIVAL}: give {source!r} an arrival= column"
 
 
 def _allowed(node: SourceNode) -> set[int]:
@@ -133,7 +141,9 @@ def _allowed(node: SourceNode) -> set[int]:
 def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared] | None:
     """The rows as ``_checked_rows`` gives them when they are all points and intervals that
     pass its checks (the usual table, checked a column at a time), else None."""
-    kinds, starts, ends, arrivals, payloads = table
+    kinds, starts, ends, arrivals, payloads, bad = table
+    if bad is not None:
+        return None
     if arrivals is None:
         arrivals_pass = not needs_arrival and node.ordering is None
     else:
@@ -145,39 +155,54 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
 
 
 def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared]:
-    """The rows, each checked as it is given."""
-    kinds, starts, ends, arrivals, payloads = table
+    """The rows, each checked as it is given, by the rules in the order the Spark ingress
+    checks them (``tempo.spark.ingress._bad_row``): the kind, the times, the lifetime,
+    the payload's nulls, then the arrival."""
+    from tempo.tables import kind_rule
+
+    kinds, starts, ends, arrivals, payloads, bad = table
     name, shape, allowed = node.name, node.shape, _allowed(node)
     ordered = node.ordering is not None
     last_arrival = NEG_INF
     open_edges: dict[int, list[Any]] = {}
     for position, (kind, payload) in enumerate(zip(kinds, payloads)):
         start, end = starts[position], ends[position]
+        at_bad = bad if bad is not None and bad.position == position else None
+        if at_bad is not None and at_bad.before_rules:
+            raise at_bad.plain()
+        if kind not in allowed:
+            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), kind_rule(shape, kind))
+        if kind in (INTERVAL, END) and end <= start:
+            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "end must be after start (lifetimes are [start, end))")
+        if kind != CTI and start >= INF:
+            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "an event cannot start at infinity")
+        if at_bad is not None:
+            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), at_bad.rule)
         if arrivals is None or arrivals[position] is None:
             if ordered:
-                raise InputError(name, position, payload, ORDERING_NEEDS_ARRIVAL)
+                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), ORDERING_NEEDS_ARRIVAL)
             if needs_arrival:
-                raise ImportOrderError(name, position, payload, "this input takes part in a CTI import, so every row needs an arrival time")
+                raise ImportOrderError(name, position, _row_item(arrivals, position, kind, start, end, payload), "this input takes part in a CTI import, so every row needs an arrival time")
             arrival = last_arrival
         else:
             arrival = arrivals[position]
             if arrival < last_arrival:
-                raise InputError(name, position, payload, "arrival times must not decrease within an input")
+                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "arrival times must not decrease within an input")
             last_arrival = arrival
-        if kind not in allowed:
-            raise InputError(name, position, payload, f"a {shape.name} input cannot take a row of kind {kind}")
-        if kind != CTI and start >= INF:
-            raise InputError(name, position, payload, "an event cannot start at infinity")
-        if kind in (INTERVAL, END) and end <= start:
-            raise InputError(name, position, payload, "end must be after start (lifetimes are [start, end))")
         if kind == START:
             open_edges.setdefault(start, []).append(payload)
         elif kind == END:
             waiting = open_edges.get(start)
             if not waiting or payload not in waiting:
-                raise InputError(name, position, payload, "end edge without its start: no open start edge has this start and payload")
+                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), END_WITHOUT_START)
             waiting.remove(payload)
         yield (arrival, kind, start, end, None if kind == CTI else payload, position, None)
+
+
+def _row_item(arrivals: list[int] | None, position: int, kind: int, start: int, end: int, payload: Any) -> Any:
+    """A table row as the item it stands for, to show in an error."""
+    at = arrivals[position] if arrivals is not None and arrivals[position] is not None else NEG_INF
+    return item_of((at, kind, start, end, None if kind == CTI else payload, position, None))
 
 
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
@@ -188,8 +213,7 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
     open_edges: dict[int, list[Any]] = {}
     for position, item in enumerate(node.source.items()):
         if not isinstance(item, allowed):
-            kinds = ", ".join(k.__name__ for k in allowed)
-            raise InputError(name, position, item, f"a {shape.name} input takes {kinds}, got {type(item).__name__}")
+            raise InputError(name, position, item, item_kind_rule(shape, item))
         kind = _KIND[type(item)]
         if kind == HEARTBEAT and not ordered:
             raise InputError(name, position, item, "a Heartbeat moves the arrival clock of inputs with ordering settings; this input has none")
@@ -242,7 +266,7 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
                 if not waiting or payload not in waiting:
                     raise InputError(
                         name, position, item,
-                        "end edge without its start: no open start edge has this start and payload",
+                        END_WITHOUT_START,
                     )
                 waiting.remove(payload)
         yield (arrival, kind, start, end, payload, position, item)
@@ -403,11 +427,7 @@ class Ingress:
         return sub
 
     def _violation(self, rec: Prepared, what: str) -> None:
-        raise CtiViolationError(
-            self.name, rec[5], rec[6] or item_of(rec),
-            f"{what} before the current CTI ({self.cti} us); this input has no AdvanceTimeSettings, "
-            "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
-        )
+        raise CtiViolationError(self.name, rec[5], rec[6] or item_of(rec), cti_violation_rule(what, self.cti))
 
     def process(self, rec: Prepared) -> None:
         kind = rec[1]
@@ -558,6 +578,28 @@ def count_rejection(counts: EventCounts, rule: Rule, action: Action, ordered: bo
             counts.out_of_order_dropped += 1
         else:
             counts.out_of_order_adjusted += 1
+
+
+def item_kind_rule(shape: EventShape, item: object) -> str:
+    """The rule an item of a kind its input's shape does not take breaks, with what to
+    write instead of a bare payload."""
+    from tempo.expr.schema import is_record
+
+    takes = ", ".join(k.__name__ for k in SHAPE_ITEMS[shape] + (Cti, Heartbeat))
+    rule = f"a {shape.name} input takes {takes}, got {type(item).__name__}"
+    if is_record(item):
+        wrap = {EventShape.POINT: "Point(start, payload)", EventShape.INTERVAL: "Interval(start, end, payload)",
+                EventShape.EDGE: "EdgeStart(start, payload) and EdgeEnd(start, end, payload)"}[shape]
+        rule += f": a payload needs a lifetime, wrap it as {wrap}"
+    return rule
+
+
+def cti_violation_rule(what: str, cti: int) -> str:
+    """The rule an event breaks that violates the CTI on an input without settings."""
+    return (
+        f"{what} before the current CTI ({format_time(cti)}); this input has no AdvanceTimeSettings, "
+        "so a CTI violation is an error (give it settings with policy DROP or ADJUST)"
+    )
 
 
 def adjusted_lifetime(kind: int, end: int, cti: int) -> tuple[int, int] | None:

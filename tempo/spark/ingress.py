@@ -34,13 +34,13 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from tempo.errors import CompileError, CtiViolationError, ImportOrderError, InputError
+from tempo.errors import CompileError, CtiViolationError, ImportOrderError, InputError, InputSchemaError
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.memory.executor import CtiReplay, Key
 from tempo.memory.ingress import (
-    CTI, END, HEARTBEAT, INTERVAL, ORDERING_NEEDS_ARRIVAL, POINT, START, TimestampMode, adjusted_lifetime, count_rejection,
-    item_of, prepare,
+    CTI, END, END_WITHOUT_START, HEARTBEAT, INTERVAL, ORDERING_NEEDS_ARRIVAL, POINT, START, TimestampMode, adjusted_lifetime,
+    count_rejection, cti_violation_rule, item_of, ordering_needs_arrival_column, prepare,
 )
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
@@ -55,6 +55,8 @@ from tempo.ticks import INF, NEG_INF, duration_ticks
 
 POS, KIND, ARR, BLOCK = "__pos", "__kind", "__arr", "__block"
 ORDER, FILE = "__order", "__file"
+NULLF = "__nullf"
+"""The index of a row's first payload field that is null but not declared optional, else null."""
 """Input order of a row (the order column, or file order), and the tie-break (file order)."""
 BLOCK_ROWS = 1 << 14
 """Rows per block of input order, about: the unit of running aggregates."""
@@ -64,7 +66,9 @@ EVENT_KINDS = (POINT, INTERVAL, START)
 """Kinds that are received events with a start (counted by count generation)."""
 
 # Why a row was collected as breaking a rule (the ``__bad`` column).
-BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL = 1, 2, 3, 4, 5, 6
+BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END = range(1, 10)
+NULL_FIELD = 100
+"""``NULL_FIELD + i``: a null in the i-th payload field, which is not declared optional."""
 
 
 @attrs.define
@@ -177,11 +181,13 @@ def input_frame(
                 return InputFrame(node, decl, None, items, prepared=prepared, rows=len(prepared))
         rows, items = _item_rows(node, mode, needs_arrival)
         df = spark.createDataFrame(rows, _frame_schema(node.payload_type)).withColumn(FILE, F.lit(0).cast("long"))
+        df = df.withColumn(NULLF, F.lit(None).cast("int"))  # prepare() has checked the items
         frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, rows=len(rows))
         # prepare() has checked every row; without CTI rows nothing can be late.
         frame.static = _nothing_can_be_late(node) and all(r[1] != CTI for r in rows) and node.shape is not EventShape.EDGE
     else:
         frame = _table_frame(spark, node, decl, needs_arrival)
+        mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
     frame.needs_arrival = needs_arrival
     if not frame.static:
         _cut(frame)
@@ -189,11 +195,13 @@ def input_frame(
 
 
 def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool) -> InputFrame:
-    from tempo.sources import CsvSource, DataFrameSource, ParquetSource, SparkTableSource
-    from tempo.tables import KINDS
+    from tempo.sources import ArrowSource, CsvSource, DataFrameSource, ParquetSource, SparkTableSource
+    from tempo.spark.types import frame_columns
+    from tempo.tables import KINDS, check_columns
 
     source = node.source
     assert isinstance(source, TableSource)
+    source.check_readable(node.name)
     if isinstance(source, ParquetSource):
         raw = spark.read.parquet(source.path)
     elif isinstance(source, CsvSource):
@@ -201,19 +209,26 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
     elif isinstance(source, DataFrameSource):
         raw = source.df
     elif isinstance(source, SparkTableSource):
+        if not spark.catalog.tableExists(source.name):
+            raise InputSchemaError(node.name, f"{source!r} names no table or view of the Spark catalog")
         raw = spark.table(source.name)
+    elif isinstance(source, ArrowSource):
+        raw = spark.createDataFrame(source.table)
     else:
         raise CompileError(f"the Spark executor cannot read {source!r}")
+    if node.ordering is not None and not source.arrival:
+        raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
+    check_columns(node.name, source, frame_columns(raw.schema))
     if needs_arrival and not source.arrival:
         raise ImportOrderError(node.name, 0, None, _BAD_RULES[NO_ARRIVAL])
     origin = source.origin_ticks()
 
-    def ticks(name: str) -> Column:
+    def ticks(name: str, shift: bool = True) -> Column:
         col = raw.schema[name].dataType
         c = F.col(f"`{name}`")
         if isinstance(col, (st.TimestampType, st.TimestampNTZType)):
             return F.unix_micros(c.cast("timestamp"))
-        return c.cast("long") + F.lit(origin)
+        return c.cast("long") + F.lit(origin) if shift else c.cast("long")
 
     if source.kind is not None:
         k = F.lower(F.col(f"`{source.kind}`").cast("string"))
@@ -225,26 +240,47 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
     elif node.shape is EventShape.INTERVAL:
         kind = F.lit(INTERVAL)
     else:
-        raise InputError(node.name, 0, None, "an EDGE input from a table needs a `kind` column (start/end/cti)")
+        raise InputSchemaError(node.name, f"an EDGE input from a table needs a kind= column (start, end or cti per row): {source!r} has none")
     start = ticks(source.start)
     end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
     end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind == CTI, start).otherwise(end_col)
     arrival = ticks(source.arrival) if source.arrival else F.lit(NEG_INF)
     # Without an order column the file order counts: monotonically_increasing_id follows it.
-    order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else F.col(f"`{source.order}`").cast("long")) if source.order else F.monotonically_increasing_id()
+    order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else F.monotonically_increasing_id()
     names = field_names(node.payload_type)
-    missing = [n for n in names if n not in raw.columns]
-    if missing:
-        raise InputError(node.name, 0, None, f"no column for payload field(s) {', '.join(missing)} of {node.payload_type.__name__}")
     df = raw.select(
         kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
-        F.monotonically_increasing_id().alias(FILE), *[F.col(f"`{n}`") for n in names],
+        F.monotonically_increasing_id().alias(FILE), *_payload_columns(node.payload_type), _null_field(node.payload_type),
     )
     frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
     # a kind column or CTIs from settings, there is nothing to check but each row itself.
     frame.static = _nothing_can_be_late(node) and source.kind is None and source.arrival is None
     return frame
+
+
+def _payload_columns(payload_type: type) -> list[Column]:
+    """A table's payload columns as the fields declare them: an integer column widened for
+    a float field, a timestamp without time zone read as UTC (as the in-memory executor
+    reads them; ``check_columns`` has checked the types)."""
+    out = []
+    for f in record_fields(payload_type):
+        c = F.col(f"`{f.name}`")
+        if f.dtype is float:
+            c = c.cast("double")
+        elif f.dtype is datetime:
+            c = c.cast("timestamp")
+        out.append(c.alias(f.name))
+    return out
+
+
+def _null_field(payload_type: type) -> Column:
+    """``NULLF`` of a table's rows."""
+    first: Column = F.lit(None).cast("int")
+    for i, f in reversed(list(enumerate(record_fields(payload_type)))):
+        if not f.nullable:
+            first = F.when(F.col(f"`{f.name}`").isNull(), F.lit(i)).otherwise(first)
+    return first.alias(NULLF)
 
 
 def _counted() -> Column:
@@ -300,6 +336,12 @@ def _cut(frame: InputFrame) -> None:
         F.max(ARR).alias("arrival"),
         (F.max(_ordered_start(frame)) if _ordering(frame) else F.lit(None).cast("long")).alias("ordered"),
     ).collect()
+    nulls = [r["rows"] for r in figures if r[BLOCK] is None]
+    if nulls:  # a null in the order column: the in-memory executor sorts such rows last
+        from tempo.tables import null_order_rule
+
+        before = sum(r["rows"] for r in figures if r[BLOCK] is not None)
+        raise InputError(frame.node.name, before, None, null_order_rule(frame.node.source, nulls[0]))
     for r in figures:
         b = r[BLOCK]
         blocks.rows[b] = r["rows"]
@@ -410,7 +452,7 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
     none = F.lit(None).cast("long")
     rn = F.row_number().over(w)
     df = df.select(
-        BLOCK, ORDER, FILE, KIND, S, E, ARR, "__imp", rn.alias("__rn"),
+        BLOCK, ORDER, FILE, KIND, S, E, ARR, NULLF, "__imp", rn.alias("__rn"),
         # Only the running aggregates the input needs: each costs the window a pass.
         (F.sum(counted.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, 0)) if frame.kinds_vary else none).alias("__counted"),
         (F.max(period).over(before) if period is not None else none).alias("__period_before"),
@@ -434,7 +476,7 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
         F.col("__p_bound"), F.col("__latest_before"), F.col("__explicit_before"), F.col("__imp"), F.lit(NEG_INF)
     )
     df = df.select(
-        ORDER, FILE, KIND, S, E, ARR, bound.alias("__bound"),
+        ORDER, FILE, KIND, S, E, ARR, NULLF, bound.alias("__bound"),
         (F.col("__p_rows") + F.col("__rn") - 1).alias(POS),
         generated.alias("__g"), F.when(kind == CTI, F.col(S)).alias("__x"),
         F.greatest(F.col("__p_arrival"), F.col("__arr_in_block")).alias("__arr_before"),
@@ -454,13 +496,20 @@ def _bad_row(frame: InputFrame) -> Column:
     allowed = {EventShape.POINT: (POINT, CTI), EventShape.INTERVAL: (INTERVAL, CTI), EventShape.EDGE: (START, END, CTI)}[frame.node.shape]
     if _ordering(frame):
         allowed = (*allowed, HEARTBEAT)
-    return (
-        F.when(kind.isNull() | ~kind.isin(*allowed), F.lit(BAD_KIND))
-        .when(F.col(S).isNull() | F.col(E).isNull() | (kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S))), F.lit(BAD_ROW))
+    # In the order of the in-memory executor's checks (``tempo.memory.ingress._checked_rows``).
+    bad = (
+        F.when(kind.isNull(), F.lit(UNKNOWN_KIND))
+        .when(F.col(S).isNull(), F.lit(NULL_START))
+        .when(kind.isin(INTERVAL, END) & F.col(E).isNull(), F.lit(NULL_END))
+        .when(~kind.isin(*allowed), F.lit(BAD_KIND))
+        .when(kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S)), F.lit(BAD_ROW))
         .when(~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START))
+    )
+    bad = bad.when((kind != CTI) & F.col(NULLF).isNotNull(), F.col(NULLF) + NULL_FIELD)
+    return (
+        bad.when(F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL))
         .when(F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL))
         .when(F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL))
-        .when(F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL))
         .otherwise(F.lit(0))
     )
 
@@ -700,13 +749,34 @@ def _in_force(steps: list[tuple[Key, int]]) -> Any:
 
 
 _BAD_RULES = {
-    BAD_ROW: "bad row: null time, or end not after start (lifetimes are [start, end))",
-    BAD_KIND: "bad row: a kind this input's shape does not take",
+    BAD_ROW: "end must be after start (lifetimes are [start, end))",
     BAD_ARRIVAL: "arrival times must not decrease within an input",
     NO_ARRIVAL: "this input takes part in a CTI import, so every row needs an arrival time",
     BAD_START: "an event cannot start at infinity",
     NO_ORDER_ARRIVAL: ORDERING_NEEDS_ARRIVAL,
 }
+
+
+def _bad_rule(frame: InputFrame, code: int, kind: int | None) -> str:
+    """The rule a row collected with ``__bad`` = ``code`` breaks (the in-memory executor's words)."""
+    from tempo.tables import UNKNOWN_KIND_RULE, kind_rule, null_field_rule, null_time_rule
+
+    source = frame.node.source
+    if code in _BAD_RULES:
+        return _BAD_RULES[code]
+    if code == BAD_KIND:
+        return kind_rule(frame.node.shape, kind)  # type: ignore[arg-type]
+    assert isinstance(source, TableSource)
+    if code == UNKNOWN_KIND:
+        return UNKNOWN_KIND_RULE.format(source.kind)
+    if code == NULL_START:
+        return null_time_rule("start" if source.start_given else "arrival", source.start)
+    if code == NULL_END:
+        if not source.end:
+            return f"a row of kind {'interval' if kind == INTERVAL else 'end'!r} needs an end= column"
+        return null_time_rule("end", source.end)
+    name = record_fields(frame.node.payload_type)[code - NULL_FIELD].name
+    return null_field_rule(frame.node.payload_type, name, name)
 
 
 def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Verdicts:
@@ -716,7 +786,7 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
     for r in rows:
         if r["__bad"]:
             error = ImportOrderError if r["__bad"] == NO_ARRIVAL else InputError
-            raise error(node.name, r[POS], _items(spark, frame, [r])[_key(r)], _BAD_RULES[r["__bad"]])
+            raise error(node.name, r[POS], _items(spark, frame, [r])[_key(r)], _bad_rule(frame, r["__bad"], r[KIND]))
     if _ordering(frame):
         return _ordered_verdicts(frame, rows)
     in_force = _in_force(cti_replay.steps[node.name])
@@ -737,9 +807,7 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
             continue
         if settings is None:
             raise CtiViolationError(
-                node.name, r[POS], _items(spark, frame, [r])[_key(r)],
-                "the event starts before the current CTI; this input has no AdvanceTimeSettings, "
-                "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
+                node.name, r[POS], _items(spark, frame, [r])[_key(r)], cti_violation_rule("the event starts", cti),
             )
         lifetime = adjusted_lifetime(kind, e, cti) if adjust else None
         if lifetime is not None:
@@ -775,7 +843,16 @@ def _items(spark: SparkSession, frame: InputFrame, rows: Sequence[Any]) -> dict[
     names = field_names(frame.node.payload_type)
     out: dict[tuple[int, int], Any] = {}
     for r in found:
-        payload = from_wire(frame.node.payload_type, [r[f"__p_{n}"] for n in names], naive=False) if r[KIND] != CTI else None
+        payload = None
+        if r[KIND] != CTI:
+            wire = [r[f"__p_{n}"] for n in names]
+            try:
+                payload = from_wire(frame.node.payload_type, wire, naive=False)
+            except Exception:  # the payload class refuses the row (a validator against a null): show the values
+                payload = dict(zip(names, wire))
+        if r[KIND] is None or r[S] is None or r[E] is None:  # a row that is no item: its payload shows it
+            out[_key(r)] = payload
+            continue
         out[_key(r)] = item_of((r[ARR], r[KIND], r[S], r[E], payload, r[POS], None))
     return out
 
@@ -819,8 +896,8 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     if frame.static:
         # A row that breaks a rule fails the query where it is read; run() and metrics()
         # check first and name it (see ``finish``).
-        bad = _breaks_a_rule()
-        message = f"tempo: input {node.name!r} has a row with a null time, a start at infinity or an end not after its start (SparkExecutor.run names it)"
+        bad = _breaks_a_rule(node)
+        message = f"tempo: input {node.name!r} has a row with a null time or payload value, a start at infinity or an end not after its start (SparkExecutor.run names it)"
         start = F.when(bad, F.raise_error(F.lit(message)).cast("long")).otherwise(F.col(S))
         out = frame.df.select(start.alias(S), F.least(F.col(E), F.lit(INF)).alias(E), *payload)
         return Admitted(out, None, frame, None)
@@ -916,12 +993,11 @@ def finish(
     for r in sorted(odd, key=lambda r: positions[_key(r)]):
         k, pos = _key(r), positions[_key(r)]
         if r["__status"] == 4:
-            raise InputError(node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k], "end edge without its start edge")
+            raise InputError(node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k], END_WITHOUT_START)
         if node.settings is None:
             raise CtiViolationError(
                 node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k],
-                "the end edge ends before the current CTI; this input has no AdvanceTimeSettings, "
-                "so a CTI violation is an error (give it settings with policy DROP or ADJUST)",
+                cti_violation_rule("the end edge ends", late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))),
             )
         cti = late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))
         rule = Rule.START_EDGE_DROPPED if r["__status"] == 3 else Rule.END_BEFORE_CTI
@@ -947,9 +1023,12 @@ def finish(
     return metrics, rejected
 
 
-def _breaks_a_rule() -> Column:
+def _breaks_a_rule(node: SourceNode) -> Column:
     """A row of an input where nothing can be late (points or intervals) breaking a rule."""
-    return F.col(S).isNull() | F.col(E).isNull() | (F.col(S) >= INF) | ((F.col(KIND) == INTERVAL) & (F.col(E) <= F.col(S)))
+    return (
+        F.col(S).isNull() | F.col(E).isNull() | (F.col(S) >= INF) | ((F.col(KIND) == INTERVAL) & (F.col(E) <= F.col(S)))
+        | F.col(NULLF).isNotNull() | F.col(ORDER).isNull()
+    )
 
 
 def validate(spark: SparkSession, admitted: Admitted, cti_replay: CtiReplay) -> int:
@@ -958,7 +1037,7 @@ def validate(spark: SparkSession, admitted: Admitted, cti_replay: CtiReplay) -> 
     if admitted.received is None:
         frame = admitted.frame
         assert frame.df is not None
-        bad = _breaks_a_rule()
+        bad = _breaks_a_rule(frame.node)
         r = frame.df.agg(F.count(F.lit(1)).alias("n"), F.max(bad.cast("int")).alias("bad")).collect()[0]
         if r["bad"]:
             frame.static = False

@@ -69,3 +69,30 @@ def from_wire(cls: type, values: Any, naive: bool) -> Any:
             v = from_wire(f.dtype, v, naive)
         args.append(v)
     return cls(*args)
+
+
+def column_type(dtype: st.DataType) -> str:
+    """The word ``tempo.tables.check_columns`` uses for a Spark column type (the same words
+    as for the pyarrow types the in-memory executor reads, so messages agree)."""
+    from tempo import tables as t
+
+    for types_, word in (
+        ((st.TimestampType, st.TimestampNTZType), t.TIMESTAMP),
+        ((st.LongType, st.IntegerType, st.ShortType, st.ByteType), t.INTEGER),
+        ((st.DoubleType, st.FloatType), t.FLOAT),
+        ((st.DecimalType,), t.DECIMAL),
+        ((st.BooleanType,), t.BOOLEAN),
+        ((st.StringType, st.VarcharType, st.CharType), t.STRING),
+        ((st.DateType,), t.DATE),
+        ((st.DayTimeIntervalType,), t.DURATION),
+        ((st.StructType,), t.STRUCT),
+        ((st.NullType,), t.NULL),
+    ):
+        if isinstance(dtype, types_):
+            return word
+    return str(dtype.simpleString())
+
+
+def frame_columns(schema: st.StructType) -> dict[str, str]:
+    """A DataFrame's columns as name -> type word."""
+    return {f.name: column_type(f.dataType) for f in schema.fields}

@@ -173,7 +173,8 @@ def test_flush_only_admits_everything_and_releases_at_the_end(executor: Any) -> 
     """
     items = [Point(T(5), r(5)), Point(T(1), r(1)), Point(T(3), r(3)), Point(T(9), r(9))]
     flush_only = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
-    res = run(executor, Stream.create("in", items, POINT, flush_only))
+    assert AdvanceTimeSettings.replay() == flush_only  # the short spelling of the same settings
+    res = run(executor, Stream.create("in", items, POINT, AdvanceTimeSettings.replay()))
     assert res.ctis == [NINF]
     same_items(executor, res.events, [pt(1, 1), pt(3, 3), pt(5, 5), pt(9, 9)])
     assert counts(metrics(res)) == M(received=4, admitted=4, ctis_generated=1)
@@ -1013,8 +1014,6 @@ BAD_INPUTS: list[Any] = [
     pytest.param(EDGE, [EdgeStart(T(1), r(1)), EdgeEnd(T(1), T(1), r(1))], 1, id="end-edge-not-after-start"),
     pytest.param(POINT, [Point(T(1), r(1)), Point(T(2), Other("x"))], 1, id="payload-wrong-type"),
     pytest.param(POINT, [Point(T(1), r(1)), Point(T(2), {"key": "a", "v": 2})], 1, id="payload-dict"),
-    pytest.param(POINT, [Point(T(1), r(1)), Point(aware, r(2))], 1, id="naive-then-aware"),
-    pytest.param(POINT, [Point(T(1), r(1)), Cti(aware)], 1, id="naive-event-aware-cti"),
     pytest.param(POINT, [Point(T(1), r(1)), Interval(T(2), T(3), r(2))], 1, id="interval-in-point-input"),
     pytest.param(POINT, [Cti(T(0)), EdgeStart(T(2), r(2))], 1, id="edge-in-point-input"),
     pytest.param(INTERVAL, [Interval(T(1), T(2), r(1)), Point(T(2), r(2))], 1, id="point-in-interval-input"),
@@ -1037,11 +1036,13 @@ def test_bad_input_is_an_input_error(
     assert "'in'" in message and f"#{position}" in message
 
 
-def test_mixed_naive_and_aware_across_inputs_is_an_input_error(executor: Any) -> None:
-    a = Stream.create("a", [Point(T(1), r(1)), Cti(T(2))], POINT)
-    b = Stream.create("b", [Point(aware, r(2)), Cti(aware + SEC)], POINT)
-    with pytest.raises(tempo.InputError):
-        run(executor, a.union(b))
+def test_naive_and_aware_across_inputs_combine_as_instants(executor: Any) -> None:
+    """Naive times are UTC; with an aware input in the query the results are aware
+    (semantics.md 8; more cases in test_bad_input.py)."""
+    a = Stream.create("a", [Point(T(1), r(1)), Cti(T(2))], POINT, gen(1, flush=True))
+    b = Stream.create("b", [Point(aware, r(2)), Cti(aware + SEC)], POINT, gen(1, flush=True))
+    result = run(executor, a.union(b))
+    assert [(e.start, e.payload) for e in result.events] == [(T(1).replace(tzinfo=UTC), r(1)), (aware, r(2))]
 
 
 def test_list_input_errors_before_any_event_is_processed(executor: Any) -> None:

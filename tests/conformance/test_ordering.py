@@ -305,7 +305,7 @@ def test_what_only_a_key_cti_released_stays_released(run: Any) -> None:
     executor = getattr(run, "__self__", None)
     if hasattr(executor, "to_dataframe"):  # Spark's lazy output keeps the same events
         rows = executor.to_dataframe(count_per_device(first(10))).collect()
-        assert sorted((row["device"], minutes([row["start"]])[0], row["n"]) for row in rows) == sorted(
+        assert sorted((row["device"], minutes([row["tempo_start"]])[0], row["n"]) for row in rows) == sorted(
             (e.payload.device, minutes([e.start])[0], e.payload.n) for e in w.events
         )
 
@@ -489,9 +489,12 @@ def test_rejections_as_a_table(tmp_path: Path) -> None:
     path = tmp_path / "rejected.parquet"
     pq.write_table(r.rejections_table(), path)
     back = pq.read_table(path).to_pylist()
-    assert [(row["position"], row["rule"], row["action"]) for row in back] == [
+    assert [(row["tempo_position"], row["tempo_rule"], row["tempo_action"]) for row in back] == [
         (2, "early arrival", "dropped"), (5, "start before CTI", "adjusted"),
         (8, "start before CTI", "adjusted"), (11, "late arrival", "adjusted"),
     ]
-    assert back[3]["start"] == M(21) and back[3]["arrival"] == M(27) and back[3]["admitted_start"] == M(22)
-    assert back[0]["admitted_start"] is None and back[0]["payload"] == repr(Reading("d1", M(17)))
+    def utc(minute: float) -> datetime:  # the table's times are timestamp[us, UTC]
+        return M(minute).replace(tzinfo=timezone.utc)
+
+    assert (back[3]["tempo_start"], back[3]["tempo_arrival"], back[3]["tempo_admitted_start"]) == (utc(21), utc(27), utc(22))
+    assert back[0]["tempo_admitted_start"] is None and (back[0]["device"], back[0]["event_time"]) == ("d1", utc(17))
