@@ -112,11 +112,11 @@ def _spark_plan(df: DataFrame) -> str:
 
 
 def _window_checksum(df: DataFrame, with_count: bool, origin_us: int) -> Checksum:
-    """W2/W3 checksums of a window output DataFrame (``key``, ``total``[, ``n``], ``start``)."""
+    """W2/W3 checksums of a window output DataFrame (``key``, ``total``[, ``n``], ``tempo_start``)."""
     from pyspark.sql import functions as F
 
     minute = 60_000_000
-    since_origin = F.unix_micros(F.col("start")) - F.lit(origin_us)
+    since_origin = F.unix_micros(F.col("tempo_start")) - F.lit(origin_us)
     w = ((since_origin - F.pmod(since_origin, F.lit(minute))) / F.lit(minute)).cast("long")
     aggs = [F.count(F.lit(1)).alias("groups")]
     if with_count:

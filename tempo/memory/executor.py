@@ -7,6 +7,7 @@ The plan is compiled by a visitor keyed by node class into push-based operators
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
@@ -17,12 +18,13 @@ import attrs
 
 from tempo.api.stream import Stream
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
+from tempo.expr.schema import datetime_conformer
 from tempo.memory import codegen
 from tempo.memory import operators as ops
 from tempo.memory.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result
+from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result, Withheld, warn_withheld
 from tempo.sources import ItemSource, TableSource
 from tempo.ticks import INF, NEG_INF, TICK, from_ticks
 
@@ -141,7 +143,11 @@ class InMemoryExecutor:
     """
 
     def run(self, stream: Stream[T]) -> Result[T]:
-        """Run the query whose output is ``stream`` over all of its inputs."""
+        """Run the query whose output is ``stream`` over all of its inputs.
+
+        Output events that no CTI released are counted in ``Result.withheld`` (and an
+        ``UnreleasedResultsWarning`` says so): to count them, every input's time is advanced
+        to infinity after the result is taken."""
         query = Query.build(stream.node)
         mode = TimestampMode()
         build = _Build(mode, query)
@@ -164,7 +170,29 @@ class InMemoryExecutor:
         _process_in_arrival_order(streams, [ingress.process for ingress in ingresses])
         for ingress in ingresses:
             ingress.shutdown()
-        return _result(egress, build, query)
+        result = _result(egress, build, query)
+        withheld = _withheld(egress, ingresses, build.to_datetime)
+        if withheld is None:
+            return result
+        result = attrs.evolve(result, withheld=withheld)
+        warn_withheld(result)
+        return result
+
+
+def _withheld(egress: ops.Egress, ingresses: list[Ingress], dt: Callable[[int], Any]) -> Withheld | None:
+    """After the result is taken: what the query would still release if every input's time
+    advanced to infinity. Each input's CTI moves there (as the flush at the end would, in
+    declaration order, but without touching the metrics), and the events that then reach
+    the output are counted."""
+    released = len(egress.raw)
+    for ingress in ingresses:
+        if ingress.cti < INF:
+            ingress.cti = INF
+            ingress.emit_cti(INF)
+    starts = [entry[1] for entry in egress.raw[released:] if entry[0] in ("event", "start")]
+    if not starts:
+        return None
+    return Withheld(len(starts), dt(min(starts)))
 
 
 def _output_key(query: Query) -> Callable[[Any], Any] | None:
@@ -246,6 +274,8 @@ def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
     events: list[OutputEvent[Any]] = []
     raw: list[RawItem[Any]] = []
     substream_ctis: dict[Any, list[datetime]] = {}
+    # Payload times in the query's convention, as the lifetimes (and as Spark gives them).
+    conform = datetime_conformer(query.root.payload_type, build.mode.naive is True)
     # Each released event is in egress.raw once ("event" or "start"), in release order, which
     # is the order of result.events; its datetimes are made once for both.
     for entry in egress.raw:
@@ -260,9 +290,11 @@ def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
             continue
         if kind == "end":
             s, e, pl = entry[1][1:4]
-            raw.append(EdgeEnd(dt(s), dt(e), pl))
+            raw.append(EdgeEnd(dt(s), dt(e), pl if conform is None else conform(pl)))
             continue
         s, e, pl = entry[1], entry[2], entry[3]
+        if conform is not None:
+            pl = conform(pl)
         start = dt(s)
         end = start + TICK if e == s + 1 else dt(INF if e is None else e)
         events.append(OutputEvent(start, end, pl))
@@ -274,7 +306,10 @@ def _result(egress: ops.Egress, build: _Build, query: Query) -> Result[Any]:
             raw.append(Interval(start, end, pl))
     rejected = [rejection(r, dt) for r in build.rejected]
     metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].public_metrics(dt) for s in query.sources}
-    return Result(events, [dt(t) for t in egress.ctis], metrics, rejected, raw, substream_ctis)
+    return Result(
+        events, [dt(t) for t in egress.ctis], metrics, rejected, raw, substream_ctis,
+        payload_type=query.root.payload_type, input_types={s.name: s.payload_type for s in query.sources},
+    )
 
 
 class _CtiRecorder(ops.Operator):
@@ -394,6 +429,14 @@ class CtiReplay:
     def ctis_of(self, node: p.Node) -> list[int]:
         """The CTIs ``node`` emits, in order."""
         return self.node_ctis[id(node)]
+
+    def at_infinity(self) -> CtiReplay:
+        """This replay as it would end if every input's time then advanced to infinity (the
+        in-memory executor's ``_withheld``): each node's CTIs followed by one at infinity.
+        A view for compiling what a flush would release; nothing more can be fed to it."""
+        view = copy.copy(self)
+        view.node_ctis = {n: ctis if ctis and ctis[-1] >= INF else [*ctis, INF] for n, ctis in self.node_ctis.items()}
+        return view
 
     def key_ctis_of(self, node: p.Node) -> dict[Any, int]:
         """The last CTI of each substream key ``node`` emits (when it keeps the key)."""

@@ -1,7 +1,8 @@
 """A whole query: the plan graph below one output node, checked as a unit.
 
 Checks that need the whole graph run here, before any input is read: input names are
-unique, every CTI import names an input of the same query, and imports form no cycle.
+unique, every CTI import names an input of the same query, imports form no cycle, and no
+payload class has a field named like a column tempo adds to its tables.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import attrs
 
 from tempo.errors import QueryBuildError
 from tempo.expr import nodes as x
+from tempo.expr.schema import record_fields
 from tempo.plan.nodes import Node, SourceNode
+from tempo.result import RESERVED_COLUMNS
 
 
 def topological(root: Node) -> list[Node]:
@@ -31,6 +34,25 @@ def topological(root: Node) -> list[Node]:
             if id(child) not in seen:
                 stack.append((child, False))
     return order
+
+
+def _check_reserved(nodes: list[Node]) -> None:
+    """No payload class of the query has a field named like one of the columns tempo's
+    tables add (``tempo.result.RESERVED_COLUMNS``), so those tables never hold two columns
+    of one name."""
+    seen: set[type] = set()
+    for node in nodes:
+        cls = node.payload_type
+        if cls in seen:
+            continue
+        seen.add(cls)
+        for f in record_fields(cls):
+            if f.name in RESERVED_COLUMNS:
+                raise QueryBuildError(
+                    f"payload class {cls.__qualname__} has a field named {f.name!r}, a column name tempo "
+                    f"reserves for its tables (lifetimes and rejection details): rename the field; the "
+                    f"reserved names are {', '.join(sorted(RESERVED_COLUMNS))}"
+                )
 
 
 @attrs.frozen(eq=False)
@@ -69,6 +91,7 @@ class Query:
                     raise QueryBuildError("CTI imports form a cycle: " + " -> ".join(chain + [nxt.name]))
                 chain.append(nxt.name)
                 cur = nxt
+        _check_reserved(nodes)
         keys: dict[int, x.Expr | None] = {}
         for node in nodes:
             keys[id(node)] = node.substream_key(tuple(keys[id(c)] for c in node.inputs()))

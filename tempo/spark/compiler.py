@@ -73,12 +73,18 @@ class Compiler:
 
     def output(self) -> DataFrame:
         """The query's released events: those its final output CTI has passed."""
+        released = self.released()
+        return self.relation(self.query.root) if released is None else self.relation(self.query.root).filter(released)
+
+    def released(self) -> Column | None:
+        """The release rule on the output's rows: its start before the final output CTI (or
+        its key's); None when that CTI is at infinity and releases every row."""
         root = self.query.root
         cti = self.final_cti(root)
         # Every relation's events start before infinity (inputs reject a start there, and
         # operators drop what moves there), so the CTI at infinity releases them all.
         if cti >= INF:
-            return self.relation(root)
+            return None
         bound: Column = F.lit(cti)
         key = self.query.substream_key(root)
         ahead = {k: t for k, t in self.replay.key_ctis_of(root).items() if t > cti}
@@ -90,7 +96,7 @@ class Compiler:
                 by_key = F.when(test, F.lit(t)) if by_key is None else by_key.when(test, F.lit(t))
             assert by_key is not None
             bound = by_key.otherwise(F.lit(cti))
-        return self.relation(root).filter(F.col(S) < bound)
+        return F.col(S) < bound
 
 
 def _payload(node: p.Node) -> list[Column]:

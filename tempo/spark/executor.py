@@ -20,10 +20,11 @@ from tempo.memory.codegen import compile_expression
 from tempo.memory.executor import MERGED, CtiReplay, rejection
 from tempo.memory.ingress import TimestampMode
 from tempo.plan.query import Query
-from tempo.result import InputMetrics, OutputEvent, RawItem, Result
+from tempo.result import END_COLUMN, START_COLUMN, InputMetrics, OutputEvent, RawItem, Result, Withheld, warn_withheld
 from tempo.spark import ingress
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
+from tempo.spark.columns import raising_udf_errors
 from tempo.spark.compiler import Compiler
 from tempo.spark.types import from_wire
 from tempo.ticks import INF, from_ticks
@@ -116,8 +117,12 @@ class SparkExecutor:
                     sub.ctis_generated, sub.watermark_delays = moved.ctis_generated, moved.watermark_delays
         return out
 
+    @raising_udf_errors
     def to_dataframe(self, stream: Stream[Any]) -> DataFrame:
-        """The released output events as a lazy DataFrame: payload columns, ``start``, ``end``.
+        """The released output events as a lazy DataFrame: ``tempo_start`` and ``tempo_end``
+        (timestamps; an open end is 9999-12-31 23:59:59.999999), then the payload's columns,
+        as ``Result.to_arrow`` has them. Payload fields cannot take those two names (they are
+        reserved: ``tempo.result.RESERVED_COLUMNS``).
 
         Every input is checked first, so bad input raises here, except a row breaking a
         rule in an input where nothing can be late: that fails the query where it is read.
@@ -128,11 +133,12 @@ class SparkExecutor:
         out = prepared.compiler.output()
         names = [f.name for f in record_fields(stream.payload_type)]
         return out.select(
+            F.timestamp_micros(F.col(S)).alias(START_COLUMN),
+            F.timestamp_micros(F.col(E)).alias(END_COLUMN),
             *[F.col(f"`{n}`") for n in names],
-            F.timestamp_micros(F.col(S)).alias("start"),
-            F.timestamp_micros(F.col(E)).alias("end"),
         )
 
+    @raising_udf_errors
     def metrics(self, stream: Stream[Any]) -> dict[str, InputMetrics]:
         """Each input's metrics, without computing the query's output."""
         prepared = self._prepare(stream)
@@ -146,8 +152,10 @@ class SparkExecutor:
             prepared.compiler.output().explain(mode="formatted")
         return f"== tempo logical plan ==\n{prepared.query.explain()}\n\n== Spark plan ==\n{buffer.getvalue()}"
 
+    @raising_udf_errors
     def run(self, stream: Stream[T]) -> Result[T]:
-        """Run the query and collect its result, as ``InMemoryExecutor().run`` does."""
+        """Run the query and collect its result, as ``InMemoryExecutor().run`` does, with
+        ``Result.withheld`` (and its ``UnreleasedResultsWarning``) computed in the same job."""
         prepared = self._prepare(stream)
         naive = prepared.naive
         fields = record_fields(stream.payload_type)
@@ -158,7 +166,17 @@ class SparkExecutor:
         for admitted in prepared.admitted.values():  # inputs read as they are: check them first
             if admitted.verdicts is None:
                 ingress.validate(self.spark, admitted, prepared.replay)
-        rows, by_input = self._outcomes(prepared, prepared.compiler.output().select(*cols))
+        output = prepared.compiler.output().select(*cols)
+        summary = _withheld_summary(self.spark, prepared)
+        if summary is not None:  # collected in the same job, marked by a last column
+            output = output.withColumn(_WITHHELD, F.lit(False)).unionByName(summary, allowMissingColumns=True)
+        rows, by_input = self._outcomes(prepared, output)
+        withheld = None
+        if summary is not None:
+            counts = [r for r in rows if r[-1]]
+            rows = [r[:-1] for r in rows if not r[-1]]
+            if counts and counts[0][1]:
+                withheld = Withheld(counts[0][1], from_ticks(counts[0][0], naive))
         finished = self._finish(prepared, by_input)
         decoded = sorted(
             ((r[0], r[1], from_wire(stream.payload_type, list(r)[2:], naive)) for r in rows),
@@ -190,7 +208,33 @@ class SparkExecutor:
                 substream_ctis.setdefault(k, []).append(dt(c))
         rejected = [rejection(r, dt) for s in prepared.query.sources for r in finished[s.name][1]]
         metrics = {s.name: finished[s.name][0] for s in prepared.query.sources}
-        return Result(events, [dt(c) for c in ctis], metrics, rejected, raw, substream_ctis)
+        result: Result[T] = Result(
+            events, [dt(c) for c in ctis], metrics, rejected, raw, substream_ctis, withheld,
+            stream.payload_type, {s.name: s.payload_type for s in prepared.query.sources},
+        )
+        warn_withheld(result)
+        return result
+
+
+_WITHHELD = "__tempo_withheld"
+"""Marks the row of ``_withheld_summary`` among the output rows collected with it."""
+
+
+def _withheld_summary(spark: SparkSession, prepared: _Prepared) -> DataFrame | None:
+    """What the query would still release if every input's time then advanced to infinity,
+    as one row: the earliest start (``S``) and the count (``E``). The plan is compiled again
+    as the in-memory executor's flush after the run would leave it (``CtiReplay.at_infinity``:
+    every node ends with a CTI at infinity, so windows close and joins end their overlaps),
+    and its rows the release rule did not let out are counted. None when the final output
+    CTI is at infinity: nothing is withheld then."""
+    released = prepared.compiler.released()
+    if released is None:
+        return None
+    inputs = prepared.compiler.inputs
+    flushed = Compiler(spark, prepared.query, prepared.replay.at_infinity(), inputs).output()
+    return flushed.filter(~released).agg(
+        F.min(F.col(S)).alias(S), F.count(F.lit(1)).alias(E)
+    ).withColumn(_WITHHELD, F.lit(True))
 
 
 def _first_past(times: list[int], t: int) -> int | None:

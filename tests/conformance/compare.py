@@ -2,7 +2,8 @@
 
 Every executor must agree on what a query computes: the released events (as a multiset of
 lifetimes and payloads), which CTI released each (``release_steps``), the output CTIs and
-the substreams' ones, the per-input metrics and the rejected input events (as a multiset).
+the substreams' ones, the per-input metrics, the rejected input events (as a multiset) and
+what was withheld (``Result.withheld``).
 What they need not agree on is how the output is represented: ``result.raw`` (the Spark
 executor may show an edge pair as one interval, released as the start edge would be),
 and the order of events or rejections released by the same CTI.
@@ -73,7 +74,8 @@ def _value(member: Any) -> str:
 
 
 def assert_same_results(a: Result[Any], b: Result[Any], context: str = "") -> None:
-    """``a`` and ``b`` agree on events (multiset), ctis, metrics and rejected (multiset)."""
+    """``a`` and ``b`` agree on events (multiset), ctis, metrics, rejected (multiset) and
+    withheld."""
     where = f" ({context})" if context else ""
     assert a.ctis == b.ctis, f"ctis differ{where}:\n  {a.ctis}\n  {b.ctis}"
     assert a.substream_ctis == b.substream_ctis, f"substream ctis differ{where}:\n  {a.substream_ctis}\n  {b.substream_ctis}"
@@ -84,6 +86,7 @@ def assert_same_results(a: Result[Any], b: Result[Any], context: str = "") -> No
     assert sa == sb, f"released by other CTIs{where}:\n  {sa}\n  {sb}"
     ra, rb = rejection_multiset(a), rejection_multiset(b)
     assert ra == rb, f"rejected differ{where}:\n  only in a: {_minus(ra, rb)}\n  only in b: {_minus(rb, ra)}"
+    assert a.withheld == b.withheld, f"withheld differ{where}:\n  {a.withheld}\n  {b.withheld}"
 
 
 Outcome = Union[Result[Any], TempoError]
@@ -165,6 +168,10 @@ def check_result(result: Result[Any]) -> None:
     for name, m in result.metrics.items():
         assert m.received == m.admitted + m.dropped, (name, m)
         assert m.adjusted <= m.admitted, (name, m)
+    if result.withheld is not None:  # what waits never started before the last output CTI
+        assert result.withheld.events >= 1, result.withheld
+        assert not ctis or not is_infinite(ctis[-1]), f"{result.withheld} after a CTI at infinity"
+        assert not ctis or result.withheld.waiting_for >= ctis[-1], (result.withheld, ctis[-1])
 
 
 def _check_keyed_release(result: Result[Any]) -> None:
