@@ -5,8 +5,8 @@ The sensors' clock runs 2 minutes behind, so ``shift_event_time`` moves every re
 the 10th reading's time; readings arriving more than 5 s late are dropped (DROP) and
 reported. Each sensor gets a 1-minute average every 30 s.
 
-Run: python examples/hopping_averages.py [--executor auto|memory|spark]  (auto: local Spark if
-installed, else in memory)
+Run: python examples/hopping_averages.py [--executor memory|spark|auto]  (default: in memory, at once;
+spark: local Spark, which first takes some seconds to start)
 """
 
 from __future__ import annotations

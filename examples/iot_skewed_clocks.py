@@ -27,8 +27,8 @@ adjusted by rule, the watermark delay: arrival clock minus CTI), the rejections 
 substreams each device's own CTI moves, delays and the minutes they released, and closes
 with what the substreams saved.
 
-Run: python examples/iot_skewed_clocks.py [--executor auto|memory|spark]  (auto: local Spark if
-installed, else in memory)
+Run: python examples/iot_skewed_clocks.py [--executor memory|spark|auto]  (default: in memory, at once;
+spark: local Spark, which first takes some seconds to start)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the older of its inputs' CTIs, so on its own the reference stream would hold eve
 result back until its next change. Importing the readings' CTIs into the reference input
 (``AdvanceTimeImportSettings("readings")``) lets the join keep pace with the readings.
 
-Run: python examples/slow_fast_sync.py [--executor auto|memory|spark]
+Run: python examples/slow_fast_sync.py [--executor memory|spark|auto]  (default: in memory)
 """
 
 from __future__ import annotations

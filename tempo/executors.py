@@ -38,12 +38,20 @@ def get_executor(kind: Literal["auto", "memory", "spark"] = "auto") -> Executor:
 
 
 def executor_from_args(argv: list[str] | None = None) -> Executor:
-    """The executor named by ``--executor auto|memory|spark`` (default auto), for scripts."""
+    """The executor named by ``--executor memory|spark|auto`` (default memory: the embedded
+    executor answers at once, where starting local Spark takes several seconds), for scripts."""
     import argparse
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--executor", choices=["auto", "memory", "spark"], default="auto")
+    parser.add_argument(
+        "--executor", choices=["memory", "spark", "auto"], default="memory",
+        help="memory (default): in this process; spark: local Spark (a JVM starts first, some "
+        "seconds); auto: Spark when installed, else memory",
+    )
     kind = parser.parse_args(argv).executor
+    if kind != "memory":
+        print("# starting local Spark (a JVM; this takes some seconds) ...", flush=True)
     executor = get_executor(kind)
-    print(f"# running on {type(executor).__name__}")
+    hint = " (--executor spark runs the same query on local Spark)" if kind == "memory" else ""
+    print(f"# running on {type(executor).__name__}{hint}", flush=True)
     return executor

@@ -151,3 +151,16 @@ class AdvanceTimeSettings:
             )
         if not isinstance(self.policy, AdvanceTimePolicy):
             raise QueryBuildError(f"AdvanceTimeSettings.policy must be an AdvanceTimePolicy, got {self.policy!r}")
+
+    @classmethod
+    def replay(cls) -> AdvanceTimeSettings:
+        """Replay a bounded history and release everything at its end.
+
+        No CTIs are generated from the events, so nothing is late, dropped or adjusted; when
+        the input ends, a CTI at infinity releases every result. The same as
+        ``AdvanceTimeSettings(AdvanceTimeGenerationSettings(None,
+        advance_to_infinity_on_shutdown=True))``. For results released while the input is
+        read, generate CTIs instead (``AdvanceTimeGenerationSettings(frequency, delay,
+        advance_to_infinity_on_shutdown=True)``).
+        """
+        return cls(AdvanceTimeGenerationSettings(None, advance_to_infinity_on_shutdown=True))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import runpy
+import subprocess
 import sys
 from collections import Counter
 from datetime import datetime, timedelta
@@ -13,7 +14,7 @@ import pytest
 
 import attrs
 
-from tempo import TICK, Result
+from tempo import TICK, Result, Withheld
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -68,6 +69,9 @@ def test_commit_every_event_minus_one_tick_releases_the_last_event() -> None:
     t9 = commit_every_event.T0 + timedelta(seconds=9)
     assert results["delay -1 tick"].ctis[-1] == t9 + TICK
     assert results["delay 0"].ctis[-1] == t9
+    # Order #3 (at 9 s) waits for a CTI past 9 s; with delay -1 tick nothing waits.
+    assert results["delay -1 tick"].withheld is None
+    assert results["delay 0"].withheld == Withheld(events=1, waiting_for=t9)
 
 
 def test_iot_skewed_clocks_substreams_keep_the_other_devices_readings() -> None:
@@ -187,3 +191,30 @@ def test_examples_give_the_same_results_on_spark(spark_executor: Any) -> None:
     spark_results, memory_results = commit_every_event.main(spark_executor), commit_every_event.main()
     for label in memory_results:
         assert_same_results(spark_results[label], memory_results[label])
+
+
+def test_main_example_runs_in_memory_by_default() -> None:
+    """The README's first command: no flag, the embedded executor, results at once."""
+    run = subprocess.run([sys.executable, str(EXAMPLES / "hopping_averages.py")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("# running on InMemoryExecutor")
+    assert lines[1].split() == ["window", "sensor", "n", "avg", "°C"]
+    assert run.stderr == ""
+
+
+@pytest.mark.spark
+def test_main_example_on_spark_keeps_the_console_clean() -> None:
+    """On local Spark the program's output is not interleaved with progress bars or Spark's
+    start-up warnings: at most the JVM's own one-line notice remains on stderr."""
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLES / "hopping_averages.py"), "--executor", "spark"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[:2] == ["# starting local Spark (a JVM; this takes some seconds) ...", "# running on SparkExecutor"]
+    assert lines[2].split() == ["window", "sensor", "n", "avg", "°C"]
+    noise = [line for line in run.stderr.splitlines() if not line.startswith("WARNING: Using incubator modules")]
+    assert noise == [], run.stderr
+    assert "[Stage" not in run.stdout + run.stderr

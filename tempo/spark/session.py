@@ -1,9 +1,11 @@
-"""A SparkSession set up for tempo: UTC session time zone, few shuffle partitions, no UI."""
+"""A SparkSession set up for tempo: UTC session time zone, few shuffle partitions, no UI, and a
+quiet console (no progress bar, only errors logged) so a program's own output stays readable."""
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -14,7 +16,11 @@ DEFAULTS = {
     "spark.default.parallelism": "2",
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.memory": "4g",
+    "spark.ui.showConsoleProgress": "false",
 }
+
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""Errors only, on stderr: the driver's log4j2 configuration unless the user gives their own."""
 
 
 def spark_session(master: str | None = None, app_name: str = "tempo", **conf: str) -> SparkSession:
@@ -22,14 +28,27 @@ def spark_session(master: str | None = None, app_name: str = "tempo", **conf: st
 
     ``master`` defaults to the one ``spark-submit`` configured, else ``local[2]``. Keyword
     settings name Spark options with underscores for dots (``spark_sql_shuffle_partitions``).
+
+    The console stays quiet: no progress bar and only errors from Spark's own logging
+    (``LOG_CONFIG``), unless ``spark_ui_showConsoleProgress`` or a log4j2 configuration in
+    ``spark_driver_extraJavaOptions`` say otherwise. A local master binds to the loopback
+    address (``SPARK_LOCAL_IP``, unless already set), which also spares the warning about the
+    host name. Starting a local session takes some seconds (a JVM starts); later queries reuse it.
     """
     from pyspark import SparkConf
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     configured = SparkConf().get("spark.master", None)
-    builder = SparkSession.builder.master(master or configured or "local[2]").appName(app_name)
-    for key, value in {**DEFAULTS, **{k.replace("_", "."): v for k, v in conf.items()}}.items():
+    chosen = master or configured or "local[2]"
+    if chosen.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings = {**DEFAULTS, **{k.replace("_", "."): v for k, v in conf.items()}}
+    java_options = settings.get("spark.driver.extraJavaOptions", "")
+    if "log4j2.configurationFile" not in java_options:
+        settings["spark.driver.extraJavaOptions"] = f"{java_options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()
+    builder = SparkSession.builder.master(chosen).appName(app_name)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
