@@ -1,0 +1,305 @@
+"""The reference engine: a query's plan as push-based operators, run one item at a time.
+
+``run_query`` is what ``InMemoryExecutor.run`` does; executors that compute events in bulk use
+the same pieces on the driver (``tempo.runtime.replay.CtiReplay``). The plan is compiled by a
+visitor keyed by node class (``compiles``) into the operators of ``operators.py``; inputs are
+checked and merged into one arrival sequence (``ingress.py``, ``process_in_arrival_order``);
+the output is assembled into a ``Result`` (``result_of``) with what a flush would still
+release (``withheld``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any, TypeVar
+
+import attrs
+
+from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
+from tempo.expr.schema import datetime_conformer
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result, Withheld, warn_withheld
+from tempo.runtime import codegen
+from tempo.runtime import operators as ops
+from tempo.runtime.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
+from tempo.sources import ItemSource, TableSource
+from tempo.ticks import INF, TICK, from_ticks
+
+T = TypeVar("T")
+N = TypeVar("N", bound=p.Node)
+
+_COMPILERS: dict[type[p.Node], Callable[[Any, Any], ops.Operator]] = {}
+
+
+def compiles(node_type: type[N]) -> Callable[[Callable[[Build, N], ops.Operator]], Callable[[Build, N], ops.Operator]]:
+    """Register the compiler of one node class."""
+
+    def register(fn: Callable[[Build, N], ops.Operator]) -> Callable[[Build, N], ops.Operator]:
+        _COMPILERS[node_type] = fn
+        return fn
+
+    return register
+
+
+class Build:
+    """State of one compilation: shared id counter and timestamp convention."""
+
+    def __init__(self, mode: TimestampMode, query: Query) -> None:
+        self.query = query
+        counter = itertools.count()
+        self.new_id: Callable[[], int] = counter.__next__
+        self.mode = mode
+        self.rejected: list[Any] = []
+        self.ingresses: dict[str, Ingress] = {}
+
+    def to_datetime(self, t: int) -> Any:
+        return from_ticks(t, naive=self.mode.naive is True)
+
+
+def _join_keys(node: p.JoinNode | p.AntiJoinNode) -> tuple[Callable[[Any], Any], Callable[[Any], Any]] | None:
+    if not node.keys:
+        return None
+    left = codegen.compile_keys([a for a, _ in node.keys], side=0)
+    right = codegen.compile_keys([b for _, b in node.keys], side=1)
+    return left, right
+
+
+@compiles(p.SourceNode)
+def _source(b: Build, node: p.SourceNode) -> ops.Operator:
+    return _SourceOp(b.ingresses[node.name])
+
+
+class _SourceOp(ops.Operator):
+    """Connects an ``Ingress`` to the operators that consume its input."""
+
+    def __init__(self, ingress: Ingress) -> None:
+        super().__init__()
+        self.ingress = ingress
+
+    def connect(self, op: ops.Operator, port: int) -> None:
+        super().connect(op, port)
+        self.ingress.emit_insert = self.emit_insert
+        self.ingress.emit_end = self.emit_end
+        self.ingress.emit_cti = self.emit_cti
+        self.ingress.emit_key_cti = self.emit_key_cti
+
+
+@compiles(p.WhereNode)
+def _where(b: Build, node: p.WhereNode) -> ops.Operator:
+    return ops.Where(codegen.compile_expression(node.predicate, 1))
+
+
+@compiles(p.SelectNode)
+def _select(b: Build, node: p.SelectNode) -> ops.Operator:
+    return ops.Select(codegen.compile_expression(node.projection, 1), b.query.substream_key(node) is not None)
+
+
+@compiles(p.AlterLifetimeNode)
+def _alter(b: Build, node: p.AlterLifetimeNode) -> ops.Operator:
+    return ops.AlterLifetime(node.shift, node.duration)
+
+
+@compiles(p.WindowNode)
+def _window(b: Build, node: p.WindowNode) -> ops.Operator:
+    key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
+    keyed = b.query.substream_key(node) is not None
+    substream_index = node.group_index(b.query.substream_key(node.input)) if keyed else None
+    arguments = [a.arg for a in node.aggregates if a.kind != "count" and a.arg is not None]
+    return ops.Window(
+        node.size, node.hop, node.offset, key_fn,
+        codegen.compile_function(arguments, ["a0"], as_tuple=True), codegen.Accumulator([a.kind for a in node.aggregates]),
+        codegen.compile_window_projection(node.projection), b.to_datetime, b.new_id,
+        substream_index, len(node.keys or ()),
+    )
+
+
+@compiles(p.JoinNode)
+def _join(b: Build, node: p.JoinNode) -> ops.Operator:
+    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
+    keyed = b.query.substream_key(node) is not None
+    substream_index = node.key_index((b.query.substream_key(node.left), b.query.substream_key(node.right))) if keyed else None
+    return ops.Join(_join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id, substream_index)
+
+
+@compiles(p.AntiJoinNode)
+def _anti_join(b: Build, node: p.AntiJoinNode) -> ops.Operator:
+    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
+    return ops.AntiJoin(_join_keys(node), residual, b.new_id)
+
+
+@compiles(p.UnionNode)
+def _union(b: Build, node: p.UnionNode) -> ops.Operator:
+    return ops.Union(b.new_id, b.query.substream_key(node) is not None)
+
+
+def run_query(query: Query) -> Result[Any]:
+    """Run ``query`` over all of its inputs, one item at a time in arrival order.
+
+    Output events that no CTI released are counted in ``Result.withheld`` (and an
+    ``UnreleasedResultsWarning`` says so): to count them, every input's time is advanced
+    to infinity after the result is taken."""
+    mode = TimestampMode()
+    build = Build(mode, query)
+    build_ingresses(build, query)
+    needs_arrival = query.ordered_by_arrival
+
+    # Check every item of fixed inputs before anything is processed.
+    streams: list[Iterator[Prepared]] = []
+    for source in query.sources:
+        fixed = isinstance(source.source, TableSource) or (
+            isinstance(source.source, ItemSource) and source.source.materialized is not None
+        )
+        streams.append((prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival))
+
+    built = build_operators(build, query)
+    egress = ops.Egress(_output_key(query))
+    built[id(query.root)].connect(egress, 0)
+
+    ingresses = [build.ingresses[s.name] for s in query.sources]
+    process_in_arrival_order(streams, [ingress.process for ingress in ingresses])
+    for ingress in ingresses:
+        ingress.shutdown()
+    result = result_of(egress, build, query)
+    withheld = _withheld(egress, ingresses, build.to_datetime)
+    if withheld is None:
+        return result
+    result = attrs.evolve(result, withheld=withheld)
+    warn_withheld(result)
+    return result
+
+
+def _withheld(egress: ops.Egress, ingresses: list[Ingress], dt: Callable[[int], Any]) -> Withheld | None:
+    """After the result is taken: what the query would still release if every input's time
+    advanced to infinity. Each input's CTI moves there (as the flush at the end would, in
+    declaration order, but without touching the metrics), and the events that then reach
+    the output are counted."""
+    released = len(egress.raw)
+    for ingress in ingresses:
+        if ingress.cti < INF:
+            ingress.cti = INF
+            ingress.emit_cti(INF)
+    starts = [entry[1] for entry in egress.raw[released:] if entry[0] in ("event", "start")]
+    if not starts:
+        return None
+    return Withheld(len(starts), dt(min(starts)))
+
+
+def _output_key(query: Query) -> Callable[[Any], Any] | None:
+    """The substream key of an output payload, when the query's output keeps one."""
+    key = query.substream_key(query.root)
+    return None if key is None else codegen.compile_expression(key, 1)
+
+
+def build_ingresses(build: Build, query: Query) -> dict[str, Ingress]:
+    """One ``Ingress`` per input, each exporting its CTIs to the inputs that import them."""
+    clock = ArrivalClock()
+    for source in query.sources:
+        ingress = build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
+        if ingress.ordered:
+            ingress.clock = clock
+            clock.followers.append(ingress)
+    for importer, exporter in query.imports:
+        build.ingresses[exporter].importers.append(build.ingresses[importer])
+    return build.ingresses
+
+
+def build_operators(build: Build, query: Query) -> dict[int, ops.Operator]:
+    """Every node's operator, wired to its consumers (inputs before consumers)."""
+    built: dict[int, ops.Operator] = {}
+    for node in query.nodes:
+        op = _COMPILERS[type(node)](build, node)
+        built[id(node)] = op
+        for port, child in enumerate(node.inputs()):
+            built[id(child)].connect(op, port)
+    return built
+
+
+def rejection(record: tuple[Any, ...], dt: Callable[[int], Any]) -> Rejection:
+    """A recorded rejection (ticks, ``admitted`` as ("lifetime", start, ...) or ("end", end))
+    as the public ``Rejection``, with datetimes made by ``dt``."""
+    name, position, item, rule, action, cti, admitted = record
+    admitted_as = None
+    if admitted is not None:
+        field = "start" if admitted[0] == "lifetime" else "end"
+        admitted_as = attrs.evolve(item, **{field: dt(admitted[1])})
+    return Rejection(name, position, item, rule, action, dt(cti), admitted_as)
+
+
+def process_in_arrival_order(
+    streams: list[Iterator[Prepared]], processes: list[Callable[[Prepared], None]]
+) -> None:
+    """Merge the inputs into one arrival sequence, ordered by (arrival, declaration order,
+    position), and process each item there.
+
+    Items of the input first in that order go straight to processing while they come
+    before the next item of any other input; the heap of the inputs' next items is touched
+    only when another input takes over.
+    """
+    heads: list[tuple[int, int, Prepared, Iterator[Prepared]]] = []  # (arrival, input, item, rest)
+    for index, items in enumerate(streams):
+        for rec in items:
+            heads.append((rec[0], index, rec, items))
+            break
+    heapq.heapify(heads)
+    while heads:
+        _, index, rec, items = heapq.heappop(heads)
+        process = processes[index]
+        process(rec)
+        if not heads:
+            for rec in items:
+                process(rec)
+            return
+        next_arrival, next_index = heads[0][0], heads[0][1]
+        for rec in items:
+            if rec[0] < next_arrival or (rec[0] == next_arrival and index < next_index):
+                process(rec)
+            else:
+                heapq.heappush(heads, (rec[0], index, rec, items))
+                break
+
+
+def result_of(egress: ops.Egress, build: Build, query: Query) -> Result[Any]:
+    dt = build.to_datetime
+    events: list[OutputEvent[Any]] = []
+    raw: list[RawItem[Any]] = []
+    substream_ctis: dict[Any, list[datetime]] = {}
+    # Payload times in the query's convention, as the lifetimes (and as Spark gives them).
+    conform = datetime_conformer(query.root.payload_type, build.mode.naive is True)
+    # Each released event is in egress.raw once ("event" or "start"), in release order, which
+    # is the order of result.events; its datetimes are made once for both.
+    for entry in egress.raw:
+        kind = entry[0]
+        if kind == "cti":
+            raw.append(Cti(dt(entry[1])))
+            continue
+        if kind == "key_cti":
+            t = dt(entry[1])
+            raw.append(SubstreamCti(entry[2], t))
+            substream_ctis.setdefault(entry[2], []).append(t)
+            continue
+        if kind == "end":
+            s, e, pl = entry[1][1:4]
+            raw.append(EdgeEnd(dt(s), dt(e), pl if conform is None else conform(pl)))
+            continue
+        s, e, pl = entry[1], entry[2], entry[3]
+        if conform is not None:
+            pl = conform(pl)
+        start = dt(s)
+        end = start + TICK if e == s + 1 else dt(INF if e is None else e)
+        events.append(OutputEvent(start, end, pl))
+        if kind == "start":
+            raw.append(EdgeStart(start, pl))
+        elif e == s + 1:
+            raw.append(Point(start, pl))
+        else:
+            raw.append(Interval(start, end, pl))
+    rejected = [rejection(r, dt) for r in build.rejected]
+    metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].public_metrics(dt) for s in query.sources}
+    return Result(
+        events, [dt(t) for t in egress.ctis], metrics, rejected, raw, substream_ctis,
+        payload_type=query.root.payload_type, input_types={s.name: s.payload_type for s in query.sources},
+    )

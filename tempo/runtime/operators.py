@@ -1,0 +1,944 @@
+"""The in-memory operators: push-based, one event at a time, state purged as CTIs pass.
+
+Every operator receives ``insert(port, eid, start, end, payload)`` (``end`` is None for
+an open edge whose end is not known yet), ``end(port, eid, end)`` for such an edge, and
+``cti(port, t)``, and pushes the same three calls downstream. Event ids are unique within
+a stream; operators that make new events take fresh ids. Times are ticks.
+
+Below an input with substreams, ``key_cti(port, key, t)`` says that the events of one
+substream key will start at or after ``t``, ahead of the stream's CTI: the key's CTI is
+the later of the two. Operators that keep the key (``Node.substream_key``) act on it and
+pass it on; the others ignore it, so their output runs on the stream's CTI alone.
+
+The semantics and CTI rule of each operator are stated on its plan node
+(``tempo/plan/nodes.py``); the notes here explain how the rule is met.
+Stateful operators release an output only once their output CTI passes its start, which
+is exactly when the emission contract requires it, and which makes outputs independent of
+how the inputs interleave.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from tempo.runtime.codegen import Accumulator
+from tempo.ticks import INF, NEG_INF, add
+
+Key = tuple[Any, ...]
+
+
+class Operator:
+    """Base: fan-out to the consumers of this operator's output.
+
+    ``emit_insert``, ``emit_end`` and ``emit_cti`` reach every consumer connected so far;
+    with one consumer (the usual case) they are its methods bound to its port, so an event
+    takes no extra call per operator.
+    """
+
+    def __init__(self) -> None:
+        self.outs: list[tuple[Operator, int]] = []
+        self.emit_insert: Callable[[int, int, int | None, Any], None] = _nowhere
+        self.emit_end: Callable[[int, int], None] = _nowhere
+        self.emit_cti: Callable[[int], None] = _nowhere
+        self.emit_key_cti: Callable[[Any, int], None] = _nowhere
+
+    def connect(self, op: Operator, port: int) -> None:
+        """Send this operator's output to input ``port`` of ``op`` too."""
+        self.outs.append((op, port))
+        self.emit_insert = _each([functools.partial(o.insert, p) for o, p in self.outs])
+        self.emit_end = _each([functools.partial(o.end, p) for o, p in self.outs])
+        self.emit_cti = _each([functools.partial(o.cti, p) for o, p in self.outs])
+        self.emit_key_cti = _each([functools.partial(o.key_cti, p) for o, p in self.outs])
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        raise NotImplementedError
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        raise NotImplementedError
+
+    def cti(self, port: int, t: int) -> None:
+        raise NotImplementedError
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        """A substream's CTI; an operator that merges keys ignores it."""
+        return None
+
+
+def _each(calls: list[Callable[..., None]]) -> Callable[..., None]:
+    """One call that makes all of ``calls`` in turn with its arguments."""
+    if len(calls) == 1:
+        return calls[0]
+
+    def each(*args: Any) -> None:
+        for call in calls:
+            call(*args)
+
+    return each
+
+
+def _nowhere(*_: Any) -> None:
+    return None
+
+
+class Where(Operator):
+    """Filter; remembers which open edges passed so that only their ends follow."""
+
+    def __init__(self, predicate: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.predicate = predicate
+        self.open: set[int] = set()
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        if self.predicate(payload):
+            if end is None:
+                self.open.add(eid)
+            self.emit_insert(eid, start, end, payload)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        if eid in self.open:
+            self.open.discard(eid)
+            self.emit_end(eid, end)
+
+    def cti(self, port: int, t: int) -> None:
+        self.emit_cti(t)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        self.emit_key_cti(key, t)
+
+
+class Select(Operator):
+    """Projection; ids, lifetimes and CTIs pass unchanged."""
+
+    def __init__(self, projection: Callable[[Any], Any], keeps_key: bool = False) -> None:
+        super().__init__()
+        self.projection = projection
+        self.keeps_key = keeps_key
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self.emit_insert(eid, start, end, self.projection(payload))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        self.emit_end(eid, end)
+
+    def cti(self, port: int, t: int) -> None:
+        self.emit_cti(t)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if self.keeps_key:  # the new record copies the key: the same value names it
+            self.emit_key_cti(key, t)
+
+
+def _finite(t: int) -> int | None:
+    """Operators pass a lifetime that reaches infinity as open (None), whatever its origin."""
+    return t if t < INF else None
+
+
+class AlterLifetime(Operator):
+    """Start (and CTIs) + shift; end + shift, or start + duration when a duration is set."""
+
+    def __init__(self, shift: int, duration: int | None) -> None:
+        super().__init__()
+        self.shift, self.duration = shift, duration
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        s = add(start, self.shift)
+        if s >= INF:
+            return  # moved past the end of time: no lifetime left
+        if self.duration is not None:
+            self.emit_insert(eid, s, _finite(add(s, self.duration)), payload)
+        else:
+            self.emit_insert(eid, s, None if end is None else _finite(add(end, self.shift)), payload)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        shifted = add(end, self.shift)
+        if self.duration is None and shifted < INF:  # with a duration every lifetime is already closed
+            self.emit_end(eid, shifted)
+
+    def cti(self, port: int, t: int) -> None:
+        self.emit_cti(add(t, self.shift))
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        self.emit_key_cti(key, add(t, self.shift))
+
+
+class Union(Operator):
+    """Both inputs; right-side events get fresh ids so a stream unioned with itself stays unique."""
+
+    def __init__(self, new_id: Callable[[], int], keeps_key: bool = False) -> None:
+        super().__init__()
+        self.new_id = new_id
+        self.ctis = [NEG_INF, NEG_INF]
+        self.out_cti = NEG_INF
+        self.renamed: dict[int, int] = {}
+        self.keys = KeyCtis() if keeps_key else None
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        if port == 1:
+            new = self.new_id()
+            if end is None:
+                self.renamed[eid] = new
+            eid = new
+        self.emit_insert(eid, start, end, payload)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        if port == 1:
+            eid = self.renamed.pop(eid)
+        self.emit_end(eid, end)
+
+    def cti(self, port: int, t: int) -> None:
+        self.ctis[port] = t
+        out = min(self.ctis)
+        if out > self.out_cti:
+            self.out_cti = out
+            self.emit_cti(out)
+        if self.keys is not None:
+            for key, key_out in self.keys.merged_moved(self.ctis, self.out_cti):
+                self.emit_key_cti(key, key_out)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if self.keys is not None:
+            key_out = self.keys.moved(port, key, t, self.ctis, self.out_cti)
+            if key_out is not None:
+                self.emit_key_cti(key, key_out)
+
+
+class KeyCtis:
+    """Per-key CTIs of an operator with two inputs that keeps the substream key (union,
+    join): key ``k``'s output CTI is the minimum over the inputs of ``k``'s CTI there,
+    which is the later of that input's CTI and the last ``key_cti`` for ``k`` from it.
+    Only keys ahead of an input's CTI are kept; the rest run at the inputs' CTIs."""
+
+    __slots__ = ("ahead", "out")
+
+    def __init__(self) -> None:
+        self.ahead: dict[Any, list[int]] = {}  # key -> its CTI from each input (NEG_INF: none)
+        self.out: dict[Any, int] = {}  # key -> its output CTI as last emitted
+
+    def _out(self, key: Any, ctis: list[int], out_cti: int) -> int | None:
+        own = self.ahead[key]
+        key_out = min(max(own[0], ctis[0]), max(own[1], ctis[1]))
+        if key_out > out_cti and key_out > self.out.get(key, NEG_INF):
+            self.out[key] = key_out
+            return key_out
+        return None
+
+    def moved(self, port: int, key: Any, t: int, ctis: list[int], out_cti: int) -> int | None:
+        """``key_cti(port, key, t)`` arrived: the key's new output CTI, if it moved."""
+        own = self.ahead.get(key)
+        if own is None:
+            own = self.ahead[key] = [NEG_INF, NEG_INF]
+        if t <= own[port]:
+            return None
+        own[port] = t
+        return self._out(key, ctis, out_cti)
+
+    def merged_moved(self, ctis: list[int], out_cti: int) -> list[tuple[Any, int]]:
+        """An input's CTI moved: the keys whose output CTI moved with it (a key ahead on
+        one input now meets a later CTI on the other). Keys no longer ahead anywhere go."""
+        moved: list[tuple[Any, int]] = []
+        for key in list(self.ahead):
+            own = self.ahead[key]
+            if own[0] <= ctis[0] and own[1] <= ctis[1]:
+                del self.ahead[key]
+                self.out.pop(key, None)
+                continue
+            key_out = self._out(key, ctis, out_cti)
+            if key_out is not None:
+                moved.append((key, key_out))
+        return moved
+
+
+# ---------------------------------------------------------------------------------------
+# Waiting for release
+
+
+class ByStart:
+    """Entries ``(start, seq, a, b)`` released in order of start, then of arrival, up to a time.
+
+    Entries arriving in order of start join a first-in-first-out run, which costs nothing to
+    keep in order. The others are set aside until the next release and sorted then: merged
+    into the run if there are many (a burst, such as a whole input joined at once), else
+    pushed onto a heap. Releasing merges the run and the heap. An entry holds up to two
+    items itself, so that waiting costs one object.
+    """
+
+    __slots__ = ("run", "aside", "late", "seq")
+
+    def __init__(self) -> None:
+        self.run: deque[tuple[int, int, Any, Any]] = deque()  # in order
+        self.aside: list[tuple[int, int, Any, Any]] = []  # out of order, since the last release
+        self.late: list[tuple[int, int, Any, Any]] = []  # a heap
+        self.seq = itertools.count()
+
+    def push(self, start: int, a: Any, b: Any = None) -> None:
+        entry = (start, next(self.seq), a, b)
+        if not self.run or self.run[-1][0] <= start:
+            self.run.append(entry)
+        else:
+            self.aside.append(entry)
+
+    def pop_before(self, t: int) -> Iterator[tuple[int, int, Any, Any]]:
+        """The entries starting before ``t``, in order, each removed as it is yielded."""
+        if self.aside:
+            # Merging costs about as much as pushing onto the heap once the run is at most
+            # eight times as long as what joins it.
+            if 8 * len(self.aside) >= len(self.run):
+                self.run = deque(sorted(itertools.chain(self.run, self.aside)))
+            else:
+                for entry in self.aside:
+                    heapq.heappush(self.late, entry)
+            self.aside = []
+        run, late = self.run, self.late
+        while True:
+            if run and run[0][0] < t and not (late and late[0] < run[0]):
+                yield run.popleft()
+            elif late and late[0][0] < t:
+                yield heapq.heappop(late)
+            else:
+                return
+
+
+class KeyedByStart:
+    """A ``ByStart`` whose entries also wait per substream key, so that one key's entries
+    can be released on that key's CTI: ``pop_key_before``. Each entry is in both orders
+    and goes out once, from whichever releases it first."""
+
+    __slots__ = ("all", "by_key", "key_of")
+
+    def __init__(self, key_of: Callable[[Any, Any], Any]) -> None:
+        self.all = ByStart()
+        self.by_key: dict[Any, ByStart] = {}
+        self.key_of = key_of  # (a, b) -> substream key
+
+    def push(self, start: int, a: Any, b: Any = None) -> None:
+        cell = [a, b, False]  # the entry, and whether it went out
+        self.all.push(start, cell)
+        key = self.key_of(a, b)
+        waiting = self.by_key.get(key)
+        if waiting is None:
+            waiting = self.by_key[key] = ByStart()
+        waiting.push(start, cell)
+
+    def pop_before(self, t: int) -> Iterator[tuple[int, int, Any, Any]]:
+        return _first_out(self.all.pop_before(t))
+
+    def pop_key_before(self, key: Any, t: int) -> Iterator[tuple[int, int, Any, Any]]:
+        waiting = self.by_key.get(key)
+        if waiting is None:
+            return
+        yield from _first_out(waiting.pop_before(t))
+        if not waiting.run and not waiting.late and not waiting.aside:
+            del self.by_key[key]
+
+
+def _first_out(entries: Iterator[tuple[int, int, Any, Any]]) -> Iterator[tuple[int, int, Any, Any]]:
+    """The ``KeyedByStart`` entries among ``entries`` not out yet, each marked as out."""
+    for start, seq, cell, _ in entries:
+        if not cell[2]:
+            cell[2] = True
+            yield start, seq, cell[0], cell[1]
+
+
+# ---------------------------------------------------------------------------------------
+# Windows
+
+
+class Window(Operator):
+    """Hopping/tumbling windows with aggregates, per group.
+
+    Events spanning a few windows are added to each window's accumulators on arrival.
+    Open edges and very long lifetimes are kept aside and added to each window as it
+    closes, so that an event alive for days does not enumerate its windows up front.
+    A CTI ``c`` closes the windows whose end is at or before ``c`` (all of them on the
+    CTI at infinity, where open lifetimes end after the latest finite time seen).
+    """
+
+    EAGER_WINDOWS = 64
+
+    def __init__(
+        self,
+        size: int,
+        hop: int,
+        offset: int,
+        key_fn: Callable[[Any], Key] | None,
+        values_fn: Callable[[Any], tuple[Any, ...]],
+        accumulator: Accumulator,
+        projection: Callable[[Key, list[Any], datetime, datetime], Any],
+        to_datetime: Callable[[int], datetime],
+        new_id: Callable[[], int],
+        substream_index: int | None = None,
+        keys_count: int = 0,
+    ) -> None:
+        super().__init__()
+        self.keys_count = keys_count
+        self.substream_index = substream_index  # which group key is the substream key
+        self.key_in: dict[Any, int] = {}  # substream key -> its CTI, when ahead
+        self.key_next: dict[Any, int] = {}  # substream key -> its first window not closed
+        self.key_out: dict[Any, int] = {}  # substream key -> its output CTI as last emitted
+        self.size, self.hop, self.offset = size, hop, offset
+        self.key_fn = key_fn
+        self.values_fn = values_fn  # an event's aggregate arguments, as ``accumulator.add`` takes them
+        self.accumulator = accumulator
+        self.projection = projection
+        self.to_datetime = to_datetime
+        self.new_id = new_id
+        self.acc: dict[int, dict[Key, list[Any]]] = {}  # window index -> group -> state
+        self.acc_heap: list[int] = []
+        self.long: dict[int, list[Any]] = {}  # eid -> [key, values, k_lo, k_hi or None]
+        self.next_k: int | None = None  # first window index not yet closed
+        self.in_cti = NEG_INF
+        self.in_cti_finite = NEG_INF
+        self.out_cti = NEG_INF
+        self.t_max = NEG_INF
+
+    # window index arithmetic: window k is [offset + k*hop, offset + k*hop + size)
+    def _k_lo(self, start: int) -> int:
+        return (start - self.size - self.offset) // self.hop + 1
+
+    def _k_hi(self, end: int) -> int:
+        return (end - self.offset - 1) // self.hop
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self.key_fn(payload) if self.key_fn else ()
+        values = self.values_fn(payload)
+        if start > self.t_max:
+            self.t_max = start
+        k_lo = self._k_lo(start)
+        if end is None or end >= INF:
+            self.long[eid] = [key, values, k_lo, None]
+            return
+        if end > self.t_max:
+            self.t_max = end
+        k_hi = self._k_hi(end)
+        if k_hi - k_lo >= self.EAGER_WINDOWS:
+            self.long[eid] = [key, values, k_lo, k_hi]
+        elif k_hi >= k_lo:
+            self.accumulator.add(self.acc, self.acc_heap, key, values, k_lo, k_hi)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        rec = self.long.get(eid)
+        if rec is None:
+            return
+        if end < INF and end > self.t_max:
+            self.t_max = end
+        k_hi = self._k_hi(end)
+        k_lo = rec[2] if self.next_k is None else max(rec[2], self.next_k)
+        if k_hi - k_lo < self.EAGER_WINDOWS:
+            del self.long[eid]
+            if k_hi >= k_lo:
+                self.accumulator.add(self.acc, self.acc_heap, rec[0], rec[1], k_lo, k_hi)
+        else:
+            rec[3] = k_hi
+
+    def cti(self, port: int, t: int) -> None:
+        if t <= self.in_cti:
+            return
+        self.in_cti = t
+        if t >= INF:
+            # Open lifetimes end just after the latest finite time this operator has seen:
+            # an event time, or the instant before the last finite CTI (known to be alive).
+            horizon = max(self.t_max, self.in_cti_finite - 1)
+            open_hi = self._k_hi(horizon + 1) if horizon > NEG_INF else None
+            his = [r[3] if r[3] is not None else open_hi for r in self.long.values()]
+            candidates = [k for k in self.acc] + [h for h in his if h is not None]
+            limit: int | None = max(candidates) if candidates else None
+        else:
+            self.in_cti_finite = t
+            limit = (t - self.size - self.offset) // self.hop
+            open_hi = limit
+        if limit is not None:
+            self._close(limit, open_hi)
+        if t >= INF:
+            out = INF
+        else:
+            assert limit is not None
+            self.next_k = limit + 1 if self.next_k is None else max(self.next_k, limit + 1)
+            out = min(t, self.offset + self.next_k * self.hop)
+        if out > self.out_cti:
+            self.out_cti = out
+            self.emit_cti(out)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        """A substream's CTI ahead of the input's: that key's groups close their windows
+        ending at or before ``t``, and its CTI is pulled back like the input's."""
+        i = self.substream_index
+        if i is None or t <= self.in_cti or t <= self.key_in.get(key, NEG_INF):
+            return
+        self.key_in[key] = t
+        limit = (t - self.size - self.offset) // self.hop
+        first = self.key_next.get(key, NEG_INF)
+        if self.next_k is not None and self.next_k > first:
+            first = self.next_k
+        if limit >= first:
+            self._close_key(key, i, first, limit)
+            first = limit + 1
+        self.key_next[key] = first
+        out = min(t, self.offset + first * self.hop)
+        if out > self.out_cti and out > self.key_out.get(key, NEG_INF):
+            self.key_out[key] = out
+            self.emit_key_cti(key, out)
+
+    def _close_key(self, key: Any, i: int, first: int, limit: int) -> None:
+        """Emit the windows ``first..limit`` of the groups of substream ``key``, in order."""
+        for eid, rec in list(self.long.items()):
+            if rec[0][i] != key:
+                continue
+            hi = limit if rec[3] is None else min(rec[3], limit)
+            lo = max(rec[2], first)
+            if lo <= hi:
+                self.accumulator.add(self.acc, self.acc_heap, rec[0], rec[1], lo, hi)
+            if rec[3] is not None and rec[3] <= limit:
+                del self.long[eid]
+            else:
+                rec[2] = max(rec[2], limit + 1)
+        only = self.keys_count == 1
+        for k in sorted(w for w in self.acc if w <= limit):
+            groups = self.acc[k]
+            mine = [(key,)] if only else [g for g in groups if g[i] == key]
+            found = [(g, groups.pop(g)) for g in mine if g in groups]
+            if found:
+                self._emit_window(k, found)
+            if not groups:
+                del self.acc[k]  # its index stays on the heap; _close skips it
+
+    def _emit_window(self, k: int, groups: Iterable[tuple[Key, list[Any]]]) -> None:
+        """One output per group of window ``k``, from its aggregate state."""
+        ws = self.offset + k * self.hop
+        we = ws + self.size
+        ws_dt, we_dt = self.to_datetime(ws), self.to_datetime(we)
+        results = self.accumulator.results
+        for key, state in groups:
+            self.emit_insert(self.new_id(), ws, we, self.projection(key, results(state), ws_dt, we_dt))
+
+    def _close(self, limit: int, open_hi: int | None) -> None:
+        """Emit every non-empty window with index <= limit, in order of window start."""
+        # Long lifetimes join the windows being closed after the events added on arrival.
+        for rec in self.long.values():
+            lo = rec[2] if self.next_k is None else max(rec[2], self.next_k)
+            hi = rec[3] if rec[3] is not None else open_hi
+            if hi is None:
+                continue
+            hi = min(hi, limit)
+            if lo <= hi:
+                self.accumulator.add(self.acc, self.acc_heap, rec[0], rec[1], lo, hi)
+        while self.acc_heap and self.acc_heap[0] <= limit:
+            k = heapq.heappop(self.acc_heap)
+            self._emit_window(k, self.acc.pop(k, {}).items())
+        # Forget long lifetimes that end before the next open window.
+        nxt = limit + 1
+        for eid in [e for e, r in self.long.items() if r[3] is not None and r[3] < nxt]:
+            del self.long[eid]
+
+
+# ---------------------------------------------------------------------------------------
+# Joins
+
+
+class _Side:
+    """One side of a join: live events indexed by key, with their ends for purging."""
+
+    __slots__ = ("by_key", "by_id", "ends", "cti")
+
+    def __init__(self) -> None:
+        self.by_key: dict[Key, dict[int, list[Any]]] = {}
+        self.by_id: dict[int, list[Any]] = {}
+        self.ends = ByStart()  # the ids of closed events by end, for purging
+        self.cti = NEG_INF
+
+    def add(self, rec: list[Any]) -> None:
+        eid, key = rec[0], rec[4]
+        group = self.by_key.get(key)
+        if group is None:
+            group = self.by_key[key] = {}
+        group[eid] = rec
+        self.by_id[eid] = rec
+        if rec[2] is not None:
+            self.ends.push(rec[2], eid)
+
+    def purge(self, upto: int) -> None:
+        """Drop closed events ending at or before ``upto``: nothing later can overlap them."""
+        for _, _, eid, _ in self.ends.pop_before(upto + 1):
+            rec = self.by_id.pop(eid, None)
+            if rec is not None:
+                group = self.by_key[rec[4]]
+                del group[eid]
+                if not group:
+                    del self.by_key[rec[4]]
+
+
+# Event record in a join side: [eid, start, end or None, payload, key, open outputs]
+# Output record: [oid or None, left rec, right rec, closed]
+
+
+class Join(Operator):
+    """Temporal inner join with hash keys and a residual predicate.
+
+    Matching pairs wait by output start until the output CTI passes it. An
+    output whose end is not yet determined goes out as a start edge; its end edge follows
+    once the end is known: both ends known, or the known end at or before the CTI of the
+    side whose end is unknown (that side can no longer end earlier).
+    """
+
+    def __init__(
+        self,
+        key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | None,
+        residual: Callable[[Any, Any], Any] | None,
+        projection: Callable[[Any, Any], Any],
+        new_id: Callable[[], int],
+        substream_index: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.key_fns = key_fns
+        self.residual = residual
+        self.projection = projection
+        self.new_id = new_id
+        self.sides = (_Side(), _Side())
+        # Matching left and right recs by output start; per substream key too when the join
+        # equates the inputs' substream keys (key ``substream_index`` of the left rec's key).
+        self.pending: ByStart | KeyedByStart = ByStart()
+        self.keys: KeyCtis | None = None
+        if substream_index is not None:
+            i = substream_index
+            self.pending = KeyedByStart(lambda left, right: left[4][i])
+            self.keys = KeyCtis()
+        self.watches: tuple[list[tuple[int, int, list[Any]]], list[tuple[int, int, list[Any]]]] = ([], [])
+        self.seq = itertools.count()
+        self.out_cti = NEG_INF
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key: Key = self.key_fns[port](payload) if self.key_fns else ()
+        for k in key:
+            if k is None:
+                return  # a null key matches nothing
+        # Only an open event can have open outputs to end; () spares the others a list.
+        rec: list[Any] = [eid, start, end, payload, key, [] if end is None else ()]
+        other = self.sides[1 - port]
+        group = other.by_key.get(key)
+        if group:
+            residual, pending = self.residual, self.pending
+            for orec in group.values():
+                ostart, oend = orec[1], orec[2]
+                if (oend is not None and oend <= start) or (end is not None and end <= ostart):
+                    continue
+                left, right = (rec, orec) if port == 0 else (orec, rec)
+                if residual is not None and not residual(left[3], right[3]):
+                    continue
+                pending.push(start if start > ostart else ostart, left, right)
+        if end is None or end > other.cti:
+            self.sides[port].add(rec)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        rec = self.sides[port].by_id.get(eid)
+        if rec is None:
+            return
+        rec[2] = end
+        self.sides[port].ends.push(end, eid)
+        for out in rec[5]:
+            self._try_close(out)
+        rec[5] = [o for o in rec[5] if not o[3]]
+
+    def cti(self, port: int, t: int) -> None:
+        side = self.sides[port]
+        if t <= side.cti:
+            return
+        side.cti = t
+        watch = self.watches[port]
+        while watch and watch[0][0] <= t:
+            _, _, out = heapq.heappop(watch)
+            self._try_close(out)
+        out_cti = min(self.sides[0].cti, self.sides[1].cti)
+        if out_cti > self.out_cti:
+            for _, _, left, right in self.pending.pop_before(out_cti):
+                self._emit(left, right)
+            self.out_cti = out_cti
+            self.emit_cti(out_cti)
+        if self.keys is not None:
+            for key, key_out in self.keys.merged_moved([self.sides[0].cti, self.sides[1].cti], self.out_cti):
+                self._release_key(key, key_out)
+        self.sides[1 - port].purge(t)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if self.keys is not None:
+            key_out = self.keys.moved(port, key, t, [self.sides[0].cti, self.sides[1].cti], self.out_cti)
+            if key_out is not None:
+                self._release_key(key, key_out)
+
+    def _release_key(self, key: Any, key_out: int) -> None:
+        """Key ``key``'s output CTI moved to ``key_out``: its pairs starting before go out."""
+        assert isinstance(self.pending, KeyedByStart)
+        for _, _, left, right in self.pending.pop_key_before(key, key_out):
+            self._emit(left, right)
+        self.emit_key_cti(key, key_out)
+
+    def _end_of(self, out: list[Any]) -> tuple[int, int | None]:
+        """(known end or INF, the side still unknown if the end is not determined yet)."""
+        le, re = out[1][2], out[2][2]
+        known = INF
+        if le is not None and le < known:
+            known = le
+        if re is not None and re < known:
+            known = re
+        if le is None and self.sides[0].cti < known:
+            return known, 0
+        if re is None and self.sides[1].cti < known:
+            return known, 1
+        return known, None
+
+    def _emit(self, left: list[Any], right: list[Any]) -> None:
+        start = max(left[1], right[1])
+        le, re = left[2], right[2]
+        if (le is not None and le <= start) or (re is not None and re <= start):
+            return  # an end that arrived later ruled out the overlap
+        payload = self.projection(left[3], right[3])
+        if le is not None and re is not None:
+            end = le if le < re else re
+            if end < INF:
+                self.emit_insert(self.new_id(), start, end, payload)  # both ends known
+                return
+        out: list[Any] = [None, left, right, False]
+        end, waiting = self._end_of(out)
+        oid = self.new_id()
+        if waiting is None and end < INF:
+            self.emit_insert(oid, start, end, payload)
+            return
+        out[0] = oid
+        self.emit_insert(oid, start, None, payload)
+        if le is None:
+            left[5].append(out)
+        if re is None:
+            right[5].append(out)
+        if waiting is not None and end < INF:
+            heapq.heappush(self.watches[waiting], (end, next(self.seq), out))
+
+    def _try_close(self, out: list[Any]) -> None:
+        if out[3] or out[0] is None:
+            return
+        end, waiting = self._end_of(out)
+        if waiting is None and end < INF:
+            out[3] = True
+            self.emit_end(out[0], end)
+        elif waiting is not None and end < INF:
+            heapq.heappush(self.watches[waiting], (end, next(self.seq), out))
+
+
+class AntiJoin(Operator):
+    """Left anti semi join by a sweep over time, one output-CTI step at a time.
+
+    When the output CTI moves from ``p`` to ``c``, everything in ``[p, c)`` is known: no
+    later left or right event can start before ``c``. Each left event touched by a change
+    in ``[p, c)`` (its own start or end, or a matching right event starting or ending) is
+    swept over that span: uncovered stretches become output fragments; a fragment still
+    uncovered at ``c`` goes out as a start edge and is ended by a later sweep.
+    """
+
+    def __init__(
+        self,
+        key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | None,
+        residual: Callable[[Any, Any], Any] | None,
+        new_id: Callable[[], int],
+    ) -> None:
+        super().__init__()
+        self.key_fns = key_fns
+        self.residual = residual
+        self.new_id = new_id
+        self.ctis = [NEG_INF, NEG_INF]
+        self.out_cti = NEG_INF
+        # left rec: [eid, start, end or None, payload, key, open fragment id or None]
+        # Marks say when a left needs a sweep: at its start (swept once the CTI passes it)
+        # and at its end minus a tick (a left ending exactly at the CTI closes its last
+        # fragment in that sweep).
+        self.lefts: dict[int, list[Any]] = {}
+        self.lefts_by_key: dict[Key, dict[int, list[Any]]] = {}
+        self.left_marks: list[tuple[int, int]] = []  # (time, eid): a left starts or ends
+        # right rec: [eid, start, end or None, payload, key]
+        self.rights: dict[int, list[Any]] = {}
+        self.rights_by_key: dict[Key, dict[int, list[Any]]] = {}
+        self.right_marks: list[tuple[int, int, Key]] = []  # (time, seq, key)
+        self.right_ends: list[tuple[int, int]] = []
+        self.seq = itertools.count()
+
+    def _key(self, port: int, payload: Any) -> Key | None:
+        key: Key = self.key_fns[port](payload) if self.key_fns else ()
+        return None if any(k is None for k in key) else key
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self._key(port, payload)
+        if port == 0:
+            rec = [eid, start, end, payload, key, None]
+            self.lefts[eid] = rec
+            if key is not None:
+                self.lefts_by_key.setdefault(key, {})[eid] = rec
+            heapq.heappush(self.left_marks, (start, eid))
+            if end is not None:
+                heapq.heappush(self.left_marks, (end - 1, eid))  # see _end_mark
+        elif key is not None:
+            self.rights[eid] = [eid, start, end, payload, key]
+            self.rights_by_key.setdefault(key, {})[eid] = self.rights[eid]
+            heapq.heappush(self.right_marks, (start, next(self.seq), key))
+            if end is not None:
+                heapq.heappush(self.right_marks, (end, next(self.seq), key))
+                heapq.heappush(self.right_ends, (end, eid))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        if port == 0:
+            rec = self.lefts.get(eid)
+            if rec is not None:
+                rec[2] = end
+                heapq.heappush(self.left_marks, (end - 1, eid))  # see _end_mark
+        else:
+            rrec = self.rights.get(eid)
+            if rrec is not None:
+                rrec[2] = end
+                heapq.heappush(self.right_marks, (end, next(self.seq), rrec[4]))
+                heapq.heappush(self.right_ends, (end, eid))
+
+    def cti(self, port: int, t: int) -> None:
+        if t <= self.ctis[port]:
+            return
+        self.ctis[port] = t
+        c = min(self.ctis)
+        if c <= self.out_cti:
+            return
+        p = self.out_cti
+        touched: dict[int, list[Any]] = {}
+        while self.left_marks and self.left_marks[0][0] < c:
+            _, eid = heapq.heappop(self.left_marks)
+            rec = self.lefts.get(eid)
+            if rec is not None:
+                touched[eid] = rec
+        while self.right_marks and self.right_marks[0][0] < c:
+            _, _, key = heapq.heappop(self.right_marks)
+            touched.update(self.lefts_by_key.get(key, {}))
+        for rec in sorted(touched.values(), key=lambda r: (r[1], r[0])):
+            self._sweep(rec, p, c)
+        self.out_cti = c
+        self.emit_cti(c)
+        while self.right_ends and self.right_ends[0][0] <= c:
+            _, eid = heapq.heappop(self.right_ends)
+            rrec = self.rights.pop(eid, None)
+            if rrec is not None:
+                group = self.rights_by_key[rrec[4]]
+                del group[eid]
+                if not group:
+                    del self.rights_by_key[rrec[4]]
+
+    def _sweep(self, rec: list[Any], p: int, c: int) -> None:
+        start, end, payload, key = rec[1], rec[2], rec[3], rec[4]
+        lo = max(p, start)
+        hi = c if end is None else min(c, end)
+        if lo >= hi:
+            if rec[5] is not None and end is not None:
+                # The left ended exactly where the last sweep stopped (an end is never
+                # before the CTI): its open fragment ends there.
+                self.emit_end(rec[5], end)
+                rec[5] = None
+            self._retire(rec, c)
+            return
+        covered: list[tuple[int, int]] = []
+        if key is not None:
+            for rrec in self.rights_by_key.get(key, {}).values():
+                rs, re = rrec[1], INF if rrec[2] is None else rrec[2]
+                if rs < hi and re > lo and (self.residual is None or self.residual(payload, rrec[3])):
+                    covered.append((max(rs, lo), min(re, hi)))
+        covered.sort()
+        gaps: list[tuple[int, int]] = []
+        cursor = lo
+        for cs, ce in covered:
+            if cs > cursor:
+                gaps.append((cursor, cs))
+            cursor = max(cursor, ce)
+        if cursor < hi:
+            gaps.append((cursor, hi))
+        open_id = rec[5]
+        if open_id is not None and not (gaps and gaps[0][0] == lo):
+            self.emit_end(open_id, lo)  # covered from the start of this span
+            open_id = None
+        closes_at_end = end is not None and end <= c
+        for i, (gs, ge) in enumerate(gaps):
+            continuing = i == 0 and open_id is not None
+            reaches_span_end = ge == hi and not closes_at_end
+            if continuing:
+                if not reaches_span_end:
+                    self.emit_end(open_id, ge)
+                    open_id = None
+                continue
+            if reaches_span_end:
+                open_id = self.new_id()
+                self.emit_insert(open_id, gs, None, payload)
+            else:
+                self.emit_insert(self.new_id(), gs, ge, payload)
+        rec[5] = open_id
+        self._retire(rec, c)
+
+    def _retire(self, rec: list[Any], c: int) -> None:
+        if rec[2] is not None and rec[2] <= c:
+            self.lefts.pop(rec[0], None)
+            if rec[4] is not None:
+                group = self.lefts_by_key.get(rec[4])
+                if group is not None:
+                    group.pop(rec[0], None)
+                    if not group:
+                        del self.lefts_by_key[rec[4]]
+
+
+class Egress(Operator):
+    """The query's output: releases an event once an output CTI passes its start.
+
+    Events still waiting when the input ends were never committed and are not released.
+    """
+
+    def __init__(self, key_of: Callable[[Any], Any] | None = None) -> None:
+        """``key_of``: the substream key of an output payload, when the output keeps one."""
+        super().__init__()
+        self.waiting: ByStart | KeyedByStart = ByStart()  # of events
+        if key_of is not None:
+            self.waiting = KeyedByStart(lambda event, _: key_of(event[3]))
+        self.held: dict[int, list[Any]] = {}  # eid -> open event not yet released
+        self.released_open: dict[int, list[Any]] = {}  # eid -> open event released
+        # What went out, in order: an event as [kind, start, end or None, payload, eid], with
+        # kind "event" (released closed) or "start" (released open); ("end", event) when a
+        # released open event ends; ("cti", t); ("key_cti", t, key).
+        self.raw: list[Any] = []
+        self.ctis: list[int] = []
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        event = [None, start, end, payload, eid]
+        if end is None:
+            self.held[eid] = event
+        self.waiting.push(start, event)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        event = self.held.pop(eid, None)
+        if event is not None:
+            event[2] = end  # goes out closed
+            return
+        event = self.released_open.pop(eid, None)
+        if event is not None:
+            event[2] = end
+            self.raw.append(("end", event))
+
+    def cti(self, port: int, t: int) -> None:
+        self._release(self.waiting.pop_before(t))
+        self.ctis.append(t)
+        self.raw.append(("cti", t))
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        if isinstance(self.waiting, KeyedByStart):
+            self._release(self.waiting.pop_key_before(key, t))
+            self.raw.append(("key_cti", t, key))
+
+    def _release(self, entries: Iterator[tuple[int, int, Any, Any]]) -> None:
+        for _, _, event, _ in entries:
+            if event[2] is None:
+                event[0] = "start"
+                del self.held[event[4]]
+                self.released_open[event[4]] = event
+            else:
+                event[0] = "event"
+            self.raw.append(event)
