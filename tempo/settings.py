@@ -1,6 +1,6 @@
 """How an input advances application time: StreamInsight's AdvanceTimeSettings.
 
-The rules these settings drive are stated once, in ``tempo/memory/ingress.py`` (the
+The rules these settings drive are stated once, in ``tempo/runtime/ingress.py`` (the
 reference implementation) and in ``docs/semantics.md``.
 """
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from tempo.memory.ingress import Ingress, Prepared
+    from tempo.runtime.ingress import Ingress, Prepared
     from tempo.plan.query import Query
 
 __all__ = ["INSTALL_HINT", "Lane", "Mark", "PlotError", "Timeline", "plot"]
@@ -135,7 +135,7 @@ class _Event:
     rejections: list[Rejection] = attrs.Factory(list)
 
     def mark(self, dt: Callable[[int], datetime]) -> Mark:
-        from tempo.memory.ingress import POINT
+        from tempo.runtime.ingress import POINT
 
         point = self.kind == POINT
         if self.start is None:
@@ -163,13 +163,13 @@ def _replay_inputs(query: Query) -> tuple[list[_Input], Callable[[int], datetime
     """Every input's admitted and rejected events and its CTIs, by the in-memory ingress in
     the merged arrival order, exactly as ``InMemoryExecutor.run`` processes them (the
     operators are left out: only what enters the query is recorded)."""
-    from tempo.memory import executor as ex
-    from tempo.memory.ingress import END, START, TimestampMode, prepare, prepare_checked
+    from tempo.runtime import engine as ex
+    from tempo.runtime.ingress import END, START, TimestampMode, prepare, prepare_checked
     from tempo.sources import ItemSource, TableSource
 
     mode = TimestampMode()
-    build = ex._Build(mode, query)
-    ingresses = ex._ingresses(build, query)
+    build = ex.Build(mode, query)
+    ingresses = ex.build_ingresses(build, query)
     needs_arrival = query.ordered_by_arrival
 
     def dt(t: int) -> datetime:
@@ -203,7 +203,7 @@ def _replay_inputs(query: Query) -> tuple[list[_Input], Callable[[int], datetime
                 "draw the output alone with inputs=False"
             ) from e
 
-    ex._process_in_arrival_order([lazily(s, r.name) for s, r in zip(streams, records)], processes)
+    ex.process_in_arrival_order([lazily(s, r.name) for s, r in zip(streams, records)], processes)
     for source in query.sources:
         ingresses[source.name].shutdown()
     return records, dt
@@ -214,7 +214,7 @@ def _recorder(
 ) -> Callable[[Prepared], None]:
     """Wires ``ingress``'s outputs into ``record`` and returns the function that processes
     one prepared item while noting what the ingress did with it."""
-    from tempo.memory.executor import rejection
+    from tempo.runtime.engine import rejection
 
     by_id: dict[int, _Event] = {}
     open_edges: dict[int, list[_Event]] = {}  # received start -> start edges, in arrival order
@@ -498,8 +498,8 @@ def _require_matplotlib() -> None:
 
 
 def _stream_lanes(stream: Stream[Any], result: Result[Any] | None, key: _KeySpec, inputs: bool) -> list[Lane]:
-    from tempo.memory import InMemoryExecutor
-    from tempo.memory.codegen import compile_expression
+    from tempo.runtime.engine import run_query
+    from tempo.runtime.codegen import compile_expression
     from tempo.plan.query import Query
 
     query = Query.build(stream.node)
@@ -519,10 +519,10 @@ def _stream_lanes(stream: Stream[Any], result: Result[Any] | None, key: _KeySpec
             "pass a function of the payload instead, e.g. by_key=lambda p: p.device"
         )
     if not inputs:
-        output = result if result is not None else InMemoryExecutor().run(stream)
+        output = result if result is not None else run_query(query)
         return _rejection_lanes(output, names, key.fn if key.mode == "function" else None) + _output_lanes(output, output_key_of)
     records, dt = _replay_inputs(query)
-    output = result if result is not None else InMemoryExecutor().run(stream)
+    output = result if result is not None else run_query(query)
     return _input_lanes(records, dt, key) + _output_lanes(output, output_key_of)
 
 

@@ -33,10 +33,10 @@ from tempo import (
     Stream,
 )
 from tempo.errors import InputError
-from tempo.memory.codegen import Accumulator
-from tempo.memory.executor import _process_in_arrival_order
-from tempo.memory.ingress import TimestampMode, prepare, prepare_checked
-from tempo.memory.operators import ByStart
+from tempo.runtime.codegen import Accumulator
+from tempo.runtime.engine import process_in_arrival_order
+from tempo.runtime.ingress import TimestampMode, prepare, prepare_checked
+from tempo.runtime.operators import ByStart
 from tempo.plan.nodes import SourceNode
 from tempo.sources import ParquetSource
 
@@ -230,7 +230,7 @@ def test_inputs_are_merged_by_arrival_then_declaration_then_position(seed: int) 
         streams.append([(a, 0, 0, 0, None, position, None) for position, a in enumerate(arrivals)])
     got: list[tuple[int, Any]] = []
     processes = [lambda rec, i=i: got.append((i, rec)) for i in range(len(streams))]  # type: ignore[misc]
-    _process_in_arrival_order([iter(s) for s in streams], processes)
+    process_in_arrival_order([iter(s) for s in streams], processes)
     assert got == [(i, rec) for _, i, _, rec in sorted((r[0], i, r[5], r) for i, s in enumerate(streams) for r in s)]
 
 

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from tempo.errors import CompileError
 from tempo.events import EventShape
 from tempo.expr.schema import field_names
-from tempo.memory.executor import CtiReplay
+from tempo.runtime.replay import CtiReplay
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.spark.columns import END as E

@@ -16,9 +16,10 @@ from pyspark.sql import functions as F
 from tempo.api.stream import Stream
 from tempo.events import Cti, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import record_fields
-from tempo.memory.codegen import compile_expression
-from tempo.memory.executor import MERGED, CtiReplay, rejection
-from tempo.memory.ingress import TimestampMode
+from tempo.runtime.codegen import compile_expression
+from tempo.runtime.engine import rejection
+from tempo.runtime.replay import MERGED, CtiReplay
+from tempo.runtime.ingress import TimestampMode
 from tempo.plan.query import Query
 from tempo.result import END_COLUMN, START_COLUMN, InputMetrics, OutputEvent, RawItem, Result, Withheld, warn_withheld
 from tempo.spark import ingress

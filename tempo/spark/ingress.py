@@ -1,4 +1,4 @@
-"""Ingress on Spark: input rows to admitted events, with the CTIs of ``tempo.memory.ingress``.
+"""Ingress on Spark: input rows to admitted events, with the CTIs of ``tempo.runtime.ingress``.
 
 The rules are those of the in-memory ingress; this module computes them in bulk, moving
 as little data as the settings allow:
@@ -37,8 +37,8 @@ from pyspark.sql import types as st
 from tempo.errors import CompileError, CtiViolationError, ImportOrderError, InputError, InputSchemaError
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
-from tempo.memory.executor import CtiReplay, Key
-from tempo.memory.ingress import (
+from tempo.runtime.replay import CtiReplay, Key
+from tempo.runtime.ingress import (
     CTI, END, END_WITHOUT_START, HEARTBEAT, INTERVAL, ORDERING_NEEDS_ARRIVAL, POINT, START, TimestampMode, adjusted_lifetime,
     count_rejection, cti_violation_rule, item_of, ordering_needs_arrival_column, prepare,
 )
@@ -496,7 +496,7 @@ def _bad_row(frame: InputFrame) -> Column:
     allowed = {EventShape.POINT: (POINT, CTI), EventShape.INTERVAL: (INTERVAL, CTI), EventShape.EDGE: (START, END, CTI)}[frame.node.shape]
     if _ordering(frame):
         allowed = (*allowed, HEARTBEAT)
-    # In the order of the in-memory executor's checks (``tempo.memory.ingress._checked_rows``).
+    # In the order of the in-memory executor's checks (``tempo.runtime.ingress._checked_rows``).
     bad = (
         F.when(kind.isNull(), F.lit(UNKNOWN_KIND))
         .when(F.col(S).isNull(), F.lit(NULL_START))

@@ -1,0 +1,9 @@
+"""The neutral runtime: tempo's push-based reference engine, beneath every executor.
+
+``ingress`` (an input's checks, time policy and CTIs), ``operators`` (one push-based operator
+per plan node, with release queues), ``codegen`` (expressions as Python code), ``engine``
+(compiling a plan into operators, the arrival-order merge, result assembly) and ``replay``
+(CTIs replayed on the driver for executors that compute events in bulk). The in-memory
+executor wraps the engine; the Spark executor uses the replay and the ingress rules on the
+driver. The runtime imports no executor package (docs/architecture.md).
+"""
