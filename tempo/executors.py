@@ -9,12 +9,39 @@ from tempo.api.stream import Stream
 from tempo.result import Result
 
 T = TypeVar("T")
+SinkT = TypeVar("SinkT", contravariant=True)
 
 
 class Executor(Protocol):
-    """What every executor offers: run a query to a ``Result``."""
+    """What every executor offers: run a query over bounded inputs to a ``Result``."""
 
     def run(self, stream: Stream[T]) -> Result[T]: ...
+
+
+class StartedQuery(Protocol):
+    """A query started over unbounded inputs, releasing results to a sink as its CTIs advance.
+
+    The place for live queries: an executor that runs unbounded inputs returns one of these
+    from ``start``; the bounded ``run`` stays as it is. No executor implements it yet (the
+    live Spark Structured Streaming executor will)."""
+
+    def process_all_available(self) -> None:
+        """Block until everything the inputs have delivered so far has been processed."""
+        ...
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Block until the query stops (or ``timeout`` seconds pass); True if it stopped."""
+        ...
+
+    def stop(self) -> None:
+        """Stop the query; what its sink has committed stays committed."""
+        ...
+
+
+class StreamingExecutor(Protocol[SinkT]):
+    """An executor that starts queries over unbounded inputs (see ``StartedQuery``)."""
+
+    def start(self, stream: Stream[T], sink: SinkT) -> StartedQuery: ...
 
 
 def spark_available() -> bool:
