@@ -41,9 +41,9 @@ from tempo.errors import CtiViolationError, ImportOrderError, InputError, InputS
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
-from tempo.settings import AdvanceTimePolicy
+from tempo.runtime.policy import TimePolicy
 from tempo.sources import TableSource
-from tempo.ticks import INF, NEG_INF, duration_ticks, format_time, to_ticks
+from tempo.ticks import INF, NEG_INF, format_time, to_ticks
 
 if TYPE_CHECKING:
     from tempo.tables import Columns
@@ -304,24 +304,20 @@ class Ingress:
     ) -> None:
         self.name = node.name
         self.node = node
-        settings = node.settings
-        self.has_policy = settings is not None
-        self.adjust = settings is not None and settings.policy is AdvanceTimePolicy.ADJUST
-        gen = settings.generation if settings else None
-        self.every_n = gen.frequency if gen and isinstance(gen.frequency, int) else 0
-        self.period = duration_ticks(gen.frequency) if gen and isinstance(gen.frequency, timedelta) else 0
-        self.delay = duration_ticks(gen.delay) if gen else 0
-        self.flush = bool(gen and gen.advance_to_infinity_on_shutdown)
-        self.ordered = node.ordering is not None
-        self.out_of_order, self.late, self.early = node.ordering.ticks() if node.ordering else (0, None, None)
+        policy = TimePolicy.of(node.settings, node.over)
+        self.has_policy = policy.has_settings
+        self.adjust = policy.adjust
+        self.every_n, self.period, self.delay, self.flush = policy.every_n, policy.period, policy.delay, policy.flush
+        self.ordered = policy.ordered
+        self.out_of_order, self.late, self.early = policy.out_of_order, policy.late, policy.early
         # Largest start admitted by the event-time rule, per substream key (one key, None,
         # without substreams).
         self.latest: dict[Any, int] = {}
         self.key_of: Callable[[Any], Any] | None = None
-        if node.over is not None:
+        if policy.over is not None:
             from tempo.runtime.codegen import compile_expression
 
-            self.key_of = compile_expression(node.over, 1)
+            self.key_of = compile_expression(policy.over, 1)
         self.clock = ArrivalClock()  # replaced by the query's shared clock (see ``ArrivalClock``)
         self.delays: list[tuple[int, int]] = []  # (clock, CTI) samples, ticks
         # Per substream key, (clock, CTI) at each move of its own CTI; the last is in force.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -45,13 +45,13 @@ from tempo.runtime.ingress import (
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
 from tempo.result import Action, InputMetrics, Rule, SubstreamMetrics
-from tempo.settings import AdvanceTimePolicy
+from tempo.runtime.policy import TimePolicy
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
 from tempo.spark.types import to_wire, wire_schema
-from tempo.ticks import INF, NEG_INF, duration_ticks
+from tempo.ticks import INF, NEG_INF
 
 POS, KIND, ARR, BLOCK = "__pos", "__kind", "__arr", "__block"
 ORDER, FILE = "__order", "__file"
@@ -125,6 +125,10 @@ class InputFrame:
     has_arrival: bool = True  # rows carry arrival times
     blocks: Blocks | None = None
     collected: list[Row] = attrs.Factory(list)  # what the scan job kept (see ``scan``)
+    policy: TimePolicy = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.policy = TimePolicy.of(self.node.settings, self.node.over)
 
 
 def _item_rows(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> tuple[list[tuple[Any, ...]], dict[int, Any]]:
@@ -156,12 +160,6 @@ def _payload_to_internal(df: DataFrame, payload_type: type) -> DataFrame:
     return df
 
 
-def _nothing_can_be_late(node: SourceNode) -> bool:
-    """No CTI before the input ends: no generation, no import (CTI rows are checked apart)."""
-    s = node.settings
-    return s is None or (s.import_ is None and node.ordering is None and (s.generation is None or s.generation.frequency is None))
-
-
 def input_frame(
     spark: SparkSession, node: SourceNode, decl: int, mode: TimestampMode, needs_arrival: bool, local_limit: int = LOCAL_ITEMS
 ) -> InputFrame:
@@ -184,7 +182,7 @@ def input_frame(
         df = df.withColumn(NULLF, F.lit(None).cast("int"))  # prepare() has checked the items
         frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, rows=len(rows))
         # prepare() has checked every row; without CTI rows nothing can be late.
-        frame.static = _nothing_can_be_late(node) and all(r[1] != CTI for r in rows) and node.shape is not EventShape.EDGE
+        frame.static = frame.policy.nothing_can_be_late and all(r[1] != CTI for r in rows) and node.shape is not EventShape.EDGE
     else:
         frame = _table_frame(spark, node, decl, needs_arrival)
         mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
@@ -255,7 +253,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
     frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
     # a kind column or CTIs from settings, there is nothing to check but each row itself.
-    frame.static = _nothing_can_be_late(node) and source.kind is None and source.arrival is None
+    frame.static = frame.policy.nothing_can_be_late and source.kind is None and source.arrival is None
     return frame
 
 
@@ -288,14 +286,13 @@ def _counted() -> Column:
 
 
 def _period_column(frame: InputFrame) -> Column | None:
-    gen = frame.node.settings.generation if frame.node.settings else None
-    if gen is None or not isinstance(gen.frequency, timedelta):
+    if not frame.policy.period:
         return None
-    return F.when(_counted(), F.floor(F.col(S) / duration_ticks(gen.frequency)))
+    return F.when(_counted(), F.floor(F.col(S) / frame.policy.period))
 
 
 def _imports(frame: InputFrame) -> bool:
-    return frame.node.settings is not None and frame.node.settings.import_ is not None
+    return frame.policy.import_from is not None
 
 
 def _cut(frame: InputFrame) -> None:
@@ -397,10 +394,9 @@ def _block_table(spark: SparkSession, frame: InputFrame) -> DataFrame:
     the largest CTI candidate any of them can produce, and the latest arrival."""
     blocks = frame.blocks
     assert blocks is not None
-    gen = frame.node.settings.generation if frame.node.settings else None
-    delay = duration_ticks(gen.delay) if gen is not None else 0
+    delay = frame.policy.delay
     # Generated candidates are counted events' starts minus the delay: bounded by the latest.
-    bound = {b: v - delay for b, v in blocks.latest.items()} if gen is not None and gen.frequency is not None else {}
+    bound = {b: v - delay for b, v in blocks.latest.items()} if frame.policy.generates else {}
     for b, v in blocks.explicit.items():
         bound[b] = max(bound.get(b, NEG_INF), v)
     columns = {
@@ -439,14 +435,13 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
     """
     assert frame.df is not None and frame.blocks is not None
     node = frame.node
-    gen = node.settings.generation if node.settings else None
+    policy = frame.policy
     df = _imported_in_force(spark, frame, imported) if _imports(frame) else frame.df.withColumn("__imp", F.lit(None).cast("long"))
     w = Window.partitionBy(BLOCK).orderBy(ORDER, FILE)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     kind, counted = F.col(KIND), _counted()
     period = _period_column(frame)
-    delay = duration_ticks(gen.delay) if gen is not None else 0
-    generates = gen is not None and gen.frequency is not None
+    delay, generates = policy.delay, policy.generates
     # One window over the narrow rows: running aggregates within the block; the blocks
     # before come from the figures (a broadcast join after the window keeps its partitioning).
     none = F.lit(None).cast("long")
@@ -463,10 +458,10 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
         (F.max(F.when(kind == CTI, F.col(S))).over(before) if frame.kinds_vary else none).alias("__explicit_before"),
     ).join(_block_table(spark, frame), BLOCK)
     generated: Column = F.lit(None).cast("long")
-    if gen is not None and gen.frequency is not None:
-        if isinstance(gen.frequency, int):
+    if generates:
+        if policy.every_n:
             index = F.col("__p_counted") + (F.col("__counted") if frame.kinds_vary else F.col("__rn"))  # else every row counts
-            generated = F.when(counted & (index % gen.frequency == 0), F.col(S) - delay)
+            generated = F.when(counted & (index % policy.every_n == 0), F.col(S) - delay)
         else:
             assert period is not None
             seen = F.greatest(F.col("__p_period"), F.coalesce(F.col("__period_before"), F.lit(NEG_INF)))
@@ -529,12 +524,13 @@ RULE_CODES = {1: Rule.EARLY_ARRIVAL, 2: Rule.LATE_ARRIVAL, 3: Rule.START_BEFORE_
 
 
 def _ordering(frame: InputFrame) -> bool:
-    return frame.node.ordering is not None
+    return frame.policy.ordered
 
 
 def _tolerances(frame: InputFrame) -> tuple[int, int | None, int | None]:
-    assert frame.node.ordering is not None
-    return frame.node.ordering.ticks()
+    policy = frame.policy
+    assert policy.ordered
+    return policy.out_of_order, policy.late, policy.early
 
 
 def _early_late(frame: InputFrame) -> tuple[Column, Column]:
@@ -558,9 +554,8 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
     breaking a rule and the first row of each substream (with its count of events)."""
     assert frame.df is not None and frame.blocks is not None
     node = frame.node
-    assert node.settings is not None
     out_of_order, late, early = _tolerances(frame)
-    adjust = node.settings.policy is AdvanceTimePolicy.ADJUST
+    adjust = frame.policy.adjust
     w = Window.partitionBy(BLOCK).orderBy(ORDER, FILE)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     kind, start, end, arrival = F.col(KIND), F.col(S), F.col(E), F.col(ARR)
@@ -790,8 +785,7 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
     if _ordering(frame):
         return _ordered_verdicts(frame, rows)
     in_force = _in_force(cti_replay.steps[node.name])
-    settings = node.settings
-    adjust = settings is not None and settings.policy is AdvanceTimePolicy.ADJUST
+    adjust = frame.policy.adjust
     events: list[tuple[int, int, int, int, int, int]] = []
     ends: list[tuple[int, int, int]] = []
     for r in rows:
@@ -805,7 +799,7 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
             continue
         if s >= cti:
             continue
-        if settings is None:
+        if not frame.policy.has_settings:
             raise CtiViolationError(
                 node.name, r[POS], _items(spark, frame, [r])[_key(r)], cti_violation_rule("the event starts", cti),
             )
@@ -919,7 +913,7 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
         return Admitted(out, None, frame, verdicts)
 
     # End edges: the k-th end edge with a start and payload closes the k-th such start edge.
-    adjust = node.settings is not None and node.settings.policy is AdvanceTimePolicy.ADJUST
+    adjust = frame.policy.adjust
     key_cols = [F.col(S), *payload]
     rank_w = Window.partitionBy(*key_cols).orderBy(ORDER, FILE)
     starts = events.filter(kind == START).withColumn("__rank", F.row_number().over(rank_w))
@@ -994,7 +988,7 @@ def finish(
         k, pos = _key(r), positions[_key(r)]
         if r["__status"] == 4:
             raise InputError(node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k], END_WITHOUT_START)
-        if node.settings is None:
+        if not frame.policy.has_settings:
             raise CtiViolationError(
                 node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k],
                 cti_violation_rule("the end edge ends", late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))),
