@@ -34,7 +34,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from tempo.errors import CompileError, CtiViolationError, ImportOrderError, InputError, InputSchemaError
+from tempo.errors import CtiViolationError, ImportOrderError, InputError, InputSchemaError
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.runtime.replay import CtiReplay, Key
@@ -193,27 +193,13 @@ def input_frame(
 
 
 def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool) -> InputFrame:
-    from tempo.sources import ArrowSource, CsvSource, DataFrameSource, ParquetSource, SparkTableSource
+    from tempo.spark.sources import read_table
     from tempo.spark.types import frame_columns
     from tempo.tables import KINDS, check_columns
 
     source = node.source
     assert isinstance(source, TableSource)
-    source.check_readable(node.name)
-    if isinstance(source, ParquetSource):
-        raw = spark.read.parquet(source.path)
-    elif isinstance(source, CsvSource):
-        raw = spark.read.option("header", True).option("inferSchema", True).csv(source.path)
-    elif isinstance(source, DataFrameSource):
-        raw = source.df
-    elif isinstance(source, SparkTableSource):
-        if not spark.catalog.tableExists(source.name):
-            raise InputSchemaError(node.name, f"{source!r} names no table or view of the Spark catalog")
-        raw = spark.table(source.name)
-    elif isinstance(source, ArrowSource):
-        raw = spark.createDataFrame(source.table)
-    else:
-        raise CompileError(f"the Spark executor cannot read {source!r}")
+    raw = read_table(spark, node.name, source)
     if node.ordering is not None and not source.arrival:
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
     check_columns(node.name, source, frame_columns(raw.schema))
@@ -299,7 +285,7 @@ def _cut(frame: InputFrame) -> None:
     """Cut the rows into blocks and take each block's figures (one job, plus one for the
     order column's range when the rows are not an item list)."""
     assert frame.df is not None
-    from tempo.sources import DataFrameSource
+    from tempo.spark.sources import DataFrameSource
 
     if isinstance(frame.node.source, DataFrameSource):
         # The verdicts find their rows again by (order, file order) in later jobs; a user's
