@@ -42,6 +42,7 @@ from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heart
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
 from tempo.runtime.policy import TimePolicy
+from tempo.runtime.rules import InputRule, message
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, format_time, to_ticks
 
@@ -55,9 +56,6 @@ _KIND = {Point: POINT, Interval: INTERVAL, EdgeStart: START, EdgeEnd: END, Cti: 
 
 Prepared = tuple[int, int, int, int, Any, int, Any]
 """(arrival, kind, start, end, payload, position, item); arrival is inherited when absent."""
-
-ORDERING_NEEDS_ARRIVAL = "an input with ordering settings needs an arrival time on every item"
-END_WITHOUT_START = "end edge without its start: no open start edge has this start and payload"
 
 
 class TimestampMode:
@@ -131,7 +129,7 @@ def _read_table(node: SourceNode, mode: TimestampMode) -> Columns:
 
 def ordering_needs_arrival_column(source: TableSource[Any]) -> str:
     """The rule a table source without an arrival column breaks on an input with ordering settings."""
-    return f"{ORDERING_NEEDS_ARRIVAL}: give {source!r} an arrival= column"
+    return message(InputRule.ORDERING_ARRIVAL_COLUMN, source=repr(source))
 
 
 def _allowed(node: SourceNode) -> set[int]:
@@ -173,28 +171,28 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
         if kind not in allowed:
             raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), kind_rule(shape, kind))
         if kind in (INTERVAL, END) and end <= start:
-            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "end must be after start (lifetimes are [start, end))")
+            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.LIFETIME))
         if kind != CTI and start >= INF:
-            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "an event cannot start at infinity")
+            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.START_AT_INFINITY))
         if at_bad is not None:
             raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), at_bad.rule)
         if arrivals is None or arrivals[position] is None:
             if ordered:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), ORDERING_NEEDS_ARRIVAL)
+                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.ORDERING_ARRIVAL))
             if needs_arrival:
-                raise ImportOrderError(name, position, _row_item(arrivals, position, kind, start, end, payload), "this input takes part in a CTI import, so every row needs an arrival time")
+                raise ImportOrderError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.IMPORT_ARRIVAL))
             arrival = last_arrival
         else:
             arrival = arrivals[position]
             if arrival < last_arrival:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "arrival times must not decrease within an input")
+                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.ARRIVAL_ORDER))
             last_arrival = arrival
         if kind == START:
             open_edges.setdefault(start, []).append(payload)
         elif kind == END:
             waiting = open_edges.get(start)
             if not waiting or payload not in waiting:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), END_WITHOUT_START)
+                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.END_WITHOUT_START))
             waiting.remove(payload)
         yield (arrival, kind, start, end, None if kind == CTI else payload, position, None)
 
@@ -216,22 +214,18 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
             raise InputError(name, position, item, item_kind_rule(shape, item))
         kind = _KIND[type(item)]
         if kind == HEARTBEAT and not ordered:
-            raise InputError(name, position, item, "a Heartbeat moves the arrival clock of inputs with ordering settings; this input has none")
+            raise InputError(name, position, item, message(InputRule.HEARTBEAT_WITHOUT_ORDERING))
         arrival_dt = item.arrival
         if arrival_dt is None:
             if ordered:
-                raise InputError(name, position, item, ORDERING_NEEDS_ARRIVAL)
+                raise InputError(name, position, item, message(InputRule.ORDERING_ARRIVAL))
             if needs_arrival:
-                raise ImportOrderError(
-                    name, position, item,
-                    "this input takes part in a CTI import, so every item needs an arrival time "
-                    "(without one the import cannot be ordered against the other input)",
-                )
+                raise ImportOrderError(name, position, item, message(InputRule.IMPORT_ITEM_ARRIVAL))
             arrival = last_arrival
         else:
             arrival = mode.check(arrival_dt, name, position, item, "arrival")
             if arrival < last_arrival:
-                raise InputError(name, position, item, "arrival times must not decrease within an input")
+                raise InputError(name, position, item, message(InputRule.ARRIVAL_ORDER))
             last_arrival = arrival
         if kind == CTI:
             assert isinstance(item, Cti)
@@ -246,11 +240,11 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
         if not isinstance(payload, payload_type):
             raise InputError(
                 name, position, item,
-                f"payload must be a {payload_type.__qualname__}, got {type(payload).__qualname__}",
+                message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
             )
         start = mode.check(item.start, name, position, item, "start")
         if start >= INF:
-            raise InputError(name, position, item, "an event cannot start at infinity")
+            raise InputError(name, position, item, message(InputRule.START_AT_INFINITY))
         if kind == POINT:
             end = start + 1
         elif kind == START:
@@ -260,14 +254,11 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
             assert isinstance(item, (Interval, EdgeEnd))
             end = mode.check(item.end, name, position, item, "end")
             if end <= start:
-                raise InputError(name, position, item, "end must be after start (lifetimes are [start, end))")
+                raise InputError(name, position, item, message(InputRule.LIFETIME))
             if kind == END:
                 waiting = open_edges.get(start)
                 if not waiting or payload not in waiting:
-                    raise InputError(
-                        name, position, item,
-                        END_WITHOUT_START,
-                    )
+                    raise InputError(name, position, item, message(InputRule.END_WITHOUT_START))
                 waiting.remove(payload)
         yield (arrival, kind, start, end, payload, position, item)
 
@@ -582,7 +573,7 @@ def item_kind_rule(shape: EventShape, item: object) -> str:
     from tempo.expr.schema import is_record
 
     takes = ", ".join(k.__name__ for k in SHAPE_ITEMS[shape] + (Cti, Heartbeat))
-    rule = f"a {shape.name} input takes {takes}, got {type(item).__name__}"
+    rule = message(InputRule.ITEM_KIND, shape=shape.name, takes=takes, got=type(item).__name__)
     if is_record(item):
         wrap = {EventShape.POINT: "Point(start, payload)", EventShape.INTERVAL: "Interval(start, end, payload)",
                 EventShape.EDGE: "EdgeStart(start, payload) and EdgeEnd(start, end, payload)"}[shape]
@@ -592,10 +583,7 @@ def item_kind_rule(shape: EventShape, item: object) -> str:
 
 def cti_violation_rule(what: str, cti: int) -> str:
     """The rule an event breaks that violates the CTI on an input without settings."""
-    return (
-        f"{what} before the current CTI ({format_time(cti)}); this input has no AdvanceTimeSettings, "
-        "so a CTI violation is an error (give it settings with policy DROP or ADJUST)"
-    )
+    return message(InputRule.CTI_VIOLATION, what=what, cti=format_time(cti))
 
 
 def adjusted_lifetime(kind: int, end: int, cti: int) -> tuple[int, int] | None:

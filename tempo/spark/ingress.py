@@ -39,13 +39,14 @@ from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.runtime.replay import CtiReplay, Key
 from tempo.runtime.ingress import (
-    CTI, END, END_WITHOUT_START, HEARTBEAT, INTERVAL, ORDERING_NEEDS_ARRIVAL, POINT, START, TimestampMode, adjusted_lifetime,
+    CTI, END, HEARTBEAT, INTERVAL, POINT, START, TimestampMode, adjusted_lifetime,
     count_rejection, cti_violation_rule, item_of, ordering_needs_arrival_column, prepare,
 )
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
 from tempo.result import Action, InputMetrics, Rule, SubstreamMetrics
 from tempo.runtime.policy import TimePolicy
+from tempo.runtime.rules import CTI_RULE_CODES, InputRule, message
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -65,9 +66,13 @@ LOCAL_ITEMS = 100_000
 EVENT_KINDS = (POINT, INTERVAL, START)
 """Kinds that are received events with a start (counted by count generation)."""
 
-# Why a row was collected as breaking a rule (the ``__bad`` column).
-BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END = range(1, 10)
-NULL_FIELD = 100
+# Why a row was collected as breaking a rule (the ``__bad`` column): the rule's code.
+BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD = (
+    int(r) for r in (
+        InputRule.LIFETIME, InputRule.ROW_KIND, InputRule.ARRIVAL_ORDER, InputRule.IMPORT_ARRIVAL, InputRule.START_AT_INFINITY,
+        InputRule.ORDERING_ARRIVAL, InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.NULL_FIELD,
+    )
+)
 """``NULL_FIELD + i``: a null in the i-th payload field, which is not declared optional."""
 
 
@@ -204,7 +209,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
     check_columns(node.name, source, frame_columns(raw.schema))
     if needs_arrival and not source.arrival:
-        raise ImportOrderError(node.name, 0, None, _BAD_RULES[NO_ARRIVAL])
+        raise ImportOrderError(node.name, 0, None, message(InputRule.IMPORT_ARRIVAL))
     origin = source.origin_ticks()
 
     def ticks(name: str, shift: bool = True) -> Column:
@@ -506,9 +511,6 @@ def _bad_row(frame: InputFrame) -> Column:
 # the exact CTIs and watermark delays of ``CtiReplay``), the rejections, and per key the
 # count of its events.
 
-RULE_CODES = {1: Rule.EARLY_ARRIVAL, 2: Rule.LATE_ARRIVAL, 3: Rule.START_BEFORE_CTI}
-
-
 def _ordering(frame: InputFrame) -> bool:
     return frame.policy.ordered
 
@@ -588,7 +590,11 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
         .when(F.col("__late") | out_of_order_now, F.lit(ADJUSTED))
         .otherwise(F.lit(0))
     )
-    rule = F.when(F.col("__early"), F.lit(1)).when(out_of_order_now, F.lit(3)).when(F.col("__late"), F.lit(2))
+    code = {rule: c for c, rule in CTI_RULE_CODES.items()}
+    rule = (
+        F.when(F.col("__early"), F.lit(code[Rule.EARLY_ARRIVAL])).when(out_of_order_now, F.lit(code[Rule.START_BEFORE_CTI]))
+        .when(F.col("__late"), F.lit(code[Rule.LATE_ARRIVAL]))
+    )
     bound = F.when(F.col("__early"), arrival + (early if early is not None else 0)).when(out_of_order_now, cti).otherwise(late_bound)
     # What moves time: a new largest start (without substreams), a later arrival, a CTI row.
     ordered_step = F.col("__ordered") > F.col("__ordered_before")
@@ -627,7 +633,7 @@ def _ordered_verdicts(frame: InputFrame, rows: Sequence[Any]) -> Verdicts:
         if not status:
             continue
         events.append((r[ORDER], r[FILE], status, r["__bound"], r["__adm_s"], r["__adm_e"]))
-        rules[_key(r)] = RULE_CODES[r["__rule"]]
+        rules[_key(r)] = CTI_RULE_CODES[r["__rule"]]
         action = Action.DROPPED if status == DROPPED else Action.ADJUSTED
         late = (Action.ADJUSTED if r["__late_kept"] else Action.DROPPED) if r["__late"] else None
         for c in (counts, counts.substreams[r["__key"]]) if substreams else (counts,):
@@ -729,32 +735,23 @@ def _in_force(steps: list[tuple[Key, int]]) -> Any:
     return at
 
 
-_BAD_RULES = {
-    BAD_ROW: "end must be after start (lifetimes are [start, end))",
-    BAD_ARRIVAL: "arrival times must not decrease within an input",
-    NO_ARRIVAL: "this input takes part in a CTI import, so every row needs an arrival time",
-    BAD_START: "an event cannot start at infinity",
-    NO_ORDER_ARRIVAL: ORDERING_NEEDS_ARRIVAL,
-}
-
-
 def _bad_rule(frame: InputFrame, code: int, kind: int | None) -> str:
     """The rule a row collected with ``__bad`` = ``code`` breaks (the in-memory executor's words)."""
-    from tempo.tables import UNKNOWN_KIND_RULE, kind_rule, null_field_rule, null_time_rule
+    from tempo.tables import kind_rule, null_field_rule, null_time_rule
 
     source = frame.node.source
-    if code in _BAD_RULES:
-        return _BAD_RULES[code]
+    if code in (BAD_ROW, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL):
+        return message(InputRule(code))
     if code == BAD_KIND:
         return kind_rule(frame.node.shape, kind)  # type: ignore[arg-type]
     assert isinstance(source, TableSource)
     if code == UNKNOWN_KIND:
-        return UNKNOWN_KIND_RULE.format(source.kind)
+        return message(InputRule.UNKNOWN_KIND, column=source.kind)
     if code == NULL_START:
         return null_time_rule("start" if source.start_given else "arrival", source.start)
     if code == NULL_END:
         if not source.end:
-            return f"a row of kind {'interval' if kind == INTERVAL else 'end'!r} needs an end= column"
+            return message(InputRule.NO_END_COLUMN, kind="interval" if kind == INTERVAL else "end")
         return null_time_rule("end", source.end)
     name = record_fields(frame.node.payload_type)[code - NULL_FIELD].name
     return null_field_rule(frame.node.payload_type, name, name)
@@ -973,7 +970,7 @@ def finish(
     for r in sorted(odd, key=lambda r: positions[_key(r)]):
         k, pos = _key(r), positions[_key(r)]
         if r["__status"] == 4:
-            raise InputError(node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k], END_WITHOUT_START)
+            raise InputError(node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k], message(InputRule.END_WITHOUT_START))
         if not frame.policy.has_settings:
             raise CtiViolationError(
                 node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k],
