@@ -37,12 +37,12 @@ from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tempo.errors import CtiViolationError, ImportOrderError, InputError, InputSchemaError
+from tempo.errors import CtiViolationError, InputError, InputSchemaError
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
 from tempo.runtime.policy import TimePolicy
-from tempo.runtime.rules import InputRule, message
+from tempo.runtime.rules import InputRule, error_class, message
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, format_time, to_ticks
 
@@ -160,9 +160,7 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
 
     kinds, starts, ends, arrivals, payloads, bad = table
     name, shape, allowed = node.name, node.shape, _allowed(node)
-    ordered = node.ordering is not None
-    last_arrival = NEG_INF
-    open_edges: dict[int, list[Any]] = {}
+    sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
     for position, (kind, payload) in enumerate(zip(kinds, payloads)):
         start, end = starts[position], ends[position]
         at_bad = bad if bad is not None and bad.position == position else None
@@ -176,25 +174,10 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
             raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.START_AT_INFINITY))
         if at_bad is not None:
             raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), at_bad.rule)
-        if arrivals is None or arrivals[position] is None:
-            if ordered:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.ORDERING_ARRIVAL))
-            if needs_arrival:
-                raise ImportOrderError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.IMPORT_ARRIVAL))
-            arrival = last_arrival
-        else:
-            arrival = arrivals[position]
-            if arrival < last_arrival:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.ARRIVAL_ORDER))
-            last_arrival = arrival
-        if kind == START:
-            open_edges.setdefault(start, []).append(payload)
-        elif kind == END:
-            waiting = open_edges.get(start)
-            if not waiting or payload not in waiting:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.END_WITHOUT_START))
-            waiting.remove(payload)
-        yield (arrival, kind, start, end, None if kind == CTI else payload, position, None)
+        broken = sequence.take_arrival(None if arrivals is None else arrivals[position]) or sequence.pair(kind, start, payload)
+        if broken is not None:
+            raise error_class(broken)(name, position, _row_item(arrivals, position, kind, start, end, payload), message(broken))
+        yield (sequence.last_arrival, kind, start, end, None if kind == CTI else payload, position, None)
 
 
 def _row_item(arrivals: list[int] | None, position: int, kind: int, start: int, end: int, payload: Any) -> Any:
@@ -207,8 +190,7 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
     ordered = node.ordering is not None
-    last_arrival = NEG_INF
-    open_edges: dict[int, list[Any]] = {}
+    sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
     for position, item in enumerate(node.source.items()):
         if not isinstance(item, allowed):
             raise InputError(name, position, item, item_kind_rule(shape, item))
@@ -216,17 +198,10 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
         if kind == HEARTBEAT and not ordered:
             raise InputError(name, position, item, message(InputRule.HEARTBEAT_WITHOUT_ORDERING))
         arrival_dt = item.arrival
-        if arrival_dt is None:
-            if ordered:
-                raise InputError(name, position, item, message(InputRule.ORDERING_ARRIVAL))
-            if needs_arrival:
-                raise ImportOrderError(name, position, item, message(InputRule.IMPORT_ITEM_ARRIVAL))
-            arrival = last_arrival
-        else:
-            arrival = mode.check(arrival_dt, name, position, item, "arrival")
-            if arrival < last_arrival:
-                raise InputError(name, position, item, message(InputRule.ARRIVAL_ORDER))
-            last_arrival = arrival
+        broken = sequence.take_arrival(None if arrival_dt is None else mode.check(arrival_dt, name, position, item, "arrival"))
+        if broken is not None:
+            raise error_class(broken)(name, position, item, message(broken))
+        arrival = sequence.last_arrival
         if kind == CTI:
             assert isinstance(item, Cti)
             t = mode.check(item.timestamp, name, position, item, "Cti timestamp")
@@ -249,18 +224,51 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
             end = start + 1
         elif kind == START:
             end = INF
-            open_edges.setdefault(start, []).append(payload)
         else:
             assert isinstance(item, (Interval, EdgeEnd))
             end = mode.check(item.end, name, position, item, "end")
             if end <= start:
                 raise InputError(name, position, item, message(InputRule.LIFETIME))
-            if kind == END:
-                waiting = open_edges.get(start)
-                if not waiting or payload not in waiting:
-                    raise InputError(name, position, item, message(InputRule.END_WITHOUT_START))
-                waiting.remove(payload)
+        broken = sequence.pair(kind, start, payload)
+        if broken is not None:
+            raise InputError(name, position, item, message(broken))
         yield (arrival, kind, start, end, payload, position, item)
+
+
+class _SequenceChecks:
+    """The rules that hold across an input's items, for items and table rows alike: an
+    arrival time where the settings need one, arrivals that never decrease, and each end
+    edge closing an open start edge with its start and payload."""
+
+    def __init__(self, node: SourceNode, needs_arrival: bool, import_rule: InputRule) -> None:
+        self.ordered = node.ordering is not None
+        self.needs_arrival = needs_arrival
+        self.import_rule = import_rule  # the words differ for items and rows
+        self.last_arrival = NEG_INF
+        """The arrival of the latest item; an item without one inherits it."""
+        self.open_edges: dict[int, list[Any]] = {}  # payloads of open start edges, by start
+
+    def take_arrival(self, arrival: int | None) -> InputRule | None:
+        """Note the next item's arrival (None: not given); the rule it breaks, if any."""
+        if arrival is None:
+            if self.ordered:
+                return InputRule.ORDERING_ARRIVAL
+            return self.import_rule if self.needs_arrival else None
+        if arrival < self.last_arrival:
+            return InputRule.ARRIVAL_ORDER
+        self.last_arrival = arrival
+        return None
+
+    def pair(self, kind: int, start: int, payload: Any) -> InputRule | None:
+        """Open a start edge, or close one with an end edge; the rule broken, if any."""
+        if kind == START:
+            self.open_edges.setdefault(start, []).append(payload)
+        elif kind == END:
+            waiting = self.open_edges.get(start)
+            if not waiting or payload not in waiting:
+                return InputRule.END_WITHOUT_START
+            waiting.remove(payload)
+        return None
 
 
 class ArrivalClock:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from tempo.errors import ImportOrderError, InputError
 from tempo.result import Rule
 
 
@@ -84,6 +85,11 @@ MESSAGES: dict[InputRule, str] = {
 def message(rule: InputRule, **details: Any) -> str:
     """The words of ``rule``, with the details its message names filled in."""
     return MESSAGES[rule].format(**details) if details else MESSAGES[rule]
+
+
+def error_class(rule: InputRule) -> type[InputError]:
+    """What breaking ``rule`` raises: an import without arrival times cannot be ordered."""
+    return ImportOrderError if rule in (InputRule.IMPORT_ARRIVAL, InputRule.IMPORT_ITEM_ARRIVAL) else InputError
 
 
 CTI_RULE_CODES: dict[int, Rule] = {1: Rule.EARLY_ARRIVAL, 2: Rule.LATE_ARRIVAL, 3: Rule.START_BEFORE_CTI}
