@@ -154,7 +154,7 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
 
 def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared]:
     """The rows, each checked as it is given, by the rules in the order the Spark ingress
-    checks them (``tempo.spark.ingress._bad_row``): the kind, the times, the lifetime,
+    checks them (``tempo.spark.ingress.scan._bad_row``): the kind, the times, the lifetime,
     the payload's nulls, then the arrival."""
     from tempo.tables import kind_rule
 
