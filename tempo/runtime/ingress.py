@@ -304,6 +304,7 @@ class Ingress:
         self.name = node.name
         self.node = node
         policy = TimePolicy.of(node.settings, node.over)
+        # Copied onto the ingress: ``process`` reads them for every event.
         self.has_policy = policy.has_settings
         self.adjust = policy.adjust
         self.every_n, self.period, self.delay, self.flush = policy.every_n, policy.period, policy.delay, policy.flush
