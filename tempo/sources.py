@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from tempo.errors import CompileError, InputSchemaError, QueryBuildError
 from tempo.events import EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
 from tempo.settings import AdvanceTimeSettings
+
+if TYPE_CHECKING:
+    from tempo.spark.sources import DataFrameSource as DataFrameSource
+    from tempo.spark.sources import SparkTableSource as SparkTableSource
 
 T = TypeVar("T")
 
@@ -193,20 +197,6 @@ class CsvSource(TableSource[T]):
         return f"CsvSource({self.path!r}, {self.payload_type.__name__})"
 
 
-class DataFrameSource(TableSource[T]):
-    """Rows of a Spark DataFrame (the in-memory executor collects it through Arrow)."""
-
-    def __init__(self, df: Any, payload_type: type[T], start: str | None, **columns: Any) -> None:
-        super().__init__(payload_type, start, **columns)
-        self.df = df
-
-    def arrow_table(self) -> Any:
-        return self.df.toArrow()
-
-    def __repr__(self) -> str:
-        return f"DataFrameSource({self.payload_type.__name__})"
-
-
 class ArrowSource(TableSource[T]):
     """Rows of an in-memory table: a ``pyarrow.Table``, or a pandas ``DataFrame`` (converted
     with ``pyarrow.Table.from_pandas``, without its index). The Spark executor makes a
@@ -269,15 +259,11 @@ def as_source(name: str, source: object, payload_type: type[Any] | None) -> Sour
         raise QueryBuildError(f"input {name!r}: {exc}") from None
 
 
-class SparkTableSource(TableSource[T]):
-    """Rows of a table in the Spark catalog."""
+def __getattr__(name: str) -> Any:
+    # The Spark-only sources live with the Spark executor; importing them here on first
+    # use keeps ``import tempo`` free of pyspark.
+    if name in ("DataFrameSource", "SparkTableSource"):
+        from tempo.spark import sources
 
-    def __init__(self, name: str, payload_type: type[T], start: str | None, **columns: Any) -> None:
-        super().__init__(payload_type, start, **columns)
-        self.name = name
-
-    def arrow_table(self) -> Any:
-        raise CompileError(f"{self!r} is a table of the Spark catalog: only the Spark executor can read it")
-
-    def __repr__(self) -> str:
-        return f"SparkTableSource({self.name!r}, {self.payload_type.__name__})"
+        return getattr(sources, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

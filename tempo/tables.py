@@ -21,6 +21,7 @@ import attrs
 from tempo.errors import InputError, InputSchemaError
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
 from tempo.expr.schema import is_record_type, record_fields
+from tempo.runtime.rules import InputRule, message
 from tempo.ticks import INF, from_ticks
 
 KINDS = {"point": 0, "interval": 1, "start": 2, "end": 3, "cti": 4}
@@ -157,34 +158,25 @@ def check_columns(name: str, source: Any, columns: Mapping[str, str]) -> None:
 
 def null_field_rule(cls: type, field: str, column: str) -> str:
     """The rule a null value breaks in a column that fills a field not declared ``X | None``."""
-    return (
-        f"column {column!r} is null, but the payload field {cls.__qualname__}.{field} is not optional: "
-        f"declare it `... | None`, or fill or filter out the nulls"
-    )
+    return message(InputRule.NULL_FIELD, column=column, cls=cls.__qualname__, field=field)
 
 
 def null_time_rule(arg: str, column: str) -> str:
     """The rule a null time breaks."""
-    return f"the {arg} column {column!r} is null"
+    return message(InputRule.NULL_END if arg == "end" else InputRule.NULL_START, arg=arg, column=column)
 
 
 def null_order_rule(source: Any, count: int) -> str:
     """The rule rows with a null in the column that orders the input break."""
     column = source.order
     arg = "arrival" if column == source.arrival else "start" if column == source.start else "end" if column == source.end else "order"
-    return (
-        f"the {arg} column {column!r} is null in {count} row{'s' if count > 1 else ''}; the rows are taken in order "
-        "of it, so every row needs a value"
-    )
-
-
-UNKNOWN_KIND_RULE = "the kind column {!r} must hold point, interval, start, end or cti (in any case)"
+    return message(InputRule.NULL_ORDER, arg=arg, column=column, count=count, plural="s" if count > 1 else "")
 
 
 def kind_rule(shape: EventShape, kind: int) -> str:
     """The rule a row of a kind its input's shape does not take breaks."""
     takes = {EventShape.POINT: "point, cti", EventShape.INTERVAL: "interval, cti", EventShape.EDGE: "start, end, cti"}[shape]
-    return f"a {shape.name} input takes rows of kind {takes}, not {KIND_NAMES.get(kind, kind)!r}"
+    return message(InputRule.ROW_KIND, shape=shape.name, takes=takes, kind=KIND_NAMES.get(kind, kind))
 
 
 def table_columns(table: Any) -> dict[str, str]:
@@ -323,7 +315,7 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
         for i, k in enumerate(table.column(source.kind).to_pylist()):
             code = KINDS.get(k.lower()) if isinstance(k, str) else None
             if code is None:
-                bad = bad or RowError(name, i, row(i), UNKNOWN_KIND_RULE.format(source.kind), True)
+                bad = bad or RowError(name, i, row(i), message(InputRule.UNKNOWN_KIND, column=source.kind), True)
                 code = 4
             kinds.append(code)
     elif shape in _SHAPE_KIND:
@@ -357,7 +349,7 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
         if s is None:
             bad = RowError(name, i, row(i), null_time_rule(start_arg, source.start), True)
         elif k in (1, 3) and e is None:
-            rule = null_time_rule("end", source.end) if source.end else f"a row of kind {KIND_NAMES[k]!r} needs an end= column"
+            rule = null_time_rule("end", source.end) if source.end else message(InputRule.NO_END_COLUMN, kind=KIND_NAMES[k])
             bad = RowError(name, i, row(i), rule, True)
         elif k != 4 and i in null_rows:
             bad = RowError(name, i, row(i), null_field_rule(source.payload_type, null_rows[i], null_rows[i]), False)

@@ -37,13 +37,14 @@ from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tempo.errors import CtiViolationError, ImportOrderError, InputError, InputSchemaError
+from tempo.errors import CtiViolationError, InputError, InputSchemaError
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
-from tempo.settings import AdvanceTimePolicy
+from tempo.runtime.policy import TimePolicy
+from tempo.runtime.rules import InputRule, error_class, message
 from tempo.sources import TableSource
-from tempo.ticks import INF, NEG_INF, duration_ticks, format_time, to_ticks
+from tempo.ticks import INF, NEG_INF, format_time, to_ticks
 
 if TYPE_CHECKING:
     from tempo.tables import Columns
@@ -55,9 +56,6 @@ _KIND = {Point: POINT, Interval: INTERVAL, EdgeStart: START, EdgeEnd: END, Cti: 
 
 Prepared = tuple[int, int, int, int, Any, int, Any]
 """(arrival, kind, start, end, payload, position, item); arrival is inherited when absent."""
-
-ORDERING_NEEDS_ARRIVAL = "an input with ordering settings needs an arrival time on every item"
-END_WITHOUT_START = "end edge without its start: no open start edge has this start and payload"
 
 
 class TimestampMode:
@@ -131,7 +129,7 @@ def _read_table(node: SourceNode, mode: TimestampMode) -> Columns:
 
 def ordering_needs_arrival_column(source: TableSource[Any]) -> str:
     """The rule a table source without an arrival column breaks on an input with ordering settings."""
-    return f"{ORDERING_NEEDS_ARRIVAL}: give {source!r} an arrival= column"
+    return message(InputRule.ORDERING_ARRIVAL_COLUMN, source=repr(source))
 
 
 def _allowed(node: SourceNode) -> set[int]:
@@ -156,15 +154,13 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
 
 def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared]:
     """The rows, each checked as it is given, by the rules in the order the Spark ingress
-    checks them (``tempo.spark.ingress._bad_row``): the kind, the times, the lifetime,
+    checks them (``tempo.spark.ingress.scan._bad_row``): the kind, the times, the lifetime,
     the payload's nulls, then the arrival."""
     from tempo.tables import kind_rule
 
     kinds, starts, ends, arrivals, payloads, bad = table
     name, shape, allowed = node.name, node.shape, _allowed(node)
-    ordered = node.ordering is not None
-    last_arrival = NEG_INF
-    open_edges: dict[int, list[Any]] = {}
+    sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
     for position, (kind, payload) in enumerate(zip(kinds, payloads)):
         start, end = starts[position], ends[position]
         at_bad = bad if bad is not None and bad.position == position else None
@@ -173,30 +169,15 @@ def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iter
         if kind not in allowed:
             raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), kind_rule(shape, kind))
         if kind in (INTERVAL, END) and end <= start:
-            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "end must be after start (lifetimes are [start, end))")
+            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.LIFETIME))
         if kind != CTI and start >= INF:
-            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "an event cannot start at infinity")
+            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.START_AT_INFINITY))
         if at_bad is not None:
             raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), at_bad.rule)
-        if arrivals is None or arrivals[position] is None:
-            if ordered:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), ORDERING_NEEDS_ARRIVAL)
-            if needs_arrival:
-                raise ImportOrderError(name, position, _row_item(arrivals, position, kind, start, end, payload), "this input takes part in a CTI import, so every row needs an arrival time")
-            arrival = last_arrival
-        else:
-            arrival = arrivals[position]
-            if arrival < last_arrival:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), "arrival times must not decrease within an input")
-            last_arrival = arrival
-        if kind == START:
-            open_edges.setdefault(start, []).append(payload)
-        elif kind == END:
-            waiting = open_edges.get(start)
-            if not waiting or payload not in waiting:
-                raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), END_WITHOUT_START)
-            waiting.remove(payload)
-        yield (arrival, kind, start, end, None if kind == CTI else payload, position, None)
+        broken = sequence.take_arrival(None if arrivals is None else arrivals[position]) or sequence.pair(kind, start, payload)
+        if broken is not None:
+            raise error_class(broken)(name, position, _row_item(arrivals, position, kind, start, end, payload), message(broken))
+        yield (sequence.last_arrival, kind, start, end, None if kind == CTI else payload, position, None)
 
 
 def _row_item(arrivals: list[int] | None, position: int, kind: int, start: int, end: int, payload: Any) -> Any:
@@ -209,30 +190,18 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
     ordered = node.ordering is not None
-    last_arrival = NEG_INF
-    open_edges: dict[int, list[Any]] = {}
+    sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
     for position, item in enumerate(node.source.items()):
         if not isinstance(item, allowed):
             raise InputError(name, position, item, item_kind_rule(shape, item))
         kind = _KIND[type(item)]
         if kind == HEARTBEAT and not ordered:
-            raise InputError(name, position, item, "a Heartbeat moves the arrival clock of inputs with ordering settings; this input has none")
+            raise InputError(name, position, item, message(InputRule.HEARTBEAT_WITHOUT_ORDERING))
         arrival_dt = item.arrival
-        if arrival_dt is None:
-            if ordered:
-                raise InputError(name, position, item, ORDERING_NEEDS_ARRIVAL)
-            if needs_arrival:
-                raise ImportOrderError(
-                    name, position, item,
-                    "this input takes part in a CTI import, so every item needs an arrival time "
-                    "(without one the import cannot be ordered against the other input)",
-                )
-            arrival = last_arrival
-        else:
-            arrival = mode.check(arrival_dt, name, position, item, "arrival")
-            if arrival < last_arrival:
-                raise InputError(name, position, item, "arrival times must not decrease within an input")
-            last_arrival = arrival
+        broken = sequence.take_arrival(None if arrival_dt is None else mode.check(arrival_dt, name, position, item, "arrival"))
+        if broken is not None:
+            raise error_class(broken)(name, position, item, message(broken))
+        arrival = sequence.last_arrival
         if kind == CTI:
             assert isinstance(item, Cti)
             t = mode.check(item.timestamp, name, position, item, "Cti timestamp")
@@ -246,30 +215,60 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
         if not isinstance(payload, payload_type):
             raise InputError(
                 name, position, item,
-                f"payload must be a {payload_type.__qualname__}, got {type(payload).__qualname__}",
+                message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
             )
         start = mode.check(item.start, name, position, item, "start")
         if start >= INF:
-            raise InputError(name, position, item, "an event cannot start at infinity")
+            raise InputError(name, position, item, message(InputRule.START_AT_INFINITY))
         if kind == POINT:
             end = start + 1
         elif kind == START:
             end = INF
-            open_edges.setdefault(start, []).append(payload)
         else:
             assert isinstance(item, (Interval, EdgeEnd))
             end = mode.check(item.end, name, position, item, "end")
             if end <= start:
-                raise InputError(name, position, item, "end must be after start (lifetimes are [start, end))")
-            if kind == END:
-                waiting = open_edges.get(start)
-                if not waiting or payload not in waiting:
-                    raise InputError(
-                        name, position, item,
-                        END_WITHOUT_START,
-                    )
-                waiting.remove(payload)
+                raise InputError(name, position, item, message(InputRule.LIFETIME))
+        broken = sequence.pair(kind, start, payload)
+        if broken is not None:
+            raise InputError(name, position, item, message(broken))
         yield (arrival, kind, start, end, payload, position, item)
+
+
+class _SequenceChecks:
+    """The rules that hold across an input's items, for items and table rows alike: an
+    arrival time where the settings need one, arrivals that never decrease, and each end
+    edge closing an open start edge with its start and payload."""
+
+    def __init__(self, node: SourceNode, needs_arrival: bool, import_rule: InputRule) -> None:
+        self.ordered = node.ordering is not None
+        self.needs_arrival = needs_arrival
+        self.import_rule = import_rule  # the words differ for items and rows
+        self.last_arrival = NEG_INF
+        """The arrival of the latest item; an item without one inherits it."""
+        self.open_edges: dict[int, list[Any]] = {}  # payloads of open start edges, by start
+
+    def take_arrival(self, arrival: int | None) -> InputRule | None:
+        """Note the next item's arrival (None: not given); the rule it breaks, if any."""
+        if arrival is None:
+            if self.ordered:
+                return InputRule.ORDERING_ARRIVAL
+            return self.import_rule if self.needs_arrival else None
+        if arrival < self.last_arrival:
+            return InputRule.ARRIVAL_ORDER
+        self.last_arrival = arrival
+        return None
+
+    def pair(self, kind: int, start: int, payload: Any) -> InputRule | None:
+        """Open a start edge, or close one with an end edge; the rule broken, if any."""
+        if kind == START:
+            self.open_edges.setdefault(start, []).append(payload)
+        elif kind == END:
+            waiting = self.open_edges.get(start)
+            if not waiting or payload not in waiting:
+                return InputRule.END_WITHOUT_START
+            waiting.remove(payload)
+        return None
 
 
 class ArrivalClock:
@@ -304,24 +303,21 @@ class Ingress:
     ) -> None:
         self.name = node.name
         self.node = node
-        settings = node.settings
-        self.has_policy = settings is not None
-        self.adjust = settings is not None and settings.policy is AdvanceTimePolicy.ADJUST
-        gen = settings.generation if settings else None
-        self.every_n = gen.frequency if gen and isinstance(gen.frequency, int) else 0
-        self.period = duration_ticks(gen.frequency) if gen and isinstance(gen.frequency, timedelta) else 0
-        self.delay = duration_ticks(gen.delay) if gen else 0
-        self.flush = bool(gen and gen.advance_to_infinity_on_shutdown)
-        self.ordered = node.ordering is not None
-        self.out_of_order, self.late, self.early = node.ordering.ticks() if node.ordering else (0, None, None)
+        policy = TimePolicy.of(node.settings, node.over)
+        # Copied onto the ingress: ``process`` reads them for every event.
+        self.has_policy = policy.has_settings
+        self.adjust = policy.adjust
+        self.every_n, self.period, self.delay, self.flush = policy.every_n, policy.period, policy.delay, policy.flush
+        self.ordered = policy.ordered
+        self.out_of_order, self.late, self.early = policy.out_of_order, policy.late, policy.early
         # Largest start admitted by the event-time rule, per substream key (one key, None,
         # without substreams).
         self.latest: dict[Any, int] = {}
         self.key_of: Callable[[Any], Any] | None = None
-        if node.over is not None:
+        if policy.over is not None:
             from tempo.runtime.codegen import compile_expression
 
-            self.key_of = compile_expression(node.over, 1)
+            self.key_of = compile_expression(policy.over, 1)
         self.clock = ArrivalClock()  # replaced by the query's shared clock (see ``ArrivalClock``)
         self.delays: list[tuple[int, int]] = []  # (clock, CTI) samples, ticks
         # Per substream key, (clock, CTI) at each move of its own CTI; the last is in force.
@@ -586,7 +582,7 @@ def item_kind_rule(shape: EventShape, item: object) -> str:
     from tempo.expr.schema import is_record
 
     takes = ", ".join(k.__name__ for k in SHAPE_ITEMS[shape] + (Cti, Heartbeat))
-    rule = f"a {shape.name} input takes {takes}, got {type(item).__name__}"
+    rule = message(InputRule.ITEM_KIND, shape=shape.name, takes=takes, got=type(item).__name__)
     if is_record(item):
         wrap = {EventShape.POINT: "Point(start, payload)", EventShape.INTERVAL: "Interval(start, end, payload)",
                 EventShape.EDGE: "EdgeStart(start, payload) and EdgeEnd(start, end, payload)"}[shape]
@@ -596,10 +592,7 @@ def item_kind_rule(shape: EventShape, item: object) -> str:
 
 def cti_violation_rule(what: str, cti: int) -> str:
     """The rule an event breaks that violates the CTI on an input without settings."""
-    return (
-        f"{what} before the current CTI ({format_time(cti)}); this input has no AdvanceTimeSettings, "
-        "so a CTI violation is an error (give it settings with policy DROP or ADJUST)"
-    )
+    return message(InputRule.CTI_VIOLATION, what=what, cti=format_time(cti))
 
 
 def adjusted_lifetime(kind: int, end: int, cti: int) -> tuple[int, int] | None:

@@ -1,0 +1,172 @@
+"""Reading an input into rows (the module's step 1): an item list on the driver or sent to
+Spark, a table by Spark's own readers; and the events admitted on the driver as a relation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
+
+from tempo.errors import ImportOrderError, InputSchemaError
+from tempo.events import EventShape
+from tempo.expr.schema import field_names, record_fields
+from tempo.runtime.ingress import CTI, INTERVAL, POINT, START, TimestampMode, ordering_needs_arrival_column, prepare
+from tempo.plan.nodes import SourceNode
+from tempo.runtime.rules import InputRule, message
+from tempo.sources import ItemSource, TableSource
+from tempo.spark.columns import END as E
+from tempo.spark.columns import START as S
+from tempo.spark.types import to_wire, wire_schema
+from tempo.ticks import INF, NEG_INF
+from tempo.spark.ingress.blocks import _cut
+from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, InputFrame
+
+
+LOCAL_ITEMS = 100_000
+"""Item lists up to this size are admitted on the driver (see ``input_frame``)."""
+
+
+def _item_rows(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> tuple[list[tuple[Any, ...]], dict[int, Any]]:
+    rows: list[tuple[Any, ...]] = []
+    items: dict[int, Any] = {}
+    for arrival, kind, start, end, payload, position, item in prepare(node, mode, needs_arrival):
+        values = to_wire(payload) if payload is not None else [None] * len(record_fields(node.payload_type))
+        rows.append((position, kind, start, end, arrival, *values))
+        items[position] = item
+    return rows, items
+
+
+def _frame_schema(payload_type: type) -> st.StructType:
+    base = [
+        st.StructField(ORDER, st.LongType(), False),
+        st.StructField(KIND, st.IntegerType(), False),
+        st.StructField(S, st.LongType(), False),
+        st.StructField(E, st.LongType(), False),
+        st.StructField(ARR, st.LongType(), False),
+    ]
+    return st.StructType(base + list(wire_schema(payload_type).fields))
+
+
+def _payload_to_internal(df: DataFrame, payload_type: type) -> DataFrame:
+    """Wire columns (datetimes as longs) to the relation's columns (timestamps)."""
+    for f in record_fields(payload_type):
+        if f.dtype is datetime:
+            df = df.withColumn(f.name, F.timestamp_micros(F.col(f.name)))
+    return df
+
+
+def input_frame(
+    spark: SparkSession, node: SourceNode, decl: int, mode: TimestampMode, needs_arrival: bool, local_limit: int = LOCAL_ITEMS
+) -> InputFrame:
+    """The rows of one input, checked as the in-memory executor checks them.
+
+    An item list is already in the driver's memory: up to ``local_limit`` items it is
+    admitted there by the in-memory ingress itself (``prepared`` holds its records), and
+    only the admitted events go to Spark. Larger lists and every table go through the
+    Spark ingress.
+    """
+    source = node.source
+    if isinstance(source, ItemSource) or not isinstance(source, TableSource):
+        if local_limit:
+            prepared = list(prepare(node, mode, needs_arrival))
+            if len(prepared) <= local_limit:
+                items = {rec[5]: rec[6] for rec in prepared}
+                return InputFrame(node, decl, None, items, prepared=prepared, rows=len(prepared))
+        rows, items = _item_rows(node, mode, needs_arrival)
+        df = spark.createDataFrame(rows, _frame_schema(node.payload_type)).withColumn(FILE, F.lit(0).cast("long"))
+        df = df.withColumn(NULLF, F.lit(None).cast("int"))  # prepare() has checked the items
+        frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, rows=len(rows))
+        # prepare() has checked every row; without CTI rows nothing can be late.
+        frame.static = frame.policy.nothing_can_be_late and all(r[1] != CTI for r in rows) and node.shape is not EventShape.EDGE
+    else:
+        frame = _table_frame(spark, node, decl, needs_arrival)
+        mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
+    frame.needs_arrival = needs_arrival
+    if not frame.static:
+        _cut(frame)
+    return frame
+
+
+def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool) -> InputFrame:
+    from tempo.spark.sources import read_table
+    from tempo.spark.types import frame_columns
+    from tempo.tables import KINDS, check_columns
+
+    source = node.source
+    assert isinstance(source, TableSource)
+    raw = read_table(spark, node.name, source)
+    if node.ordering is not None and not source.arrival:
+        raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
+    check_columns(node.name, source, frame_columns(raw.schema))
+    if needs_arrival and not source.arrival:
+        raise ImportOrderError(node.name, 0, None, message(InputRule.IMPORT_ARRIVAL))
+    origin = source.origin_ticks()
+
+    def ticks(name: str, shift: bool = True) -> Column:
+        col = raw.schema[name].dataType
+        c = F.col(f"`{name}`")
+        if isinstance(col, (st.TimestampType, st.TimestampNTZType)):
+            return F.unix_micros(c.cast("timestamp"))
+        return c.cast("long") + F.lit(origin) if shift else c.cast("long")
+
+    if source.kind is not None:
+        k = F.lower(F.col(f"`{source.kind}`").cast("string"))
+        kind = F.lit(None).cast("int")
+        for name, code in KINDS.items():
+            kind = F.when(k == name, F.lit(code)).otherwise(kind)
+    elif node.shape is EventShape.POINT:
+        kind = F.lit(POINT)
+    elif node.shape is EventShape.INTERVAL:
+        kind = F.lit(INTERVAL)
+    else:
+        raise InputSchemaError(node.name, f"an EDGE input from a table needs a kind= column (start, end or cti per row): {source!r} has none")
+    start = ticks(source.start)
+    end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
+    end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind == CTI, start).otherwise(end_col)
+    arrival = ticks(source.arrival) if source.arrival else F.lit(NEG_INF)
+    # Without an order column the file order counts: monotonically_increasing_id follows it.
+    order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else F.monotonically_increasing_id()
+    names = field_names(node.payload_type)
+    df = raw.select(
+        kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
+        F.monotonically_increasing_id().alias(FILE), *_payload_columns(node.payload_type), _null_field(node.payload_type),
+    )
+    frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
+    # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
+    # a kind column or CTIs from settings, there is nothing to check but each row itself.
+    frame.static = frame.policy.nothing_can_be_late and source.kind is None and source.arrival is None
+    return frame
+
+
+def _payload_columns(payload_type: type) -> list[Column]:
+    """A table's payload columns as the fields declare them: an integer column widened for
+    a float field, a timestamp without time zone read as UTC (as the in-memory executor
+    reads them; ``check_columns`` has checked the types)."""
+    out = []
+    for f in record_fields(payload_type):
+        c = F.col(f"`{f.name}`")
+        if f.dtype is float:
+            c = c.cast("double")
+        elif f.dtype is datetime:
+            c = c.cast("timestamp")
+        out.append(c.alias(f.name))
+    return out
+
+
+def _null_field(payload_type: type) -> Column:
+    """``NULLF`` of a table's rows."""
+    first: Column = F.lit(None).cast("int")
+    for i, f in reversed(list(enumerate(record_fields(payload_type)))):
+        if not f.nullable:
+            first = F.when(F.col(f"`{f.name}`").isNull(), F.lit(i)).otherwise(first)
+    return first.alias(NULLF)
+
+
+def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[Any]]) -> DataFrame:
+    """The events admitted on the driver, as a relation (S, E, payload columns)."""
+    rows = [(s, INF if e is None else e, *to_wire(p)) for s, e, p in events.values()]
+    schema = st.StructType([st.StructField(S, st.LongType(), False), st.StructField(E, st.LongType(), False)] + list(wire_schema(frame.node.payload_type).fields))
+    return _payload_to_internal(spark.createDataFrame(rows, schema), frame.node.payload_type)

@@ -1,0 +1,111 @@
+"""An input's rows inside the Spark ingress: their columns, the codes they carry, the frame
+the driver keeps of each input, and the per-row columns its time policy defines."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F
+
+from tempo.runtime.ingress import INTERVAL, POINT, START
+from tempo.plan.nodes import SourceNode
+from tempo.runtime.policy import TimePolicy
+from tempo.runtime.rules import InputRule
+from tempo.spark.columns import END as E
+from tempo.spark.columns import START as S
+from tempo.ticks import INF
+
+if TYPE_CHECKING:
+    from tempo.spark.ingress.blocks import Blocks
+
+
+POS, KIND, ARR, BLOCK = "__pos", "__kind", "__arr", "__block"
+ORDER, FILE = "__order", "__file"
+"""Input order of a row (the order column, or file order), and the tie-break (file order)."""
+NULLF = "__nullf"
+"""The index of a row's first payload field that is null but not declared optional, else null."""
+EVENT_KINDS = (POINT, INTERVAL, START)
+"""Kinds that are received events with a start (counted by count generation)."""
+
+# Why a row was collected as breaking a rule (the ``__bad`` column): the rule's code.
+BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD = (
+    int(r) for r in (
+        InputRule.LIFETIME, InputRule.ROW_KIND, InputRule.ARRIVAL_ORDER, InputRule.IMPORT_ARRIVAL, InputRule.START_AT_INFINITY,
+        InputRule.ORDERING_ARRIVAL, InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.NULL_FIELD,
+    )
+)
+"""``NULL_FIELD + i``: a null in the i-th payload field, which is not declared optional."""
+
+DROPPED, ADJUSTED = 2, 1
+"""A verdict's status (0: admitted as read)."""
+
+
+@attrs.define
+class InputFrame:
+    """One input as rows, with what the driver knows of it."""
+
+    node: SourceNode
+    decl: int
+    df: DataFrame | None
+    items: dict[int, Any] | None  # position -> received item, for item lists
+    prepared: list[Any] | None = None  # records admitted on the driver (small item lists)
+    rows: int | None = None  # known for item lists
+    static: bool = False  # nothing can be late: every row is admitted as read
+    needs_arrival: bool = False  # the input takes part in an import
+    kinds_vary: bool = True  # rows may be of several kinds (else: all events of the shape)
+    has_arrival: bool = True  # rows carry arrival times
+    blocks: Blocks | None = None
+    collected: list[Row] = attrs.Factory(list)  # what the scan job kept (see ``scan``)
+    policy: TimePolicy = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.policy = TimePolicy.of(self.node.settings, self.node.over)
+
+
+def _counted() -> Column:
+    return F.col(KIND).isin(*EVENT_KINDS)
+
+
+def _period_column(frame: InputFrame) -> Column | None:
+    if not frame.policy.period:
+        return None
+    return F.when(_counted(), F.floor(F.col(S) / frame.policy.period))
+
+
+def _imports(frame: InputFrame) -> bool:
+    return frame.policy.import_from is not None
+
+
+def _ordering(frame: InputFrame) -> bool:
+    return frame.policy.ordered
+
+
+def _tolerances(frame: InputFrame) -> tuple[int, int | None, int | None]:
+    policy = frame.policy
+    assert policy.ordered
+    return policy.out_of_order, policy.late, policy.early
+
+
+def _early_late(frame: InputFrame) -> tuple[Column, Column]:
+    """(early, late) of each row, by the input's arrival-time rules."""
+    _, late, early = _tolerances(frame)
+    event = F.col(KIND).isin(POINT, INTERVAL)
+    is_early = (event & (F.col(S) > F.col(ARR) + early)) if early is not None else F.lit(False)
+    is_late = (event & ~is_early & (F.col(S) < F.col(ARR) - late)) if late is not None else F.lit(False)
+    return F.coalesce(is_early, F.lit(False)), F.coalesce(is_late, F.lit(False))
+
+
+def _ordered_start(frame: InputFrame) -> Column:
+    """The start of an event that passes both arrival checks (what raises time), else null."""
+    early, late = _early_late(frame)
+    return F.when(F.col(KIND).isin(POINT, INTERVAL) & ~early & ~late, F.col(S))
+
+
+def _breaks_a_rule(node: SourceNode) -> Column:
+    """A row of an input where nothing can be late (points or intervals) breaking a rule."""
+    return (
+        F.col(S).isNull() | F.col(E).isNull() | (F.col(S) >= INF) | ((F.col(KIND) == INTERVAL) & (F.col(E) <= F.col(S)))
+        | F.col(NULLF).isNotNull() | F.col(ORDER).isNull()
+    )
