@@ -10,15 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from tempo.errors import CompileError, InputSchemaError, QueryBuildError
 from tempo.events import EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
 from tempo.settings import AdvanceTimeSettings
-
-if TYPE_CHECKING:
-    from tempo.spark.sources import DataFrameSource as DataFrameSource
-    from tempo.spark.sources import SparkTableSource as SparkTableSource
 
 T = TypeVar("T")
 
@@ -233,7 +229,7 @@ def _table_hint(source: object) -> str | None:
     if _is_pandas(source):
         return f"wrap it in tempo.sources.ArrowSource(frame, PayloadClass, {columns})"
     if "pyspark.DataFrame" in mro:
-        return f"wrap it in tempo.sources.DataFrameSource(df, PayloadClass, {columns})"
+        return f"wrap it in tempo.spark.sources.DataFrameSource(df, PayloadClass, {columns})"
     if isinstance(source, (str, bytes)) or "pathlib.PurePath" in mro:
         return f"for a file, use tempo.sources.ParquetSource(path, PayloadClass, {columns}) or CsvSource(...)"
     return None
@@ -258,12 +254,3 @@ def as_source(name: str, source: object, payload_type: type[Any] | None) -> Sour
     except QueryBuildError as exc:
         raise QueryBuildError(f"input {name!r}: {exc}") from None
 
-
-def __getattr__(name: str) -> Any:
-    # The Spark-only sources live with the Spark executor; importing them here on first
-    # use keeps ``import tempo`` free of pyspark.
-    if name in ("DataFrameSource", "SparkTableSource"):
-        from tempo.spark import sources
-
-        return getattr(sources, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ import attrs
 from tempo.errors import InputError, InputSchemaError
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
 from tempo.expr.schema import is_record_type, record_fields
-from tempo.runtime.rules import InputRule, message
+from tempo.rules import InputRule, message
 from tempo.ticks import INF, from_ticks
 
 KINDS = {"point": 0, "interval": 1, "start": 2, "end": 3, "cti": 4}

@@ -1,6 +1,7 @@
 """The neutral runtime: tempo's push-based reference engine, beneath every executor.
 
-``ingress`` (an input's checks, time policy and CTIs), ``operators`` (one push-based operator
+``policy`` (an input's ``AdvanceTimeSettings`` decoded once into ticks), ``ingress`` (an
+input's checks and CTIs, by the rules of ``tempo.rules``), ``operators`` (one push-based operator
 per plan node, with release queues), ``codegen`` (expressions as Python code), ``engine``
 (compiling a plan into operators, the arrival-order merge, result assembly) and ``replay``
 (CTIs replayed on the driver for executors that compute events in bulk). The in-memory

@@ -42,7 +42,7 @@ from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heart
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
 from tempo.runtime.policy import TimePolicy
-from tempo.runtime.rules import InputRule, error_class, message
+from tempo.rules import InputRule, error_class, message
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, format_time, to_ticks
 

@@ -327,12 +327,12 @@ def test_ids_are_unique() -> None:
 
 def test_a_spark_dataframe_as_source_says_to_wrap_it(spark_session: Any) -> None:
     frame = spark_session.createDataFrame([(1, 1.5)], "k long, v double")
-    with pytest.raises(QueryBuildError, match=r"tempo\.sources\.DataFrameSource\(df, PayloadClass"):
+    with pytest.raises(QueryBuildError, match=r"tempo\.spark\.sources\.DataFrameSource\(df, PayloadClass"):
         Stream.create("readings", frame, EventShape.POINT, FLUSH)
 
 
 def test_a_catalog_table_that_does_not_exist(spark_session: Any) -> None:
-    from tempo.sources import SparkTableSource
+    from tempo.spark.sources import SparkTableSource
     from tempo.spark import SparkExecutor
 
     stream = Stream.create("readings", SparkTableSource("no_such_table", R, start="ts"), EventShape.POINT, FLUSH)

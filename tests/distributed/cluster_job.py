@@ -23,7 +23,7 @@ from tempo import (
     Stream,
     udf,
 )
-from tempo.sources import DataFrameSource
+from tempo.spark.sources import DataFrameSource
 from tempo.spark import SparkExecutor, spark_session
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -14,7 +14,7 @@ from tempo.errors import CtiViolationError, InputError
 from tempo.runtime.replay import CtiReplay
 from tempo.runtime.ingress import cti_violation_rule
 from tempo.result import Action, InputMetrics, Rule
-from tempo.runtime.rules import InputRule, message
+from tempo.rules import InputRule, message
 from tempo.spark.ingress.admit import Admitted
 from tempo.spark.ingress.blocks import _cut
 from tempo.spark.ingress.rows import POS, ARR, ORDER, FILE, ADJUSTED, _breaks_a_rule

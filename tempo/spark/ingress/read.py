@@ -15,7 +15,7 @@ from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.runtime.ingress import CTI, INTERVAL, POINT, START, TimestampMode, ordering_needs_arrival_column, prepare
 from tempo.plan.nodes import SourceNode
-from tempo.runtime.rules import InputRule, message
+from tempo.rules import InputRule, message
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S

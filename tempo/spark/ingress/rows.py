@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from tempo.runtime.ingress import INTERVAL, POINT, START
 from tempo.plan.nodes import SourceNode
 from tempo.runtime.policy import TimePolicy
-from tempo.runtime.rules import InputRule
+from tempo.rules import InputRule
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.ticks import INF

@@ -12,7 +12,7 @@ from tempo.events import EventShape
 from tempo.runtime.replay import Key
 from tempo.runtime.ingress import CTI, END, HEARTBEAT, INTERVAL, POINT, START
 from tempo.result import Rule
-from tempo.runtime.rules import CTI_RULE_CODES
+from tempo.rules import CTI_RULE_CODES
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column

@@ -18,7 +18,7 @@ from tempo.runtime.replay import CtiReplay, Key
 from tempo.runtime.ingress import CTI, END, INTERVAL, adjusted_lifetime, count_rejection, cti_violation_rule, item_of
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, InputMetrics, Rule, SubstreamMetrics
-from tempo.runtime.rules import CTI_RULE_CODES, InputRule, message
+from tempo.rules import CTI_RULE_CODES, InputRule, message
 from tempo.sources import TableSource
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
