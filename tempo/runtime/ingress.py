@@ -578,12 +578,16 @@ def count_rejection(counts: EventCounts, rule: Rule, action: Action, ordered: bo
 
 def item_kind_rule(shape: EventShape, item: object) -> str:
     """The rule an item of a kind its input's shape does not take breaks, with what to
-    write instead of a bare payload."""
+    write instead: the shape that takes an event item of another kind, or the item that
+    gives a bare payload its lifetime."""
     from tempo.expr.schema import is_record
 
     takes = ", ".join(k.__name__ for k in SHAPE_ITEMS[shape] + (Cti, Heartbeat))
     rule = message(InputRule.ITEM_KIND, shape=shape.name, takes=takes, got=type(item).__name__)
-    if is_record(item):
+    other = [s for s, kinds in SHAPE_ITEMS.items() if isinstance(item, kinds)]
+    if other:
+        rule += f": declare the input as EventShape.{other[0].name} for {type(item).__name__} items"
+    elif is_record(item):
         wrap = {EventShape.POINT: "Point(start, payload)", EventShape.INTERVAL: "Interval(start, end, payload)",
                 EventShape.EDGE: "EdgeStart(start, payload) and EdgeEnd(start, end, payload)"}[shape]
         rule += f": a payload needs a lifetime, wrap it as {wrap}"

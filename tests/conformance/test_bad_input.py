@@ -261,7 +261,8 @@ CASES: list[Case] = [
     Case("items-bare-payload-in-interval-input", items_input([Interval(t(1), t(2), R(1, 1.0)), R(2, 2.0)], EventShape.INTERVAL),
          InputError, ("item #1", "got R", "wrap it as Interval(start, end, payload)"), 1),
     Case("items-wrong-shape", items_input([Point(t(1), R(1, 1.0)), Interval(t(1), t(2), R(1, 1.0))]), InputError,
-         ("input 'readings'", "item #1", "a POINT input takes Point, Cti, Heartbeat, got Interval"), 1),
+         ("input 'readings'", "item #1", "a POINT input takes Point, Cti, Heartbeat, got Interval",
+          "declare the input as EventShape.INTERVAL for Interval items"), 1),
     Case("items-string-start", items_input([Point("2024-01-01", R(1, 1.0))]), InputError,  # type: ignore[arg-type]
          ("input 'readings'", "item #0", "start must be a datetime, got str"), 0),
     Case("items-date-start", items_input([Point(date(2024, 1, 1), R(1, 1.0))]), InputError,  # type: ignore[arg-type]
