@@ -103,6 +103,7 @@ class ExecutorKind:
 
     id: str  # the test id's parameter
     name: str  # as its errors name it: "the <name> executor"
+    executor_class: str  # the class of the executors it makes, for ``promises``
     capabilities: frozenset[Capability]
     make: Callable[[pytest.FixtureRequest], Any]
     marks: tuple[pytest.MarkDecorator, ...] = ()
@@ -126,11 +127,19 @@ def _spark_ingress(request: pytest.FixtureRequest) -> Any:
     return SparkExecutor(spark.spark, local_items=0)
 
 
-MEMORY = ExecutorKind("memory", "in-memory", frozenset(Capability), lambda request: InMemoryExecutor())
-SPARK = ExecutorKind("spark", "Spark", frozenset(), _spark, (pytest.mark.spark,))
-SPARK_INGRESS = ExecutorKind("spark-ingress", "Spark", frozenset(), _spark_ingress, (pytest.mark.spark,))
+MEMORY = ExecutorKind("memory", "in-memory", "InMemoryExecutor", frozenset(Capability), lambda request: InMemoryExecutor())
+SPARK = ExecutorKind("spark", "Spark", "SparkExecutor", frozenset(), _spark, (pytest.mark.spark,))
+SPARK_INGRESS = ExecutorKind("spark-ingress", "Spark", "SparkExecutor", frozenset(), _spark_ingress, (pytest.mark.spark,))
 EXECUTORS = (MEMORY, SPARK)
 """The executors every executor-parametrised test runs on."""
+
+
+def promises(executor: object, capability: Capability) -> bool:
+    """Whether ``executor`` promises ``capability``: for shared checks (``same_items``...) that
+    compare what every executor promises and, where promised, the reference's detail."""
+    kinds = [k for k in (MEMORY, SPARK, SPARK_INGRESS) if k.executor_class == type(executor).__name__]
+    assert kinds, f"{type(executor).__name__} is no executor kind of tests/conftest.py"
+    return all(capability in k.capabilities for k in kinds)
 
 
 def on_executors(*kinds: ExecutorKind) -> pytest.MarkDecorator:
