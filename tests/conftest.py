@@ -1,9 +1,9 @@
 """Shared fixtures: the executors tests run on, and one Spark session.
 
-``EXECUTORS`` lists the executors every test taking the ``executor`` fixture runs on:
-``"memory"`` (``InMemoryExecutor``) and ``"spark"`` (``tempo.spark.SparkExecutor``), each an
-``ExecutorKind`` with the name its errors use and the ``Capability`` set it promises; a third
-executor is one more entry. ``on_executors`` picks other kinds for one test or module, and
+``KINDS`` lists the executors tests run on, each an ``ExecutorKind`` with the name its errors
+use and the ``Capability`` set it promises; a third executor is one more entry. Every test
+taking the ``executor`` fixture runs on ``EXECUTORS``: ``"memory"`` (``InMemoryExecutor``) and
+``"spark"`` (``tempo.spark.SparkExecutor``). ``on_executors`` picks other kinds for one test or module, and
 ``@pytest.mark.needs(Capability...)`` skips a test on kinds that lack a capability. The Spark
 kinds carry the ``spark`` marker and are skipped, with the reason, when pyspark, a Java
 runtime or ``tempo.spark.SparkExecutor`` is missing. ``tempo.spark`` (and pyspark) are
@@ -107,6 +107,7 @@ class ExecutorKind:
     capabilities: frozenset[Capability]
     make: Callable[[pytest.FixtureRequest], Any]
     marks: tuple[pytest.MarkDecorator, ...] = ()
+    everywhere: bool = True  # in EXECUTORS; False: only where a test asks for it (on_executors)
 
     def param(self) -> Any:
         return pytest.param(self, id=self.id, marks=self.marks)
@@ -129,15 +130,17 @@ def _spark_ingress(request: pytest.FixtureRequest) -> Any:
 
 MEMORY = ExecutorKind("memory", "in-memory", "InMemoryExecutor", frozenset(Capability), lambda request: InMemoryExecutor())
 SPARK = ExecutorKind("spark", "Spark", "SparkExecutor", frozenset(), _spark, (pytest.mark.spark,))
-SPARK_INGRESS = ExecutorKind("spark-ingress", "Spark", "SparkExecutor", frozenset(), _spark_ingress, (pytest.mark.spark,))
-EXECUTORS = (MEMORY, SPARK)
+SPARK_INGRESS = ExecutorKind("spark-ingress", "Spark", "SparkExecutor", frozenset(), _spark_ingress, (pytest.mark.spark,), everywhere=False)
+KINDS = (MEMORY, SPARK, SPARK_INGRESS)
+"""Every executor kind: a new executor is one more entry here."""
+EXECUTORS = tuple(k for k in KINDS if k.everywhere)
 """The executors every executor-parametrised test runs on."""
 
 
 def promises(executor: object, capability: Capability) -> bool:
     """Whether ``executor`` promises ``capability``: for shared checks (``same_items``...) that
     compare what every executor promises and, where promised, the reference's detail."""
-    kinds = [k for k in (MEMORY, SPARK, SPARK_INGRESS) if k.executor_class == type(executor).__name__]
+    kinds = [k for k in KINDS if k.executor_class == type(executor).__name__]
     assert kinds, f"{type(executor).__name__} is no executor kind of tests/conftest.py"
     return all(capability in k.capabilities for k in kinds)
 

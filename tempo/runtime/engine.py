@@ -31,7 +31,6 @@ from tempo.sources import ItemSource, TableSource
 from tempo.ticks import INF, TICK, from_ticks
 
 T = TypeVar("T")
-N = TypeVar("N", bound=p.Node)
 
 _COMPILERS: Registry[Build, ops.Operator] = Registry("in-memory", "plan node")
 compiles = _COMPILERS.rule
