@@ -16,6 +16,7 @@ from tempo.errors import (
     TempoError,
     TraceError,
     UdfResultError,
+    UnsupportedError,
 )
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point, SubstreamCti
 from tempo.executors import Executor, get_executor, spark_available
@@ -84,6 +85,7 @@ __all__ = [
     "TraceError",
     "UdfResultError",
     "UnreleasedResultsWarning",
+    "UnsupportedError",
     "Window",
     "WindowedStream",
     "Withheld",

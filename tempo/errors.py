@@ -59,6 +59,25 @@ class CompileError(TempoError):
     """An executor cannot express a node of the logical plan."""
 
 
+class UnsupportedError(CompileError):
+    """An executor cannot run a plan node, an expression or a source of the query.
+
+    Every executor raises this one error for what it lacks, whichever compiler finds it,
+    naming ``executor`` (its name, as in "the Spark executor"), ``what`` (the node,
+    expression or source) and ``reason``. It is a ``CompileError`` so that code catching
+    that keeps working: ``CompileError`` remains the base of what stops a query from being
+    compiled, ``UnsupportedError`` the case where another executor might run it."""
+
+    def __init__(self, executor: str, what: str, reason: str) -> None:
+        self.executor = executor
+        self.what = what
+        self.reason = reason
+        super().__init__(f"the {executor} executor cannot run {what}: {reason}")
+
+    def __reduce__(self) -> tuple[type[UnsupportedError], tuple[str, str, str]]:
+        return (UnsupportedError, (self.executor, self.what, self.reason))
+
+
 class UdfResultError(TempoError):
     """A ``tempo.udf`` function returned a value of another type than it declared."""
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar, cast
 
-from tempo.errors import CompileError, InputSchemaError, QueryBuildError
+from tempo.errors import InputSchemaError, QueryBuildError, UnsupportedError
 from tempo.events import EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
 from tempo.settings import AdvanceTimeSettings
 
@@ -145,7 +145,7 @@ class TableSource(Source[T]):
 
     def arrow_table(self) -> Any:
         """The rows as a pyarrow Table (used by the in-memory executor)."""
-        raise CompileError(f"{self!r} cannot be read outside Spark (it has no arrow_table())")
+        raise UnsupportedError("in-memory", repr(self), "it reads a source only through its arrow_table(), which this one does not have")
 
     def check_readable(self, name: str) -> None:
         """Raise ``InputSchemaError`` for input ``name`` when the source cannot be there to

@@ -1,21 +1,26 @@
-"""Shared fixtures: the executors the conformance suite runs on, and one Spark session.
+"""Shared fixtures: the executors tests run on, and one Spark session.
 
-``executor`` is parametrized over ``"memory"`` (``InMemoryExecutor``) and ``"spark"``
-(``tempo.spark.SparkExecutor``); the Spark parameter carries the ``spark`` marker and is
-skipped, with the reason, when pyspark, a Java runtime or ``tempo.spark.SparkExecutor``
-is missing. ``tempo.spark`` (and pyspark) are imported only when a Spark test runs, and a
-whole test run shares one local Spark session.
+``KINDS`` lists the executors tests run on, each an ``ExecutorKind`` with the name its errors
+use and the ``Capability`` set it promises; a third executor is one more entry. Every test
+taking the ``executor`` fixture runs on ``EXECUTORS``: ``"memory"`` (``InMemoryExecutor``) and
+``"spark"`` (``tempo.spark.SparkExecutor``). ``on_executors`` picks other kinds for one test or module, and
+``@pytest.mark.needs(Capability...)`` skips a test on kinds that lack a capability. The Spark
+kinds carry the ``spark`` marker and are skipped, with the reason, when pyspark, a Java
+runtime or ``tempo.spark.SparkExecutor`` is missing. ``tempo.spark`` (and pyspark) are
+imported only when a Spark test runs, and a whole test run shares one local Spark session.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pytest
 
 from tempo import InMemoryExecutor
@@ -78,10 +83,93 @@ def spark_executor(spark_session: Any) -> Any:
     return SparkExecutor(spark_session)
 
 
-@pytest.fixture(params=["memory", pytest.param("spark", marks=pytest.mark.spark)])
-def executor(request: pytest.FixtureRequest) -> Any:
-    """The executor a conformance test runs its queries on."""
-    if request.param == "memory":
-        return InMemoryExecutor()
+class Capability(enum.Enum):
+    """What an executor promises beyond the results, events and CTIs every executor gives.
+
+    A test that checks such a detail is marked ``@pytest.mark.needs(Capability.X)`` and is
+    skipped, with the reason, on executors that do not promise it."""
+
+    RAW_ITEMS = "raw_items"
+    """``Result.raw`` is the item-by-item output the hand-written timelines describe: edges
+    as edges, interleaved with CTIs, and events released by one CTI in the engine's order."""
+
+    IN_PROCESS_UDFS = "in_process_udfs"
+    """udfs run in the test's process, so a test can observe their calls."""
+
+
+@attrs.frozen
+class ExecutorKind:
+    """One way to run a query that tests run on: the only place an executor is added."""
+
+    id: str  # the test id's parameter
+    name: str  # as its errors name it: "the <name> executor"
+    executor_class: str  # the class of the executors it makes, for ``promises``
+    capabilities: frozenset[Capability]
+    make: Callable[[pytest.FixtureRequest], Any]
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+    everywhere: bool = True  # in EXECUTORS; False: only where a test asks for it (on_executors)
+
+    def param(self) -> Any:
+        return pytest.param(self, id=self.id, marks=self.marks)
+
+
+def _spark(request: pytest.FixtureRequest) -> Any:
     skip_without_spark()
     return request.getfixturevalue("spark_executor")
+
+
+def _spark_ingress(request: pytest.FixtureRequest) -> Any:
+    """Spark with every input read as DataFrames in blocks of 3 rows (its ingress path for
+    large inputs), rather than collected on the driver."""
+    spark = _spark(request)
+    from tempo.spark import SparkExecutor, ingress
+
+    request.getfixturevalue("monkeypatch").setattr(ingress, "BLOCK_ROWS", 3)
+    return SparkExecutor(spark.spark, local_items=0)
+
+
+MEMORY = ExecutorKind("memory", "in-memory", "InMemoryExecutor", frozenset(Capability), lambda request: InMemoryExecutor())
+SPARK = ExecutorKind("spark", "Spark", "SparkExecutor", frozenset(), _spark, (pytest.mark.spark,))
+SPARK_INGRESS = ExecutorKind("spark-ingress", "Spark", "SparkExecutor", frozenset(), _spark_ingress, (pytest.mark.spark,), everywhere=False)
+KINDS = (MEMORY, SPARK, SPARK_INGRESS)
+"""Every executor kind: a new executor is one more entry here."""
+EXECUTORS = tuple(k for k in KINDS if k.everywhere)
+"""The executors every executor-parametrised test runs on."""
+
+
+def promises(executor: object, capability: Capability) -> bool:
+    """Whether ``executor`` promises ``capability``: for shared checks (``same_items``...) that
+    compare what every executor promises and, where promised, the reference's detail."""
+    kinds = [k for k in KINDS if k.executor_class == type(executor).__name__]
+    assert kinds, f"{type(executor).__name__} is no executor kind of tests/conftest.py"
+    return all(capability in k.capabilities for k in kinds)
+
+
+def on_executors(*kinds: ExecutorKind) -> pytest.MarkDecorator:
+    """Run a test's (or a module's, as ``pytestmark``) ``executor`` on ``kinds`` rather than
+    on ``EXECUTORS``."""
+    return pytest.mark.executors(*kinds)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "executor_kind" in metafunc.fixturenames:
+        mark = metafunc.definition.get_closest_marker("executors")
+        kinds = EXECUTORS if mark is None else mark.args
+        metafunc.parametrize("executor_kind", [k.param() for k in kinds], indirect=True)
+
+
+@pytest.fixture
+def executor_kind(request: pytest.FixtureRequest) -> ExecutorKind:
+    """The executor kind a test runs on; skips a test marked ``needs`` what it lacks."""
+    kind: ExecutorKind = request.param
+    for mark in request.node.iter_markers("needs"):
+        missing = set(mark.args) - kind.capabilities
+        if missing:
+            pytest.skip(f"the {kind.name} executor does not promise {', '.join(sorted(c.value for c in missing))}")
+    return kind
+
+
+@pytest.fixture
+def executor(executor_kind: ExecutorKind, request: pytest.FixtureRequest) -> Any:
+    """The executor a conformance test runs its queries on (one per ``EXECUTORS`` entry)."""
+    return executor_kind.make(request)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from tempo.dispatch import Registry
 from tempo.expr import nodes as x
 from tempo.ticks import to_ticks
 
@@ -78,53 +79,8 @@ class _Gen:
         return name
 
     def gen(self, e: x.Expr) -> str:
-        if isinstance(e, x.Input):
-            return self.args[e.index]
-        if isinstance(e, x.Attr):
-            base = self.gen(e.base)
-            if e.base.nullable:
-                return f"(None if {base} is None else {base}.{e.name})"
-            return f"{base}.{e.name}"
-        if isinstance(e, x.Lit):
-            if isinstance(e.value, (bool, int, float, str)) or e.value is None:
-                return repr(e.value) if not isinstance(e.value, float) else self.const(e.value)
-            return self.const(e.value)
-        if isinstance(e, x.Binary):
-            return self.binary(e)
-        if isinstance(e, x.Unary):
-            v = self.gen(e.operand)
-            if e.op == "not":
-                return f"_not3({v})" if e.operand.nullable else f"(not {v})"
-            fn = {"neg": "-", "abs": "abs"}[e.op]
-            if e.operand.nullable:
-                return f"(lambda _v: None if _v is None else {fn}(_v))({v})"
-            return f"{fn}({v})"
-        if isinstance(e, x.When):
-            return f"({self.gen(e.then)} if {self.gen(e.condition)} else {self.gen(e.otherwise)})"
-        if isinstance(e, x.IsIn):
-            values = self.const(frozenset(e.values)) if _hashable(e.values) else self.const(tuple(e.values))
-            v = self.gen(e.operand)
-            if e.operand.nullable:
-                return f"(lambda _v: None if _v is None else _v in {values})({v})"
-            return f"({v} in {values})"
-        if isinstance(e, x.PyCall):
-            fn = self.const(x.checked_udf(e.fn, e.returns, getattr(e.fn, "__name__", "udf"), local=True))
-            return f"{fn}({', '.join(self.gen(a) for a in e.args)})"
-        if isinstance(e, x.IsNull):
-            return f"({self.gen(e.operand)} is {'not ' if e.negate else ''}None)"
-        if isinstance(e, x.Coalesce):
-            return self.coalesce(e)
-        if isinstance(e, x.Record):
-            cls = self.const(e.cls)
-            inner = ", ".join(f"{n}={self.gen(v)}" for n, v in zip(e.names, e.values))
-            return f"{cls}({inner})"
-        if isinstance(e, x.AggRef):
-            return f"aggs[{e.index}]"
-        if isinstance(e, x.KeyRef):
-            return f"key[{e.index}]"
-        if isinstance(e, x.WindowBound):
-            return "ws" if e.which == "start" else "we"
-        raise TypeError(f"no code generation for {type(e).__name__}")
+        """The Python source computing ``e``, by the rule of its class (``_CODE`` below)."""
+        return _CODE(self, e)
 
     def coalesce(self, e: x.Coalesce) -> str:
         """The first non-null value, evaluating the later ones only when needed (as Spark's
@@ -163,6 +119,92 @@ class _Gen:
         if nullable:
             return f"(lambda _a, _b: None if _a is None or _b is None else _a {op} _b)({a}, {b})"
         return f"({a} {op} {b})"
+
+
+_CODE: Registry[_Gen, str] = Registry("in-memory", "expression", lambda e: f"the expression {x.render(e)}")
+"""Code generation rules, one per expression class (run once per query, not per event)."""
+
+
+@_CODE.rule(x.Input)
+def _input(g: _Gen, e: x.Input) -> str:
+    return g.args[e.index]
+
+
+@_CODE.rule(x.Attr)
+def _attr(g: _Gen, e: x.Attr) -> str:
+    base = g.gen(e.base)
+    if e.base.nullable:
+        return f"(None if {base} is None else {base}.{e.name})"
+    return f"{base}.{e.name}"
+
+
+@_CODE.rule(x.Lit)
+def _lit(g: _Gen, e: x.Lit) -> str:
+    if isinstance(e.value, (bool, int, float, str)) or e.value is None:
+        return repr(e.value) if not isinstance(e.value, float) else g.const(e.value)
+    return g.const(e.value)
+
+
+@_CODE.rule(x.Unary)
+def _unary(g: _Gen, e: x.Unary) -> str:
+    v = g.gen(e.operand)
+    if e.op == "not":
+        return f"_not3({v})" if e.operand.nullable else f"(not {v})"
+    fn = {"neg": "-", "abs": "abs"}[e.op]
+    if e.operand.nullable:
+        return f"(lambda _v: None if _v is None else {fn}(_v))({v})"
+    return f"{fn}({v})"
+
+
+@_CODE.rule(x.When)
+def _when(g: _Gen, e: x.When) -> str:
+    return f"({g.gen(e.then)} if {g.gen(e.condition)} else {g.gen(e.otherwise)})"
+
+
+@_CODE.rule(x.IsIn)
+def _is_in(g: _Gen, e: x.IsIn) -> str:
+    values = g.const(frozenset(e.values)) if _hashable(e.values) else g.const(tuple(e.values))
+    v = g.gen(e.operand)
+    if e.operand.nullable:
+        return f"(lambda _v: None if _v is None else _v in {values})({v})"
+    return f"({v} in {values})"
+
+
+@_CODE.rule(x.PyCall)
+def _py_call(g: _Gen, e: x.PyCall) -> str:
+    fn = g.const(x.checked_udf(e.fn, e.returns, getattr(e.fn, "__name__", "udf"), local=True))
+    return f"{fn}({', '.join(g.gen(a) for a in e.args)})"
+
+
+@_CODE.rule(x.IsNull)
+def _is_null(g: _Gen, e: x.IsNull) -> str:
+    return f"({g.gen(e.operand)} is {'not ' if e.negate else ''}None)"
+
+
+@_CODE.rule(x.Record)
+def _record(g: _Gen, e: x.Record) -> str:
+    cls = g.const(e.cls)
+    inner = ", ".join(f"{n}={g.gen(v)}" for n, v in zip(e.names, e.values))
+    return f"{cls}({inner})"
+
+
+@_CODE.rule(x.AggRef)
+def _agg_ref(g: _Gen, e: x.AggRef) -> str:
+    return f"aggs[{e.index}]"
+
+
+@_CODE.rule(x.KeyRef)
+def _key_ref(g: _Gen, e: x.KeyRef) -> str:
+    return f"key[{e.index}]"
+
+
+@_CODE.rule(x.WindowBound)
+def _window_bound(g: _Gen, e: x.WindowBound) -> str:
+    return "ws" if e.which == "start" else "we"
+
+
+_CODE.rule(x.Binary)(_Gen.binary)
+_CODE.rule(x.Coalesce)(_Gen.coalesce)
 
 
 def _hashable(values: tuple[Any, ...]) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from tempo.dispatch import Registry
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import datetime_conformer
 from tempo.plan import nodes as p
@@ -30,19 +31,10 @@ from tempo.sources import ItemSource, TableSource
 from tempo.ticks import INF, TICK, from_ticks
 
 T = TypeVar("T")
-N = TypeVar("N", bound=p.Node)
 
-_COMPILERS: dict[type[p.Node], Callable[[Any, Any], ops.Operator]] = {}
-
-
-def compiles(node_type: type[N]) -> Callable[[Callable[[Build, N], ops.Operator]], Callable[[Build, N], ops.Operator]]:
-    """Register the compiler of one node class."""
-
-    def register(fn: Callable[[Build, N], ops.Operator]) -> Callable[[Build, N], ops.Operator]:
-        _COMPILERS[node_type] = fn
-        return fn
-
-    return register
+_COMPILERS: Registry[Build, ops.Operator] = Registry("in-memory", "plan node")
+compiles = _COMPILERS.rule
+"""Register the compiler of one node class."""
 
 
 class Build:
@@ -211,7 +203,7 @@ def build_operators(build: Build, query: Query) -> dict[int, ops.Operator]:
     """Every node's operator, wired to its consumers (inputs before consumers)."""
     built: dict[int, ops.Operator] = {}
     for node in query.nodes:
-        op = _COMPILERS[type(node)](build, node)
+        op = _COMPILERS(build, node)
         built[id(node)] = op
         for port, child in enumerate(node.inputs()):
             built[id(child)].connect(op, port)

@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from tempo.errors import CompileError, UdfResultError
+from tempo.dispatch import Registry
+from tempo.errors import CompileError, UdfResultError, UnsupportedError
 from tempo.expr import nodes as x
 from tempo.spark.types import spark_type
 from tempo.ticks import to_ticks
@@ -40,47 +41,36 @@ class Scope:
         return F.col(f"`{self.prefixes[index]}{name}`")
 
 
-E = TypeVar("E", bound=x.Expr)
-_RULES: dict[type, Callable[[Any, Scope], Column]] = {}
-
-
-def rule(node_type: type[E]) -> Callable[[Callable[[E, Scope], Column]], Callable[[E, Scope], Column]]:
-    def register(fn: Callable[[E, Scope], Column]) -> Callable[[E, Scope], Column]:
-        _RULES[node_type] = fn
-        return fn
-
-    return register
+EXPRESSIONS: Registry[Scope, Column] = Registry("Spark", "expression", lambda e: f"the expression {x.render(e)}")
+rule = EXPRESSIONS.rule
 
 
 def column(e: x.Expr, scope: Scope) -> Column:
     """The Column computing ``e`` in ``scope``."""
-    fn = _RULES.get(type(e))
-    if fn is None:
-        raise CompileError(f"the Spark executor cannot compile {type(e).__name__}: {x.render(e)}")
-    return fn(e, scope)
+    return EXPRESSIONS(scope, e)
 
 
 @rule(x.Attr)
-def _attr(e: x.Attr, scope: Scope) -> Column:
+def _attr(scope: Scope, e: x.Attr) -> Column:
     if isinstance(e.base, x.Input):
         return scope.field(e.base.index, e.name)
     return column(e.base, scope).getField(e.name)
 
 
 @rule(x.Input)
-def _input(e: x.Input, scope: Scope) -> Column:
+def _input(scope: Scope, e: x.Input) -> Column:
     from tempo.expr.schema import field_names
 
     return F.struct(*[scope.field(e.index, n).alias(n) for n in field_names(e.record)])
 
 
 @rule(x.Lit)
-def _lit(e: x.Lit, scope: Scope) -> Column:
+def _lit(scope: Scope, e: x.Lit) -> Column:
     if isinstance(e.value, datetime):
         return F.timestamp_micros(F.lit(to_ticks(e.value)))
     if e.value is None or isinstance(e.value, (bool, int, float, str)):
         return F.lit(e.value)
-    raise CompileError(f"the Spark executor cannot use the constant {e.value!r}")
+    raise UnsupportedError("Spark", f"the constant {e.value!r}", f"it has no literal of type {type(e.value).__qualname__}")
 
 
 def _is_float(e: x.Expr) -> bool:
@@ -88,13 +78,13 @@ def _is_float(e: x.Expr) -> bool:
 
 
 @rule(x.Binary)
-def _binary(e: x.Binary, scope: Scope) -> Column:
+def _binary(scope: Scope, e: x.Binary) -> Column:
     a, b = column(e.left, scope), column(e.right, scope)
     op = e.op
     if e.left.dtype is datetime or e.right.dtype is datetime:
         if op in x.COMPARISON:
             return _compare(op, a, b)
-        raise CompileError(f"the Spark executor does not compile datetime arithmetic yet: {x.render(e)}")
+        raise UnsupportedError("Spark", f"the expression {x.render(e)}", "it does not compile datetime arithmetic yet")
     if op == "+":
         return F.concat(a, b) if e.dtype is str else a + b
     if op == "-":
@@ -115,7 +105,7 @@ def _binary(e: x.Binary, scope: Scope) -> Column:
         return a & b
     if op == "|":
         return a | b
-    raise CompileError(f"unknown operator {op}")
+    raise UnsupportedError("Spark", f"the expression {x.render(e)}", f"it has no rule for the operator {op}")
 
 
 def _compare(op: str, a: Column, b: Column) -> Column:
@@ -130,7 +120,7 @@ def _compare(op: str, a: Column, b: Column) -> Column:
 
 
 @rule(x.Unary)
-def _unary(e: x.Unary, scope: Scope) -> Column:
+def _unary(scope: Scope, e: x.Unary) -> Column:
     v = column(e.operand, scope)
     if e.op == "not":
         return ~v
@@ -140,23 +130,23 @@ def _unary(e: x.Unary, scope: Scope) -> Column:
 
 
 @rule(x.When)
-def _when(e: x.When, scope: Scope) -> Column:
+def _when(scope: Scope, e: x.When) -> Column:
     return F.when(column(e.condition, scope), column(e.then, scope)).otherwise(column(e.otherwise, scope))
 
 
 @rule(x.IsIn)
-def _is_in(e: x.IsIn, scope: Scope) -> Column:
+def _is_in(scope: Scope, e: x.IsIn) -> Column:
     return column(e.operand, scope).isin(list(e.values))
 
 
 @rule(x.IsNull)
-def _is_null(e: x.IsNull, scope: Scope) -> Column:
+def _is_null(scope: Scope, e: x.IsNull) -> Column:
     v = column(e.operand, scope)
     return F.isnotnull(v) if e.negate else F.isnull(v)
 
 
 @rule(x.Coalesce)
-def _coalesce(e: x.Coalesce, scope: Scope) -> Column:
+def _coalesce(scope: Scope, e: x.Coalesce) -> Column:
     values = [column(v, scope) for v in e.values]
     if e.dtype is float:
         values = [c.cast("double") for c in values]
@@ -164,7 +154,7 @@ def _coalesce(e: x.Coalesce, scope: Scope) -> Column:
 
 
 @rule(x.PyCall)
-def _py_call(e: x.PyCall, scope: Scope) -> Column:
+def _py_call(scope: Scope, e: x.PyCall) -> Column:
     name = getattr(e.fn, "__name__", "udf")
     fn = F.udf(x.checked_udf(e.fn, e.returns, name, local=False), spark_type(e.returns))
     return fn(*[column(a, scope) for a in e.args])
@@ -215,22 +205,22 @@ def raising_udf_errors(method: F_) -> F_:
 
 
 @rule(x.Record)
-def _record(e: x.Record, scope: Scope) -> Column:
+def _record(scope: Scope, e: x.Record) -> Column:
     return F.struct(*[column(v, scope).alias(n) for n, v in zip(e.names, e.values)])
 
 
 @rule(x.AggRef)
-def _agg_ref(e: x.AggRef, scope: Scope) -> Column:
+def _agg_ref(scope: Scope, e: x.AggRef) -> Column:
     return F.col(f"__agg{e.index}")
 
 
 @rule(x.KeyRef)
-def _key_ref(e: x.KeyRef, scope: Scope) -> Column:
+def _key_ref(scope: Scope, e: x.KeyRef) -> Column:
     return F.col(f"__key{e.index}")
 
 
 @rule(x.WindowBound)
-def _window_bound(e: x.WindowBound, scope: Scope) -> Column:
+def _window_bound(scope: Scope, e: x.WindowBound) -> Column:
     return F.timestamp_micros(F.col(START if e.which == "start" else END))
 
 

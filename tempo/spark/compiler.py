@@ -17,33 +17,50 @@ keeps exactly each key's released events (``output``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import attrs
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from tempo.errors import CompileError
+from tempo.dispatch import Registry
 from tempo.events import EventShape
+from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
 from tempo.runtime.replay import CtiReplay
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, column, record_columns
+from tempo.spark.columns import EXPRESSIONS, Scope, column, record_columns
 from tempo.ticks import INF, NEG_INF
 
-N = TypeVar("N", bound=p.Node)
-_RULES: dict[type, Callable[[Any, Any], DataFrame]] = {}
+_RULES: Registry[Compiler, DataFrame] = Registry("Spark", "plan node")
+compiles = _RULES.rule
 
 
-def compiles(node_type: type[N]) -> Callable[[Callable[[Compiler, N], DataFrame]], Callable[[Compiler, N], DataFrame]]:
-    def register(fn: Callable[[Compiler, N], DataFrame]) -> Callable[[Compiler, N], DataFrame]:
-        _RULES[node_type] = fn
-        return fn
+def check_supported(query: Query) -> None:
+    """Raise ``UnsupportedError`` if a node or an expression of ``query`` has no rule here:
+    called before the CTI replay, which runs the plan on the reference engine and would
+    otherwise name that engine rather than this executor."""
+    for node in query.nodes:
+        _RULES.lookup(node)
+        for e in _expressions(getattr(node, f.name) for f in attrs.fields(type(node))):
+            EXPRESSIONS.lookup(e)
 
-    return register
+
+def _expressions(values: Iterable[object]) -> Iterator[x.Expr]:
+    """Every expression in ``values`` and below: in tuples and in attrs values (aggregates),
+    not in input nodes (each is checked as a node of the query)."""
+    for v in values:
+        if isinstance(v, x.Expr):
+            yield from v.walk()
+        elif isinstance(v, tuple):
+            yield from _expressions(v)
+        elif attrs.has(cls := type(v)) and not isinstance(v, p.Node):
+            yield from _expressions(getattr(v, f.name) for f in attrs.fields(cls))
 
 
 class Compiler:
@@ -65,10 +82,7 @@ class Compiler:
     def relation(self, node: p.Node) -> DataFrame:
         cached = self.built.get(id(node))
         if cached is None:
-            rule = _RULES.get(type(node))
-            if rule is None:
-                raise CompileError(f"the Spark executor cannot compile {type(node).__name__}")
-            cached = self.built[id(node)] = rule(self, node)
+            cached = self.built[id(node)] = _RULES(self, node)
         return cached
 
     def output(self) -> DataFrame:

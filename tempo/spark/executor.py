@@ -26,7 +26,7 @@ from tempo.spark import ingress
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import raising_udf_errors
-from tempo.spark.compiler import Compiler
+from tempo.spark.compiler import Compiler, check_supported
 from tempo.spark.types import from_wire
 from tempo.ticks import INF, from_ticks
 
@@ -57,6 +57,7 @@ class SparkExecutor:
 
     def _prepare(self, stream: Stream[Any]) -> _Prepared:
         query = Query.build(stream.node)
+        check_supported(query)
         mode = TimestampMode()
         needs_arrival = query.ordered_by_arrival
         frames = [

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
-from tempo.errors import CompileError, InputSchemaError
+from tempo.errors import InputSchemaError, UnsupportedError
 from tempo.sources import ArrowSource, CsvSource, ParquetSource, TableSource
 
 T = TypeVar("T")
@@ -39,7 +39,7 @@ class SparkTableSource(TableSource[T]):
         self.name = name
 
     def arrow_table(self) -> Any:
-        raise CompileError(f"{self!r} is a table of the Spark catalog: only the Spark executor can read it")
+        raise UnsupportedError("in-memory", repr(self), "it is a table of the Spark catalog: only the Spark executor can read it")
 
     def __repr__(self) -> str:
         return f"SparkTableSource({self.name!r}, {self.payload_type.__name__})"
@@ -62,4 +62,4 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
         return spark.table(source.name)
     if isinstance(source, ArrowSource):
         return spark.createDataFrame(source.table)
-    raise CompileError(f"the Spark executor cannot read {source!r}")
+    raise UnsupportedError("Spark", repr(source), "it is not a table source the Spark executor knows (Parquet, CSV, Arrow, DataFrame, catalog table)")

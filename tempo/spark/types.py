@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import types as st
 
-from tempo.errors import CompileError
+from tempo.errors import UnsupportedError
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.ticks import from_ticks, to_ticks
 
@@ -30,7 +30,7 @@ def spark_type(tp: type) -> st.DataType:
         return _SCALARS[tp]
     if is_record_type(tp):
         return payload_schema(tp)
-    raise CompileError(f"the Spark executor has no column type for {tp!r} (supported: bool, int, float, str, datetime, records)")
+    raise UnsupportedError("Spark", f"a payload field of type {getattr(tp, '__qualname__', tp)!r}", "it has no column type for it (supported: bool, int, float, str, datetime and records)")
 
 
 def payload_schema(cls: type) -> st.StructType:

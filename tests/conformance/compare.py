@@ -15,16 +15,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Union
 
-from tempo import Cti, EdgeStart, InMemoryExecutor, Interval, Point, Result, Stream, SubstreamCti, TempoError, is_infinite
+from tempo import Cti, EdgeStart, Interval, Point, Result, Stream, SubstreamCti, TempoError, is_infinite
+from tests.conftest import Capability, promises
 
 EventKey = tuple[datetime, datetime, str]
 RejectionKey = tuple[str, int, str, str, datetime, str, str]
-
-
-def is_memory(executor: object) -> bool:
-    """Whether ``executor`` is the in-memory (reference) executor, whose release order and
-    raw output the hand-written timelines describe item by item."""
-    return isinstance(executor, InMemoryExecutor)
 
 
 def event_multiset(result: Result[Any]) -> list[EventKey]:
@@ -135,10 +130,10 @@ def _minus(a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
 
 def same_items(executor: object, got: Sequence[Any], expected: Sequence[Any]) -> None:
     """``got`` equals ``expected`` as a multiset on every executor, and item for item (in
-    order) on the in-memory executor. For lists whose order within one CTI is the in-memory
-    executor's own (events or rejections released together)."""
+    order) on executors promising ``RAW_ITEMS`` (the reference's release order). For lists
+    whose order within one CTI is the executor's own (events or rejections released together)."""
     assert sorted(map(repr, got)) == sorted(map(repr, expected)), f"\n  got      {list(got)}\n  expected {list(expected)}"
-    if is_memory(executor):
+    if promises(executor, Capability.RAW_ITEMS):
         assert list(got) == list(expected)
 
 

@@ -1,9 +1,9 @@
 """Ingress: how inputs are read, checked and committed by CTIs (hand-written timelines).
 
 Conformance tests: each test runs on every executor (the ``executor`` fixture). Events and
-rejections are compared as multisets on every executor and in order on the in-memory one;
-assertions on ``result.raw`` hold for the in-memory executor only (see
-``tests/conformance/compare.py``).
+rejections are compared as multisets on every executor and in order on those promising
+``Capability.RAW_ITEMS`` (today the in-memory one); tests of ``result.raw`` are marked
+``needs(Capability.RAW_ITEMS)`` (see ``tests/conftest.py`` and ``tests/conformance/compare.py``).
 
 Every expectation below is derived by hand from the semantics (docs/semantics.md, "Input
 items and shapes", "Arrival order", "CTIs at ingress", "Violation policies"). Each test
@@ -49,7 +49,8 @@ from tempo import (
     Source,
     Stream,
 )
-from tests.conformance.compare import check_result, is_memory, same_items
+from tests.conformance.compare import check_result, same_items
+from tests.conftest import Capability
 
 
 # ---- fixtures of the timeline ---------------------------------------------------------------
@@ -502,9 +503,12 @@ def test_empty_input(executor: Any) -> None:
     """No items at all: nothing in, nothing out."""
     res = run(executor, Stream.create("in", [], POINT, payload_type=R))
     assert res.events == [] and res.ctis == [] and res.rejected == []
-    if is_memory(executor):  # raw is the in-memory executor's own representation of the output
-        assert res.raw == []
     assert counts(metrics(res)) == M()
+
+
+@pytest.mark.needs(Capability.RAW_ITEMS)
+def test_empty_input_raw(executor: Any) -> None:
+    assert run(executor, Stream.create("in", [], POINT, payload_type=R)).raw == []
 
 
 # =============================================================================================
@@ -601,7 +605,7 @@ def test_start_edge_drop_drops_its_end_edge(executor: Any) -> None:
     assert counts(metrics(res)) == M(received=4, admitted=2, dropped=2, ctis_explicit=2)
 
 
-def test_start_edge_adjust_and_its_end_edge_matches_the_original_start(executor: Any) -> None:
+def start_edge_adjusted(executor: Any) -> tempo.Result[Any]:
     """|5#0   ES(3,a)#1 -> moved to 5   |6#2 (releases the start edge)
     EE(3,9,a)#3 matches by the original start 3 and ends the event at 9   |10#4
     out: a [5,9); raw shows EdgeStart(5) and then EdgeEnd(5,9)
@@ -609,34 +613,50 @@ def test_start_edge_adjust_and_its_end_edge_matches_the_original_start(executor:
     """
     a = r(3, "a")
     items: list[Any] = [Cti(T(5)), EdgeStart(T(3), a), Cti(T(6)), EdgeEnd(T(3), T(9), a), Cti(T(10))]
-    res = run(executor, Stream.create("in", items, EDGE, policy_only(ADJUST)))
+    return run(executor, Stream.create("in", items, EDGE, policy_only(ADJUST)))
+
+
+def test_start_edge_adjust_and_its_end_edge_matches_the_original_start(executor: Any) -> None:
+    res, a = start_edge_adjusted(executor), r(3, "a")
     same_items(executor, res.events, [out(5, 9, 3, "a")])
     assert res.rejected == [
-        Rejection("in", 1, items[1], Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), EdgeStart(T(5), a))
+        Rejection("in", 1, EdgeStart(T(3), a), Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), EdgeStart(T(5), a))
     ]
     assert counts(metrics(res)) == M(received=2, admitted=2, adjusted=1, ctis_explicit=3)
-    if is_memory(executor):  # raw interleaving of edges and CTIs is the in-memory executor's own
-        assert [norm(i) for i in res.raw] == [
-            ("Cti", T(5)),
-            ("EdgeStart", T(5), a),
-            ("Cti", T(6)),
-            ("EdgeEnd", T(5), T(9), a),
-            ("Cti", T(10)),
-        ]
 
 
-def test_end_edge_drop_leaves_the_event_open(executor: Any) -> None:
+@pytest.mark.needs(Capability.RAW_ITEMS)
+def test_start_edge_adjust_raw_interleaves_edges_and_ctis(executor: Any) -> None:
+    res, a = start_edge_adjusted(executor), r(3, "a")
+    assert [norm(i) for i in res.raw] == [
+        ("Cti", T(5)),
+        ("EdgeStart", T(5), a),
+        ("Cti", T(6)),
+        ("EdgeEnd", T(5), T(9), a),
+        ("Cti", T(10)),
+    ]
+
+
+def end_edge_dropped(executor: Any) -> tuple[tempo.Result[Any], list[Any]]:
     """ES(1,a)#0   |5#1   EE(1,3,a)#2 (end 3 < 5: dropped, END_BEFORE_CTI)   |6#3
     out: a [1,inf); raw has no EdgeEnd
     """
     a = r(1, "a")
     items: list[Any] = [EdgeStart(T(1), a), Cti(T(5)), EdgeEnd(T(1), T(3), a), Cti(T(6))]
-    res = run(executor, Stream.create("in", items, EDGE, policy_only(DROP)))
+    return run(executor, Stream.create("in", items, EDGE, policy_only(DROP))), items
+
+
+def test_end_edge_drop_leaves_the_event_open(executor: Any) -> None:
+    res, items = end_edge_dropped(executor)
     same_items(executor, res.events, [out(1, NINF, 1, "a")])
     assert res.rejected == [Rejection("in", 2, items[2], Rule.END_BEFORE_CTI, Action.DROPPED, T(5), None)]
     assert counts(metrics(res)) == M(received=2, admitted=1, dropped=1, ctis_explicit=2)
-    if is_memory(executor):  # raw edges are the in-memory executor's own representation
-        assert not any(isinstance(i, EdgeEnd) for i in res.raw)
+
+
+@pytest.mark.needs(Capability.RAW_ITEMS)
+def test_end_edge_drop_leaves_no_end_edge_in_raw(executor: Any) -> None:
+    res, _ = end_edge_dropped(executor)
+    assert not any(isinstance(i, EdgeEnd) for i in res.raw)
 
 
 def test_end_edge_adjust_ends_at_the_cti(executor: Any) -> None:
@@ -724,7 +744,7 @@ def test_end_edges_match_adjusted_and_unadjusted_start_edges_by_received_start(e
 # =============================================================================================
 # Edges in the result
 # =============================================================================================
-def test_edges_coalesced_in_events_and_raw_keeps_edges(executor: Any) -> None:
+def two_edges(executor: Any) -> tempo.Result[Any]:
     """No settings.
 
         ES(1,a)#0   ES(2,b)#1   |3#2   EE(1,4,a)#3   |10#4
@@ -733,32 +753,44 @@ def test_edges_coalesced_in_events_and_raw_keeps_edges(executor: Any) -> None:
     """
     a, b = r(1, "a"), r(2, "b")
     items: list[Any] = [EdgeStart(T(1), a), EdgeStart(T(2), b), Cti(T(3)), EdgeEnd(T(1), T(4), a), Cti(T(10))]
-    res = run(executor, Stream.create("in", items, EDGE))
-    same_items(executor, res.events, [out(1, 4, 1, "a"), out(2, NINF, 2, "b")])
-    if is_memory(executor):
-        # a and b are released by the same CTI (order within it is the executor's own), and
-        # raw shows edges and CTIs as the in-memory executor interleaves them; the Spark
-        # executor lists inserts then CTIs and may show the edge pair as one interval
-        assert res.payloads() == [a, b]
-        assert [norm(i) for i in res.raw] == [
-            ("EdgeStart", T(1), a),
-            ("EdgeStart", T(2), b),
-            ("Cti", T(3)),
-            ("EdgeEnd", T(1), T(4), a),
-            ("Cti", T(10)),
-        ]
+    return run(executor, Stream.create("in", items, EDGE))
 
 
+def test_edges_coalesced_in_events(executor: Any) -> None:
+    same_items(executor, two_edges(executor).events, [out(1, 4, 1, "a"), out(2, NINF, 2, "b")])
+
+
+@pytest.mark.needs(Capability.RAW_ITEMS)
+def test_raw_keeps_edges(executor: Any) -> None:
+    """a and b are released by the same CTI (order within it is the executor's own), and
+    raw shows edges and CTIs as the in-memory executor interleaves them; the Spark
+    executor lists inserts then CTIs and may show the edge pair as one interval."""
+    res, a, b = two_edges(executor), r(1, "a"), r(2, "b")
+    assert res.payloads() == [a, b]
+    assert [norm(i) for i in res.raw] == [
+        ("EdgeStart", T(1), a),
+        ("EdgeStart", T(2), b),
+        ("Cti", T(3)),
+        ("EdgeEnd", T(1), T(4), a),
+        ("Cti", T(10)),
+    ]
+
+
+def test_points_and_intervals(executor: Any) -> None:
+    """No settings.  p1#0  |2#1 -> p1.   I(1,3)#0 |2#1 -> [1,3)."""
+    res = run(executor, Stream.create("in", [Point(T(1), r(1)), Cti(T(2))], POINT))
+    same_items(executor, res.events, [pt(1, 1)])
+    res = run(executor, Stream.create("in", [Interval(T(1), T(3), r(1)), Cti(T(2))], INTERVAL))
+    same_items(executor, res.events, [out(1, 3, 1)])
+
+
+@pytest.mark.needs(Capability.RAW_ITEMS)
 def test_raw_points_and_intervals(executor: Any) -> None:
     """No settings.  p1#0  |2#1  -> raw: Point 1, Cti 2.   I(1,3)#0 |2#1 -> raw: Interval, Cti."""
     res = run(executor, Stream.create("in", [Point(T(1), r(1)), Cti(T(2))], POINT))
-    same_items(executor, res.events, [pt(1, 1)])
-    if is_memory(executor):  # raw is the in-memory executor's own representation of the output
-        assert [norm(i) for i in res.raw] == [("Point", T(1), r(1)), ("Cti", T(2))]
+    assert [norm(i) for i in res.raw] == [("Point", T(1), r(1)), ("Cti", T(2))]
     res = run(executor, Stream.create("in", [Interval(T(1), T(3), r(1)), Cti(T(2))], INTERVAL))
-    if is_memory(executor):
-        assert [norm(i) for i in res.raw] == [("Interval", T(1), T(3), r(1)), ("Cti", T(2))]
-    same_items(executor, res.events, [out(1, 3, 1)])
+    assert [norm(i) for i in res.raw] == [("Interval", T(1), T(3), r(1)), ("Cti", T(2))]
 
 
 # =============================================================================================
@@ -1045,9 +1077,9 @@ def test_naive_and_aware_across_inputs_combine_as_instants(executor: Any) -> Non
     assert [(e.start, e.payload) for e in result.events] == [(T(1).replace(tzinfo=UTC), r(1)), (aware, r(2))]
 
 
-def test_list_input_errors_before_any_event_is_processed(executor: Any) -> None:
+def failed_run_seen(executor: Any) -> list[int]:
     """The bad item is the last of a list input: the run fails before any event has gone
-    through the query (a udf in where() records every event it sees)."""
+    through the query (a udf in where() records every event it sees, returned)."""
     seen: list[int] = []
 
     def record(v: int) -> bool:
@@ -1062,8 +1094,16 @@ def test_list_input_errors_before_any_event_is_processed(executor: Any) -> None:
     with pytest.raises(tempo.InputError) as info:
         run(executor, q)
     assert info.value.input_name == "bad" and info.value.position == 5
-    if is_memory(executor):  # on Spark the udf runs in Python workers, which `seen` cannot observe
-        assert seen == []
+    return seen
+
+
+def test_list_input_errors_before_any_event_is_processed(executor: Any) -> None:
+    failed_run_seen(executor)
+
+
+@pytest.mark.needs(Capability.IN_PROCESS_UDFS)  # on Spark the udf runs in Python workers
+def test_list_input_errors_before_the_udf_sees_an_event(executor: Any) -> None:
+    assert failed_run_seen(executor) == []
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,12 @@ Every expectation is derived by hand from ``docs/semantics.md`` / the node docst
 Timeline legend: ``[---)`` an interval, ``*`` a point, ``|c`` a CTI at c, ``>>`` an open edge.
 
 Conformance tests: each test runs its queries on the ``executor`` fixture (every executor).
-Released events are compared as a multiset everywhere and in order on the in-memory executor
-(``same_items``); ``result.raw`` item by item is the in-memory executor's own representation
-(the Spark executor lists the inserts in start order, then the CTIs, and may show an edge
-pair as one interval), so ``check_raw`` compares it on the in-memory executor only and checks
-what it describes (events and CTIs) on every executor.
+Released events are compared as a multiset everywhere and in order on executors promising
+``Capability.RAW_ITEMS`` (``same_items``; today the in-memory one); ``result.raw`` item by
+item is the reference's own representation (the Spark executor lists the inserts in start
+order, then the CTIs, and may show an edge pair as one interval), so ``check_raw`` compares
+it where ``RAW_ITEMS`` is promised and checks what it describes (events and CTIs) on every
+executor, and tests of a raw detail alone are marked ``needs(Capability.RAW_ITEMS)``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from tempo import (
     TICK,
     TraceError,
 )
-from tests.conformance.compare import check_result, is_memory, same_items
+from tests.conformance.compare import check_result, same_items
+from tests.conftest import Capability, promises
 
 # --------------------------------------------------------------------------------------
 # helpers
@@ -86,7 +88,7 @@ def run(executor: Any, stream: Stream[Any]) -> tempo.Result[Any]:
     check_result(result)
     times = [*result.ctis, *(t for e in result.events for t in (e.start, e.end))]
     assert all(t.tzinfo is None for t in times), "naive inputs give naive results"
-    if is_memory(executor):  # the contract on raw as the in-memory executor interleaves it
+    if promises(executor, Capability.RAW_ITEMS):  # the contract on raw as the reference interleaves it
         check_contract(result)
     return result
 
@@ -124,9 +126,9 @@ def norm_raw(result: tempo.Result[Any]) -> list[tuple[Any, ...]]:
 
 
 def check_raw(executor: Any, result: tempo.Result[Any], expected: list[tuple[Any, ...]]) -> None:
-    """``result.raw`` is ``expected`` (``norm_raw`` tuples) on the in-memory executor; on
-    every executor the events and CTIs it describes are those of ``expected``."""
-    if is_memory(executor):
+    """``result.raw`` is ``expected`` (``norm_raw`` tuples) on executors promising
+    ``RAW_ITEMS``; on every executor the events and CTIs it describes are those of ``expected``."""
+    if promises(executor, Capability.RAW_ITEMS):
         assert norm_raw(result) == expected
     assert sorted_evs(result) == sorted(described(expected), key=key)
     assert result.ctis == [t[1] for t in expected if t[0] == "cti"]
@@ -584,7 +586,7 @@ def test_shift_event_time_moves_events_and_ctis(executor: Any, shift: int) -> No
     assert r.ctis == [T(2 + shift), T(10 + shift)]
 
 
-def test_shift_event_time_open_edge_stays_open(executor: Any) -> None:
+def shifted_open_edge(executor: Any) -> tempo.Result[Any]:
     """shift +10: an open edge stays open; the CTI at infinity stays at infinity.
 
     t:  2      3     4      6      8     INF
@@ -607,11 +609,18 @@ def test_shift_event_time_open_edge_stays_open(executor: Any) -> None:
         ],
         EventShape.EDGE,
     )
-    r = run(executor, s.shift_event_time(sec(10)))
+    return run(executor, s.shift_event_time(sec(10)))
+
+
+def test_shift_event_time_open_edge_stays_open(executor: Any) -> None:
+    r, (a, b) = shifted_open_edge(executor), (V(1), V(2))
     same_items(executor, evs(r), [iv(12, None, a), iv(14, 16, b)])
     assert r.ctis == [T(13), T(18), INF]
-    if is_memory(executor):  # raw edges: the in-memory executor's representation
-        assert norm_raw(r)[:2] == [("start", T(12), a), ("cti", T(13))]
+
+
+@pytest.mark.needs(Capability.RAW_ITEMS)
+def test_shift_event_time_open_edge_stays_an_edge_in_raw(executor: Any) -> None:
+    assert norm_raw(shifted_open_edge(executor))[:2] == [("start", T(12), V(1)), ("cti", T(13))]
 
 
 def test_alter_event_lifetime_shift_and_duration(executor: Any) -> None:
@@ -1860,7 +1869,7 @@ def test_grouped_window_counts_open_edges_per_group(executor: Any) -> None:
     assert r.ctis == [T(10), T(20)]
 
 
-def test_grouped_window_counts_a_long_interval_in_every_window(executor: Any) -> None:
+def grouped_long_interval(executor: Any) -> tempo.Result[Any]:
     """group_by(k).tumbling(1s): a [0,100) (spans 100 windows), b * @5, |6.
 
     windows [0,1) .. [4,5): a only; [5,6): a and b (group order within a window is not
@@ -1870,19 +1879,28 @@ def test_grouped_window_counts_a_long_interval_in_every_window(executor: Any) ->
     s = Stream.create(
         "in", [Interval(T(0), T(100), a), Interval(T(5), T(5) + TICK, b), Cti(T(6))], EventShape.INTERVAL
     )
-    r = run(
+    return run(
         executor,
         s.group_by(lambda e: e.k)
         .tumbling(sec(1))
         .aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
     )
+
+
+def test_grouped_window_counts_a_long_interval_in_every_window(executor: Any) -> None:
+    r = grouped_long_interval(executor)
     assert sorted(evs(r), key=repr) == sorted([iv(i, i + 1, GStats("a", 1, 1)) for i in range(5)] + [
         iv(5, 6, GStats("a", 1, 1)),
         iv(5, 6, GStats("b", 1, 2)),
     ], key=repr)
-    if is_memory(executor):  # all released by |6: the order within one CTI is the executor's own
-        assert [e.start for e in r.events] == sorted(e.start for e in r.events)  # by window start
     assert r.ctis == [T(6)]
+
+
+@pytest.mark.needs(Capability.RAW_ITEMS)
+def test_grouped_window_releases_windows_by_start(executor: Any) -> None:
+    """All are released by |6: the order within one CTI is the reference's (by window start)."""
+    r = grouped_long_interval(executor)
+    assert [e.start for e in r.events] == sorted(e.start for e in r.events)
 
 
 def test_join_end_edge_before_release_gives_an_interval(executor: Any) -> None:
@@ -1935,7 +1953,7 @@ def test_anti_join_with_itself_gives_nothing(executor: Any) -> None:
     assert r.ctis == [T(10)]
 
 
-def test_anti_join_fragment_released_as_start_edge_then_ended(executor: Any) -> None:
+def anti_join_fragment(executor: Any) -> tempo.Result[Any]:
     """left [a 0,20) |30; right |4, [6,8), |30 (left processed first).
 
     right |4 -> out CTI 4: [0, ...) is uncovered so far -> released as a start edge at 0
@@ -1944,11 +1962,18 @@ def test_anti_join_fragment_released_as_start_edge_then_ended(executor: Any) -> 
     a = L(1, "a")
     left = Stream.create("left", [Interval(T(0), T(20), a), Cti(T(30))], EventShape.INTERVAL)
     right = Stream.create("right", [Cti(T(4)), Interval(T(6), T(8), R(1, "r")), Cti(T(30))], EventShape.INTERVAL)
-    r = run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
+    return run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
+
+
+def test_anti_join_fragment_released_as_start_edge_then_ended(executor: Any) -> None:
+    r, a = anti_join_fragment(executor), L(1, "a")
     same_items(executor, evs(r), [iv(0, 6, a), iv(8, 20, a)])
     assert r.ctis == [T(4), T(30)]
-    if is_memory(executor):  # raw edges: the in-memory executor's representation
-        assert norm_raw(r)[:2] == [("start", T(0), a), ("cti", T(4))]
+
+
+@pytest.mark.needs(Capability.RAW_ITEMS)
+def test_anti_join_fragment_is_a_start_edge_in_raw(executor: Any) -> None:
+    assert norm_raw(anti_join_fragment(executor))[:2] == [("start", T(0), L(1, "a")), ("cti", T(4))]
 
 
 def test_anti_join_right_edges(executor: Any) -> None:

@@ -58,24 +58,20 @@ from tempo import (
     SubstreamMetrics,
 )
 from tests.conformance.compare import ReleaseStep, release_steps
+from tests.conftest import MEMORY, SPARK, SPARK_INGRESS, on_executors
 
 INFINITY = datetime.max  # naive inputs give naive results: infinity is datetime.max
 ADJUST, DROP = AdvanceTimePolicy.ADJUST, AdvanceTimePolicy.DROP
 FLUSH = AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)
 
 
-@pytest.fixture(params=["memory", pytest.param("spark", marks=pytest.mark.spark), pytest.param("spark-ingress", marks=pytest.mark.spark)])
-def run(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Runs a stream on one executor path."""
-    if request.param == "memory":
-        return InMemoryExecutor().run
-    spark = request.getfixturevalue("spark_executor")
-    if request.param == "spark":
-        return spark.run
-    from tempo.spark import SparkExecutor, ingress
+pytestmark = on_executors(MEMORY, SPARK, SPARK_INGRESS)  # and Spark reading inputs as DataFrames in blocks
 
-    monkeypatch.setattr(ingress, "BLOCK_ROWS", 3)
-    return SparkExecutor(spark.spark, local_items=0).run
+
+@pytest.fixture
+def run(executor: Any) -> Any:
+    """Runs a stream on one executor path."""
+    return executor.run
 
 
 @attrs.frozen
