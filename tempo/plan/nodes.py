@@ -1,8 +1,9 @@
 """The logical plan: one frozen node per operator, validated when built.
 
 Each node states its semantics and its CTI rule once, here; executors implement them
-(``tempo/memory`` is the reference) and ``explain()`` prints them. Nodes compare by
-identity: a node used twice in a graph is one operator whose output feeds two consumers.
+(``tempo/runtime`` is the reference) and ``explain()`` prints them. A window node's grid
+and its arithmetic are a ``WindowSpec`` value (``tempo/plan/windows.py``). Nodes compare
+by identity: a node used twice in a graph is one operator whose output feeds two consumers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import attrs
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape
 from tempo.expr import nodes as x
+from tempo.plan.windows import WindowSpec
 from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
 from tempo.sources import Source
 from tempo.ticks import format_duration
@@ -292,12 +294,13 @@ class Aggregate:
 @attrs.frozen(eq=False)
 class WindowNode(Node):
     SEMANTICS: ClassVar[str] = (
-        "Windows [w, w + size) with w = offset + k*hop on the epoch; an event belongs to every "
-        "window its lifetime overlaps; each non-empty window (per group) gives one event whose "
+        "Windows as `spec` defines them (its SEMANTICS); an event belongs to every window its "
+        "lifetime overlaps; each non-empty window (per group) gives one event whose "
         "lifetime is the window and whose payload is the projection of the aggregates. Empty "
         "windows give nothing. On the CTI at infinity, open lifetimes count only up to the "
         "latest finite time seen by the operator (an event time, or just before its last finite CTI)."
     )
+    # Holds for every window kind; the spec's CTI_RULE gives its formulas.
     CTI_RULE: ClassVar[str] = (
         "A window is emitted once the input CTI reaches its end; the output CTI is the input CTI "
         "pulled back to the start of the earliest window not yet complete."
@@ -305,17 +308,11 @@ class WindowNode(Node):
 
     input: Node
     keys: tuple[x.Expr, ...] | None
-    size: int
-    hop: int
-    offset: int
+    spec: WindowSpec
     aggregates: tuple[Aggregate, ...]
     projection: x.Expr
 
     def __attrs_post_init__(self) -> None:
-        if self.size <= 0:
-            raise QueryBuildError(f"window size must be positive, got {format_duration(self.size)}")
-        if self.hop <= 0:
-            raise QueryBuildError(f"window hop must be positive, got {format_duration(self.hop)}")
         if not isinstance(self.projection, x.Record):
             raise QueryBuildError(
                 "aggregate() must return a payload record (attrs class or dataclass) built from "
@@ -330,12 +327,9 @@ class WindowNode(Node):
         return (self.input,)
 
     def describe(self) -> str:
-        kind = "Tumbling" if self.size == self.hop else "Hopping"
         keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
         aggs = ", ".join(f"agg{i}={a.kind}({'' if a.arg is None else x.render(a.arg)})" for i, a in enumerate(self.aggregates))
-        hop = "" if self.size == self.hop else f" hop {format_duration(self.hop)}"
-        offset = f" offset {format_duration(self.offset)}" if self.offset else ""
-        return f"{kind} {format_duration(self.size)}{hop}{offset}{keys}: {aggs} -> {x.render(self.projection)}"
+        return f"{self.spec.describe()}{keys}: {aggs} -> {x.render(self.projection)}"
 
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """Keeps the key when the substream key is one of the group keys and the aggregate
