@@ -1,16 +1,20 @@
 """Window specifications: the arithmetic by hand, against brute force, and the Spark Column
-formulas against the int ones."""
+formulas against the int ones; the longest lifetime the plan derives from its nodes' rules."""
 
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tempo.errors import QueryBuildError
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 
 
@@ -86,3 +90,53 @@ def test_column_formulas_agree_with_ints(spark_session: Any) -> None:
             assert (r["lo"], r["hi"]) == (w.first_window(r["t"]), w.last_window(r["t"])), (w, r)
             if abs(r["t"]) <= 10**6:
                 assert r["ws"] == w.start_of(r["t"]), (w, r)
+
+
+# --------------------------------------------------------------------------------------
+# the longest lifetime, derived once on the plan from each node's rule
+
+
+@attrs.frozen
+class Reading:
+    k: str
+    v: int
+
+
+@attrs.frozen
+class Count:
+    n: int
+
+
+def test_longest_lifetime_by_node_rules() -> None:
+    from tempo import EventShape, Stream, ticks
+
+    points = Stream.create("p", [], EventShape.POINT, payload_type=Reading)
+    intervals = Stream.create("i", [], EventShape.INTERVAL, payload_type=Reading)
+    counts = points.tumbling(timedelta(seconds=10)).aggregate(lambda w: Count(n=w.count()))
+    joined = intervals.join(counts, lambda a, b: a.v == b.n, lambda a, b: Count(n=b.n))
+    both = points.where(lambda r: r.v > 0).union(intervals)
+    q = Query.build(joined.union(joined).node)
+    ten = ticks.duration_ticks(timedelta(seconds=10))
+    assert q.longest_lifetime(points.node) == 1 and q.longest_lifetime(intervals.node) is None
+    assert q.longest_lifetime(counts.node) == ten and q.longest_lifetime(joined.node) == ten
+    assert q.longest_lifetime(q.root) == ten
+    assert Query.build(both.node).longest_lifetime(both.node) is None
+
+
+def test_a_node_without_a_lifetime_rule_is_an_error() -> None:
+    from tempo import EventShape, Stream
+
+    @attrs.frozen(eq=False)
+    class Unruled(p.Node):
+        input: p.Node
+
+        @property
+        def payload_type(self) -> type:
+            return self.input.payload_type
+
+        def inputs(self) -> tuple[p.Node, ...]:
+            return (self.input,)
+
+    points = Stream.create("p", [], EventShape.POINT, payload_type=Reading)
+    with pytest.raises(NotImplementedError, match="Unruled states no longest_lifetime rule"):
+        Query.build(Unruled(points.node))

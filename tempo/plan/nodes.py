@@ -47,6 +47,12 @@ class Node:
         minimum over keys, goes on."""
         return None
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """An upper bound on the length of this node's output lifetimes, in ticks, given
+        that of each input (None: any length, open ones included). Every node class states
+        its rule: a bound that is wrong makes executors drop events."""
+        raise NotImplementedError(f"{type(self).__name__} states no longest_lifetime rule")
+
 
 def reindex(expr: x.Expr, index: int) -> x.Expr:
     """``expr`` with every traced argument (``Input``) made argument ``index``."""
@@ -161,6 +167,10 @@ class SourceNode(Node):
             parts.append(f"over {x.render(self.over)}")
         return ", ".join(parts)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """A point lasts one tick; intervals and edges may be of any length."""
+        return 1 if self.shape is EventShape.POINT else None
+
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """The ``over=`` key."""
         return self.over
@@ -188,6 +198,10 @@ class WhereNode(Node):
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """As the input's: events pass whole."""
+        return lifetimes[0]
 
     def describe(self) -> str:
         return f"Where {x.render(self.predicate)}"
@@ -217,6 +231,10 @@ class SelectNode(Node):
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """As the input's: lifetimes are kept."""
+        return lifetimes[0]
 
     def describe(self) -> str:
         return f"Select {x.render(self.projection)}"
@@ -249,6 +267,10 @@ class AlterLifetimeNode(Node):
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """The new duration, if any; a shift alone keeps every length."""
+        return self.duration if self.duration is not None else lifetimes[0]
 
     def describe(self) -> str:
         d = "" if self.duration is None else f", duration {format_duration(self.duration)}"
@@ -325,6 +347,10 @@ class WindowNode(Node):
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """Each output lifetime is a window."""
+        return self.spec.longest_window()
 
     def describe(self) -> str:
         keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
@@ -412,6 +438,11 @@ class JoinNode(Node):
     def inputs(self) -> tuple[Node, ...]:
         return (self.left, self.right)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """An overlap is no longer than either side."""
+        known = [b for b in lifetimes if b is not None]
+        return min(known) if known else None
+
     def describe(self) -> str:
         keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
         res = "none" if self.residual is None else x.render(self.residual)
@@ -461,6 +492,10 @@ class AntiJoinNode(Node):
     def inputs(self) -> tuple[Node, ...]:
         return (self.left, self.right)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """Unbounded: an uncovered stretch of a left event may stay open."""
+        return None
+
     def describe(self) -> str:
         keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
         res = "none" if self.residual is None else x.render(self.residual)
@@ -488,6 +523,11 @@ class UnionNode(Node):
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.left, self.right)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """The longer of both inputs'."""
+        known = [b for b in lifetimes if b is not None]
+        return max(known) if len(known) == len(lifetimes) else None
 
     def describe(self) -> str:
         return "Union"

@@ -36,6 +36,10 @@ class WindowSpec:
     def describe(self) -> str:
         raise NotImplementedError
 
+    def longest_window(self) -> int | None:
+        """An upper bound on a window's length in ticks (None: any length)."""
+        raise NotImplementedError
+
 
 @attrs.frozen
 class HoppingWindow(WindowSpec):
@@ -70,6 +74,9 @@ class HoppingWindow(WindowSpec):
         hop = "" if self.tumbling else f" hop {format_duration(self.hop)}"
         offset = f" offset {format_duration(self.offset)}" if self.offset else ""
         return f"{kind} {format_duration(self.size)}{hop}{offset}"
+
+    def longest_window(self) -> int | None:
+        return self.size
 
     # ---- over ints (the runtime) -------------------------------------------------------
     # A lifetime [s, e) overlaps windows first_window(s)..last_window(e) (none when first > last).

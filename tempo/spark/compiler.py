@@ -24,7 +24,6 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from tempo.errors import CompileError
-from tempo.events import EventShape
 from tempo.expr.schema import field_names
 from tempo.runtime.replay import CtiReplay
 from tempo.plan import nodes as p
@@ -139,25 +138,6 @@ def _union(c: Compiler, node: p.UnionNode) -> DataFrame:
     return c.relation(node.left).select(*cols).unionByName(c.relation(node.right).select(*cols))
 
 
-def longest_lifetime(node: p.Node) -> int | None:
-    """An upper bound on the length of a node's event lifetimes, in ticks; None when they
-    may be of any length, open ones included."""
-    if isinstance(node, p.SourceNode):
-        return 1 if node.shape is EventShape.POINT else None
-    if isinstance(node, p.AlterLifetimeNode) and node.duration is not None:
-        return node.duration
-    if isinstance(node, p.WindowNode):
-        assert isinstance(node.spec, HoppingWindow)
-        return node.spec.size
-    if isinstance(node, p.AntiJoinNode):
-        return None  # an uncovered stretch of a left event may stay open
-    bounds = [longest_lifetime(i) for i in node.inputs()]
-    if isinstance(node, p.JoinNode):  # an overlap is no longer than either side
-        known = [b for b in bounds if b is not None]
-        return min(known) if known else None
-    return None if None in bounds else max(bounds)  # type: ignore[type-var]
-
-
 _AGG: dict[str, Callable[[Column], Column]] = {"sum": F.sum, "avg": F.avg, "min": F.min, "max": F.max}
 
 
@@ -181,7 +161,7 @@ def _window(c: Compiler, node: p.WindowNode) -> DataFrame:
     end = F.col(E)
     if cti >= INF:
         finite = [t for t in in_ctis if t < INF]
-        if longest_lifetime(node.input) is None:
+        if c.query.longest_lifetime(node.input) is None:
             stats = df.agg(F.max(S).alias("s"), F.max(F.when(F.col(E) < INF, F.col(E))).alias("e")).collect()[0]
             horizon = max(v for v in (stats["s"], stats["e"], (finite[-1] - 1) if finite else None, NEG_INF) if v is not None)
             end = F.when(end >= INF, F.lit(horizon + 1)).otherwise(end)
@@ -191,7 +171,7 @@ def _window(c: Compiler, node: p.WindowNode) -> DataFrame:
         k_hi = F.least(spec.last_window_column(F.least(end, F.lit(INF))), F.lit(limit))
     k_lo = spec.first_window_column(F.col(S))
     keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
-    longest = longest_lifetime(node.input)
+    longest = c.query.longest_lifetime(node.input)
     # Windows cover every instant (size >= hop) and a lifetime reaches at most one: its
     # window is k_lo, with no sequence to explode (a tumbling window over points, say).
     one_window = longest is not None and size >= hop and (longest - 1 + size - 1) // hop == 0
@@ -270,7 +250,7 @@ def _overlapping(c: Compiler, node: p.JoinNode, left: DataFrame, right: DataFram
     one, say) goes to one extra bucket, ``LONG_BUCKET``, which every event of the bounded
     side also lists.
     """
-    bounds = longest_lifetime(node.left), longest_lifetime(node.right)
+    bounds = c.query.longest_lifetime(node.left), c.query.longest_lifetime(node.right)
     if node.keys or bounds == (None, None):
         # With keys Spark hashes on them; buckets were measured no faster on the benchmark's
         # reference join (their extra rows cost what the residual filter saved).
