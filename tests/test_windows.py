@@ -140,3 +140,18 @@ def test_a_node_without_a_lifetime_rule_is_an_error() -> None:
     points = Stream.create("p", [], EventShape.POINT, payload_type=Reading)
     with pytest.raises(NotImplementedError, match="Unruled states no longest_lifetime rule"):
         Query.build(Unruled(points.node))
+
+
+# --------------------------------------------------------------------------------------
+# aggregate kinds: one table
+
+
+def test_aggregate_kinds_table() -> None:
+    kind = p.AggregateKind
+    assert [str(k) for k in kind] == ["count", "sum", "avg", "min", "max"]
+    assert kind.COUNT.result_type(None) is int and kind.AVG.result_type(int) is float
+    assert kind.SUM.result_type(bool) is int and kind.SUM.result_type(float) is float
+    assert kind.MIN.result_type(str) is str and not kind.COUNT.takes_argument
+    assert p.Aggregate("count", None).kind is kind.COUNT
+    with pytest.raises(QueryBuildError, match="unknown aggregate 'median'"):
+        p.Aggregate("median", None)

@@ -8,6 +8,7 @@ by identity: a node used twice in a graph is one operator whose output feeds two
 
 from __future__ import annotations
 
+import enum
 import itertools
 from typing import Any, ClassVar
 
@@ -281,36 +282,66 @@ class AlterLifetimeNode(Node):
         return keys[0]
 
 
-AGGREGATE_KINDS = ("count", "sum", "avg", "min", "max")
+class AggregateKind(str, enum.Enum):
+    """The aggregates of a window: the one table the plan and both executors consult.
+
+    Every kind but ``count`` takes an argument and skips its nulls (None when the window
+    has no non-null value; ``count`` counts events). ``sum`` and ``avg`` need numbers.
+    """
+
+    COUNT = "count"
+    SUM = "sum"
+    AVG = "avg"
+    MIN = "min"
+    MAX = "max"
+
+    def __str__(self) -> str:  # the name users write: w.count(), agg0=count(...)
+        return self.value
+
+    @property
+    def takes_argument(self) -> bool:
+        return self is not AggregateKind.COUNT
+
+    @property
+    def needs_numbers(self) -> bool:
+        return self in (AggregateKind.SUM, AggregateKind.AVG)
+
+    def result_type(self, arg: type | None) -> type:
+        """The result's type given the argument's: counts are ints, averages floats, a sum of
+        bools is an int; others keep the argument's type."""
+        if self is AggregateKind.COUNT:
+            return int
+        if self is AggregateKind.AVG:
+            return float
+        assert arg is not None
+        return int if self is AggregateKind.SUM and arg is bool else arg
+
+
+def _aggregate_kind(name: str) -> AggregateKind:
+    try:
+        return AggregateKind(name)
+    except ValueError:
+        raise QueryBuildError(f"unknown aggregate {name!r}") from None
 
 
 @attrs.frozen
 class Aggregate:
     """One aggregate of a window: ``kind`` over ``arg`` (``count`` counts events)."""
 
-    kind: str
+    kind: AggregateKind = attrs.field(converter=_aggregate_kind)
     arg: x.Expr | None
 
     def __attrs_post_init__(self) -> None:
-        if self.kind not in AGGREGATE_KINDS:
-            raise QueryBuildError(f"unknown aggregate {self.kind!r}")
-        if self.kind == "count":
+        if not self.kind.takes_argument:
             return
         assert self.arg is not None
         t = self.arg.dtype
-        if self.kind in ("sum", "avg") and t not in (int, float, bool, object):
+        if self.kind.needs_numbers and t not in (int, float, bool, object):
             raise QueryBuildError(f"{self.kind} needs numbers, got {t.__name__}: {x.render(self.arg)}")
 
     @property
     def result_type(self) -> type:
-        if self.kind == "count":
-            return int
-        if self.kind == "avg":
-            return float
-        assert self.arg is not None
-        if self.kind == "sum" and self.arg.dtype is bool:
-            return int
-        return self.arg.dtype
+        return self.kind.result_type(None if self.arg is None else self.arg.dtype)
 
 
 @attrs.frozen(eq=False)

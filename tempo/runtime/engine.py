@@ -109,7 +109,7 @@ def _window(b: Build, node: p.WindowNode) -> ops.Operator:
     key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
     keyed = b.query.substream_key(node) is not None
     substream_index = node.group_index(b.query.substream_key(node.input)) if keyed else None
-    arguments = [a.arg for a in node.aggregates if a.kind != "count" and a.arg is not None]
+    arguments = [a.arg for a in node.aggregates if a.kind.takes_argument and a.arg is not None]
     assert isinstance(node.spec, HoppingWindow)  # the only window kind so far
     return ops.Window(
         node.spec, key_fn,

@@ -138,7 +138,9 @@ def _union(c: Compiler, node: p.UnionNode) -> DataFrame:
     return c.relation(node.left).select(*cols).unionByName(c.relation(node.right).select(*cols))
 
 
-_AGG: dict[str, Callable[[Column], Column]] = {"sum": F.sum, "avg": F.avg, "min": F.min, "max": F.max}
+_AGG: dict[p.AggregateKind, Callable[[Column], Column]] = {
+    p.AggregateKind.SUM: F.sum, p.AggregateKind.AVG: F.avg, p.AggregateKind.MIN: F.min, p.AggregateKind.MAX: F.max
+}
 
 
 @compiles(p.WindowNode)
@@ -191,7 +193,7 @@ def _window(c: Compiler, node: p.WindowNode) -> DataFrame:
         exploded = spans.select(F.explode(F.sequence(F.col("__klo"), F.col("__khi"))).alias("__k"), *[F.col(f"__key{i}") for i in range(len(keys))], *[F.col(f"__v{i}") for i, a in enumerate(node.aggregates) if a.arg is not None])
     aggs = []
     for i, a in enumerate(node.aggregates):
-        if a.kind == "count":
+        if not a.kind.takes_argument:  # count
             aggs.append(F.count(F.lit(1)).alias(f"__agg{i}"))
         else:
             aggs.append(_AGG[a.kind](F.col(f"__v{i}")).alias(f"__agg{i}"))
