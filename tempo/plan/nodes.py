@@ -51,7 +51,7 @@ class Node:
     def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
         """An upper bound on the length of this node's output lifetimes, in ticks, given
         that of each input (None: any length, open ones included). Every node class states
-        its rule: a bound that is wrong makes executors drop events."""
+        its rule, since a plan relying on a wrong bound loses events."""
         raise NotImplementedError(f"{type(self).__name__} states no longest_lifetime rule")
 
 
