@@ -19,6 +19,7 @@ from tempo.expr.schema import is_record_type, record_fields
 from tempo.expr.trace import Traced, call_traced, param_names, record_proxies, require_traced, trace, trace_records
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
+from tempo.plan.windows import HoppingWindow, WindowSpec
 from tempo.settings import AdvanceTimeSettings
 from tempo.sources import Source, as_source
 from tempo.ticks import duration_ticks, format_duration
@@ -164,7 +165,7 @@ class Stream(Generic[T]):
 
     def hopping(self, size: timedelta, hop: timedelta, offset: timedelta = timedelta(0)) -> WindowedStream[T]:
         """Windows ``[w, w + size)`` starting every ``hop`` at ``w = offset + k * hop``."""
-        return WindowedStream(self, None, _window_params(size, hop, offset))
+        return WindowedStream(self, None, _hopping_window(size, hop, offset))
 
     def group_by(self, key: Callable[[T], K]) -> GroupedStream[T, K]:
         """Group by ``key`` (a field, or a tuple of fields) for per-key windows."""
@@ -205,11 +206,11 @@ class Stream(Generic[T]):
         return f"Stream[{self.payload_type.__name__}]({self.node.describe()})"
 
 
-def _window_params(size: timedelta, hop: timedelta, offset: timedelta) -> tuple[int, int, int]:
+def _hopping_window(size: timedelta, hop: timedelta, offset: timedelta) -> HoppingWindow:
     s = _ticks(size, "window size", positive=True)
     h = _ticks(hop, "window hop", positive=True)
     o = _ticks(offset, "window offset")
-    return s, h, o % h
+    return HoppingWindow(s, h, o % h)
 
 
 class Window(Generic[T]):
@@ -283,14 +284,14 @@ class Window(Generic[T]):
 class WindowedStream(Generic[T]):
     """A stream cut into windows, waiting for ``aggregate``."""
 
-    def __init__(self, stream: Stream[T], keys: tuple[x.Expr, ...] | None, params: tuple[int, int, int]) -> None:
-        self._stream, self._keys, self._params = stream, keys, params
+    def __init__(self, stream: Stream[T], keys: tuple[x.Expr, ...] | None, spec: WindowSpec) -> None:
+        self._stream, self._keys, self._spec = stream, keys, spec
 
     def aggregate(self, fn: Callable[[Window[T]], R]) -> Stream[R]:
         """One output record per non-empty window, e.g. ``lambda w: Stats(n=w.count())``."""
         window: Window[T] = Window(self._stream.payload_type)
         projection = trace(fn, [window], "the aggregate() projection", "record")
-        return _window_stream(self._stream, self._keys, self._params, window, projection)
+        return _window_stream(self._stream, self._keys, self._spec, window, projection)
 
 
 class GroupedStream(Generic[T, K]):
@@ -305,14 +306,14 @@ class GroupedStream(Generic[T, K]):
 
     def hopping(self, size: timedelta, hop: timedelta, offset: timedelta = timedelta(0)) -> GroupedWindowedStream[T, K]:
         """Per-key hopping windows."""
-        return GroupedWindowedStream(self, _window_params(size, hop, offset))
+        return GroupedWindowedStream(self, _hopping_window(size, hop, offset))
 
 
 class GroupedWindowedStream(Generic[T, K]):
     """Per-key windows, waiting for ``aggregate``."""
 
-    def __init__(self, grouped: GroupedStream[T, K], params: tuple[int, int, int]) -> None:
-        self._grouped, self._params = grouped, params
+    def __init__(self, grouped: GroupedStream[T, K], spec: WindowSpec) -> None:
+        self._grouped, self._spec = grouped, spec
 
     def aggregate(self, fn: Callable[[K, Window[T]], R]) -> Stream[R]:
         """One output record per key and non-empty window: ``lambda key, w: Stats(key=key, ...)``."""
@@ -326,16 +327,15 @@ class GroupedWindowedStream(Generic[T, K]):
         key = tuple(key_proxies) if g._is_tuple else key_proxies[0]
         window: Window[T] = Window(g._stream.payload_type)
         projection = trace(fn, [key, window], "the aggregate() projection", "record")
-        return _window_stream(g._stream, g._keys, self._params, window, projection)
+        return _window_stream(g._stream, g._keys, self._spec, window, projection)
 
 
 def _window_stream(
     stream: Stream[Any],
     keys: tuple[x.Expr, ...] | None,
-    params: tuple[int, int, int],
+    spec: WindowSpec,
     window: Window[Any],
     projection: x.Expr,
 ) -> Stream[Any]:
-    size, hop, offset = params
-    node = p.WindowNode(stream.node, keys, size, hop, offset, tuple(window._aggregates), projection)
+    node = p.WindowNode(stream.node, keys, spec, tuple(window._aggregates), projection)
     return Stream(node)

@@ -1,12 +1,14 @@
 """The logical plan: one frozen node per operator, validated when built.
 
 Each node states its semantics and its CTI rule once, here; executors implement them
-(``tempo/memory`` is the reference) and ``explain()`` prints them. Nodes compare by
-identity: a node used twice in a graph is one operator whose output feeds two consumers.
+(``tempo/runtime`` is the reference) and ``explain()`` prints them. A window node's grid
+and its arithmetic are a ``WindowSpec`` value (``tempo/plan/windows.py``). Nodes compare
+by identity: a node used twice in a graph is one operator whose output feeds two consumers.
 """
 
 from __future__ import annotations
 
+import enum
 import itertools
 from typing import Any, ClassVar
 
@@ -15,6 +17,7 @@ import attrs
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape
 from tempo.expr import nodes as x
+from tempo.plan.windows import WindowSpec
 from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
 from tempo.sources import Source
 from tempo.ticks import format_duration
@@ -44,6 +47,12 @@ class Node:
         (docs/semantics.md 3.10.4). The default merges keys: only the input's CTI, the
         minimum over keys, goes on."""
         return None
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """An upper bound on the length of this node's output lifetimes, in ticks, given
+        that of each input (None: any length, open ones included). Every node class states
+        its rule, since a plan relying on a wrong bound loses events."""
+        raise NotImplementedError(f"{type(self).__name__} states no longest_lifetime rule")
 
 
 def reindex(expr: x.Expr, index: int) -> x.Expr:
@@ -159,6 +168,10 @@ class SourceNode(Node):
             parts.append(f"over {x.render(self.over)}")
         return ", ".join(parts)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """A point lasts one tick; intervals and edges may be of any length."""
+        return 1 if self.shape is EventShape.POINT else None
+
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """The ``over=`` key."""
         return self.over
@@ -186,6 +199,10 @@ class WhereNode(Node):
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """As the input's: events pass whole."""
+        return lifetimes[0]
 
     def describe(self) -> str:
         return f"Where {x.render(self.predicate)}"
@@ -215,6 +232,10 @@ class SelectNode(Node):
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """As the input's: lifetimes are kept."""
+        return lifetimes[0]
 
     def describe(self) -> str:
         return f"Select {x.render(self.projection)}"
@@ -248,6 +269,10 @@ class AlterLifetimeNode(Node):
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """The new duration, if any; a shift alone keeps every length."""
+        return self.duration if self.duration is not None else lifetimes[0]
+
     def describe(self) -> str:
         d = "" if self.duration is None else f", duration {format_duration(self.duration)}"
         return f"{self.label}: shift {format_duration(self.shift)}{d}"
@@ -257,47 +282,78 @@ class AlterLifetimeNode(Node):
         return keys[0]
 
 
-AGGREGATE_KINDS = ("count", "sum", "avg", "min", "max")
+class AggregateKind(str, enum.Enum):
+    """The aggregates of a window: the one table the plan and both executors consult.
+
+    Every kind but ``count`` takes an argument and skips its nulls (None when the window
+    has no non-null value; ``count`` counts events). ``sum`` and ``avg`` need numbers.
+    """
+
+    COUNT = "count"
+    SUM = "sum"
+    AVG = "avg"
+    MIN = "min"
+    MAX = "max"
+
+    def __str__(self) -> str:  # the name users write: w.count(), agg0=count(...)
+        return self.value
+
+    @property
+    def takes_argument(self) -> bool:
+        return self is not AggregateKind.COUNT
+
+    @property
+    def needs_numbers(self) -> bool:
+        return self in (AggregateKind.SUM, AggregateKind.AVG)
+
+    def result_type(self, arg: type | None) -> type:
+        """The result's type given the argument's: counts are ints, averages floats, a sum of
+        bools is an int; others keep the argument's type."""
+        if self is AggregateKind.COUNT:
+            return int
+        if self is AggregateKind.AVG:
+            return float
+        assert arg is not None
+        return int if self is AggregateKind.SUM and arg is bool else arg
+
+
+def _aggregate_kind(name: str) -> AggregateKind:
+    try:
+        return AggregateKind(name)
+    except ValueError:
+        raise QueryBuildError(f"unknown aggregate {name!r}") from None
 
 
 @attrs.frozen
 class Aggregate:
     """One aggregate of a window: ``kind`` over ``arg`` (``count`` counts events)."""
 
-    kind: str
+    kind: AggregateKind = attrs.field(converter=_aggregate_kind)
     arg: x.Expr | None
 
     def __attrs_post_init__(self) -> None:
-        if self.kind not in AGGREGATE_KINDS:
-            raise QueryBuildError(f"unknown aggregate {self.kind!r}")
-        if self.kind == "count":
+        if not self.kind.takes_argument:
             return
         assert self.arg is not None
         t = self.arg.dtype
-        if self.kind in ("sum", "avg") and t not in (int, float, bool, object):
+        if self.kind.needs_numbers and t not in (int, float, bool, object):
             raise QueryBuildError(f"{self.kind} needs numbers, got {t.__name__}: {x.render(self.arg)}")
 
     @property
     def result_type(self) -> type:
-        if self.kind == "count":
-            return int
-        if self.kind == "avg":
-            return float
-        assert self.arg is not None
-        if self.kind == "sum" and self.arg.dtype is bool:
-            return int
-        return self.arg.dtype
+        return self.kind.result_type(None if self.arg is None else self.arg.dtype)
 
 
 @attrs.frozen(eq=False)
 class WindowNode(Node):
     SEMANTICS: ClassVar[str] = (
-        "Windows [w, w + size) with w = offset + k*hop on the epoch; an event belongs to every "
-        "window its lifetime overlaps; each non-empty window (per group) gives one event whose "
+        "Windows as `spec` defines them (its SEMANTICS); an event belongs to every window its "
+        "lifetime overlaps; each non-empty window (per group) gives one event whose "
         "lifetime is the window and whose payload is the projection of the aggregates. Empty "
         "windows give nothing. On the CTI at infinity, open lifetimes count only up to the "
         "latest finite time seen by the operator (an event time, or just before its last finite CTI)."
     )
+    # Holds for every window kind; the spec's CTI_RULE gives its formulas.
     CTI_RULE: ClassVar[str] = (
         "A window is emitted once the input CTI reaches its end; the output CTI is the input CTI "
         "pulled back to the start of the earliest window not yet complete."
@@ -305,17 +361,11 @@ class WindowNode(Node):
 
     input: Node
     keys: tuple[x.Expr, ...] | None
-    size: int
-    hop: int
-    offset: int
+    spec: WindowSpec
     aggregates: tuple[Aggregate, ...]
     projection: x.Expr
 
     def __attrs_post_init__(self) -> None:
-        if self.size <= 0:
-            raise QueryBuildError(f"window size must be positive, got {format_duration(self.size)}")
-        if self.hop <= 0:
-            raise QueryBuildError(f"window hop must be positive, got {format_duration(self.hop)}")
         if not isinstance(self.projection, x.Record):
             raise QueryBuildError(
                 "aggregate() must return a payload record (attrs class or dataclass) built from "
@@ -329,13 +379,14 @@ class WindowNode(Node):
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """Each output lifetime is a window."""
+        return self.spec.longest_window()
+
     def describe(self) -> str:
-        kind = "Tumbling" if self.size == self.hop else "Hopping"
         keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
         aggs = ", ".join(f"agg{i}={a.kind}({'' if a.arg is None else x.render(a.arg)})" for i, a in enumerate(self.aggregates))
-        hop = "" if self.size == self.hop else f" hop {format_duration(self.hop)}"
-        offset = f" offset {format_duration(self.offset)}" if self.offset else ""
-        return f"{kind} {format_duration(self.size)}{hop}{offset}{keys}: {aggs} -> {x.render(self.projection)}"
+        return f"{self.spec.describe()}{keys}: {aggs} -> {x.render(self.projection)}"
 
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """Keeps the key when the substream key is one of the group keys and the aggregate
@@ -418,6 +469,11 @@ class JoinNode(Node):
     def inputs(self) -> tuple[Node, ...]:
         return (self.left, self.right)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """An overlap is no longer than either side."""
+        known = [b for b in lifetimes if b is not None]
+        return min(known) if known else None
+
     def describe(self) -> str:
         keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
         res = "none" if self.residual is None else x.render(self.residual)
@@ -467,6 +523,10 @@ class AntiJoinNode(Node):
     def inputs(self) -> tuple[Node, ...]:
         return (self.left, self.right)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """Unbounded: an uncovered stretch of a left event may stay open."""
+        return None
+
     def describe(self) -> str:
         keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
         res = "none" if self.residual is None else x.render(self.residual)
@@ -494,6 +554,11 @@ class UnionNode(Node):
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.left, self.right)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """The longer of both inputs'."""
+        known = [b for b in lifetimes if b is not None]
+        return max(known) if len(known) == len(lifetimes) else None
 
     def describe(self) -> str:
         return "Union"

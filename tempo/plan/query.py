@@ -64,6 +64,8 @@ class Query:
     sources: tuple[SourceNode, ...]
     substream_keys: dict[int, x.Expr | None] = attrs.Factory(dict)
     """By ``id(node)``: the substream key of the node's output (``Node.substream_key``)."""
+    longest_lifetimes: dict[int, int | None] = attrs.Factory(dict)
+    """By ``id(node)``: a bound on the node's output lifetimes (``Node.longest_lifetime``)."""
 
     @staticmethod
     def build(root: Node) -> Query:
@@ -95,11 +97,18 @@ class Query:
         keys: dict[int, x.Expr | None] = {}
         for node in nodes:
             keys[id(node)] = node.substream_key(tuple(keys[id(c)] for c in node.inputs()))
-        return Query(root, tuple(nodes), tuple(found), keys)
+        lifetimes: dict[int, int | None] = {}
+        for node in nodes:
+            lifetimes[id(node)] = node.longest_lifetime(tuple(lifetimes[id(c)] for c in node.inputs()))
+        return Query(root, tuple(nodes), tuple(found), keys, lifetimes)
 
     def substream_key(self, node: Node) -> x.Expr | None:
         """The substream key of ``node``'s output, or None."""
         return self.substream_keys[id(node)]
+
+    def longest_lifetime(self, node: Node) -> int | None:
+        """An upper bound on the length of ``node``'s output lifetimes in ticks, or None."""
+        return self.longest_lifetimes[id(node)]
 
     @property
     def imports(self) -> list[tuple[str, str]]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tempo.dispatch import Registry
 from tempo.expr import nodes as x
+from tempo.plan.nodes import AggregateKind
 from tempo.ticks import to_ticks
 
 _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%",
@@ -254,29 +255,29 @@ class Accumulator:
     kinds and a call per aggregate.
     """
 
-    def __init__(self, kinds: Sequence[str]) -> None:
+    def __init__(self, kinds: Sequence[AggregateKind | str]) -> None:
         initial = ["0"]
         update: list[str] = []
         results: list[str] = []
         argument = 0  # index into ``values``
-        for kind in kinds:
-            if kind == "count":
+        for kind in map(AggregateKind, kinds):
+            if not kind.takes_argument:
                 results.append("state[0]")
                 continue
             slot, v = len(initial), f"v{argument}"
             argument += 1
             update.append(f"        if {v} is not None:")
-            if kind == "avg":
+            if kind is AggregateKind.AVG:
                 initial += ["0", "0"]
                 update += [f"            state[{slot}] += {v}", f"            state[{slot + 1}] += 1"]
                 results.append(f"(state[{slot}] / state[{slot + 1}] if state[{slot + 1}] else None)")
                 continue
             initial.append("None")
             update.append(f"            c = state[{slot}]")
-            if kind == "sum":
+            if kind is AggregateKind.SUM:
                 update.append(f"            state[{slot}] = {v} if c is None else c + {v}")
             else:
-                less = "<" if kind == "min" else ">"
+                less = "<" if kind is AggregateKind.MIN else ">"
                 update += [f"            if c is None or {v} {less} c:", f"                state[{slot}] = {v}"]
             results.append(f"state[{slot}]")
         add = [

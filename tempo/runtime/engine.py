@@ -19,10 +19,12 @@ from typing import Any, TypeVar
 import attrs
 
 from tempo.dispatch import Registry
+from tempo.errors import UnsupportedError
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import datetime_conformer
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
+from tempo.plan.windows import HoppingWindow
 from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result, Withheld, warn_withheld
 from tempo.runtime import codegen
 from tempo.runtime import operators as ops
@@ -100,9 +102,11 @@ def _window(b: Build, node: p.WindowNode) -> ops.Operator:
     key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
     keyed = b.query.substream_key(node) is not None
     substream_index = node.group_index(b.query.substream_key(node.input)) if keyed else None
-    arguments = [a.arg for a in node.aggregates if a.kind != "count" and a.arg is not None]
+    arguments = [a.arg for a in node.aggregates if a.kind.takes_argument and a.arg is not None]
+    if not isinstance(node.spec, HoppingWindow):  # the only window kind the operator knows so far
+        raise UnsupportedError("in-memory", node.spec.describe(), "it has no window operator for this kind")
     return ops.Window(
-        node.size, node.hop, node.offset, key_fn,
+        node.spec, key_fn,
         codegen.compile_function(arguments, ["a0"], as_tuple=True), codegen.Accumulator([a.kind for a in node.aggregates]),
         codegen.compile_window_projection(node.projection), b.to_datetime, b.new_id,
         substream_index, len(node.keys or ()),

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
+from tempo.plan.windows import HoppingWindow
 from tempo.runtime.codegen import Accumulator
 from tempo.ticks import INF, NEG_INF, add
 
@@ -350,7 +351,7 @@ def _first_out(entries: Iterator[tuple[int, int, Any, Any]]) -> Iterator[tuple[i
 
 
 class Window(Operator):
-    """Hopping/tumbling windows with aggregates, per group.
+    """Hopping/tumbling windows with aggregates, per group; ``spec`` numbers the windows.
 
     Events spanning a few windows are added to each window's accumulators on arrival.
     Open edges and very long lifetimes are kept aside and added to each window as it
@@ -363,9 +364,7 @@ class Window(Operator):
 
     def __init__(
         self,
-        size: int,
-        hop: int,
-        offset: int,
+        spec: HoppingWindow,
         key_fn: Callable[[Any], Key] | None,
         values_fn: Callable[[Any], tuple[Any, ...]],
         accumulator: Accumulator,
@@ -381,7 +380,10 @@ class Window(Operator):
         self.key_in: dict[Any, int] = {}  # substream key -> its CTI, when ahead
         self.key_next: dict[Any, int] = {}  # substream key -> its first window not closed
         self.key_out: dict[Any, int] = {}  # substream key -> its output CTI as last emitted
-        self.size, self.hop, self.offset = size, hop, offset
+        self.spec = spec
+        # The spec's own bound methods: no extra call per event over methods of this class.
+        self._k_lo = spec.first_window
+        self._k_hi = spec.last_window
         self.key_fn = key_fn
         self.values_fn = values_fn  # an event's aggregate arguments, as ``accumulator.add`` takes them
         self.accumulator = accumulator
@@ -396,13 +398,6 @@ class Window(Operator):
         self.in_cti_finite = NEG_INF
         self.out_cti = NEG_INF
         self.t_max = NEG_INF
-
-    # window index arithmetic: window k is [offset + k*hop, offset + k*hop + size)
-    def _k_lo(self, start: int) -> int:
-        return (start - self.size - self.offset) // self.hop + 1
-
-    def _k_hi(self, end: int) -> int:
-        return (end - self.offset - 1) // self.hop
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key = self.key_fn(payload) if self.key_fn else ()
@@ -450,7 +445,7 @@ class Window(Operator):
             limit: int | None = max(candidates) if candidates else None
         else:
             self.in_cti_finite = t
-            limit = (t - self.size - self.offset) // self.hop
+            limit = self.spec.last_complete(t)
             open_hi = limit
         if limit is not None:
             self._close(limit, open_hi)
@@ -459,7 +454,7 @@ class Window(Operator):
         else:
             assert limit is not None
             self.next_k = limit + 1 if self.next_k is None else max(self.next_k, limit + 1)
-            out = min(t, self.offset + self.next_k * self.hop)
+            out = min(t, self.spec.start_of(self.next_k))
         if out > self.out_cti:
             self.out_cti = out
             self.emit_cti(out)
@@ -471,7 +466,7 @@ class Window(Operator):
         if i is None or t <= self.in_cti or t <= self.key_in.get(key, NEG_INF):
             return
         self.key_in[key] = t
-        limit = (t - self.size - self.offset) // self.hop
+        limit = self.spec.last_complete(t)
         first = self.key_next.get(key, NEG_INF)
         if self.next_k is not None and self.next_k > first:
             first = self.next_k
@@ -479,7 +474,7 @@ class Window(Operator):
             self._close_key(key, i, first, limit)
             first = limit + 1
         self.key_next[key] = first
-        out = min(t, self.offset + first * self.hop)
+        out = min(t, self.spec.start_of(first))
         if out > self.out_cti and out > self.key_out.get(key, NEG_INF):
             self.key_out[key] = out
             self.emit_key_cti(key, out)
@@ -509,8 +504,7 @@ class Window(Operator):
 
     def _emit_window(self, k: int, groups: Iterable[tuple[Key, list[Any]]]) -> None:
         """One output per group of window ``k``, from its aggregate state."""
-        ws = self.offset + k * self.hop
-        we = ws + self.size
+        ws, we = self.spec.bounds(k)
         ws_dt, we_dt = self.to_datetime(ws), self.to_datetime(we)
         results = self.accumulator.results
         for key, state in groups:

@@ -43,6 +43,10 @@ class Reverse(p.Node):
     def inputs(self) -> tuple[p.Node, ...]:
         return (self.input,)
 
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        # A well-formed plan node (it states its plan-level rules); only the executors lack it.
+        return lifetimes[0]
+
 
 @attrs.frozen
 class IsPrime(x.Expr):
