@@ -356,8 +356,6 @@ class Result(Generic[T]):
 # ---- tables -------------------------------------------------------------------------------
 
 
-
-
 def _timestamp() -> Any:
     import pyarrow as pa
 

@@ -333,7 +333,7 @@ def test_explain_prints_durations_readably() -> None:
     )
     text = q.explain()
     for fragment in (
-        "a CTI every 10 events, delay 5 s flush at end",
+        "a CTI every 10 events, delay 5 s, flush at end",
         "a CTI every 1 min, delay -1 µs",
         "out-of-order tolerance 2 s, late-arrival tolerance 5 s, early-arrival window off",
         "ShiftEventTime: shift -1 min",

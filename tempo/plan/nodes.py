@@ -152,7 +152,7 @@ class SourceNode(Node):
                     n = g.frequency if isinstance(g.frequency, int) else format_duration(g.frequency)
                     unit = " events" if isinstance(g.frequency, int) else ""
                     every = f"a CTI every {n}{unit}, delay {format_duration(g.delay)}"
-                parts.append(every + (" flush at end" if g.advance_to_infinity_on_shutdown else ""))
+                parts.append(every + (", flush at end" if g.advance_to_infinity_on_shutdown else ""))
             if s.import_:
                 parts.append(f"import CTIs from {s.import_.stream_name!r}")
             if s.ordering:
