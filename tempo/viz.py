@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from tempo.api.stream import Stream
-from tempo.errors import TempoError
+from tempo.errors import TempoError, UnsupportedError
 from tempo.events import Point
 from tempo.result import Action, Rejection, Result, Rule
 from tempo.ticks import INF, from_ticks, is_infinite, to_ticks
@@ -164,44 +164,33 @@ def _replay_inputs(query: Query) -> tuple[list[_Input], Callable[[int], datetime
     the merged arrival order, exactly as ``InMemoryExecutor.run`` processes them (the
     operators are left out: only what enters the query is recorded)."""
     from tempo.runtime import engine as ex
-    from tempo.runtime.ingress import END, START, TimestampMode, prepare, prepare_checked
-    from tempo.sources import ItemSource, TableSource
+    from tempo.runtime.ingress import END, START, TimestampMode
 
     mode = TimestampMode()
     build = ex.Build(mode, query)
     ingresses = ex.build_ingresses(build, query)
-    needs_arrival = query.ordered_by_arrival
 
     def dt(t: int) -> datetime:
         return from_ticks(t, naive=mode.naive is True)
 
-    records: list[_Input] = []
-    streams: list[Iterator[Prepared]] = []
-    processes: list[Callable[[Prepared], None]] = []
-    for source in query.sources:
-        ingress = ingresses[source.name]
-        record = _Input(source.name, key_of=ingress.key_of)
-        records.append(record)
-        fixed = isinstance(source.source, TableSource) or (
-            isinstance(source.source, ItemSource) and source.source.materialized is not None
+    def unreadable(what: str, e: UnsupportedError) -> PlotError:
+        return PlotError(
+            f"{what} cannot be read in this process ({e.reason}), so its events cannot be "
+            "replayed here: draw the output alone with inputs=False"
         )
-        try:
-            streams.append((prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival))
-        except NotImplementedError as e:
-            raise PlotError(
-                f"input {source.name!r} ({source.source!r}) can only be read on Spark, so its events cannot "
-                "be replayed here: draw the output alone with inputs=False"
-            ) from e
-        processes.append(_recorder(ingress, record, build.rejected, dt, START, END))
+
+    records = [_Input(s.name, key_of=ingresses[s.name].key_of) for s in query.sources]
+    processes = [_recorder(ingresses[r.name], r, build.rejected, dt, START, END) for r in records]
+    try:
+        streams = ex.prepared_inputs(query, mode)
+    except UnsupportedError as e:
+        raise unreadable(e.what, e) from e
 
     def lazily(items: Iterator[Prepared], name: str) -> Iterator[Prepared]:
         try:
             yield from items
-        except NotImplementedError as e:
-            raise PlotError(
-                f"input {name!r} can only be read on Spark, so its events cannot be replayed here: "
-                "draw the output alone with inputs=False"
-            ) from e
+        except UnsupportedError as e:
+            raise unreadable(f"input {name!r}", e) from e
 
     ex.process_in_arrival_order([lazily(s, r.name) for s, r in zip(streams, records)], processes)
     for source in query.sources:

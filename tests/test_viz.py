@@ -367,3 +367,15 @@ def test_result_alone_of_edges_and_a_table_source(tmp_path: Path) -> None:
     assert xs(drawn["dropped"]) == [x(T(2))]
     assert xs(drawn["ctis"]) == [x(T(5)), x(T(6)), infinity_x(t)]
     assert [m.start for m in lane(t, "output")[0].marks] == [T(m).replace(tzinfo=timezone.utc) for m in (0, 5, 6)]  # tables are UTC
+
+
+def test_an_input_only_spark_reads_points_to_inputs_false() -> None:
+    """A catalog table cannot be replayed in this process: a PlotError saying so and what to
+    draw instead (the output alone), not the executor's error."""
+    pytest.importorskip("pyspark")
+    from tempo import AdvanceTimeSettings, EventShape, Stream
+    from tempo.spark.sources import SparkTableSource
+
+    stream = Stream.create("catalog", SparkTableSource("readings", Reading, start="t"), EventShape.POINT, AdvanceTimeSettings.replay())
+    with pytest.raises(PlotError, match=r"table of the Spark catalog.*inputs=False"):
+        plot(stream)

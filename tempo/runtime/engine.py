@@ -141,16 +141,7 @@ def run_query(query: Query) -> Result[Any]:
     mode = TimestampMode()
     build = Build(mode, query)
     build_ingresses(build, query)
-    needs_arrival = query.ordered_by_arrival
-
-    # Check every item of fixed inputs before anything is processed.
-    streams: list[Iterator[Prepared]] = []
-    for source in query.sources:
-        fixed = isinstance(source.source, TableSource) or (
-            isinstance(source.source, ItemSource) and source.source.materialized is not None
-        )
-        streams.append((prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival))
-
+    streams = prepared_inputs(query, mode)
     built = build_operators(build, query)
     egress = ops.Egress(_output_key(query))
     built[id(query.root)].connect(egress, 0)
@@ -166,6 +157,19 @@ def run_query(query: Query) -> Result[Any]:
     result = attrs.evolve(result, withheld=withheld)
     warn_withheld(result)
     return result
+
+
+def prepared_inputs(query: Query, mode: TimestampMode) -> list[Iterator[Prepared]]:
+    """Each input's items checked and converted, in input order. A fixed input (a table, an
+    item list) is checked whole before anything is processed; generated items as they come."""
+    needs_arrival = query.ordered_by_arrival
+    streams: list[Iterator[Prepared]] = []
+    for source in query.sources:
+        fixed = isinstance(source.source, TableSource) or (
+            isinstance(source.source, ItemSource) and source.source.materialized is not None
+        )
+        streams.append((prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival))
+    return streams
 
 
 def _withheld(egress: ops.Egress, ingresses: list[Ingress], dt: Callable[[int], Any]) -> Withheld | None:
