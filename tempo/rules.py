@@ -37,8 +37,10 @@ class InputRule(enum.IntEnum):
     ITEM_KIND = 15
     NULL_ORDER = 16
     CTI_VIOLATION = 17
-    PAYLOAD_TYPE = 18
     """An event breaking the CTI rule on an input without ``AdvanceTimeSettings``."""
+    PAYLOAD_TYPE = 18
+    EDGE_KIND_COLUMN = 19
+    """An EDGE input read from a table without a ``kind=`` column."""
     NULL_FIELD = 100
     """``NULL_FIELD + i`` (Spark's code): a null in the i-th payload field, not declared optional."""
 
@@ -56,6 +58,9 @@ MESSAGES: dict[InputRule, str] = {
     InputRule.ORDERING_ARRIVAL: "an input with ordering settings needs an arrival time on every item",
     InputRule.ORDERING_ARRIVAL_COLUMN: (
         "an input with ordering settings needs an arrival time on every item: give {source} an arrival= column"
+    ),
+    InputRule.EDGE_KIND_COLUMN: (
+        "an EDGE input from a table needs a kind= column (start, end or cti per row): {source} has none"
     ),
     InputRule.UNKNOWN_KIND: "the kind column {column!r} must hold point, interval, start, end or cti (in any case)",
     InputRule.NULL_START: "the {arg} column {column!r} is null",

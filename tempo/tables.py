@@ -321,7 +321,7 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
     elif shape in _SHAPE_KIND:
         kinds = [_SHAPE_KIND[shape]] * n
     else:
-        raise InputSchemaError(name, f"an EDGE input from a table needs a kind= column (start, end or cti per row): {source!r} has none")
+        raise InputSchemaError(name, message(InputRule.EDGE_KIND_COLUMN, source=repr(source)))
     # Rows with a null value in a field not declared optional (CTI rows have no payload).
     null_rows: dict[int, str] = {}
     for f, c, v in zip(fields, payload_columns, values):

@@ -122,7 +122,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
     elif node.shape is EventShape.INTERVAL:
         kind = F.lit(INTERVAL)
     else:
-        raise InputSchemaError(node.name, f"an EDGE input from a table needs a kind= column (start, end or cti per row): {source!r} has none")
+        raise InputSchemaError(node.name, message(InputRule.EDGE_KIND_COLUMN, source=repr(source)))
     start = ticks(source.start)
     end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
     end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind == CTI, start).otherwise(end_col)
