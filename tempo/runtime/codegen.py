@@ -100,12 +100,19 @@ class _Gen:
             out = f"({t} if ({t} := {code}) is not None else {out})"
         return out
 
+    def instant(self, e: x.Expr, code: str) -> str:
+        """``code`` (the code of ``e``) as ticks when it is a datetime."""
+        if isinstance(e, x.Lit):
+            return repr(_instant(e.value))
+        return f"_instant({code})"
+
     def binary(self, e: x.Binary) -> str:
         a, b = self.gen(e.left), self.gen(e.right)
         nullable = e.left.nullable or e.right.nullable
         if e.op in x.COMPARISON and datetime in (e.left.dtype, e.right.dtype):
-            # Datetimes compare as instants (naive means UTC), as on Spark: naive against aware works.
-            a, b = f"_instant({a})", f"_instant({b})"
+            # Datetimes compare as instants (naive means UTC), as on Spark: naive against aware
+            # works. A constant is made an instant once, here, not for every event.
+            a, b = (self.instant(side, code) for side, code in ((e.left, a), (e.right, b)))
         if e.op == "&":
             return f"_and3({a}, {b})" if nullable else f"({a} and {b})"
         if e.op == "|":
