@@ -40,15 +40,19 @@ compiles = _COMPILERS.rule
 
 
 class Build:
-    """State of one compilation: shared id counter and timestamp convention."""
+    """State of one compilation: shared id counter and timestamp convention.
 
-    def __init__(self, mode: TimestampMode, query: Query) -> None:
+    ``first_id``: the first event id handed out (a live query rebuilt from saved state
+    continues its ids)."""
+
+    def __init__(self, mode: TimestampMode, query: Query, first_id: int = 0) -> None:
         self.query = query
-        counter = itertools.count()
-        self.new_id: Callable[[], int] = counter.__next__
+        self.ids = itertools.count(first_id)
+        self.new_id: Callable[[], int] = self.ids.__next__
         self.mode = mode
         self.rejected: list[Any] = []
         self.ingresses: dict[str, Ingress] = {}
+        self.clock = ArrivalClock()
 
     def to_datetime(self, t: int) -> Any:
         return from_ticks(t, naive=self.mode.naive is True)
@@ -69,6 +73,8 @@ def _source(b: Build, node: p.SourceNode) -> ops.Operator:
 
 class _SourceOp(ops.Operator):
     """Connects an ``Ingress`` to the operators that consume its input."""
+
+    WIRING = ops.Operator.WIRING | {"ingress"}
 
     def __init__(self, ingress: Ingress) -> None:
         super().__init__()
@@ -196,7 +202,7 @@ def _output_key(query: Query) -> Callable[[Any], Any] | None:
 
 def build_ingresses(build: Build, query: Query) -> dict[str, Ingress]:
     """One ``Ingress`` per input, each exporting its CTIs to the inputs that import them."""
-    clock = ArrivalClock()
+    clock = build.clock
     for source in query.sources:
         ingress = build.ingresses[source.name] = Ingress(source, build.new_id, build.rejected)
         if ingress.ordered:

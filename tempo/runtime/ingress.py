@@ -35,7 +35,7 @@ import itertools
 import operator
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tempo.errors import CtiViolationError, InputError, InputSchemaError
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
@@ -152,38 +152,41 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
     return zip(arrivals or itertools.repeat(NEG_INF, n), kinds, starts, ends, payloads, range(n), itertools.repeat(None))
 
 
-def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared]:
+def _checked_rows(
+    table: Columns, node: SourceNode, needs_arrival: bool, sequence: _SequenceChecks | None = None, first_position: int = 0
+) -> Iterator[Prepared]:
     """The rows, each checked as it is given, by the rules in the order the Spark ingress
     checks them (``tempo.spark.ingress.scan._bad_row``): the kind, the times, the lifetime,
-    the payload's nulls, then the arrival."""
+    the payload's nulls, then the arrival. A live query gives each micro-batch's rows with
+    the input's ``sequence`` checks so far and the position of its first row."""
     from tempo.tables import kind_rule
 
     kinds, starts, ends, arrivals, payloads, bad = table
     name, shape, allowed = node.name, node.shape, _allowed(node)
-    sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
-    for position, (kind, payload) in enumerate(zip(kinds, payloads)):
-        start, end = starts[position], ends[position]
-        at_bad = bad if bad is not None and bad.position == position else None
+    if sequence is None:
+        sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
+    for row, (kind, payload) in enumerate(zip(kinds, payloads)):
+        start, end, position = starts[row], ends[row], first_position + row
+        at_bad = bad if bad is not None and bad.position == row else None
+
+        def item() -> Any:
+            at = arrivals[row] if arrivals is not None and arrivals[row] is not None else NEG_INF
+            return item_of((at, kind, start, end, None if kind == CTI else payload, position, None))
+
         if at_bad is not None and at_bad.before_rules:
-            raise at_bad.plain()
+            raise InputError(name, position, at_bad.item, at_bad.rule)
         if kind not in allowed:
-            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), kind_rule(shape, kind))
+            raise InputError(name, position, item(), kind_rule(shape, kind))
         if kind in (INTERVAL, END) and end <= start:
-            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.LIFETIME))
+            raise InputError(name, position, item(), message(InputRule.LIFETIME))
         if kind != CTI and start >= INF:
-            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), message(InputRule.START_AT_INFINITY))
+            raise InputError(name, position, item(), message(InputRule.START_AT_INFINITY))
         if at_bad is not None:
-            raise InputError(name, position, _row_item(arrivals, position, kind, start, end, payload), at_bad.rule)
-        broken = sequence.take_arrival(None if arrivals is None else arrivals[position]) or sequence.pair(kind, start, payload)
+            raise InputError(name, position, item(), at_bad.rule)
+        broken = sequence.take_arrival(None if arrivals is None else arrivals[row]) or sequence.pair(kind, start, payload)
         if broken is not None:
-            raise error_class(broken)(name, position, _row_item(arrivals, position, kind, start, end, payload), message(broken))
+            raise error_class(broken)(name, position, item(), message(broken))
         yield (sequence.last_arrival, kind, start, end, None if kind == CTI else payload, position, None)
-
-
-def _row_item(arrivals: list[int] | None, position: int, kind: int, start: int, end: int, payload: Any) -> Any:
-    """A table row as the item it stands for, to show in an error."""
-    at = arrivals[position] if arrivals is not None and arrivals[position] is not None else NEG_INF
-    return item_of((at, kind, start, end, None if kind == CTI else payload, position, None))
 
 
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
@@ -293,7 +296,17 @@ class Ingress:
 
     ``emit_insert(eid, start, end, payload)`` (``end`` None for an open edge),
     ``emit_end(eid, end)`` and ``emit_cti(t)`` deliver admitted events to the query.
+
+    ``WIRING``: the attributes set from the plan when it is built (as ``Operator.WIRING``);
+    the rest is the input's state, which a live query saves between micro-batches. The
+    shared arrival clock and the list of rejections are saved once for the whole query.
     """
+
+    WIRING: ClassVar[frozenset[str]] = frozenset({
+        "name", "node", "has_policy", "adjust", "every_n", "period", "delay", "flush", "ordered",
+        "out_of_order", "late", "early", "key_of", "clock", "importers", "new_id", "rejected",
+        "emit_insert", "emit_end", "emit_cti", "emit_key_cti",
+    })
 
     def __init__(
         self,

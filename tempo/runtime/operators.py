@@ -25,7 +25,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from tempo.plan.windows import HoppingWindow
 from tempo.runtime.codegen import Accumulator
@@ -40,7 +40,15 @@ class Operator:
     ``emit_insert``, ``emit_end`` and ``emit_cti`` reach every consumer connected so far;
     with one consumer (the usual case) they are its methods bound to its port, so an event
     takes no extra call per operator.
+
+    ``WIRING`` names the attributes an operator gets from the plan when it is built (compiled
+    functions, parameters, its consumers); everything else is its state, which a live query
+    saves after each micro-batch and puts back into a freshly built operator
+    (``tempo.runtime.live``). A compiled function left out of ``WIRING`` makes saving fail
+    loudly (it cannot be pickled), never restore silently wrong.
     """
+
+    WIRING: ClassVar[frozenset[str]] = frozenset({"outs", "emit_insert", "emit_end", "emit_cti", "emit_key_cti"})
 
     def __init__(self) -> None:
         self.outs: list[tuple[Operator, int]] = []
@@ -90,6 +98,8 @@ def _nowhere(*_: Any) -> None:
 class Where(Operator):
     """Filter; remembers which open edges passed so that only their ends follow."""
 
+    WIRING = Operator.WIRING | {"predicate"}
+
     def __init__(self, predicate: Callable[[Any], Any]) -> None:
         super().__init__()
         self.predicate = predicate
@@ -115,6 +125,8 @@ class Where(Operator):
 
 class Select(Operator):
     """Projection; ids, lifetimes and CTIs pass unchanged."""
+
+    WIRING = Operator.WIRING | {"projection", "keeps_key"}
 
     def __init__(self, projection: Callable[[Any], Any], keeps_key: bool = False) -> None:
         super().__init__()
@@ -143,6 +155,8 @@ def _finite(t: int) -> int | None:
 class AlterLifetime(Operator):
     """Start (and CTIs) + shift; end + shift, or start + duration when a duration is set."""
 
+    WIRING = Operator.WIRING | {"shift", "duration"}
+
     def __init__(self, shift: int, duration: int | None) -> None:
         super().__init__()
         self.shift, self.duration = shift, duration
@@ -170,6 +184,8 @@ class AlterLifetime(Operator):
 
 class Union(Operator):
     """Both inputs; right-side events get fresh ids so a stream unioned with itself stays unique."""
+
+    WIRING = Operator.WIRING | {"new_id"}
 
     def __init__(self, new_id: Callable[[], int], keeps_key: bool = False) -> None:
         super().__init__()
@@ -317,6 +333,12 @@ class KeyedByStart:
         self.by_key: dict[Any, ByStart] = {}
         self.key_of = key_of  # (a, b) -> substream key
 
+    def __getstate__(self) -> tuple[ByStart, dict[Any, ByStart]]:
+        return self.all, self.by_key  # ``key_of`` is compiled: the restored owner sets it again
+
+    def __setstate__(self, state: tuple[ByStart, dict[Any, ByStart]]) -> None:
+        self.all, self.by_key = state
+
     def push(self, start: int, a: Any, b: Any = None) -> None:
         cell = [a, b, False]  # the entry, and whether it went out
         self.all.push(start, cell)
@@ -361,6 +383,10 @@ class Window(Operator):
     """
 
     EAGER_WINDOWS = 64
+    WIRING = Operator.WIRING | {
+        "keys_count", "substream_index", "spec", "_k_lo", "_k_hi", "key_fn", "values_fn", "accumulator",
+        "projection", "to_datetime", "new_id",
+    }
 
     def __init__(
         self,
@@ -579,6 +605,8 @@ class Join(Operator):
     side whose end is unknown (that side can no longer end earlier).
     """
 
+    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "new_id"}
+
     def __init__(
         self,
         key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | None,
@@ -730,6 +758,8 @@ class AntiJoin(Operator):
     swept over that span: uncovered stretches become output fragments; a fragment still
     uncovered at ``c`` goes out as a start edge and is ended by a later sweep.
     """
+
+    WIRING = Operator.WIRING | {"key_fns", "residual", "new_id"}
 
     def __init__(
         self,

@@ -1,0 +1,285 @@
+"""The reference engine kept alive between the micro-batches of unbounded inputs.
+
+A live query receives each input's items a batch at a time and must give, after every
+batch, exactly what the in-memory executor releases for the items seen so far, whatever
+the batch boundaries. Two things make that true:
+
+* **The arrival frontier.** The in-memory executor processes the items of all inputs in
+  one sequence ordered by (arrival, declaration order, position). A live engine may process
+  an item only when no input can still deliver one that comes before it: every other input
+  has reached a later arrival, or the same arrival and comes later in declaration order
+  (arrivals never decrease within an input). Items past the frontier wait in the engine's
+  buffers. With one input everything is processed at once; an input without arrival times
+  (all items at the earliest arrival) holds back every later-declared input until it ends,
+  exactly as in memory.
+* **State saved explicitly.** ``snapshot()`` saves each operator's and ingress's state (all
+  attributes but its ``WIRING``, the ones built from the plan) with the buffers, the arrival
+  clock and the id counter; ``LiveEngine.restore`` builds the plan afresh and puts the
+  state back. Compiled functions are never pickled, nor anything keyed by object identity.
+
+``take()`` drains what was released since the last call (output items, rejections, the
+inputs' watermark samples), so state stays bounded by what is still open, not by the run's
+length.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import pickle
+from collections import deque
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
+from tempo.expr.schema import datetime_conformer
+from tempo.plan.query import Query
+from tempo.result import InputMetrics, RawItem, Rejection
+from tempo.runtime import operators as ops
+from tempo.runtime.engine import Build, build_ingresses, build_operators, rejection
+from tempo.runtime.engine import _output_key as output_key
+from tempo.runtime.ingress import Ingress, Prepared, TimestampMode
+from tempo.ticks import INF, NEG_INF, from_ticks
+
+STATE_FORMAT = 1
+"""Bumped when the saved state's layout changes: older state is then refused, not misread."""
+
+
+@attrs.frozen
+class Released:
+    """What a live engine released since the previous ``take()``."""
+
+    items: list[RawItem[Any]]
+    """Output items in release order: points, intervals, start edges (an event released
+    before its end was known), end edges of such events, CTIs and substream CTIs."""
+    rejections: list[Rejection]
+    """Input events dropped or adjusted by policy, in the order they were met."""
+    watermark_delays: dict[str, list[tuple[datetime, timedelta]]]
+    """Per input, its new (arrival clock, clock - CTI) samples (``InputMetrics.watermark_delays``)."""
+    substream_delays: dict[str, dict[Any, list[tuple[datetime, timedelta]]]]
+    """Per input and substream key, the new samples of that key's own CTI moves."""
+
+
+class StateError(Exception):
+    """Saved live state that cannot be used: another query's, another format, or not
+    picklable (a payload class that cannot be imported by name)."""
+
+
+class LiveEngine:
+    """The query's operators and ingresses, fed a batch of items at a time.
+
+    ``push(index, items)`` hands over input ``index``'s next items (prepared, in input
+    order); ``run()`` processes everything up to the arrival frontier; ``finish()``
+    processes the rest and ends the inputs (flushing those whose settings say so);
+    ``take()`` drains the results.
+    """
+
+    def __init__(self, query: Query, mode: TimestampMode, first_id: int = 0) -> None:
+        self.query = query
+        self.mode = mode
+        build = self.build = Build(mode, query, first_id)
+        build_ingresses(build, query)
+        self.ingresses: list[Ingress] = [build.ingresses[s.name] for s in query.sources]
+        built = build_operators(build, query)
+        self.egress = ops.Egress(output_key(query))
+        built[id(query.root)].connect(self.egress, 0)
+        self.operators: list[ops.Operator] = [built[id(node)] for node in query.nodes] + [self.egress]
+        self.buffers: list[deque[Prepared]] = [deque() for _ in self.ingresses]
+        self.reached: list[int] = [NEG_INF] * len(self.ingresses)
+        """Per input, the latest arrival it has delivered (or announced by ``reach``)."""
+        self.finished = False
+        self.given_last: set[tuple[Any, ...]] = set()
+        """The watermark sample lists whose one remaining sample ``take`` has given."""
+        self._conform = datetime_conformer(query.root.payload_type, mode.naive is True)
+
+    # ---- feeding -----------------------------------------------------------------------
+    def push(self, index: int, items: Iterable[Prepared]) -> None:
+        """Input ``index``'s next items, in input order."""
+        buffer, reached = self.buffers[index], self.reached[index]
+        for rec in items:
+            buffer.append(rec)
+            if rec[0] > reached:
+                reached = rec[0]
+        self.reached[index] = reached
+
+    def reach(self, index: int, arrival: int) -> None:
+        """Input ``index`` will deliver nothing that arrived before ``arrival`` (a source's
+        clock moved without items): lets the other inputs' items through the frontier."""
+        if arrival > self.reached[index]:
+            self.reached[index] = arrival
+
+    def run(self) -> None:
+        """Process the buffered items that no input can still precede, in arrival order."""
+        self._process(frontier=True)
+
+    def finish(self) -> None:
+        """The inputs have ended: process every buffered item, then end each input in
+        declaration order (a CTI at infinity where its settings flush)."""
+        self._process(frontier=False)
+        for ingress in self.ingresses:
+            ingress.shutdown()
+        self.finished = True
+
+    def _process(self, frontier: bool) -> None:
+        buffers, reached, ingresses = self.buffers, self.reached, self.ingresses
+        count = len(buffers)
+        while True:
+            best = -1  # the input whose next item comes first, in (arrival, declaration) order
+            for i in range(count):
+                if buffers[i] and (best < 0 or buffers[i][0][0] < buffers[best][0][0]):
+                    best = i
+            if best < 0:
+                return
+            # Its items go while they come before every other input's next item: the one
+            # buffered, or else (at the frontier) any it may still deliver.
+            limit = INF + 1
+            for j in range(count):
+                if j == best or not (buffers[j] or frontier):
+                    continue
+                bound = (buffers[j][0][0] if buffers[j] else reached[j]) + (1 if j > best else 0)
+                limit = min(limit, bound)
+            buffer, process = buffers[best], ingresses[best].process
+            if buffer[0][0] >= limit:
+                return  # held at the frontier, and so is every later item
+            while buffer and buffer[0][0] < limit:
+                process(buffer.popleft())
+
+    # ---- results -----------------------------------------------------------------------
+    def to_datetime(self, t: int) -> datetime:
+        return from_ticks(t, naive=self.mode.naive is True)
+
+    def take(self) -> Released:
+        """Everything released since the previous call, drained from the engine."""
+        dt, conform = self.to_datetime, self._conform
+        items: list[RawItem[Any]] = []
+        for entry in self.egress.raw:
+            kind = entry[0]
+            if kind == "cti":
+                items.append(Cti(dt(entry[1])))
+            elif kind == "key_cti":
+                items.append(SubstreamCti(entry[2], dt(entry[1])))
+            elif kind == "end":
+                s, e, pl = entry[1][1:4]
+                items.append(EdgeEnd(dt(s), dt(e), pl if conform is None else conform(pl)))
+            else:
+                s, e, pl = entry[1], entry[2], entry[3]
+                if conform is not None:
+                    pl = conform(pl)
+                start = dt(s)
+                if kind == "start":
+                    items.append(EdgeStart(start, pl))
+                elif e == s + 1:
+                    items.append(Point(start, pl))
+                else:
+                    items.append(Interval(start, dt(INF if e is None else e), pl))
+        self.egress.raw.clear()
+        self.egress.ctis.clear()
+        rejections = [rejection(r, dt) for r in self.build.rejected]
+        self.build.rejected.clear()
+        delays: dict[str, list[tuple[datetime, timedelta]]] = {}
+        key_delays: dict[str, dict[Any, list[tuple[datetime, timedelta]]]] = {}
+        for ingress in self.ingresses:
+            delays[ingress.name] = self._drain((ingress.name,), ingress.delays)
+            drained = {k: self._drain((ingress.name, k), v) for k, v in ingress.key_delays.items()}
+            key_delays[ingress.name] = {k: v for k, v in drained.items() if v}
+        return Released(items, rejections, delays, key_delays)
+
+    def _drain(self, where: tuple[Any, ...], samples: list[tuple[int, int]]) -> list[tuple[datetime, timedelta]]:
+        """The watermark samples not given yet; the last one stays in the list (the ingress
+        compares the next with it) and is marked as given."""
+        first = 1 if where in self.given_last else 0
+        out = [(self.to_datetime(c), timedelta(microseconds=c - w)) for c, w in samples[first:]]
+        if samples:
+            del samples[:-1]
+            self.given_last.add(where)
+        return out
+
+    def metrics(self) -> dict[str, InputMetrics]:
+        """Each input's counts so far (watermark samples come through ``take``)."""
+        out: dict[str, InputMetrics] = {}
+        for ingress in self.ingresses:
+            metrics = attrs.evolve(ingress.metrics, watermark_delays=[], substreams={
+                k: attrs.evolve(v, watermark_delays=[]) for k, v in ingress.metrics.substreams.items()
+            })
+            out[ingress.name] = metrics
+        return out
+
+    # ---- saving and restoring ----------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """The engine's whole state, to rebuild it with ``restore`` (in another process)."""
+        state = {
+            "format": STATE_FORMAT,
+            "shape": _shape(self.query),
+            "next_id": next(self.build.ids),
+            "clock": self.build.clock.now,
+            "naive": self.mode.naive,
+            "ingresses": [_state_of(i, i.WIRING) for i in self.ingresses],
+            "operators": [_state_of(op, op.WIRING) for op in self.operators],
+            "buffers": [list(b) for b in self.buffers],
+            "reached": list(self.reached),
+            "finished": self.finished,
+            "given_last": self.given_last,
+        }
+        buffer = io.BytesIO()
+        try:
+            _StatePickler(buffer).dump(state)
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise StateError(
+                f"the live query's state cannot be saved: {exc}. Payload classes (and values in "
+                f"them) must be importable by name: define them at module level, not inside a function"
+            ) from exc
+        return buffer.getvalue()
+
+    @classmethod
+    def restore(cls, query: Query, blob: bytes) -> LiveEngine:
+        """A live engine for ``query`` in the state ``snapshot`` saved."""
+        try:
+            state = pickle.loads(blob)
+        except Exception as exc:
+            raise StateError(f"the saved live state cannot be read: {exc}") from exc
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise StateError("the saved live state has another format: it was written by another version of tempo")
+        if state["shape"] != _shape(query):
+            raise StateError("the saved live state belongs to another query (its operators differ)")
+        mode = TimestampMode()
+        mode.naive = state["naive"]
+        engine = cls(query, mode, state["next_id"])
+        engine.build.clock.now = state["clock"]
+        for ingress, saved in zip(engine.ingresses, state["ingresses"]):
+            _put_state(ingress, saved)
+        for op, saved in zip(engine.operators, state["operators"]):
+            _put_state(op, saved)
+        engine.buffers = [deque(b) for b in state["buffers"]]
+        engine.reached = state["reached"]
+        engine.finished = state["finished"]
+        engine.given_last = state["given_last"]
+        return engine
+
+
+def _shape(query: Query) -> list[str]:
+    """What must match for saved state to fit a query: its operators' kinds in build order."""
+    return [type(node).__name__ for node in query.nodes]
+
+
+def _state_of(obj: object, wiring: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in vars(obj).items() if k not in wiring}
+
+
+def _put_state(obj: object, state: dict[str, Any]) -> None:
+    for name, value in state.items():
+        if isinstance(value, ops.KeyedByStart):  # its key function is compiled: the fresh one's
+            value.key_of = getattr(obj, name).key_of
+        setattr(obj, name, value)
+
+
+class _StatePickler(pickle.Pickler):
+    """Pickles engine state; ``itertools.count`` (the operators' tie-breaking sequences) by
+    its next value, since counters cannot be pickled on every supported Python."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is itertools.count:
+            return itertools.count, (int(repr(obj)[len("count("):-1]),)
+        return NotImplemented
