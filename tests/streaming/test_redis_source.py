@@ -26,6 +26,7 @@ from tempo.spark.streaming.redis import (  # noqa: E402
     ORDER_COLUMN,
     Layout,
     RedisEntryError,
+    RedisEventError,
     add_event,
     decode_value,
     encode_value,
@@ -161,7 +162,8 @@ def test_encoding_refuses_a_value_of_another_type() -> None:
 def test_decode_names_the_stream_entry_field_and_rule() -> None:
     layout = Layout.of(Reading, "start", None, "kind")
     good = {b"sensor": b"a", b"count": b"1", b"value": b"0.5", b"ok": b"true", b"seen": b"7", b"start": b"9"}
-    assert layout.decode("s", "3-1", good) == ("a", 1, 0.5, True, datetime(1970, 1, 1, 0, 0, 0, 7, tzinfo=UTC), None, datetime(1970, 1, 1, 0, 0, 0, 9, tzinfo=UTC), None, 3 * 4194304 + 1, datetime(1970, 1, 1, 0, 0, 0, 3000, tzinfo=UTC))
+    assert layout.decode("s", "3-1", {**good, b"kind": b"point"}) == ("a", 1, 0.5, True, datetime(1970, 1, 1, 0, 0, 0, 7, tzinfo=UTC), None, datetime(1970, 1, 1, 0, 0, 0, 9, tzinfo=UTC), "point", 3 * 4194304 + 1, datetime(1970, 1, 1, 0, 0, 0, 3000, tzinfo=UTC))
+    good[b"kind"] = b"point"
     missing = {k: v for k, v in good.items() if k != b"count"}
     with pytest.raises(RedisEntryError) as info:
         layout.decode("s", "3-1", missing)
@@ -172,6 +174,8 @@ def test_decode_names_the_stream_entry_field_and_rule() -> None:
     assert layout.decode("s", "3-2", {b"kind": b"cti", b"start": b"9"})[:6] == (None,) * 6
     with pytest.raises(RedisEntryError, match="field 'kind': 'later' is no kind"):
         layout.decode("s", "3-3", {**good, b"kind": b"later"})
+    with pytest.raises(RedisEntryError, match="entry 3-4, field 'kind': the field is missing"):
+        layout.decode("s", "3-4", {k: v for k, v in good.items() if k != b"kind"})
     with pytest.raises(RedisEntryError, match="entry 3-1, field 'start': the field is missing"):
         layout.decode("s", "3-1", {k: v for k, v in good.items() if k != b"start"})
 
@@ -199,10 +203,16 @@ def test_add_event_writes_the_documented_fields(client: Any, stream_key: str) ->
     assert raw_id.decode() == entry_id
     t0 = str(micros(T0)).encode()
     assert fields == {b"sensor": b"a", b"count": b"7", b"value": b"0.25", b"ok": b"false", b"seen": t0, b"ts": t0, b"end": str(micros(T0) + 1_000_000).encode(), b"kind": b"interval"}
-    with pytest.raises(InputError, match="field 'sensor' is None, and it is not Optional in Reading"):
+    with pytest.raises(RedisEventError) as info:
         add_event(client, stream_key, Reading(None, 7, 0.25, False, T0, None), start=T0)  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="field 'count': '7' \\(a str\\) is not a int"):
+    assert str(info.value) == f"redis stream {stream_key!r}, event {Reading(None, 7, 0.25, False, T0, None)!r}: field 'sensor' is None, and it is not Optional"  # type: ignore[arg-type]
+    assert isinstance(info.value, InputError)
+    with pytest.raises(RedisEventError, match="field 'count': '7' \\(a str\\) is not a int"):
         add_event(client, stream_key, Reading("a", "7", 0.25, False, T0, None), start=T0)  # type: ignore[arg-type]
+    with pytest.raises(RedisEventError, match="field 'start': 0 \\(a int\\) is not a datetime"):
+        add_event(client, stream_key, reading, start=0)  # type: ignore[arg-type]
+    with pytest.raises(QueryBuildError, match="start='sensor' names an entry field that is already taken"):
+        add_event(client, stream_key, reading, start=T0, start_field="sensor")
     assert client.xlen(stream_key) == 1  # refused events write nothing
 
 

@@ -99,6 +99,22 @@ class RedisEntryError(InputError):
         return ValueError(f"{self} {_ERROR_MARKER}{fields}{_ERROR_MARKER}")
 
 
+class RedisEventError(InputError):
+    """An event ``add_event`` refuses to write: a payload field value not of its declared
+    type, None in a field not declared Optional. Names the stream, the event and the rule."""
+
+    def __init__(self, stream_key: str, event: object, rule: str) -> None:
+        super().__init__(f"redis stream {stream_key!r}", -1, event, rule)
+        self.stream_key = stream_key
+        self.args = (str(self),)
+
+    def __str__(self) -> str:
+        return f"redis stream {self.stream_key!r}, event {self.item!r}: {self.rule}"
+
+    def __reduce__(self) -> tuple[type[RedisEventError], tuple[str, object, str]]:
+        return (RedisEventError, (self.stream_key, self.item, self.rule))
+
+
 def redis_entry_error(exc: BaseException) -> RedisEntryError | None:
     """The ``RedisEntryError`` a worker raised, if ``exc`` (a Spark failure: a job's error or
     a ``StreamingQueryException``) carries one."""
@@ -264,7 +280,7 @@ class Layout:
             except ValueError as exc:
                 raise RedisEntryError(stream_key, entry_id, name, str(exc)) from None
 
-        kind = value(self.kind, "str", False) if self.kind is not None else None
+        kind = value(self.kind, "str", True) if self.kind is not None else None
         if kind is not None and kind.lower() not in KINDS:
             raise RedisEntryError(stream_key, entry_id, self.kind or "", f"{kind!r} is no kind: write point, interval, start, end or cti")
         is_cti = kind is not None and kind.lower() == "cti"  # a CTI carries no payload
@@ -299,34 +315,27 @@ def add_event(
     stream as an entry the source reads back exactly, and return the entry ID the broker
     gave it (``XADD stream_key * ...``: its milliseconds are the broker's clock).
 
-    The payload's fields, ``start`` and ``end`` are written
-    by ``encode_value``; a None field is left out (read back as null); ``end`` and ``kind``
+    The payload's fields, ``start`` and ``end`` are written by ``encode_value``; a None field is left out (read back as null); ``end`` and ``kind``
     are left out when None. The field names of start, end and kind must be those the source
     is created with (``redis_source(start=..., end=..., kind=...)``). A value that is not of
-    its field's type, or None in a field not declared Optional, is an ``InputError``."""
-    where = f"redis stream {stream_key!r}"
+    its field's type, or None in a field not declared Optional, is a ``RedisEventError``
+    (and nothing is written)."""
+    if payload is not None and not is_record_type(type(payload)):
+        raise RedisEventError(stream_key, payload, f"a payload must be an attrs class or dataclass instance, got a {type(payload).__qualname__}")
+    if payload is None:
+        layout = Layout([], start_field, end_field, kind_field)
+    else:
+        layout = Layout.of(type(payload), start_field, end_field, kind_field)
+    values = [(n, getattr(payload, n), t, nullable or kind == "cti") for n, t, nullable in layout.fields]
+    values += [(start_field, start, _DATETIME, False), (end_field, end, _DATETIME, True), (kind_field, kind, "str", True)]
     fields: dict[str, str] = {}
-    if payload is not None:
-        owner = type(payload).__qualname__
-        if not is_record_type(type(payload)):
-            raise InputError(where, -1, payload, f"a payload must be an attrs or dataclass record, got a {owner}")
-        for f in record_fields(type(payload)):
-            v = getattr(payload, f.name)
-            if v is None and not f.nullable and kind != "cti":
-                raise InputError(where, -1, payload, f"field {f.name!r} is None, and it is not Optional in {owner}")
-            try:
-                text = encode_value(v, _value_type(f.dtype, f.name, owner))
-            except ValueError as exc:
-                raise InputError(where, -1, payload, f"field {f.name!r}: {exc}") from None
-            if text is not None:
-                fields[f.name] = text
-    for name, v, value_type in ((start_field, start, _DATETIME), (end_field, end, _DATETIME), (kind_field, kind, "str")):
-        if name in fields:
-            raise InputError(where, -1, payload, f"the entry field {name!r} is both a payload field and the {value_type} field: give it another name")
+    for name, v, value_type, nullable in values:
+        if v is None and not nullable:
+            raise RedisEventError(stream_key, payload, f"field {name!r} is None, and it is not Optional")
         try:
             text = encode_value(v, value_type)
         except ValueError as exc:
-            raise InputError(where, -1, payload, f"field {name!r}: {exc}") from None
+            raise RedisEventError(stream_key, payload, f"field {name!r}: {exc}") from None
         if text is not None:
             fields[name] = text
     entry_id = client.xadd(stream_key, dict[Any, Any](fields))  # redis-py types its dict invariantly
