@@ -69,9 +69,10 @@ def micros(t: datetime) -> int:
     return (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
-def run(source: Any, checkpoint: Path) -> list[tuple[int, list[dict[str, Any]]]]:
-    """Run the source's streaming DataFrame until it has read what is there; each batch's
-    rows in order with its id. Timestamps come as microseconds (no local time zone)."""
+def run(source: Any, checkpoint: Path, available_now: bool = False) -> list[tuple[int, list[dict[str, Any]]]]:
+    """Run the source's streaming DataFrame until it has read what is there (by
+    ``processAllAvailable``, or as a ``trigger(availableNow=True)`` query); each non-empty
+    batch's rows in order with its id. Timestamps come as microseconds (no local time zone)."""
     from pyspark.sql import functions as F
 
     df = source.df
@@ -82,10 +83,14 @@ def run(source: Any, checkpoint: Path) -> list[tuple[int, list[dict[str, Any]]]]
     def sink(batch: Any, batch_id: int) -> None:
         batches.append((batch_id, [r.asDict() for r in batch.orderBy(ORDER_COLUMN).collect()]))
 
-    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)).start()
+    writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    query = (writer.trigger(availableNow=True) if available_now else writer).start()
     try:
         with raising_redis_errors():
-            query.processAllAvailable()
+            if available_now:
+                query.awaitTermination()
+            else:
+                query.processAllAvailable()
     finally:
         query.stop()
     return [(i, rows) for i, rows in batches if rows]
@@ -240,7 +245,7 @@ def test_every_entry_is_read_once_in_id_order_with_its_types(spark_session: Any,
     check_columns("readings", source, frame_columns(source.df.schema))  # what the executor checks first
     assert source.df.columns == ["sensor", "count", "value", "ok", "seen", "note", "start", "kind", ORDER_COLUMN, ARRIVAL_COLUMN]
 
-    batches = run(source, tmp_path / "checkpoint")
+    batches = run(source, tmp_path / "checkpoint", available_now=True)
     rows = [row for _, row_list in batches for row in row_list]
     t0 = micros(T0)
     assert rows == [

@@ -498,7 +498,9 @@ def redis_source(
     Each entry is a row: the fields of ``payload_type`` and the entry fields ``start`` (and
     ``end``, ``kind``: as ``TableSource`` takes them) decoded as ``add_event`` encodes them,
     ``ORDER_COLUMN`` (the order) and ``ARRIVAL_COLUMN`` (the arrival time) from the entry ID.
-    ``max_entries_per_batch`` caps the entries of one micro-batch (None: all there are).
+    ``max_entries_per_batch`` caps the entries of one micro-batch (None: all there are); on
+    PySpark 4.0 a ``trigger(availableNow=True)`` query asks the source for its latest offset
+    only once, so with a cap it stops after one batch: use ``processAllAvailable()`` then.
     ``heartbeat``: when set, an idle stream still gets a new offset carrying the broker's
     clock once that much broker time has passed (for the executor to advance its frontier);
     None: a batch only when entries arrive. Registers the source on ``spark`` (once)."""
