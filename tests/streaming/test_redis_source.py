@@ -146,6 +146,7 @@ def test_values_encode_as_documented_and_decode_back(value: Any, value_type: str
         (b"12x", "int", "'12x' is not a 64-bit decimal integer"),
         (b" 12", "int", "' 12' is not a 64-bit decimal integer"),
         (b"9223372036854775808", "int", "is not a 64-bit decimal integer"),
+        (b"1" * 5000, "int", "is not a 64-bit decimal integer"),
         (b"1_0", "float", "'1_0' is not a float"),
         (b"one", "float", "'one' is not a float"),
         (b"True", "bool", "'True' is not a bool: write true or false"),
@@ -172,16 +173,16 @@ def test_decode_names_the_stream_entry_field_and_rule() -> None:
     missing = {k: v for k, v in good.items() if k != b"count"}
     with pytest.raises(RedisEntryError) as info:
         layout.decode("s", "3-1", missing)
-    assert str(info.value) == "redis stream 's', entry 3-1, field 'count': the field is missing, and it is not Optional"
+    assert str(info.value) == "redis stream 's', entry 3-1, field 'count': the field is missing: the payload field is not Optional"
     assert (info.value.stream_key, info.value.entry_id, info.value.field) == ("s", "3-1", "count")
     assert isinstance(info.value, InputError)
     # A CTI carries no payload: only its start is required.
     assert layout.decode("s", "3-2", {b"kind": b"cti", b"start": b"9"})[:6] == (None,) * 6
     with pytest.raises(RedisEntryError, match="field 'kind': 'later' is no kind"):
         layout.decode("s", "3-3", {**good, b"kind": b"later"})
-    with pytest.raises(RedisEntryError, match="entry 3-4, field 'kind': the field is missing"):
+    with pytest.raises(RedisEntryError, match="entry 3-4, field 'kind': the field is missing: the source reads each entry's kind from it"):
         layout.decode("s", "3-4", {k: v for k, v in good.items() if k != b"kind"})
-    with pytest.raises(RedisEntryError, match="entry 3-1, field 'start': the field is missing"):
+    with pytest.raises(RedisEntryError, match="entry 3-1, field 'start': the field is missing: every entry needs its start time"):
         layout.decode("s", "3-1", {k: v for k, v in good.items() if k != b"start"})
 
 
@@ -364,3 +365,7 @@ def test_an_idle_stream_gets_a_new_offset_only_after_the_heartbeat(redis_server:
     assert beat["id"] == ids[0] and beat["clock_ms"] >= first_beat["clock_ms"] + 20
     assert read_counts(beating, first_beat, beat) == []
     assert beating.latestOffset() is beat  # the next heartbeat counts from this one
+    # A restarted reader counts the next heartbeat from the clock of the offset Spark restores.
+    restarted = reader(redis_server, stream_key, heartbeat_ms="60000")
+    restarted.partitions(beat, beat)
+    assert restarted.latestOffset() == beat

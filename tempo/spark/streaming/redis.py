@@ -178,7 +178,7 @@ def decode_value(text: bytes, value_type: str) -> Any:
             return s == _TRUE
         raise ValueError(f"{s!r} is not a bool: write true or false")
     if value_type in ("int", _DATETIME):
-        if not _INTEGER.fullmatch(s) or not _LONG_MIN <= int(s) <= _LONG_MAX:
+        if not _INTEGER.fullmatch(s) or len(s) > 20 or not _LONG_MIN <= int(s) <= _LONG_MAX:
             unit = "a 64-bit decimal integer" if value_type == "int" else "a datetime: write the decimal count of microseconds since 1970-01-01 UTC"
             raise ValueError(f"{s!r} is not {unit}")
         if value_type == "int":
@@ -269,25 +269,28 @@ class Layout:
         """One entry as a row of ``schema()``; a ``RedisEntryError`` when it breaks a rule.
         Fields the layout does not name are ignored (producers may add their own)."""
 
-        def value(name: str, value_type: str, required: bool) -> Any:
+        def value(name: str, value_type: str, missing: str | None) -> Any:
+            """The field's value; ``missing``: the rule an entry without it breaks (None:
+            it may be left out, and reads as null)."""
             text = entry.get(name.encode("utf-8"))
             if text is None:
-                if required:
-                    raise RedisEntryError(stream_key, entry_id, name, "the field is missing, and it is not Optional")
+                if missing is not None:
+                    raise RedisEntryError(stream_key, entry_id, name, f"the field is missing: {missing}")
                 return None
             try:
                 return decode_value(text, value_type)
             except ValueError as exc:
                 raise RedisEntryError(stream_key, entry_id, name, str(exc)) from None
 
-        kind = value(self.kind, "str", True) if self.kind is not None else None
+        kind = value(self.kind, "str", "the source reads each entry's kind from it") if self.kind is not None else None
         if kind is not None and kind.lower() not in KINDS:
             raise RedisEntryError(stream_key, entry_id, self.kind or "", f"{kind!r} is no kind: write point, interval, start, end or cti")
         is_cti = kind is not None and kind.lower() == "cti"  # a CTI carries no payload
-        row = [value(n, t, not nullable and not is_cti) for n, t, nullable in self.fields]
-        row.append(value(self.start, _DATETIME, True))
+        required = "the payload field is not Optional"
+        row = [value(n, t, None if nullable or is_cti else required) for n, t, nullable in self.fields]
+        row.append(value(self.start, _DATETIME, "every entry needs its start time"))
         if self.end is not None:
-            row.append(value(self.end, _DATETIME, False))
+            row.append(value(self.end, _DATETIME, None))
         if self.kind is not None:
             row.append(kind)
         try:
@@ -403,7 +406,8 @@ class RedisStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         """The end of the next batch: the stream's last entry, or the ``max_entries_per_batch``-th
         after the start. Without new entries the offset stays as it was (no empty batch),
-        unless a heartbeat interval has passed on the broker's clock."""
+        unless a heartbeat interval has passed on the broker's clock. (PySpark 4.3 passes the
+        batch's ``start`` and a read ``limit``; 4.0 passes neither.)"""
         broker = self._broker()
         after = (start or self._last)["id"]
         if self.max_entries is None:
@@ -422,9 +426,9 @@ class RedisStreamReader(DataSourceStreamReader):
         return self._last
 
     def _seen(self, offset: dict[str, Any]) -> None:
-        """Move the next batch's start to ``offset`` when it is later: Spark tells where the
-        query stands only through ``partitions`` and ``commit``."""
-        if _id_key(offset["id"]) > _id_key(self._last["id"]):
+        """Move the next batch's start (and heartbeat clock) to ``offset`` when it is later:
+        Spark tells where the query stands only through ``partitions`` and ``commit``."""
+        if (_id_key(offset["id"]), offset["clock_ms"]) > (_id_key(self._last["id"]), self._last["clock_ms"]):
             self._last = dict(offset)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -442,11 +446,11 @@ class RedisStreamReader(DataSourceStreamReader):
             while True:
                 page = broker.xrange(self.stream_key, f"({after}", partition.last, count=PAGE_ENTRIES)
                 for raw_id, entry in page:
-                    entry_id = _id_text(raw_id)
                     try:
-                        yield self.layout.decode(self.stream_key, entry_id, entry)
+                        row = self.layout.decode(self.stream_key, _id_text(raw_id), entry)
                     except RedisEntryError as exc:
                         raise exc.for_driver() from None
+                    yield row
                 if len(page) < PAGE_ENTRIES:
                     return
                 after = _id_text(page[-1][0])
