@@ -22,7 +22,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from tempo.dispatch import Registry
-from tempo.errors import CompileError, UdfResultError, UnsupportedError
+from tempo.errors import CompileError, TempoError, UdfResultError, UnsupportedError
 from tempo.expr import nodes as x
 from tempo.spark.types import spark_type
 from tempo.ticks import to_ticks
@@ -160,34 +160,48 @@ def _py_call(scope: Scope, e: x.PyCall) -> Column:
     return fn(*[column(a, scope) for a in e.args])
 
 
-def udf_error(exc: BaseException) -> UdfResultError | None:
-    """The ``UdfResultError`` a Python worker raised, if ``exc`` (a Spark failure) carries one."""
+def marked_fields(exc: BaseException, marker: str, count: int) -> list[str] | None:
+    """The ``count`` fields a Python worker wrote as a JSON list between two ``marker`` into
+    the message of the error it raised, if ``exc`` (a Spark failure carrying the worker's
+    traceback as text) has them."""
     text = str(exc)
-    start = text.find(x.UDF_MARKER)
-    end = text.find(x.UDF_MARKER, start + len(x.UDF_MARKER)) if start >= 0 else -1
+    start = text.find(marker)
+    end = text.find(marker, start + len(marker)) if start >= 0 else -1
     if end < 0:
         return None
     try:
-        fields = json.loads(text[start + len(x.UDF_MARKER) : end])
+        fields = json.loads(text[start + len(marker) : end])
     except ValueError:
         return None
-    if not isinstance(fields, list) or len(fields) != 5:
+    if not isinstance(fields, list) or len(fields) != count:
         return None
-    return UdfResultError(*[str(f) for f in fields])
+    return [str(f) for f in fields]
+
+
+def udf_error(exc: BaseException) -> UdfResultError | None:
+    """The ``UdfResultError`` a Python worker raised, if ``exc`` (a Spark failure) carries one."""
+    fields = marked_fields(exc, x.UDF_MARKER, 5)
+    return None if fields is None else UdfResultError(*fields)
 
 
 @contextlib.contextmanager
-def udf_errors() -> Iterator[None]:
-    """Raise a udf result error from a Spark job as the ``UdfResultError`` it is."""
+def worker_errors(recognize: Callable[[BaseException], TempoError | None]) -> Iterator[None]:
+    """Raise the tempo error ``recognize`` finds in a Spark failure (one a Python worker
+    raised) as that error, rather than as Spark's error wrapping the worker's traceback."""
     try:
         yield
-    except UdfResultError:
+    except TempoError:
         raise
     except Exception as exc:
-        error = udf_error(exc)
+        error = recognize(exc)
         if error is None:
             raise
         raise error from None
+
+
+def udf_errors() -> contextlib.AbstractContextManager[None]:
+    """Raise a udf result error from a Spark job as the ``UdfResultError`` it is."""
+    return worker_errors(udf_error)
 
 
 F_ = TypeVar("F_", bound=Callable[..., Any])
