@@ -6,7 +6,7 @@ import enum
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, Union
 
@@ -15,6 +15,7 @@ import attrs
 from tempo.errors import QueryBuildError
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import FieldInfo, is_record_type, record_fields
+from tempo.ticks import INFINITY as _INFINITY
 from tempo.ticks import format_time
 
 if TYPE_CHECKING:
@@ -354,6 +355,60 @@ class Result(Generic[T]):
 
 
 # ---- tables -------------------------------------------------------------------------------
+
+
+RELEASED_KINDS: Final = ("point", "interval", "start", "end", "cti", "substream_cti")
+"""The values of ``tempo_kind`` in ``released_table``: which output item a row is."""
+KEY_COLUMN: Final = "tempo_key"
+"""The substream key of a ``substream_cti`` row of ``released_table`` (its ``repr``)."""
+
+
+def released_table(items: Sequence[RawItem[Any]], payload_type: type) -> Any:
+    """Output items in release order as a pyarrow Table (what a live query's sink writes):
+    ``tempo_kind`` (``RELEASED_KINDS``), ``tempo_start`` and ``tempo_end`` (an end edge's
+    end; 9999-12-31 23:59:59.999999 for a start edge, whose end is not known yet; null on
+    CTI rows, whose time is ``tempo_start``), ``tempo_key`` (a substream CTI's key, as its
+    repr), then the payload's fields typed as in ``Result.to_arrow``, all nullable (null on
+    CTI rows)."""
+    import pyarrow as pa
+
+    kinds: list[str] = []
+    starts: list[datetime] = []
+    ends: list[datetime | None] = []
+    keys: list[str | None] = []
+    payloads: list[Any] = []
+    for item in items:
+        key = None
+        if isinstance(item, Cti):
+            kind, start, end, payload = "cti", item.timestamp, None, None
+        elif isinstance(item, SubstreamCti):
+            kind, start, end, payload, key = "substream_cti", item.timestamp, None, None, repr(item.key)
+        elif isinstance(item, Point):
+            kind, start, end, payload = "point", item.start, item.start + timedelta(microseconds=1), item.payload
+        elif isinstance(item, Interval):
+            kind, start, end, payload = "interval", item.start, item.end, item.payload
+        elif isinstance(item, EdgeStart):
+            kind, start, end, payload = "start", item.start, _INFINITY, item.payload
+        else:
+            assert isinstance(item, EdgeEnd)
+            kind, start, end, payload = "end", item.start, item.end, item.payload
+        kinds.append(kind)
+        starts.append(start)
+        ends.append(end)
+        keys.append(key)
+        payloads.append(payload)
+    columns = [pa.array(kinds, pa.string()), pa.array(starts, _timestamp()), pa.array(ends, _timestamp()), pa.array(keys, pa.string())]
+    schema = [
+        pa.field("tempo_kind", pa.string(), nullable=False), pa.field(START_COLUMN, _timestamp(), nullable=False),
+        pa.field(END_COLUMN, _timestamp()), pa.field(KEY_COLUMN, pa.string()),
+    ]
+    for f in record_fields(payload_type) if is_record_type(payload_type) else []:
+        array = _column(payload_type, f, [None if pl is None else getattr(pl, f.name) for pl in payloads])
+        if arrow_type(f.dtype) is None and array.type == pa.null():
+            array = pa.array([None] * len(payloads), pa.string())
+        columns.append(array)
+        schema.append(pa.field(f.name, array.type))
+    return pa.Table.from_arrays(columns, schema=pa.schema(schema))
 
 
 def _timestamp() -> Any:

@@ -41,6 +41,8 @@ class InputRule(enum.IntEnum):
     PAYLOAD_TYPE = 18
     EDGE_KIND_COLUMN = 19
     """An EDGE input read from a table without a ``kind=`` column."""
+    ORDER_BACK = 20
+    """A live input's micro-batch holds a row ordered before rows already processed."""
     NULL_FIELD = 100
     """``NULL_FIELD + i`` (Spark's code): a null in the i-th payload field, not declared optional."""
 
@@ -79,6 +81,10 @@ MESSAGES: dict[InputRule, str] = {
     InputRule.END_WITHOUT_START: "end edge without its start: no open start edge has this start and payload",
     InputRule.HEARTBEAT_WITHOUT_ORDERING: (
         "a Heartbeat moves the arrival clock of inputs with ordering settings; this input has none"
+    ),
+    InputRule.ORDER_BACK: (
+        "its {column!r} value {value!r} comes before {last!r}, the last value of rows already processed "
+        "in an earlier micro-batch: a live input must deliver its rows in the order of that column"
     ),
     InputRule.NULL_FIELD: (
         "column {column!r} is null, but the payload field {cls}.{field} is not optional: "

@@ -101,7 +101,7 @@ def prepare_checked(node: SourceNode, mode: TimestampMode, needs_arrival: bool) 
     if isinstance(node.source, TableSource):
         table = _read_table(node, mode)
         plain = _plain_rows(table, node, needs_arrival)
-        return plain if plain is not None else iter(list(_checked_rows(table, node, needs_arrival)))
+        return plain if plain is not None else iter(list(checked_rows(table, node, needs_arrival)))
     return iter(list(_prepare_items(node, mode, needs_arrival)))
 
 
@@ -110,7 +110,7 @@ def _prepare_table(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
     items (a column at a time when every row passes them)."""
     table = _read_table(node, mode)
     plain = _plain_rows(table, node, needs_arrival)
-    yield from plain if plain is not None else _checked_rows(table, node, needs_arrival)
+    yield from plain if plain is not None else checked_rows(table, node, needs_arrival)
 
 
 def _read_table(node: SourceNode, mode: TimestampMode) -> Columns:
@@ -137,7 +137,7 @@ def _allowed(node: SourceNode) -> set[int]:
 
 
 def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared] | None:
-    """The rows as ``_checked_rows`` gives them when they are all points and intervals that
+    """The rows as ``checked_rows`` gives them when they are all points and intervals that
     pass its checks (the usual table, checked a column at a time), else None."""
     kinds, starts, ends, arrivals, payloads, bad = table
     if bad is not None:
@@ -152,8 +152,8 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
     return zip(arrivals or itertools.repeat(NEG_INF, n), kinds, starts, ends, payloads, range(n), itertools.repeat(None))
 
 
-def _checked_rows(
-    table: Columns, node: SourceNode, needs_arrival: bool, sequence: _SequenceChecks | None = None, first_position: int = 0
+def checked_rows(
+    table: Columns, node: SourceNode, needs_arrival: bool, sequence: SequenceChecks | None = None, first_position: int = 0
 ) -> Iterator[Prepared]:
     """The rows, each checked as it is given, by the rules in the order the Spark ingress
     checks them (``tempo.spark.ingress.scan._bad_row``): the kind, the times, the lifetime,
@@ -164,7 +164,7 @@ def _checked_rows(
     kinds, starts, ends, arrivals, payloads, bad = table
     name, shape, allowed = node.name, node.shape, _allowed(node)
     if sequence is None:
-        sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
+        sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
     for row, (kind, payload) in enumerate(zip(kinds, payloads)):
         start, end, position = starts[row], ends[row], first_position + row
         at_bad = bad if bad is not None and bad.position == row else None
@@ -193,7 +193,7 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
     ordered = node.ordering is not None
-    sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
+    sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
     for position, item in enumerate(node.source.items()):
         if not isinstance(item, allowed):
             raise InputError(name, position, item, item_kind_rule(shape, item))
@@ -238,7 +238,7 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
         yield (arrival, kind, start, end, payload, position, item)
 
 
-class _SequenceChecks:
+class SequenceChecks:
     """The rules that hold across an input's items, for items and table rows alike: an
     arrival time where the settings need one, arrivals that never decrease, and each end
     edge closing an open start edge with its start and payload."""

@@ -41,7 +41,11 @@ from tempo.result import InputMetrics, RawItem, Rejection
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_ingresses, build_operators, rejection
 from tempo.runtime.engine import _output_key as output_key
-from tempo.runtime.ingress import Ingress, Prepared, TimestampMode
+from tempo.errors import InputError
+from tempo.plan.nodes import SourceNode
+from tempo.rules import InputRule, message
+from tempo.runtime.ingress import Ingress, Prepared, SequenceChecks, TimestampMode, checked_rows
+from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, from_ticks
 
 STATE_FORMAT = 1
@@ -61,6 +65,45 @@ class Released:
     """Per input, its new (arrival clock, clock - CTI) samples (``InputMetrics.watermark_delays``)."""
     substream_delays: dict[str, dict[Any, list[tuple[datetime, timedelta]]]]
     """Per input and substream key, the new samples of that key's own CTI moves."""
+
+
+class RowFeed:
+    """An input read a micro-batch of table rows at a time: the rows of each batch are put
+    in order (by the source's ``order`` column) and checked as the in-memory executor checks
+    a table's rows, with positions and the checks across rows (arrivals not decreasing,
+    end edges closing open start edges) carrying on from the batches before."""
+
+    def __init__(self, node: SourceNode, needs_arrival: bool) -> None:
+        self.sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
+        self.next_position = 0
+        self.last_order: Any = None
+
+    def prepare(self, node: SourceNode, table: Any) -> list[Prepared]:
+        """``table`` (a pyarrow Table of the source's columns) as prepared items; an
+        ``InputError`` names the input and the row's position in the whole input."""
+        from tempo.tables import read_columns
+
+        source = node.source
+        assert isinstance(source, TableSource)
+        first = self.next_position
+        try:
+            columns = read_columns(source, table, node.shape, node.name)
+        except InputError as exc:
+            if type(exc) is not InputError or exc.position is None:
+                raise  # about the columns, not a row
+            raise InputError(exc.input_name, first + exc.position, exc.item, exc.rule) from None
+        if source.order is not None and table.num_rows:
+            import pyarrow.compute as pc
+
+            values = table.column(source.order)
+            lowest = pc.min(values).as_py()
+            if self.last_order is not None and lowest <= self.last_order:
+                rule = message(InputRule.ORDER_BACK, column=source.order, value=lowest, last=self.last_order)
+                raise InputError(node.name, first, None, rule)
+            self.last_order = pc.max(values).as_py()
+        prepared = list(checked_rows(columns, node, self.sequence.needs_arrival, self.sequence, first))
+        self.next_position = first + len(prepared)
+        return prepared
 
 
 class StateError(Exception):
@@ -90,6 +133,8 @@ class LiveEngine:
         self.buffers: list[deque[Prepared]] = [deque() for _ in self.ingresses]
         self.reached: list[int] = [NEG_INF] * len(self.ingresses)
         """Per input, the latest arrival it has delivered (or announced by ``reach``)."""
+        needs_arrival = query.ordered_by_arrival
+        self.feeds = [RowFeed(s, s.name in needs_arrival) for s in query.sources]
         self.finished = False
         self.given_last: set[tuple[Any, ...]] = set()
         """The watermark sample lists whose one remaining sample ``take`` has given."""
@@ -104,6 +149,11 @@ class LiveEngine:
             if rec[0] > reached:
                 reached = rec[0]
         self.reached[index] = reached
+
+    def push_rows(self, index: int, table: Any) -> None:
+        """Input ``index``'s rows of one micro-batch (a pyarrow Table, any row order)."""
+        node = self.query.sources[index]
+        self.push(index, self.feeds[index].prepare(node, table))
 
     def reach(self, index: int, arrival: int) -> None:
         """Input ``index`` will deliver nothing that arrived before ``arrival`` (a source's
@@ -222,6 +272,7 @@ class LiveEngine:
             "reached": list(self.reached),
             "finished": self.finished,
             "given_last": self.given_last,
+            "feeds": [(f.sequence.last_arrival, f.sequence.open_edges, f.next_position, f.last_order) for f in self.feeds],
         }
         buffer = io.BytesIO()
         try:
@@ -256,6 +307,9 @@ class LiveEngine:
         engine.reached = state["reached"]
         engine.finished = state["finished"]
         engine.given_last = state["given_last"]
+        for feed, (last_arrival, open_edges, next_position, last_order) in zip(engine.feeds, state["feeds"]):
+            feed.sequence.last_arrival, feed.sequence.open_edges = last_arrival, open_edges
+            feed.next_position, feed.last_order = next_position, last_order
         return engine
 
 

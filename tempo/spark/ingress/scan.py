@@ -104,7 +104,7 @@ def _bad_row(frame: InputFrame) -> Column:
     allowed = {EventShape.POINT: (POINT, CTI), EventShape.INTERVAL: (INTERVAL, CTI), EventShape.EDGE: (START, END, CTI)}[frame.node.shape]
     if _ordering(frame):
         allowed = (*allowed, HEARTBEAT)
-    # In the order of the in-memory executor's checks (``tempo.runtime.ingress._checked_rows``).
+    # In the order of the in-memory executor's checks (``tempo.runtime.ingress.checked_rows``).
     bad = (
         F.when(kind.isNull(), F.lit(UNKNOWN_KIND))
         .when(F.col(S).isNull(), F.lit(NULL_START))

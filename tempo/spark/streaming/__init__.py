@@ -1,2 +1,11 @@
-"""Live queries on Spark Structured Streaming (issue 12): a started query over unbounded
-inputs, releasing each micro-batch's results to a sink exactly once."""
+"""Live queries on Spark Structured Streaming: a started query over unbounded inputs,
+releasing each micro-batch's results to a sink exactly once (docs/streaming.md)."""
+
+from tempo.spark.streaming.checkpoint import CheckpointMismatchError
+from tempo.spark.streaming.executor import BatchProgress, LiveQuery, StreamingExecutor
+from tempo.spark.streaming.sinks import CallbackSink, ParquetSink, Sink, read_committed, released_items
+
+__all__ = [
+    "BatchProgress", "CallbackSink", "CheckpointMismatchError", "LiveQuery", "ParquetSink", "Sink",
+    "StreamingExecutor", "read_committed", "released_items",
+]

@@ -1,0 +1,124 @@
+"""tempo's part of a live query's checkpoint directory, and the commit protocol.
+
+Spark keeps its own records under ``<checkpoint>/spark``: it writes ``offsets/N`` before it
+runs micro-batch N and ``commits/N`` after ``foreachBatch`` returns, and after a crash it
+runs batch N again with the same input. ``foreachBatch`` is therefore at-least-once; tempo
+makes each batch take effect exactly once with its own records under
+``<checkpoint>/tempo``:
+
+* ``query.json``: the query's fingerprint, written on the first start; a later start with
+  another query is refused (``CheckpointMismatchError``).
+* ``state/N.bin``: the live engine's state after batch N.
+* ``commits/N.json``: batch N's commit record. Its presence is the commit point: written
+  (to a temporary name, flushed to disk, then renamed) only after batch N's outputs and
+  state are complete. A batch whose record exists is not run again; one without a record
+  is recomputed from the state of the last committed batch, and everything it wrote before
+  the crash is overwritten with the same content.
+
+Files are written whole: to ``<name>.tmp``, ``fsync``, then an atomic ``os.replace`` (and
+the directory is synced), so a kill -9 at any moment leaves either the old file or the new.
+The checkpoint must be on a file system the driver writes with POSIX semantics (a local
+disk, or a shared one mounted on the driver).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+from tempo.errors import TempoError
+
+
+class CheckpointMismatchError(TempoError):
+    """A live query was started on a checkpoint written by another query (or one that was
+    flushed and ended): continuing would mix two queries' state and output."""
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` by ``data`` so that a crash leaves the old content or the new."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fingerprint(description: str) -> str:
+    return hashlib.sha256(description.encode()).hexdigest()
+
+
+class BatchLog:
+    """The records under ``<checkpoint>/tempo``."""
+
+    def __init__(self, checkpoint: str) -> None:
+        self.root = os.path.join(checkpoint, "tempo")
+        self.states = os.path.join(self.root, "state")
+        self.commits = os.path.join(self.root, "commits")
+        os.makedirs(self.states, exist_ok=True)
+        os.makedirs(self.commits, exist_ok=True)
+
+    @property
+    def spark_checkpoint(self) -> str:
+        return os.path.join(os.path.dirname(self.root), "spark")
+
+    def claim(self, description: str) -> None:
+        """Record the query on a new checkpoint, or check that it is the recorded one."""
+        path = os.path.join(self.root, "query.json")
+        mine = {"fingerprint": fingerprint(description), "query": description}
+        if not os.path.exists(path):
+            write_atomically(path, json.dumps(mine, indent=1).encode())
+            return
+        with open(path) as f:
+            recorded = json.load(f)
+        if recorded.get("fingerprint") != mine["fingerprint"]:
+            raise CheckpointMismatchError(
+                f"the checkpoint {os.path.dirname(self.root)!r} belongs to another query; a live query "
+                f"continues only the query that wrote its checkpoint (start a changed query on a new "
+                f"checkpoint). Recorded:\n{recorded.get('query')}\nStarting:\n{description}"
+            )
+        final = self.last_committed()
+        if final is not None and self.record(final).get("final"):
+            raise CheckpointMismatchError(
+                f"the live query of checkpoint {os.path.dirname(self.root)!r} was flushed (its inputs "
+                f"ended, batch {final}): it cannot continue; start it again on a new checkpoint"
+            )
+
+    def committed(self) -> list[int]:
+        """The committed batch ids, in order."""
+        return sorted(int(n[:-5]) for n in os.listdir(self.commits) if n.endswith(".json"))
+
+    def last_committed(self, before: int | None = None) -> int | None:
+        ids = [n for n in self.committed() if before is None or n < before]
+        return ids[-1] if ids else None
+
+    def is_committed(self, batch: int) -> bool:
+        return os.path.exists(self._commit(batch))
+
+    def record(self, batch: int) -> dict[str, Any]:
+        with open(self._commit(batch)) as f:
+            record: dict[str, Any] = json.load(f)
+        return record
+
+    def state(self, batch: int) -> bytes:
+        with open(os.path.join(self.states, f"{batch}.bin"), "rb") as f:
+            return f.read()
+
+    def commit(self, batch: int, state: bytes, record: dict[str, Any]) -> None:
+        """Save batch ``batch``'s state, then its commit record (the commit point); drop
+        the states no restart can need any more (all but this one and the one before)."""
+        write_atomically(os.path.join(self.states, f"{batch}.bin"), state)
+        write_atomically(self._commit(batch), json.dumps(record, default=str).encode())
+        for name in os.listdir(self.states):
+            if name.endswith(".bin") and int(name[:-4]) < batch - 1:
+                os.remove(os.path.join(self.states, name))
+
+    def _commit(self, batch: int) -> str:
+        return os.path.join(self.commits, f"{batch}.json")

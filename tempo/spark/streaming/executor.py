@@ -1,0 +1,311 @@
+"""``StreamingExecutor``: live tempo queries on Spark Structured Streaming.
+
+Spark reads the inputs as streams (a directory receiving files, Redis Streams, any
+streaming DataFrame) and cuts them into micro-batches; tempo's live engine
+(``tempo.runtime.live``) runs on the driver inside ``foreachBatch``. Each batch's rows are
+put in each input's order and processed up to the arrival frontier, so the output after
+every batch is exactly what the in-memory executor releases for the same items, wherever
+Spark puts the batch boundaries. The batch protocol (``checkpoint.py``) makes every batch
+take effect once across crashes and restarts; docs/streaming.md explains both.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
+
+import attrs
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tempo.api.stream import Stream
+from tempo.events import Cti
+from tempo.errors import QueryBuildError, TempoError, UnsupportedError
+from tempo.expr.schema import record_fields
+from tempo.plan.nodes import SourceNode
+from tempo.plan.query import Query
+from tempo.result import InputMetrics, Result, released_table
+from tempo.runtime.ingress import TimestampMode
+from tempo.runtime.live import LiveEngine, Released
+from tempo.sources import CsvSource, ParquetSource, TableSource
+from tempo.spark.columns import marked_fields, udf_error, worker_errors
+from tempo.spark.sources import DataFrameSource
+from tempo.spark.streaming.checkpoint import BatchLog
+from tempo.spark.streaming.redis import redis_entry_error
+from tempo.spark.streaming.sinks import Sink
+
+T = TypeVar("T")
+
+INPUT_COLUMN = "__tempo_input"
+"""In the stream of all inputs' rows: which input (declaration index) a row belongs to."""
+
+EXECUTOR = "Spark streaming"
+
+
+@attrs.frozen
+class BatchProgress:
+    """One committed micro-batch of a live query."""
+
+    batch: int
+    rows_in: dict[str, int]
+    """Rows read per input in this batch."""
+    items_out: int
+    """Output items released (events, end edges, CTIs)."""
+    rejected: int
+    """Input events dropped or adjusted by policy in this batch."""
+    output_cti: str | None
+    """The last output CTI released so far (ISO text), if any."""
+    buffered: int
+    """Items read but waiting at the arrival frontier for another input."""
+    state_bytes: int
+    """Size of the saved engine state after the batch."""
+    seconds: float
+    """Time tempo spent on the batch on the driver (engine, output, commit)."""
+    final: bool = False
+    """The batch that flushed the query when its inputs ended (``LiveQuery.flush``)."""
+
+
+def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
+    """Input ``node`` as a streaming DataFrame."""
+    source = node.source
+    if isinstance(source, DataFrameSource):
+        df: DataFrame = source.df
+        if not df.isStreaming:
+            raise UnsupportedError(EXECUTOR, repr(source), f"input {node.name!r}: its DataFrame is not a streaming one (make it with spark.readStream)")
+        return df
+    if isinstance(source, (ParquetSource, CsvSource)):
+        source.check_readable(node.name)
+        # A directory that keeps receiving files. The schema is the one of the files there now;
+        # maxFileAge would silently skip files with old modification times.
+        if isinstance(source, ParquetSource):
+            schema = spark.read.parquet(source.path).schema
+            return spark.readStream.schema(schema).option("maxFileAge", "36500d").parquet(source.path)
+        schema = spark.read.option("header", True).option("inferSchema", True).csv(source.path).schema
+        return spark.readStream.schema(schema).option("header", True).option("maxFileAge", "36500d").csv(source.path)
+    raise UnsupportedError(
+        EXECUTOR, repr(source), f"input {node.name!r}: a live query reads a directory of Parquet or CSV files, Redis Streams "
+        f"(tempo.spark.streaming.redis_source) or a streaming DataFrame (DataFrameSource)",
+    )
+
+
+def _check_live_inputs(query: Query) -> None:
+    for node in query.sources:
+        source = node.source
+        if not isinstance(source, TableSource):
+            raise UnsupportedError(EXECUTOR, repr(source), f"input {node.name!r}: a live query reads tables (rows of a stream), not item lists")
+        if source.order is None:
+            raise QueryBuildError(
+                f"input {node.name!r} ({source!r}) needs order= (or arrival=): a live input's rows come in micro-batches "
+                f"in no order of their own, so a column must say the input order"
+            )
+        if len(query.sources) > 1 and source.arrival is None:
+            raise QueryBuildError(
+                f"input {node.name!r} ({source!r}) needs arrival=: a live query with several inputs merges them in "
+                f"arrival order, and without arrival times every item of an earlier-declared input would come first"
+            )
+
+
+def _description(query: Query) -> str:
+    """What identifies a live query for its checkpoint: the plan and each input's columns."""
+    lines = [query.explain()]
+    for node in query.sources:
+        s = node.source
+        assert isinstance(s, TableSource)
+        fields = ", ".join(f"{f.name}: {getattr(f.dtype, '__qualname__', f.dtype)}" for f in record_fields(node.payload_type))
+        lines.append(
+            f"input {node.name}: {node.payload_type.__qualname__}({fields}) start={s.start} end={s.end} kind={s.kind} "
+            f"arrival={s.arrival} order={s.order}"
+        )
+    return "\n".join(lines)
+
+
+def _recognized(exc: BaseException) -> TempoError | None:
+    return redis_entry_error(exc) or udf_error(exc)
+
+
+class _Runner(Generic[T]):
+    """What runs inside ``foreachBatch`` (on the driver): one batch at a time."""
+
+    def __init__(self, spark: SparkSession, query: Query, payload_type: type[T], sink: Sink, log: BatchLog) -> None:
+        self.spark = spark
+        self.query = query
+        self.payload_type = payload_type
+        self.sink = sink
+        self.log = log
+        self.engine: LiveEngine | None = None
+        self.engine_batch: int | None = None
+        self.failure: BaseException | None = None
+        self.progress: list[BatchProgress] = []
+        self.lock = threading.Lock()
+        for batch in log.committed():  # a crash may have come between a commit and its publishing
+            sink.publish(batch)
+
+    def engine_after(self, batch: int | None) -> LiveEngine:
+        """The engine in its state after committed batch ``batch`` (None: at the start)."""
+        if self.engine is not None and self.engine_batch == batch:
+            return self.engine
+        if batch is None:
+            mode = TimestampMode()
+            mode.saw(aware=True)  # live inputs are tables: their times are instants, given as aware UTC
+            return LiveEngine(self.query, mode)
+        return LiveEngine.restore(self.query, self.log.state(batch))
+
+    def __call__(self, df: DataFrame, batch: int) -> None:
+        try:
+            with self.lock:
+                self._run(df, batch)
+        except BaseException as exc:
+            self.failure = exc
+            self.engine = None  # it may hold part of the failed batch: rebuild from the state
+            raise
+
+    def _run(self, df: DataFrame, batch: int) -> None:
+        if self.log.is_committed(batch):  # Spark runs a batch again when it crashed before its own commit
+            self.sink.publish(batch)
+            return
+        began = time.perf_counter()
+        engine = self.engine_after(self.log.last_committed(before=batch))
+        with worker_errors(_recognized):
+            table = df.toArrow()
+        rows_in: dict[str, int] = {}
+        if table.num_rows:
+            import pyarrow.compute as pc
+
+            for index, node in enumerate(self.query.sources):
+                prefix = f"__t{index}__"
+                part = table.filter(pc.equal(table.column(INPUT_COLUMN), index))
+                rows_in[node.name] = part.num_rows
+                if part.num_rows:
+                    names = [n for n in part.column_names if n.startswith(prefix)]
+                    engine.push_rows(index, part.select(names).rename_columns([n[len(prefix):] for n in names]))
+        engine.run()
+        self._commit(engine, batch, engine.take(), rows_in, began, final=False)
+
+    def finish(self) -> None:
+        """The inputs have ended: flush the query as one last batch."""
+        with self.lock:
+            last = self.log.last_committed()
+            engine = self.engine_after(last)
+            engine.finish()
+            self._commit(engine, 0 if last is None else last + 1, engine.take(), {}, time.perf_counter(), final=True)
+
+    def _commit(self, engine: LiveEngine, batch: int, released: Released, rows_in: dict[str, int], began: float, final: bool) -> None:
+        events = released_table(released.items, self.payload_type)
+        inputs = {s.name: s.payload_type for s in self.query.sources}
+        rejected = Result([], [], {}, released.rejections, [], {}, None, self.payload_type, inputs).rejections_table()
+        self.sink.write(self.spark, batch, events, rejected)
+        state = engine.snapshot()
+        ctis = [item.timestamp.isoformat() for item in released.items if isinstance(item, Cti)]
+        previous = self.progress[-1].output_cti if self.progress else None
+        progress = BatchProgress(
+            batch, rows_in, len(released.items), len(released.rejections), ctis[-1] if ctis else previous,
+            sum(len(b) for b in engine.buffers), len(state), time.perf_counter() - began, final,
+        )
+        self.log.commit(batch, state, attrs.asdict(progress) | {"final": final})
+        self.sink.publish(batch)
+        self.engine, self.engine_batch = engine, batch
+        self.progress.append(progress)
+
+
+class LiveQuery(Generic[T]):
+    """A started live query (``StreamingExecutor.start``): Spark's streaming query with
+    tempo's engine behind it. Errors of the query (bad input, a udf) are raised by these
+    methods as the tempo errors they are."""
+
+    def __init__(self, handle: Any, runner: _Runner[T]) -> None:
+        self._handle = handle
+        self._runner = runner
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception:
+            failure = self._runner.failure
+            if isinstance(failure, TempoError):
+                raise failure from None
+            raise
+
+    def process_all_available(self) -> None:
+        """Block until every row the inputs hold now has been processed and committed."""
+        with self._errors():
+            self._handle.processAllAvailable()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Block until the query stops (or ``timeout`` seconds pass); True if it stopped."""
+        with self._errors():
+            stopped = self._handle.awaitTermination(timeout) if timeout is not None else self._handle.awaitTermination()
+        return stopped is None or bool(stopped)
+
+    def stop(self) -> None:
+        """Stop the query. What committed stays committed; a restart on the same checkpoint
+        continues after the last committed batch."""
+        self._handle.stop()
+
+    def flush(self) -> None:
+        """The inputs have ended: process what they hold, stop, then end every input (a CTI
+        at infinity where its settings flush) and commit what that releases as a last batch.
+        The checkpoint then belongs to a finished query: it cannot be continued."""
+        self.process_all_available()
+        self.stop()
+        self._runner.finish()
+
+    @property
+    def is_active(self) -> bool:
+        return bool(self._handle.isActive)
+
+    @property
+    def last_committed_batch(self) -> int | None:
+        """The id of the last batch whose output and state are committed."""
+        return self._runner.log.last_committed()
+
+    @property
+    def progress(self) -> list[BatchProgress]:
+        """The batches this run committed, in order."""
+        return list(self._runner.progress)
+
+    @property
+    def metrics(self) -> dict[str, InputMetrics]:
+        """Each input's counts since the query first started (the in-memory executor's
+        ``InputMetrics``; the watermark samples are not kept for a live query)."""
+        runner = self._runner
+        with runner.lock:
+            return runner.engine_after(runner.log.last_committed()).metrics()
+
+
+class StreamingExecutor:
+    """Starts tempo queries as live Spark Structured Streaming queries.
+
+    ``checkpoint``: a directory of its own for each query (Spark's records and tempo's);
+    starting again on it continues the query after its last committed batch.
+    ``trigger``: Spark's trigger, as keyword arguments of ``DataStreamWriter.trigger``
+    (default: a batch as soon as the previous one is done).
+    """
+
+    def __init__(self, spark: SparkSession, checkpoint: str, trigger: Mapping[str, Any] | None = None) -> None:
+        self.spark = spark
+        self.checkpoint = checkpoint
+        self.trigger = dict(trigger or {})
+
+    def start(self, stream: Stream[T], sink: Sink) -> LiveQuery[T]:
+        """Start ``stream`` over its live inputs, writing released results to ``sink``."""
+        query = Query.build(stream.node)
+        _check_live_inputs(query)
+        log = BatchLog(self.checkpoint)
+        log.claim(_description(query))
+        runner = _Runner(self.spark, query, stream.payload_type, sink, log)
+        merged: DataFrame | None = None
+        for index, node in enumerate(query.sources):
+            df = _live_table_source(self.spark, node)
+            part = df.select(F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(f"__t{index}__{c}") for c in df.columns])
+            merged = part if merged is None else merged.unionByName(part, allowMissingColumns=True)
+        assert merged is not None
+        writer = merged.writeStream.foreachBatch(runner).option("checkpointLocation", log.spark_checkpoint)
+        if self.trigger:
+            writer = writer.trigger(**self.trigger)
+        os.makedirs(log.spark_checkpoint, exist_ok=True)
+        return LiveQuery(writer.start(), runner)

@@ -1,0 +1,138 @@
+"""Where a live query's released output goes, a micro-batch at a time.
+
+Each batch's output is what the query released in that batch, in release order
+(``tempo.result.released_table``: events, end edges of events released open, CTIs), and the
+input events its ingress dropped or adjusted (``Result.rejections_table``'s columns).
+
+* ``ParquetSink(path)``: one Parquet file per batch and output, written exactly once: each
+  file is written under ``_staging`` and moved into place only after the batch's commit
+  record exists, so a reader of the directory (``spark.read.parquet(path)``, which skips
+  names starting with ``_``) sees committed batches only; ``read_committed(path)`` reads
+  them in batch order. Rejections go to ``path/_rejections``, in the same way.
+* ``CallbackSink(on_batch)``: ``on_batch(events, rejections, batch_id)`` with two Spark
+  DataFrames. Spark may call it again for a batch after a crash (before the batch
+  committed): make it idempotent by the batch id (overwrite, or skip ids already seen).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
+from tempo.expr.schema import is_record_type, record_fields
+from tempo.result import KEY_COLUMN, RawItem
+
+EVENTS = ""
+REJECTIONS = "_rejections"
+
+
+def _part(batch: int) -> str:
+    return f"part-{batch:012d}.parquet"
+
+
+class Sink:
+    """What a live query writes each batch's output to (see the module's docstring)."""
+
+    def write(self, spark: SparkSession, batch: int, events: Any, rejections: Any) -> None:
+        """Batch ``batch``'s output (pyarrow Tables), before the batch commits; a batch run
+        again after a crash writes the same again."""
+        raise NotImplementedError
+
+    def publish(self, batch: int) -> None:
+        """Batch ``batch`` has committed: make its output visible (again, after a crash)."""
+
+
+class ParquetSink(Sink):
+    """A directory of Parquet files, one per committed batch (see the module's docstring)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def _dirs(self, what: str) -> tuple[str, str]:
+        final = os.path.join(self.path, what)
+        return os.path.join(final, "_staging"), final
+
+    def write(self, spark: SparkSession, batch: int, events: Any, rejections: Any) -> None:
+        import pyarrow.parquet as pq
+
+        for what, table in ((EVENTS, events), (REJECTIONS, rejections)):
+            staging, _ = self._dirs(what)
+            os.makedirs(staging, exist_ok=True)
+            tmp = os.path.join(staging, _part(batch) + ".tmp")
+            pq.write_table(table, tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, os.path.join(staging, _part(batch)))
+
+    def publish(self, batch: int) -> None:
+        for what in (EVENTS, REJECTIONS):
+            staging, final = self._dirs(what)
+            staged = os.path.join(staging, _part(batch))
+            if os.path.exists(staged):
+                os.replace(staged, os.path.join(final, _part(batch)))
+
+    def __repr__(self) -> str:
+        return f"ParquetSink({self.path!r})"
+
+
+class CallbackSink(Sink):
+    """Calls ``on_batch(events, rejections, batch_id)`` with Spark DataFrames, at least once
+    per batch (see the module's docstring)."""
+
+    def __init__(self, on_batch: Callable[[DataFrame, DataFrame, int], None]) -> None:
+        self.on_batch = on_batch
+
+    def write(self, spark: SparkSession, batch: int, events: Any, rejections: Any) -> None:
+        self.on_batch(spark.createDataFrame(events), spark.createDataFrame(rejections), batch)
+
+    def __repr__(self) -> str:
+        return f"CallbackSink({getattr(self.on_batch, '__qualname__', self.on_batch)!r})"
+
+
+def read_committed(path: str, rejections: bool = False) -> Any:
+    """The committed output of a ``ParquetSink`` directory as one pyarrow Table, batch by
+    batch in release order, with a ``tempo_batch`` column first; ``rejections=True``: the
+    rejected input events instead."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = os.path.join(path, REJECTIONS if rejections else EVENTS)
+    names = sorted(n for n in os.listdir(folder) if n.startswith("part-") and n.endswith(".parquet")) if os.path.isdir(folder) else []
+    tables = []
+    for name in names:
+        table = pq.read_table(os.path.join(folder, name))
+        batch = int(name[len("part-"):-len(".parquet")])
+        tables.append(table.add_column(0, "tempo_batch", pa.array([batch] * table.num_rows, pa.int64())))
+    if not tables:
+        return pa.table({"tempo_batch": pa.array([], pa.int64())})
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def released_items(table: Any, payload_type: type) -> list[RawItem[Any]]:
+    """The rows of ``read_committed`` (or of one batch) as output items, the inverse of
+    ``tempo.result.released_table`` (a substream CTI's key is its repr)."""
+    fields = [f.name for f in record_fields(payload_type)] if is_record_type(payload_type) else []
+    rows = table.to_pylist()
+    out: list[RawItem[Any]] = []
+    for row in rows:
+        kind, start, end = row["tempo_kind"], row["tempo_start"], row["tempo_end"]
+        if kind == "cti":
+            out.append(Cti(start))
+            continue
+        if kind == "substream_cti":
+            out.append(SubstreamCti(row[KEY_COLUMN], start))
+            continue
+        payload = payload_type(**{f: row[f] for f in fields})
+        if kind == "point":
+            out.append(Point(start, payload))
+        elif kind == "interval":
+            out.append(Interval(start, end, payload))
+        elif kind == "start":
+            out.append(EdgeStart(start, payload))
+        else:
+            out.append(EdgeEnd(start, end, payload))
+    return out
