@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from tempo import Cti, EdgeEnd, EdgeStart, Interval, Point, Result, is_infinite
+from tempo import Cti, EdgeEnd, EdgeStart, Interval, Point, Result, SubstreamCti, is_infinite
 
 
 def check_emission_contract(result: Result[Any]) -> None:
@@ -30,9 +30,15 @@ def check_emission_contract(result: Result[Any]) -> None:
             assert open_edges[k] > 0, f"{item} has no released start edge"
             open_edges[k] -= 1
     assert [c.timestamp for c in result.raw if isinstance(c, Cti)] == result.ctis
-    last = result.ctis[-1] if result.ctis else None
+    # Each released item is followed by the CTI that released it: the output's, or (when the
+    # output keeps a substream key) its key's, past its start.
+    later: datetime | None = None
+    for item in reversed(result.raw):
+        if isinstance(item, (Cti, SubstreamCti)):
+            later = item.timestamp if later is None else max(later, item.timestamp)
+        elif isinstance(item, (Point, Interval, EdgeStart)):
+            assert later is not None and item.start < later, f"{item} released without a CTI past its start"
     for ev in result.events:
-        assert last is not None and ev.start < last, f"{ev} released without a CTI past its start"
         assert ev.end > ev.start or is_infinite(ev.end)
 
 
