@@ -134,6 +134,15 @@ class AdvanceTimeSettings:
     ordering: EventOrderingSettings | None = None
 
     def __attrs_post_init__(self) -> None:
+        for name, value, cls in (
+            ("generation", self.generation, AdvanceTimeGenerationSettings),
+            ("import_", self.import_, AdvanceTimeImportSettings),
+            ("ordering", self.ordering, EventOrderingSettings),
+        ):
+            if value is not None and not isinstance(value, cls):
+                hint = f" (AdvanceTimeImportSettings({value!r}))" if name == "import_" and isinstance(value, str) else ""
+                article = "an" if cls.__name__[0] in "AEIOU" else "a"
+                raise QueryBuildError(f"AdvanceTimeSettings.{name} must be {article} {cls.__name__} or None, got {value!r}{hint}")
         if self.generation is None and self.import_ is None and self.ordering is None:
             raise QueryBuildError(
                 "AdvanceTimeSettings needs generation, import or ordering settings; "

@@ -303,6 +303,9 @@ CASES: list[Case] = [
          QueryBuildError, ("input 'readings'", "must be a tempo.sources.Source or a list of items", "got int")),
     Case("source-empty-list-without-type", items_input([]), QueryBuildError,
          ("input 'readings'", "cannot tell the payload type", "payload_type=")),
+    Case("settings-import-as-a-name",
+         lambda tmp: Stream.create("readings", [], EventShape.POINT, AdvanceTimeSettings(import_="other"), payload_type=R),  # type: ignore[arg-type]
+         QueryBuildError, ("AdvanceTimeSettings.import_ must be an AdvanceTimeImportSettings", "AdvanceTimeImportSettings('other')")),
     Case("source-start-not-a-name", lambda tmp: Stream.create("readings", ParquetSource("x.parquet", R, start=3), EventShape.POINT),  # type: ignore[arg-type]
          QueryBuildError, ("start= names a column", "got int 3")),
 ]

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tempo
-from tempo import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
+from tempo import AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
 from tempo.sources import ParquetSource
 
 pytestmark = pytest.mark.spark
@@ -125,3 +125,176 @@ def test_committed_output_after_every_file_is_the_in_memory_release(spark_sessio
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
     assert live.progress[-1].final and [p.batch for p in live.progress] == list(range(len(live.progress)))
     assert sum(p.rows_in.get("readings", 0) for p in live.progress) == 60
+
+
+def test_a_restart_continues_after_the_last_committed_batch(spark_session: Any, tmp_path: Path) -> None:
+    """Stop after two files, start a new executor on the same checkpoint (as a new process
+    would), write the rest: the output is the whole run's, nothing repeated or lost."""
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    rows = _rows(40, seed=2)
+    inputs, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    source = ParquetSource(str(inputs), Reading, start="ts", order="seq")
+    _write(inputs, 0, rows[:15])
+    first = StreamingExecutor(spark_session, str(checkpoint)).start(_counts(source, flush=True), ParquetSink(str(out)))
+    _write(inputs, 1, rows[15:20])
+    first.process_all_available()
+    first.stop()
+    committed = first.last_committed_batch
+    _write(inputs, 2, rows[20:33])  # arrives while the query is down
+    second = StreamingExecutor(spark_session, str(checkpoint)).start(_counts(source, flush=True), ParquetSink(str(out)))
+    try:
+        _write(inputs, 3, rows[33:])
+        second.process_all_available()
+        second.flush()
+    finally:
+        second.stop()
+    assert committed is not None and second.progress[0].batch == committed + 1
+    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    assert _items(read_committed(str(out)), Count) == whole.raw
+    assert second.metrics["readings"].received == 40
+
+
+def test_a_changed_query_or_a_flushed_one_is_refused(spark_session: Any, tmp_path: Path) -> None:
+    from tempo.spark.streaming import CheckpointMismatchError, ParquetSink, StreamingExecutor
+
+    inputs, checkpoint = tmp_path / "in", tmp_path / "ck"
+    source = ParquetSource(str(inputs), Reading, start="ts", order="seq")
+    _write(inputs, 0, _rows(5, seed=3))
+    live = StreamingExecutor(spark_session, str(checkpoint)).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+    live.process_all_available()
+    live.stop()
+    changed = _counts(source, flush=True).where(lambda c: c.n > 1)
+    with pytest.raises(CheckpointMismatchError, match="belongs to another query"):
+        StreamingExecutor(spark_session, str(checkpoint)).start(changed, ParquetSink(str(tmp_path / "out")))
+    again = StreamingExecutor(spark_session, str(checkpoint)).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+    again.flush()
+    with pytest.raises(CheckpointMismatchError, match="was flushed"):
+        StreamingExecutor(spark_session, str(checkpoint)).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+
+
+def test_bad_input_stops_the_query_with_the_tempo_error_naming_the_row(spark_session: Any, tmp_path: Path) -> None:
+    """A row whose order goes back behind rows of an earlier batch, and then (on a fresh
+    query) a null start: the query stops with the InputError, naming the input and the
+    row's position in the whole input; what committed before stays."""
+    from tempo.errors import InputError
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    rows = _rows(10, seed=4)
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    source = ParquetSource(str(inputs), Reading, start="ts", order="seq")
+    _write(inputs, 0, rows[5:])
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(_counts(source, flush=True), ParquetSink(str(out)))
+    try:
+        live.process_all_available()
+        _write(inputs, 1, rows[:5])  # seq 0..4 after seq 5..9 were processed
+        with pytest.raises(InputError, match=r"input 'readings', item #5 .*'seq' value 0 comes before 9") as caught:
+            live.process_all_available()
+        assert type(caught.value) is InputError
+    finally:
+        live.stop()
+    assert read_committed(str(out)).num_rows > 0
+
+    broken = [dict(rows[0]), dict(rows[1], ts=None)]
+    _write(tmp_path / "in2", 0, broken)
+    source2 = ParquetSource(str(tmp_path / "in2"), Reading, start="ts", order="seq")
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck2")).start(_counts(source2, flush=True), ParquetSink(str(tmp_path / "out2")))
+    try:
+        with pytest.raises(InputError, match=r"input 'readings', item #1 .*the start column 'ts' is null"):
+            live.process_all_available()
+    finally:
+        live.stop()
+
+
+@attrs.frozen
+class Limit:
+    device: int
+    limit: float
+
+
+@attrs.frozen
+class Over:
+    device: int
+    value: float
+    limit: float
+
+
+def _join(readings_source: Any, limits_source: Any, flush: bool) -> Stream[Over]:
+    """Readings joined with a slow reference stream of limits (intervals) that imports the
+    readings' CTIs, as docs/semantics.md's CTI import: the limits' CTI follows the readings'."""
+    readings = Stream.create("readings", readings_source, EventShape.POINT, _settings(flush), payload_type=Reading)
+    limits = Stream.create(
+        "limits", limits_source, EventShape.INTERVAL,
+        AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=None, advance_to_infinity_on_shutdown=flush), import_=AdvanceTimeImportSettings("readings"), policy=AdvanceTimePolicy.DROP),
+        payload_type=Limit,
+    )
+    return readings.join(limits, lambda r, m: r.device == m.device, lambda r, m: Over(r.device, r.value, m.limit)).where(
+        lambda o: o.value > o.limit
+    )
+
+
+def test_two_inputs_merge_in_arrival_order_whatever_the_batches(spark_session: Any, tmp_path: Path) -> None:
+    """Two inputs written as files in an interleaving unrelated to their arrival times: the
+    committed output after every step is the in-memory release for the rows written so far
+    up to the arrival frontier, and the final output is the whole run's."""
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    readings = _rows(40, seed=5, arrival_offset=0.5)
+    rnd = random.Random(6)
+    limits = [
+        {"seq": i, "ts": T0 + timedelta(seconds=20 * i - 5), "end": T0 + timedelta(seconds=20 * i + 30),
+         "arrived": T0 + timedelta(seconds=20 * i), "device": rnd.randrange(3), "limit": float(rnd.randrange(100))}
+        for i in range(5)
+    ]
+    limit_schema = pa.schema([
+        ("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("end", pa.timestamp("us", tz="UTC")),
+        ("arrived", pa.timestamp("us", tz="UTC")), ("device", pa.int64()), ("limit", pa.float64()),
+    ])
+
+    def write_limits(index: int, part: list[dict[str, Any]]) -> None:
+        folder = tmp_path / "limits"
+        folder.mkdir(exist_ok=True)
+        tmp = tmp_path / f".l{index}.tmp"
+        pq.write_table(pa.Table.from_pylist(part, schema=limit_schema), tmp)
+        stamp = 1_700_000_000 + index
+        os.utime(tmp, (stamp, stamp))
+        os.replace(tmp, folder / f"part-{index:05d}.parquet")
+
+    def sources(r: Any, m: Any, arrow: bool) -> tuple[Any, Any]:
+        make = tempo.sources.ArrowSource if arrow else ParquetSource
+        return (
+            make(r, Reading, start="ts", order="seq", arrival="arrived"),
+            make(m, Limit, start="ts", end="end", order="seq", arrival="arrived"),
+        )
+
+    _write(tmp_path / "readings", 0, readings[:3])
+    write_limits(0, limits[:1])
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(
+        _join(*sources(str(tmp_path / "readings"), str(tmp_path / "limits"), False), flush=True), ParquetSink(str(tmp_path / "out"))
+    )
+    steps = [("r", 3, 20), ("m", 1, 2), ("r", 20, 25), ("m", 2, 5), ("r", 25, 40)]
+    written = {"r": 3, "m": 1}
+    try:
+        for index, (which, a, b) in enumerate(steps, start=1):
+            if which == "r":
+                _write(tmp_path / "readings", index, readings[a:b])
+            else:
+                write_limits(index, limits[a:b])
+            written[which] = b
+            live.process_all_available()
+            # What memory releases for a prefix of both inputs up to the frontier: every item
+            # arriving before the other input's latest arrival (or at it, if declared first).
+            r_upto, m_upto = readings[: written["r"]], limits[: written["m"]]
+            r_last, m_last = r_upto[-1]["arrived"], m_upto[-1]["arrived"]
+            r_in = [r for r in r_upto if r["arrived"] <= m_last]
+            m_in = [m for m in m_upto if m["arrived"] < r_last]
+            expected = InMemoryExecutor().run(_join(*sources(
+                pa.Table.from_pylist(r_in, schema=pa.Table.from_pylist(readings).schema),
+                pa.Table.from_pylist(m_in, schema=limit_schema), True), flush=False))
+            assert _items(read_committed(str(tmp_path / "out")), Over) == expected.raw, f"after step {index}"
+        live.flush()
+    finally:
+        live.stop()
+    whole = InMemoryExecutor().run(_join(*sources(pa.Table.from_pylist(readings), pa.Table.from_pylist(limits, schema=limit_schema), True), flush=True))
+    assert _items(read_committed(str(tmp_path / "out")), Over) == whole.raw
+    assert len(whole.events) > 0
