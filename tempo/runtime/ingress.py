@@ -271,6 +271,8 @@ class SequenceChecks:
             if not waiting or payload not in waiting:
                 return InputRule.END_WITHOUT_START
             waiting.remove(payload)
+            if not waiting:
+                del self.open_edges[start]
         return None
 
 
@@ -543,7 +545,7 @@ class Ingress:
 
     def _end_edge(self, rec: Prepared) -> None:
         start, end, payload = rec[2], rec[3], rec[4]
-        entry = _take(self.open_edges.get(start), payload)
+        entry = _take(self.open_edges, start, payload)
         if entry is None:  # prepare() has checked the pairing already
             raise InputError(self.name, rec[5], rec[6], "end edge without its start edge")
         _, eid, admitted_start = entry
@@ -638,11 +640,17 @@ def item_of(rec: Prepared) -> Any:
     return Cti(start, arrival)
 
 
-def _take(entries: list[list[Any]] | None, payload: Any) -> list[Any] | None:
+def _take(open_edges: dict[int, list[list[Any]]], start: int, payload: Any) -> list[Any] | None:
+    """The first open start edge with ``start`` and ``payload``, taken out (with its start's
+    entry when it was the last: what stays open must not grow with the input's length)."""
+    entries = open_edges.get(start)
     if not entries:
         return None
     for i, entry in enumerate(entries):
         if entry[0] == payload:
+            if len(entries) == 1:
+                del open_edges[start]
+                return entry
             return entries.pop(i)
     return None
 
