@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import attrs
 
@@ -47,7 +48,7 @@ def label(device: int) -> str:
     return f"device-{device}"
 
 
-def query(source: DataFrameSource[Reading]) -> Stream[Stats]:
+def query(source: Any) -> Stream[Stats]:
     settings = AdvanceTimeSettings(
         AdvanceTimeGenerationSettings(50, timedelta(seconds=1), True), policy=AdvanceTimePolicy.DROP
     )
@@ -58,6 +59,44 @@ def query(source: DataFrameSource[Reading]) -> Stream[Stats]:
         .tumbling(timedelta(seconds=30))
         .aggregate(lambda d, w: Stats(device=d, n=w.count(), total=w.sum(lambda r: r.value), label=udf(label, str)(d)))
     )
+
+
+def live_run(spark: Any, rows: list[tuple[int, int, int, int]]) -> tuple[list[str], list[str]]:
+    """The same query live over a directory receiving three Parquet files (read by the
+    cluster's executors), flushed at the end: its committed output, and the in-memory
+    executor's over the same rows."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tempo.sources import ArrowSource, ParquetSource
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed, released_items
+
+    schema = pa.schema([("seq", pa.int64()), ("device", pa.int64()), ("value", pa.int64()), ("t", pa.int64())])
+    work = tempfile.mkdtemp()
+    landing = os.path.join(work, "in")
+    os.makedirs(landing)
+    cuts = [0, 700, 1300, len(rows)]
+
+    def write(index: int) -> None:
+        part = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows[cuts[index] : cuts[index + 1]]], schema=schema)
+        tmp = os.path.join(work, f".{index}.tmp")
+        pq.write_table(part, tmp)
+        os.utime(tmp, (1_700_000_000 + index, 1_700_000_000 + index))
+        os.replace(tmp, os.path.join(landing, f"part-{index}.parquet"))
+
+    write(0)
+    source = ParquetSource(landing, Reading, start="t", order="seq", time_origin=T0)
+    started = StreamingExecutor(spark, os.path.join(work, "ck")).start(query(source), ParquetSink(os.path.join(work, "out")))
+    for index in (1, 2):
+        write(index)
+        started.process_all_available()
+    started.flush()
+    committed = released_items(read_committed(os.path.join(work, "out")).drop_columns(["tempo_batch"]), Stats)
+    whole = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+    expected = InMemoryExecutor().run(query(ArrowSource(whole, Reading, start="t", order="seq", time_origin=T0)))
+    return [repr(i) for i in committed], [repr(i) for i in expected.raw]
 
 
 def main() -> None:
@@ -77,7 +116,11 @@ def main() -> None:
             "metrics": {k: attrs.asdict(v) for k, v in r.metrics.items()},  # type: ignore[attr-defined]
         }
 
-    print(json.dumps({"cluster": dump(on_cluster), "memory": dump(in_memory), "executor_pids": pids, "driver_pid": os.getpid(), "master": spark.sparkContext.master}))
+    live, live_memory = live_run(spark, rows)
+    print(json.dumps({
+        "cluster": dump(on_cluster), "memory": dump(in_memory), "executor_pids": pids, "driver_pid": os.getpid(),
+        "master": spark.sparkContext.master, "live": live, "live_memory": live_memory,
+    }))
     spark.stop()
 
 

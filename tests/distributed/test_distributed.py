@@ -37,3 +37,4 @@ def test_cluster_run_equals_in_memory() -> None:
     assert out["cluster"] == out["memory"]
     assert out["cluster"]["events"], "the job produced windows"
     assert out["cluster"]["metrics"]["readings"]["dropped"] > 0  # late readings were dropped on the cluster
+    assert out["live"] == out["live_memory"] and out["live"], "the live query on the cluster gave the in-memory release"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -116,9 +117,10 @@ def released_items(table: Any, payload_type: type) -> list[RawItem[Any]]:
     """The rows of ``read_committed`` (or of one batch) as output items, the inverse of
     ``tempo.result.released_table`` (a substream CTI's key is its repr)."""
     fields = [f.name for f in record_fields(payload_type)] if is_record_type(payload_type) else []
-    rows = table.to_pylist()
     out: list[RawItem[Any]] = []
-    for row in rows:
+    for read in table.to_pylist():
+        # Arrow gives UTC times with a zoneinfo; tempo's are datetime.timezone.utc.
+        row = {k: v.astimezone(timezone.utc) if isinstance(v, datetime) and v.tzinfo is not None else v for k, v in read.items()}
         kind, start, end = row["tempo_kind"], row["tempo_start"], row["tempo_end"]
         if kind == "cti":
             out.append(Cti(start))
