@@ -298,3 +298,36 @@ def test_two_inputs_merge_in_arrival_order_whatever_the_batches(spark_session: A
     whole = InMemoryExecutor().run(_join(*sources(pa.Table.from_pylist(readings), pa.Table.from_pylist(limits, schema=limit_schema), True), flush=True))
     assert _items(read_committed(str(tmp_path / "out")), Over) == whole.raw
     assert len(whole.events) > 0
+
+
+def test_a_streaming_dataframe_of_the_users_own_and_a_callback_sink(spark_session: Any, tmp_path: Path) -> None:
+    """The user's own streaming DataFrame (here Spark's file source with an explicit schema
+    and one file per trigger) as a DataFrameSource, and a CallbackSink: the callback gets each
+    batch's released items and rejections as DataFrames with the batch id, and they add up to
+    the in-memory run."""
+    from tempo.spark.sources import DataFrameSource
+    from tempo.spark.streaming import CallbackSink, StreamingExecutor, released_items
+
+    rows = _rows(30, seed=7)
+    inputs = tmp_path / "in"
+    for index, (a, b) in enumerate([(0, 10), (10, 11), (11, 30)]):
+        _write(inputs, index, rows[a:b])
+    schema = "seq long, ts timestamp, arrived timestamp, device long, value double"
+    df = spark_session.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(inputs))
+    batches: dict[int, tuple[Any, Any]] = {}
+
+    def on_batch(events: Any, rejections: Any, batch_id: int) -> None:
+        batches[batch_id] = (events.toArrow(), rejections.toArrow())
+
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(
+        _counts(DataFrameSource(df, Reading, start="ts", order="seq"), flush=True), CallbackSink(on_batch)
+    )
+    try:
+        live.process_all_available()
+        live.flush()
+    finally:
+        live.stop()
+    assert sorted(batches) == list(range(4))  # one batch per file, then the flush
+    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    assert [i for b in sorted(batches) for i in released_items(batches[b][0], Count)] == whole.raw
+    assert sum(batches[b][1].num_rows for b in batches) == len(whole.rejected)
