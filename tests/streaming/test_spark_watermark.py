@@ -312,3 +312,22 @@ def test_tempo_holds_events_against_a_cti_in_ticks(late_us: int) -> None:
     cti = EDGE_FIRST_ROW - timedelta(seconds=5)
     expected = [Rejection("readings", 1, Point(late_row, Reading(95)), Rule.START_BEFORE_CTI, Action.DROPPED, cti)]
     assert result.rejected == (expected if EDGE_LATE_ROWS[late_us][1] else [])
+
+
+# A windowed aggregation holds the end of the row's window against the watermark, not the row:
+# (first row, late row) -> (expected batches, dropped).
+WINDOW_EDGES = {
+    # Watermark 95 s: the row at 94 s is older, but its window [90, 100) ends after 95 s: kept.
+    "window-open": ((100, 94), [Batch(1, 0, 0, 1), Batch(0, 95_000, 0, 1), Batch(1, 95_000, 0, 2)]),
+    # Watermark 100 s: the row at 95 s is in [90, 100), which ends at the watermark: dropped.
+    "window-ends-at-watermark": ((105, 95), [Batch(1, 0, 0, 1), Batch(0, 100_000, 0, 1), Batch(1, 100_000, 1, 1)]),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", list(WINDOW_EDGES))
+def test_spark_holds_a_window_count_by_the_end_of_the_window(spark_session: Any, tmp_path: Path, case: str) -> None:
+    (first, late), expected = WINDOW_EDGES[case]
+    name = f"edge_{case.replace('-', '_')}"
+    run = _run_spark(spark_session, tmp_path, [[_utc(first)], [_utc(late)]], True, name, _window_counts, _window_count_rows)
+    assert run == SparkRun(expected, [])  # no window has ended by the watermark yet
