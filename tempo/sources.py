@@ -96,7 +96,10 @@ class TableSource(Source[T]):
     ``time_origin``. ``kind`` names a column saying what each row is (``"point"``,
     ``"interval"``, ``"start"``, ``"end"`` or ``"cti"``); without it every row is an event of
     the input's shape. ``order`` names the column that gives the input order (default: the
-    arrival column if given, else the table's row order).
+    arrival column if given, else the table's row order). ``dense_order_from``: the order
+    column counts the rows from this integer without gaps (0, 1, 2, ...); a live query then
+    holds back rows that follow a gap until the missing ones arrive, since a file source may
+    deliver files out of order (docs/streaming.md); bounded runs read the rows as they are.
 
     When a query runs, the table's columns are checked against these arguments and the
     payload's field annotations before any row is read (``tempo.tables.check_columns``:
@@ -116,6 +119,7 @@ class TableSource(Source[T]):
         order: str | None = None,
         time_origin: datetime = datetime(1970, 1, 1, tzinfo=timezone.utc),
         settings: AdvanceTimeSettings | None = None,
+        dense_order_from: int | None = None,
     ) -> None:
         self.payload_type = payload_type
         time_column = start if start is not None else arrival
@@ -131,6 +135,12 @@ class TableSource(Source[T]):
         """False when ``start`` was not given and the start is read from the arrival column."""
         self.end, self.kind, self.arrival = end, kind, arrival
         self.order = order if order is not None else arrival
+        if dense_order_from is not None and (isinstance(dense_order_from, bool) or not isinstance(dense_order_from, int) or self.order is None):
+            raise QueryBuildError(
+                f"dense_order_from= is the integer the order column counts from, and needs order=; got {dense_order_from!r}"
+                + ("" if self.order is not None else " without an order column")
+            )
+        self.dense_order_from = dense_order_from
         self.time_origin = time_origin
         self._settings = settings
 

@@ -14,7 +14,7 @@ after any batch is a prefix of that (nothing released is ever taken back or reor
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -167,3 +167,39 @@ def test_state_with_an_unimportable_payload_class_says_why() -> None:
     engine.run()
     with pytest.raises(StateError, match="module level"):
         engine.snapshot()
+
+
+def test_rows_after_a_gap_in_a_dense_order_wait_for_the_missing_ones() -> None:
+    """An input whose order column counts rows 0, 1, 2, ... (``dense_order_from=0``) gets its
+    rows in three batches out of order: [3, 4], [0, 1], [2, 5]. Nothing is processed until
+    row 0 is there; then 0 and 1; then 2 to 5: the input as it was written. A row number
+    seen twice is an InputError naming it."""
+    import pyarrow as pa
+
+    from tempo.errors import InputError
+    from tempo.sources import ArrowSource
+
+    def rows(*seqs: int) -> Any:
+        return pa.table({
+            "seq": pa.array(seqs, pa.int64()),
+            "ts": pa.array([T0 + timedelta(seconds=s) for s in seqs], pa.timestamp("us", tz="UTC")),
+            "key": pa.array([1] * len(seqs), pa.int64()), "value": pa.array(list(seqs), pa.int64()),
+        })
+
+    settings_ = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0)))
+    source = ArrowSource(rows(), Ev, start="ts", order="seq", dense_order_from=0)
+    query = Query.build(Stream.create("left", source, EventShape.POINT, settings_).node)
+    mode = TimestampMode()
+    mode.saw(aware=True)
+    engine = LiveEngine(query, mode)
+    received = []
+    for batch in ([3, 4], [0, 1], [2, 5]):
+        engine.push_rows(0, rows(*batch))
+        engine.run()
+        received.append(engine.ingresses[0].metrics.received)
+        engine = LiveEngine.restore(query, engine.snapshot())  # held rows are state too
+    assert received == [0, 2, 6]
+    starts = [item.start for item in engine.take().items if isinstance(item, Point)]
+    assert starts == [(T0 + timedelta(seconds=s)).replace(tzinfo=timezone.utc) for s in range(5)]  # each released by the next one's CTI
+    with pytest.raises(InputError, match=r"item #6 .*'seq' value 4 comes before 5"):
+        engine.push_rows(0, rows(4, 6))

@@ -77,6 +77,11 @@ class RowFeed:
         self.sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
         self.next_position = 0
         self.last_order: Any = None
+        source = node.source
+        self.next_order: int | None = source.dense_order_from if isinstance(source, TableSource) else None
+        """With a dense order column: the order value of the next row to take."""
+        self.held: Any = None
+        """With a dense order column: the rows after a gap (a pyarrow Table), taken once it fills."""
 
     def prepare(self, node: SourceNode, table: Any) -> list[Prepared]:
         """``table`` (a pyarrow Table of the source's columns) as prepared items; an
@@ -86,6 +91,8 @@ class RowFeed:
         source = node.source
         assert isinstance(source, TableSource)
         first = self.next_position
+        if self.next_order is not None:
+            table = self._gapless(node, table)
         try:
             columns = read_columns(source, table, node.shape, node.name)
         except InputError as exc:
@@ -99,11 +106,37 @@ class RowFeed:
             lowest = pc.min(values).as_py()
             if self.last_order is not None and lowest <= self.last_order:
                 rule = message(InputRule.ORDER_BACK, column=source.order, value=lowest, last=self.last_order)
-                raise InputError(node.name, first, None, rule)
+                row = table.slice(pc.index(values, lowest).as_py(), 1).to_pylist()[0]
+                raise InputError(node.name, first, row, rule)
             self.last_order = pc.max(values).as_py()
         prepared = list(checked_rows(columns, node, self.sequence.needs_arrival, self.sequence, first))
         self.next_position = first + len(prepared)
         return prepared
+
+
+    def _gapless(self, node: SourceNode, table: Any) -> Any:
+        """The rows that continue the dense order without a gap (with those held before);
+        the rest is held. A value already taken is an ``InputError`` (ORDER_BACK)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        source = node.source
+        assert isinstance(source, TableSource) and source.order is not None and self.next_order is not None
+        if self.held is not None and self.held.num_rows:
+            table = pa.concat_tables([self.held, table.select(self.held.column_names)])
+        table = table.take(pc.sort_indices(table, sort_keys=[(source.order, "ascending")]))
+        expected, taken = self.next_order, 0
+        for value in table.column(source.order).to_pylist():
+            if value is None or value > expected:
+                break  # a gap (nulls sort last; read_columns names them once they are reached)
+            if value < expected:
+                rule = message(InputRule.ORDER_BACK, column=source.order, value=value, last=expected - 1)
+                raise InputError(node.name, self.next_position + taken, table.slice(taken, 1).to_pylist()[0], rule)
+            taken += 1
+            expected += 1
+        self.next_order = expected
+        self.held = table.slice(taken)
+        return table.slice(0, taken)
 
 
 class StateError(Exception):
@@ -272,7 +305,10 @@ class LiveEngine:
             "reached": list(self.reached),
             "finished": self.finished,
             "given_last": self.given_last,
-            "feeds": [(f.sequence.last_arrival, f.sequence.open_edges, f.next_position, f.last_order) for f in self.feeds],
+            "feeds": [
+                (f.sequence.last_arrival, f.sequence.open_edges, f.next_position, f.last_order, f.next_order, f.held)
+                for f in self.feeds
+            ],
         }
         buffer = io.BytesIO()
         try:
@@ -307,9 +343,9 @@ class LiveEngine:
         engine.reached = state["reached"]
         engine.finished = state["finished"]
         engine.given_last = state["given_last"]
-        for feed, (last_arrival, open_edges, next_position, last_order) in zip(engine.feeds, state["feeds"]):
-            feed.sequence.last_arrival, feed.sequence.open_edges = last_arrival, open_edges
-            feed.next_position, feed.last_order = next_position, last_order
+        for feed, saved in zip(engine.feeds, state["feeds"]):
+            feed.sequence.last_arrival, feed.sequence.open_edges, feed.next_position, feed.last_order = saved[:4]
+            feed.next_order, feed.held = saved[4:]
         return engine
 
 

@@ -331,3 +331,32 @@ def test_a_streaming_dataframe_of_the_users_own_and_a_callback_sink(spark_sessio
     whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
     assert [i for b in sorted(batches) for i in released_items(batches[b][0], Count)] == whole.raw
     assert sum(batches[b][1].num_rows for b in batches) == len(whole.rejected)
+
+
+def test_files_with_equal_modification_times_in_any_order_with_a_dense_order(spark_session: Any, tmp_path: Path) -> None:
+    """Six files with one modification time, read one per batch: Spark's file source takes
+    them in no defined order. With ``dense_order_from=0`` (the seq column counts the rows)
+    rows after a gap wait for the missing file, so the output is the in-memory run's."""
+    from tempo.spark.sources import DataFrameSource
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    rows = _rows(36, seed=8)
+    inputs = tmp_path / "in"
+    order = list(range(6))
+    random.Random(9).shuffle(order)
+    for index in order:
+        _write(inputs, index, rows[index * 6 : index * 6 + 6])
+    for name in os.listdir(inputs):
+        os.utime(inputs / name, (1_700_000_000, 1_700_000_000))
+    schema = "seq long, ts timestamp, arrived timestamp, device long, value double"
+    df = spark_session.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(inputs))
+    source = DataFrameSource(df, Reading, start="ts", order="seq", dense_order_from=0)
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+    try:
+        live.process_all_available()
+        live.flush()
+    finally:
+        live.stop()
+    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    assert _items(read_committed(str(tmp_path / "out")), Count) == whole.raw
+    assert len(live.progress) == 7

@@ -60,7 +60,8 @@ class BatchProgress:
     output_cti: str | None
     """The last output CTI released so far (ISO text), if any."""
     buffered: int
-    """Items read but waiting at the arrival frontier for another input."""
+    """Items read but waiting: at the arrival frontier for another input, or after a gap in
+    a dense order column."""
     state_bytes: int
     """Size of the saved engine state after the batch."""
     seconds: float
@@ -203,7 +204,7 @@ class _Runner(Generic[T]):
         previous = self.progress[-1].output_cti if self.progress else None
         progress = BatchProgress(
             batch, rows_in, len(released.items), len(released.rejections), ctis[-1] if ctis else previous,
-            sum(len(b) for b in engine.buffers), len(state), time.perf_counter() - began, final,
+            sum(len(b) for b in engine.buffers) + sum(0 if f.held is None else f.held.num_rows for f in engine.feeds), len(state), time.perf_counter() - began, final,
         )
         self.log.commit(batch, state, attrs.asdict(progress) | {"final": final})
         self.sink.publish(batch)
