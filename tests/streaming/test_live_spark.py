@@ -153,6 +153,12 @@ def test_a_restart_continues_after_the_last_committed_batch(spark_session: Any, 
     whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
     assert _items(read_committed(str(out)), Count) == whole.raw
     assert second.metrics["readings"].received == 40
+    from tempo.spark.streaming import read_progress
+
+    records = read_progress(str(checkpoint))
+    assert [r["batch"] for r in records] == list(range(len(records))) and records[-1]["final"]
+    assert records[-1]["metrics"]["readings"]["received"] == 40
+    assert records[-1]["metrics"]["readings"]["dropped"] + records[-1]["metrics"]["readings"]["adjusted"] == len(whole.rejected)
 
 
 def test_a_changed_query_or_a_flushed_one_is_refused(spark_session: Any, tmp_path: Path) -> None:

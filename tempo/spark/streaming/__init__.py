@@ -2,10 +2,10 @@
 releasing each micro-batch's results to a sink exactly once (docs/streaming.md)."""
 
 from tempo.spark.streaming.checkpoint import CheckpointMismatchError
-from tempo.spark.streaming.executor import BatchProgress, LiveQuery, StreamingExecutor
+from tempo.spark.streaming.executor import BatchProgress, LiveQuery, StreamingExecutor, read_progress
 from tempo.spark.streaming.sinks import CallbackSink, ParquetSink, Sink, read_committed, released_items
 
 __all__ = [
     "BatchProgress", "CallbackSink", "CheckpointMismatchError", "LiveQuery", "ParquetSink", "Sink",
-    "StreamingExecutor", "read_committed", "released_items",
+    "StreamingExecutor", "read_committed", "read_progress", "released_items",
 ]

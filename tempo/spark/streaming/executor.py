@@ -206,10 +206,30 @@ class _Runner(Generic[T]):
             batch, rows_in, len(released.items), len(released.rejections), ctis[-1] if ctis else previous,
             sum(len(b) for b in engine.buffers) + sum(0 if f.held is None else f.held.num_rows for f in engine.feeds), len(state), time.perf_counter() - began, final,
         )
-        self.log.commit(batch, state, attrs.asdict(progress) | {"final": final})
+        self.log.commit(batch, state, attrs.asdict(progress) | {"metrics": _metrics_record(engine.metrics())})
         self.sink.publish(batch)
         self.engine, self.engine_batch = engine, batch
         self.progress.append(progress)
+
+
+def _metrics_record(metrics: dict[str, InputMetrics]) -> dict[str, Any]:
+    """Each input's metrics as JSON values (substream keys by their repr; the watermark
+    samples are not kept for a live query)."""
+    def counts(m: Any) -> dict[str, Any]:
+        return attrs.asdict(m, recurse=False, filter=lambda a, _: a.name not in ("watermark_delays", "substreams"))
+
+    return {
+        name: counts(m) | {"substreams": {repr(k): counts(v) for k, v in m.substreams.items()}}
+        for name, m in metrics.items()
+    }
+
+
+def read_progress(checkpoint: str) -> list[dict[str, Any]]:
+    """The commit records of a live query's checkpoint, in batch order: each batch's
+    ``BatchProgress`` fields and ``metrics`` (each input's ``InputMetrics`` counts since the
+    query first started, substream keys by their repr) - for monitoring from another process."""
+    log = BatchLog(checkpoint)
+    return [log.record(batch) for batch in log.committed()]
 
 
 class LiveQuery(Generic[T]):
