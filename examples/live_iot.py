@@ -190,7 +190,8 @@ def run(work: str, url: str, seconds: float, seed: int) -> int:
         stop.set()
         live.stop()
     committed = read_committed(out)
-    alerts_so_far = sum(1 for kind in committed.column("tempo_kind").to_pylist() if kind in ("point", "interval", "start"))
+    kinds = committed.column("tempo_kind").to_pylist() if committed.num_rows else []
+    alerts_so_far = sum(1 for kind in kinds if kind in ("point", "interval", "start"))
     print(f"# {alerts_so_far} alerts committed in {out} (batches up to {live.last_committed_batch}); "
           f"run again with --work {work} to continue")
     return 0

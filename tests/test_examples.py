@@ -164,7 +164,11 @@ def test_iot_skewed_clocks_substreams_keep_the_other_devices_readings() -> None:
     assert global_.ctis[-1] == by_device.ctis[-1] == datetime.max
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")))
+LIVE_EXAMPLES = {"live_iot.py"}
+"""Examples of live queries: they need Spark and redis-server, and run in tests/streaming."""
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_") and p.name not in LIVE_EXAMPLES))
 def test_example_runs_as_a_script(script: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", [script, "--executor", "memory"])
     runpy.run_path(str(EXAMPLES / script), run_name="__main__")

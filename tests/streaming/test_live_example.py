@@ -27,9 +27,9 @@ def test_the_live_example_runs_and_continues_after_a_restart(spark_session: Any,
     broker = redis.Redis.from_url(redis_server)
     broker.delete("readings", "limits")  # the example's stream keys: start from empty streams
     work = str(tmp_path / "work")
-    assert live_iot.main(["--work", work, "--seconds", "6", "--redis", redis_server]) == 0
+    assert live_iot.main(["--work", work, "--seconds", "12", "--redis", redis_server]) == 0
     first = read_committed(str(tmp_path / "work" / "out"))
-    assert live_iot.main(["--work", work, "--seconds", "6", "--redis", redis_server, "--seed", "2"]) == 0
+    assert live_iot.main(["--work", work, "--seconds", "8", "--redis", redis_server, "--seed", "2"]) == 0
     both = read_committed(str(tmp_path / "work" / "out"))
     printed = capsys.readouterr().out
     assert "batch 0:" in printed and "alerts committed" in printed
