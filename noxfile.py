@@ -28,6 +28,13 @@ def spark_tests(session: nox.Session) -> None:
 
 
 @nox.session
+def slow(session: nox.Session) -> None:
+    """The long versions of the soak and kill tests (marked ``slow``; skipped elsewhere)."""
+    session.install("-e", ".[dev,spark]")
+    session.run("pytest", "-m", "slow", "--run-slow", *session.posargs)
+
+
+@nox.session
 def mypy(session: nox.Session) -> None:
     """``mypy --strict`` on the package and the examples (config in pyproject.toml)."""
     session.install("-e", ".[dev]")

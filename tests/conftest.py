@@ -173,3 +173,22 @@ def executor_kind(request: pytest.FixtureRequest) -> ExecutorKind:
 def executor(executor_kind: ExecutorKind, request: pytest.FixtureRequest) -> Any:
     """The executor a conformance test runs its queries on (one per ``EXECUTORS`` entry)."""
     return executor_kind.make(request)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow", action="store_true", default=False,
+        help="also run the tests marked slow (soak and kill loops; `nox -s slow` runs them)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (long soak and kill loops, each with a short version that always
+    runs) are skipped unless ``--run-slow`` is given: CI and the README's command run the
+    short versions."""
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (nox -s slow)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
