@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from tempo.errors import TempoError
@@ -84,6 +85,9 @@ class BatchLog:
                 f"continues only the query that wrote its checkpoint (start a changed query on a new "
                 f"checkpoint). Recorded:\n{recorded.get('query')}\nStarting:\n{description}"
             )
+
+    def check_open(self) -> None:
+        """Refuse to continue a query that was flushed (its last commit is the final batch)."""
         final = self.last_committed()
         if final is not None and self.record(final).get("final"):
             raise CheckpointMismatchError(
@@ -111,10 +115,12 @@ class BatchLog:
         with open(os.path.join(self.states, f"{batch}.bin"), "rb") as f:
             return f.read()
 
-    def commit(self, batch: int, state: bytes, record: dict[str, Any]) -> None:
+    def commit(self, batch: int, state: bytes, record: dict[str, Any], saved: Callable[[], None] = lambda: None) -> None:
         """Save batch ``batch``'s state, then its commit record (the commit point); drop
-        the states no restart can need any more (all but this one and the one before)."""
+        the states no restart can need any more (all but this one and the one before).
+        ``saved`` is called between the two (the executor's crash hook for tests)."""
         write_atomically(os.path.join(self.states, f"{batch}.bin"), state)
+        saved()
         write_atomically(self._commit(batch), json.dumps(record, default=str).encode())
         for name in os.listdir(self.states):
             if name.endswith(".bin") and int(name[:-4]) < batch - 1:

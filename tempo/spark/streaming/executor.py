@@ -7,11 +7,21 @@ put in each input's order and processed up to the arrival frontier, so the outpu
 every batch is exactly what the in-memory executor releases for the same items, wherever
 Spark puts the batch boundaries. The batch protocol (``checkpoint.py``) makes every batch
 take effect once across crashes and restarts; docs/streaming.md explains both.
+
+Testing hook: when the environment variable ``TEMPO_CRASH_AT`` (read when the query starts)
+is ``<phase>:<batch>``, the process kills itself with SIGKILL (a real kill -9) at that point
+of that batch, so that tests can check the restart after a crash anywhere in a batch. The
+phases (``CRASH_PHASES``), each named by what has just been done: ``read`` (the batch's
+rows are on the driver), ``engine`` (the engine ran them; for the flush batch, it ended the
+inputs), ``sink`` (the sink wrote the output), ``state`` (the state file is saved, its commit
+record not yet), ``commit`` (the commit record is written) and ``publish`` (the output is
+published; Spark has not yet recorded the batch as done).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -44,6 +54,10 @@ INPUT_COLUMN = "__tempo_input"
 """In the stream of all inputs' rows: which input (declaration index) a row belongs to."""
 
 EXECUTOR = "Spark streaming"
+
+CRASH_AT = "TEMPO_CRASH_AT"
+"""The environment variable of the testing hook (see the module's docstring)."""
+CRASH_PHASES = ("read", "engine", "sink", "state", "commit", "publish")
 
 
 @attrs.frozen
@@ -142,6 +156,7 @@ class _Runner(Generic[T]):
         self.failure: BaseException | None = None
         self.progress: list[BatchProgress] = []
         self.lock = threading.Lock()
+        self.crash_at = os.environ.get(CRASH_AT)
         for batch in log.committed():  # a crash may have come between a commit and its publishing
             sink.publish(batch)
 
@@ -154,6 +169,11 @@ class _Runner(Generic[T]):
             mode.saw(aware=True)  # live inputs are tables: their times are instants, given as aware UTC
             return LiveEngine(self.query, mode)
         return LiveEngine.restore(self.query, self.log.state(batch))
+
+    def _crash_point(self, phase: str, batch: int) -> None:
+        """The testing hook: kill -9 this process here if ``TEMPO_CRASH_AT`` says so."""
+        if self.crash_at == f"{phase}:{batch}":
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def __call__(self, df: DataFrame, batch: int) -> None:
         try:
@@ -172,6 +192,7 @@ class _Runner(Generic[T]):
         engine = self.engine_after(self.log.last_committed(before=batch))
         with worker_errors(_recognized):
             table = df.toArrow()
+        self._crash_point("read", batch)
         rows_in: dict[str, int] = {}
         if table.num_rows:
             import pyarrow.compute as pc
@@ -184,6 +205,7 @@ class _Runner(Generic[T]):
                     names = [n for n in part.column_names if n.startswith(prefix)]
                     engine.push_rows(index, part.select(names).rename_columns([n[len(prefix):] for n in names]))
         engine.run()
+        self._crash_point("engine", batch)
         self._commit(engine, batch, engine.take(), rows_in, began, final=False)
 
     def finish(self) -> None:
@@ -192,13 +214,16 @@ class _Runner(Generic[T]):
             last = self.log.last_committed()
             engine = self.engine_after(last)
             engine.finish()
-            self._commit(engine, 0 if last is None else last + 1, engine.take(), {}, time.perf_counter(), final=True)
+            batch = 0 if last is None else last + 1
+            self._crash_point("engine", batch)
+            self._commit(engine, batch, engine.take(), {}, time.perf_counter(), final=True)
 
     def _commit(self, engine: LiveEngine, batch: int, released: Released, rows_in: dict[str, int], began: float, final: bool) -> None:
         events = released_table(released.items, self.payload_type)
         inputs = {s.name: s.payload_type for s in self.query.sources}
         rejected = Result([], [], {}, released.rejections, [], {}, None, self.payload_type, inputs).rejections_table()
         self.sink.write(self.spark, batch, events, rejected)
+        self._crash_point("sink", batch)
         state = engine.snapshot()
         ctis = [item.timestamp.isoformat() for item in released.items if isinstance(item, Cti)]
         previous = self.progress[-1].output_cti if self.progress else None
@@ -206,8 +231,13 @@ class _Runner(Generic[T]):
             batch, rows_in, len(released.items), len(released.rejections), ctis[-1] if ctis else previous,
             sum(len(b) for b in engine.buffers) + sum(0 if f.held is None else f.held.num_rows for f in engine.feeds), len(state), time.perf_counter() - began, final,
         )
-        self.log.commit(batch, state, attrs.asdict(progress) | {"metrics": _metrics_record(engine.metrics())})
+        self.log.commit(
+            batch, state, attrs.asdict(progress) | {"metrics": _metrics_record(engine.metrics())},
+            saved=lambda: self._crash_point("state", batch),
+        )
+        self._crash_point("commit", batch)
         self.sink.publish(batch)
+        self._crash_point("publish", batch)
         self.engine, self.engine_batch = engine, batch
         self.progress.append(progress)
 
@@ -319,6 +349,7 @@ class StreamingExecutor:
         log = BatchLog(self.checkpoint)
         log.claim(_description(query))
         runner = _Runner(self.spark, query, stream.payload_type, sink, log)
+        log.check_open()  # after the runner published what committed: a crash may have come between the flush's commit and its publishing
         merged: DataFrame | None = None
         for index, node in enumerate(query.sources):
             df = _live_table_source(self.spark, node)

@@ -1,0 +1,75 @@
+"""A live query in a process of its own, for tests/streaming/test_kill.py to kill -9 and restart.
+
+``python -m tests.streaming.live_worker INPUT CHECKPOINT OUTPUT [--until STOP] [--flush]``
+starts a local Spark session, starts the counts query of test_live_spark.py over the
+Parquet files of the directory INPUT (one file a micro-batch, in modification-time order,
+so that batch ids are the same in every run) into ``ParquetSink(OUTPUT)`` on CHECKPOINT,
+and processes what INPUT holds. ``--until STOP``: keep processing new files until the file
+STOP exists, then process what is left. ``--flush``: then end the inputs (``flush``).
+The environment variable ``TEMPO_CRASH_AT`` (tempo.spark.streaming.executor) makes the
+process kill itself at a phase of a batch. Exit status ``FLUSHED`` (3): the start was refused
+(``CheckpointMismatchError``; in these tests: the query was flushed already, a crash came
+after the flush committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from tempo.spark.sources import DataFrameSource
+from tests.streaming.test_live_spark import Reading, _counts
+
+SPARK_SCHEMA = "seq BIGINT, ts TIMESTAMP, arrived TIMESTAMP, device BIGINT, value DOUBLE"
+"""The columns of the files test_live_spark._write writes."""
+
+POLL_SECONDS = 0.2
+
+FLUSHED = 3
+
+
+def live_source(spark: Any, folder: str) -> DataFrameSource[Reading]:
+    """The rows of the files arriving in ``folder``, one file a micro-batch."""
+    df = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).option("maxFileAge", "36500d").parquet(folder)
+    return DataFrameSource(df, Reading, start="ts", order="seq")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("input")
+    parser.add_argument("checkpoint")
+    parser.add_argument("output")
+    parser.add_argument("--until", help="keep processing until this file exists")
+    parser.add_argument("--flush", action="store_true", help="end the inputs at the end")
+    args = parser.parse_args()
+
+    import tempo.spark
+    from tempo.spark.streaming import CheckpointMismatchError, ParquetSink, StreamingExecutor
+
+    spark = tempo.spark.spark_session(spark_sql_shuffle_partitions="1", spark_driver_memory="1g")
+    os.makedirs(args.input, exist_ok=True)
+    try:
+        live = StreamingExecutor(spark, args.checkpoint).start(_counts(live_source(spark, args.input), flush=True), ParquetSink(args.output))
+    except CheckpointMismatchError as refused:
+        print(refused, flush=True)
+        spark.stop()
+        sys.exit(FLUSHED)
+    try:
+        if args.until:
+            while not os.path.exists(args.until):
+                live.process_all_available()
+                time.sleep(POLL_SECONDS)
+        live.process_all_available()
+        if args.flush:
+            live.flush()
+    finally:
+        live.stop()
+        spark.stop()
+    print(f"committed up to batch {live.last_committed_batch}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
