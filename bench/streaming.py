@@ -243,9 +243,9 @@ def run_handwritten(spark: SparkSession, files: Files, work: Path) -> Run:
     watermark past its end, so Spark's end of input is two sentinel files of one row a day
     after the last event (key -1, left out of the checksum): the first moves the watermark
     past every real window, the batch of the second emits them. For the same reason the
-    windows a file closes are emitted by the batch after its own (one without data if
-    Spark runs it before the next file lands): the latency measured here is to the commit
-    of the file's own batch, which favours Spark."""
+    windows a file closes are emitted by the batch after its own: Spark runs one without
+    data when a batch moved the watermark, and ``processAllAvailable`` waits for it, so
+    the latency measured here counts it, as tempo's counts the release of the windows."""
     import pyarrow.parquet as pq
 
     run = Run("handwritten", files.batch, files.events)
