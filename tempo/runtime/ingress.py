@@ -100,7 +100,7 @@ def prepare_checked(node: SourceNode, mode: TimestampMode, needs_arrival: bool) 
     given straight from the columns, not held as records."""
     if isinstance(node.source, TableSource):
         table = _read_table(node, mode)
-        plain = _plain_rows(table, node, needs_arrival)
+        plain = plain_rows(table, node, needs_arrival)
         return plain if plain is not None else iter(list(checked_rows(table, node, needs_arrival)))
     return iter(list(_prepare_items(node, mode, needs_arrival)))
 
@@ -109,7 +109,7 @@ def _prepare_table(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
     """The fast path for table sources: columns straight to ticks, the same checks as for
     items (a column at a time when every row passes them)."""
     table = _read_table(node, mode)
-    plain = _plain_rows(table, node, needs_arrival)
+    plain = plain_rows(table, node, needs_arrival)
     yield from plain if plain is not None else checked_rows(table, node, needs_arrival)
 
 
@@ -136,20 +136,25 @@ def _allowed(node: SourceNode) -> set[int]:
     return {_KIND[k] for k in SHAPE_ITEMS[node.shape]} | {CTI}
 
 
-def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared] | None:
+def plain_rows(
+    table: Columns, node: SourceNode, needs_arrival: bool, last_arrival: int = NEG_INF, first_position: int = 0
+) -> Iterator[Prepared] | None:
     """The rows as ``checked_rows`` gives them when they are all points and intervals that
-    pass its checks (the usual table, checked a column at a time), else None."""
+    pass its checks (the usual table, checked a column at a time), else None. A live query
+    gives each micro-batch's rows with the input's last arrival so far and the position of
+    its first row."""
     kinds, starts, ends, arrivals, payloads, bad = table
     if bad is not None:
         return None
     if arrivals is None:
         arrivals_pass = not needs_arrival and node.ordering is None
     else:
-        arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((NEG_INF,), arrivals), arrivals))
+        arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((last_arrival,), arrivals), arrivals))
     if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts)) and max(starts, default=NEG_INF) < INF):
         return None
     n = len(kinds)
-    return zip(arrivals or itertools.repeat(NEG_INF, n), kinds, starts, ends, payloads, range(n), itertools.repeat(None))
+    positions = range(first_position, first_position + n)
+    return zip(arrivals or itertools.repeat(last_arrival, n), kinds, starts, ends, payloads, positions, itertools.repeat(None))
 
 
 def checked_rows(

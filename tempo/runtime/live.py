@@ -44,7 +44,7 @@ from tempo.runtime.engine import _output_key as output_key
 from tempo.errors import InputError
 from tempo.plan.nodes import SourceNode
 from tempo.rules import InputRule, message
-from tempo.runtime.ingress import Ingress, Prepared, SequenceChecks, TimestampMode, checked_rows
+from tempo.runtime.ingress import Ingress, Prepared, SequenceChecks, TimestampMode, checked_rows, plain_rows
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, from_ticks
 
@@ -109,7 +109,15 @@ class RowFeed:
                 row = table.slice(pc.index(values, lowest).as_py(), 1).to_pylist()[0]
                 raise InputError(node.name, first, row, rule)
             self.last_order = pc.max(values).as_py()
-        prepared = list(checked_rows(columns, node, self.sequence.needs_arrival, self.sequence, first))
+        needs_arrival = self.sequence.needs_arrival
+        plain = plain_rows(columns, node, needs_arrival, self.sequence.last_arrival, first)
+        if plain is None:
+            prepared = list(checked_rows(columns, node, needs_arrival, self.sequence, first))
+        else:  # points and intervals passing the checks a column at a time
+            prepared = list(plain)
+            arrivals = columns[3]
+            if arrivals:
+                self.sequence.last_arrival = arrivals[-1]
         self.next_position = first + len(prepared)
         return prepared
 
