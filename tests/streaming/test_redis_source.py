@@ -230,8 +230,10 @@ def test_layouts_refuse_colliding_names_and_unsupported_fields() -> None:
         Layout.of(Reading, "count", None, None)
     with pytest.raises(QueryBuildError, match="end='start' names an entry field that is already taken"):
         Layout.of(Reading, "start", "start", None)
-    with pytest.raises(QueryBuildError, match="'redis_order' is the column the Redis Streams source fills"):
+    with pytest.raises(QueryBuildError, match="'redis_order' is a column the Redis Streams source fills itself"):
         Layout.of(Reading, "redis_order", None, None)
+    with pytest.raises(QueryBuildError, match="'redis_kind' is a column the Redis Streams source fills itself"):
+        Layout.of(Reading, "start", None, "redis_kind")
 
     @dataclass(frozen=True)
     class Nested:

@@ -255,7 +255,7 @@ class Layout:
             names.append(name)
         for reserved in (ORDER_COLUMN, ARRIVAL_COLUMN, KIND_COLUMN):
             if reserved in names:
-                raise QueryBuildError(f"{reserved!r} is the column the Redis Streams source fills from the entry ID: rename the field or argument that takes it")
+                raise QueryBuildError(f"{reserved!r} is a column the Redis Streams source fills itself (from the entry ID, or the kind of its rows): rename the field or argument that takes it")
         return cls(fields, start, end, kind)
 
     @property
