@@ -88,7 +88,10 @@ class SubstreamCti:
 class Heartbeat:
     """The arrival clock moved to ``arrival`` with no event: an input with ordering settings
     advances its CTI to ``arrival`` minus its late-arrival tolerance, and so does every
-    other such input of the query (see ``docs/semantics.md``, "Progress without events")."""
+    other such input of the query (see ``docs/semantics.md``, "Progress without events").
+    On an input without ordering settings it changes no result: it says only that the input
+    has reached ``arrival``, which lets a live query's other inputs through its frontier.
+    A table row of kind ``heartbeat`` is one."""
 
     arrival: datetime
 

@@ -31,7 +31,8 @@ class InputRule(enum.IntEnum):
     NULL_END = 9
     END_WITHOUT_START = 10
     IMPORT_ITEM_ARRIVAL = 11
-    HEARTBEAT_WITHOUT_ORDERING = 12
+    HEARTBEAT_ARRIVAL = 12
+    """A heartbeat row without an arrival time."""
     ORDERING_ARRIVAL_COLUMN = 13
     NO_END_COLUMN = 14
     ITEM_KIND = 15
@@ -64,7 +65,7 @@ MESSAGES: dict[InputRule, str] = {
     InputRule.EDGE_KIND_COLUMN: (
         "an EDGE input from a table needs a kind= column (start, end or cti per row): {source} has none"
     ),
-    InputRule.UNKNOWN_KIND: "the kind column {column!r} must hold point, interval, start, end or cti (in any case)",
+    InputRule.UNKNOWN_KIND: "the kind column {column!r} must hold point, interval, start, end, cti or heartbeat (in any case)",
     InputRule.NULL_START: "the {arg} column {column!r} is null",
     InputRule.NULL_END: "the {arg} column {column!r} is null",
     InputRule.NO_END_COLUMN: "a row of kind {kind!r} needs an end= column",
@@ -79,8 +80,9 @@ MESSAGES: dict[InputRule, str] = {
         "so a CTI violation is an error (give it settings with policy DROP or ADJUST)"
     ),
     InputRule.END_WITHOUT_START: "end edge without its start: no open start edge has this start and payload",
-    InputRule.HEARTBEAT_WITHOUT_ORDERING: (
-        "a Heartbeat moves the arrival clock of inputs with ordering settings; this input has none"
+    InputRule.HEARTBEAT_ARRIVAL: (
+        "a heartbeat row stands for the arrival time it carries, so it needs one "
+        "(an arrival= column, not null in the row)"
     ),
     InputRule.ORDER_BACK: (
         "its {column!r} value {value!r} comes before {last!r}, the last value of rows already processed "

@@ -19,13 +19,14 @@ from typing import Any
 import attrs
 
 from tempo.errors import InputError, InputSchemaError
-from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
+from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.rules import InputRule, message
 from tempo.ticks import INF, from_ticks
 
-KINDS = {"point": 0, "interval": 1, "start": 2, "end": 3, "cti": 4}
-"""Values of a ``kind`` column (case-insensitive) and the item kinds they stand for."""
+KINDS = {"point": 0, "interval": 1, "start": 2, "end": 3, "cti": 4, "heartbeat": 5}
+"""Values of a ``kind`` column (case-insensitive) and the item kinds they stand for. A
+``heartbeat`` row is a ``Heartbeat`` at the row's arrival: its other columns are ignored."""
 
 KIND_NAMES = {code: name for name, code in KINDS.items()}
 
@@ -175,7 +176,7 @@ def null_order_rule(source: Any, count: int) -> str:
 
 def kind_rule(shape: EventShape, kind: int) -> str:
     """The rule a row of a kind its input's shape does not take breaks."""
-    takes = {EventShape.POINT: "point, cti", EventShape.INTERVAL: "interval, cti", EventShape.EDGE: "start, end, cti"}[shape]
+    takes = {EventShape.POINT: "point", EventShape.INTERVAL: "interval", EventShape.EDGE: "start, end"}[shape] + ", cti, heartbeat"
     return message(InputRule.ROW_KIND, shape=shape.name, takes=takes, kind=KIND_NAMES.get(kind, kind))
 
 
@@ -322,7 +323,8 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
         kinds = [_SHAPE_KIND[shape]] * n
     else:
         raise InputSchemaError(name, message(InputRule.EDGE_KIND_COLUMN, source=repr(source)))
-    # Rows with a null value in a field not declared optional (CTI rows have no payload).
+    # Rows with a null value in a field not declared optional (CTI and heartbeat rows have
+    # no payload).
     null_rows: dict[int, str] = {}
     for f, c, v in zip(fields, payload_columns, values):
         if not f.nullable and c.null_count:
@@ -346,14 +348,14 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
         if bad is not None and bad.position <= i:
             break
         s, e, k = starts[i], ends[i], kinds[i]
-        if s is None:
+        if s is None and k != 5:  # a heartbeat's time is its arrival
             bad = RowError(name, i, row(i), null_time_rule(start_arg, source.start), True)
         elif k in (1, 3) and e is None:
             rule = null_time_rule("end", source.end) if source.end else message(InputRule.NO_END_COLUMN, kind=KIND_NAMES[k])
             bad = RowError(name, i, row(i), rule, True)
-        elif k != 4 and i in null_rows:
+        elif k < 4 and i in null_rows:
             bad = RowError(name, i, row(i), null_field_rule(source.payload_type, null_rows[i], null_rows[i]), False)
-        ends_out.append(s + 1 if k == 0 and s is not None else INF if k == 2 else s if k == 4 else e)  # type: ignore[arg-type]
+        ends_out.append(s + 1 if k == 0 and s is not None else INF if k == 2 else s if k >= 4 else e)  # type: ignore[arg-type]
     ends_out.extend(ends[len(ends_out):])  # type: ignore[arg-type]
     return kinds, starts, ends_out, arrivals, payloads, bad  # type: ignore[return-value]
 
@@ -366,6 +368,11 @@ def items_from_arrow(source: Any, table: Any) -> Iterator[InputItem[Any]]:
         raise bad.plain()
     for i, (k, payload) in enumerate(zip(kinds, payloads)):
         arrival = None if arrivals is None or arrivals[i] is None else from_ticks(arrivals[i])
+        if k == 5:  # a heartbeat: only its arrival counts
+            if arrival is None:
+                raise InputError(repr(source), i, None, message(InputRule.HEARTBEAT_ARRIVAL))
+            yield Heartbeat(arrival)
+            continue
         s = from_ticks(starts[i])
         if k == 0:
             yield Point(s, payload, arrival)

@@ -203,3 +203,45 @@ def test_rows_after_a_gap_in_a_dense_order_wait_for_the_missing_ones() -> None:
     assert starts == [(T0 + timedelta(seconds=s)).replace(tzinfo=timezone.utc) for s in range(5)]  # each released by the next one's CTI
     with pytest.raises(InputError, match=r"item #6 .*'seq' value 4 comes before 5"):
         engine.push_rows(0, rows(4, 6))
+
+
+def test_a_heartbeat_row_lets_the_other_input_through_the_frontier() -> None:
+    """``reach`` as table rows: right (no ordering settings) delivers a CTI at 20 [arrival 12],
+    then only a heartbeat row [14]. Left's CTI at 30 [13] waits at the frontier until the
+    heartbeat says right has reached 14; then the union releases what the in-memory run of
+    the same tables gives, where the heartbeat changes no result."""
+    import pyarrow as pa
+
+    from tempo.sources import ArrowSource
+
+    def table(rows: list[tuple[str, int | None, int, int]]) -> Any:
+        stamp = pa.timestamp("us", tz="UTC")
+        at = [None if s is None else _t(s) for _, s, _, _ in rows]
+        return pa.table({
+            "kind": [k for k, _, _, _ in rows], "start": pa.array(at, stamp), "arr": pa.array([_t(a) for _, _, a, _ in rows], stamp),
+            "seq": [q for _, _, _, q in rows], "key": [1] * len(rows), "value": [1] * len(rows),
+        })
+
+    left = table([("point", 5, 10, 0), ("cti", 30, 13, 1)])
+    right = table([("cti", 20, 12, 0), ("heartbeat", None, 14, 1)])
+
+    def build(left_table: Any, right_table: Any) -> Stream[Ev]:
+        def source(t: Any) -> ArrowSource[Ev]:
+            return ArrowSource(t, Ev, start="start", kind="kind", arrival="arr", order="seq")
+
+        return Stream.create("left", source(left_table), EventShape.POINT).union(Stream.create("right", source(right_table), EventShape.POINT))
+
+    query = Query.build(build(left, right).node)
+    mode = TimestampMode()
+    mode.saw(aware=True)
+    engine = LiveEngine(query, mode)
+    engine.push_rows(0, left)
+    engine.push_rows(1, right.slice(0, 1))
+    engine.run()
+    assert engine.ingresses[0].metrics.received == 1 and engine.ingresses[0].metrics.ctis_explicit == 0  # held: right is at 12
+    engine.push_rows(1, right.slice(1))
+    engine.run()
+    assert engine.ingresses[0].metrics.ctis_explicit == 1
+    assert engine.ingresses[1].metrics.received == 0  # a heartbeat is no event
+    expected = InMemoryExecutor().run(build(left, right)).raw
+    assert engine.take().items == expected == [Point(_t(5).replace(tzinfo=timezone.utc), Ev(key=1, value=1)), Cti(_t(20).replace(tzinfo=timezone.utc))]

@@ -133,7 +133,7 @@ def ordering_needs_arrival_column(source: TableSource[Any]) -> str:
 
 
 def _allowed(node: SourceNode) -> set[int]:
-    return {_KIND[k] for k in SHAPE_ITEMS[node.shape]} | {CTI}
+    return {_KIND[k] for k in SHAPE_ITEMS[node.shape]} | {CTI, HEARTBEAT}
 
 
 def plain_rows(
@@ -176,7 +176,7 @@ def checked_rows(
 
         def item() -> Any:
             at = arrivals[row] if arrivals is not None and arrivals[row] is not None else NEG_INF
-            return item_of((at, kind, start, end, None if kind == CTI else payload, position, None))
+            return item_of((at, kind, start, end, None if kind >= CTI else payload, position, None))
 
         if at_bad is not None and at_bad.before_rules:
             raise InputError(name, position, at_bad.item, at_bad.rule)
@@ -184,11 +184,21 @@ def checked_rows(
             raise InputError(name, position, item(), kind_rule(shape, kind))
         if kind in (INTERVAL, END) and end <= start:
             raise InputError(name, position, item(), message(InputRule.LIFETIME))
-        if kind != CTI and start >= INF:
+        if kind < CTI and start >= INF:
             raise InputError(name, position, item(), message(InputRule.START_AT_INFINITY))
         if at_bad is not None:
             raise InputError(name, position, item(), at_bad.rule)
-        broken = sequence.take_arrival(None if arrivals is None else arrivals[row]) or sequence.pair(kind, start, payload)
+        arrival = None if arrivals is None else arrivals[row]
+        if kind == HEARTBEAT:
+            if arrival is None and not sequence.ordered:  # with ordering settings: ORDERING_ARRIVAL
+                raise InputError(name, position, item(), message(InputRule.HEARTBEAT_ARRIVAL))
+            broken = sequence.take_arrival(arrival)
+            if broken is not None:
+                raise error_class(broken)(name, position, item(), message(broken))
+            at = sequence.last_arrival  # a heartbeat's time is its arrival, whatever its start column holds
+            yield (at, HEARTBEAT, at, at, None, position, None)
+            continue
+        broken = sequence.take_arrival(arrival) or sequence.pair(kind, start, payload)
         if broken is not None:
             raise error_class(broken)(name, position, item(), message(broken))
         yield (sequence.last_arrival, kind, start, end, None if kind == CTI else payload, position, None)
@@ -197,14 +207,11 @@ def checked_rows(
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
-    ordered = node.ordering is not None
     sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
     for position, item in enumerate(node.source.items()):
         if not isinstance(item, allowed):
             raise InputError(name, position, item, item_kind_rule(shape, item))
         kind = _KIND[type(item)]
-        if kind == HEARTBEAT and not ordered:
-            raise InputError(name, position, item, message(InputRule.HEARTBEAT_WITHOUT_ORDERING))
         arrival_dt = item.arrival
         broken = sequence.take_arrival(None if arrival_dt is None else mode.check(arrival_dt, name, position, item, "arrival"))
         if broken is not None:
@@ -458,6 +465,8 @@ class Ingress:
         if kind == CTI:
             self.advance(rec[2], "explicit")
             return
+        if kind == HEARTBEAT:
+            return  # only inputs with ordering settings follow the arrival clock
         self.metrics.received += 1
         if kind == END:
             self._end_edge(rec)
@@ -633,6 +642,8 @@ def item_of(rec: Prepared) -> Any:
     from tempo.ticks import from_ticks
 
     arrival = None if rec[0] <= NEG_INF else from_ticks(rec[0])
+    if rec[1] == HEARTBEAT:
+        return None if arrival is None else Heartbeat(arrival)  # a row without an arrival is no item
     kind, start, end, payload = rec[1], from_ticks(rec[2]), rec[3], rec[4]
     if kind == POINT:
         return Point(start, payload, arrival)

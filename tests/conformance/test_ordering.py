@@ -380,6 +380,54 @@ def test_heartbeats_move_time_without_events(run: Any) -> None:
     assert m.watermark_delays == [(M(0), timedelta(0)), (M(4), timedelta(minutes=4)), (M(6), timedelta(minutes=5))]
 
 
+def _heartbeat_table(tmp_path: Path) -> Any:
+    """The items of ``test_heartbeats_move_time_without_events`` as table rows: a point at
+    12:00 and heartbeat rows arriving 12:04 and 12:06 (their start and payload columns are
+    null: a heartbeat row's time is its arrival)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tempo.sources import ParquetSource
+
+    at = [M(0).replace(tzinfo=timezone.utc), None, None]
+    rows = pa.table({
+        "seq": [0, 1, 2], "kind": ["point", "HEARTBEAT", "heartbeat"], "start": pa.array(at, pa.timestamp("us", "UTC")),
+        "arrival": pa.array([M(m).replace(tzinfo=timezone.utc) for m in (0, 4, 6)], pa.timestamp("us", "UTC")),
+        "device": ["a", None, None], "event_time": pa.array(at, pa.timestamp("us", "UTC")),
+    })
+    path = tmp_path / "heartbeats.parquet"
+    pq.write_table(rows, path)
+    return ParquetSource(str(path), Reading, "start", kind="kind", arrival="arrival", order="seq")
+
+
+def test_heartbeat_rows_move_time_as_heartbeat_items(run: Any, tmp_path: Path) -> None:
+    """Table rows of kind heartbeat are ``Heartbeat`` items: the same CTIs and samples as
+    ``test_heartbeats_move_time_without_events`` (aware times: a table's are UTC)."""
+    ordering = EventOrderingSettings(timedelta(0), timedelta(minutes=5), None)
+    r = run(Stream.create("in", _heartbeat_table(tmp_path), EventShape.POINT, AdvanceTimeSettings(policy=ADJUST, ordering=ordering)))
+    utc = timezone.utc
+    assert r.raw == [Cti(M(0).replace(tzinfo=utc)), Point(M(0).replace(tzinfo=utc), Reading("a", M(0).replace(tzinfo=utc))), Cti(M(1).replace(tzinfo=utc))]
+    m = r.metrics["in"]
+    assert (m.received, m.ctis_generated) == (1, 2)
+    assert [(c.replace(tzinfo=None), d) for c, d in m.watermark_delays] == [
+        (M(0), timedelta(0)), (M(4), timedelta(minutes=4)), (M(6), timedelta(minutes=5)),
+    ]
+
+
+def test_heartbeats_on_an_input_without_ordering_settings_change_nothing(run: Any, tmp_path: Path) -> None:
+    """Without ordering settings nothing follows the arrival clock: heartbeat rows and
+    items are accepted (a live input announces the arrival it has reached with them) and
+    the result is that of the events alone: no CTI, the point released at the flush."""
+    utc = timezone.utc
+    settings = AdvanceTimeSettings(FLUSH)
+    r = run(Stream.create("in", _heartbeat_table(tmp_path), EventShape.POINT, settings))
+    assert r.raw == [Point(M(0).replace(tzinfo=utc), Reading("a", M(0).replace(tzinfo=utc))), Cti(INFINITY.replace(tzinfo=utc))]
+    assert (r.metrics["in"].received, r.metrics["in"].ctis_generated) == (1, 1)
+    items = [Point(M(0), Reading("a", M(0)), arrival=M(0)), Heartbeat(M(4)), Heartbeat(M(6))]
+    r = run(Stream.create("in", items, EventShape.POINT, settings))
+    assert r.raw == [Point(M(0), Reading("a", M(0))), Cti(INFINITY)]
+
+
 def test_an_idle_input_follows_the_arrival_clock(run: Any) -> None:
     """ASA's sparse partitions: p1 has points at 12:00, 12:03, 12:08 (arrival = start), p2
     none. p2's CTI follows the query's arrival clock less 5 min: 11:55, 11:58, 12:03, so
@@ -473,8 +521,6 @@ def test_bad_items_are_named(run: Any) -> None:
     with pytest.raises(InputError, match="needs an arrival time") as e:
         run(Stream.create("in", no_arrival, EventShape.POINT, ordering))
     assert e.value.position == 1
-    with pytest.raises(InputError, match="Heartbeat"):
-        InMemoryExecutor().run(Stream.create("in", [Heartbeat(M(1))], EventShape.POINT, None, payload_type=Reading))
 
 
 def test_rejections_as_a_table(tmp_path: Path) -> None:

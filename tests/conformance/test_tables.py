@@ -26,6 +26,7 @@ from tempo import (
     EdgeEnd,
     EdgeStart,
     EventShape,
+    Heartbeat,
     InMemoryExecutor,
     InputError,
     Interval,
@@ -39,7 +40,7 @@ from tests.strategies import BASE, UNARY, Ev, advance_settings, input_items, wit
 pytestmark = pytest.mark.spark
 
 ORIGIN = BASE.replace(tzinfo=timezone.utc)
-KIND = {Point: "point", Interval: "interval", EdgeStart: "start", EdgeEnd: "end", Cti: "cti"}
+KIND = {Point: "point", Interval: "interval", EdgeStart: "start", EdgeEnd: "end", Cti: "cti", Heartbeat: "heartbeat"}
 
 
 def _us(t: datetime | None) -> int | None:
@@ -56,7 +57,7 @@ def write_table(items: list[Any], path: Path, shuffle_seed: int | None) -> dict[
     for seq, it in enumerate(items):
         end = getattr(it, "end", None)
         payload = getattr(it, "payload", None)
-        start = it.timestamp if isinstance(it, Cti) else it.start
+        start = it.timestamp if isinstance(it, Cti) else None if isinstance(it, Heartbeat) else it.start
         rows.append({
             "seq": seq, "kind": KIND[type(it)], "start": _us(start), "end": _us(end), "arrival": _us(it.arrival),
             "key": payload.key if payload else 0, "value": payload.value if payload else 0,
@@ -65,7 +66,7 @@ def write_table(items: list[Any], path: Path, shuffle_seed: int | None) -> dict[
         random.Random(shuffle_seed).shuffle(rows)
     columns: dict[str, Any] = {"order": "seq", "time_origin": ORIGIN}
     names = ["seq", "start", "key", "value"]
-    if any(isinstance(it, (Cti, EdgeStart, EdgeEnd)) for it in items):
+    if any(isinstance(it, (Cti, EdgeStart, EdgeEnd, Heartbeat)) for it in items):
         names.append("kind")
         columns["kind"] = "kind"
     if any(isinstance(it, (Interval, EdgeEnd)) for it in items):
@@ -92,6 +93,9 @@ def table_queries(draw: st.DrawFn) -> tuple[str, list[Any], EventShape, AdvanceT
     items = draw(input_items(shape, Ev, max_events=30, min_events=1))
     if draw(st.booleans()):
         items = draw(with_arrivals(items))
+        # Heartbeat rows (their start column null) between the rows, at the arrival before them.
+        for at in sorted(draw(st.lists(st.integers(0, len(items)), max_size=3)), reverse=True):
+            items.insert(at, Heartbeat(items[at - 1].arrival if at else items[0].arrival))
     flush_only = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
     adv = draw(st.one_of(advance_settings(), st.just(flush_only)))
     op = draw(st.sampled_from(sorted(UNARY)))

@@ -23,13 +23,16 @@ pytest.importorskip("pyspark")
 from tempo.errors import InputError, QueryBuildError, UnsupportedError  # noqa: E402
 from tempo.spark.streaming.redis import (  # noqa: E402
     ARRIVAL_COLUMN,
+    KIND_COLUMN,
     ORDER_COLUMN,
     Layout,
     RedisEntryError,
     RedisEventError,
     add_event,
+    batch_heartbeat,
     decode_value,
     encode_value,
+    heartbeat_order,
     order_of,
     raising_redis_errors,
     redis_source,
@@ -98,20 +101,49 @@ def run(source: Any, checkpoint: Path, available_now: bool = False) -> list[tupl
 
 def expected_id_columns(entry_id: str) -> dict[str, int]:
     ms, seq = (int(p) for p in entry_id.split("-"))
-    return {ORDER_COLUMN: ms * 4194304 + seq, ARRIVAL_COLUMN: ms * 1000}
+    return {ORDER_COLUMN: ms * 4194304 + 2 * seq + 1, ARRIVAL_COLUMN: ms * 1000}
+
+
+def entries_and_heartbeats(rows: list[dict[str, Any]], kind: str = "kind") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A batch's entry rows, and its heartbeat rows (checked: at most one, the last row,
+    ordered and arriving at its clock after every entry of the batch)."""
+    entries = [r for r in rows if r[kind] != "heartbeat"]
+    beats = [r for r in rows if r[kind] == "heartbeat"]
+    assert len(beats) <= 1 and rows[len(entries):] == beats
+    for beat in beats:
+        assert beat[ORDER_COLUMN] == heartbeat_order(beat[ARRIVAL_COLUMN] // 1000)
+        assert all(e[ARRIVAL_COLUMN] < beat[ARRIVAL_COLUMN] for e in entries)
+    return entries, beats
 
 
 # --- the encoding, without Spark ----------------------------------------------------------
 
 
-def test_order_column_is_ms_shifted_by_22_bits_plus_seq() -> None:
-    assert order_of("1700000000000-5") == (1700000000000 * 4194304 + 5, 1700000000000)
-    assert order_of("0-0") == (0, 0)
-    assert order_of("1-4194303")[0] == 2 * 4194304 - 1
-    with pytest.raises(ValueError, match="sequence number 4194304 .* more than 22 bits"):
-        order_of("1-4194304")
+def test_order_column_is_ms_shifted_by_22_bits_plus_odd_seq() -> None:
+    assert order_of("1700000000000-5") == (1700000000000 * 4194304 + 11, 1700000000000)
+    assert order_of("0-0") == (1, 0)
+    assert order_of("1-2097151")[0] == 2 * 4194304 - 1
+    with pytest.raises(ValueError, match="sequence number 2097152 .* more than 21 bits"):
+        order_of("1-2097152")
     with pytest.raises(ValueError, match="2\\*\\*41 or more"):
         order_of(f"{2**41}-0")
+
+
+def test_a_heartbeat_sorts_between_the_entries_of_earlier_milliseconds_and_of_its_own() -> None:
+    """The broker may give an entry appended after the clock was read at C the ID C-0: the
+    heartbeat at C must come before it, and after every entry of C - 1."""
+    clock = 1700000000000
+    assert order_of(f"{clock - 1}-2097151")[0] < heartbeat_order(clock) < order_of(f"{clock}-0")[0]
+
+
+def test_a_batch_ends_with_a_heartbeat_when_the_clock_passed_its_last_entry() -> None:
+    start = {"id": "5-0", "clock_ms": 6, "at_end": True}
+    assert batch_heartbeat(start, {"id": "8-3", "clock_ms": 9, "at_end": True}) == 9
+    assert batch_heartbeat(start, {"id": "5-0", "clock_ms": 7, "at_end": True}) == 7  # an idle stream's new offset
+    assert batch_heartbeat(start, {"id": "9-0", "clock_ms": 9, "at_end": True}) is None  # the entries reach the clock
+    assert batch_heartbeat(start, {"id": "8-3", "clock_ms": 9, "at_end": False}) is None  # entries after 8-3 wait
+    assert batch_heartbeat(start, {"id": "5-0", "clock_ms": 6, "at_end": True}) is None  # no later clock
+    assert batch_heartbeat({"id": "0-0", "clock_ms": 0}, {"id": "8-3", "clock_ms": 9, "at_end": True}) == 9
 
 
 @pytest.mark.parametrize(
@@ -168,7 +200,7 @@ def test_encoding_refuses_a_value_of_another_type() -> None:
 def test_decode_names_the_stream_entry_field_and_rule() -> None:
     layout = Layout.of(Reading, "start", None, "kind")
     good = {b"sensor": b"a", b"count": b"1", b"value": b"0.5", b"ok": b"true", b"seen": b"7", b"start": b"9"}
-    assert layout.decode("s", "3-1", {**good, b"kind": b"point"}) == ("a", 1, 0.5, True, datetime(1970, 1, 1, 0, 0, 0, 7, tzinfo=UTC), None, datetime(1970, 1, 1, 0, 0, 0, 9, tzinfo=UTC), "point", 3 * 4194304 + 1, datetime(1970, 1, 1, 0, 0, 0, 3000, tzinfo=UTC))
+    assert layout.decode("s", "3-1", {**good, b"kind": b"point"}) == ("a", 1, 0.5, True, datetime(1970, 1, 1, 0, 0, 0, 7, tzinfo=UTC), None, datetime(1970, 1, 1, 0, 0, 0, 9, tzinfo=UTC), "point", 3 * 4194304 + 3, datetime(1970, 1, 1, 0, 0, 0, 3000, tzinfo=UTC))
     good[b"kind"] = b"point"
     missing = {k: v for k, v in good.items() if k != b"count"}
     with pytest.raises(RedisEntryError) as info:
@@ -178,6 +210,13 @@ def test_decode_names_the_stream_entry_field_and_rule() -> None:
     assert isinstance(info.value, InputError)
     # A CTI carries no payload: only its start is required.
     assert layout.decode("s", "3-2", {b"kind": b"cti", b"start": b"9"})[:6] == (None,) * 6
+    # A heartbeat entry is its arrival alone: no payload, no start needed.
+    assert layout.decode("s", "3-2", {b"kind": b"HeartBeat"})[:8] == (None,) * 7 + ("HeartBeat",)
+    assert layout.heartbeat_row(4)[5:] == (None, datetime(1970, 1, 1, 0, 0, 0, 4000, tzinfo=UTC), "heartbeat", 4 * 4194304, datetime(1970, 1, 1, 0, 0, 0, 4000, tzinfo=UTC))
+    # Without a kind field every entry is a point (an interval with end=) in KIND_COLUMN.
+    assert Layout.of(Reading, "start", None, None).decode("s", "3-1", good)[7] == "point"
+    assert Layout.of(Reading, "start", "end", None).decode("s", "3-1", good)[8] == "interval"
+    assert Layout.of(Reading, "start", None, None).schema().names[-3] == KIND_COLUMN
     with pytest.raises(RedisEntryError, match="field 'kind': 'later' is no kind"):
         layout.decode("s", "3-3", {**good, b"kind": b"later"})
     with pytest.raises(RedisEntryError, match="entry 3-4, field 'kind': the field is missing: the source reads each entry's kind from it"):
@@ -191,8 +230,10 @@ def test_layouts_refuse_colliding_names_and_unsupported_fields() -> None:
         Layout.of(Reading, "count", None, None)
     with pytest.raises(QueryBuildError, match="end='start' names an entry field that is already taken"):
         Layout.of(Reading, "start", "start", None)
-    with pytest.raises(QueryBuildError, match="'redis_order' is the column the Redis Streams source fills"):
+    with pytest.raises(QueryBuildError, match="'redis_order' is a column the Redis Streams source fills itself"):
         Layout.of(Reading, "redis_order", None, None)
+    with pytest.raises(QueryBuildError, match="'redis_kind' is a column the Redis Streams source fills itself"):
+        Layout.of(Reading, "start", None, "redis_kind")
 
     @dataclass(frozen=True)
     class Nested:
@@ -247,7 +288,7 @@ def test_every_entry_is_read_once_in_id_order_with_its_types(spark_session: Any,
     assert source.df.columns == ["sensor", "count", "value", "ok", "seen", "note", "start", "kind", ORDER_COLUMN, ARRIVAL_COLUMN]
 
     batches = run(source, tmp_path / "checkpoint", available_now=True)
-    rows = [row for _, row_list in batches for row in row_list]
+    rows = [row for _, row_list in batches for row in entries_and_heartbeats(row_list)[0]]
     t0 = micros(T0)
     assert rows == [
         {"sensor": "a", "count": 1, "value": 0.5, "ok": True, "seen": t0, "note": "first", "start": t0, "kind": "point", **expected_id_columns(ids[0])},
@@ -267,7 +308,7 @@ def test_batches_are_capped_and_a_restart_continues_after_the_last_batch(spark_s
         return [add_event(client, stream_key, Reading("s", n, 0.0, True, T0, None), start=T0 + timedelta(seconds=n)) for n in counts]
 
     def counts_by_batch(batches: list[tuple[int, list[dict[str, Any]]]]) -> list[tuple[int, list[int]]]:
-        return [(i, [r["count"] for r in rows]) for i, rows in batches]
+        return [(i, [r["count"] for r in entries_and_heartbeats(rows, KIND_COLUMN)[0]]) for i, rows in batches]
 
     source = redis_source(spark_session, stream_key, Reading, url=redis_server, max_entries_per_batch=2)
     checkpoint = tmp_path / "checkpoint"
@@ -279,7 +320,7 @@ def test_batches_are_capped_and_a_restart_continues_after_the_last_batch(spark_s
     batches = run(source, checkpoint)
     assert [rows for _, rows in counts_by_batch(batches)] == [[5, 6], [7]]
     assert [i for i, _ in batches] == sorted(i for i, _ in batches) and batches[0][0] >= 3
-    assert [r[ORDER_COLUMN] for _, rows in batches for r in rows] == [expected_id_columns(i)[ORDER_COLUMN] for i in ids]
+    assert [r[ORDER_COLUMN] for _, rows in batches for r in entries_and_heartbeats(rows, KIND_COLUMN)[0]] == [expected_id_columns(i)[ORDER_COLUMN] for i in ids]
 
 
 @pytest.mark.spark
@@ -318,7 +359,13 @@ def produce(client: Any, stream_key: str, counts: range) -> list[str]:
 
 
 def read_counts(r: Any, start: dict[str, Any], end: dict[str, Any]) -> list[int]:
-    return [row[1] for p in r.partitions(start, end) for row in r.read(p)]
+    """The counts of the entries a batch reads (its heartbeat row left out)."""
+    return [row[1] for p in r.partitions(start, end) for row in r.read(p) if row[-3] != "heartbeat"]
+
+
+def read_heartbeats(r: Any, start: dict[str, Any], end: dict[str, Any]) -> list[tuple[int, int]]:
+    """(order, arrival in ms) of a batch's heartbeat rows."""
+    return [(row[-2], micros(row[-1]) // 1000) for p in r.partitions(start, end) for row in r.read(p) if row[-3] == "heartbeat"]
 
 
 def test_offsets_move_by_the_cap_and_replays_read_the_same_entries(redis_server: str, client: Any, stream_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -364,8 +411,40 @@ def test_an_idle_stream_gets_a_new_offset_only_after_the_heartbeat(redis_server:
     beat = beating.latestOffset()
     assert beat["id"] == ids[0] and beat["clock_ms"] >= first_beat["clock_ms"] + 20
     assert read_counts(beating, first_beat, beat) == []
+    assert read_heartbeats(beating, first_beat, beat) == [(heartbeat_order(beat["clock_ms"]), beat["clock_ms"])]
     assert beating.latestOffset() is beat  # the next heartbeat counts from this one
     # A restarted reader counts the next heartbeat from the clock of the offset Spark restores.
     restarted = reader(redis_server, stream_key, heartbeat_ms="60000")
     restarted.partitions(beat, beat)
     assert restarted.latestOffset() == beat
+
+
+def test_heartbeat_rows_keep_order_and_arrival_growing_across_batches(redis_server: str, client: Any, stream_key: str) -> None:
+    """Entries appended right after an offset read the clock (often in the same millisecond)
+    and idle stretches with heartbeats, in turns: over all batches the order column only
+    grows and the arrivals never decrease (what the live executor requires of an input),
+    every batch that read the stream to a clock past its last entry ends with a heartbeat at
+    that clock, and a replay of the same offsets gives the same rows."""
+    import time
+
+    r = reader(redis_server, stream_key, heartbeat_ms="1")
+    offsets = [r.initialOffset()]
+    for n in range(12):
+        if n % 3:
+            produce(client, stream_key, range(n, n + 2))
+        else:
+            time.sleep(0.003)
+        end = r.latestOffset()
+        if end is not offsets[-1]:
+            offsets.append(end)
+    batches = [[row for p in r.partitions(a, b) for row in r.read(p)] for a, b in zip(offsets, offsets[1:])]
+    rows = [row for batch in batches for row in batch]
+    orders, arrivals = [row[-2] for row in rows], [row[-1] for row in rows]
+    assert orders == sorted(set(orders)) and arrivals == sorted(arrivals)
+    assert sorted(row[1] for row in rows if row[-3] != "heartbeat") == sorted(n + i for n in range(12) if n % 3 for i in (0, 1))
+    beats = [row for row in rows if row[-3] == "heartbeat"]
+    assert len(beats) >= 3  # the idle turns at least
+    for a, b, batch in zip(offsets, offsets[1:], batches):
+        expected = batch_heartbeat(a, b)
+        assert [micros(row[-1]) // 1000 for row in batch if row[-3] == "heartbeat"] == ([] if expected is None else [expected])
+    assert [[row for p in r.partitions(a, b) for row in r.read(p)] for a, b in zip(offsets, offsets[1:])] == batches

@@ -13,7 +13,7 @@ from pyspark.sql import types as st
 from tempo.errors import ImportOrderError, InputSchemaError
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
-from tempo.runtime.ingress import CTI, INTERVAL, POINT, START, TimestampMode, ordering_needs_arrival_column, prepare
+from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, START, TimestampMode, ordering_needs_arrival_column, prepare
 from tempo.plan.nodes import SourceNode
 from tempo.rules import InputRule, message
 from tempo.sources import ItemSource, TableSource
@@ -80,7 +80,7 @@ def input_frame(
         df = df.withColumn(NULLF, F.lit(None).cast("int"))  # prepare() has checked the items
         frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, rows=len(rows))
         # prepare() has checked every row; without CTI rows nothing can be late.
-        frame.static = frame.policy.nothing_can_be_late and all(r[1] != CTI for r in rows) and node.shape is not EventShape.EDGE
+        frame.static = frame.policy.nothing_can_be_late and all(r[1] not in (CTI, HEARTBEAT) for r in rows) and node.shape is not EventShape.EDGE
     else:
         frame = _table_frame(spark, node, decl, needs_arrival)
         mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
@@ -123,10 +123,10 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
         kind = F.lit(INTERVAL)
     else:
         raise InputSchemaError(node.name, message(InputRule.EDGE_KIND_COLUMN, source=repr(source)))
-    start = ticks(source.start)
-    end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
-    end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind == CTI, start).otherwise(end_col)
     arrival = ticks(source.arrival) if source.arrival else F.lit(NEG_INF)
+    start = F.when(kind == HEARTBEAT, arrival).otherwise(ticks(source.start))  # a heartbeat's time is its arrival
+    end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
+    end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind.isin(CTI, HEARTBEAT), start).otherwise(end_col)
     # Without an order column the file order counts: monotonically_increasing_id follows it.
     order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else F.monotonically_increasing_id()
     names = field_names(node.payload_type)

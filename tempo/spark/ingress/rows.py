@@ -37,6 +37,7 @@ BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, UNKNOWN
     )
 )
 """``NULL_FIELD + i``: a null in the i-th payload field, which is not declared optional."""
+NO_HEARTBEAT_ARRIVAL = int(InputRule.HEARTBEAT_ARRIVAL)
 
 DROPPED, ADJUSTED = 2, 1
 """A verdict's status (0: admitted as read)."""

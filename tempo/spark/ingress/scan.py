@@ -20,7 +20,7 @@ from tempo.ticks import INF, NEG_INF
 from tempo.spark.ingress.blocks import _block_table
 from tempo.spark.ingress.rows import (
     POS, KIND, ARR, BLOCK, ORDER, FILE, NULLF, EVENT_KINDS, BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START,
-    NO_ORDER_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD, DROPPED, ADJUSTED, InputFrame, _counted,
+    NO_ORDER_ARRIVAL, NO_HEARTBEAT_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD, DROPPED, ADJUSTED, InputFrame, _counted,
     _period_column, _imports, _ordering, _tolerances, _early_late, _ordered_start,
 )
 
@@ -101,21 +101,21 @@ def _bad_row(frame: InputFrame) -> Column:
     """Why a row breaks a rule (``BAD_*``), or 0; needs ``__arr_before``, the latest arrival
     before it in the input."""
     kind = F.col(KIND)
-    allowed = {EventShape.POINT: (POINT, CTI), EventShape.INTERVAL: (INTERVAL, CTI), EventShape.EDGE: (START, END, CTI)}[frame.node.shape]
-    if _ordering(frame):
-        allowed = (*allowed, HEARTBEAT)
+    shape_kinds = {EventShape.POINT: (POINT,), EventShape.INTERVAL: (INTERVAL,), EventShape.EDGE: (START, END)}[frame.node.shape]
+    allowed = (*shape_kinds, CTI, HEARTBEAT)
     # In the order of the in-memory executor's checks (``tempo.runtime.ingress.checked_rows``).
     bad = (
         F.when(kind.isNull(), F.lit(UNKNOWN_KIND))
-        .when(F.col(S).isNull(), F.lit(NULL_START))
+        .when((kind != HEARTBEAT) & F.col(S).isNull(), F.lit(NULL_START))
         .when(kind.isin(INTERVAL, END) & F.col(E).isNull(), F.lit(NULL_END))
         .when(~kind.isin(*allowed), F.lit(BAD_KIND))
         .when(kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S)), F.lit(BAD_ROW))
         .when(~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START))
     )
-    bad = bad.when((kind != CTI) & F.col(NULLF).isNotNull(), F.col(NULLF) + NULL_FIELD)
+    bad = bad.when(~kind.isin(CTI, HEARTBEAT) & F.col(NULLF).isNotNull(), F.col(NULLF) + NULL_FIELD)
     return (
         bad.when(F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL))
+        .when((kind == HEARTBEAT) & (F.col(ARR).isNull() | F.lit(not frame.has_arrival)), F.lit(NO_HEARTBEAT_ARRIVAL))
         .when(F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL))
         .when(F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL))
         .otherwise(F.lit(0))

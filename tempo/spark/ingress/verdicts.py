@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from tempo.errors import CtiViolationError, ImportOrderError, InputError
 from tempo.expr.schema import field_names, record_fields
 from tempo.runtime.replay import CtiReplay, Key
-from tempo.runtime.ingress import CTI, END, INTERVAL, adjusted_lifetime, count_rejection, cti_violation_rule, item_of
+from tempo.runtime.ingress import CTI, END, HEARTBEAT, INTERVAL, adjusted_lifetime, count_rejection, cti_violation_rule, item_of
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, InputMetrics, Rule, SubstreamMetrics
 from tempo.rules import CTI_RULE_CODES, InputRule, message
@@ -24,7 +24,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.ticks import NEG_INF
 from tempo.spark.ingress.rows import (
-    POS, KIND, ARR, BLOCK, ORDER, FILE, BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL,
+    POS, KIND, ARR, BLOCK, ORDER, FILE, BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, NO_HEARTBEAT_ARRIVAL,
     UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD, DROPPED, ADJUSTED, InputFrame, _ordering,
 )
 
@@ -55,7 +55,7 @@ def _bad_rule(frame: InputFrame, code: int, kind: int | None) -> str:
     from tempo.tables import kind_rule, null_field_rule, null_time_rule
 
     source = frame.node.source
-    if code in (BAD_ROW, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL):
+    if code in (BAD_ROW, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, NO_HEARTBEAT_ARRIVAL):
         return message(InputRule(code))
     if code == BAD_KIND:
         return kind_rule(frame.node.shape, kind)  # type: ignore[arg-type]
@@ -161,7 +161,7 @@ def _items(spark: SparkSession, frame: InputFrame, rows: Sequence[Any]) -> dict[
     out: dict[tuple[int, int], Any] = {}
     for r in found:
         payload = None
-        if r[KIND] != CTI:
+        if r[KIND] not in (CTI, HEARTBEAT):
             wire = [r[f"__p_{n}"] for n in names]
             try:
                 payload = from_wire(frame.node.payload_type, wire, naive=False)

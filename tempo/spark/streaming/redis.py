@@ -45,15 +45,22 @@ SOURCE_NAME = "tempo_redis"
 """The name the source is registered under (``spark.readStream.format(SOURCE_NAME)``)."""
 
 ORDER_COLUMN = "redis_order"
-"""The input order of a row: its entry ID ``<ms>-<seq>`` as the long ``ms * 2**22 + seq``,
-which orders rows exactly as Redis orders the entries."""
+"""The input order of a row: its entry ID ``<ms>-<seq>`` as the long ``ms * 2**22 + 2 * seq + 1``,
+which orders rows exactly as Redis orders the entries; a heartbeat row at the broker's clock
+``ms`` has ``ms * 2**22``: after every entry of an earlier millisecond, before every entry of
+its own (see ``heartbeat_order``)."""
+
+KIND_COLUMN = "redis_kind"
+"""The kind column of a source created without ``kind=``: ``point`` (or ``interval`` when
+``end=`` is given) for each entry, ``heartbeat`` for the source's heartbeat rows."""
 
 ARRIVAL_COLUMN = "redis_arrival"
 """The arrival time of a row: the milliseconds of its entry ID, as a timestamp. For IDs the
 broker generates (``XADD key * ...``) that is the broker's clock when it enqueued the entry."""
 
 SEQ_BITS = 22
-"""Bits of ``ORDER_COLUMN`` that hold an ID's sequence number: up to 4,194,303 entries per
+"""Bits of ``ORDER_COLUMN`` below the milliseconds: an ID's sequence number and one bit that
+puts entries after the heartbeat of their millisecond. Up to 2,097,151 entries per
 millisecond, and milliseconds up to 2**41 (September 2039) fit a long."""
 
 INITIAL_ID = "0-0"
@@ -204,11 +211,18 @@ def order_of(entry_id: str) -> tuple[int, int]:
     if match is None:
         raise ValueError(f"the entry ID {entry_id!r} is not <milliseconds>-<sequence>")
     ms, seq = int(match.group(1)), int(match.group(2))
-    if seq >= 2**SEQ_BITS:
-        raise ValueError(f"the sequence number {seq} of the ID needs more than {SEQ_BITS} bits, which {ORDER_COLUMN} gives it (ms * 2**{SEQ_BITS} + seq)")
+    if seq >= 2 ** (SEQ_BITS - 1):
+        raise ValueError(f"the sequence number {seq} of the ID needs more than {SEQ_BITS - 1} bits, which {ORDER_COLUMN} gives it (ms * 2**{SEQ_BITS} + 2 * seq + 1)")
     if ms >= 2 ** (63 - SEQ_BITS):
         raise ValueError(f"the milliseconds {ms} of the ID are 2**{63 - SEQ_BITS} or more, beyond what {ORDER_COLUMN} holds in a long")
-    return ms * 2**SEQ_BITS + seq, ms
+    return ms * 2**SEQ_BITS + 2 * seq + 1, ms
+
+
+def heartbeat_order(clock_ms: int) -> int:
+    """The ``ORDER_COLUMN`` value of a heartbeat row at the broker's clock ``clock_ms``: above
+    every entry ID of an earlier millisecond, below every ID of ``clock_ms`` itself, which
+    the broker may still give an entry appended after the clock was read."""
+    return clock_ms << SEQ_BITS
 
 
 class Layout:
@@ -239,10 +253,15 @@ class Layout:
             if name in names:
                 raise QueryBuildError(f"{arg}={name!r} names an entry field that is already taken (by a field of {owner} or another argument): give each its own name")
             names.append(name)
-        for reserved in (ORDER_COLUMN, ARRIVAL_COLUMN):
+        for reserved in (ORDER_COLUMN, ARRIVAL_COLUMN, KIND_COLUMN):
             if reserved in names:
-                raise QueryBuildError(f"{reserved!r} is the column the Redis Streams source fills from the entry ID: rename the field or argument that takes it")
+                raise QueryBuildError(f"{reserved!r} is a column the Redis Streams source fills itself (from the entry ID, or the kind of its rows): rename the field or argument that takes it")
         return cls(fields, start, end, kind)
+
+    @property
+    def kind_column(self) -> str:
+        """The rows' kind column: the kind field's name, else ``KIND_COLUMN``."""
+        return KIND_COLUMN if self.kind is None else self.kind
 
     def to_json(self) -> str:
         return json.dumps({"fields": self.fields, "start": self.start, "end": self.end, "kind": self.kind})
@@ -253,14 +272,14 @@ class Layout:
         return cls([tuple(f) for f in d["fields"]], d["start"], d["end"], d["kind"])
 
     def schema(self) -> st.StructType:
-        """The rows' Spark schema: payload fields, start, end, kind, order, arrival."""
+        """The rows' Spark schema: payload fields, start, end, kind (always: heartbeat rows
+        need it), order, arrival."""
         types = {n: t for t, n in _SCALAR_NAMES.items()}
         columns = [st.StructField(n, spark_type(types[t]), True) for n, t, _ in self.fields]
         columns.append(st.StructField(self.start, st.TimestampType(), True))
         if self.end is not None:
             columns.append(st.StructField(self.end, st.TimestampType(), True))
-        if self.kind is not None:
-            columns.append(st.StructField(self.kind, st.StringType(), True))
+        columns.append(st.StructField(self.kind_column, st.StringType(), True))
         columns.append(st.StructField(ORDER_COLUMN, st.LongType(), False))
         columns.append(st.StructField(ARRIVAL_COLUMN, st.TimestampType(), False))
         return st.StructType(columns)
@@ -282,17 +301,19 @@ class Layout:
             except ValueError as exc:
                 raise RedisEntryError(stream_key, entry_id, name, str(exc)) from None
 
-        kind = value(self.kind, "str", "the source reads each entry's kind from it") if self.kind is not None else None
-        if kind is not None and kind.lower() not in KINDS:
-            raise RedisEntryError(stream_key, entry_id, self.kind or "", f"{kind!r} is no kind: write point, interval, start, end or cti")
-        is_cti = kind is not None and kind.lower() == "cti"  # a CTI carries no payload
+        if self.kind is None:
+            kind = "point" if self.end is None else "interval"
+        else:
+            kind = value(self.kind, "str", "the source reads each entry's kind from it")
+            if kind.lower() not in KINDS:
+                raise RedisEntryError(stream_key, entry_id, self.kind, f"{kind!r} is no kind: write point, interval, start, end, cti or heartbeat")
+        no_payload = kind.lower() in ("cti", "heartbeat")  # a heartbeat is its entry's arrival alone
         required = "the payload field is not Optional"
-        row = [value(n, t, None if nullable or is_cti else required) for n, t, nullable in self.fields]
-        row.append(value(self.start, _DATETIME, "every entry needs its start time"))
+        row = [value(n, t, None if nullable or no_payload else required) for n, t, nullable in self.fields]
+        row.append(value(self.start, _DATETIME, None if kind.lower() == "heartbeat" else "every entry needs its start time"))
         if self.end is not None:
             row.append(value(self.end, _DATETIME, None))
-        if self.kind is not None:
-            row.append(kind)
+        row.append(kind)
         try:
             order, ms = order_of(entry_id)
         except ValueError as exc:
@@ -300,6 +321,15 @@ class Layout:
         row.append(order)
         row.append(from_ticks(ms * 1000))
         return tuple(row)
+
+    def heartbeat_row(self, clock_ms: int) -> tuple[Any, ...]:
+        """The heartbeat row of a batch whose end offset read the broker's clock at
+        ``clock_ms``: kind ``heartbeat``, arrival (and start) the clock, no payload."""
+        at = from_ticks(clock_ms * 1000)
+        row: list[Any] = [None] * len(self.fields) + [at]
+        if self.end is not None:
+            row.append(None)
+        return (*row, "heartbeat", heartbeat_order(clock_ms), at)
 
 
 def add_event(
@@ -367,16 +397,33 @@ def _id_key(entry_id: str) -> tuple[int, int]:
 
 class RedisRange(InputPartition):
     """The entries of one micro-batch: IDs after ``after`` up to ``last``, both included
-    in no other batch. One partition per batch, so that the rows stay in ID order."""
+    in no other batch, then a heartbeat row at ``heartbeat_ms`` when not None. One partition
+    per batch, so that the rows stay in ID order."""
 
-    def __init__(self, after: str, last: str) -> None:
+    def __init__(self, after: str, last: str, heartbeat_ms: int | None) -> None:
         self.after = after
         self.last = last
+        self.heartbeat_ms = heartbeat_ms
+
+
+def batch_heartbeat(start: Mapping[str, Any], end: Mapping[str, Any]) -> int | None:
+    """The broker clock of the heartbeat row a batch from offset ``start`` to ``end`` ends
+    with, or None: when ``end`` read the clock with the stream read to its last entry
+    (``at_end``), and the clock is past that entry's millisecond and past the previous
+    offset's clock. Every entry appended later then gets an ID at or after the clock, so
+    the row's arrival and order (``heartbeat_order``) come before every later entry's;
+    and both grow from batch to batch."""
+    clock = int(end["clock_ms"])
+    if end.get("at_end") and clock > _id_key(end["id"])[0] and clock > int(start["clock_ms"]):
+        return clock
+    return None
 
 
 class RedisStreamReader(DataSourceStreamReader):
     """Offsets are ``{"id": <the last entry ID of the batch>, "clock_ms": <the broker's
-    clock (TIME) when the offset was planned>}``; a batch reads ``XRANGE (start.id end.id``.
+    clock (TIME) when the offset was planned>, "at_end": <id was the stream's last entry
+    then>}``; a batch reads ``XRANGE (start.id end.id``, then gives the heartbeat row of
+    ``batch_heartbeat``, if any.
 
     Spark logs each batch's end offset before running it, and a replay reads the same IDs
     again: the rows are the same as long as no entry in the range was trimmed or deleted."""
@@ -410,19 +457,25 @@ class RedisStreamReader(DataSourceStreamReader):
         batch's ``start`` and a read ``limit``; 4.0 passes neither.)"""
         broker = self._broker()
         after = (start or self._last)["id"]
+        # The clock and the entries in one transaction: no entry is appended between them,
+        # so every later entry gets an ID at or after the clock's millisecond.
+        transaction = broker.pipeline(transaction=True)
+        transaction.time()
         if self.max_entries is None:
-            entries = broker.xrevrange(self.stream_key, "+", "-", count=1)
+            transaction.xrevrange(self.stream_key, "+", "-", count=1)
         else:
-            entries = broker.xrange(self.stream_key, f"({after}", "+", count=self.max_entries)[-1:]
-        seconds, micros = broker.time()
+            transaction.xrange(self.stream_key, f"({after}", "+", count=self.max_entries + 1)
+        (seconds, micros), entries = transaction.execute()
         clock_ms = int(seconds) * 1000 + int(micros) // 1000
+        at_end = self.max_entries is None or len(entries) <= self.max_entries
+        entries = entries[: self.max_entries][-1:]
         last = _id_text(entries[-1][0]) if entries else after
         if _id_key(last) <= _id_key(after):
             idle_ms = clock_ms - int(self._last["clock_ms"])
             if self.heartbeat_ms is None or idle_ms < self.heartbeat_ms:
                 return self._last
             last = after
-        self._last = {"id": last, "clock_ms": clock_ms}
+        self._last = {"id": last, "clock_ms": clock_ms, "at_end": at_end}
         return self._last
 
     def _seen(self, offset: dict[str, Any]) -> None:
@@ -434,16 +487,17 @@ class RedisStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         # A restarted query calls this with (last logged offset, same) before latestOffset.
         self._seen(end)
-        if _id_key(end["id"]) <= _id_key(start["id"]):
+        heartbeat = batch_heartbeat(start, end)
+        if _id_key(end["id"]) <= _id_key(start["id"]) and heartbeat is None:
             return []
-        return [RedisRange(start["id"], end["id"])]
+        return [RedisRange(start["id"], end["id"], heartbeat)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, RedisRange)
         broker = _connect(self.url)
         try:
             after = partition.after
-            while True:
+            while _id_key(after) < _id_key(partition.last):
                 page = broker.xrange(self.stream_key, f"({after}", partition.last, count=PAGE_ENTRIES)
                 for raw_id, entry in page:
                     try:
@@ -452,10 +506,12 @@ class RedisStreamReader(DataSourceStreamReader):
                         raise exc.for_driver() from None
                     yield row
                 if len(page) < PAGE_ENTRIES:
-                    return
+                    break
                 after = _id_text(page[-1][0])
         finally:
             broker.close()
+        if partition.heartbeat_ms is not None:
+            yield self.layout.heartbeat_row(partition.heartbeat_ms)
 
     def commit(self, end: dict[str, Any]) -> None:
         # Nothing is trimmed: other queries and consumers may read the same stream, and how
@@ -502,6 +558,10 @@ def redis_source(
     Each entry is a row: the fields of ``payload_type`` and the entry fields ``start`` (and
     ``end``, ``kind``: as ``TableSource`` takes them) decoded as ``add_event`` encodes them,
     ``ORDER_COLUMN`` (the order) and ``ARRIVAL_COLUMN`` (the arrival time) from the entry ID.
+    Without ``kind``, the kind column is ``KIND_COLUMN``: entries are points, or intervals
+    when ``end`` is given. A batch that read the stream to its end at a broker clock past its
+    last entry ends with a heartbeat row at that clock (``batch_heartbeat``): the input has
+    reached that arrival, which lets the other inputs of a live query through its frontier.
     ``max_entries_per_batch`` caps the entries of one micro-batch (None: all there are); on
     PySpark 4.0 a ``trigger(availableNow=True)`` query asks the source for its latest offset
     only once, so with a cap it stops after one batch: use ``processAllAvailable()`` then.
@@ -522,4 +582,4 @@ def redis_source(
     if heartbeat is not None:
         reader = reader.option("heartbeat_ms", str(duration_ticks(heartbeat) // 1000))
     df = reader.load()
-    return DataFrameSource(df, payload_type, start=start, end=end, kind=kind, order=ORDER_COLUMN, arrival=ARRIVAL_COLUMN, settings=settings)
+    return DataFrameSource(df, payload_type, start=start, end=end, kind=layout.kind_column, order=ORDER_COLUMN, arrival=ARRIVAL_COLUMN, settings=settings)
