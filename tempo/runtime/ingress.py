@@ -118,7 +118,7 @@ def _read_table(node: SourceNode, mode: TimestampMode) -> Columns:
 
     source = node.source
     assert isinstance(source, TableSource)
-    if node.ordering is not None and not source.arrival:
+    if TimePolicy.of_input(node).ordered and not source.arrival:
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
     source.check_readable(node.name)
     table = read_columns(source, source.arrow_table(), node.shape, node.name)
@@ -143,7 +143,7 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
     if bad is not None:
         return None
     if arrivals is None:
-        arrivals_pass = not needs_arrival and node.ordering is None
+        arrivals_pass = not needs_arrival and not TimePolicy.of_input(node).ordered
     else:
         arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((NEG_INF,), arrivals), arrivals))
     if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts)) and max(starts, default=NEG_INF) < INF):
@@ -189,8 +189,8 @@ def _row_item(arrivals: list[int] | None, position: int, kind: int, start: int, 
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
-    ordered = node.ordering is not None
     sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
+    ordered = sequence.ordered
     for position, item in enumerate(node.source.items()):
         if not isinstance(item, allowed):
             raise InputError(name, position, item, item_kind_rule(shape, item))
@@ -241,7 +241,7 @@ class _SequenceChecks:
     edge closing an open start edge with its start and payload."""
 
     def __init__(self, node: SourceNode, needs_arrival: bool, import_rule: InputRule) -> None:
-        self.ordered = node.ordering is not None
+        self.ordered = TimePolicy.of_input(node).ordered
         self.needs_arrival = needs_arrival
         self.import_rule = import_rule  # the words differ for items and rows
         self.last_arrival = NEG_INF
@@ -303,7 +303,7 @@ class Ingress:
     ) -> None:
         self.name = node.name
         self.node = node
-        policy = TimePolicy.of(node.settings, node.over)
+        policy = TimePolicy.of_input(node)
         # Copied onto the ingress: ``process`` reads them for every event.
         self.has_policy = policy.has_settings
         self.adjust = policy.adjust
