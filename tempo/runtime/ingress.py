@@ -153,9 +153,8 @@ def _plain_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterat
 
 
 def _checked_rows(table: Columns, node: SourceNode, needs_arrival: bool) -> Iterator[Prepared]:
-    """The rows, each checked as it is given, by the rules in the order the Spark ingress
-    checks them (``tempo.spark.ingress.scan._bad_row``): the kind, the times, the lifetime,
-    the payload's nulls, then the arrival."""
+    """The rows, each checked as it is given, by the rules in ``tempo.rules.CHECK_ORDER``
+    (as items are, and as the Spark ingress checks rows: ``tempo.spark.ingress.scan._bad_row``)."""
     from tempo.tables import kind_rule
 
     kinds, starts, ends, arrivals, payloads, bad = table
@@ -187,6 +186,8 @@ def _row_item(arrivals: list[int] | None, position: int, kind: int, start: int, 
 
 
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
+    """The items, each checked as it is given, by the rules in ``tempo.rules.CHECK_ORDER``
+    (as table rows are: ``_checked_rows``)."""
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
     sequence = _SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
@@ -197,38 +198,37 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
         kind = _KIND[type(item)]
         if kind == HEARTBEAT and not ordered:
             raise InputError(name, position, item, message(InputRule.HEARTBEAT_WITHOUT_ORDERING))
+        payload: Any = None
+        if kind == CTI:
+            assert isinstance(item, Cti)
+            start = end = mode.check(item.timestamp, name, position, item, "Cti timestamp")
+        elif kind != HEARTBEAT:
+            assert not isinstance(item, (Cti, Heartbeat))
+            start = mode.check(item.start, name, position, item, "start")
+            if kind == POINT:
+                end = start + 1
+            elif kind == START:
+                end = INF
+            else:
+                assert isinstance(item, (Interval, EdgeEnd))
+                end = mode.check(item.end, name, position, item, "end")
+                if end <= start:
+                    raise InputError(name, position, item, message(InputRule.LIFETIME))
+            if start >= INF:
+                raise InputError(name, position, item, message(InputRule.START_AT_INFINITY))
+            payload = item.payload
+            if not isinstance(payload, payload_type):
+                raise InputError(
+                    name, position, item,
+                    message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
+                )
         arrival_dt = item.arrival
         broken = sequence.take_arrival(None if arrival_dt is None else mode.check(arrival_dt, name, position, item, "arrival"))
         if broken is not None:
             raise error_class(broken)(name, position, item, message(broken))
         arrival = sequence.last_arrival
-        if kind == CTI:
-            assert isinstance(item, Cti)
-            t = mode.check(item.timestamp, name, position, item, "Cti timestamp")
-            yield (arrival, CTI, t, t, None, position, item)
-            continue
         if kind == HEARTBEAT:
-            yield (arrival, HEARTBEAT, arrival, arrival, None, position, item)
-            continue
-        assert not isinstance(item, (Cti, Heartbeat))
-        payload = item.payload
-        if not isinstance(payload, payload_type):
-            raise InputError(
-                name, position, item,
-                message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
-            )
-        start = mode.check(item.start, name, position, item, "start")
-        if start >= INF:
-            raise InputError(name, position, item, message(InputRule.START_AT_INFINITY))
-        if kind == POINT:
-            end = start + 1
-        elif kind == START:
-            end = INF
-        else:
-            assert isinstance(item, (Interval, EdgeEnd))
-            end = mode.check(item.end, name, position, item, "end")
-            if end <= start:
-                raise InputError(name, position, item, message(InputRule.LIFETIME))
+            start = end = arrival
         broken = sequence.pair(kind, start, payload)
         if broken is not None:
             raise InputError(name, position, item, message(broken))

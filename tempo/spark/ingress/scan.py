@@ -12,7 +12,7 @@ from tempo.events import EventShape
 from tempo.runtime.replay import Key
 from tempo.runtime.ingress import CTI, END, HEARTBEAT, INTERVAL, POINT, START
 from tempo.result import Rule
-from tempo.rules import CTI_RULE_CODES
+from tempo.rules import CHECK_ORDER, CTI_RULE_CODES, InputRule
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
@@ -104,22 +104,24 @@ def _bad_row(frame: InputFrame) -> Column:
     allowed = {EventShape.POINT: (POINT, CTI), EventShape.INTERVAL: (INTERVAL, CTI), EventShape.EDGE: (START, END, CTI)}[frame.node.shape]
     if _ordering(frame):
         allowed = (*allowed, HEARTBEAT)
-    # In the order of the in-memory executor's checks (``tempo.runtime.ingress._checked_rows``).
-    bad = (
-        F.when(kind.isNull(), F.lit(UNKNOWN_KIND))
-        .when(F.col(S).isNull(), F.lit(NULL_START))
-        .when(kind.isin(INTERVAL, END) & F.col(E).isNull(), F.lit(NULL_END))
-        .when(~kind.isin(*allowed), F.lit(BAD_KIND))
-        .when(kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S)), F.lit(BAD_ROW))
-        .when(~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START))
-    )
-    bad = bad.when((kind != CTI) & F.col(NULLF).isNotNull(), F.col(NULLF) + NULL_FIELD)
-    return (
-        bad.when(F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL))
-        .when(F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL))
-        .when(F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL))
-        .otherwise(F.lit(0))
-    )
+    # Each rule's test and code, chained in the one order of the checks (CHECK_ORDER).
+    tests: dict[InputRule, tuple[Column, Column]] = {
+        InputRule.UNKNOWN_KIND: (kind.isNull(), F.lit(UNKNOWN_KIND)),
+        InputRule.NULL_START: (F.col(S).isNull(), F.lit(NULL_START)),
+        InputRule.NULL_END: (kind.isin(INTERVAL, END) & F.col(E).isNull(), F.lit(NULL_END)),
+        InputRule.ROW_KIND: (~kind.isin(*allowed), F.lit(BAD_KIND)),
+        InputRule.LIFETIME: (kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S)), F.lit(BAD_ROW)),
+        InputRule.START_AT_INFINITY: (~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START)),
+        InputRule.NULL_FIELD: ((kind != CTI) & F.col(NULLF).isNotNull(), F.col(NULLF) + NULL_FIELD),
+        InputRule.ORDERING_ARRIVAL: (F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL)),
+        InputRule.IMPORT_ARRIVAL: (F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL)),
+        InputRule.ARRIVAL_ORDER: (F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL)),
+    }
+    (first_test, first_code), *rest = [tests[rule] for rule in CHECK_ORDER if rule in tests]
+    bad = F.when(first_test, first_code)  # one CASE: the first rule broken wins
+    for test, code in rest:
+        bad = bad.when(test, code)
+    return bad.otherwise(F.lit(0))
 
 
 # ASA's rules (``Ingress._process_ordered``) look like a sequential state machine, but each
