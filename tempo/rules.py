@@ -48,6 +48,24 @@ class InputRule(enum.IntEnum):
     """``NULL_FIELD + i`` (Spark's code): a null in the i-th payload field, not declared optional."""
 
 
+CHECK_ORDER: tuple[InputRule, ...] = (
+    InputRule.ITEM_KIND,
+    InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.ROW_KIND,
+    InputRule.LIFETIME,
+    InputRule.START_AT_INFINITY,
+    InputRule.PAYLOAD_TYPE, InputRule.NULL_FIELD,
+    InputRule.ORDERING_ARRIVAL, InputRule.HEARTBEAT_ARRIVAL, InputRule.IMPORT_ARRIVAL, InputRule.IMPORT_ITEM_ARRIVAL,
+    InputRule.ARRIVAL_ORDER,
+    InputRule.END_WITHOUT_START,
+)
+"""The order in which an item or table row is checked, on both executors: its kind, its
+times (an item's times are checked for their type between its kind and its lifetime), its
+lifetime, a start at infinity, its payload (type, nulls), its arrival, then end-edge
+pairing. An item or row breaking several rules gets the first one's message. The
+reference ingress (``tempo.runtime.ingress``: items and rows) checks in this order; the
+Spark ingress builds its ``__bad`` column from it (``tempo.spark.ingress.scan._bad_row``)."""
+
+
 MESSAGES: dict[InputRule, str] = {
     InputRule.LIFETIME: "end must be after start (lifetimes are [start, end))",
     InputRule.ROW_KIND: "a {shape} input takes rows of kind {takes}, not {kind!r}",

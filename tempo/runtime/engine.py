@@ -4,8 +4,8 @@
 the same pieces on the driver (``tempo.runtime.replay.CtiReplay``). The plan is compiled by a
 visitor keyed by node class (``compiles``) into the operators of ``operators.py``; inputs are
 checked and merged into one arrival sequence (``ingress.py``, ``process_in_arrival_order``);
-the output is assembled into a ``Result`` (``result_of``) with what a flush would still
-release (``withheld``).
+the output is assembled into a ``Result`` (``result_of``, by ``release.ResultAssembly``) with
+what a flush would still release (``withheld``).
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ import attrs
 
 from tempo.dispatch import Registry
 from tempo.errors import UnsupportedError
-from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import datetime_conformer
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
-from tempo.result import InputMetrics, OutputEvent, RawItem, Rejection, Result, Withheld, warn_withheld
+from tempo.result import Rejection, Result, Withheld, warn_withheld
 from tempo.runtime import codegen
 from tempo.runtime import operators as ops
 from tempo.runtime.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
+from tempo.runtime.release import ResultAssembly
 from tempo.sources import ItemSource, TableSource
-from tempo.ticks import INF, TICK, from_ticks
+from tempo.ticks import INF, from_ticks
 
 T = TypeVar("T")
 
@@ -269,43 +269,31 @@ def process_in_arrival_order(
 
 
 def result_of(egress: ops.Egress, build: Build, query: Query) -> Result[Any]:
-    dt = build.to_datetime
-    events: list[OutputEvent[Any]] = []
-    raw: list[RawItem[Any]] = []
-    substream_ctis: dict[Any, list[datetime]] = {}
+    """The result of the egress's released output (``tempo.runtime.release``): its events
+    in the order the egress released them, an open edge as its start and then its end."""
+    assembly: ResultAssembly[Any] = ResultAssembly(build.to_datetime)
     # Payload times in the query's convention, as the lifetimes (and as Spark gives them).
     conform = datetime_conformer(query.root.payload_type, build.mode.naive is True)
-    # Each released event is in egress.raw once ("event" or "start"), in release order, which
-    # is the order of result.events; its datetimes are made once for both.
     for entry in egress.raw:
         kind = entry[0]
         if kind == "cti":
-            raw.append(Cti(dt(entry[1])))
-            continue
-        if kind == "key_cti":
-            t = dt(entry[1])
-            raw.append(SubstreamCti(entry[2], t))
-            substream_ctis.setdefault(entry[2], []).append(t)
-            continue
-        if kind == "end":
+            assembly.cti(entry[1])
+        elif kind == "key_cti":
+            assembly.key_cti(entry[2], entry[1])
+        elif kind == "end":
             s, e, pl = entry[1][1:4]
-            raw.append(EdgeEnd(dt(s), dt(e), pl if conform is None else conform(pl)))
-            continue
-        s, e, pl = entry[1], entry[2], entry[3]
-        if conform is not None:
-            pl = conform(pl)
-        start = dt(s)
-        end = start + TICK if e == s + 1 else dt(INF if e is None else e)
-        events.append(OutputEvent(start, end, pl))
-        if kind == "start":
-            raw.append(EdgeStart(start, pl))
-        elif e == s + 1:
-            raw.append(Point(start, pl))
+            assembly.end_edge(s, e, pl if conform is None else conform(pl))
         else:
-            raw.append(Interval(start, end, pl))
-    rejected = [rejection(r, dt) for r in build.rejected]
-    metrics: dict[str, InputMetrics] = {s.name: build.ingresses[s.name].public_metrics(dt) for s in query.sources}
-    return Result(
-        events, [dt(t) for t in egress.ctis], metrics, rejected, raw, substream_ctis,
-        payload_type=query.root.payload_type, input_types={s.name: s.payload_type for s in query.sources},
+            s, e, pl = entry[1], entry[2], entry[3]
+            if conform is not None:
+                pl = conform(pl)
+            open_edge = kind == "start"
+            assembly.event(s, INF if e is None else e, pl, open_edge)
+    dt = build.to_datetime
+    return assembly.result(
+        egress.ctis,
+        {s.name: build.ingresses[s.name].public_metrics(dt) for s in query.sources},
+        [rejection(r, dt) for r in build.rejected],
+        query.root.payload_type,
+        {s.name: s.payload_type for s in query.sources},
     )

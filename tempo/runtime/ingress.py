@@ -118,7 +118,7 @@ def _read_table(node: SourceNode, mode: TimestampMode) -> Columns:
 
     source = node.source
     assert isinstance(source, TableSource)
-    if node.ordering is not None and not source.arrival:
+    if TimePolicy.of_input(node).ordered and not source.arrival:
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
     source.check_readable(node.name)
     table = read_columns(source, source.arrow_table(), node.shape, node.name)
@@ -147,7 +147,7 @@ def plain_rows(
     if bad is not None:
         return None
     if arrivals is None:
-        arrivals_pass = not needs_arrival and node.ordering is None
+        arrivals_pass = not needs_arrival and not TimePolicy.of_input(node).ordered
     else:
         arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((last_arrival,), arrivals), arrivals))
     if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts)) and max(starts, default=NEG_INF) < INF):
@@ -160,10 +160,10 @@ def plain_rows(
 def checked_rows(
     table: Columns, node: SourceNode, needs_arrival: bool, sequence: SequenceChecks | None = None, first_position: int = 0
 ) -> Iterator[Prepared]:
-    """The rows, each checked as it is given, by the rules in the order the Spark ingress
-    checks them (``tempo.spark.ingress.scan._bad_row``): the kind, the times, the lifetime,
-    the payload's nulls, then the arrival. A live query gives each micro-batch's rows with
-    the input's ``sequence`` checks so far and the position of its first row."""
+    """The rows, each checked as it is given, by the rules in ``tempo.rules.CHECK_ORDER``
+    (as items are, and as the Spark ingress checks rows: ``tempo.spark.ingress.scan._bad_row``).
+    A live query gives each micro-batch's rows with the input's ``sequence`` checks so far and
+    the position of its first row."""
     from tempo.tables import kind_rule
 
     kinds, starts, ends, arrivals, payloads, bad = table
@@ -205,6 +205,8 @@ def checked_rows(
 
 
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
+    """The items, each checked as it is given, by the rules in ``tempo.rules.CHECK_ORDER``
+    (as table rows are: ``checked_rows``)."""
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
     sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
@@ -212,38 +214,37 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
         if not isinstance(item, allowed):
             raise InputError(name, position, item, item_kind_rule(shape, item))
         kind = _KIND[type(item)]
+        payload: Any = None
+        if kind == CTI:
+            assert isinstance(item, Cti)
+            start = end = mode.check(item.timestamp, name, position, item, "Cti timestamp")
+        elif kind != HEARTBEAT:
+            assert not isinstance(item, (Cti, Heartbeat))
+            start = mode.check(item.start, name, position, item, "start")
+            if kind == POINT:
+                end = start + 1
+            elif kind == START:
+                end = INF
+            else:
+                assert isinstance(item, (Interval, EdgeEnd))
+                end = mode.check(item.end, name, position, item, "end")
+                if end <= start:
+                    raise InputError(name, position, item, message(InputRule.LIFETIME))
+            if start >= INF:
+                raise InputError(name, position, item, message(InputRule.START_AT_INFINITY))
+            payload = item.payload
+            if not isinstance(payload, payload_type):
+                raise InputError(
+                    name, position, item,
+                    message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
+                )
         arrival_dt = item.arrival
         broken = sequence.take_arrival(None if arrival_dt is None else mode.check(arrival_dt, name, position, item, "arrival"))
         if broken is not None:
             raise error_class(broken)(name, position, item, message(broken))
         arrival = sequence.last_arrival
-        if kind == CTI:
-            assert isinstance(item, Cti)
-            t = mode.check(item.timestamp, name, position, item, "Cti timestamp")
-            yield (arrival, CTI, t, t, None, position, item)
-            continue
         if kind == HEARTBEAT:
-            yield (arrival, HEARTBEAT, arrival, arrival, None, position, item)
-            continue
-        assert not isinstance(item, (Cti, Heartbeat))
-        payload = item.payload
-        if not isinstance(payload, payload_type):
-            raise InputError(
-                name, position, item,
-                message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
-            )
-        start = mode.check(item.start, name, position, item, "start")
-        if start >= INF:
-            raise InputError(name, position, item, message(InputRule.START_AT_INFINITY))
-        if kind == POINT:
-            end = start + 1
-        elif kind == START:
-            end = INF
-        else:
-            assert isinstance(item, (Interval, EdgeEnd))
-            end = mode.check(item.end, name, position, item, "end")
-            if end <= start:
-                raise InputError(name, position, item, message(InputRule.LIFETIME))
+            start = end = arrival
         broken = sequence.pair(kind, start, payload)
         if broken is not None:
             raise InputError(name, position, item, message(broken))
@@ -256,7 +257,7 @@ class SequenceChecks:
     edge closing an open start edge with its start and payload."""
 
     def __init__(self, node: SourceNode, needs_arrival: bool, import_rule: InputRule) -> None:
-        self.ordered = node.ordering is not None
+        self.ordered = TimePolicy.of_input(node).ordered
         self.needs_arrival = needs_arrival
         self.import_rule = import_rule  # the words differ for items and rows
         self.last_arrival = NEG_INF
@@ -330,7 +331,7 @@ class Ingress:
     ) -> None:
         self.name = node.name
         self.node = node
-        policy = TimePolicy.of(node.settings, node.over)
+        policy = TimePolicy.of_input(node)
         # Copied onto the ingress: ``process`` reads them for every event.
         self.has_policy = policy.has_settings
         self.adjust = policy.adjust

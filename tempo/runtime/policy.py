@@ -7,12 +7,15 @@ settings from here, so what a setting means is decided in one place.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from tempo.settings import AdvanceTimePolicy, AdvanceTimeSettings
 from tempo.ticks import duration_ticks
+
+if TYPE_CHECKING:
+    from tempo.plan.nodes import SourceNode
 
 
 @attrs.frozen
@@ -74,3 +77,8 @@ class TimePolicy:
             early=early,
             over=over,
         )
+
+    @classmethod
+    def of_input(cls, node: SourceNode) -> TimePolicy:
+        """The policy of an input node: its settings and substream key."""
+        return cls.of(node.settings, node.over)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import io
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -14,21 +12,21 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tempo.api.stream import Stream
-from tempo.events import Cti, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import record_fields
 from tempo.runtime.codegen import compile_expression
 from tempo.runtime.engine import rejection
+from tempo.runtime.release import ResultAssembly, release_order
 from tempo.runtime.replay import MERGED, CtiReplay
 from tempo.runtime.ingress import TimestampMode
 from tempo.plan.query import Query
-from tempo.result import END_COLUMN, START_COLUMN, InputMetrics, OutputEvent, RawItem, Result, Withheld, warn_withheld
+from tempo.result import END_COLUMN, START_COLUMN, InputMetrics, Result, Withheld, warn_withheld
 from tempo.spark import ingress
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import raising_udf_errors
 from tempo.spark.compiler import Compiler, check_supported
 from tempo.spark.types import from_wire
-from tempo.ticks import INF, from_ticks
+from tempo.ticks import from_ticks
 
 T = TypeVar("T")
 
@@ -193,26 +191,17 @@ class SparkExecutor:
         messages: list[tuple[Any, int]] = [(MERGED, c) for c in ctis]
         if key is not None:  # the output keeps a substream key: each key's CTIs release too
             messages = prepared.replay.output_ctis
-        released = _by_release(decoded, messages, None if key is None else compile_expression(key, 1))
-        events = [OutputEvent(dt(s), dt(e), pl) for s, e, pl, _ in released]
-        raw: list[RawItem[T]] = []
-        substream_ctis: dict[Any, list[datetime]] = {}
-        i = 0
-        for index, (k, c) in enumerate(messages):
-            while i < len(released) and released[i][3] == index:
-                s, e, pl, _ = released[i]
-                raw.append(EdgeStart(dt(s), pl) if e >= INF else Point(dt(s), pl) if e == s + 1 else Interval(dt(s), dt(e), pl))
-                i += 1
-            if k is MERGED:
-                raw.append(Cti(dt(c)))
-            else:
-                raw.append(SubstreamCti(k, dt(c)))
-                substream_ctis.setdefault(k, []).append(dt(c))
-        rejected = [rejection(r, dt) for s in prepared.query.sources for r in finished[s.name][1]]
-        metrics = {s.name: finished[s.name][0] for s in prepared.query.sources}
-        result: Result[T] = Result(
-            events, [dt(c) for c in ctis], metrics, rejected, raw, substream_ctis, withheld,
-            stream.payload_type, {s.name: s.payload_type for s in prepared.query.sources},
+        # Spark has whole lifetimes, so the release rule orders them here (the reference
+        # engine's egress applies it as CTIs come); an event ending at infinity is an open edge.
+        assembly: ResultAssembly[T] = ResultAssembly(dt)
+        assembly.released(release_order(decoded, messages, None if key is None else compile_expression(key, 1)), messages)
+        result = assembly.result(
+            ctis,
+            {s.name: finished[s.name][0] for s in prepared.query.sources},
+            [rejection(r, dt) for s in prepared.query.sources for r in finished[s.name][1]],
+            stream.payload_type,
+            {s.name: s.payload_type for s in prepared.query.sources},
+            withheld,
         )
         warn_withheld(result)
         return result
@@ -237,32 +226,3 @@ def _withheld_summary(spark: SparkSession, prepared: _Prepared) -> DataFrame | N
     return flushed.filter(~released).agg(
         F.min(F.col(S)).alias(S), F.count(F.lit(1)).alias(E)
     ).withColumn(_WITHHELD, F.lit(True))
-
-
-def _first_past(times: list[int], t: int) -> int | None:
-    """The index of the first of the increasing ``times`` after ``t``, if any."""
-    i = bisect.bisect_right(times, t)
-    return i if i < len(times) else None
-
-
-def _by_release(
-    decoded: list[tuple[int, int, Any]], messages: list[tuple[Any, int]], key_of: Callable[[Any], Any] | None
-) -> list[tuple[int, int, Any, int]]:
-    """The released output events, each with the index in ``messages`` (the output's CTIs,
-    and its substreams' when ``key_of`` names an output payload's key, in the order the
-    replay emitted them) of the first that releases it: an output CTI past its start, or
-    one of its key's. In release order, then start order."""
-    merged: tuple[list[int], list[int]] = ([], [])  # (times, indexes in messages)
-    keyed: dict[Any, tuple[list[int], list[int]]] = {}
-    for index, (k, t) in enumerate(messages):
-        times, at = merged if k is MERGED else keyed.setdefault(k, ([], []))
-        times.append(t)
-        at.append(index)
-    out: list[tuple[int, int, Any, int]] = []
-    for s, e, pl in decoded:
-        by = [merged] if key_of is None else [merged, keyed.get(key_of(pl), ([], []))]
-        found = [at[i] for times, at in by for i in [bisect.bisect_right(times, s)] if i < len(times)]
-        if found:
-            out.append((s, e, pl, min(found)))
-    out.sort(key=lambda ev: (ev[3], ev[0], ev[1]))
-    return out

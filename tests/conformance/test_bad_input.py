@@ -302,6 +302,28 @@ CASES: list[Case] = [
     Case("items-arrival-decreasing",
          items_input([Point(t(1), R(1, 1.0), arrival=t(5)), Point(t(2), R(1, 1.0), arrival=t(4))]), InputError,
          ("item #1", "arrival times must not decrease"), 1),
+    # ---- an item or row breaking two rules gets the first in tempo.rules.CHECK_ORDER ----
+    Case("items-two-rules-lifetime-before-payload-type",
+         items_input([Interval(t(1), t(2), R(1, 1.0)), Interval(t(3), t(2), Other(2))], EventShape.INTERVAL), InputError,
+         ("item #1", "end must be after start"), 1),
+    Case("items-two-rules-payload-type-before-arrival",
+         items_input([Point(t(1), R(1, 1.0), arrival=t(5)), Point(t(2), Other(2), arrival=t(4))]), InputError,
+         ("item #1", "payload must be a R, got Other"), 1),
+    Case("items-two-rules-start-before-arrival",
+         items_input([Point("2024-01-01", R(1, 1.0))], settings=ORDERED), InputError,  # type: ignore[arg-type]
+         ("item #0", "start must be a datetime, got str"), 0),
+    Case("items-two-rules-cti-time-before-arrival",
+         items_input([Cti("2024-01-01")], settings=ORDERED), InputError,  # type: ignore[arg-type]
+         ("item #0", "must be a datetime, got str"), 0),
+    Case("table-two-rules-lifetime-before-arrival",
+         table_input(with_good(te=ts(2, 1, 4), arr=ts(1, 0, 2), seq=[0, 1, 2]), EventShape.INTERVAL, end="te", arrival="arr", order="seq"),
+         InputError, ("item #1", "end must be after start"), 1),
+    Case("table-two-rules-null-field-before-arrival",
+         table_input(with_good(k=[1, None, 3], arr=ts(1, 0, 2), seq=[0, 1, 2]), arrival="arr", order="seq"),
+         InputError, ("item #1", "column 'k' is null"), 1),
+    Case("table-two-rules-kind-before-lifetime",
+         table_input(with_good(te=ts(2, 1, 4), what=["interval", "start", "cti"]), EventShape.INTERVAL, end="te", kind="what"),
+         InputError, ("item #1", "INTERVAL input takes rows of kind interval, cti, heartbeat, not 'start'"), 1),
     # ---- sources that are not item lists ----
     Case("source-pyarrow-table", lambda tmp: Stream.create("readings", _table(GOOD), EventShape.POINT, FLUSH),
          QueryBuildError, ("input 'readings'", "Table, not a list of items", "tempo.sources.ArrowSource(table, PayloadClass")),

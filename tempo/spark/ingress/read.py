@@ -14,6 +14,7 @@ from tempo.errors import ImportOrderError, InputSchemaError
 from tempo.events import EventShape
 from tempo.expr.schema import field_names, record_fields
 from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, START, TimestampMode, ordering_needs_arrival_column, prepare
+from tempo.runtime.policy import TimePolicy
 from tempo.plan.nodes import SourceNode
 from tempo.rules import InputRule, message
 from tempo.sources import ItemSource, TableSource
@@ -98,7 +99,7 @@ def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival
     source = node.source
     assert isinstance(source, TableSource)
     raw = read_table(spark, node.name, source)
-    if node.ordering is not None and not source.arrival:
+    if TimePolicy.of_input(node).ordered and not source.arrival:
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
     check_columns(node.name, source, frame_columns(raw.schema))
     if needs_arrival and not source.arrival:

@@ -62,7 +62,7 @@ class InputFrame:
     policy: TimePolicy = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self.policy = TimePolicy.of(self.node.settings, self.node.over)
+        self.policy = TimePolicy.of_input(self.node)
 
 
 def _counted() -> Column:

@@ -12,7 +12,7 @@ from tempo.events import EventShape
 from tempo.runtime.replay import Key
 from tempo.runtime.ingress import CTI, END, HEARTBEAT, INTERVAL, POINT, START
 from tempo.result import Rule
-from tempo.rules import CTI_RULE_CODES
+from tempo.rules import CHECK_ORDER, CTI_RULE_CODES, InputRule
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
@@ -103,23 +103,27 @@ def _bad_row(frame: InputFrame) -> Column:
     kind = F.col(KIND)
     shape_kinds = {EventShape.POINT: (POINT,), EventShape.INTERVAL: (INTERVAL,), EventShape.EDGE: (START, END)}[frame.node.shape]
     allowed = (*shape_kinds, CTI, HEARTBEAT)
-    # In the order of the in-memory executor's checks (``tempo.runtime.ingress.checked_rows``).
-    bad = (
-        F.when(kind.isNull(), F.lit(UNKNOWN_KIND))
-        .when((kind != HEARTBEAT) & F.col(S).isNull(), F.lit(NULL_START))
-        .when(kind.isin(INTERVAL, END) & F.col(E).isNull(), F.lit(NULL_END))
-        .when(~kind.isin(*allowed), F.lit(BAD_KIND))
-        .when(kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S)), F.lit(BAD_ROW))
-        .when(~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START))
-    )
-    bad = bad.when(~kind.isin(CTI, HEARTBEAT) & F.col(NULLF).isNotNull(), F.col(NULLF) + NULL_FIELD)
-    return (
-        bad.when(F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL))
-        .when((kind == HEARTBEAT) & (F.col(ARR).isNull() | F.lit(not frame.has_arrival)), F.lit(NO_HEARTBEAT_ARRIVAL))
-        .when(F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL))
-        .when(F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL))
-        .otherwise(F.lit(0))
-    )
+    # Each rule's test and code, chained in the one order of the checks (CHECK_ORDER).
+    tests: dict[InputRule, tuple[Column, Column]] = {
+        InputRule.UNKNOWN_KIND: (kind.isNull(), F.lit(UNKNOWN_KIND)),
+        InputRule.NULL_START: ((kind != HEARTBEAT) & F.col(S).isNull(), F.lit(NULL_START)),
+        InputRule.NULL_END: (kind.isin(INTERVAL, END) & F.col(E).isNull(), F.lit(NULL_END)),
+        InputRule.ROW_KIND: (~kind.isin(*allowed), F.lit(BAD_KIND)),
+        InputRule.LIFETIME: (kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S)), F.lit(BAD_ROW)),
+        InputRule.START_AT_INFINITY: (~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START)),
+        InputRule.NULL_FIELD: (~kind.isin(CTI, HEARTBEAT) & F.col(NULLF).isNotNull(), F.col(NULLF) + NULL_FIELD),
+        InputRule.ORDERING_ARRIVAL: (F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL)),
+        InputRule.HEARTBEAT_ARRIVAL: (
+            (kind == HEARTBEAT) & (F.col(ARR).isNull() | F.lit(not frame.has_arrival)), F.lit(NO_HEARTBEAT_ARRIVAL)
+        ),
+        InputRule.IMPORT_ARRIVAL: (F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL)),
+        InputRule.ARRIVAL_ORDER: (F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL)),
+    }
+    (first_test, first_code), *rest = [tests[rule] for rule in CHECK_ORDER if rule in tests]
+    bad = F.when(first_test, first_code)  # one CASE: the first rule broken wins
+    for test, code in rest:
+        bad = bad.when(test, code)
+    return bad.otherwise(F.lit(0))
 
 
 # ASA's rules (``Ingress._process_ordered``) look like a sequential state machine, but each
