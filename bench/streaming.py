@@ -32,6 +32,7 @@ See bench/README.md, "Live queries".
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -55,7 +56,10 @@ from bench.run import RESULTS, default_data_dir, ensure_data, fmt_rate, make_spa
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ENGINES = ("tempo", "handwritten")
+ENGINES = ("tempo", "tempo-driver", "tempo-spark", "handwritten")
+"""``tempo``: ``StreamingExecutor``'s default engine choice (``auto``: batches of 100k rows
+or more in bulk on Spark); ``tempo-driver`` / ``tempo-spark``: every batch on that engine."""
+DEFAULT_ENGINES = ("tempo", "handwritten")
 ORIGIN_US = 1_704_067_200 * 1_000_000
 """2024-01-01T00:00:00Z in Unix microseconds: the data's event times are offsets from it."""
 WATERMARK_DELAY = "120 seconds"
@@ -191,18 +195,20 @@ def stream_files(run: Run, files: Files, lander: Lander, process: Any) -> None:
     run.seconds = time.perf_counter() - first
 
 
-def run_tempo(spark: SparkSession, files: Files, work: Path) -> Run:
-    """tempo's live query: ``StreamingExecutor`` with the live engine on the driver, a
+def run_tempo(spark: SparkSession, files: Files, work: Path, name: str = "tempo") -> Run:
+    """tempo's live query: ``StreamingExecutor`` with the engine ``name`` says, a
     ParquetSink; the windows left open after the last file are released by ``flush()``."""
     from bench import tempo_queries
     from tempo.spark.streaming import ParquetSink, StreamingExecutor
 
     tempo_queries.CTIS = "every-1000"
-    run = Run("tempo", files.batch, files.events)
+    run = Run(name, files.batch, files.events)
     watched, out = work / "tempo-in", work / "tempo-out"
     lander = Lander(watched)
     lander.land(files.empty)  # the schema comes from the files there at the start
-    live = StreamingExecutor(spark, str(work / "tempo-checkpoint")).start(tempo_queries.w2(str(watched)), ParquetSink(str(out)))
+    engine = {"tempo": "auto", "tempo-driver": "driver", "tempo-spark": "spark"}[name]
+    executor = StreamingExecutor(spark, str(work / "tempo-checkpoint"), engine=engine)
+    live = executor.start(tempo_queries.w2(str(watched)), ParquetSink(str(out)))
     try:
         live.process_all_available()
         before = len(live.progress)
@@ -279,7 +285,10 @@ def run_handwritten(spark: SparkSession, files: Files, work: Path) -> Run:
     return run
 
 
-RUNNERS = {"tempo": run_tempo, "handwritten": run_handwritten}
+RUNNERS: dict[str, Any] = {
+    "tempo": run_tempo, "tempo-driver": functools.partial(run_tempo, name="tempo-driver"),
+    "tempo-spark": functools.partial(run_tempo, name="tempo-spark"), "handwritten": run_handwritten,
+}
 
 
 # ---- the table -------------------------------------------------------------------------------
@@ -306,7 +315,7 @@ def table(runs: list[Run]) -> str:
     body = []
     for r in runs:
         hw = rate.get((r.batch, "handwritten"))
-        ratio = f"{r.events_per_s / hw:.2f}x" if r.engine == "tempo" and r.events_per_s and hw else ""
+        ratio = f"{r.events_per_s / hw:.2f}x" if r.engine.startswith("tempo") and r.events_per_s and hw else ""
         body.append((
             f"{r.batch:,}", r.engine, str(r.files), str(r.micro_batches), f"{r.events:,}", fmt_rate(r.events_per_s), ratio,
             "-" if r.median_latency is None else f"{r.median_latency:.3f} s",
@@ -328,7 +337,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--n", type=int, default=2_000_000, help="the data set (default 2,000,000 events)")
     ap.add_argument("--batches", default="10000,100000,1000000", help="events per file, comma-separated")
     ap.add_argument("--max-files", type=int, default=20, help="stream at most this many files per batch size (default 20)")
-    ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of {','.join(ENGINES)}")
+    ap.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help=f"comma-separated, of {','.join(ENGINES)}")
     ap.add_argument("--data-dir", type=Path, default=default_data_dir(), help="default: $TEMPO_BENCH_DATA or <tmp>/tempo-bench-data")
     ap.add_argument("--work", type=Path, default=None, help="files, checkpoints and outputs (default: a temporary directory, removed)")
     ap.add_argument("--master", default="local[2]")

@@ -265,6 +265,7 @@ class Accumulator:
     def __init__(self, kinds: Sequence[AggregateKind | str]) -> None:
         initial = ["0"]
         update: list[str] = []
+        merged: list[str] = []  # the same per aggregate, for ``merge``
         results: list[str] = []
         argument = 0  # index into ``values``
         for kind in map(AggregateKind, kinds):
@@ -274,33 +275,43 @@ class Accumulator:
             slot, v = len(initial), f"v{argument}"
             argument += 1
             update.append(f"        if {v} is not None:")
+            part = f"parts[{argument - 1}]"
             if kind is AggregateKind.AVG:
+                merged += [f"    total, count = {part}", "    if count:", f"        state[{slot}] += total", f"        state[{slot + 1}] += count"]
                 initial += ["0", "0"]
                 update += [f"            state[{slot}] += {v}", f"            state[{slot + 1}] += 1"]
                 results.append(f"(state[{slot}] / state[{slot + 1}] if state[{slot + 1}] else None)")
                 continue
             initial.append("None")
             update.append(f"            c = state[{slot}]")
+            merged += [f"    v = {part}", "    if v is not None:", f"        c = state[{slot}]"]
             if kind is AggregateKind.SUM:
                 update.append(f"            state[{slot}] = {v} if c is None else c + {v}")
+                merged.append(f"        state[{slot}] = v if c is None else c + v")
             else:
                 less = "<" if kind is AggregateKind.MIN else ">"
                 update += [f"            if c is None or {v} {less} c:", f"                state[{slot}] = {v}"]
+                merged += [f"        if c is None or v {less} c:", f"            state[{slot}] = v"]
             results.append(f"state[{slot}]")
+        # Window k's state of the group, created (and k pushed onto the heap) when missing.
+        state_of = [
+            "windows = acc.get(k)", "if windows is None:", "    windows = acc[k] = {}", "    _heappush(heap, k)",
+            "state = windows.get(key)", "if state is None:", f"    state = windows[key] = [{', '.join(initial)}]",
+        ]
         add = [
             "def _f(acc, heap, key, values, k_lo, k_hi):",
             *(f"    v{i} = values[{i}]" for i in range(argument)),
             "    for k in range(k_lo, k_hi + 1):",
-            "        windows = acc.get(k)",
-            "        if windows is None:",
-            "            windows = acc[k] = {}",
-            "            _heappush(heap, k)",
-            "        state = windows.get(key)",
-            "        if state is None:",
-            f"            state = windows[key] = [{', '.join(initial)}]",
+            *("        " + line for line in state_of),
             "        state[0] += 1",
             *update,
         ]
+        merge = ["def _f(acc, heap, key, k, n, parts):", *("    " + line for line in state_of), "    state[0] += n", *merged]
+        self.merge: Callable[[dict[int, dict[Any, list[Any]]], list[int], Any, int, int, tuple[Any, ...]], None]
+        self.merge = _define("\n".join(merge) + "\n", {"_heappush": heapq.heappush})
+        """Adds a group's partial aggregates over several events (``n`` of them) to window
+        ``k``: per aggregate with an argument, its sum, min or max over them (None without
+        a value), or for an average (total, count of values)."""
         self.add: Callable[[dict[int, dict[Any, list[Any]]], list[int], Any, tuple[Any, ...], int, int], None]
         self.add = _define("\n".join(add) + "\n", {"_heappush": heapq.heappush})
         self.results: Callable[[list[Any]], list[Any]]

@@ -472,31 +472,42 @@ class Ingress:
         if kind == END:
             self._end_edge(rec)
             return
-        start, end, payload = rec[2], rec[3], rec[4]
-        admitted_start: int | None = start
-        if start >= self.cti:
+        if rec[2] >= self.cti:  # the usual case, without a call
             self.metrics.admitted += 1
+            admitted: tuple[int, int] | None = (rec[2], rec[3])
         else:
-            if not self.has_policy:
-                self._violation(rec, "the event starts")
-            lifetime = adjusted_lifetime(kind, end, self.cti) if self.adjust else None
-            if lifetime is None:
-                admitted_start = None
-                self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
-                if kind == START:
-                    self.open_edges.setdefault(start, []).append([payload, None, start])
-            else:
-                admitted_start, end = lifetime
-                self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", *lifetime))
-        if admitted_start is not None:
+            admitted = self.verdict(rec)
+        if admitted is not None:
             eid = self.new_id()
             if kind == START:
-                self.open_edges.setdefault(start, []).append([payload, eid, admitted_start])
-                self.emit_insert(eid, admitted_start, None, payload)
+                self.open_edges.setdefault(rec[2], []).append([rec[4], eid, admitted[0]])
+                self.emit_insert(eid, admitted[0], None, rec[4])
             else:
                 # A lifetime ending at infinity is open: every operator treats the two alike.
-                self.emit_insert(eid, admitted_start, end if end < INF else None, payload)
-        # Generation counts every received event, admitted or not, at its received start.
+                self.emit_insert(eid, admitted[0], admitted[1] if admitted[1] < INF else None, rec[4])
+        self.generate(rec[2])
+
+    def verdict(self, rec: Prepared) -> tuple[int, int] | None:
+        """The CTI rule on a received point, interval or start edge of an input without
+        ordering settings: its lifetime as admitted (moved by ADJUST), or None when the
+        policy drops it; counted, and on record when rejected."""
+        kind, start, end = rec[1], rec[2], rec[3]
+        if start >= self.cti:
+            self.metrics.admitted += 1
+            return start, end
+        if not self.has_policy:
+            self._violation(rec, "the event starts")
+        lifetime = adjusted_lifetime(kind, end, self.cti) if self.adjust else None
+        if lifetime is None:
+            self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
+            if kind == START:
+                self.open_edges.setdefault(start, []).append([rec[4], None, start])
+        else:
+            self._reject(rec, Rule.START_BEFORE_CTI, Action.ADJUSTED, ("lifetime", *lifetime))
+        return lifetime
+
+    def generate(self, start: int) -> None:
+        """CTI generation after a received event (admitted or not) at its received start."""
         if self.every_n:
             self.count += 1
             if self.count % self.every_n == 0:

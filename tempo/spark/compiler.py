@@ -130,9 +130,19 @@ def _where(c: Compiler, node: p.WhereNode) -> DataFrame:
     return c.relation(node.input).filter(column(node.predicate, Scope()))
 
 
+FIRST = "__tempo_first"
+"""A column riding along the stateless operators when present: the input order of a row
+(a live query's batch computed in bulk keeps each window's groups in first-arrival order)."""
+
+
+def _passengers(df: DataFrame) -> list[Column]:
+    return [F.col(FIRST)] if FIRST in df.columns else []
+
+
 @compiles(p.SelectNode)
 def _select(c: Compiler, node: p.SelectNode) -> DataFrame:
-    return c.relation(node.input).select(F.col(S), F.col(E), *record_columns(node.projection, Scope()))
+    df = c.relation(node.input)
+    return df.select(F.col(S), F.col(E), *_passengers(df), *record_columns(node.projection, Scope()))
 
 
 def _shift(t: Column, d: int) -> Column:
@@ -145,7 +155,7 @@ def _alter(c: Compiler, node: p.AlterLifetimeNode) -> DataFrame:
     df = c.relation(node.input)
     start = _shift(F.col(S), node.shift)
     end = _shift(start, node.duration) if node.duration is not None else _shift(F.col(E), node.shift)
-    return df.select(start.alias(S), end.alias(E), *_payload(node)).filter(F.col(S) < INF)
+    return df.select(start.alias(S), end.alias(E), *_passengers(df), *_payload(node)).filter(F.col(S) < INF)
 
 
 @compiles(p.UnionNode)

@@ -146,7 +146,7 @@ def _parquet_range(frame: InputFrame) -> tuple[int, int, int] | None:
         return None
     if lo is None or hi is None:
         return None
-    # A time column as the order column is shifted to ticks (see ``_table_frame``).
+    # A time column as the order column is shifted to ticks (see ``table_frame``).
     shift = source.origin_ticks() if source.order in (source.arrival, source.start, source.end) else 0
     return lo + shift, hi + shift, n
 

@@ -83,7 +83,7 @@ def input_frame(
         # prepare() has checked every row; without CTI rows nothing can be late.
         frame.static = frame.policy.nothing_can_be_late and all(r[1] not in (CTI, HEARTBEAT) for r in rows) and node.shape is not EventShape.EDGE
     else:
-        frame = _table_frame(spark, node, decl, needs_arrival)
+        frame = table_frame(spark, node, decl, needs_arrival)
         mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
     frame.needs_arrival = needs_arrival
     if not frame.static:
@@ -91,14 +91,17 @@ def input_frame(
     return frame
 
 
-def _table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool) -> InputFrame:
+def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool, raw: DataFrame | None = None) -> InputFrame:
+    """The rows of a table input as ``InputFrame`` columns; ``raw``: its rows when they are
+    not the source's own (a live query's micro-batch)."""
     from tempo.spark.sources import read_table
     from tempo.spark.types import frame_columns
     from tempo.tables import KINDS, check_columns
 
     source = node.source
     assert isinstance(source, TableSource)
-    raw = read_table(spark, node.name, source)
+    if raw is None:
+        raw = read_table(spark, node.name, source)
     if TimePolicy.of_input(node).ordered and not source.arrival:
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
     check_columns(node.name, source, frame_columns(raw.schema))

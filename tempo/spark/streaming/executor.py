@@ -40,10 +40,12 @@ from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime.ingress import TimestampMode
+from tempo.runtime.bulk import bulk_shape
 from tempo.runtime.live import LiveEngine, Released
 from tempo.sources import CsvSource, ParquetSource, TableSource
 from tempo.spark.columns import marked_fields, udf_error, worker_errors
 from tempo.spark.sources import DataFrameSource
+from tempo.spark.streaming.bulk import ENGINES, BulkRunner, bulk_rows_of
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.redis import redis_entry_error
 from tempo.spark.streaming.sinks import Sink
@@ -54,6 +56,9 @@ INPUT_COLUMN = "__tempo_input"
 """In the stream of all inputs' rows: which input (declaration index) a row belongs to."""
 
 EXECUTOR = "Spark streaming"
+
+BULK_ROWS = 100_000
+"""With ``engine="auto"``, batches of at least this many rows are computed in bulk by Spark."""
 
 CRASH_AT = "TEMPO_CRASH_AT"
 """The environment variable of the testing hook (see the module's docstring)."""
@@ -82,6 +87,8 @@ class BatchProgress:
     """Time tempo spent on the batch on the driver (engine, output, commit)."""
     final: bool = False
     """The batch that flushed the query when its inputs ended (``LiveQuery.flush``)."""
+    engine: str = "driver"
+    """Which engine ran the batch: ``driver`` (item by item) or ``spark`` (in bulk)."""
 
 
 def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
@@ -145,8 +152,13 @@ def _recognized(exc: BaseException) -> TempoError | None:
 class _Runner(Generic[T]):
     """What runs inside ``foreachBatch`` (on the driver): one batch at a time."""
 
-    def __init__(self, spark: SparkSession, query: Query, payload_type: type[T], sink: Sink, log: BatchLog) -> None:
+    def __init__(
+        self, spark: SparkSession, query: Query, payload_type: type[T], sink: Sink, log: BatchLog,
+        bulk: BulkRunner | None = None, bulk_rows: int = 0,
+    ) -> None:
         self.spark = spark
+        self.bulk = bulk
+        self.bulk_rows = bulk_rows
         self.query = query
         self.payload_type = payload_type
         self.sink = sink
@@ -190,10 +202,20 @@ class _Runner(Generic[T]):
             return
         began = time.perf_counter()
         engine = self.engine_after(self.log.last_committed(before=batch))
+        rows_in: dict[str, int] = {}
+        if self.bulk is not None:
+            with worker_errors(_recognized):
+                rows, times = self.bulk.time_columns(bulk_rows_of(df, 0, df.columns))
+                if times.num_rows >= self.bulk_rows and self.bulk.run(engine, rows, times):
+                    self._crash_point("read", batch)
+                    rows_in[self.query.sources[0].name] = times.num_rows
+                    engine.run()
+                    self._crash_point("engine", batch)
+                    self._commit(engine, batch, engine.take(), rows_in, began, final=False, used="spark")
+                    return
         with worker_errors(_recognized):
             table = df.toArrow()
         self._crash_point("read", batch)
-        rows_in: dict[str, int] = {}
         if table.num_rows:
             import pyarrow.compute as pc
 
@@ -218,7 +240,10 @@ class _Runner(Generic[T]):
             self._crash_point("engine", batch)
             self._commit(engine, batch, engine.take(), {}, time.perf_counter(), final=True)
 
-    def _commit(self, engine: LiveEngine, batch: int, released: Released, rows_in: dict[str, int], began: float, final: bool) -> None:
+    def _commit(
+        self, engine: LiveEngine, batch: int, released: Released, rows_in: dict[str, int], began: float, final: bool,
+        used: str = "driver",
+    ) -> None:
         events = released_table(released.items, self.payload_type)
         inputs = {s.name: s.payload_type for s in self.query.sources}
         rejected = Result([], [], {}, released.rejections, [], {}, None, self.payload_type, inputs).rejections_table()
@@ -229,7 +254,7 @@ class _Runner(Generic[T]):
         previous = self.progress[-1].output_cti if self.progress else None
         progress = BatchProgress(
             batch, rows_in, len(released.items), len(released.rejections), ctis[-1] if ctis else previous,
-            sum(len(b) for b in engine.buffers) + sum(0 if f.held is None else f.held.num_rows for f in engine.feeds), len(state), time.perf_counter() - began, final,
+            sum(len(b) for b in engine.buffers) + sum(0 if f.held is None else f.held.num_rows for f in engine.feeds), len(state), time.perf_counter() - began, final, used,
         )
         self.log.commit(
             batch, state, attrs.asdict(progress) | {"metrics": _metrics_record(engine.metrics())},
@@ -335,12 +360,25 @@ class StreamingExecutor:
     starting again on it continues the query after its last committed batch.
     ``trigger``: Spark's trigger, as keyword arguments of ``DataStreamWriter.trigger``
     (default: a batch as soon as the previous one is done).
+    ``engine``: which engine runs a batch (the results are the same): ``"driver"``, the
+    reference engine item by item on the driver; ``"spark"``, Spark's compiled plan, for
+    queries of the shape it computes in bulk (one input without ordering settings, a window
+    aggregate between where / select / shift operators; other queries are refused with
+    ``UnsupportedError``); ``"auto"`` (default), Spark for batches of at least ``bulk_rows``
+    rows of such a query, else the driver. docs/streaming.md, "Two engines".
     """
 
-    def __init__(self, spark: SparkSession, checkpoint: str, trigger: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, spark: SparkSession, checkpoint: str, trigger: Mapping[str, Any] | None = None,
+        engine: str = "auto", bulk_rows: int = BULK_ROWS,
+    ) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine= is one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
         self.spark = spark
         self.checkpoint = checkpoint
         self.trigger = dict(trigger or {})
+        self.engine = engine
+        self.bulk_rows = bulk_rows
 
     def start(self, stream: Stream[T], sink: Sink) -> LiveQuery[T]:
         """Start ``stream`` over its live inputs, writing released results to ``sink``."""
@@ -348,7 +386,12 @@ class StreamingExecutor:
         _check_live_inputs(query)
         log = BatchLog(self.checkpoint)
         log.claim(_description(query))
-        runner = _Runner(self.spark, query, stream.payload_type, sink, log)
+        shape = bulk_shape(query)
+        if self.engine == "spark" and isinstance(shape, str):
+            raise UnsupportedError(EXECUTOR, "engine='spark'", f"this query's batches cannot be computed in bulk: {shape}")
+        bulk = None if self.engine == "driver" or isinstance(shape, str) else BulkRunner(self.spark, query, shape)
+        bulk_rows = 0 if self.engine == "spark" else self.bulk_rows
+        runner = _Runner(self.spark, query, stream.payload_type, sink, log, bulk, bulk_rows)
         log.check_open()  # after the runner published what committed: a crash may have come between the flush's commit and its publishing
         merged: DataFrame | None = None
         for index, node in enumerate(query.sources):

@@ -1,0 +1,244 @@
+"""A live engine's micro-batch computed in bulk, with the same result as item by item.
+
+``LiveEngine`` processes a batch one item at a time: exact, but one Python call chain per
+event. For the queries of one shape (``bulk_shape``: one input without ordering settings,
+stateless operators, one hopping/tumbling window aggregate, stateless operators after it),
+a large batch can instead be computed in bulk by an executor (Spark's compiled plan) and
+put into the same engine state, so that the next batch may go either way:
+
+1. ``plan_batch``: the input's time rules over whole columns (numpy). An event's fate
+   depends only on the CTI in force when it arrives, and with count or time-span
+   generation that CTI is a running maximum over the rows before it: no row's verdict
+   feeds back into generation (every received event counts, admitted or not). The plan
+   names the rows that matter one by one (**special rows**: those that generate a CTI,
+   CTI rows, and late rows, which the policy drops or moves) and the lifetimes of the
+   moved ones. Rows that break a rule of their own are not planned: the batch is then run
+   item by item, which raises the error the in-memory executor gives.
+2. The executor computes, over the admitted events (moved ones at their new lifetimes),
+   the stateless operators and each window's **partial aggregates** per window and group,
+   with the first input position that reached it (``Partial``).
+3. ``apply_batch``: the partials are merged into the window operator's open windows (in
+   order of first position, so groups are kept, and later emitted, in the order item by
+   item gives), then the special rows go through the input's own ``Ingress`` in input
+   order: rejections are recorded with the CTI in force, and each CTI moves through the
+   operators, closing windows and releasing results, exactly as item by item.
+
+Why merging before the CTIs is exact: an event admitted after CTI ``c`` starts at or after
+``c``, so it only reaches windows ending after ``c``, which ``c`` does not close; stateless
+operators keep that (a shift moves events and CTIs alike). The one difference: float sums
+and averages combine a batch's values in the executor's order, not one by one (as on batch
+Spark; docs/spark.md, "Known differences").
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.plan.windows import HoppingWindow
+from tempo.runtime import operators as ops
+from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared, adjusted_lifetime
+from tempo.runtime.policy import TimePolicy
+from tempo.events import EventShape
+from tempo.sources import TableSource
+from tempo.ticks import INF, NEG_INF
+
+if TYPE_CHECKING:
+    from tempo.runtime.live import LiveEngine
+
+STATELESS = (p.WhereNode, p.SelectNode, p.AlterLifetimeNode)
+"""Operators whose output events depend on one input event each (and CTIs likewise)."""
+KEY_TYPES = (int, float, str, bool)
+ARGUMENT_TYPES = (int, float)
+
+
+@attrs.frozen
+class BulkShape:
+    """A query whose batches can be computed in bulk: its input and its window."""
+
+    source: p.SourceNode
+    window: p.WindowNode
+
+
+def bulk_shape(query: Query) -> BulkShape | str:
+    """The query's ``BulkShape``, or why its batches must go item by item."""
+    if len(query.sources) != 1:
+        return "it has several inputs (merged item by item at the arrival frontier)"
+    source = query.sources[0]
+    policy = TimePolicy.of_input(source)
+    if policy.ordered:
+        return f"input {source.name!r} has ordering settings (arrival-time rules)"
+    if source.shape is EventShape.EDGE:
+        return f"input {source.name!r} is of edges"
+    if not isinstance(source.source, TableSource) or source.source.dense_order_from is not None:
+        return f"input {source.name!r} holds rows after gaps in its dense order"
+    windows = [n for n in query.nodes if isinstance(n, p.WindowNode)]
+    others = [n for n in query.nodes if not isinstance(n, (p.SourceNode, p.WindowNode, *STATELESS))]
+    if len(windows) != 1 or others:
+        return "only a window aggregate between where / select / shift operators is computed in bulk"
+    window = windows[0]
+    if not isinstance(window.spec, HoppingWindow):
+        return f"its window is {window.spec.describe()}"
+    if query.substream_key(window) is not None:
+        return "its window keeps a substream key"
+    for key in window.keys or ():
+        if key.dtype not in KEY_TYPES:
+            return f"a group key is of type {key.dtype.__name__}"
+    for a in window.aggregates:
+        if a.arg is not None and a.arg.dtype not in ARGUMENT_TYPES:
+            return f"an aggregate's argument is of type {a.arg.dtype.__name__}"
+    return BulkShape(source, window)
+
+
+@attrs.frozen
+class BatchPlan:
+    """What the input's time rules make of one batch's rows (in input order)."""
+
+    rows: int
+    special: list[int]
+    """Rows to go through the ingress one by one: CTI rows, rows generating a CTI, late rows."""
+    late: list[int]
+    """Rows starting before the CTI in force (dropped or moved): the executor gives their payloads."""
+    moved: dict[int, tuple[int, int]]
+    """Late rows the policy moves: their admitted lifetime."""
+    dropped: frozenset[int]
+    """Late rows the policy drops."""
+    events: int
+    """Received events (points and intervals) in the batch."""
+    kinds: Any
+    starts: Any
+    ends: Any
+    arrivals: Any
+    events_before: Any
+    """Per row, the received events of the batch before it."""
+    last_order: int
+    first_position: int
+
+
+def plan_batch(engine: LiveEngine, kinds: Any, starts: Any, ends: Any, arrivals: Any | None, orders: Any) -> BatchPlan | str:
+    """The plan of one batch of the bulk shape's input, or why it must go item by item.
+    The columns are numpy arrays in input order (``orders`` ascending); ``ends`` of points
+    are their start + 1 and ``arrivals`` None when the input has no arrival column. Pure:
+    the engine's state is read, not changed."""
+    import numpy as np
+
+    ingress, feed = engine.ingresses[0], engine.feeds[0]
+    node = engine.query.sources[0]
+    n = len(kinds)
+    if n and (np.any(np.diff(orders) <= 0) or (feed.last_order is not None and orders[0] <= feed.last_order)):
+        return "the order column repeats or goes back"
+    event_kind = POINT if node.shape is EventShape.POINT else INTERVAL
+    is_event = kinds == event_kind
+    is_cti = kinds == CTI
+    if not np.all(is_event | is_cti | (kinds == HEARTBEAT)):
+        return "a row of another kind"
+    if np.any(is_event & ((starts >= INF) | (ends <= starts) | (ends >= INF))):
+        return "an event with a bad or open lifetime"
+    if arrivals is not None:
+        if n and (arrivals[0] < feed.sequence.last_arrival or np.any(np.diff(arrivals) < 0)):
+            return "arrival times going back"
+    elif np.any(kinds == HEARTBEAT):
+        return "a heartbeat row without arrival times"
+    count0, cti0 = ingress.count, ingress.cti
+    if ingress.every_n:
+        rank = np.cumsum(is_event)
+        generates = is_event & ((count0 + rank) % ingress.every_n == 0)
+    elif ingress.period:
+        period = np.where(is_event, starts // ingress.period, np.iinfo(np.int64).min)
+        first = int(np.argmax(is_event)) if np.any(is_event) else None
+        seed = ingress.last_period if ingress.last_period is not None else (None if first is None else int(period[first]))
+        if seed is None:
+            generates = np.zeros(n, dtype=bool)
+        else:
+            before = np.maximum(np.concatenate(([seed], np.maximum.accumulate(period)[:-1])), seed)
+            generates = is_event & (period > before)
+    else:
+        generates = np.zeros(n, dtype=bool)
+    candidates = np.where(generates, starts - ingress.delay, np.where(is_cti, starts, NEG_INF))
+    after = np.maximum.accumulate(np.maximum(candidates, cti0)) if n else candidates
+    in_force = np.concatenate(([cti0], after[:-1])) if n else after
+    late_mask = is_event & (starts < in_force)
+    late = np.flatnonzero(late_mask).tolist()
+    if late and not ingress.has_policy:
+        return "an event breaks the CTI rule on an input without a policy"
+    moved: dict[int, tuple[int, int]] = {}
+    dropped: list[int] = []
+    for i in late:
+        lifetime = adjusted_lifetime(int(kinds[i]), int(ends[i]), int(in_force[i])) if ingress.adjust else None
+        if lifetime is None:
+            dropped.append(i)
+        else:
+            moved[i] = lifetime
+    special_mask = generates | is_cti | late_mask
+    if ingress.period and ingress.last_period is None and np.any(is_event):
+        special_mask[int(np.argmax(is_event))] = True  # the input's first event sets the period
+    events_before = np.cumsum(is_event) - is_event
+    return BatchPlan(
+        n, np.flatnonzero(special_mask).tolist(), late, moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
+        ends, arrivals, events_before, int(orders[-1]) if n else feed.last_order, feed.next_position,
+    )
+
+
+@attrs.frozen
+class Partial:
+    """One window and group's aggregates over a batch's events (``Accumulator.merge``)."""
+
+    window: int
+    key: tuple[Any, ...]
+    first: int
+    """The input order of the first event that reached it: groups are kept in this order."""
+    count: int
+    values: tuple[Any, ...]
+    """Per aggregate with an argument: its sum, min or max (None without a value), or for
+    an average (total, count of values)."""
+
+
+def apply_batch(engine: LiveEngine, plan: BatchPlan, payloads: dict[int, Any], partials: list[Partial], t_max: int | None) -> None:
+    """Put a batch computed in bulk into ``engine``: the window's partials, then the special
+    rows through the ingress (``payloads``: the late rows' payloads, by row)."""
+    ingress, feed = engine.ingresses[0], engine.feeds[0]
+    window = _window_operator(engine)
+    merge = window.accumulator.merge
+    for part in sorted(partials, key=lambda x: (x.window, x.first)):
+        merge(window.acc, window.acc_heap, part.key, part.window, part.count, part.values)
+    if t_max is not None and t_max > window.t_max:
+        window.t_max = t_max
+    kinds, starts, ends, arrivals = plan.kinds, plan.starts, plan.ends, plan.arrivals
+    count0 = ingress.count
+    special_events = 0
+    for i in plan.special:
+        kind, start = int(kinds[i]), int(starts[i])
+        if kind == CTI:
+            ingress.advance(start, "explicit")
+            continue
+        special_events += 1
+        arrival = NEG_INF if arrivals is None else int(arrivals[i])
+        rec: Prepared = (arrival, kind, start, int(ends[i]), payloads.get(i), plan.first_position + i, None)
+        ingress.count = count0 + int(plan.events_before[i])
+        ingress.metrics.received += 1
+        admitted = ingress.verdict(rec)
+        expected = None if i in plan.dropped else plan.moved.get(i, (start, int(ends[i])))
+        if admitted != expected:
+            raise AssertionError(f"bulk ingress: row {rec[5]} planned {expected}, the ingress gives {admitted}")
+        ingress.generate(start)
+    plain = plan.events - special_events
+    ingress.count = count0 + plan.events
+    ingress.metrics.received += plain
+    ingress.metrics.admitted += plain
+    deque(itertools.islice(engine.build.ids, plan.events - len(plan.dropped)), maxlen=0)  # their event ids
+    feed.next_position = plan.first_position + plan.rows
+    feed.last_order = plan.last_order
+    if arrivals is not None and plan.rows:
+        feed.sequence.last_arrival = max(feed.sequence.last_arrival, int(arrivals[-1]))
+        engine.reach(0, feed.sequence.last_arrival)
+
+
+def _window_operator(engine: LiveEngine) -> ops.Window:
+    found = [op for op in engine.operators if isinstance(op, ops.Window)]
+    assert len(found) == 1
+    return found[0]

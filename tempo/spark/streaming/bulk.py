@@ -1,0 +1,185 @@
+"""The second engine of a live query: a micro-batch computed by Spark's compiled plan.
+
+The driver engine (``tempo.runtime.live``) handles every item in Python, which is exact
+and fast for small batches but costs about 4 µs per event. For queries of the bulk shape
+(``tempo.runtime.bulk.bulk_shape``: one input without ordering settings, a window
+aggregate between where / select / shift operators), a large batch runs here instead, in
+two Spark jobs over the batch's rows:
+
+1. the time columns alone (order, kind, start, end, arrival: a few bytes a row) come to the
+   driver, where ``plan_batch`` applies the input's time rules to whole columns;
+2. Spark computes the stateless operators and each window and group's partial aggregates
+   (the compiler's own rules, with each row's input order riding along); only the partials
+   come back, a row per window and group.
+
+``apply_batch`` merges them into the driver engine's open windows and runs the batch's
+few special rows (CTIs, late rows) through its ingress, so the state after the batch is
+the one item by item gives and either engine may take the next batch. A batch that breaks
+a rule of its own (a null, a bad lifetime, order or arrival going back) or holds events
+spanning many windows is run item by item instead, which names the rule and the row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import attrs
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
+
+from tempo.events import EventShape
+from tempo.expr.schema import field_names, record_fields
+from tempo.plan.query import Query
+from tempo.plan.windows import HoppingWindow
+from tempo.runtime.bulk import BatchPlan, BulkShape, Partial, apply_batch, plan_batch
+from tempo.runtime.live import LiveEngine
+from tempo.runtime.ingress import INTERVAL, POINT
+from tempo.runtime.operators import Window as WindowOperator
+from tempo.runtime.replay import CtiReplay
+from tempo.spark.columns import END as E
+from tempo.spark.columns import START as S
+from tempo.spark.columns import Scope, column
+from tempo.spark.compiler import FIRST, Compiler
+from tempo.spark.ingress.read import table_frame
+from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
+from tempo.spark.types import from_wire
+from tempo.ticks import INF
+
+ENGINES = ("auto", "driver", "spark")
+"""A live query's engines: ``driver`` runs every batch item by item on the driver,
+``spark`` every batch of a bulk-shaped query in Spark, ``auto`` batches of at least
+``bulk_rows`` rows in Spark and the others on the driver."""
+
+
+@attrs.define
+class BulkRunner:
+    """Runs batches of one bulk-shaped query in Spark (see the module's docstring)."""
+
+    spark: SparkSession
+    query: Query
+    shape: BulkShape
+    replay: CtiReplay = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.replay = CtiReplay(self.query)  # the compiler's stateless rules never read it
+
+    def time_columns(self, raw: DataFrame) -> tuple[DataFrame, Any]:
+        """The batch as the ingress's rows, and its time columns on the driver (a pyarrow
+        Table sorted by the order column)."""
+        frame = table_frame(self.spark, self.shape.source, 0, False, raw=raw)
+        assert frame.df is not None
+        table = frame.df.select(ORDER, KIND, S, E, ARR, NULLF).toArrow()
+        return frame.df, table
+
+    def run(self, engine: LiveEngine, rows: DataFrame, table: Any) -> bool:
+        """Compute the batch into ``engine``; False (``engine`` untouched) when it must go
+        item by item."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        if table.num_rows == 0:
+            return True
+        for name in (ORDER, KIND, S, E):
+            if table.column(name).null_count:
+                return False
+        if pc.count(table.column(NULLF)).as_py():  # a null in a field not declared optional
+            return False
+        table = table.take(pc.sort_indices(table, sort_keys=[(ORDER, "ascending")]))
+        has_arrival = self.shape.source.source.arrival is not None  # type: ignore[attr-defined]
+        if has_arrival and table.column(ARR).null_count:
+            return False
+        col = {name: table.column(name).to_numpy() for name in (ORDER, KIND, S, E, ARR)}
+        plan = plan_batch(
+            engine, col[KIND].astype(np.int64), col[S], col[E], col[ARR] if has_arrival else None, col[ORDER],
+        )
+        if isinstance(plan, str):
+            return False
+        orders = col[ORDER]
+        payloads = self._late_payloads(rows, plan, orders)
+        found = self._partials(rows, plan, orders)
+        if found is None:
+            return False
+        partials, t_max = found
+        apply_batch(engine, plan, payloads, partials, t_max)
+        return True
+
+    def _late_payloads(self, rows: DataFrame, plan: BatchPlan, orders: Any) -> dict[int, Any]:
+        """The payloads of the late rows (for their rejections), by row."""
+        if not plan.late:
+            return {}
+        by_order = {int(orders[i]): i for i in plan.late}
+        fields = record_fields(self.shape.source.payload_type)
+        cols = [F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if f.dtype is datetime else F.col(f"`{f.name}`") for f in fields]
+        found = rows.filter(F.col(ORDER).isin(list(by_order))).select(ORDER, *cols).collect()
+        return {by_order[r[0]]: from_wire(self.shape.source.payload_type, list(r)[1:], False) for r in found}
+
+    def _events(self, rows: DataFrame, plan: BatchPlan, orders: Any) -> DataFrame:
+        """The batch's admitted events as the input's relation, with their input order."""
+        kind = POINT if self.shape.source.shape is EventShape.POINT else INTERVAL
+        events = rows.filter(F.col(KIND) == kind)
+        if plan.late:
+            fixes = [(int(orders[i]), None, None) for i in plan.dropped] + [(int(orders[i]), s, e) for i, (s, e) in plan.moved.items()]
+            schema = st.StructType([st.StructField("__o", st.LongType()), st.StructField("__s", st.LongType()), st.StructField("__e", st.LongType())])
+            fix = F.broadcast(self.spark.createDataFrame(fixes, schema))
+            events = events.join(fix, events[ORDER] == fix["__o"], "left")
+            # Dropped rows have no new start; moved ones take theirs.
+            events = events.filter(F.col("__o").isNull() | F.col("__s").isNotNull()).withColumn(
+                S, F.coalesce(F.col("__s"), F.col(S))).withColumn(E, F.coalesce(F.col("__e"), F.col(E)))
+        names = field_names(self.shape.source.payload_type)
+        return events.select(F.col(S), F.col(E), F.col(ORDER).alias(FIRST), *[F.col(f"`{n}`") for n in names])
+
+    def _partials(self, rows: DataFrame, plan: BatchPlan, orders: Any) -> tuple[list[Partial], int | None] | None:
+        """Each window and group's partial aggregates over the batch (the window's input
+        computed by the compiler's rules), and the latest time the window operator sees;
+        None when an event spans too many windows for bulk (or reaches infinity)."""
+        window = self.shape.window
+        spec = window.spec
+        assert isinstance(spec, HoppingWindow)
+        compiler = Compiler(self.spark, self.query, self.replay, {self.shape.source.name: self._events(rows, plan, orders)})
+        df = compiler.relation(window.input)
+        k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
+        keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
+        values = [column(a.arg, Scope()).alias(f"__v{i}") for i, a in enumerate(window.aggregates) if a.arg is not None]
+        spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
+        # An event in no window (a gap between hopping windows) still counts for the
+        # operator's latest time: it goes to a window null.
+        exploded = spans.select(
+            "*", F.explode(F.when(F.col("__klo") <= F.col("__khi"), F.sequence(F.col("__klo"), F.col("__khi")))
+                           .otherwise(F.array(F.lit(None).cast("long")))).alias("__k"),
+        )
+        aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(F.col("__khi") - F.col("__klo")).alias("__span"),
+                F.max(S).alias("__smax"), F.max(E).alias("__emax")]
+        parts: list[tuple[str, ...]] = []
+        for i, a in enumerate(window.aggregates):
+            if a.arg is None:
+                continue
+            v = F.col(f"__v{i}")
+            kind = a.kind.name
+            if kind == "AVG":
+                aggs += [F.sum(v).alias(f"__a{i}"), F.count(v).alias(f"__c{i}")]
+                parts.append((f"__a{i}", f"__c{i}"))
+            else:
+                aggs.append({"SUM": F.sum, "MIN": F.min, "MAX": F.max}[kind](v).alias(f"__a{i}"))
+                parts.append((f"__a{i}",))
+        grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).collect()
+        t_max: int | None = None
+        partials: list[Partial] = []
+        for r in grouped:
+            if r["__span"] is not None and r["__span"] >= WindowOperator.EAGER_WINDOWS or r["__emax"] >= INF:
+                return None
+            t = max(r["__smax"], r["__emax"])
+            t_max = t if t_max is None else max(t_max, t)
+            if r["__k"] is None:
+                continue
+            key = tuple(r[f"__key{i}"] for i in range(len(keys)))
+            vals = tuple(r[c[0]] if len(c) == 1 else (r[c[0]] if r[c[1]] else 0, r[c[1]]) for c in parts)
+            partials.append(Partial(r["__k"], key, r["__first"], r["__n"], vals))
+        return partials, t_max
+
+
+def bulk_rows_of(raw: DataFrame, index: int, columns: list[str]) -> DataFrame:
+    """Input ``index``'s rows of the live query's merged batch, with its own column names."""
+    prefix = f"__t{index}__"
+    return raw.select(*[F.col(f"`{c}`").alias(c[len(prefix):]) for c in columns if c.startswith(prefix)])

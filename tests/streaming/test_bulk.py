@@ -1,0 +1,185 @@
+"""The live query's second engine: batches computed in bulk by Spark (``engine="spark"`` /
+``"auto"``), against the in-memory executor.
+
+Each query is fed the same random rows cut into random files; files of at least
+``BULK_ROWS`` rows go to Spark, smaller ones item by item on the driver, so the engines
+take turns on one engine state. After every file the committed output must be exactly the
+in-memory executor's release for the rows so far (``Result.raw``, item for item and in
+release order), the rejections its rejections, and after the flush the whole run's, with
+the inputs' metrics. Values are multiples of 1/16 so that sums are exact in any order.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import tempo
+from tempo import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
+from tempo.sources import ParquetSource
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+BULK_ROWS = 6
+
+
+@attrs.frozen
+class Reading:
+    device: int
+    value: float | None
+    site: str | None
+
+
+@attrs.frozen
+class Stat:
+    device: int
+    n: int
+    total: float | None
+    low: float | None
+    mean: float | None
+
+
+@attrs.frozen
+class Overall:
+    n: int
+    high: float | None
+
+
+def _rows(n: int, seed: int, ctis: bool, intervals: bool) -> list[dict[str, Any]]:
+    """Readings of 3 devices, starts out of order by up to 40 s (some late for any CTI
+    rule below), arrivals increasing; a few explicit CTI rows when ``ctis``."""
+    rnd = random.Random(seed)
+    rows = []
+    for i in range(n):
+        start = T0 + timedelta(seconds=i * 2 + rnd.choice([0, 0, 0, -3, -13, -40]), microseconds=rnd.choice([0, 0, 7]))
+        kind = "cti" if ctis and rnd.random() < 0.06 else ("interval" if intervals else "point")
+        rows.append({
+            "seq": i, "kind": kind, "ts": start, "te": start + timedelta(seconds=rnd.choice([1, 5, 30])),
+            "arrived": T0 + timedelta(seconds=i * 2), "device": rnd.randrange(3),
+            "value": None if rnd.random() < 0.1 else rnd.randrange(-50, 100) / 16, "site": rnd.choice(["a", "b", None]),
+        })
+    return rows
+
+
+SCHEMA = pa.schema([
+    ("seq", pa.int64()), ("kind", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("te", pa.timestamp("us", tz="UTC")),
+    ("arrived", pa.timestamp("us", tz="UTC")), ("device", pa.int64()), ("value", pa.float64()), ("site", pa.string()),
+])
+
+
+def _write(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{folder.name}-{index}.tmp"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp)
+    stamp = 1_700_000_000 + index
+    os.utime(tmp, (stamp, stamp))
+    os.replace(tmp, folder / f"part-{index:05d}.parquet")
+
+
+@attrs.frozen
+class Case:
+    name: str
+    frequency: int | timedelta
+    delay: int
+    policy: AdvanceTimePolicy
+    shape: EventShape
+    ctis: bool
+    query: Callable[[Stream[Reading]], Stream[Any]]
+
+
+def _by_device(s: Stream[Reading]) -> Stream[Stat]:
+    return (
+        s.where(lambda r: r.device != 2).group_by(lambda r: r.device).tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: Stat(device=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value), mean=w.avg(lambda r: r.value)))
+    )
+
+
+def _hopping(s: Stream[Reading]) -> Stream[Overall]:
+    return (
+        s.shift_event_time(timedelta(seconds=-3)).hopping(timedelta(seconds=20), timedelta(seconds=5))
+        .aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.value)))
+        .where(lambda o: o.n > 1)
+    )
+
+
+CASES = [
+    Case("count, drop", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, False, _by_device),
+    Case("count, adjust, cti rows", 3, 2, AdvanceTimePolicy.ADJUST, EventShape.POINT, True, _hopping),
+    Case("period, drop, intervals", timedelta(seconds=15), 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _by_device),
+    Case("period, adjust, intervals, cti rows", timedelta(seconds=8), 0, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _hopping),
+]
+
+
+def _stream(case: Case, source: Any, flush: bool) -> Stream[Any]:
+    """The case's query; ``flush``: a CTI at infinity when the input ends (the whole run)."""
+    end = "te" if case.shape is EventShape.INTERVAL else None
+    kind = "kind" if case.ctis or end else None
+    table_source = source(start="ts", end=end, kind=kind, order="seq")
+    gen = AdvanceTimeGenerationSettings(frequency=case.frequency, delay=timedelta(seconds=case.delay), advance_to_infinity_on_shutdown=flush)
+    settings = AdvanceTimeSettings(gen, policy=case.policy)
+    return case.query(Stream.create("readings", table_source, case.shape, settings, payload_type=Reading))
+
+
+def _items(table: Any, payload_type: type) -> list[Any]:
+    from tempo.spark.streaming import released_items
+
+    return released_items(table.drop_columns(["tempo_batch"]), payload_type)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_session: Any, tmp_path: Path, case: Case) -> None:
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    seed = CASES.index(case)
+    rnd = random.Random(seed)
+    rows = _rows(90, seed, case.ctis, case.shape is EventShape.INTERVAL)
+    cuts = sorted({0, 1, len(rows)} | {rnd.randrange(2, len(rows)) for _ in range(8)})
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    _write(inputs, 0, rows[:1])
+    parquet = lambda **kw: ParquetSource(str(inputs), Reading, **kw)  # noqa: E731
+    query = _stream(case, parquet, flush=True)
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), bulk_rows=BULK_ROWS).start(query, ParquetSink(str(out)))
+    try:
+        for index, (a, b) in enumerate(zip(cuts[1:], cuts[2:]), start=1):
+            _write(inputs, index, rows[a:b])
+            live.process_all_available()
+            prefix = pa.Table.from_pylist(rows[:b], schema=SCHEMA)
+            arrow = lambda **kw: tempo.sources.ArrowSource(prefix, Reading, **kw)  # noqa: E731
+            expected = InMemoryExecutor().run(_stream(case, arrow, flush=False))
+            payload = query.payload_type
+            assert _items(read_committed(str(out)), payload) == expected.raw, f"after {b} rows"
+        live.flush()
+    finally:
+        live.stop()
+    whole_source = lambda **kw: tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=SCHEMA), Reading, **kw)  # noqa: E731
+    whole = InMemoryExecutor().run(_stream(case, whole_source, flush=True))
+    assert _items(read_committed(str(out)), query.payload_type) == whole.raw
+    rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
+    assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
+    assert live.metrics["readings"] == attrs.evolve(whole.metrics["readings"], watermark_delays=[])
+    engines = [p.engine for p in live.progress if not p.final]
+    assert "spark" in engines and "driver" in engines, engines  # the engines took turns
+
+
+def test_engine_spark_refuses_a_query_it_cannot_compute_in_bulk(spark_session: Any, tmp_path: Path) -> None:
+    from tempo.errors import UnsupportedError
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor
+
+    inputs = tmp_path / "in"
+    _write(inputs, 0, _rows(3, 0, False, False))
+    readings = Stream.create("readings", ParquetSource(str(inputs), Reading, start="ts", order="seq"), EventShape.POINT,
+                             AdvanceTimeSettings(AdvanceTimeGenerationSettings(4)), payload_type=Reading)
+    with pytest.raises(UnsupportedError, match="cannot be computed in bulk: only a window aggregate"):
+        StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="spark").start(readings.where(lambda r: r.device > 0), ParquetSink(str(tmp_path / "out")))
+    with pytest.raises(ValueError, match="engine= is one of"):
+        StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="gpu")
