@@ -105,7 +105,7 @@ def _bulk(engine: LiveEngine, shape: BulkShape, table: Any) -> None:
             g = groups.setdefault((k, payloads[i].key), [int(order[i]), 0, None])
             g[1] += 1
             g[2] = payloads[i].value if g[2] is None else g[2] + payloads[i].value
-    partials = [Partial(k, (key,), first, n, (total,)) for (k, key), (first, n, total) in groups.items()]
+    partials: list[Partial] = [(k, (key,), first, n, (total,)) for (k, key), (first, n, total) in groups.items()]
     apply_batch(engine, plan, {i: payloads[i] for i in plan.late}, partials, t_max)
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -184,28 +185,23 @@ def plan_batch(engine: LiveEngine, kinds: Any, starts: Any, ends: Any, arrivals:
     )
 
 
-@attrs.frozen
-class Partial:
-    """One window and group's aggregates over a batch's events (``Accumulator.merge``)."""
-
-    window: int
-    key: tuple[Any, ...]
-    first: int
-    """The input order of the first event that reached it: groups are kept in this order."""
-    count: int
-    values: tuple[Any, ...]
-    """Per aggregate with an argument: its sum, min or max (None without a value), or for
-    an average (total, count of values)."""
+Partial = tuple[int, tuple[Any, ...], int, int, tuple[Any, ...]]
+"""One window and group's aggregates over a batch's events (``Accumulator.merge``):
+``(window, group key, first, count, values)``. ``first`` is the input order of the first
+event that reached it (groups are kept in this order); ``values``, per aggregate with an
+argument, its sum, min or max (None without a value), or for an average (total, count of
+values)."""
 
 
-def apply_batch(engine: LiveEngine, plan: BatchPlan, payloads: dict[int, Any], partials: list[Partial], t_max: int | None) -> None:
+def apply_batch(engine: LiveEngine, plan: BatchPlan, payloads: dict[int, Any], partials: Iterable[Partial], t_max: int | None) -> None:
     """Put a batch computed in bulk into ``engine``: the window's partials, then the special
     rows through the ingress (``payloads``: the late rows' payloads, by row)."""
     ingress, feed = engine.ingresses[0], engine.feeds[0]
     window = _window_operator(engine)
     merge = window.accumulator.merge
-    for part in sorted(partials, key=lambda x: (x.window, x.first)):
-        merge(window.acc, window.acc_heap, part.key, part.window, part.count, part.values)
+    acc, heap = window.acc, window.acc_heap
+    for k, key, _, n, values in sorted(partials, key=lambda part: (part[0], part[2])):
+        merge(acc, heap, key, k, n, values)
     if t_max is not None and t_max > window.t_max:
         window.t_max = t_max
     kinds, starts, ends, arrivals = plan.kinds, plan.starts, plan.ends, plan.arrivals

@@ -95,22 +95,36 @@ def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival:
     """The rows of a table input as ``InputFrame`` columns; ``raw``: its rows when they are
     not the source's own (a live query's micro-batch)."""
     from tempo.spark.sources import read_table
-    from tempo.spark.types import frame_columns
-    from tempo.tables import KINDS, check_columns
 
     source = node.source
     assert isinstance(source, TableSource)
     if raw is None:
         raw = read_table(spark, node.name, source)
+    df = raw.select(*table_columns(node, raw.schema, needs_arrival))
+    frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
+    # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
+    # a kind column or CTIs from settings, there is nothing to check but each row itself.
+    frame.static = frame.policy.nothing_can_be_late and source.kind is None and source.arrival is None
+    return frame
+
+
+def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) -> list[Column]:
+    """The ``InputFrame`` columns of a table input's rows of ``schema``, after checking the
+    columns against the source's arguments and payload fields."""
+    from tempo.spark.types import frame_columns
+    from tempo.tables import KINDS, check_columns
+
+    source = node.source
+    assert isinstance(source, TableSource)
     if TimePolicy.of_input(node).ordered and not source.arrival:
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
-    check_columns(node.name, source, frame_columns(raw.schema))
+    check_columns(node.name, source, frame_columns(schema))
     if needs_arrival and not source.arrival:
         raise ImportOrderError(node.name, 0, None, message(InputRule.IMPORT_ARRIVAL))
     origin = source.origin_ticks()
 
     def ticks(name: str, shift: bool = True) -> Column:
-        col = raw.schema[name].dataType
+        col = schema[name].dataType
         c = F.col(f"`{name}`")
         if isinstance(col, (st.TimestampType, st.TimestampNTZType)):
             return F.unix_micros(c.cast("timestamp"))
@@ -133,16 +147,10 @@ def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival:
     end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind.isin(CTI, HEARTBEAT), start).otherwise(end_col)
     # Without an order column the file order counts: monotonically_increasing_id follows it.
     order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else F.monotonically_increasing_id()
-    names = field_names(node.payload_type)
-    df = raw.select(
+    return [
         kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
         F.monotonically_increasing_id().alias(FILE), *_payload_columns(node.payload_type), _null_field(node.payload_type),
-    )
-    frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
-    # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
-    # a kind column or CTIs from settings, there is nothing to check but each row itself.
-    frame.static = frame.policy.nothing_can_be_late and source.kind is None and source.arrival is None
-    return frame
+    ]
 
 
 def _payload_columns(payload_type: type) -> list[Column]:

@@ -21,11 +21,12 @@ spanning many windows is run item by item instead, which names the rule and the 
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from typing import Any
 
 import attrs
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
@@ -42,7 +43,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
 from tempo.spark.compiler import FIRST, Compiler
-from tempo.spark.ingress.read import table_frame
+from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.spark.types import from_wire
 from tempo.ticks import INF
@@ -61,17 +62,21 @@ class BulkRunner:
     query: Query
     shape: BulkShape
     replay: CtiReplay = attrs.field(init=False)
+    _own: list[Column] = attrs.field(init=False, factory=list)
+    _columns: list[Column] | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self.replay = CtiReplay(self.query)  # the compiler's stateless rules never read it
 
-    def time_columns(self, raw: DataFrame) -> tuple[DataFrame, Any]:
-        """The batch as the ingress's rows, and its time columns on the driver (a pyarrow
-        Table sorted by the order column)."""
-        frame = table_frame(self.spark, self.shape.source, 0, False, raw=raw)
-        assert frame.df is not None
-        table = frame.df.select(ORDER, KIND, S, E, ARR, NULLF).toArrow()
-        return frame.df, table
+    def time_columns(self, batch: DataFrame) -> tuple[DataFrame, Any]:
+        """The input's rows of the live query's batch as the ingress's rows, and their time
+        columns on the driver (a pyarrow Table)."""
+        if self._columns is None:  # the same for every batch: built (and checked) once
+            prefix = "__t0__"
+            self._own = [F.col(f"`{c}`").alias(c[len(prefix):]) for c in batch.columns if c.startswith(prefix)]
+            self._columns = table_columns(self.shape.source, batch.select(*self._own).schema, False)
+        rows = batch.select(*self._own).select(*self._columns)
+        return rows, rows.select(ORDER, KIND, S, E, ARR, NULLF).toArrow()
 
     def run(self, engine: LiveEngine, rows: DataFrame, table: Any) -> bool:
         """Compute the batch into ``engine``; False (``engine`` untouched) when it must go
@@ -163,23 +168,21 @@ class BulkRunner:
             else:
                 aggs.append({"SUM": F.sum, "MIN": F.min, "MAX": F.max}[kind](v).alias(f"__a{i}"))
                 parts.append((f"__a{i}",))
-        grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).collect()
-        t_max: int | None = None
-        partials: list[Partial] = []
-        for r in grouped:
-            if r["__span"] is not None and r["__span"] >= WindowOperator.EAGER_WINDOWS or r["__emax"] >= INF:
-                return None
-            t = max(r["__smax"], r["__emax"])
-            t_max = t if t_max is None else max(t_max, t)
-            if r["__k"] is None:
-                continue
-            key = tuple(r[f"__key{i}"] for i in range(len(keys)))
-            vals = tuple(r[c[0]] if len(c) == 1 else (r[c[0]] if r[c[1]] else 0, r[c[1]]) for c in parts)
-            partials.append(Partial(r["__k"], key, r["__first"], r["__n"], vals))
+        grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).toArrow()
+        if not grouped.num_rows:
+            return [], None
+        col = {name: grouped.column(name).to_pylist() for name in grouped.column_names}
+        if max((s for s in col["__span"] if s is not None), default=0) >= WindowOperator.EAGER_WINDOWS or max(col["__emax"]) >= INF:
+            return None
+        t_max = max(max(col["__smax"]), max(col["__emax"]))
+        key_columns = [col[f"__key{i}"] for i in range(len(keys))]
+        value_columns = [col[c[0]] if len(c) == 1 else [(t if n else 0, n) for t, n in zip(col[c[0]], col[c[1]])] for c in parts]
+        partials: list[Partial] = [
+            (k, key, first, n, values)
+            for k, key, first, n, values in zip(
+                col["__k"], zip(*key_columns) if key_columns else itertools.repeat(()), col["__first"], col["__n"],
+                zip(*value_columns) if value_columns else itertools.repeat(()),
+            )
+            if k is not None  # events in no window count only for the latest time
+        ]
         return partials, t_max
-
-
-def bulk_rows_of(raw: DataFrame, index: int, columns: list[str]) -> DataFrame:
-    """Input ``index``'s rows of the live query's merged batch, with its own column names."""
-    prefix = f"__t{index}__"
-    return raw.select(*[F.col(f"`{c}`").alias(c[len(prefix):]) for c in columns if c.startswith(prefix)])

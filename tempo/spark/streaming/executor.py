@@ -45,7 +45,7 @@ from tempo.runtime.live import LiveEngine, Released
 from tempo.sources import CsvSource, ParquetSource, TableSource
 from tempo.spark.columns import marked_fields, udf_error, worker_errors
 from tempo.spark.sources import DataFrameSource
-from tempo.spark.streaming.bulk import ENGINES, BulkRunner, bulk_rows_of
+from tempo.spark.streaming.bulk import ENGINES, BulkRunner
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.redis import redis_entry_error
 from tempo.spark.streaming.sinks import Sink
@@ -205,7 +205,7 @@ class _Runner(Generic[T]):
         rows_in: dict[str, int] = {}
         if self.bulk is not None:
             with worker_errors(_recognized):
-                rows, times = self.bulk.time_columns(bulk_rows_of(df, 0, df.columns))
+                rows, times = self.bulk.time_columns(df)
                 if times.num_rows >= self.bulk_rows and self.bulk.run(engine, rows, times):
                     self._crash_point("read", batch)
                     rows_in[self.query.sources[0].name] = times.num_rows
