@@ -1,11 +1,12 @@
 """A live query in a process of its own, for tests/streaming/test_kill.py to kill -9 and restart.
 
-``python -m tests.streaming.live_worker INPUT CHECKPOINT OUTPUT [--until STOP] [--flush]``
+``python -m tests.streaming.live_worker INPUT CHECKPOINT OUTPUT [--until STOP] [--flush] [--engine E]``
 starts a local Spark session, starts the counts query of test_live_spark.py over the
 Parquet files of the directory INPUT (one file a micro-batch, in modification-time order,
 so that batch ids are the same in every run) into ``ParquetSink(OUTPUT)`` on CHECKPOINT,
 and processes what INPUT holds. ``--until STOP``: keep processing new files until the file
 STOP exists, then process what is left. ``--flush``: then end the inputs (``flush``).
+``--engine``: ``StreamingExecutor``'s engine (``spark``: every batch in bulk).
 The environment variable ``TEMPO_CRASH_AT`` (tempo.spark.streaming.executor) makes the
 process kill itself at a phase of a batch. Exit status ``FLUSHED`` (3): the start was refused
 (``CheckpointMismatchError``; in these tests: the query was flushed already, a crash came
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("output")
     parser.add_argument("--until", help="keep processing until this file exists")
     parser.add_argument("--flush", action="store_true", help="end the inputs at the end")
+    parser.add_argument("--engine", default="auto", help="driver, spark or auto")
     args = parser.parse_args()
 
     import tempo.spark
@@ -52,7 +54,7 @@ def main() -> None:
     spark = tempo.spark.spark_session(spark_sql_shuffle_partitions="1", spark_driver_memory="1g")
     os.makedirs(args.input, exist_ok=True)
     try:
-        live = StreamingExecutor(spark, args.checkpoint).start(_counts(live_source(spark, args.input), flush=True), ParquetSink(args.output))
+        live = StreamingExecutor(spark, args.checkpoint, engine=args.engine).start(_counts(live_source(spark, args.input), flush=True), ParquetSink(args.output))
     except CheckpointMismatchError as refused:
         print(refused, flush=True)
         spark.stop()

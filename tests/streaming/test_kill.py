@@ -147,6 +147,28 @@ def test_a_kill_at_a_phase_of_a_batch_then_a_restart_commits_the_whole_run_once(
     _assert_whole_run(tmp_path / "out", rows)
 
 
+@pytest.mark.parametrize(
+    ("phase", "batch"), [("engine", MIDDLE), ("commit", MIDDLE), pytest.param("sink", MIDDLE, marks=slow), pytest.param("read", 0, marks=slow)],
+)
+def test_a_kill_during_a_batch_computed_in_bulk_then_a_restart_on_the_other_engine(tmp_path: Path, phase: str, batch: int) -> None:
+    """The same with every batch computed in bulk by Spark (``engine="spark"``), killed at
+    ``phase`` of ``batch``; the restart runs every batch on the driver, from the state the
+    bulk batches saved: the whole run once, as in memory."""
+    rows = _rows(60, seed=12)
+    _write_files(tmp_path / "in", rows, [10] * FILES)
+    crashed = Worker(tmp_path, "--flush", "--engine", "spark", crash_at=f"{phase}:{batch}")
+    assert crashed.wait() == -signal.SIGKILL, crashed.output()
+    assert _left_behind(tmp_path, batch) == LEFT_BEHIND[phase]
+    restarted = Worker(tmp_path, "--flush", "--engine", "driver")
+    assert restarted.wait() == 0, restarted.output()
+    _assert_whole_run(tmp_path / "out", rows)
+    from tempo.spark.streaming import read_progress
+
+    engines = [r["engine"] for r in read_progress(str(tmp_path / "ck")) if not r["final"]]
+    done = batch + 1 if LEFT_BEHIND[phase]["committed"] else batch  # batches committed before the kill
+    assert engines[:done] == ["spark"] * done and set(engines[done:]) == {"driver"}, engines
+
+
 def _live_production(tmp: Path, seed: int, files: int, kills: int) -> None:
     """A producer thread writes ``files`` files (random sizes, a random pause after each)
     while the worker runs; the worker's process group is killed ``kills`` times, each at a
