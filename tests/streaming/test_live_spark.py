@@ -366,3 +366,4 @@ def test_files_with_equal_modification_times_in_any_order_with_a_dense_order(spa
     whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
     assert _items(read_committed(str(tmp_path / "out")), Count) == whole.raw
     assert len(live.progress) == 7
+

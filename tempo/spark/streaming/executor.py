@@ -169,6 +169,7 @@ class _Runner(Generic[T]):
         self.progress: list[BatchProgress] = []
         self.lock = threading.Lock()
         self.crash_at = os.environ.get(CRASH_AT)
+        self.stopping = False
         for batch in log.committed():  # a crash may have come between a commit and its publishing
             sink.publish(batch)
 
@@ -188,12 +189,16 @@ class _Runner(Generic[T]):
             os.kill(os.getpid(), signal.SIGKILL)
 
     def __call__(self, df: DataFrame, batch: int) -> None:
+        if self.stopping:  # stop() was called: start nothing it would have to interrupt
+            raise StoppedDuringBatch(batch)
         try:
             with self.lock:
                 self._run(df, batch)
         except BaseException as exc:
-            self.failure = exc
             self.engine = None  # it may hold part of the failed batch: rebuild from the state
+            if self.stopping:  # interrupted by stop(): nothing committed, a restart runs the batch
+                raise StoppedDuringBatch(batch) from None
+            self.failure = exc
             raise
 
     def _run(self, df: DataFrame, batch: int) -> None:
@@ -267,6 +272,22 @@ class _Runner(Generic[T]):
         self.progress.append(progress)
 
 
+class StoppedDuringBatch(Exception):
+    """Raised inside ``foreachBatch`` when ``LiveQuery.stop`` came while a batch was about to
+    run, or interrupted it: the batch did not commit, and a restart runs it again.
+
+    Its words are those Spark looks for to tell a stop from a failure (an interruption in a
+    Python ``foreachBatch``: ``StreamExecution.PROXY_ERROR``); kept short, since Spark
+    matches them with a regular expression that overflows the stack on a long message (the
+    Java trace of an interrupted Spark job would be one)."""
+
+    def __init__(self, batch: int) -> None:
+        super().__init__(
+            f"py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: java.lang.InterruptedException "
+            f"(tempo: the live query was stopped; batch {batch} did not commit)"
+        )
+
+
 def _metrics_record(metrics: dict[str, InputMetrics]) -> dict[str, Any]:
     """Each input's metrics as JSON values (substream keys by their repr; the watermark
     samples are not kept for a live query)."""
@@ -318,8 +339,13 @@ class LiveQuery(Generic[T]):
         return stopped is None or bool(stopped)
 
     def stop(self) -> None:
-        """Stop the query. What committed stays committed; a restart on the same checkpoint
-        continues after the last committed batch."""
+        """Stop the query, after the batch in progress (if any) has committed. What committed
+        stays committed; a restart on the same checkpoint continues after the last committed
+        batch."""
+        runner = self._runner
+        runner.stopping = True
+        with runner.lock:  # wait for the batch in progress; no other starts now
+            pass
         self._handle.stop()
 
     def flush(self) -> None:
