@@ -203,6 +203,62 @@ class CsvSource(TableSource[T]):
         return f"CsvSource({self.path!r}, {self.payload_type.__name__})"
 
 
+class JsonSource(TableSource[T]):
+    """Rows of JSON Lines: a file, or every file of a directory (in name order), one JSON
+    object a line. Only the columns the source names are read, with the types they are
+    declared with (extra fields are ignored, missing ones are null): payload fields as
+    annotated (bool, int, float, str, datetime), the ``start``, ``end`` and ``arrival``
+    columns as timestamps written as ISO-8601 text (``"2026-03-01T10:00:05.25Z"``; without
+    an offset, UTC), the ``order`` column as an integer (unless it is one of the times), the
+    ``kind`` column as text. Both executors read them with this schema (``json_schema``), so
+    they agree on every value."""
+
+    def __init__(self, path: str, payload_type: type[T], start: str | None, **columns: Any) -> None:
+        super().__init__(payload_type, start, **columns)
+        self.path = path
+
+    def json_schema(self) -> Any:
+        """The pyarrow schema the rows are read with."""
+        import pyarrow as pa
+
+        from tempo.expr.schema import record_fields
+
+        stamp = pa.timestamp("us", tz="UTC")
+        scalars = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(), datetime: stamp}
+        columns: dict[str, Any] = {}
+        for f in record_fields(self.payload_type):
+            if f.dtype not in scalars:
+                raise QueryBuildError(f"{self!r}: payload field {f.name} is a {getattr(f.dtype, '__name__', f.dtype)}; JSON rows hold bool, int, float, str and datetime fields")
+            columns[f.name] = scalars[f.dtype]
+        times = [c for c in (self.start, self.end, self.arrival) if c is not None]
+        if self.order is not None and self.order not in times:
+            columns[self.order] = pa.int64()
+        if self.kind is not None:
+            columns[self.kind] = pa.string()
+        columns.update((c, stamp) for c in times)
+        return pa.schema(list(columns.items()))
+
+    def files(self) -> list[str]:
+        """The files read: the path itself, or a directory's files in name order (hidden
+        ones, starting with ``.`` or ``_``, left out, as Spark leaves them out)."""
+        if not os.path.isdir(self.path):
+            return [self.path]
+        names = sorted(n for n in os.listdir(self.path) if not n.startswith((".", "_")))
+        return [os.path.join(self.path, n) for n in names if os.path.isfile(os.path.join(self.path, n))]
+
+    def arrow_table(self) -> Any:
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        schema = self.json_schema()
+        options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+        parts = [pj.read_json(f, parse_options=options).select(schema.names) for f in self.files()]
+        return pa.concat_tables(parts) if parts else schema.empty_table()
+
+    def __repr__(self) -> str:
+        return f"JsonSource({self.path!r}, {self.payload_type.__name__})"
+
+
 class ArrowSource(TableSource[T]):
     """Rows of an in-memory table: a ``pyarrow.Table``, or a pandas ``DataFrame`` (converted
     with ``pyarrow.Table.from_pandas``, without its index). The Spark executor makes a

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pyspark.sql import DataFrame, SparkSession
 
 from tempo.errors import InputSchemaError, UnsupportedError
-from tempo.sources import ArrowSource, CsvSource, ParquetSource, TableSource
+from tempo.sources import ArrowSource, CsvSource, JsonSource, ParquetSource, TableSource
 
 T = TypeVar("T")
 
@@ -53,6 +53,8 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
         return spark.read.parquet(source.path)
     if isinstance(source, CsvSource):
         return spark.read.option("header", True).option("inferSchema", True).csv(source.path)
+    if isinstance(source, JsonSource):
+        return spark.read.schema(json_spark_schema(source)).json(source.path)
     if isinstance(source, DataFrameSource):
         df: DataFrame = source.df
         return df
@@ -62,4 +64,12 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
         return spark.table(source.name)
     if isinstance(source, ArrowSource):
         return spark.createDataFrame(source.table)
-    raise UnsupportedError("Spark", repr(source), "it is not a table source the Spark executor knows (Parquet, CSV, Arrow, DataFrame, catalog table)")
+    raise UnsupportedError("Spark", repr(source), "it is not a table source the Spark executor knows (Parquet, CSV, JSON, Arrow, DataFrame, catalog table)")
+
+
+def json_spark_schema(source: JsonSource[Any]) -> Any:
+    """The Spark schema of a JSON source's rows: its ``json_schema``, so that Spark reads
+    the same columns with the same types as the in-memory executor."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(source.json_schema())

@@ -23,8 +23,10 @@ from typing import Any
 import attrs
 import pytest
 
+import tempo
 from tempo import (
     AdvanceTimeGenerationSettings,
+    AdvanceTimePolicy,
     AdvanceTimeImportSettings,
     AdvanceTimeSettings,
     Cti,
@@ -469,6 +471,37 @@ def test_a_csv_source_reads_the_same_on_both_executors(executor: Any, tmp_path: 
     path.write_text("ts,k,v\n2024-01-01 00:00:01,1,1.5\n2024-01-01 00:00:02,2,2\n")
     out = _events(executor, Stream.create("readings", CsvSource(str(path), R, start="ts"), EventShape.POINT, FLUSH))
     assert [(e[0], e[2]) for e in out] == [(UTC0 + timedelta(seconds=1), R(1, 1.5)), (UTC0 + timedelta(seconds=2), R(2, 2.0))]
+
+
+def test_a_json_lines_directory_reads_the_same_on_both_executors(executor: Any, tmp_path: Path) -> None:
+    """Two files of JSON Lines (read in name order): times as ISO-8601 text in four spellings
+    (Z, an offset, none: UTC, fractions), an int in a float field, a missing optional field,
+    an extra field (ignored), a CTI row; the order column puts the rows in input order.
+    With a CTI after every event: the row at 00:00:01.5, received after 00:00:03, is dropped."""
+    from tempo.sources import JsonSource
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(
+        '{"seq": 0, "ts": "2024-01-01T00:00:01Z", "k": 1, "v": 1.5, "note": "extra", "kind": "point"}\n'
+        '{"seq": 2, "ts": "2024-01-01T01:00:03+01:00", "k": 3, "kind": "point"}\n'
+    )
+    (folder / "b.jsonl").write_text(
+        '{"seq": 1, "ts": "2024-01-01 00:00:02.250000", "k": 2, "v": 2, "kind": "Point"}\n'
+        '{"seq": 3, "ts": "2024-01-01T00:00:01.5Z", "k": 4, "v": 4.0, "kind": "point"}\n'
+        '{"seq": 4, "ts": "2024-01-01T00:00:09Z", "kind": "cti"}\n'
+    )
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP)
+    source = JsonSource(str(folder), Opt, start="ts", kind="kind", order="seq")
+    result = executor.run(Stream.create("readings", source, EventShape.POINT, settings))
+    assert [(e.start, e.payload) for e in result.events] == [
+        (UTC0 + timedelta(seconds=1), Opt(1, 1.5)), (UTC0 + timedelta(seconds=2.25), Opt(2, 2.0)), (UTC0 + timedelta(seconds=3), Opt(3, None)),
+    ]
+    assert [(r.position, r.item.payload) for r in result.rejected] == [(3, Opt(4, 4.0))]
+    # A CTI after each event at its start (the dropped one's, 1.5 s, is behind and ignored), the
+    # explicit one at 9 s, and infinity at the end.
+    assert result.ctis == [UTC0 + timedelta(seconds=s) for s in (1, 2.25, 3, 9)] + [tempo.INFINITY]
+    assert (result.metrics["readings"].received, result.metrics["readings"].ctis_ignored) == (4, 1)
 
 
 @attrs.frozen

@@ -367,3 +367,41 @@ def test_files_with_equal_modification_times_in_any_order_with_a_dense_order(spa
     assert _items(read_committed(str(tmp_path / "out")), Count) == whole.raw
     assert len(live.progress) == 7
 
+
+
+def _write_json(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:
+    """One file of JSON Lines (times as ISO-8601 text), moved into ``folder`` whole."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{folder.name}-{index}.tmp"
+    tmp.write_text("".join(json.dumps({**r, "ts": r["ts"].isoformat(), "arrived": r["arrived"].isoformat()}) + "\n" for r in rows))
+    stamp = 1_700_000_000 + index
+    os.utime(tmp, (stamp, stamp))
+    os.replace(tmp, folder / f"part-{index:05d}.jsonl")
+
+
+def test_a_directory_of_json_lines_files(spark_session: Any, tmp_path: Path) -> None:
+    """The counts query over a directory receiving JSON Lines files: after every file the
+    committed output is the in-memory executor's release for the files so far (read by
+    ``JsonSource`` from the same directory), and after the flush the whole run's."""
+    from tempo.sources import JsonSource
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    rows = _rows(30, seed=9)
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    source = JsonSource(str(inputs), Reading, start="ts", order="seq")
+    _write_json(inputs, 0, rows[:4])
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(_counts(source, flush=True), ParquetSink(str(out)))
+    try:
+        for index, (a, b) in enumerate([(4, 5), (5, 17), (17, 30)], start=1):
+            live.process_all_available()
+            expected = InMemoryExecutor().run(_counts(source, flush=False))
+            assert _items(read_committed(str(out)), Count) == expected.raw, f"before row {a}"
+            _write_json(inputs, index, rows[a:b])
+        live.flush()
+    finally:
+        live.stop()
+    whole = InMemoryExecutor().run(_counts(source, flush=True))
+    assert _items(read_committed(str(out)), Count) == whole.raw and len(whole.raw) > 10
+    assert live.metrics["readings"].received == 30

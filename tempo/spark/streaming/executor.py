@@ -42,9 +42,9 @@ from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.bulk import bulk_shape
 from tempo.runtime.live import LiveEngine, Released
-from tempo.sources import CsvSource, ParquetSource, TableSource
+from tempo.sources import CsvSource, JsonSource, ParquetSource, TableSource
 from tempo.spark.columns import marked_fields, udf_error, worker_errors
-from tempo.spark.sources import DataFrameSource
+from tempo.spark.sources import DataFrameSource, json_spark_schema
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.redis import redis_entry_error
@@ -99,6 +99,10 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
         if not df.isStreaming:
             raise UnsupportedError(EXECUTOR, repr(source), f"input {node.name!r}: its DataFrame is not a streaming one (make it with spark.readStream)")
         return df
+    if isinstance(source, JsonSource):
+        source.check_readable(node.name)
+        schema = json_spark_schema(source)
+        return spark.readStream.schema(schema).option("maxFileAge", "36500d").json(source.path)
     if isinstance(source, (ParquetSource, CsvSource)):
         source.check_readable(node.name)
         # A directory that keeps receiving files. The schema is the one of the files there now;
@@ -109,7 +113,7 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
         schema = spark.read.option("header", True).option("inferSchema", True).csv(source.path).schema
         return spark.readStream.schema(schema).option("header", True).option("maxFileAge", "36500d").csv(source.path)
     raise UnsupportedError(
-        EXECUTOR, repr(source), f"input {node.name!r}: a live query reads a directory of Parquet or CSV files, Redis Streams "
+        EXECUTOR, repr(source), f"input {node.name!r}: a live query reads a directory of Parquet, CSV or JSON files, Redis Streams "
         f"(tempo.spark.streaming.redis_source) or a streaming DataFrame (DataFrameSource)",
     )
 
