@@ -215,7 +215,8 @@ def apply_batch(engine: LiveEngine, plan: BatchPlan, payloads: dict[int, Any], p
         special_events += 1
         arrival = NEG_INF if arrivals is None else int(arrivals[i])
         rec: Prepared = (arrival, kind, start, int(ends[i]), payloads.get(i), plan.first_position + i, None)
-        ingress.count = count0 + int(plan.events_before[i])
+        if ingress.every_n:  # the count generation goes by (time-span generation keeps its own)
+            ingress.count = count0 + int(plan.events_before[i])
         ingress.metrics.received += 1
         admitted = ingress.verdict(rec)
         expected = None if i in plan.dropped else plan.moved.get(i, (start, int(ends[i])))
@@ -223,7 +224,8 @@ def apply_batch(engine: LiveEngine, plan: BatchPlan, payloads: dict[int, Any], p
             raise AssertionError(f"bulk ingress: row {rec[5]} planned {expected}, the ingress gives {admitted}")
         ingress.generate(start)
     plain = plan.events - special_events
-    ingress.count = count0 + plan.events
+    if ingress.every_n:
+        ingress.count = count0 + plan.events
     ingress.metrics.received += plain
     ingress.metrics.admitted += plain
     deque(itertools.islice(engine.build.ids, plan.events - len(plan.dropped)), maxlen=0)  # their event ids
