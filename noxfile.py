@@ -27,6 +27,19 @@ def spark_tests(session: nox.Session) -> None:
     session.run("pytest", "-m", "spark", *session.posargs)
 
 
+OTHER_PYSPARK = "pyspark>=4.0,<4.1"
+"""CI runs the newest PySpark the ``spark`` extra allows; this session the oldest line."""
+
+
+@nox.session
+def streaming_other_pyspark(session: nox.Session) -> None:
+    """The streaming and conformance Spark tests on the other PySpark line (``OTHER_PYSPARK``)."""
+    session.install("-e", ".[dev,spark]")
+    session.install(OTHER_PYSPARK)
+    session.run("python", "-c", "import pyspark; print('pyspark', pyspark.__version__)")
+    session.run("pytest", "-m", "spark", "tests/streaming", "tests/conformance", *session.posargs)
+
+
 @nox.session
 def slow(session: nox.Session) -> None:
     """The long versions of the soak and kill tests (marked ``slow``; skipped elsewhere)."""

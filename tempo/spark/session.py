@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -50,6 +51,10 @@ def spark_session(master: str | None = None, app_name: str = "tempo", **conf: st
     builder = SparkSession.builder.master(chosen).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with warnings.catch_warnings():
+        # PySpark 4.3 imports its test helpers while starting the context, which warn that
+        # pandas 3 is not fully supported when it is installed: tempo uses no pandas on Spark.
+        warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

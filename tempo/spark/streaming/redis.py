@@ -437,8 +437,8 @@ class RedisStreamReader(DataSourceStreamReader):
         heartbeat = options.get("heartbeat_ms")
         self.heartbeat_ms = int(heartbeat) if heartbeat else None
         self._client: Any = None
-        # The last offset planned or committed: where the next batch starts (Spark 4.0 gives
-        # latestOffset no start) and the clock an idle stream's next heartbeat counts from.
+        # The last offset planned or committed: where the next batch starts (PySpark before
+        # 4.2 gives latestOffset no start) and the clock an idle stream's next heartbeat counts from.
         self._last: dict[str, Any] = self.initialOffset()
 
     def _broker(self) -> Any:
@@ -453,8 +453,9 @@ class RedisStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         """The end of the next batch: the stream's last entry, or the ``max_entries_per_batch``-th
         after the start. Without new entries the offset stays as it was (no empty batch),
-        unless a heartbeat interval has passed on the broker's clock. (PySpark 4.3 passes the
-        batch's ``start`` and a read ``limit``; 4.0 passes neither.)"""
+        unless a heartbeat interval has passed on the broker's clock. (PySpark 4.2 and later pass the
+        batch's ``start`` and a read ``limit``, always ``ReadAllAvailable`` here: the cap is
+        this source's own; 4.0 and 4.1 pass neither.)"""
         broker = self._broker()
         after = (start or self._last)["id"]
         # The clock and the entries in one transaction: no entry is appended between them,
@@ -563,8 +564,8 @@ def redis_source(
     last entry ends with a heartbeat row at that clock (``batch_heartbeat``): the input has
     reached that arrival, which lets the other inputs of a live query through its frontier.
     ``max_entries_per_batch`` caps the entries of one micro-batch (None: all there are); on
-    PySpark 4.0 a ``trigger(availableNow=True)`` query asks the source for its latest offset
-    only once, so with a cap it stops after one batch: use ``processAllAvailable()`` then.
+    PySpark 4.0 to 4.3 a ``trigger(availableNow=True)`` query asks the source for its latest
+    offset only once, so with a cap it stops after one batch: use ``processAllAvailable()`` then.
     ``heartbeat``: when set, an idle stream still gets a new offset carrying the broker's
     clock once that much broker time has passed (for the executor to advance its frontier);
     None: a batch only when entries arrive. Registers the source on ``spark`` (once)."""
