@@ -156,7 +156,9 @@ def _coalesce(scope: Scope, e: x.Coalesce) -> Column:
 @rule(x.PyCall)
 def _py_call(scope: Scope, e: x.PyCall) -> Column:
     name = getattr(e.fn, "__name__", "udf")
-    fn = F.udf(x.checked_udf(e.fn, e.returns, name, local=False), spark_type(e.returns))
+    # Pickled rows, not Arrow (PySpark 4.3's default): values reach the function and its
+    # checked result comes back the same way on every supported PySpark.
+    fn = F.udf(x.checked_udf(e.fn, e.returns, name, local=False), spark_type(e.returns), useArrow=False)
     return fn(*[column(a, scope) for a in e.args])
 
 
