@@ -59,6 +59,9 @@ EXECUTOR = "Spark streaming"
 
 BULK_ROWS = 100_000
 """With ``engine="auto"``, batches of at least this many rows are computed in bulk by Spark."""
+BULK_GUESS = 4
+"""With ``engine="auto"``, a batch after one of fewer than ``BULK_ROWS / BULK_GUESS`` rows
+goes to the driver without being sized first."""
 
 CRASH_AT = "TEMPO_CRASH_AT"
 """The environment variable of the testing hook (see the module's docstring)."""
@@ -174,6 +177,8 @@ class _Runner(Generic[T]):
         self.lock = threading.Lock()
         self.crash_at = os.environ.get(CRASH_AT)
         self.stopping = False
+        self.previous_rows: int | None = None
+        """Rows of the previous batch this run read (None before the first)."""
         for batch in log.committed():  # a crash may have come between a commit and its publishing
             sink.publish(batch)
 
@@ -212,9 +217,14 @@ class _Runner(Generic[T]):
         began = time.perf_counter()
         engine = self.engine_after(self.log.last_committed(before=batch))
         rows_in: dict[str, int] = {}
-        if self.bulk is not None:
+        # With engine="auto", a batch is sized by its time columns (one Spark job) only when
+        # the previous one was not much smaller than bulk_rows: small batches go straight to
+        # the driver (a batch misjudged so still gives the same result, item by item).
+        sized = self.previous_rows is None or self.previous_rows * BULK_GUESS >= self.bulk_rows
+        if self.bulk is not None and sized:
             with worker_errors(_recognized):
                 rows, times = self.bulk.time_columns(df)
+                self.previous_rows = times.num_rows
                 if times.num_rows >= self.bulk_rows and self.bulk.run(engine, rows, times):
                     self._crash_point("read", batch)
                     rows_in[self.query.sources[0].name] = times.num_rows
@@ -224,6 +234,7 @@ class _Runner(Generic[T]):
                     return
         with worker_errors(_recognized):
             table = df.toArrow()
+        self.previous_rows = table.num_rows
         self._crash_point("read", batch)
         if table.num_rows:
             import pyarrow.compute as pc
