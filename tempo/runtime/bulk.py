@@ -117,6 +117,7 @@ class BatchPlan:
     arrivals: Any
     events_before: Any
     """Per row, the received events of the batch before it."""
+    orders: Any
     last_order: int
     first_position: int
 
@@ -181,7 +182,7 @@ def plan_batch(engine: LiveEngine, kinds: Any, starts: Any, ends: Any, arrivals:
     events_before = np.cumsum(is_event) - is_event
     return BatchPlan(
         n, np.flatnonzero(special_mask).tolist(), late, moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
-        ends, arrivals, events_before, int(orders[-1]) if n else feed.last_order, feed.next_position,
+        ends, arrivals, events_before, orders, int(orders[-1]) if n else feed.last_order, feed.next_position,
     )
 
 

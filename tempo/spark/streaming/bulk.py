@@ -64,67 +64,94 @@ class BulkRunner:
     replay: CtiReplay = attrs.field(init=False)
     _own: list[Column] = attrs.field(init=False, factory=list)
     _columns: list[Column] | None = attrs.field(init=False, default=None)
+    _threads: Any = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self.replay = CtiReplay(self.query)  # the compiler's stateless rules never read it
 
-    def time_columns(self, batch: DataFrame) -> tuple[DataFrame, Any]:
-        """The input's rows of the live query's batch as the ingress's rows, and their time
-        columns on the driver (a pyarrow Table)."""
+    def rows(self, batch: DataFrame) -> DataFrame:
+        """The input's rows of the live query's batch, as the ingress's rows."""
         if self._columns is None:  # the same for every batch: built (and checked) once
             prefix = "__t0__"
             self._own = [F.col(f"`{c}`").alias(c[len(prefix):]) for c in batch.columns if c.startswith(prefix)]
             self._columns = table_columns(self.shape.source, batch.select(*self._own).schema, False)
-        rows = batch.select(*self._own).select(*self._columns)
-        return rows, rows.select(ORDER, KIND, S, E, ARR, NULLF).toArrow()
+        return batch.select(*self._own).select(*self._columns)
 
-    def run(self, engine: LiveEngine, rows: DataFrame, table: Any) -> bool:
-        """Compute the batch into ``engine``; False (``engine`` untouched) when it must go
-        item by item."""
+    def run(self, engine: LiveEngine, batch: DataFrame, min_rows: int, speculate: bool) -> tuple[int, bool]:
+        """Compute the batch into ``engine`` when it has at least ``min_rows`` rows: (its rows,
+        whether it was done). Not done (``engine`` untouched): the batch must go item by item.
+
+        ``speculate``: start the partials job at once, beside the time columns' job, on the
+        guess that no row is late (else it runs again with the late rows' fixes): the two
+        jobs overlap, and the driver's work on the time columns with both."""
+        rows = self.rows(batch)
+        guess = self._pool().submit(self._partials, rows, None) if speculate else None
+        try:
+            table = rows.select(ORDER, KIND, S, E, ARR, NULLF).toArrow()
+            if table.num_rows == 0:
+                return 0, True
+            if table.num_rows < min_rows:
+                return table.num_rows, False
+            plan = self._plan(engine, table)
+            if plan is None:
+                return table.num_rows, False
+            payloads = self._late_payloads(rows, plan)
+            if guess is not None and not plan.late:
+                found, guess = guess.result(), None
+            else:
+                found = self._partials(rows, plan)
+            if found is None:
+                return table.num_rows, False
+            apply_batch(engine, plan, payloads, *found)
+            return table.num_rows, True
+        finally:
+            if guess is not None:  # not used: let it end (its errors, if any, come again item by item)
+                guess.exception()
+
+    def _pool(self) -> Any:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(1, thread_name_prefix="tempo-bulk")
+        return self._threads
+
+    def _plan(self, engine: LiveEngine, table: Any) -> BatchPlan | None:
+        """The batch plan from the time columns, or None when the rows break a rule."""
         import numpy as np
         import pyarrow.compute as pc
 
-        if table.num_rows == 0:
-            return True
         for name in (ORDER, KIND, S, E):
             if table.column(name).null_count:
-                return False
+                return None
         if pc.count(table.column(NULLF)).as_py():  # a null in a field not declared optional
-            return False
-        table = table.take(pc.sort_indices(table, sort_keys=[(ORDER, "ascending")]))
+            return None
         has_arrival = self.shape.source.source.arrival is not None  # type: ignore[attr-defined]
         if has_arrival and table.column(ARR).null_count:
-            return False
+            return None
         col = {name: table.column(name).to_numpy() for name in (ORDER, KIND, S, E, ARR)}
-        plan = plan_batch(
-            engine, col[KIND].astype(np.int64), col[S], col[E], col[ARR] if has_arrival else None, col[ORDER],
-        )
-        if isinstance(plan, str):
-            return False
-        orders = col[ORDER]
-        payloads = self._late_payloads(rows, plan, orders)
-        found = self._partials(rows, plan, orders)
-        if found is None:
-            return False
-        partials, t_max = found
-        apply_batch(engine, plan, payloads, partials, t_max)
-        return True
+        if np.any(np.diff(col[ORDER]) < 0):  # a file's rows are usually in order already
+            index = np.argsort(col[ORDER], kind="stable")
+            col = {name: values[index] for name, values in col.items()}
+        plan = plan_batch(engine, col[KIND].astype(np.int64), col[S], col[E], col[ARR] if has_arrival else None, col[ORDER])
+        return None if isinstance(plan, str) else plan
 
-    def _late_payloads(self, rows: DataFrame, plan: BatchPlan, orders: Any) -> dict[int, Any]:
+    def _late_payloads(self, rows: DataFrame, plan: BatchPlan) -> dict[int, Any]:
         """The payloads of the late rows (for their rejections), by row."""
         if not plan.late:
             return {}
-        by_order = {int(orders[i]): i for i in plan.late}
+        by_order = {int(plan.orders[i]): i for i in plan.late}
         fields = record_fields(self.shape.source.payload_type)
         cols = [F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if f.dtype is datetime else F.col(f"`{f.name}`") for f in fields]
         found = rows.filter(F.col(ORDER).isin(list(by_order))).select(ORDER, *cols).collect()
         return {by_order[r[0]]: from_wire(self.shape.source.payload_type, list(r)[1:], False) for r in found}
 
-    def _events(self, rows: DataFrame, plan: BatchPlan, orders: Any) -> DataFrame:
-        """The batch's admitted events as the input's relation, with their input order."""
+    def _events(self, rows: DataFrame, plan: BatchPlan | None) -> DataFrame:
+        """The batch's admitted events as the input's relation, with their input order
+        (``plan`` None: as if no row were late)."""
         kind = POINT if self.shape.source.shape is EventShape.POINT else INTERVAL
         events = rows.filter(F.col(KIND) == kind)
-        if plan.late:
+        if plan is not None and plan.late:
+            orders = plan.orders
             fixes = [(int(orders[i]), None, None) for i in plan.dropped] + [(int(orders[i]), s, e) for i, (s, e) in plan.moved.items()]
             schema = st.StructType([st.StructField("__o", st.LongType()), st.StructField("__s", st.LongType()), st.StructField("__e", st.LongType())])
             fix = F.broadcast(self.spark.createDataFrame(fixes, schema))
@@ -135,14 +162,14 @@ class BulkRunner:
         names = field_names(self.shape.source.payload_type)
         return events.select(F.col(S), F.col(E), F.col(ORDER).alias(FIRST), *[F.col(f"`{n}`") for n in names])
 
-    def _partials(self, rows: DataFrame, plan: BatchPlan, orders: Any) -> tuple[list[Partial], int | None] | None:
+    def _partials(self, rows: DataFrame, plan: BatchPlan | None) -> tuple[list[Partial], int | None] | None:
         """Each window and group's partial aggregates over the batch (the window's input
         computed by the compiler's rules), and the latest time the window operator sees;
         None when an event spans too many windows for bulk (or reaches infinity)."""
         window = self.shape.window
         spec = window.spec
         assert isinstance(spec, HoppingWindow)
-        compiler = Compiler(self.spark, self.query, self.replay, {self.shape.source.name: self._events(rows, plan, orders)})
+        compiler = Compiler(self.spark, self.query, self.replay, {self.shape.source.name: self._events(rows, plan)})
         df = compiler.relation(window.input)
         k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
         keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]

@@ -178,7 +178,7 @@ class _Runner(Generic[T]):
         self.crash_at = os.environ.get(CRASH_AT)
         self.stopping = False
         self.previous_rows: int | None = None
-        """Rows of the previous batch this run read (None before the first)."""
+        """Rows of the last batch with rows this run read (None before the first)."""
         for batch in log.committed():  # a crash may have come between a commit and its publishing
             sink.publish(batch)
 
@@ -222,19 +222,20 @@ class _Runner(Generic[T]):
         # the driver (a batch misjudged so still gives the same result, item by item).
         sized = self.previous_rows is None or self.previous_rows * BULK_GUESS >= self.bulk_rows
         if self.bulk is not None and sized:
+            speculate = self.previous_rows is not None and self.previous_rows >= self.bulk_rows
             with worker_errors(_recognized):
-                rows, times = self.bulk.time_columns(df)
-                self.previous_rows = times.num_rows
-                if times.num_rows >= self.bulk_rows and self.bulk.run(engine, rows, times):
-                    self._crash_point("read", batch)
-                    rows_in[self.query.sources[0].name] = times.num_rows
-                    engine.run()
-                    self._crash_point("engine", batch)
-                    self._commit(engine, batch, engine.take(), rows_in, began, final=False, used="spark")
-                    return
+                count, done = self.bulk.run(engine, df, self.bulk_rows, speculate)
+            self.previous_rows = count or self.previous_rows
+            if done:
+                self._crash_point("read", batch)
+                rows_in[self.query.sources[0].name] = count
+                engine.run()
+                self._crash_point("engine", batch)
+                self._commit(engine, batch, engine.take(), rows_in, began, final=False, used="spark")
+                return
         with worker_errors(_recognized):
             table = df.toArrow()
-        self.previous_rows = table.num_rows
+        self.previous_rows = table.num_rows or self.previous_rows  # an empty batch says nothing of the next
         self._crash_point("read", batch)
         if table.num_rows:
             import pyarrow.compute as pc
