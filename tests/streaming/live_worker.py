@@ -6,7 +6,9 @@ Parquet files of the directory INPUT (one file a micro-batch, in modification-ti
 so that batch ids are the same in every run) into ``ParquetSink(OUTPUT)`` on CHECKPOINT,
 and processes what INPUT holds. ``--until STOP``: keep processing new files until the file
 STOP exists, then process what is left. ``--flush``: then end the inputs (``flush``).
-``--engine``: ``StreamingExecutor``'s engine (``spark``: every batch in bulk).
+``--engine``: ``StreamingExecutor``'s engine (``spark``: every batch in bulk). ``--join LIMITS``:
+the two-input query of test_live_spark.py instead (readings joined with the limits arriving
+in the directory LIMITS, which import the readings' CTIs), merged at the arrival frontier.
 The environment variable ``TEMPO_CRASH_AT`` (tempo.spark.streaming.executor) makes the
 process kill itself at a phase of a batch. Exit status ``FLUSHED`` (3): the start was refused
 (``CheckpointMismatchError``; in these tests: the query was flushed already, a crash came
@@ -22,20 +24,28 @@ import time
 from typing import Any
 
 from tempo.spark.sources import DataFrameSource
-from tests.streaming.test_live_spark import Reading, _counts
+from tests.streaming.test_live_spark import Limit, Reading, _counts, _join
 
 SPARK_SCHEMA = "seq BIGINT, ts TIMESTAMP, arrived TIMESTAMP, device BIGINT, value DOUBLE"
 """The columns of the files test_live_spark._write writes."""
+LIMITS_SCHEMA = "seq BIGINT, ts TIMESTAMP, end TIMESTAMP, arrived TIMESTAMP, device BIGINT, limit DOUBLE"
+"""The columns of the limits files (test_kill.write_limits)."""
 
 POLL_SECONDS = 0.2
 
 FLUSHED = 3
 
 
-def live_source(spark: Any, folder: str) -> DataFrameSource[Reading]:
+def live_source(spark: Any, folder: str, arrival: str | None = None) -> DataFrameSource[Reading]:
     """The rows of the files arriving in ``folder``, one file a micro-batch."""
     df = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).option("maxFileAge", "36500d").parquet(folder)
-    return DataFrameSource(df, Reading, start="ts", order="seq")
+    return DataFrameSource(df, Reading, start="ts", order="seq", arrival=arrival)
+
+
+def live_limits(spark: Any, folder: str) -> DataFrameSource[Limit]:
+    """The limits arriving in ``folder``, one file a micro-batch."""
+    df = spark.readStream.schema(LIMITS_SCHEMA).option("maxFilesPerTrigger", 1).option("maxFileAge", "36500d").parquet(folder)
+    return DataFrameSource(df, Limit, start="ts", end="end", order="seq", arrival="arrived")
 
 
 def main() -> None:
@@ -46,6 +56,7 @@ def main() -> None:
     parser.add_argument("--until", help="keep processing until this file exists")
     parser.add_argument("--flush", action="store_true", help="end the inputs at the end")
     parser.add_argument("--engine", default="auto", help="driver, spark or auto")
+    parser.add_argument("--join", help="the directory of the limits (the two-input query)")
     args = parser.parse_args()
 
     import tempo.spark
@@ -54,7 +65,12 @@ def main() -> None:
     spark = tempo.spark.spark_session(spark_sql_shuffle_partitions="1", spark_driver_memory="1g")
     os.makedirs(args.input, exist_ok=True)
     try:
-        live = StreamingExecutor(spark, args.checkpoint, engine=args.engine).start(_counts(live_source(spark, args.input), flush=True), ParquetSink(args.output))
+        if args.join:
+            os.makedirs(args.join, exist_ok=True)
+            query: Any = _join(live_source(spark, args.input, arrival="arrived"), live_limits(spark, args.join), flush=True)
+        else:
+            query = _counts(live_source(spark, args.input), flush=True)
+        live = StreamingExecutor(spark, args.checkpoint, engine=args.engine).start(query, ParquetSink(args.output))
     except CheckpointMismatchError as refused:
         print(refused, flush=True)
         spark.stop()

@@ -169,6 +169,67 @@ def test_a_kill_during_a_batch_computed_in_bulk_then_a_restart_on_the_other_engi
     assert engines[:done] == ["spark"] * done and set(engines[done:]) == {"driver"}, engines
 
 
+def write_limits(folder: Path, index: int, part: list[dict[str, Any]]) -> None:
+    """One file of limits (test_live_spark's two-input query), moved into ``folder`` whole."""
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".limits-{index}.tmp"
+    pq.write_table(pa.Table.from_pylist(part, schema=LIMITS), tmp)
+    stamp = 1_700_000_000 + index
+    os.utime(tmp, (stamp, stamp))
+    os.replace(tmp, folder / f"part-{index:05d}.parquet")
+
+
+LIMITS = pa.schema([
+    ("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("end", pa.timestamp("us", tz="UTC")),
+    ("arrived", pa.timestamp("us", tz="UTC")), ("device", pa.int64()), ("limit", pa.float64()),
+])
+
+
+@pytest.mark.parametrize(("phase", "batch"), [("state", MIDDLE), pytest.param("engine", MIDDLE, marks=slow), pytest.param("commit", 1, marks=slow)])
+def test_a_kill_with_two_inputs_held_at_the_frontier_then_a_restart(tmp_path: Path, phase: str, batch: int) -> None:
+    """The two-input query (readings joined with a slow stream of limits importing their
+    CTIs): each micro-batch takes a file of each, so readings wait at the arrival frontier
+    for the limits, in the saved state, across the kill; the restart commits the whole run
+    once, as in memory."""
+    from datetime import timedelta
+
+    from tempo.spark.streaming import read_committed
+    from tests.streaming.test_live_spark import T0, Over, _join
+
+    readings = _rows(60, seed=14, arrival_offset=0.5)
+    limits = [
+        {"seq": i, "ts": T0 + timedelta(seconds=15 * i - 5), "end": T0 + timedelta(seconds=15 * i + 40),
+         "arrived": T0 + timedelta(seconds=15 * i), "device": i % 3, "limit": float(20 * i % 100)}
+        for i in range(8)
+    ]
+    _write_files(tmp_path / "in", readings, [10] * FILES)
+    for index, (a, b) in enumerate([(0, 2), (2, 4), (4, 6), (6, 8)]):
+        write_limits(tmp_path / "limits", index, limits[a:b])
+    crashed = Worker(tmp_path, "--flush", "--join", str(tmp_path / "limits"), crash_at=f"{phase}:{batch}")
+    assert crashed.wait() == -signal.SIGKILL, crashed.output()
+    assert _left_behind(tmp_path, batch) == LEFT_BEHIND[phase]
+    restarted = Worker(tmp_path, "--flush", "--join", str(tmp_path / "limits"))
+    assert restarted.wait() == 0, restarted.output()
+
+    def arrow(rows: list[dict[str, Any]], schema: Any, payload: type, **columns: str) -> Any:
+        return tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), payload, order="seq", arrival="arrived", **columns)
+
+    from tests.streaming.test_live_spark import Limit
+
+    whole = InMemoryExecutor().run(_join(
+        arrow(readings, pa.Table.from_pylist(readings).schema, Reading, start="ts"),
+        arrow(limits, LIMITS, Limit, start="ts", end="end"), flush=True,
+    ))
+    assert _items(read_committed(str(tmp_path / "out")), Over) == whole.raw and len(whole.events) > 3
+    rejected = read_committed(str(tmp_path / "out"), rejections=True).drop_columns(["tempo_batch"])
+    assert rejected.equals(whole.rejections_table())
+    from tempo.spark.streaming import read_progress
+
+    assert any(r["buffered"] for r in read_progress(str(tmp_path / "ck"))), "no item waited at the frontier"
+
+
 def _live_production(tmp: Path, seed: int, files: int, kills: int) -> None:
     """A producer thread writes ``files`` files (random sizes, a random pause after each)
     while the worker runs; the worker's process group is killed ``kills`` times, each at a
