@@ -11,7 +11,6 @@ the inputs' metrics. Values are multiples of 1/16 so that sums are exact in any 
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -26,6 +25,7 @@ import pytest
 import tempo
 from tempo import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
 from tempo.sources import ParquetSource
+from tests.streaming.test_live_spark import land
 
 pytestmark = pytest.mark.spark
 
@@ -78,12 +78,7 @@ SCHEMA = pa.schema([
 
 
 def _write(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}-{index}.tmp"
-    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp)
-    stamp = 1_700_000_000 + index
-    os.utime(tmp, (stamp, stamp))
-    os.replace(tmp, folder / f"part-{index:05d}.parquet")
+    land(folder, index, lambda tmp: pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp))
 
 
 @attrs.frozen

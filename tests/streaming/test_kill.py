@@ -29,7 +29,7 @@ import tempo
 from tempo import InMemoryExecutor
 from tests.conftest import skip_without_spark
 from tests.streaming.live_worker import FLUSHED
-from tests.streaming.test_live_spark import Count, Reading, _counts, _items, _rows, _write
+from tests.streaming.test_live_spark import Count, Reading, _counts, _items, _rows, _write, land
 
 pytestmark = pytest.mark.spark
 
@@ -170,15 +170,10 @@ def test_a_kill_during_a_batch_computed_in_bulk_then_a_restart_on_the_other_engi
 
 
 def write_limits(folder: Path, index: int, part: list[dict[str, Any]]) -> None:
-    """One file of limits (test_live_spark's two-input query), moved into ``folder`` whole."""
+    """One file of limits (test_live_spark's two-input query)."""
     import pyarrow.parquet as pq
 
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".limits-{index}.tmp"
-    pq.write_table(pa.Table.from_pylist(part, schema=LIMITS), tmp)
-    stamp = 1_700_000_000 + index
-    os.utime(tmp, (stamp, stamp))
-    os.replace(tmp, folder / f"part-{index:05d}.parquet")
+    land(folder, index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=LIMITS), tmp))
 
 
 LIMITS = pa.schema([

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -62,19 +63,27 @@ def _rows(n: int, seed: int, arrival_offset: float = 0.0) -> list[dict[str, Any]
     return rows
 
 
-def _write(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:
-    """One file of rows, moved into ``folder`` whole (Spark must never see half a file), with
-    a modification time after the previous file's (Spark orders files by it)."""
+def land(folder: Path, index: int, write: Callable[[Path], None], suffix: str = ".parquet") -> None:
+    """File ``index`` of ``folder``, written by ``write`` aside and moved in whole (Spark must
+    never see half a file), with a modification time after the previous file's (Spark
+    orders files by it)."""
     folder.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=pa.schema([
-        ("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("arrived", pa.timestamp("us", tz="UTC")),
-        ("device", pa.int64()), ("value", pa.float64()),
-    ]))
     tmp = folder.parent / f".{folder.name}-{index}.tmp"
-    pq.write_table(table, tmp)
+    write(tmp)
     stamp = 1_700_000_000 + index
     os.utime(tmp, (stamp, stamp))
-    os.replace(tmp, folder / f"part-{index:05d}.parquet")
+    os.replace(tmp, folder / f"part-{index:05d}{suffix}")
+
+
+READINGS = pa.schema([
+    ("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("arrived", pa.timestamp("us", tz="UTC")),
+    ("device", pa.int64()), ("value", pa.float64()),
+])
+
+
+def _write(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:
+    """One Parquet file of readings."""
+    land(folder, index, lambda tmp: pq.write_table(pa.Table.from_pylist(rows, schema=READINGS), tmp))
 
 
 def _settings(flush: bool) -> AdvanceTimeSettings:
@@ -258,13 +267,7 @@ def test_two_inputs_merge_in_arrival_order_whatever_the_batches(spark_session: A
     ])
 
     def write_limits(index: int, part: list[dict[str, Any]]) -> None:
-        folder = tmp_path / "limits"
-        folder.mkdir(exist_ok=True)
-        tmp = tmp_path / f".l{index}.tmp"
-        pq.write_table(pa.Table.from_pylist(part, schema=limit_schema), tmp)
-        stamp = 1_700_000_000 + index
-        os.utime(tmp, (stamp, stamp))
-        os.replace(tmp, folder / f"part-{index:05d}.parquet")
+        land(tmp_path / "limits", index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=limit_schema), tmp))
 
     def sources(r: Any, m: Any, arrow: bool) -> tuple[Any, Any]:
         make = tempo.sources.ArrowSource if arrow else ParquetSource
@@ -370,15 +373,11 @@ def test_files_with_equal_modification_times_in_any_order_with_a_dense_order(spa
 
 
 def _write_json(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:
-    """One file of JSON Lines (times as ISO-8601 text), moved into ``folder`` whole."""
+    """One file of JSON Lines (times as ISO-8601 text)."""
     import json
 
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}-{index}.tmp"
-    tmp.write_text("".join(json.dumps({**r, "ts": r["ts"].isoformat(), "arrived": r["arrived"].isoformat()}) + "\n" for r in rows))
-    stamp = 1_700_000_000 + index
-    os.utime(tmp, (stamp, stamp))
-    os.replace(tmp, folder / f"part-{index:05d}.jsonl")
+    text = "".join(json.dumps({**r, "ts": r["ts"].isoformat(), "arrived": r["arrived"].isoformat()}) + "\n" for r in rows)
+    land(folder, index, lambda tmp: tmp.write_text(text), suffix=".jsonl")
 
 
 def test_a_directory_of_json_lines_files(spark_session: Any, tmp_path: Path) -> None:
