@@ -178,3 +178,38 @@ def test_engine_spark_refuses_a_query_it_cannot_compute_in_bulk(spark_session: A
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="spark").start(readings.where(lambda r: r.device > 0), ParquetSink(str(tmp_path / "out")))
     with pytest.raises(ValueError, match="engine= is one of"):
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="gpu")
+
+
+def test_a_batch_with_an_event_spanning_many_windows_goes_item_by_item(spark_session: Any, tmp_path: Path) -> None:
+    """Intervals over 5 s windows, one of them 10 minutes long (120 windows): the window
+    operator keeps such an event aside rather than in each window, which a bulk batch does
+    not do, so its batch runs item by item; the batches around it run in bulk; the output
+    is the in-memory executor's."""
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    rows = _rows(40, 21, ctis=False, intervals=True)
+    rows[25]["ts"] = T0 + timedelta(seconds=51)  # the latest start so far: not late
+    rows[25]["te"] = rows[25]["ts"] + timedelta(minutes=10)
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    _write(inputs, 0, rows[:10])
+    case = Case("long", 3, 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _short_windows)
+    parquet = lambda **kw: ParquetSource(str(inputs), Reading, **kw)  # noqa: E731
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="spark").start(_stream(case, parquet, True), ParquetSink(str(out)))
+    try:
+        live.process_all_available()
+        for index, (a, b) in enumerate([(10, 20), (20, 30), (30, 40)], start=1):
+            _write(inputs, index, rows[a:b])
+            live.process_all_available()
+        live.flush()
+    finally:
+        live.stop()
+    whole_source = lambda **kw: tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=SCHEMA), Reading, **kw)  # noqa: E731
+    assert _items(read_committed(str(out)), Stat) == InMemoryExecutor().run(_stream(case, whole_source, True)).raw
+    assert [p.engine for p in live.progress if not p.final] == ["spark", "spark", "driver", "spark"]
+
+
+def _short_windows(s: Stream[Reading]) -> Stream[Stat]:
+    return (
+        s.group_by(lambda r: r.device).tumbling(timedelta(seconds=5))
+        .aggregate(lambda k, w: Stat(device=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value), mean=w.avg(lambda r: r.value)))
+    )

@@ -45,6 +45,7 @@ from tempo.spark.columns import Scope, column
 from tempo.spark.compiler import FIRST, Compiler
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
+from tempo.sources import TableSource
 from tempo.spark.types import from_wire
 from tempo.ticks import INF
 
@@ -125,7 +126,9 @@ class BulkRunner:
                 return None
         if pc.count(table.column(NULLF)).as_py():  # a null in a field not declared optional
             return None
-        has_arrival = self.shape.source.source.arrival is not None  # type: ignore[attr-defined]
+        source = self.shape.source.source
+        assert isinstance(source, TableSource)  # bulk_shape has checked it
+        has_arrival = source.arrival is not None
         if has_arrival and table.column(ARR).null_count:
             return None
         col = {name: table.column(name).to_numpy() for name in (ORDER, KIND, S, E, ARR)}
