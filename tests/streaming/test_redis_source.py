@@ -323,6 +323,33 @@ def test_batches_are_capped_and_a_restart_continues_after_the_last_batch(spark_s
     assert [r[ORDER_COLUMN] for _, rows in batches for r in entries_and_heartbeats(rows, KIND_COLUMN)[0]] == [expected_id_columns(i)[ORDER_COLUMN] for i in ids]
 
 
+def _pyspark_before(version: tuple[int, int]) -> bool:
+    try:
+        import pyspark
+    except ImportError:
+        return True
+    return tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < version
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(_pyspark_before((4, 2)), reason="PySpark before 4.2 asks a Python source for its latest offset once per available-now run")
+def test_an_available_now_run_reads_what_was_there_in_capped_batches(spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path) -> None:
+    """``trigger(availableNow=True)`` with ``max_entries_per_batch=2`` over 5 entries: one
+    run reads them all, two a batch, and ends; the next run reads what came since."""
+    def produce(counts: range) -> None:
+        for n in counts:
+            add_event(client, stream_key, Reading("s", n, 0.0, True, T0, None), start=T0 + timedelta(seconds=n))
+
+    source = redis_source(spark_session, stream_key, Reading, url=redis_server, max_entries_per_batch=2, heartbeat=timedelta(milliseconds=1))
+    checkpoint = tmp_path / "checkpoint"
+    produce(range(5))
+    first = run(source, checkpoint, available_now=True)
+    assert [[r["count"] for r in entries_and_heartbeats(rows, KIND_COLUMN)[0]] for _, rows in first] == [[0, 1], [2, 3], [4]]
+    produce(range(5, 8))
+    second = run(source, checkpoint, available_now=True)
+    assert [[r["count"] for r in entries_and_heartbeats(rows, KIND_COLUMN)[0]] for _, rows in second] == [[5, 6], [7]]
+
+
 @pytest.mark.spark
 def test_a_bad_entry_reaches_the_driver_as_a_redis_entry_error(spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path) -> None:
     add_event(client, stream_key, Reading("a", 1, 0.5, True, T0, None), start=T0)

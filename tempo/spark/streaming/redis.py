@@ -419,7 +419,13 @@ def batch_heartbeat(start: Mapping[str, Any], end: Mapping[str, Any]) -> int | N
     return None
 
 
-class RedisStreamReader(DataSourceStreamReader):
+try:  # PySpark 4.2 and later: a source may bound an available-now run itself
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNowBase  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - PySpark 4.0 and 4.1
+    _AvailableNowBase = object  # type: ignore[assignment,misc,unused-ignore]
+
+
+class RedisStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: ignore[misc,valid-type,unused-ignore]
     """Offsets are ``{"id": <the last entry ID of the batch>, "clock_ms": <the broker's
     clock (TIME) when the offset was planned>, "at_end": <id was the stream's last entry
     then>}``; a batch reads ``XRANGE (start.id end.id``, then gives the heartbeat row of
@@ -440,6 +446,15 @@ class RedisStreamReader(DataSourceStreamReader):
         # The last offset planned or committed: where the next batch starts (PySpark before
         # 4.2 gives latestOffset no start) and the clock an idle stream's next heartbeat counts from.
         self._last: dict[str, Any] = self.initialOffset()
+        self._target: str | None = None
+        """In a ``trigger(availableNow=True)`` run on PySpark 4.2+: the stream's last entry
+        when the run started, past which no batch reads."""
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Called by PySpark 4.2+ when an available-now run starts: its batches read the
+        entries there now, capped batch by batch, and then the run ends."""
+        newest = self._broker().xrevrange(self.stream_key, "+", "-", count=1)
+        self._target = _id_text(newest[0][0]) if newest else INITIAL_ID
 
     def _broker(self) -> Any:
         if self._client is None:
@@ -460,21 +475,25 @@ class RedisStreamReader(DataSourceStreamReader):
         after = (start or self._last)["id"]
         # The clock and the entries in one transaction: no entry is appended between them,
         # so every later entry gets an ID at or after the clock's millisecond.
+        # An available-now run reads up to its target only, and is at the end of the stream
+        # only when nothing was appended after the target.
+        bound = "+" if self._target is None else self._target
         transaction = broker.pipeline(transaction=True)
         transaction.time()
         if self.max_entries is None:
-            transaction.xrevrange(self.stream_key, "+", "-", count=1)
+            transaction.xrevrange(self.stream_key, bound, "-", count=1)
         else:
-            transaction.xrange(self.stream_key, f"({after}", "+", count=self.max_entries + 1)
-        (seconds, micros), entries = transaction.execute()
+            transaction.xrange(self.stream_key, f"({after}", bound, count=self.max_entries + 1)
+        transaction.xrevrange(self.stream_key, "+", "-", count=1)
+        (seconds, micros), entries, newest = transaction.execute()
         clock_ms = int(seconds) * 1000 + int(micros) // 1000
-        at_end = self.max_entries is None or len(entries) <= self.max_entries
         entries = entries[: self.max_entries][-1:]
         last = _id_text(entries[-1][0]) if entries else after
+        at_end = not newest or _id_key(_id_text(newest[0][0])) <= _id_key(last)
         if _id_key(last) <= _id_key(after):
             idle_ms = clock_ms - int(self._last["clock_ms"])
-            if self.heartbeat_ms is None or idle_ms < self.heartbeat_ms:
-                return self._last
+            if self.heartbeat_ms is None or idle_ms < self.heartbeat_ms or self._target is not None:
+                return self._last  # (an available-now run ends when nothing is left: no heartbeats)
             last = after
         self._last = {"id": last, "clock_ms": clock_ms, "at_end": at_end}
         return self._last
@@ -563,9 +582,10 @@ def redis_source(
     when ``end`` is given. A batch that read the stream to its end at a broker clock past its
     last entry ends with a heartbeat row at that clock (``batch_heartbeat``): the input has
     reached that arrival, which lets the other inputs of a live query through its frontier.
-    ``max_entries_per_batch`` caps the entries of one micro-batch (None: all there are); on
-    PySpark 4.0 to 4.3 a ``trigger(availableNow=True)`` query asks the source for its latest
-    offset only once, so with a cap it stops after one batch: use ``processAllAvailable()`` then.
+    ``max_entries_per_batch`` caps the entries of one micro-batch (None: all there are); a
+    ``trigger(availableNow=True)`` run reads what is there when it starts, batch by batch, on
+    PySpark 4.2+; on 4.0 and 4.1 Spark asks for the latest offset only once in such a run, so
+    with a cap it stops after one batch: use ``processAllAvailable()`` there.
     ``heartbeat``: when set, an idle stream still gets a new offset carrying the broker's
     clock once that much broker time has passed (for the executor to advance its frontier);
     None: a batch only when entries arrive. Registers the source on ``spark`` (once)."""
