@@ -1,8 +1,9 @@
 """A live engine's micro-batch computed in bulk, with the same result as item by item.
 
 ``LiveEngine`` processes a batch one item at a time: exact, but one Python call chain per
-event. For the queries of one shape (``bulk_shape``: one input without ordering settings,
-stateless operators, one hopping/tumbling window aggregate, stateless operators after it),
+event. For the queries of one shape (``bulk_shape``: one input without ordering settings whose
+events reach a hopping/tumbling window aggregate through stateless operators; anything may
+follow the window),
 a large batch can instead be computed in bulk by an executor (Spark's compiled plan) and
 put into the same engine state, so that the next batch may go either way:
 
@@ -64,6 +65,8 @@ class BulkShape:
 
     source: p.SourceNode
     window: p.WindowNode
+    position: int
+    """The window's place among the query's nodes (and the live engine's operators)."""
 
 
 def bulk_shape(query: Query) -> BulkShape | str:
@@ -78,11 +81,19 @@ def bulk_shape(query: Query) -> BulkShape | str:
         return f"input {source.name!r} is of edges"
     if not isinstance(source.source, TableSource) or source.source.dense_order_from is not None:
         return f"input {source.name!r} holds rows after gaps in its dense order"
-    windows = [n for n in query.nodes if isinstance(n, p.WindowNode)]
-    others = [n for n in query.nodes if not isinstance(n, (p.SourceNode, p.WindowNode, *STATELESS))]
-    if len(windows) != 1 or others:
-        return "only a window aggregate between where / select / shift operators is computed in bulk"
-    window = windows[0]
+    # The input's events must reach one window through stateless operators only, each with
+    # no other consumer: what is above the window (any operators) sees only its results,
+    # which the engine's own window operator emits either way.
+    consumers: dict[int, list[p.Node]] = {id(n): [] for n in query.nodes}
+    for n in query.nodes:
+        for child in n.inputs():
+            consumers[id(child)].append(n)
+    node: p.Node = source
+    while isinstance(node, (p.SourceNode, *STATELESS)) and len(consumers[id(node)]) == 1:
+        node = consumers[id(node)][0]
+    if not isinstance(node, p.WindowNode) or len(consumers[id(node.input)]) != 1:
+        return "only a window aggregate over the input through where / select / shift operators is computed in bulk"
+    window = node
     if not isinstance(window.spec, HoppingWindow):
         return f"its window is {window.spec.describe()}"
     if query.substream_key(window) is not None:
@@ -93,7 +104,7 @@ def bulk_shape(query: Query) -> BulkShape | str:
     for a in window.aggregates:
         if a.arg is not None and a.arg.dtype not in ARGUMENT_TYPES:
             return f"an aggregate's argument is of type {a.arg.dtype.__name__}"
-    return BulkShape(source, window)
+    return BulkShape(source, window, next(i for i, n in enumerate(query.nodes) if n is window))
 
 
 @attrs.frozen
@@ -194,11 +205,15 @@ argument, its sum, min or max (None without a value), or for an average (total, 
 values)."""
 
 
-def apply_batch(engine: LiveEngine, plan: BatchPlan, payloads: dict[int, Any], partials: Iterable[Partial], t_max: int | None) -> None:
+def apply_batch(
+    engine: LiveEngine, shape: BulkShape, plan: BatchPlan, payloads: dict[int, Any], partials: Iterable[Partial],
+    t_max: int | None,
+) -> None:
     """Put a batch computed in bulk into ``engine``: the window's partials, then the special
     rows through the ingress (``payloads``: the late rows' payloads, by row)."""
     ingress, feed = engine.ingresses[0], engine.feeds[0]
-    window = _window_operator(engine)
+    window = engine.operators[shape.position]
+    assert isinstance(window, ops.Window)
     merge = window.accumulator.merge
     acc, heap = window.acc, window.acc_heap
     for k, key, _, n, values in sorted(partials, key=lambda part: (part[0], part[2])):
@@ -235,9 +250,3 @@ def apply_batch(engine: LiveEngine, plan: BatchPlan, payloads: dict[int, Any], p
     if arrivals is not None and plan.rows:
         feed.sequence.last_arrival = max(feed.sequence.last_arrival, int(arrivals[-1]))
         engine.reach(0, feed.sequence.last_arrival)
-
-
-def _window_operator(engine: LiveEngine) -> ops.Window:
-    found = [op for op in engine.operators if isinstance(op, ops.Window)]
-    assert len(found) == 1
-    return found[0]

@@ -107,11 +107,27 @@ def _hopping(s: Stream[Reading]) -> Stream[Overall]:
     )
 
 
+@attrs.frozen
+class Peak:
+    device: int
+    windows: int
+    busiest: int | None
+
+
+def _in_sequence(s: Stream[Reading]) -> Stream[Peak]:
+    """Per-device counts over 10 s, then per device over 30 s the busiest of them: the second
+    window runs on the engine, on the first one's results."""
+    return _by_device(s).group_by(lambda c: c.device).tumbling(timedelta(seconds=30)).aggregate(
+        lambda k, w: Peak(device=k, windows=w.count(), busiest=w.max(lambda c: c.n))
+    )
+
+
 CASES = [
     Case("count, drop", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, False, _by_device),
     Case("count, adjust, cti rows", 3, 2, AdvanceTimePolicy.ADJUST, EventShape.POINT, True, _hopping),
     Case("period, drop, intervals", timedelta(seconds=15), 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _by_device),
     Case("period, adjust, intervals, cti rows", timedelta(seconds=8), 0, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _hopping),
+    Case("count, drop, windows in sequence", 2, 4, AdvanceTimePolicy.DROP, EventShape.POINT, True, _in_sequence),
 ]
 
 

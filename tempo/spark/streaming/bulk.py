@@ -2,8 +2,8 @@
 
 The driver engine (``tempo.runtime.live``) handles every item in Python, which is exact
 and fast for small batches but costs about 4 µs per event. For queries of the bulk shape
-(``tempo.runtime.bulk.bulk_shape``: one input without ordering settings, a window
-aggregate between where / select / shift operators), a large batch runs here instead, in
+(``tempo.runtime.bulk.bulk_shape``: one input without ordering settings whose events reach
+a window aggregate through where / select / shift operators), a large batch runs here instead, in
 two Spark jobs over the batch's rows:
 
 1. the time columns alone (order, kind, start, end, arrival: a few bytes a row) come to the
@@ -103,7 +103,7 @@ class BulkRunner:
                 found = self._partials(rows, plan)
             if found is None:
                 return table.num_rows, False
-            apply_batch(engine, plan, payloads, *found)
+            apply_batch(engine, self.shape, plan, payloads, *found)
             return table.num_rows, True
         finally:
             if guess is not None:  # not used: let it end (its errors, if any, come again item by item)

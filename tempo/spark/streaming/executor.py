@@ -404,8 +404,8 @@ class StreamingExecutor:
     (default: a batch as soon as the previous one is done).
     ``engine``: which engine runs a batch (the results are the same): ``"driver"``, the
     reference engine item by item on the driver; ``"spark"``, Spark's compiled plan, for
-    queries of the shape it computes in bulk (one input without ordering settings, a window
-    aggregate between where / select / shift operators; other queries are refused with
+    queries of the shape it computes in bulk (one input without ordering settings whose events
+    reach a window aggregate through where / select / shift operators; other queries are refused with
     ``UnsupportedError``); ``"auto"`` (default), Spark for batches of at least ``bulk_rows``
     rows of such a query, else the driver. docs/streaming.md, "Two engines".
     """
