@@ -91,7 +91,7 @@ def bulk_shape(query: Query) -> BulkShape | str:
     node: p.Node = source
     while isinstance(node, (p.SourceNode, *STATELESS)) and len(consumers[id(node)]) == 1:
         node = consumers[id(node)][0]
-    if not isinstance(node, p.WindowNode) or len(consumers[id(node.input)]) != 1:
+    if not isinstance(node, p.WindowNode):
         return "only a window aggregate over the input through where / select / shift operators is computed in bulk"
     window = node
     if not isinstance(window.spec, HoppingWindow):
@@ -114,8 +114,6 @@ class BatchPlan:
     rows: int
     special: list[int]
     """Rows to go through the ingress one by one: CTI rows, rows generating a CTI, late rows."""
-    late: list[int]
-    """Rows starting before the CTI in force (dropped or moved): the executor gives their payloads."""
     moved: dict[int, tuple[int, int]]
     """Late rows the policy moves: their admitted lifetime."""
     dropped: frozenset[int]
@@ -131,6 +129,11 @@ class BatchPlan:
     orders: Any
     last_order: int
     first_position: int
+
+    @property
+    def late(self) -> list[int]:
+        """Rows starting before the CTI in force (dropped or moved): the executor gives their payloads."""
+        return sorted(self.dropped | self.moved.keys())
 
 
 def plan_batch(engine: LiveEngine, kinds: Any, starts: Any, ends: Any, arrivals: Any | None, orders: Any) -> BatchPlan | str:
@@ -192,7 +195,7 @@ def plan_batch(engine: LiveEngine, kinds: Any, starts: Any, ends: Any, arrivals:
         special_mask[int(np.argmax(is_event))] = True  # the input's first event sets the period
     events_before = np.cumsum(is_event) - is_event
     return BatchPlan(
-        n, np.flatnonzero(special_mask).tolist(), late, moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
+        n, np.flatnonzero(special_mask).tolist(), moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
         ends, arrivals, events_before, orders, int(orders[-1]) if n else feed.last_order, feed.next_position,
     )
 

@@ -25,7 +25,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import raising_udf_errors
 from tempo.spark.compiler import Compiler, check_supported
-from tempo.spark.types import from_wire
+from tempo.spark.types import from_wire, wire_columns
 from tempo.ticks import from_ticks
 
 T = TypeVar("T")
@@ -158,11 +158,7 @@ class SparkExecutor:
         ``Result.withheld`` (and its ``UnreleasedResultsWarning``) computed in the same job."""
         prepared = self._prepare(stream)
         naive = prepared.naive
-        fields = record_fields(stream.payload_type)
-        cols = [F.col(S), F.col(E)] + [
-            F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if f.dtype is datetime else F.col(f"`{f.name}`")
-            for f in fields
-        ]
+        cols = [F.col(S), F.col(E), *wire_columns(stream.payload_type)]
         for admitted in prepared.admitted.values():  # inputs read as they are: check them first
             if admitted.verdicts is None:
                 ingress.validate(self.spark, admitted, prepared.replay)

@@ -59,6 +59,17 @@ def to_wire(payload: Any) -> list[Any]:
     return out
 
 
+def wire_columns(cls: type) -> list[Any]:
+    """A relation's payload columns in ``wire_schema`` form (datetimes as ticks), for
+    ``from_wire`` on the driver."""
+    from pyspark.sql import functions as F
+
+    return [
+        F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if f.dtype is datetime else F.col(f"`{f.name}`")
+        for f in record_fields(cls)
+    ]
+
+
 def from_wire(cls: type, values: Any, naive: bool) -> Any:
     """A payload from values in ``wire_schema`` order (datetimes as ticks)."""
     args = []

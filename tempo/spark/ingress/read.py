@@ -12,7 +12,7 @@ from pyspark.sql import types as st
 
 from tempo.errors import ImportOrderError, InputSchemaError
 from tempo.events import EventShape
-from tempo.expr.schema import field_names, record_fields
+from tempo.expr.schema import record_fields
 from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, START, TimestampMode, ordering_needs_arrival_column, prepare
 from tempo.runtime.policy import TimePolicy
 from tempo.plan.nodes import SourceNode
@@ -91,15 +91,13 @@ def input_frame(
     return frame
 
 
-def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool, raw: DataFrame | None = None) -> InputFrame:
-    """The rows of a table input as ``InputFrame`` columns; ``raw``: its rows when they are
-    not the source's own (a live query's micro-batch)."""
+def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool) -> InputFrame:
+    """The rows of a table input as ``InputFrame`` columns."""
     from tempo.spark.sources import read_table
 
     source = node.source
     assert isinstance(source, TableSource)
-    if raw is None:
-        raw = read_table(spark, node.name, source)
+    raw = read_table(spark, node.name, source)
     df = raw.select(*table_columns(node, raw.schema, needs_arrival))
     frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,

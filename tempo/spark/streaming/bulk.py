@@ -22,7 +22,6 @@ spanning many windows is run item by item instead, which names the rule and the 
 from __future__ import annotations
 
 import itertools
-from datetime import datetime
 from typing import Any
 
 import attrs
@@ -31,7 +30,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from tempo.events import EventShape
-from tempo.expr.schema import field_names, record_fields
+from tempo.expr.schema import field_names
+from tempo.plan.nodes import AggregateKind
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 from tempo.runtime.bulk import BatchPlan, BulkShape, Partial, apply_batch, plan_batch
@@ -42,11 +42,11 @@ from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
-from tempo.spark.compiler import FIRST, Compiler
+from tempo.spark.compiler import AGGREGATE_COLUMNS, FIRST, Compiler
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.sources import TableSource
-from tempo.spark.types import from_wire
+from tempo.spark.types import from_wire, wire_columns
 from tempo.ticks import INF
 
 ENGINES = ("auto", "driver", "spark")
@@ -143,9 +143,7 @@ class BulkRunner:
         if not plan.late:
             return {}
         by_order = {int(plan.orders[i]): i for i in plan.late}
-        fields = record_fields(self.shape.source.payload_type)
-        cols = [F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if f.dtype is datetime else F.col(f"`{f.name}`") for f in fields]
-        found = rows.filter(F.col(ORDER).isin(list(by_order))).select(ORDER, *cols).collect()
+        found = rows.filter(F.col(ORDER).isin(list(by_order))).select(ORDER, *wire_columns(self.shape.source.payload_type)).collect()
         return {by_order[r[0]]: from_wire(self.shape.source.payload_type, list(r)[1:], False) for r in found}
 
     def _events(self, rows: DataFrame, plan: BatchPlan | None) -> DataFrame:
@@ -191,12 +189,11 @@ class BulkRunner:
             if a.arg is None:
                 continue
             v = F.col(f"__v{i}")
-            kind = a.kind.name
-            if kind == "AVG":
+            if a.kind is AggregateKind.AVG:  # merged as (total, count of values)
                 aggs += [F.sum(v).alias(f"__a{i}"), F.count(v).alias(f"__c{i}")]
                 parts.append((f"__a{i}", f"__c{i}"))
             else:
-                aggs.append({"SUM": F.sum, "MIN": F.min, "MAX": F.max}[kind](v).alias(f"__a{i}"))
+                aggs.append(AGGREGATE_COLUMNS[a.kind](v).alias(f"__a{i}"))
                 parts.append((f"__a{i}",))
         grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).toArrow()
         if not grouped.num_rows:
