@@ -1,17 +1,20 @@
 """Batches computed in bulk (``tempo.runtime.bulk``) leave the live engine exactly where item
 by item leaves it, without Spark: the partial aggregates an executor would compute are
-worked out here from the batch plan, one event at a time.
+worked out here from the batch plans, one event at a time.
 
 For random inputs (points a little out of order, explicit CTI rows, heartbeat rows), random
 time policies (count or time-span generation, any delay, DROP or ADJUST) and random hopping
 windows, the rows are cut into random batches, each run either in bulk or item by item
 (``LiveEngine.push_rows``), with the state sometimes saved and restored between batches.
 What the engine released, its rejections and its metrics must equal the in-memory run's.
+The same holds for two inputs merged by a union at the arrival frontier, where a batch goes
+in bulk only when item by item would process it whole.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -19,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tempo import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
+from tempo import AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
 from tempo.plan.query import Query
-from tempo.runtime.bulk import BulkShape, Partial, apply_batch, bulk_shape, plan_batch
+from tempo.runtime.bulk import BatchPlan, BulkShape, Partial, apply_batch, bulk_shape, frontier_cut, plan_batch
 from tempo.runtime.ingress import CTI, HEARTBEAT, TimestampMode
 from tempo.runtime.live import LiveEngine
 from tempo.tables import read_columns
@@ -87,30 +90,53 @@ def _query(table: Any, time: AdvanceTimeSettings, size: int, hop: int, second: b
     return windows
 
 
-def _bulk(engine: LiveEngine, shape: BulkShape, table: Any) -> None:
-    """The batch in bulk, with the partials worked out here from the plan."""
-    node = shape.source
-    kinds, starts, ends, arrivals, payloads, bad = read_columns(node.source, table, node.shape, node.name)
-    assert bad is None
-    order = table.column("seq").to_numpy()
-    plan = plan_batch(engine, np.array(kinds), np.array(starts), np.array(ends), np.array(arrivals), order)
-    assert not isinstance(plan, str), plan
+SHIFT = 2_000_000
+"""The union query's shift of its second input (2 s, in ticks)."""
+
+
+def _bulk(engine: LiveEngine, shape: BulkShape, tables: list[Any]) -> bool:
+    """The batch (each input's rows) in bulk, with the partials worked out here from the
+    plans; False (the engine untouched) when the frontier would hold more than heartbeats.
+    A second input reaches the window shifted by ``SHIFT``, through a union; the first
+    through ``where value != 4``."""
+    plans: list[BatchPlan] = []
+    columns = []
+    for index, (node, table) in enumerate(zip(shape.sources, tables)):
+        kinds, starts, ends, arrivals, payloads, bad = read_columns(node.source, table, node.shape, node.name)
+        assert bad is None
+        order = table.column("seq").to_numpy()
+        plan = plan_batch(engine, index, np.array(kinds), np.array(starts), np.array(ends), np.array(arrivals), order)
+        assert not isinstance(plan, str), plan
+        plans.append(plan)
+        columns.append((kinds, starts, ends, arrivals, payloads, order))
+    cut = frontier_cut(engine, plans)
+    if cut is None:
+        return False
     spec = shape.window.spec
     groups: dict[tuple[int, int], list[Any]] = {}
     t_max = None
-    for i, kind in enumerate(kinds):
-        if kind in (CTI, HEARTBEAT) or i in plan.dropped:
-            continue
-        start, end = plan.moved.get(i, (starts[i], ends[i]))
-        if payloads[i].value == 4:  # the where
-            continue
-        t_max = max(t_max or end, start, end)
-        for k in range(spec.first_window(start), spec.last_window(end) + 1):
-            g = groups.setdefault((k, payloads[i].key), [int(order[i]), 0, None])
-            g[1] += 1
-            g[2] = payloads[i].value if g[2] is None else g[2] + payloads[i].value
+    renamed = 0
+    late = {}
+    for index, (plan, (kinds, starts, ends, arrivals, payloads, order)) in enumerate(zip(plans, columns)):
+        late.update({(index, i): payloads[i] for i in plan.late})
+        for i, kind in enumerate(kinds):
+            if kind in (CTI, HEARTBEAT) or i in plan.dropped:
+                continue
+            start, end = plan.moved.get(i, (starts[i], ends[i]))
+            if index == 0 and payloads[i].value == 4:  # the where
+                continue
+            if index == 1:
+                start, end, renamed = start + SHIFT, end + SHIFT, renamed + 1
+            t_max = max(t_max or end, start, end)
+            first = (arrivals[i], index, int(order[i]))
+            for k in range(spec.first_window(start), spec.last_window(end) + 1):
+                g = groups.setdefault((k, payloads[i].key), [first, 0, None])
+                g[0] = min(g[0], first)
+                g[1] += 1
+                g[2] = payloads[i].value if g[2] is None else g[2] + payloads[i].value
     partials: list[Partial] = [(k, (key,), first, n, (total,)) for (k, key), (first, n, total) in groups.items()]
-    apply_batch(engine, shape, plan, {i: payloads[i] for i in plan.late}, partials, t_max)
+    apply_batch(engine, shape, plans, cut, late, partials, t_max, renamed)
+    return True
 
 
 @BULK
@@ -118,7 +144,23 @@ def _bulk(engine: LiveEngine, shape: BulkShape, table: Any) -> None:
 def test_batches_in_bulk_leave_the_engine_as_item_by_item(
     table: Any, time: AdvanceTimeSettings, window: tuple[int, int], second: bool, data: st.DataObject,
 ) -> None:
-    stream = _query(table, time, *window, second=second)
+    def batches() -> Any:
+        at = 0
+        while at < table.num_rows:
+            size = data.draw(st.integers(1, table.num_rows - at))
+            yield [table.slice(at, size)]
+            at += size
+
+    _lockstep(lambda: _query(table, time, *window, second=second), batches(), data)
+
+
+def _lockstep(query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]], data: st.DataObject) -> None:
+    """Feed ``batches`` (each: the rows of every input) to a live engine, each batch in bulk
+    or item by item as drawn (one input's always goes in bulk when drawn), beside one that
+    takes every batch item by item: after every batch both are in the same state (and the
+    first is sometimes saved and restored); at the end, the release, the rejections and the
+    metrics are the in-memory run's."""
+    stream = query_of()
     expected = InMemoryExecutor().run(stream)
     query = Query.build(stream.node)
     shape = bulk_shape(query)
@@ -128,48 +170,168 @@ def test_batches_in_bulk_leave_the_engine_as_item_by_item(
     engine = LiveEngine(query, mode)
     items_only = LiveEngine(query, mode)  # every batch item by item: the state to match
     released, rejections = [], []
-    at = 0
-    while at < table.num_rows:
-        size = data.draw(st.integers(1, table.num_rows - at))
-        batch = table.slice(at, size)
-        at += size
-        if data.draw(st.booleans()):
-            _bulk(engine, shape, batch)
-        else:
-            engine.push_rows(0, batch)
+    for batch in batches:
+        drawn = data.draw(st.booleans())
+        done = drawn and _bulk(engine, shape, batch)
+        assert done or not drawn or len(batch) > 1  # an only input's batch always goes whole
+        if not done:
+            for index, rows in enumerate(batch):
+                engine.push_rows(index, rows)
         engine.run()
-        items_only.push_rows(0, batch)
+        for index, rows in enumerate(batch):
+            items_only.push_rows(index, rows)
         items_only.run()
         assert _state(engine) == _state(items_only)
         out = engine.take()
         released += out.items
         rejections += out.rejections
         if data.draw(st.integers(0, 3)) == 0:
-            engine = LiveEngine.restore(Query.build(_query(table, time, *window, second=second).node), engine.snapshot())
+            engine = LiveEngine.restore(Query.build(query_of().node), engine.snapshot())
     engine.finish()
     out = engine.take()
     assert released + out.items == expected.raw
     assert rejections + out.rejections == expected.rejected
-    live, memory = engine.metrics()["r"], expected.metrics["r"]
-    assert (live.received, live.admitted, live.dropped, live.adjusted) == (memory.received, memory.admitted, memory.dropped, memory.adjusted)
-    assert (live.ctis_generated, live.ctis_explicit, live.ctis_ignored) == (memory.ctis_generated, memory.ctis_explicit, memory.ctis_ignored)
+    for node in query.sources:
+        assert engine.metrics()[node.name] == attrs.evolve(expected.metrics[node.name], watermark_delays=[])
 
 
 def _state(engine: LiveEngine) -> Any:
-    """What must be the same after a batch either way: the ingress's and the feed's state,
-    the window's open windows (groups in order) and the next event id."""
+    """What must be the same after a batch either way: the ingresses' and the feeds' state,
+    the frontier, the unions' CTIs, the window's open windows (groups in order) and the next
+    event id."""
     from tempo.runtime.live import _state_of
-    from tempo.runtime.operators import Window
+    from tempo.runtime.operators import Union, Window
 
-    ingress = engine.ingresses[0]
-    feed = engine.feeds[0]
     window = next(op for op in engine.operators if isinstance(op, Window))
-    own = {k: v for k, v in _state_of(ingress, ingress.WIRING).items() if k != "metrics"}
+    inputs = []
+    for ingress, feed in zip(engine.ingresses, engine.feeds):
+        own = {k: v for k, v in _state_of(ingress, ingress.WIRING).items() if k != "metrics"}
+        inputs.append((own, repr(ingress.metrics), feed.next_position, feed.last_order, feed.sequence.last_arrival))
+    unions = [(op.ctis, op.out_cti) for op in engine.operators if isinstance(op, Union)]
     return (
-        own, repr(ingress.metrics), feed.next_position, feed.last_order, feed.sequence.last_arrival,
+        inputs, engine.reached, [list(b) for b in engine.buffers], unions,
         {k: list(groups.items()) for k, groups in window.acc.items()}, sorted(window.acc_heap), window.t_max, window.out_cti,
         repr(engine.build.ids),
     )
+
+
+@st.composite
+def two_inputs(draw: st.DrawFn) -> tuple[Any, Any, list[int]]:
+    """Rows of two inputs arriving interleaved (several in each second, so arrivals tie across
+    inputs), each with points a little out of order, CTI and heartbeat rows; ``seq`` is the
+    row's place in the whole arrival sequence. Now and then both inputs have a heartbeat at
+    the clock (as a live source adds at the end of its batch): the places after those are
+    the third value, where batches often end."""
+    n = draw(st.integers(2, 50))
+    tables: list[dict[str, list[Any]]] = [{c: [] for c in ("seq", "kind", "ts", "arr", "key", "value")} for _ in range(2)]
+    ends = []
+    seq = 0
+
+    def add(index: int, kind: str, start: datetime, arrival: datetime, value: int) -> None:
+        nonlocal seq
+        for column, v in zip(("seq", "kind", "ts", "arr", "key", "value"), (seq, kind, start, arrival, value % 3, value)):
+            tables[index][column].append(v)
+        seq += 1
+
+    clock = T0
+    for i in range(n):
+        arrival = clock = max(clock, T0 + timedelta(seconds=i // 3))
+        start = T0 + timedelta(seconds=i * 2 + draw(st.sampled_from([0, 0, 1, -3, -4, -11, -30])))
+        add(draw(st.integers(0, 1)), draw(st.sampled_from(["point"] * 8 + ["cti", "heartbeat"])), start, arrival, draw(st.integers(-5, 9)))
+        if draw(st.integers(0, 3)) == 0:  # the clock just after the items so far
+            clock += timedelta(microseconds=1)
+            add(0, "heartbeat", clock, clock, 0)
+            add(1, "heartbeat", clock, clock, 0)
+            ends.append(seq)
+    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", STAMP), ("arr", STAMP), ("key", pa.int64()), ("value", pa.int64())])
+    first, second = (pa.Table.from_pydict(t, schema=schema) for t in tables)
+    return first, second, ends
+
+
+def _union_query(tables: tuple[Any, Any], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], size: int, hop: int) -> Stream[Any]:
+    from tempo.sources import ArrowSource
+
+    a, b = (
+        Stream.create(name, ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr", order="seq"), EventShape.POINT, time)
+        for name, table, time in zip(("a", "b"), tables, times)
+    )
+    return (
+        a.where(lambda e: e.value != 4).union(b.shift_event_time(timedelta(microseconds=SHIFT)))
+        .group_by(lambda e: e.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
+        .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.sum(lambda e: e.value)))
+    )
+
+
+@BULK
+@given(tables=two_inputs(), times=st.tuples(time_settings(), time_settings()), window=st.sampled_from([(10, 10), (15, 5), (5, 10)]), data=st.data())
+def test_batches_of_two_inputs_in_bulk_leave_the_engine_as_item_by_item(
+    tables: tuple[Any, Any, list[int]], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], window: tuple[int, int], data: st.DataObject,
+) -> None:
+    *tables, ends = tables
+    seqs = [t.column("seq").to_numpy() for t in tables]
+    total = sum(t.num_rows for t in tables)
+
+    def batches() -> Any:
+        at = 0
+        while at < total:  # a batch: the rows of both inputs in a stretch of the arrival sequence
+            later = [e for e in ends if e > at]
+            until = data.draw(st.sampled_from(later)) if later and data.draw(st.integers(0, 3)) else at + data.draw(st.integers(1, total - at))
+            yield [t.slice(int(np.searchsorted(q, at)), int(np.searchsorted(q, until) - np.searchsorted(q, at))) for t, q in zip(tables, seqs)]
+            at = until
+
+    _lockstep(lambda: _union_query(tables, times, *window), batches(), data)
+
+
+def _seconds(*pairs: tuple[str, int], seq: int = 0) -> Any:
+    """An input's rows: (kind, arrival second) each, starts at the arrival; orders from ``seq``."""
+    return pa.table({
+        "seq": pa.array(range(seq, seq + len(pairs)), pa.int64()), "kind": [k for k, _ in pairs],
+        "ts": pa.array([T0 + timedelta(seconds=a) for _, a in pairs], STAMP), "arr": pa.array([T0 + timedelta(seconds=a) for _, a in pairs], STAMP),
+        "key": pa.array([0] * len(pairs), pa.int64()), "value": pa.array([1] * len(pairs), pa.int64()),
+    })
+
+
+def test_a_batch_goes_in_bulk_when_the_frontier_holds_only_heartbeats() -> None:
+    """Input ``a`` is declared first, so at one arrival its items come before ``b``'s. Item
+    by item holds an item until every other input has reached its arrival (``b``: the same
+    arrival or later; ``a``: a later one), and everything after it in the merged order. A
+    batch goes in bulk when what is held then is heartbeats only; they stay held."""
+    gen = AdvanceTimeSettings(AdvanceTimeGenerationSettings(100), policy=AdvanceTimePolicy.DROP)
+    Rows = list[tuple[str, int]]
+
+    def attempt(a: Rows, b: Rows, before: tuple[Rows, Rows] = ([], [])) -> list[list[int]] | None:
+        """The arrivals held after the batch in bulk (None: it goes item by item), checked
+        against item by item."""
+        tables = (_seconds(*a, seq=100), _seconds(*b, seq=100))
+        query = Query.build(_union_query(tables, (gen, gen), 10, 10).node)
+        shape = bulk_shape(query)
+        assert isinstance(shape, BulkShape)
+        engine, items_only = LiveEngine(query, TimestampMode()), LiveEngine(query, TimestampMode())
+        for index, rows in enumerate(before):
+            for e in (engine, items_only):
+                e.push_rows(index, _seconds(*rows))
+        engine.run()
+        items_only.run()
+        if not _bulk(engine, shape, list(tables)):
+            return None
+        for index, rows in enumerate(tables):
+            items_only.push_rows(index, rows)
+        items_only.run()
+        assert _state(engine) == _state(items_only)
+        return [[rec[0] // 1_000_000 - int(T0.timestamp()) for rec in buffer] for buffer in engine.buffers]
+
+    # b has reached 3: a's point at 3 goes; b's heartbeat at 3 waits (a may deliver at 3).
+    assert attempt([("point", 1), ("point", 3)], [("point", 2), ("heartbeat", 3)]) == [[], [3]]
+    # b may still deliver an item at 2 or 3 before a's point at 3.
+    assert attempt([("point", 1), ("point", 3)], [("point", 2)]) is None
+    # b's point at 4 waits: a may still deliver at 4 (and a's comes first).
+    assert attempt([("point", 1), ("heartbeat", 4)], [("point", 2), ("point", 4), ("heartbeat", 5)]) is None
+    assert attempt([("point", 1), ("heartbeat", 5)], [("point", 2), ("point", 4), ("heartbeat", 5)]) == [[], [5]]
+    # a's heartbeat at 6 waits for b to pass 6.
+    assert attempt([("point", 1), ("heartbeat", 6)], [("point", 2), ("heartbeat", 5)]) == [[6], []]
+    # Heartbeats held from before go first; a point held from before sends the batch item by item.
+    assert attempt([("point", 5), ("heartbeat", 9)], [("heartbeat", 9)], before=([("point", 1), ("heartbeat", 3)], [("point", 2)])) == [[], [9]]
+    assert attempt([("point", 5), ("heartbeat", 9)], [("heartbeat", 9)], before=([("point", 1)], [("point", 2)])) is None
 
 
 def test_the_bulk_shape_says_why_a_query_is_not_of_it() -> None:
@@ -177,7 +339,14 @@ def test_the_bulk_shape_says_why_a_query_is_not_of_it() -> None:
 
     table = pa.table({"seq": [0], "ts": pa.array([T0], STAMP), "key": [1], "value": [1]})
     readings = Stream.create("r", ArrowSource(table, Ev, start="ts", order="seq"), EventShape.POINT)
-    assert bulk_shape(Query.build(readings.node)) == "only a window aggregate over the input through where / select / shift operators is computed in bulk"
+    assert bulk_shape(Query.build(readings.node)) == "only a window aggregate over the inputs through where / select / shift / union operators is computed in bulk"
     other = Stream.create("s", ArrowSource(table, Ev, start="ts", order="seq"), EventShape.POINT)
     both = readings.union(other).tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
-    assert bulk_shape(Query.build(both.node)) == "it has several inputs (merged item by item at the arrival frontier)"
+    assert isinstance(bulk_shape(Query.build(both.node)), BulkShape)
+    apart = readings.tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0)).union(other.tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=1, n=w.count(), total=0)))
+    assert bulk_shape(Query.build(apart.node)) == "only a window aggregate over the inputs through where / select / shift / union operators is computed in bulk"
+    joined = readings.join(other, lambda r, o: r.key == o.key, lambda r, o: r).tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
+    assert bulk_shape(Query.build(joined.node)) == "only a window aggregate over the inputs through where / select / shift / union operators is computed in bulk"
+    importing = Stream.create("i", ArrowSource(table, Ev, start="ts", order="seq", arrival="ts"), EventShape.POINT, AdvanceTimeSettings(import_=AdvanceTimeImportSettings("r")))
+    both = readings.union(importing).tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
+    assert bulk_shape(Query.build(both.node)) == "input 'i' imports the CTIs of 'r'"

@@ -1,13 +1,13 @@
 """A live engine's micro-batch computed in bulk, with the same result as item by item.
 
 ``LiveEngine`` processes a batch one item at a time: exact, but one Python call chain per
-event. For the queries of one shape (``bulk_shape``: one input without ordering settings whose
-events reach a hopping/tumbling window aggregate through stateless operators; anything may
-follow the window),
-a large batch can instead be computed in bulk by an executor (Spark's compiled plan) and
-put into the same engine state, so that the next batch may go either way:
+event. For the queries of one shape (``bulk_shape``: inputs without ordering settings or
+imports whose events reach one hopping/tumbling window aggregate through stateless operators
+and unions; anything may follow the window), a large batch can instead be computed in bulk
+by an executor (Spark's compiled plan) and put into the same engine state, so that the next
+batch may go either way:
 
-1. ``plan_batch``: the input's time rules over whole columns (numpy). An event's fate
+1. ``plan_batch``: each input's time rules over whole columns (numpy). An event's fate
    depends only on the CTI in force when it arrives, and with count or time-span
    generation that CTI is a running maximum over the rows before it: no row's verdict
    feeds back into generation (every received event counts, admitted or not). The plan
@@ -17,16 +17,22 @@ put into the same engine state, so that the next batch may go either way:
    item by item, which raises the error the in-memory executor gives.
 2. The executor computes, over the admitted events (moved ones at their new lifetimes),
    the stateless operators and each window's **partial aggregates** per window and group,
-   with the first input position that reached it (``Partial``).
+   with the first event that reached it in the merged arrival order (``Partial``).
 3. ``apply_batch``: the partials are merged into the window operator's open windows (in
-   order of first position, so groups are kept, and later emitted, in the order item by
-   item gives), then the special rows go through the input's own ``Ingress`` in input
-   order: rejections are recorded with the CTI in force, and each CTI moves through the
-   operators, closing windows and releasing results, exactly as item by item.
+   order of first event, so groups are kept, and later emitted, in the order item by item
+   gives), then the special rows go through their input's own ``Ingress`` in the merged
+   arrival order: rejections are recorded with the CTI in force, and each CTI moves
+   through the operators, closing windows and releasing results, exactly as item by item.
 
-Why merging before the CTIs is exact: an event admitted after CTI ``c`` starts at or after
-``c``, so it only reaches windows ending after ``c``, which ``c`` does not close; stateless
-operators keep that (a shift moves events and CTIs alike). The one difference: float sums
+With several inputs, item by item processes the items of all inputs in one sequence, by
+(arrival, declaration order, position), up to the arrival frontier (``tempo.runtime.live``).
+A batch goes in bulk when nothing but heartbeats is held at the frontier before it and
+after it (``frontier_cut``), as when every input's source adds a heartbeat at its clock.
+
+Why merging before the CTIs is exact: an event admitted after its input's CTI ``c`` starts
+at or after ``c``, so it only reaches windows ending after ``c``, which no CTI up to ``c``
+closes; stateless operators keep that (a shift moves events and CTIs alike), and a union's
+CTI is the lower of its inputs'. The one difference: float sums
 and averages combine a batch's values in the executor's order, not one by one (as on batch
 Spark; docs/spark.md, "Known differences").
 """
@@ -61,9 +67,10 @@ ARGUMENT_TYPES = (int, float)
 
 @attrs.frozen
 class BulkShape:
-    """A query whose batches can be computed in bulk: its input and its window."""
+    """A query whose batches can be computed in bulk: its inputs and its window."""
 
-    source: p.SourceNode
+    sources: tuple[p.SourceNode, ...]
+    """The query's inputs, in declaration order."""
     window: p.WindowNode
     position: int
     """The window's place among the query's nodes (and the live engine's operators)."""
@@ -71,29 +78,32 @@ class BulkShape:
 
 def bulk_shape(query: Query) -> BulkShape | str:
     """The query's ``BulkShape``, or why its batches must go item by item."""
-    if len(query.sources) != 1:
-        return "it has several inputs (merged item by item at the arrival frontier)"
-    source = query.sources[0]
-    policy = TimePolicy.of_input(source)
-    if policy.ordered:
-        return f"input {source.name!r} has ordering settings (arrival-time rules)"
-    if source.shape is EventShape.EDGE:
-        return f"input {source.name!r} is of edges"
-    if not isinstance(source.source, TableSource) or source.source.dense_order_from is not None:
-        return f"input {source.name!r} holds rows after gaps in its dense order"
-    # The input's events must reach one window through stateless operators only, each with
-    # no other consumer: what is above the window (any operators) sees only its results,
-    # which the engine's own window operator emits either way.
+    for source in query.sources:
+        policy = TimePolicy.of_input(source)
+        if policy.ordered:
+            return f"input {source.name!r} has ordering settings (arrival-time rules)"
+        if policy.import_from is not None:
+            return f"input {source.name!r} imports the CTIs of {policy.import_from!r}"
+        if source.shape is EventShape.EDGE:
+            return f"input {source.name!r} is of edges"
+        if not isinstance(source.source, TableSource) or source.source.dense_order_from is not None:
+            return f"input {source.name!r} holds rows after gaps in its dense order"
+    # Every input's events must reach the one window through stateless operators and unions
+    # only, each with no other consumer: what is above the window (any operators) sees only
+    # its results, which the engine's own window operator emits either way.
     consumers: dict[int, list[p.Node]] = {id(n): [] for n in query.nodes}
     for n in query.nodes:
         for child in n.inputs():
             consumers[id(child)].append(n)
-    node: p.Node = source
-    while isinstance(node, (p.SourceNode, *STATELESS)) and len(consumers[id(node)]) == 1:
-        node = consumers[id(node)][0]
-    if not isinstance(node, p.WindowNode):
-        return "only a window aggregate over the input through where / select / shift operators is computed in bulk"
-    window = node
+    reached: list[p.Node] = []
+    for source in query.sources:
+        node: p.Node = source
+        while isinstance(node, (p.SourceNode, p.UnionNode, *STATELESS)) and len(consumers[id(node)]) == 1:
+            node = consumers[id(node)][0]
+        reached.append(node)
+    window = reached[0]
+    if not isinstance(window, p.WindowNode) or any(node is not window for node in reached):
+        return "only a window aggregate over the inputs through where / select / shift / union operators is computed in bulk"
     if not isinstance(window.spec, HoppingWindow):
         return f"its window is {window.spec.describe()}"
     if query.substream_key(window) is not None:
@@ -104,13 +114,15 @@ def bulk_shape(query: Query) -> BulkShape | str:
     for a in window.aggregates:
         if a.arg is not None and a.arg.dtype not in ARGUMENT_TYPES:
             return f"an aggregate's argument is of type {a.arg.dtype.__name__}"
-    return BulkShape(source, window, next(i for i, n in enumerate(query.nodes) if n is window))
+    return BulkShape(tuple(query.sources), window, next(i for i, n in enumerate(query.nodes) if n is window))
 
 
 @attrs.frozen
 class BatchPlan:
-    """What the input's time rules make of one batch's rows (in input order)."""
+    """What an input's time rules make of its rows of one batch (in input order)."""
 
+    index: int
+    """The input's place among the query's inputs."""
     rows: int
     special: list[int]
     """Rows to go through the ingress one by one: CTI rows, rows generating a CTI, late rows."""
@@ -136,15 +148,17 @@ class BatchPlan:
         return sorted(self.dropped | self.moved.keys())
 
 
-def plan_batch(engine: LiveEngine, kinds: Any, starts: Any, ends: Any, arrivals: Any | None, orders: Any) -> BatchPlan | str:
-    """The plan of one batch of the bulk shape's input, or why it must go item by item.
+def plan_batch(
+    engine: LiveEngine, index: int, kinds: Any, starts: Any, ends: Any, arrivals: Any | None, orders: Any,
+) -> BatchPlan | str:
+    """The plan of input ``index``'s rows of one batch, or why they must go item by item.
     The columns are numpy arrays in input order (``orders`` ascending); ``ends`` of points
     are their start + 1 and ``arrivals`` None when the input has no arrival column. Pure:
     the engine's state is read, not changed."""
     import numpy as np
 
-    ingress, feed = engine.ingresses[0], engine.feeds[0]
-    node = engine.query.sources[0]
+    ingress, feed = engine.ingresses[index], engine.feeds[index]
+    node = engine.query.sources[index]
     n = len(kinds)
     if n and (np.any(np.diff(orders) <= 0) or (feed.last_order is not None and orders[0] <= feed.last_order)):
         return "the order column repeats or goes back"
@@ -195,26 +209,95 @@ def plan_batch(engine: LiveEngine, kinds: Any, starts: Any, ends: Any, arrivals:
         special_mask[int(np.argmax(is_event))] = True  # the input's first event sets the period
     events_before = np.cumsum(is_event) - is_event
     return BatchPlan(
-        n, np.flatnonzero(special_mask).tolist(), moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
+        index, n, np.flatnonzero(special_mask).tolist(), moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
         ends, arrivals, events_before, orders, int(orders[-1]) if n else feed.last_order, feed.next_position,
     )
 
 
-Partial = tuple[int, tuple[Any, ...], int, int, tuple[Any, ...]]
+@attrs.frozen
+class FrontierCut:
+    """Where item by item stops a batch at the arrival frontier (``LiveEngine.run``): only
+    heartbeats may be held (they do nothing but move their input's arrival), else the
+    batch goes item by item."""
+
+    released: list[int]
+    """Per input, how many of the heartbeats held from before the batch now go."""
+    held: list[list[int]]
+    """Per input, its rows of the batch held at the frontier (heartbeats), in input order."""
+
+
+TAIL_LIMIT = 10_000
+"""Rows near the frontier worked out one by one; a batch with more (inputs without arrival
+times, which hold each other back until they end) goes item by item."""
+
+
+def frontier_cut(engine: LiveEngine, plans: list[BatchPlan]) -> FrontierCut | None:
+    """What item by item would hold at the arrival frontier after the batch (``plans``, one
+    per input), or None when that is not only heartbeats.
+
+    Items are processed in the merged order (arrival, input, position) until the first that
+    an input may still precede: one with no item left whose arrival so far is earlier (or
+    the same, for an input declared before). Since the order goes by arrival, only items
+    arriving at or after the earliest of the inputs' latest arrivals can be held."""
+    buffers = engine.buffers
+    if any(rec[1] != HEARTBEAT for buffer in buffers for rec in buffer):
+        return None
+    count = len(plans)
+    if count == 1:  # nothing holds an only input back
+        return FrontierCut([len(buffers[0])], [[]])
+    reached = list(engine.reached)
+    for plan in plans:
+        if plan.rows and plan.arrivals is not None:
+            reached[plan.index] = max(reached[plan.index], int(plan.arrivals[-1]))
+    low = min(reached)
+    tail: list[tuple[int, int, int, int, int]] = []  # (arrival, input, 0 held before / 1 in the batch, place, kind)
+    for plan in plans:
+        i = plan.index
+        tail += [(rec[0], i, 0, n, HEARTBEAT) for n, rec in enumerate(buffers[i]) if rec[0] >= low]
+        if plan.rows:
+            first = 0 if plan.arrivals is None else int(plan.arrivals.searchsorted(low))
+            if plan.rows - first > TAIL_LIMIT:
+                return None
+            tail += [(NEG_INF if plan.arrivals is None else int(plan.arrivals[r]), i, 1, r, int(plan.kinds[r])) for r in range(first, plan.rows)]
+    tail.sort()
+    last = [-1] * count  # each input's last place in the tail
+    for m, item in enumerate(tail):
+        last[item[1]] = m
+    cut = len(tail)
+    for m, (arrival, i, *_) in enumerate(tail):
+        if any(j != i and m > last[j] and arrival >= reached[j] + (1 if j > i else 0) for j in range(count)):
+            cut = m
+            break
+    if any(item[4] != HEARTBEAT for item in tail[cut:]):
+        return None
+    released = [len(b) - sum(1 for item in tail[cut:] if item[1] == i and item[2] == 0) for i, b in enumerate(buffers)]
+    held: list[list[int]] = [[] for _ in plans]
+    for item in tail[cut:]:
+        if item[2] == 1:
+            held[item[1]].append(item[3])
+    return FrontierCut(released, held)
+
+
+First = tuple[int, int, int]
+"""An event's place in the merged arrival order: (arrival, input, input order)."""
+
+Partial = tuple[int, tuple[Any, ...], First, int, tuple[Any, ...]]
 """One window and group's aggregates over a batch's events (``Accumulator.merge``):
-``(window, group key, first, count, values)``. ``first`` is the input order of the first
-event that reached it (groups are kept in this order); ``values``, per aggregate with an
+``(window, group key, first, count, values)``. ``first`` is the place of the first event
+that reached it (groups are kept in this order); ``values``, per aggregate with an
 argument, its sum, min or max (None without a value), or for an average (total, count of
 values)."""
 
 
 def apply_batch(
-    engine: LiveEngine, shape: BulkShape, plan: BatchPlan, payloads: dict[int, Any], partials: Iterable[Partial],
-    t_max: int | None,
+    engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], cut: FrontierCut, payloads: dict[tuple[int, int], Any],
+    partials: Iterable[Partial], t_max: int | None, renamed: int,
 ) -> None:
     """Put a batch computed in bulk into ``engine``: the window's partials, then the special
-    rows through the ingress (``payloads``: the late rows' payloads, by row)."""
-    ingress, feed = engine.ingresses[0], engine.feeds[0]
+    rows through their ingresses in the merged arrival order, and the heartbeats ``cut``
+    holds at the frontier. ``payloads``: the late rows' payloads, by (input, row);
+    ``renamed``: how many events the batch brought to a union's second input (each takes a
+    fresh event id there)."""
     window = engine.operators[shape.position]
     assert isinstance(window, ops.Window)
     merge = window.accumulator.merge
@@ -223,33 +306,47 @@ def apply_batch(
         merge(acc, heap, key, k, n, values)
     if t_max is not None and t_max > window.t_max:
         window.t_max = t_max
-    kinds, starts, ends, arrivals = plan.kinds, plan.starts, plan.ends, plan.arrivals
-    count0 = ingress.count
-    special_events = 0
-    for i in plan.special:
-        kind, start = int(kinds[i]), int(starts[i])
+    counts = [engine.ingresses[plan.index].count for plan in plans]
+    special = sorted(
+        (NEG_INF if plan.arrivals is None else int(plan.arrivals[i]), n, i) for n, plan in enumerate(plans) for i in plan.special
+    )
+    special_events = [0] * len(plans)
+    for _, n, i in special:
+        plan = plans[n]
+        ingress = engine.ingresses[plan.index]
+        kind, start = int(plan.kinds[i]), int(plan.starts[i])
         if kind == CTI:
             ingress.advance(start, "explicit")
             continue
-        special_events += 1
-        arrival = NEG_INF if arrivals is None else int(arrivals[i])
-        rec: Prepared = (arrival, kind, start, int(ends[i]), payloads.get(i), plan.first_position + i, None)
+        special_events[n] += 1
+        arrival = NEG_INF if plan.arrivals is None else int(plan.arrivals[i])
+        rec: Prepared = (arrival, kind, start, int(plan.ends[i]), payloads.get((plan.index, i)), plan.first_position + i, None)
         if ingress.every_n:  # the count generation goes by (time-span generation keeps its own)
-            ingress.count = count0 + int(plan.events_before[i])
+            ingress.count = counts[n] + int(plan.events_before[i])
         ingress.metrics.received += 1
         admitted = ingress.verdict(rec)
-        expected = None if i in plan.dropped else plan.moved.get(i, (start, int(ends[i])))
+        expected = None if i in plan.dropped else plan.moved.get(i, (start, int(plan.ends[i])))
         if admitted != expected:
-            raise AssertionError(f"bulk ingress: row {rec[5]} planned {expected}, the ingress gives {admitted}")
+            raise AssertionError(f"bulk ingress: row {rec[5]} of input {ingress.name!r} planned {expected}, the ingress gives {admitted}")
         ingress.generate(start)
-    plain = plan.events - special_events
-    if ingress.every_n:
-        ingress.count = count0 + plan.events
-    ingress.metrics.received += plain
-    ingress.metrics.admitted += plain
-    deque(itertools.islice(engine.build.ids, plan.events - len(plan.dropped)), maxlen=0)  # their event ids
-    feed.next_position = plan.first_position + plan.rows
-    feed.last_order = plan.last_order
-    if arrivals is not None and plan.rows:
-        feed.sequence.last_arrival = max(feed.sequence.last_arrival, int(arrivals[-1]))
-        engine.reach(0, feed.sequence.last_arrival)
+    ids = renamed
+    for n, plan in enumerate(plans):
+        ingress, feed = engine.ingresses[plan.index], engine.feeds[plan.index]
+        plain = plan.events - special_events[n]
+        if ingress.every_n:
+            ingress.count = counts[n] + plan.events
+        ingress.metrics.received += plain
+        ingress.metrics.admitted += plain
+        ids += plan.events - len(plan.dropped)
+        feed.next_position = plan.first_position + plan.rows
+        feed.last_order = plan.last_order
+        if plan.arrivals is not None and plan.rows:
+            feed.sequence.last_arrival = max(feed.sequence.last_arrival, int(plan.arrivals[-1]))
+            engine.reach(plan.index, feed.sequence.last_arrival)
+        buffer = engine.buffers[plan.index]
+        for _ in range(cut.released[plan.index]):
+            buffer.popleft()  # heartbeats: nothing to do
+        for r in cut.held[plan.index]:
+            arrival = NEG_INF if plan.arrivals is None else int(plan.arrivals[r])
+            buffer.append((arrival, HEARTBEAT, arrival, arrival, None, plan.first_position + r, None))
+    deque(itertools.islice(engine.build.ids, ids), maxlen=0)  # their event ids

@@ -131,12 +131,17 @@ def _where(c: Compiler, node: p.WhereNode) -> DataFrame:
 
 
 FIRST = "__tempo_first"
-"""A column riding along the stateless operators when present: the input order of a row
-(a live query's batch computed in bulk keeps each window's groups in first-arrival order)."""
+"""A column riding along the stateless operators and unions when present: a row's place in
+the merged arrival order (a live query's batch computed in bulk keeps each window's groups
+in first-arrival order)."""
+RENAMED = "__tempo_renamed"
+"""Riding along with ``FIRST`` when present: how many unions a row entered by their second
+input, where the in-memory union gives an event a fresh id (a bulk batch counts the ids it
+takes)."""
 
 
 def _passengers(df: DataFrame) -> list[Column]:
-    return [F.col(FIRST)] if FIRST in df.columns else []
+    return [F.col(c) for c in (FIRST, RENAMED) if c in df.columns]
 
 
 @compiles(p.SelectNode)
@@ -160,8 +165,11 @@ def _alter(c: Compiler, node: p.AlterLifetimeNode) -> DataFrame:
 
 @compiles(p.UnionNode)
 def _union(c: Compiler, node: p.UnionNode) -> DataFrame:
-    cols = [S, E] + list(field_names(node.payload_type))
-    return c.relation(node.left).select(*cols).unionByName(c.relation(node.right).select(*cols))
+    cols = [F.col(S), F.col(E), *_payload(node)]
+    left, right = c.relation(node.left), c.relation(node.right)
+    if RENAMED in left.columns:
+        return left.select(*cols, *_passengers(left)).unionByName(right.select(*cols, F.col(FIRST), (F.col(RENAMED) + 1).alias(RENAMED)))
+    return left.select(*cols, *_passengers(left)).unionByName(right.select(*cols, *_passengers(right)))
 
 
 AGGREGATE_COLUMNS: dict[p.AggregateKind, Callable[[Column], Column]] = {

@@ -229,3 +229,83 @@ def _short_windows(s: Stream[Reading]) -> Stream[Stat]:
         s.group_by(lambda r: r.device).tumbling(timedelta(seconds=5))
         .aggregate(lambda k, w: Stat(device=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value), mean=w.avg(lambda r: r.value)))
     )
+
+
+def _union_of_two(a: Any, b: Any, flush: bool) -> Stream[Stat]:
+    gen = AdvanceTimeGenerationSettings(frequency=3, delay=timedelta(seconds=2), advance_to_infinity_on_shutdown=flush)
+    settings = AdvanceTimeSettings(gen, policy=AdvanceTimePolicy.ADJUST)
+    first = Stream.create("a", a, EventShape.POINT, settings, payload_type=Reading)
+    second = Stream.create("b", b, EventShape.POINT, settings, payload_type=Reading)
+    return _by_device(first.union(second.shift_event_time(timedelta(seconds=1))))
+
+
+def test_two_inputs_through_a_union_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path: Path) -> None:
+    """Two inputs with arrival times, merged by a union into a window. Each run of the query
+    (``availableNow``, restarted on its checkpoint) takes a file of each input, which ends
+    with a heartbeat at the clock: item by item would process the batch whole but hold
+    input b's heartbeat (input a may still deliver an item at that time), so the batch goes
+    in bulk and the heartbeat stays held. A first run with a's file alone holds a's points
+    at the frontier, so the next batch goes item by item. After every run the committed
+    output is what item by item gives (the in-memory release of the rows up to the
+    frontier), and at the end the whole run's."""
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    rnd = random.Random(9)
+    rows = _rows(120, 9, ctis=True, intervals=False)
+    for row in rows:
+        row["kind"] = "point" if row["kind"] == "cti" and rnd.random() < 0.5 else row["kind"]
+    split: list[list[list[dict[str, Any]]]] = [[[], []] for _ in range(6)]
+    for i, row in enumerate(rows):
+        row["seq"] = 10 * i
+        split[i * 6 // len(rows)][rnd.randrange(2)].append(row)
+    for step, (a_rows, b_rows) in enumerate(split):  # both inputs' clocks at the step's end
+        last = max(a_rows + b_rows, key=lambda r: r["seq"])
+        clock = last["arrived"] + timedelta(seconds=1)
+        for part in (a_rows, b_rows):
+            part.append(dict(last, seq=last["seq"] + 1, kind="heartbeat", arrived=clock, ts=clock))
+    folders = tmp_path / "a", tmp_path / "b"
+    out = tmp_path / "out"
+
+    def source(folder: Any, **kw: Any) -> Any:
+        return ParquetSource(str(folder), Reading, **kw) if isinstance(folder, Path) else tempo.sources.ArrowSource(folder, Reading, **kw)
+
+    def query(a: Any, b: Any, flush: bool) -> Stream[Stat]:
+        return _union_of_two(source(a, start="ts", kind="kind", order="seq", arrival="arrived"),
+                             source(b, start="ts", kind="kind", order="seq", arrival="arrived"), flush)
+
+    live_query = query(*folders, flush=True)
+    engines = []
+    for step in range(len(split)):
+        for index, folder in enumerate(folders):
+            if step or index == 0:  # b's first file comes with a's second
+                _write(folder, step, split[step][index])
+        if step == 0:  # a live Parquet input takes its columns' types from a first file
+            folders[1].mkdir()
+            with pytest.raises(tempo.errors.InputSchemaError, match="holds no file yet"):
+                StreamingExecutor(spark_session, str(tmp_path / "ck")).start(live_query, ParquetSink(str(out)))
+            _write(folders[1], 0, [])
+        if step == 1:
+            _write(folders[1], 100, split[0][1])
+        executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), trigger={"availableNow": True}, bulk_rows=BULK_ROWS)
+        live = executor.start(live_query, ParquetSink(str(out)))
+        live.await_termination()
+        engines += [p.engine for p in live.progress]
+        # Item by item after the same files: what the engine released is the run's output.
+        a_rows = [r for s in split[: step + 1] for r in s[0]]
+        b_rows = [r for s in split[: step + 1] for r in s[1]] if step else []
+        from tempo.runtime.live import LiveEngine
+        from tempo.runtime.ingress import TimestampMode
+        from tempo.plan.query import Query
+
+        reference = LiveEngine(Query.build(query(pa.Table.from_pylist(a_rows, schema=SCHEMA), pa.Table.from_pylist(b_rows, schema=SCHEMA), False).node), TimestampMode())
+        reference.push_rows(0, pa.Table.from_pylist(a_rows, schema=SCHEMA))
+        if b_rows:
+            reference.push_rows(1, pa.Table.from_pylist(b_rows, schema=SCHEMA))
+        reference.run()
+        assert _items(read_committed(str(out)), Stat) == [i for i in reference.take().items], f"after step {step}"
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(live_query, ParquetSink(str(out)))
+    live.flush()
+    whole = InMemoryExecutor().run(query(*(pa.Table.from_pylist([r for s in split for r in s[i]], schema=SCHEMA) for i in range(2)), flush=True))
+    assert _items(read_committed(str(out)), Stat) == whole.raw
+    assert len(whole.rejected) > 0
+    assert engines[:2] == ["driver", "driver"] and engines.count("spark") >= 3, engines

@@ -2,26 +2,28 @@
 
 The driver engine (``tempo.runtime.live``) handles every item in Python, which is exact
 and fast for small batches but costs about 4 µs per event. For queries of the bulk shape
-(``tempo.runtime.bulk.bulk_shape``: one input without ordering settings whose events reach
-a window aggregate through where / select / shift operators), a large batch runs here instead, in
-two Spark jobs over the batch's rows:
+(``tempo.runtime.bulk.bulk_shape``: inputs without ordering settings or imports whose
+events reach one window aggregate through where / select / shift / union operators), a
+large batch runs here instead, in two Spark jobs over the batch's rows:
 
-1. the time columns alone (order, kind, start, end, arrival: a few bytes a row) come to the
-   driver, where ``plan_batch`` applies the input's time rules to whole columns;
-2. Spark computes the stateless operators and each window and group's partial aggregates
-   (the compiler's own rules, with each row's input order riding along); only the partials
-   come back, a row per window and group.
+1. the time columns alone (input, order, kind, start, end, arrival: a few bytes a row) come
+   to the driver, where ``plan_batch`` applies each input's time rules to whole columns;
+2. Spark computes the stateless operators and unions and each window and group's partial
+   aggregates (the compiler's own rules, with each row's place in the merged arrival order
+   riding along); only the partials come back, a row per window and group.
 
 ``apply_batch`` merges them into the driver engine's open windows and runs the batch's
-few special rows (CTIs, late rows) through its ingress, so the state after the batch is
-the one item by item gives and either engine may take the next batch. A batch that breaks
-a rule of its own (a null, a bad lifetime, order or arrival going back) or holds events
-spanning many windows is run item by item instead, which names the rule and the row.
+few special rows (CTIs, late rows) through their ingresses, so the state after the batch
+is the one item by item gives and either engine may take the next batch. A batch that
+breaks a rule of its own (a null, a bad lifetime, order or arrival going back), holds
+events spanning many windows, or is not processed whole at the arrival frontier is run
+item by item instead, which names the rule and the row, or holds the rows back.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -34,7 +36,7 @@ from tempo.expr.schema import field_names
 from tempo.plan.nodes import AggregateKind
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
-from tempo.runtime.bulk import BatchPlan, BulkShape, Partial, apply_batch, plan_batch
+from tempo.runtime.bulk import BatchPlan, BulkShape, Partial, FrontierCut, apply_batch, frontier_cut, plan_batch
 from tempo.runtime.live import LiveEngine
 from tempo.runtime.ingress import INTERVAL, POINT
 from tempo.runtime.operators import Window as WindowOperator
@@ -42,10 +44,11 @@ from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
-from tempo.spark.compiler import AGGREGATE_COLUMNS, FIRST, Compiler
+from tempo.spark.compiler import AGGREGATE_COLUMNS, FIRST, RENAMED, Compiler
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.sources import TableSource
+from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
 from tempo.spark.types import from_wire, wire_columns
 from tempo.ticks import INF
 
@@ -53,6 +56,10 @@ ENGINES = ("auto", "driver", "spark")
 """A live query's engines: ``driver`` runs every batch item by item on the driver,
 ``spark`` every batch of a bulk-shaped query in Spark, ``auto`` batches of at least
 ``bulk_rows`` rows in Spark and the others on the driver."""
+
+
+INDEX = "__tempo_index"
+"""The input's index in the time columns of all inputs."""
 
 
 @attrs.define
@@ -63,48 +70,53 @@ class BulkRunner:
     query: Query
     shape: BulkShape
     replay: CtiReplay = attrs.field(init=False)
-    _own: list[Column] = attrs.field(init=False, factory=list)
-    _columns: list[Column] | None = attrs.field(init=False, default=None)
+    _columns: dict[int, tuple[list[Column], list[Column]]] = attrs.field(init=False, factory=dict)
     _threads: Any = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self.replay = CtiReplay(self.query)  # the compiler's stateless rules never read it
 
-    def rows(self, batch: DataFrame) -> DataFrame:
-        """The input's rows of the live query's batch, as the ingress's rows."""
-        if self._columns is None:  # the same for every batch: built (and checked) once
-            prefix = "__t0__"
-            self._own = [F.col(f"`{c}`").alias(c[len(prefix):]) for c in batch.columns if c.startswith(prefix)]
-            self._columns = table_columns(self.shape.source, batch.select(*self._own).schema, False)
-        return batch.select(*self._own).select(*self._columns)
+    def rows(self, batch: DataFrame, index: int) -> DataFrame:
+        """Input ``index``'s rows of the live query's batch, as the ingress's rows."""
+        if index not in self._columns:  # the same for every batch: built (and checked) once
+            prefix = input_prefix(index)
+            own = [F.col(f"`{c}`").alias(c[len(prefix):]) for c in batch.columns if c.startswith(prefix)]
+            self._columns[index] = own, table_columns(self.shape.sources[index], batch.select(*own).schema, False)
+        own, columns = self._columns[index]
+        mine = batch if len(self.shape.sources) == 1 else batch.filter(F.col(INPUT_COLUMN) == index)
+        return mine.select(*own).select(*columns)
 
-    def run(self, engine: LiveEngine, batch: DataFrame, min_rows: int, speculate: bool) -> tuple[int, bool]:
-        """Compute the batch into ``engine`` when it has at least ``min_rows`` rows: (its rows,
-        whether it was done). Not done (``engine`` untouched): the batch must go item by item.
+    def run(self, engine: LiveEngine, batch: DataFrame, min_rows: int, speculate: bool) -> tuple[list[int], bool]:
+        """Compute the batch into ``engine`` when it has at least ``min_rows`` rows: (its rows
+        per input, whether it was done). Not done (``engine`` untouched): the batch must go
+        item by item.
 
         ``speculate``: start the partials job at once, beside the time columns' job, on the
         guess that no row is late (else it runs again with the late rows' fixes): the two
         jobs overlap, and the driver's work on the time columns with both."""
-        rows = self.rows(batch)
+        rows = [self.rows(batch, index) for index in range(len(self.shape.sources))]
         guess = self._pool().submit(self._partials, rows, None) if speculate else None
         try:
-            table = rows.select(ORDER, KIND, S, E, ARR, NULLF).toArrow()
-            if table.num_rows == 0:
-                return 0, True
-            if table.num_rows < min_rows:
-                return table.num_rows, False
-            plan = self._plan(engine, table)
-            if plan is None:
-                return table.num_rows, False
-            payloads = self._late_payloads(rows, plan)
-            if guess is not None and not plan.late:
+            times = rows[0].select(F.lit(0).alias(INDEX), ORDER, KIND, S, E, ARR, NULLF)
+            for index, more in enumerate(rows[1:], start=1):
+                times = times.unionByName(more.select(F.lit(index).alias(INDEX), ORDER, KIND, S, E, ARR, NULLF))
+            table = times.toArrow()
+            counts = self._counts(table)
+            if table.num_rows < max(min_rows, 1):
+                return counts, table.num_rows == 0
+            planned = self._plans(engine, table)
+            if planned is None:
+                return counts, False
+            plans, cut = planned
+            payloads = self._late_payloads(rows, plans)
+            if guess is not None and not any(plan.late for plan in plans):
                 found, guess = guess.result(), None
             else:
-                found = self._partials(rows, plan)
+                found = self._partials(rows, plans)
             if found is None:
-                return table.num_rows, False
-            apply_batch(engine, self.shape, plan, payloads, *found)
-            return table.num_rows, True
+                return counts, False
+            apply_batch(engine, self.shape, plans, cut, payloads, *found)
+            return counts, True
         finally:
             if guess is not None:  # not used: let it end (its errors, if any, come again item by item)
                 guess.exception()
@@ -116,8 +128,14 @@ class BulkRunner:
             self._threads = ThreadPoolExecutor(1, thread_name_prefix="tempo-bulk")
         return self._threads
 
-    def _plan(self, engine: LiveEngine, table: Any) -> BatchPlan | None:
-        """The batch plan from the time columns, or None when the rows break a rule."""
+    def _counts(self, table: Any) -> list[int]:
+        import numpy as np
+
+        return np.bincount(table.column(INDEX).to_numpy(), minlength=len(self.shape.sources)).tolist() if table.num_rows else [0] * len(self.shape.sources)
+
+    def _plans(self, engine: LiveEngine, table: Any) -> tuple[list[BatchPlan], FrontierCut] | None:
+        """Each input's batch plan from the time columns and what the arrival frontier holds,
+        or None when the rows break a rule or the frontier holds more than heartbeats."""
         import numpy as np
         import pyarrow.compute as pc
 
@@ -126,30 +144,42 @@ class BulkRunner:
                 return None
         if pc.count(table.column(NULLF)).as_py():  # a null in a field not declared optional
             return None
-        source = self.shape.source.source
-        assert isinstance(source, TableSource)  # bulk_shape has checked it
-        has_arrival = source.arrival is not None
-        if has_arrival and table.column(ARR).null_count:
-            return None
-        col = {name: table.column(name).to_numpy() for name in (ORDER, KIND, S, E, ARR)}
-        if np.any(np.diff(col[ORDER]) < 0):  # a file's rows are usually in order already
-            index = np.argsort(col[ORDER], kind="stable")
-            col = {name: values[index] for name, values in col.items()}
-        plan = plan_batch(engine, col[KIND].astype(np.int64), col[S], col[E], col[ARR] if has_arrival else None, col[ORDER])
-        return None if isinstance(plan, str) else plan
+        plans = []
+        for index, node in enumerate(self.shape.sources):
+            part = table if len(self.shape.sources) == 1 else table.filter(pc.equal(table.column(INDEX), index))
+            source = node.source
+            assert isinstance(source, TableSource)  # bulk_shape has checked it
+            has_arrival = source.arrival is not None
+            if has_arrival and part.column(ARR).null_count:
+                return None
+            col = {name: part.column(name).to_numpy() for name in (ORDER, KIND, S, E, ARR)}
+            if np.any(np.diff(col[ORDER]) < 0):  # a file's rows are usually in order already
+                order = np.argsort(col[ORDER], kind="stable")
+                col = {name: values[order] for name, values in col.items()}
+            plan = plan_batch(engine, index, col[KIND].astype(np.int64), col[S], col[E], col[ARR] if has_arrival else None, col[ORDER])
+            if isinstance(plan, str):
+                return None
+            plans.append(plan)
+        cut = frontier_cut(engine, plans)
+        return None if cut is None else (plans, cut)
 
-    def _late_payloads(self, rows: DataFrame, plan: BatchPlan) -> dict[int, Any]:
-        """The payloads of the late rows (for their rejections), by row."""
-        if not plan.late:
-            return {}
-        by_order = {int(plan.orders[i]): i for i in plan.late}
-        found = rows.filter(F.col(ORDER).isin(list(by_order))).select(ORDER, *wire_columns(self.shape.source.payload_type)).collect()
-        return {by_order[r[0]]: from_wire(self.shape.source.payload_type, list(r)[1:], False) for r in found}
+    def _late_payloads(self, rows: list[DataFrame], plans: list[BatchPlan]) -> dict[tuple[int, int], Any]:
+        """The payloads of the late rows (for their rejections), by (input, row)."""
+        out: dict[tuple[int, int], Any] = {}
+        for plan in plans:
+            if not plan.late:
+                continue
+            by_order = {int(plan.orders[i]): i for i in plan.late}
+            payload_type = self.shape.sources[plan.index].payload_type
+            found = rows[plan.index].filter(F.col(ORDER).isin(list(by_order))).select(ORDER, *wire_columns(payload_type)).collect()
+            out.update({(plan.index, by_order[r[0]]): from_wire(payload_type, list(r)[1:], False) for r in found})
+        return out
 
-    def _events(self, rows: DataFrame, plan: BatchPlan | None) -> DataFrame:
-        """The batch's admitted events as the input's relation, with their input order
-        (``plan`` None: as if no row were late)."""
-        kind = POINT if self.shape.source.shape is EventShape.POINT else INTERVAL
+    def _events(self, rows: DataFrame, index: int, plan: BatchPlan | None) -> DataFrame:
+        """Input ``index``'s admitted events of the batch as its relation, with their place
+        in the merged arrival order (``plan`` None: as if no row were late)."""
+        node = self.shape.sources[index]
+        kind = POINT if node.shape is EventShape.POINT else INTERVAL
         events = rows.filter(F.col(KIND) == kind)
         if plan is not None and plan.late:
             orders = plan.orders
@@ -160,30 +190,44 @@ class BulkRunner:
             # Dropped rows have no new start; moved ones take theirs.
             events = events.filter(F.col("__o").isNull() | F.col("__s").isNotNull()).withColumn(
                 S, F.coalesce(F.col("__s"), F.col(S))).withColumn(E, F.coalesce(F.col("__e"), F.col(E)))
-        names = field_names(self.shape.source.payload_type)
-        return events.select(F.col(S), F.col(E), F.col(ORDER).alias(FIRST), *[F.col(f"`{n}`") for n in names])
+        names = field_names(node.payload_type)
+        payload = [F.col(f"`{n}`") for n in names]
+        if len(self.shape.sources) == 1:  # the input order alone (a struct costs its aggregation twice the time)
+            return events.select(F.col(S), F.col(E), F.col(ORDER).alias(FIRST), *payload)
+        first = F.struct(F.col(ARR).alias("a"), F.lit(index).cast("int").alias("i"), F.col(ORDER).alias("o"))
+        return events.select(F.col(S), F.col(E), first.alias(FIRST), F.lit(0).alias(RENAMED), *payload)
 
-    def _partials(self, rows: DataFrame, plan: BatchPlan | None) -> tuple[list[Partial], int | None] | None:
+    def _partials(self, rows: list[DataFrame], plans: list[BatchPlan] | None) -> tuple[list[Partial], int | None, int] | None:
         """Each window and group's partial aggregates over the batch (the window's input
-        computed by the compiler's rules), and the latest time the window operator sees;
-        None when an event spans too many windows for bulk (or reaches infinity)."""
+        computed by the compiler's rules), the latest time the window operator sees, and the
+        events renamed by unions; None when an event spans too many windows for bulk (or
+        reaches infinity)."""
         window = self.shape.window
         spec = window.spec
         assert isinstance(spec, HoppingWindow)
-        compiler = Compiler(self.spark, self.query, self.replay, {self.shape.source.name: self._events(rows, plan)})
+        inputs = {
+            node.name: self._events(rows[index], index, None if plans is None else plans[index])
+            for index, node in enumerate(self.shape.sources)
+        }
+        compiler = Compiler(self.spark, self.query, self.replay, inputs)
         df = compiler.relation(window.input)
         k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
         keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
         values = [column(a.arg, Scope()).alias(f"__v{i}") for i, a in enumerate(window.aggregates) if a.arg is not None]
-        spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
+        several = len(self.shape.sources) > 1
+        passengers = [F.col(FIRST), F.col(RENAMED)] if several else [F.col(FIRST)]
+        spans = df.select(F.col(S), F.col(E), *passengers, k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
         # An event in no window (a gap between hopping windows) still counts for the
         # operator's latest time: it goes to a window null.
         exploded = spans.select(
             "*", F.explode(F.when(F.col("__klo") <= F.col("__khi"), F.sequence(F.col("__klo"), F.col("__khi")))
                            .otherwise(F.array(F.lit(None).cast("long")))).alias("__k"),
         )
+        once = F.col("__k").isNull() | (F.col("__k") == F.col("__klo"))  # each event's first row
         aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(F.col("__khi") - F.col("__klo")).alias("__span"),
                 F.max(S).alias("__smax"), F.max(E).alias("__emax")]
+        if several:
+            aggs.append(F.sum(F.when(once, F.col(RENAMED))).alias("__renamed"))
         parts: list[tuple[str, ...]] = []
         for i, a in enumerate(window.aggregates):
             if a.arg is None:
@@ -197,19 +241,23 @@ class BulkRunner:
                 parts.append((f"__a{i}",))
         grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).toArrow()
         if not grouped.num_rows:
-            return [], None
-        col = {name: grouped.column(name).to_pylist() for name in grouped.column_names}
+            return [], None, 0
+        col = {name: grouped.column(name).to_pylist() for name in grouped.column_names if name != "__first"}
         if max((s for s in col["__span"] if s is not None), default=0) >= WindowOperator.EAGER_WINDOWS or max(col["__emax"]) >= INF:
             return None
         t_max = max(max(col["__smax"]), max(col["__emax"]))
+        if several:
+            firsts: Iterable[Any] = zip(*(grouped.column("__first").combine_chunks().field(name).to_pylist() for name in ("a", "i", "o")))
+        else:
+            firsts = ((0, 0, order) for order in grouped.column("__first").to_pylist())
         key_columns = [col[f"__key{i}"] for i in range(len(keys))]
         value_columns = [col[c[0]] if len(c) == 1 else [(t if n else 0, n) for t, n in zip(col[c[0]], col[c[1]])] for c in parts]
         partials: list[Partial] = [
             (k, key, first, n, values)
             for k, key, first, n, values in zip(
-                col["__k"], zip(*key_columns) if key_columns else itertools.repeat(()), col["__first"], col["__n"],
+                col["__k"], zip(*key_columns) if key_columns else itertools.repeat(()), firsts, col["__n"],
                 zip(*value_columns) if value_columns else itertools.repeat(()),
             )
             if k is not None  # events in no window count only for the latest time
         ]
-        return partials, t_max
+        return partials, t_max, sum(r for r in col["__renamed"] if r is not None) if several else 0

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from tempo.api.stream import Stream
 from tempo.events import Cti
-from tempo.errors import QueryBuildError, TempoError, UnsupportedError
+from tempo.errors import InputSchemaError, QueryBuildError, TempoError, UnsupportedError
 from tempo.expr.schema import record_fields
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
@@ -46,14 +46,12 @@ from tempo.sources import CsvSource, JsonSource, ParquetSource, TableSource
 from tempo.spark.columns import marked_fields, udf_error, worker_errors
 from tempo.spark.sources import DataFrameSource, json_spark_schema
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
+from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.redis import redis_entry_error
 from tempo.spark.streaming.sinks import Sink
 
 T = TypeVar("T")
-
-INPUT_COLUMN = "__tempo_input"
-"""In the stream of all inputs' rows: which input (declaration index) a row belongs to."""
 
 EXECUTOR = "Spark streaming"
 
@@ -108,6 +106,11 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
         return spark.readStream.schema(schema).option("maxFileAge", "36500d").json(source.path)
     if isinstance(source, (ParquetSource, CsvSource)):
         source.check_readable(node.name)
+        if "://" not in source.path and os.path.isdir(source.path) and not _data_files(source.path):
+            raise InputSchemaError(
+                node.name, f"{source!r} reads {source.path!r}, which holds no file yet: a live Parquet or CSV input takes its "
+                f"columns' types from the files there when the query starts, so land a first file before starting it",
+            )
         # A directory that keeps receiving files. The schema is the one of the files there now;
         # maxFileAge would silently skip files with old modification times.
         if isinstance(source, ParquetSource):
@@ -119,6 +122,15 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
         EXECUTOR, repr(source), f"input {node.name!r}: a live query reads a directory of Parquet, CSV or JSON files, Redis Streams "
         f"(tempo.spark.streaming.redis_source) or a streaming DataFrame (DataFrameSource)",
     )
+
+
+def _data_files(folder: str) -> bool:
+    """Whether ``folder`` (or a folder in it) holds a file Spark reads: not hidden, not ``_``-prefixed."""
+    for _, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        if any(not f.startswith((".", "_")) for f in files):
+            return True
+    return False
 
 
 def _check_live_inputs(query: Query) -> None:
@@ -224,11 +236,12 @@ class _Runner(Generic[T]):
         if self.bulk is not None and sized:
             speculate = self.previous_rows is not None and self.previous_rows >= self.bulk_rows
             with worker_errors(_recognized):
-                count, done = self.bulk.run(engine, df, self.bulk_rows, speculate)
-            self.previous_rows = count or self.previous_rows
+                counts, done = self.bulk.run(engine, df, self.bulk_rows, speculate)
+            self.previous_rows = sum(counts) or self.previous_rows
             if done:
                 self._crash_point("read", batch)
-                rows_in[self.query.sources[0].name] = count
+                if sum(counts):  # as item by item counts them
+                    rows_in.update((node.name, count) for node, count in zip(self.query.sources, counts))
                 engine.run()
                 self._crash_point("engine", batch)
                 self._commit(engine, batch, engine.take(), rows_in, began, final=False, used="spark")
@@ -241,7 +254,7 @@ class _Runner(Generic[T]):
             import pyarrow.compute as pc
 
             for index, node in enumerate(self.query.sources):
-                prefix = f"__t{index}__"
+                prefix = input_prefix(index)
                 part = table.filter(pc.equal(table.column(INPUT_COLUMN), index))
                 rows_in[node.name] = part.num_rows
                 if part.num_rows:
@@ -404,9 +417,9 @@ class StreamingExecutor:
     (default: a batch as soon as the previous one is done).
     ``engine``: which engine runs a batch (the results are the same): ``"driver"``, the
     reference engine item by item on the driver; ``"spark"``, Spark's compiled plan, for
-    queries of the shape it computes in bulk (one input without ordering settings whose events
-    reach a window aggregate through where / select / shift operators; other queries are refused with
-    ``UnsupportedError``); ``"auto"`` (default), Spark for batches of at least ``bulk_rows``
+    queries of the shape it computes in bulk (inputs without ordering settings or imports whose
+    events reach one window aggregate through where / select / shift / union operators; other
+    queries are refused with ``UnsupportedError``); ``"auto"`` (default), Spark for batches of at least ``bulk_rows``
     rows of such a query, else the driver. docs/streaming.md, "Two engines".
     """
 
@@ -438,7 +451,7 @@ class StreamingExecutor:
         merged: DataFrame | None = None
         for index, node in enumerate(query.sources):
             df = _live_table_source(self.spark, node)
-            part = df.select(F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(f"__t{index}__{c}") for c in df.columns])
+            part = df.select(F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in df.columns])
             merged = part if merged is None else merged.unionByName(part, allowMissingColumns=True)
         assert merged is not None
         writer = merged.writeStream.foreachBatch(runner).option("checkpointLocation", log.spark_checkpoint)
