@@ -142,6 +142,10 @@ class BatchPlan:
     last_order: int
     first_position: int
 
+    def arrival(self, row: int) -> int:
+        """Row ``row``'s arrival (the earliest without an arrival column, as item by item)."""
+        return NEG_INF if self.arrivals is None else int(self.arrivals[row])
+
     @property
     def late(self) -> list[int]:
         """Rows starting before the CTI in force (dropped or moved): the executor gives their payloads."""
@@ -258,7 +262,7 @@ def frontier_cut(engine: LiveEngine, plans: list[BatchPlan]) -> FrontierCut | No
             first = 0 if plan.arrivals is None else int(plan.arrivals.searchsorted(low))
             if plan.rows - first > TAIL_LIMIT:
                 return None
-            tail += [(NEG_INF if plan.arrivals is None else int(plan.arrivals[r]), i, 1, r, int(plan.kinds[r])) for r in range(first, plan.rows)]
+            tail += [(plan.arrival(r), i, 1, r, int(plan.kinds[r])) for r in range(first, plan.rows)]
     tail.sort()
     last = [-1] * count  # each input's last place in the tail
     for m, item in enumerate(tail):
@@ -308,7 +312,7 @@ def apply_batch(
         window.t_max = t_max
     counts = [engine.ingresses[plan.index].count for plan in plans]
     special = sorted(
-        (NEG_INF if plan.arrivals is None else int(plan.arrivals[i]), n, i) for n, plan in enumerate(plans) for i in plan.special
+        (plan.arrival(i), n, i) for n, plan in enumerate(plans) for i in plan.special
     )
     special_events = [0] * len(plans)
     for _, n, i in special:
@@ -319,8 +323,7 @@ def apply_batch(
             ingress.advance(start, "explicit")
             continue
         special_events[n] += 1
-        arrival = NEG_INF if plan.arrivals is None else int(plan.arrivals[i])
-        rec: Prepared = (arrival, kind, start, int(plan.ends[i]), payloads.get((plan.index, i)), plan.first_position + i, None)
+        rec: Prepared = (plan.arrival(i), kind, start, int(plan.ends[i]), payloads.get((plan.index, i)), plan.first_position + i, None)
         if ingress.every_n:  # the count generation goes by (time-span generation keeps its own)
             ingress.count = counts[n] + int(plan.events_before[i])
         ingress.metrics.received += 1
@@ -347,6 +350,6 @@ def apply_batch(
         for _ in range(cut.released[plan.index]):
             buffer.popleft()  # heartbeats: nothing to do
         for r in cut.held[plan.index]:
-            arrival = NEG_INF if plan.arrivals is None else int(plan.arrivals[r])
+            arrival = plan.arrival(r)
             buffer.append((arrival, HEARTBEAT, arrival, arrival, None, plan.first_position + r, None))
     deque(itertools.islice(engine.build.ids, ids), maxlen=0)  # their event ids

@@ -16,8 +16,8 @@ large batch runs here instead, in two Spark jobs over the batch's rows:
 few special rows (CTIs, late rows) through their ingresses, so the state after the batch
 is the one item by item gives and either engine may take the next batch. A batch that
 breaks a rule of its own (a null, a bad lifetime, order or arrival going back), holds
-events spanning many windows, or is not processed whole at the arrival frontier is run
-item by item instead, which names the rule and the row, or holds the rows back.
+events spanning many windows, or leaves more than heartbeats held at the arrival frontier
+is run item by item instead, which names the rule and the row, or holds the rows back.
 """
 
 from __future__ import annotations
@@ -58,10 +58,6 @@ ENGINES = ("auto", "driver", "spark")
 ``bulk_rows`` rows in Spark and the others on the driver."""
 
 
-INDEX = "__tempo_index"
-"""The input's index in the time columns of all inputs."""
-
-
 @attrs.define
 class BulkRunner:
     """Runs batches of one bulk-shaped query in Spark (see the module's docstring)."""
@@ -97,9 +93,9 @@ class BulkRunner:
         rows = [self.rows(batch, index) for index in range(len(self.shape.sources))]
         guess = self._pool().submit(self._partials, rows, None) if speculate else None
         try:
-            times = rows[0].select(F.lit(0).alias(INDEX), ORDER, KIND, S, E, ARR, NULLF)
+            times = rows[0].select(F.lit(0).alias(INPUT_COLUMN), ORDER, KIND, S, E, ARR, NULLF)
             for index, more in enumerate(rows[1:], start=1):
-                times = times.unionByName(more.select(F.lit(index).alias(INDEX), ORDER, KIND, S, E, ARR, NULLF))
+                times = times.unionByName(more.select(F.lit(index).alias(INPUT_COLUMN), ORDER, KIND, S, E, ARR, NULLF))
             table = times.toArrow()
             counts = self._counts(table)
             if table.num_rows < max(min_rows, 1):
@@ -131,7 +127,7 @@ class BulkRunner:
     def _counts(self, table: Any) -> list[int]:
         import numpy as np
 
-        return np.bincount(table.column(INDEX).to_numpy(), minlength=len(self.shape.sources)).tolist() if table.num_rows else [0] * len(self.shape.sources)
+        return np.bincount(table.column(INPUT_COLUMN).to_numpy(), minlength=len(self.shape.sources)).tolist() if table.num_rows else [0] * len(self.shape.sources)
 
     def _plans(self, engine: LiveEngine, table: Any) -> tuple[list[BatchPlan], FrontierCut] | None:
         """Each input's batch plan from the time columns and what the arrival frontier holds,
@@ -146,7 +142,7 @@ class BulkRunner:
             return None
         plans = []
         for index, node in enumerate(self.shape.sources):
-            part = table if len(self.shape.sources) == 1 else table.filter(pc.equal(table.column(INDEX), index))
+            part = table if len(self.shape.sources) == 1 else table.filter(pc.equal(table.column(INPUT_COLUMN), index))
             source = node.source
             assert isinstance(source, TableSource)  # bulk_shape has checked it
             has_arrival = source.arrival is not None
