@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 
 from tempo import AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
 from tempo.plan.query import Query
-from tempo.runtime.bulk import BatchPlan, BulkShape, Partial, apply_batch, bulk_shape, frontier_cut, plan_batch
+from tempo.runtime.bulk import BatchPlan, BulkShape, JoinAfter, Partial, Position, apply_batch, bulk_shape, frontier_cut, WHY_NOT, join_before, plan_batch, released_key
 from tempo.runtime.ingress import CTI, HEARTBEAT, TimestampMode
 from tempo.runtime.live import LiveEngine
+from tempo.runtime.operators import Join
 from tempo.tables import read_columns
 from tests.strategies import Ev
 
@@ -94,11 +95,31 @@ SHIFT = 2_000_000
 """The union query's shift of its second input (2 s, in ticks)."""
 
 
-def _bulk(engine: LiveEngine, shape: BulkShape, tables: list[Any]) -> bool:
-    """The batch (each input's rows) in bulk, with the partials worked out here from the
-    plans; False (the engine untouched) when the frontier would hold more than heartbeats.
-    A second input reaches the window shifted by ``SHIFT``, through a union; the first
-    through ``where value != 4``."""
+Admitted = tuple[int, tuple[int, int, int], int, int, Any]
+"""An event a batch admits: (input, place in the merged arrival order, start, end, payload)."""
+WindowEvent = tuple[Any, int, int, Any]
+"""An event reaching the window: (its place in the order the window receives them, start, end, payload)."""
+Model = Callable[[LiveEngine, BulkShape, list[BatchPlan], list[Admitted]], tuple[list[WindowEvent], int, Any]]
+"""What an executor computes of a batch below the window, one event at a time: the events
+reaching the window, the events renamed by unions, and the join's part (or None)."""
+
+
+def _union_model(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], events: list[Admitted]) -> tuple[list[WindowEvent], int, Any]:
+    """``a.where(value != 4).union(b.shift(SHIFT))`` (or ``a`` alone)."""
+    out, renamed = [], 0
+    for index, place, start, end, payload in events:
+        if index == 0 and payload.value == 4:  # the where
+            continue
+        if index == 1:
+            start, end, renamed = start + SHIFT, end + SHIFT, renamed + 1
+        out.append((place, start, end, payload))
+    return out, renamed, None
+
+
+def _bulk(engine: LiveEngine, shape: BulkShape, tables: list[Any], model: Model = _union_model) -> bool:
+    """The batch (each input's rows) in bulk, with what reaches the window worked out by
+    ``model`` and the partials here; False (the engine untouched) when the frontier would
+    hold more than heartbeats."""
     plans: list[BatchPlan] = []
     columns = []
     for index, (node, table) in enumerate(zip(shape.sources, tables)):
@@ -112,30 +133,28 @@ def _bulk(engine: LiveEngine, shape: BulkShape, tables: list[Any]) -> bool:
     cut = frontier_cut(engine, plans)
     if cut is None:
         return False
-    spec = shape.window.spec
-    groups: dict[tuple[int, int], list[Any]] = {}
-    t_max = None
-    renamed = 0
     late = {}
+    admitted: list[Admitted] = []
     for index, (plan, (kinds, starts, ends, arrivals, payloads, order)) in enumerate(zip(plans, columns)):
         late.update({(index, i): payloads[i] for i in plan.late})
         for i, kind in enumerate(kinds):
             if kind in (CTI, HEARTBEAT) or i in plan.dropped:
                 continue
             start, end = plan.moved.get(i, (starts[i], ends[i]))
-            if index == 0 and payloads[i].value == 4:  # the where
-                continue
-            if index == 1:
-                start, end, renamed = start + SHIFT, end + SHIFT, renamed + 1
-            t_max = max(t_max or end, start, end)
-            first = (arrivals[i], index, int(order[i]))
-            for k in range(spec.first_window(start), spec.last_window(end) + 1):
-                g = groups.setdefault((k, payloads[i].key), [first, 0, None])
-                g[0] = min(g[0], first)
-                g[1] += 1
-                g[2] = payloads[i].value if g[2] is None else g[2] + payloads[i].value
+            admitted.append((index, (arrivals[i], index, int(order[i])), start, end, payloads[i]))
+    reaching, renamed, join = model(engine, shape, plans, admitted)
+    spec = shape.window.spec
+    groups: dict[tuple[int, int], list[Any]] = {}
+    t_max = None
+    for first, start, end, payload in reaching:
+        t_max = max(t_max or end, start, end)
+        for k in range(spec.first_window(start), spec.last_window(end) + 1):
+            g = groups.setdefault((k, payload.key), [first, 0, None])
+            g[0] = min(g[0], first)
+            g[1] += 1
+            g[2] = payload.value if g[2] is None else g[2] + payload.value
     partials: list[Partial] = [(k, (key,), first, n, (total,)) for (k, key), (first, n, total) in groups.items()]
-    apply_batch(engine, shape, plans, cut, late, partials, t_max, renamed)
+    apply_batch(engine, shape, plans, cut, late, partials, t_max, renamed, join)
     return True
 
 
@@ -154,7 +173,7 @@ def test_batches_in_bulk_leave_the_engine_as_item_by_item(
     _lockstep(lambda: _query(table, time, *window, second=second), batches(), data)
 
 
-def _lockstep(query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]], data: st.DataObject) -> None:
+def _lockstep(query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]], data: st.DataObject, model: Model = _union_model) -> None:
     """Feed ``batches`` (each: the rows of every input) to a live engine, each batch in bulk
     or item by item as drawn (one input's always goes in bulk when drawn), beside one that
     takes every batch item by item: after every batch both are in the same state (and the
@@ -172,7 +191,7 @@ def _lockstep(query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]],
     released, rejections = [], []
     for batch in batches:
         drawn = data.draw(st.booleans())
-        done = drawn and _bulk(engine, shape, batch)
+        done = drawn and _bulk(engine, shape, batch, model)
         assert done or not drawn or len(batch) > 1  # an only input's batch always goes whole
         if not done:
             for index, rows in enumerate(batch):
@@ -197,10 +216,12 @@ def _lockstep(query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]],
 
 def _state(engine: LiveEngine) -> Any:
     """What must be the same after a batch either way: the ingresses' and the feeds' state,
-    the frontier, the unions' CTIs, the window's open windows (groups in order) and the next
-    event id."""
+    the frontier, the unions' CTIs, the join's held events and waiting pairs (in order; the
+    ids of the events it holds are its own business), the window's open windows (groups in
+    order) and the next event id."""
     from tempo.runtime.live import _state_of
-    from tempo.runtime.operators import Union, Window
+    from tempo.runtime.bulk import _waiting
+    from tempo.runtime.operators import Join, Union, Window
 
     window = next(op for op in engine.operators if isinstance(op, Window))
     inputs = []
@@ -208,8 +229,15 @@ def _state(engine: LiveEngine) -> Any:
         own = {k: v for k, v in _state_of(ingress, ingress.WIRING).items() if k != "metrics"}
         inputs.append((own, repr(ingress.metrics), feed.next_position, feed.last_order, feed.sequence.last_arrival))
     unions = [(op.ctis, op.out_cti) for op in engine.operators if isinstance(op, Union)]
+    joins = [
+        (
+            [(side.cti, [rec[1:5] for rec in side.by_id.values()], {k: [rec[1:4] for rec in group.values()] for k, group in side.by_key.items()}) for side in op.sides],
+            [(start, left[1:4], right[1:4]) for start, left, right in _waiting(op)], op.out_cti,
+        )
+        for op in engine.operators if isinstance(op, Join)
+    ]
     return (
-        inputs, engine.reached, [list(b) for b in engine.buffers], unions,
+        inputs, engine.reached, [list(b) for b in engine.buffers], unions, joins,
         {k: list(groups.items()) for k, groups in window.acc.items()}, sorted(window.acc_heap), window.t_max, window.out_cti,
         repr(engine.build.ids),
     )
@@ -339,14 +367,143 @@ def test_the_bulk_shape_says_why_a_query_is_not_of_it() -> None:
 
     table = pa.table({"seq": [0], "ts": pa.array([T0], STAMP), "key": [1], "value": [1]})
     readings = Stream.create("r", ArrowSource(table, Ev, start="ts", order="seq"), EventShape.POINT)
-    assert bulk_shape(Query.build(readings.node)) == "only a window aggregate over the inputs through where / select / shift / union operators is computed in bulk"
+    assert bulk_shape(Query.build(readings.node)) == WHY_NOT
     other = Stream.create("s", ArrowSource(table, Ev, start="ts", order="seq"), EventShape.POINT)
-    both = readings.union(other).tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
-    assert isinstance(bulk_shape(Query.build(both.node)), BulkShape)
-    apart = readings.tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0)).union(other.tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=1, n=w.count(), total=0)))
-    assert bulk_shape(Query.build(apart.node)) == "only a window aggregate over the inputs through where / select / shift / union operators is computed in bulk"
-    joined = readings.join(other, lambda r, o: r.key == o.key, lambda r, o: r).tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
-    assert bulk_shape(Query.build(joined.node)) == "only a window aggregate over the inputs through where / select / shift / union operators is computed in bulk"
+
+    def total(s: Stream[Ev]) -> Stream[KeyTotal]:
+        return s.tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
+
+    assert isinstance(bulk_shape(Query.build(total(readings.union(other)).node)), BulkShape)
+    assert bulk_shape(Query.build(total(readings).union(total(other)).node)) == WHY_NOT
+    joined = readings.join(other, lambda r, o: r.key == o.key, lambda r, o: r)
+    shape = bulk_shape(Query.build(total(joined.where(lambda e: e.value > 0)).node))
+    assert isinstance(shape, BulkShape) and shape.join is not None
+    assert bulk_shape(Query.build(joined.node)) == WHY_NOT  # no window above the join
+    third = Stream.create("t", ArrowSource(table, Ev, start="ts", order="seq"), EventShape.POINT)
+    assert bulk_shape(Query.build(total(joined.join(third, lambda r, o: r.key == o.key, lambda r, o: r)).node)) == WHY_NOT
+    assert bulk_shape(Query.build(total(joined.union(third)).node)) == WHY_NOT
+    by_float = readings.join(other, lambda r, o: r.key * 0.5 == o.key * 0.5, lambda r, o: r)
+    assert bulk_shape(Query.build(total(by_float).node)) == "a join key is of type float"
     importing = Stream.create("i", ArrowSource(table, Ev, start="ts", order="seq", arrival="ts"), EventShape.POINT, AdvanceTimeSettings(import_=AdvanceTimeImportSettings("r")))
-    both = readings.union(importing).tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
-    assert bulk_shape(Query.build(both.node)) == "input 'i' imports the CTIs of 'r'"
+    assert bulk_shape(Query.build(total(readings.union(importing)).node)) == "input 'i' imports the CTIs of 'r'"
+
+DURATION = 7_000_000
+"""The join query's lifetime of the second input's events (7 s, in ticks)."""
+
+
+def _join_query(tables: tuple[Any, Any], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], size: int, hop: int) -> Stream[Any]:
+    from tempo.sources import ArrowSource
+
+    a, b = (
+        Stream.create(name, ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr", order="seq"), EventShape.POINT, time)
+        for name, table, time in zip(("a", "b"), tables, times)
+    )
+    return (
+        a.where(lambda e: e.value != 4)
+        .join(b.alter_event_duration(timedelta(microseconds=DURATION)), lambda x, y: (x.key == y.key) & (x.value >= y.value - 2), lambda x, y: Ev(key=x.key, value=x.value * 10 + y.value))
+        .group_by(lambda e: e.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
+        .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.sum(lambda e: e.value)))
+    )
+
+
+def _join_model(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], events: list[Admitted]) -> tuple[list[WindowEvent], int, Any]:
+    """``_join_query`` below its window, by the rule ``JoinBefore`` states: every matching
+    pair that overlaps, of an event of the batch and one held or of the batch."""
+    before = join_before(engine, shape, plans)
+    sides: list[list[tuple[Position, int, int, Any]]] = [
+        [((0, rank, 0, 0), start, end, payload) for rank, (start, end, payload) in enumerate(held)] for held in before.sides
+    ]
+    new: list[list[tuple[Position, int, int, Any]]] = [[], []]
+    for index, place, start, end, payload in events:
+        if index == 0 and payload.value != 4:
+            new[0].append(((1, *place), start, end, payload))
+        elif index == 1:
+            new[1].append(((1, *place), start, start + DURATION, payload))
+    reaching: list[WindowEvent] = [(released_key(rank, start), start, end, payload) for rank, (start, end, payload) in enumerate(before.released)]
+    pending = []
+    released = 0
+    for lp, ls, le, left in sides[0] + new[0]:
+        for rp, rs, re, right in sides[1] + new[1]:
+            if lp[0] == rp[0] == 0 or left.key != right.key or not left.value >= right.value - 2 or not (ls < re and rs < le):
+                continue
+            start, later, earlier = max(ls, rs), max(lp, rp), min(lp, rp)
+            if start < before.out_cti:
+                reaching.append(((start, later, earlier), start, min(le, re), Ev(key=left.key, value=left.value * 10 + right.value)))
+                released += 1
+            else:
+                pending.append(((later, earlier), ls, le, left, rs, re, right))
+    held = tuple([e for e in new[port] if e[2] > before.ctis[1 - port]] for port in (0, 1))
+    return reaching, 0, (before, JoinAfter(held, pending, released))
+
+
+@BULK
+@given(tables=two_inputs(), times=st.tuples(time_settings(), time_settings()), window=st.sampled_from([(10, 10), (15, 5), (5, 10)]), data=st.data())
+def test_batches_through_a_join_in_bulk_leave_the_engine_as_item_by_item(
+    tables: tuple[Any, Any, list[int]], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], window: tuple[int, int], data: st.DataObject,
+) -> None:
+    """As for the union, with a join of the two inputs below the window: after every batch
+    the join holds the same events and the same pairs wait, in the same order."""
+    *tables, ends = tables
+    seqs = [t.column("seq").to_numpy() for t in tables]
+    total = sum(t.num_rows for t in tables)
+
+    def batches() -> Any:
+        at = 0
+        while at < total:
+            later = [e for e in ends if e > at]
+            until = data.draw(st.sampled_from(later)) if later and data.draw(st.integers(0, 3)) else at + data.draw(st.integers(1, total - at))
+            yield [t.slice(int(np.searchsorted(q, at)), int(np.searchsorted(q, until) - np.searchsorted(q, at))) for t, q in zip(tables, seqs)]
+            at = until
+
+    _lockstep(lambda: _join_query(tables, times, *window), batches(), data, _join_model)
+
+
+def _timeline(seq: int, *rows: tuple[str, int, int, int, int]) -> Any:
+    """An input's rows: (kind, start second, arrival second, key, value) each; orders from ``seq``."""
+    return pa.table({
+        "seq": pa.array(range(seq, seq + len(rows)), pa.int64()), "kind": [r[0] for r in rows],
+        "ts": pa.array([T0 + timedelta(seconds=r[1]) for r in rows], STAMP), "arr": pa.array([T0 + timedelta(seconds=r[2]) for r in rows], STAMP),
+        "key": pa.array([r[3] for r in rows], pa.int64()), "value": pa.array([r[4] for r in rows], pa.int64()),
+    })
+
+
+def test_a_join_in_bulk_by_hand() -> None:
+    """``_join_query`` with only explicit CTIs, each batch in bulk beside item by item.
+    ``b``'s points last 7 s; a pair's value is a.value * 10 + b.value; windows of 5 s.
+
+    batch 1: b0 key 0 [0, 7), b4 key 1 [4, 11); a1 key 0 at 1, a6 key 1 at 6; CTIs 2 and 2.
+             Pairs (a1, b0) from 1, released (the join's CTI is 2); (a6, b4) from 6 waits.
+             The join forgets a1, which ends before b's CTI; it holds a6, b0 and b4.
+    batch 2: a6' key 0 at 6: pair (a6', b0) from 6. CTIs a 7, b 8: the join's CTI is 7 and
+             both pairs from 6 go to the window, the waiting one first (pushed first), so the
+             window [5, 10) has key 1 before key 0. a's CTI at 7 = b0's end: the join forgets
+             b0 (nothing of a can overlap it now), and both a points; it holds b4 [4, 11).
+    batch 3: CTIs at 20 close the windows: [0, 5) key 0 (10); [5, 10) key 1 (10), key 0 (10).
+    """
+    gen = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1000), policy=AdvanceTimePolicy.DROP)
+    batches = [
+        (_timeline(0, ("point", 1, 1, 0, 1), ("point", 6, 3, 1, 1), ("cti", 2, 5, 0, 0), ("heartbeat", 10, 10, 0, 0)),
+         _timeline(0, ("point", 0, 0, 0, 0), ("point", 4, 2, 1, 0), ("cti", 2, 4, 0, 0), ("heartbeat", 10, 10, 0, 0))),
+        (_timeline(10, ("point", 6, 11, 0, 1), ("cti", 7, 12, 0, 0), ("heartbeat", 20, 20, 0, 0)),
+         _timeline(10, ("cti", 8, 13, 0, 0), ("heartbeat", 20, 20, 0, 0))),
+        (_timeline(20, ("cti", 20, 21, 0, 0), ("heartbeat", 30, 30, 0, 0)),
+         _timeline(20, ("cti", 20, 22, 0, 0), ("heartbeat", 30, 30, 0, 0))),
+    ]
+    whole = tuple(pa.concat_tables([b[i] for b in batches]) for i in (0, 1))
+    query = Query.build(_join_query(whole, (gen, gen), 5, 5).node)
+    shape = bulk_shape(query)
+    assert isinstance(shape, BulkShape) and shape.join is not None
+    engine, items_only = LiveEngine(query, TimestampMode()), LiveEngine(query, TimestampMode())
+    held = []
+    for batch in batches:
+        assert _bulk(engine, shape, list(batch), _join_model)
+        engine.run()
+        for index, rows in enumerate(batch):
+            items_only.push_rows(index, rows)
+        items_only.run()
+        assert _state(engine) == _state(items_only)
+        join = next(op for op in engine.operators if isinstance(op, Join))
+        held.append([sorted(rec[1] // 1_000_000 - int(T0.timestamp()) for rec in side.by_id.values()) for side in join.sides])
+    assert held == [[[6], [0, 4]], [[], [4]], [[], []]]  # the starts held, per side
+    out = [e.payload for e in engine.take().items if hasattr(e, "payload")]
+    assert out == [KeyTotal(key=0, n=1, total=10), KeyTotal(key=1, n=1, total=10), KeyTotal(key=0, n=1, total=10)]

@@ -3,7 +3,8 @@
 ``LiveEngine`` processes a batch one item at a time: exact, but one Python call chain per
 event. For the queries of one shape (``bulk_shape``: inputs without ordering settings or
 imports whose events reach one hopping/tumbling window aggregate through stateless operators
-and unions; anything may follow the window), a large batch can instead be computed in bulk
+and unions, and at most one join of them all; anything may follow the window), a large batch
+can instead be computed in bulk
 by an executor (Spark's compiled plan) and put into the same engine state, so that the next
 batch may go either way:
 
@@ -17,7 +18,11 @@ batch may go either way:
    item by item, which raises the error the in-memory executor gives.
 2. The executor computes, over the admitted events (moved ones at their new lifetimes),
    the stateless operators and each window's **partial aggregates** per window and group,
-   with the first event that reached it in the merged arrival order (``Partial``).
+   with the first event that reached it in the merged arrival order (``Partial``). With a
+   join, the executor also gets the join's state (``join_before``) and computes the pairs
+   the batch makes; those its CTIs release go on to the window (``JoinBefore`` states why
+   and in what order), the others and the events the join still holds come back
+   (``JoinAfter``).
 3. ``apply_batch``: the partials are merged into the window operator's open windows (in
    order of first event, so groups are kept, and later emitted, in the order item by item
    gives), then the special rows go through their input's own ``Ingress`` in the merged
@@ -54,7 +59,7 @@ from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared, adj
 from tempo.runtime.policy import TimePolicy
 from tempo.events import EventShape
 from tempo.sources import TableSource
-from tempo.ticks import INF, NEG_INF
+from tempo.ticks import INF, NEG_INF, add
 
 if TYPE_CHECKING:
     from tempo.runtime.live import LiveEngine
@@ -62,18 +67,27 @@ if TYPE_CHECKING:
 STATELESS = (p.WhereNode, p.SelectNode, p.AlterLifetimeNode)
 """Operators whose output events depend on one input event each (and CTIs likewise)."""
 KEY_TYPES = (int, float, str, bool)
+JOIN_KEY_TYPES = (int, str, bool)
+"""Join keys Spark compares as Python does (a float NaN equals itself in Spark, not in a dict)."""
+WHY_NOT = (
+    "only a window aggregate over the inputs through where / select / shift / union operators, "
+    "and at most one join below it, is computed in bulk"
+)
 ARGUMENT_TYPES = (int, float)
 
 
 @attrs.frozen
 class BulkShape:
-    """A query whose batches can be computed in bulk: its inputs and its window."""
+    """A query whose batches can be computed in bulk: its inputs, its window and the join
+    below the window, if any."""
 
     sources: tuple[p.SourceNode, ...]
     """The query's inputs, in declaration order."""
     window: p.WindowNode
     position: int
     """The window's place among the query's nodes (and the live engine's operators)."""
+    join: p.JoinNode | None = None
+    join_position: int = -1
 
 
 def bulk_shape(query: Query) -> BulkShape | str:
@@ -89,21 +103,35 @@ def bulk_shape(query: Query) -> BulkShape | str:
         if not isinstance(source.source, TableSource) or source.source.dense_order_from is not None:
             return f"input {source.name!r} holds rows after gaps in its dense order"
     # Every input's events must reach the one window through stateless operators and unions
-    # only, each with no other consumer: what is above the window (any operators) sees only
-    # its results, which the engine's own window operator emits either way.
+    # (or these and one join of them all), each with no other consumer: what is above the
+    # window (any operators) sees only its results, which the engine's own window operator
+    # emits either way.
     consumers: dict[int, list[p.Node]] = {id(n): [] for n in query.nodes}
     for n in query.nodes:
         for child in n.inputs():
             consumers[id(child)].append(n)
-    reached: list[p.Node] = []
-    for source in query.sources:
-        node: p.Node = source
-        while isinstance(node, (p.SourceNode, p.UnionNode, *STATELESS)) and len(consumers[id(node)]) == 1:
+
+    def climb(node: p.Node, through: tuple[type, ...]) -> p.Node:
+        while isinstance(node, through) and len(consumers[id(node)]) == 1:
             node = consumers[id(node)][0]
-        reached.append(node)
+        return node
+
+    reached = [climb(source, (p.SourceNode, p.UnionNode, *STATELESS)) for source in query.sources]
+    join = reached[0] if isinstance(reached[0], p.JoinNode) and all(node is reached[0] for node in reached) else None
+    if join is not None:
+        # One join of whole subtrees: what reaches the window is only the pairs it emits.
+        above = consumers[id(join)]
+        reached = [climb(above[0], STATELESS) if len(above) == 1 else join]
     window = reached[0]
     if not isinstance(window, p.WindowNode) or any(node is not window for node in reached):
-        return "only a window aggregate over the inputs through where / select / shift / union operators is computed in bulk"
+        return WHY_NOT
+    if join is not None:
+        if query.substream_key(join) is not None:
+            return "its join keeps a substream key"
+        for pair in join.keys:
+            for key in pair:
+                if key.dtype not in JOIN_KEY_TYPES:
+                    return f"a join key is of type {key.dtype.__name__}"
     if not isinstance(window.spec, HoppingWindow):
         return f"its window is {window.spec.describe()}"
     if query.substream_key(window) is not None:
@@ -114,7 +142,8 @@ def bulk_shape(query: Query) -> BulkShape | str:
     for a in window.aggregates:
         if a.arg is not None and a.arg.dtype not in ARGUMENT_TYPES:
             return f"an aggregate's argument is of type {a.arg.dtype.__name__}"
-    return BulkShape(tuple(query.sources), window, next(i for i, n in enumerate(query.nodes) if n is window))
+    position = {id(n): i for i, n in enumerate(query.nodes)}
+    return BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)])
 
 
 @attrs.frozen
@@ -141,6 +170,8 @@ class BatchPlan:
     orders: Any
     last_order: int
     first_position: int
+    cti: int
+    """The input's CTI after the batch."""
 
     def arrival(self, row: int) -> int:
         """Row ``row``'s arrival (the earliest without an arrival column, as item by item)."""
@@ -215,6 +246,7 @@ def plan_batch(
     return BatchPlan(
         index, n, np.flatnonzero(special_mask).tolist(), moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
         ends, arrivals, events_before, orders, int(orders[-1]) if n else feed.last_order, feed.next_position,
+        int(after[-1]) if n else cti0,
     )
 
 
@@ -282,8 +314,127 @@ def frontier_cut(engine: LiveEngine, plans: list[BatchPlan]) -> FrontierCut | No
     return FrontierCut(released, held)
 
 
-First = tuple[int, int, int]
-"""An event's place in the merged arrival order: (arrival, input, input order)."""
+Position = tuple[int, int, int, int]
+"""An event's place in the order a join received its events: ``(0, rank, 0, 0)`` for one a
+side held before the batch (``rank``: its place among those), ``(1, arrival, input, order)``
+for one of the batch (its place in the merged arrival order)."""
+
+HeldEvent = tuple[int, int, Any]
+"""An event a join side holds: (start, end, payload)."""
+
+
+@attrs.frozen
+class JoinBefore:
+    """What an executor needs of the join's state to compute a batch in bulk (``join_before``).
+
+    The join pairs an event with those of the other side it overlaps when the later of the
+    two arrives, and pushes the pair to wait by start; a CTI emits the waiting pairs starting
+    before it, in order of (start, push). Which pairs a batch makes does not depend on when
+    the join forgets an event (its end at or before the other side's CTI: nothing arriving
+    later can overlap it), so they are all the overlapping, matching pairs of an event of
+    the batch and one held or of the batch; each is pushed as the later arrives, after its
+    partners received before (``Position``); the batch's CTIs release those starting before
+    the join's output CTI after the batch (``min(ctis)``), in order of
+    ``(start, later position, earlier position)``."""
+
+    sides: tuple[list[HeldEvent], list[HeldEvent]]
+    """The events each side holds before the batch, in the order received (their rank)."""
+    released: list[tuple[int, int, Any]]
+    """The pairs waiting before the batch that its CTIs release, in emission order (their
+    rank): (start, end, output payload)."""
+    ctis: tuple[int, int]
+    """Each side's CTI after the batch."""
+
+    @property
+    def out_cti(self) -> int:
+        """The join's output CTI after the batch: pairs starting before it are released."""
+        return min(self.ctis)
+
+
+@attrs.frozen
+class JoinAfter:
+    """What an executor found of the batch's own join events and pairs (see ``JoinBefore``)."""
+
+    held: tuple[list[tuple[Position, int, int, Any]], list[tuple[Position, int, int, Any]]]
+    """Per side, the batch's events it still holds after the batch (their end after the other
+    side's CTI): (position, start, end, payload), in any order."""
+    pending: list[tuple[tuple[Position, Position], int, int, Any, int, int, Any]]
+    """The batch's pairs still waiting after it: (their push, as (later position, earlier
+    position); the left event's start, end, payload; the right event's), in any order."""
+    released: int
+    """How many of the batch's pairs its CTIs release."""
+
+
+def released_key(rank: int, start: int) -> tuple[int, Position, Position]:
+    """The emission order of the ``rank``-th pair of ``JoinBefore.released``: before the
+    batch's own pairs of the same start, which are ``(start, later, earlier)``."""
+    return start, (0, rank, 0, 0), (0, 0, 0, 0)
+
+
+def join_before(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan]) -> JoinBefore:
+    """The join's state before the batch (``plans``), as an executor needs it. Pure."""
+    join = engine.operators[shape.join_position]
+    assert isinstance(join, ops.Join) and shape.join is not None
+    finals = {shape.sources[plan.index].name: plan.cti for plan in plans}
+    ctis = (
+        max(join.sides[0].cti, _last_cti(shape.join.left, finals)),
+        max(join.sides[1].cti, _last_cti(shape.join.right, finals)),
+    )
+    out = min(ctis)
+    released = [(start, min(left[2], right[2]), join.projection(left[3], right[3])) for start, left, right in _waiting(join) if start < out]
+    return JoinBefore(([(rec[1], rec[2], rec[3]) for rec in join.sides[0].by_id.values()], [(rec[1], rec[2], rec[3]) for rec in join.sides[1].by_id.values()]), released, ctis)
+
+
+def _waiting(join: ops.Join) -> list[tuple[int, list[Any], list[Any]]]:
+    """The join's waiting pairs in emission order: (start, left event, right event)."""
+    pending = join.pending
+    assert isinstance(pending, ops.ByStart)  # bulk_shape refuses a join keeping a substream key
+    return [(start, left, right) for start, _, left, right in sorted(itertools.chain(pending.run, pending.aside, pending.late))]
+
+
+def _last_cti(node: p.Node, finals: dict[str, int]) -> int:
+    """The last CTI ``node`` has passed on after the batch (``NEG_INF``: none), from its
+    inputs' CTIs ``finals``, by where / select / shift (which pass each CTI on, shifted) and
+    union (the lower of its inputs' last ones) operators."""
+    if isinstance(node, p.SourceNode):
+        return finals[node.name]
+    if isinstance(node, (p.WhereNode, p.SelectNode)):
+        return _last_cti(node.input, finals)
+    if isinstance(node, p.AlterLifetimeNode):
+        t = _last_cti(node.input, finals)
+        return t if t <= NEG_INF else add(t, node.shift)
+    assert isinstance(node, p.UnionNode)
+    return min(_last_cti(node.left, finals), _last_cti(node.right, finals))
+
+
+def _put_join(engine: LiveEngine, shape: BulkShape, before: JoinBefore, after: JoinAfter) -> None:
+    """Leave the join as item by item would after the batch: each side holds the events that
+    end after the other side's CTI, the pairs not released wait."""
+    join = engine.operators[shape.join_position]
+    assert isinstance(join, ops.Join)
+    count = len(shape.sources)
+    held: list[list[list[Any]]] = []
+    for port, side in enumerate(join.sides):
+        other = before.ctis[1 - port]
+        recs = [rec for rec in side.by_id.values() if rec[2] > other]
+        key_of = join.key_fns[port] if join.key_fns else None
+        for (_, _, i, order), start, end, payload in sorted(after.held[port], key=lambda e: e[0]):
+            key = key_of(payload) if key_of else ()
+            if None not in key:  # an event with a null key matches nothing and is not held
+                # An id of its own among the side's, never one the query hands out.
+                recs.append([-1 - (order * count + i), start, end, payload, key, ()])
+        held.append(recs)
+    out = before.out_cti
+    pending = [(start, left, right) for start, left, right in _waiting(join) if start >= out]
+    for _, ls, le, lp, rs, re, rp in sorted(after.pending, key=lambda pair: (pair[1] if pair[1] > pair[4] else pair[4], pair[0])):
+        pending.append((max(ls, rs), [None, ls, le, lp, (), ()], [None, rs, re, rp, (), ()]))
+    join.restate((held[0], held[1]), pending)
+
+
+First = Any
+"""A window group's first event: its place in the order the window receives them, comparable
+within a batch. Events reaching the window from the inputs: ``(arrival, input, order)``, their
+place in the merged arrival order; from a join: the pair's emission order (``JoinBefore``)."""
 
 Partial = tuple[int, tuple[Any, ...], First, int, tuple[Any, ...]]
 """One window and group's aggregates over a batch's events (``Accumulator.merge``):
@@ -295,13 +446,14 @@ values)."""
 
 def apply_batch(
     engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], cut: FrontierCut, payloads: dict[tuple[int, int], Any],
-    partials: Iterable[Partial], t_max: int | None, renamed: int,
+    partials: Iterable[Partial], t_max: int | None, renamed: int, join: tuple[JoinBefore, JoinAfter] | None = None,
 ) -> None:
     """Put a batch computed in bulk into ``engine``: the window's partials, then the special
     rows through their ingresses in the merged arrival order, and the heartbeats ``cut``
     holds at the frontier. ``payloads``: the late rows' payloads, by (input, row);
     ``renamed``: how many events the batch brought to a union's second input (each takes a
-    fresh event id there)."""
+    fresh event id there); ``join``: the join's state before the batch and what the executor
+    found of the batch's join events and pairs."""
     window = engine.operators[shape.position]
     assert isinstance(window, ops.Window)
     merge = window.accumulator.merge
@@ -310,6 +462,8 @@ def apply_batch(
         merge(acc, heap, key, k, n, values)
     if t_max is not None and t_max > window.t_max:
         window.t_max = t_max
+    if join is not None:  # before the CTIs: they find the released pairs gone
+        _put_join(engine, shape, *join)
     counts = [engine.ingresses[plan.index].count for plan in plans]
     special = sorted(
         (plan.arrival(i), n, i) for n, plan in enumerate(plans) for i in plan.special
@@ -333,6 +487,8 @@ def apply_batch(
             raise AssertionError(f"bulk ingress: row {rec[5]} of input {ingress.name!r} planned {expected}, the ingress gives {admitted}")
         ingress.generate(start)
     ids = renamed
+    if join is not None:
+        ids += len(join[0].released) + join[1].released  # a pair takes an id as it goes out
     for n, plan in enumerate(plans):
         ingress, feed = engine.ingresses[plan.index], engine.feeds[plan.index]
         plain = plan.events - special_events[n]

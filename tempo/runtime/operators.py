@@ -685,6 +685,20 @@ class Join(Operator):
                 self._release_key(key, key_out)
         self.sides[1 - port].purge(t)
 
+    def restate(self, held: tuple[list[list[Any]], list[list[Any]]], pending: list[tuple[int, list[Any], list[Any]]]) -> None:
+        """Hold ``held`` (per side, event records in the order received) and let ``pending``
+        (start, left record, right record) wait, in order of push: the state a batch computed
+        in bulk (``tempo.runtime.bulk``) leaves. Closed events only."""
+        sides = (_Side(), _Side())
+        for side, old, recs in zip(sides, self.sides, held):
+            side.cti = old.cti
+            for rec in recs:
+                side.add(rec)
+        self.sides = sides
+        self.pending = ByStart()
+        for start, left, right in pending:
+            self.pending.push(start, left, right)
+
     def key_cti(self, port: int, key: Any, t: int) -> None:
         if self.keys is not None:
             key_out = self.keys.moved(port, key, t, [self.sides[0].cti, self.sides[1].cti], self.out_cti)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from tempo.errors import UnsupportedError
@@ -59,15 +60,27 @@ def to_wire(payload: Any) -> list[Any]:
     return out
 
 
-def wire_columns(cls: type) -> list[Any]:
-    """A relation's payload columns in ``wire_schema`` form (datetimes as ticks), for
-    ``from_wire`` on the driver."""
+def wire_columns(cls: type, prefix: str = "") -> list[Any]:
+    """A relation's payload columns (named with ``prefix``) in ``wire_schema`` form
+    (datetimes as ticks), for ``from_wire`` on the driver."""
     from pyspark.sql import functions as F
 
     return [
-        F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if f.dtype is datetime else F.col(f"`{f.name}`")
+        F.unix_micros(F.col(f"`{prefix}{f.name}`")).alias(f"{prefix}{f.name}") if f.dtype is datetime else F.col(f"`{prefix}{f.name}`")
         for f in record_fields(cls)
     ]
+
+
+def driver_frame(spark: SparkSession, leading: list[st.StructField], payload_type: type, rows: list[tuple[Any, ...]]) -> DataFrame:
+    """Rows made on the driver as a relation: the ``leading`` columns, then the payload's
+    (each row ends with ``to_wire`` of its payload; datetimes become timestamps again)."""
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame(rows, st.StructType(leading + list(wire_schema(payload_type).fields)))
+    for f in record_fields(payload_type):
+        if f.dtype is datetime:
+            df = df.withColumn(f.name, F.timestamp_micros(F.col(f"`{f.name}`")))
+    return df
 
 
 def from_wire(cls: type, values: Any, naive: bool) -> Any:

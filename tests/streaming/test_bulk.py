@@ -239,8 +239,20 @@ def _union_of_two(a: Any, b: Any, flush: bool) -> Stream[Stat]:
     return _by_device(first.union(second.shift_event_time(timedelta(seconds=1))))
 
 
-def test_two_inputs_through_a_union_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path: Path) -> None:
-    """Two inputs with arrival times, merged by a union into a window. Each run of the query
+def _join_of_two(a: Any, b: Any, flush: bool) -> Stream[Stat]:
+    gen = AdvanceTimeGenerationSettings(frequency=3, delay=timedelta(seconds=2), advance_to_infinity_on_shutdown=flush)
+    settings = AdvanceTimeSettings(gen, policy=AdvanceTimePolicy.ADJUST)
+    first = Stream.create("a", a, EventShape.POINT, settings, payload_type=Reading)
+    second = Stream.create("b", b, EventShape.POINT, settings, payload_type=Reading)
+    return _by_device(first.join(
+        second.alter_event_duration(timedelta(seconds=9)), lambda x, y: x.device == y.device,
+        lambda x, y: Reading(device=x.device, value=x.value, site=y.site),
+    ))
+
+
+@pytest.mark.parametrize("combine", [_union_of_two, _join_of_two], ids=["union", "join"])
+def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path: Path, combine: Callable[[Any, Any, bool], Stream[Stat]]) -> None:
+    """Two inputs with arrival times, merged by a union (or joined) into a window. Each run of the query
     (``availableNow``, restarted on its checkpoint) takes a file of each input, which ends
     with a heartbeat at the clock: item by item would process the batch whole but hold
     input b's heartbeat (input a may still deliver an item at that time), so the batch goes
@@ -249,6 +261,7 @@ def test_two_inputs_through_a_union_in_bulk_at_the_arrival_frontier(spark_sessio
     output is what item by item gives (the in-memory release of the rows up to the
     frontier), and at the end the whole run's."""
     from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tempo.spark.streaming.executor import JOIN_BULK_FACTOR
 
     rnd = random.Random(9)
     rows = _rows(120, 9, ctis=True, intervals=False)
@@ -270,10 +283,12 @@ def test_two_inputs_through_a_union_in_bulk_at_the_arrival_frontier(spark_sessio
         return ParquetSource(str(folder), Reading, **kw) if isinstance(folder, Path) else tempo.sources.ArrowSource(folder, Reading, **kw)
 
     def query(a: Any, b: Any, flush: bool) -> Stream[Stat]:
-        return _union_of_two(source(a, start="ts", kind="kind", order="seq", arrival="arrived"),
-                             source(b, start="ts", kind="kind", order="seq", arrival="arrived"), flush)
+        return combine(source(a, start="ts", kind="kind", order="seq", arrival="arrived"),
+                       source(b, start="ts", kind="kind", order="seq", arrival="arrived"), flush)
 
     live_query = query(*folders, flush=True)
+    # With a join, auto goes to Spark from JOIN_BULK_FACTOR times bulk_rows.
+    bulk_rows = BULK_ROWS if combine is _union_of_two else BULK_ROWS // JOIN_BULK_FACTOR
     engines = []
     for step in range(len(split)):
         for index, folder in enumerate(folders):
@@ -286,7 +301,7 @@ def test_two_inputs_through_a_union_in_bulk_at_the_arrival_frontier(spark_sessio
             _write(folders[1], 0, [])
         if step == 1:
             _write(folders[1], 100, split[0][1])
-        executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), trigger={"availableNow": True}, bulk_rows=BULK_ROWS)
+        executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), trigger={"availableNow": True}, bulk_rows=bulk_rows)
         live = executor.start(live_query, ParquetSink(str(out)))
         live.await_termination()
         engines += [p.engine for p in live.progress]

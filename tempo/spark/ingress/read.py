@@ -20,7 +20,7 @@ from tempo.rules import InputRule, message
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.types import to_wire, wire_schema
+from tempo.spark.types import driver_frame, to_wire, wire_schema
 from tempo.ticks import INF, NEG_INF
 from tempo.spark.ingress.blocks import _cut
 from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, InputFrame
@@ -178,5 +178,4 @@ def _null_field(payload_type: type) -> Column:
 def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[Any]]) -> DataFrame:
     """The events admitted on the driver, as a relation (S, E, payload columns)."""
     rows = [(s, INF if e is None else e, *to_wire(p)) for s, e, p in events.values()]
-    schema = st.StructType([st.StructField(S, st.LongType(), False), st.StructField(E, st.LongType(), False)] + list(wire_schema(frame.node.payload_type).fields))
-    return _payload_to_internal(spark.createDataFrame(rows, schema), frame.node.payload_type)
+    return driver_frame(spark, [st.StructField(S, st.LongType(), False), st.StructField(E, st.LongType(), False)], frame.node.payload_type, rows)

@@ -3,8 +3,9 @@
 The driver engine (``tempo.runtime.live``) handles every item in Python, which is exact
 and fast for small batches but costs about 4 µs per event. For queries of the bulk shape
 (``tempo.runtime.bulk.bulk_shape``: inputs without ordering settings or imports whose
-events reach one window aggregate through where / select / shift / union operators), a
-large batch runs here instead, in two Spark jobs over the batch's rows:
+events reach one window aggregate through where / select / shift / union operators and at
+most one join), a large batch runs here instead, in two Spark jobs over the batch's rows
+(a few more with a join, below):
 
 1. the time columns alone (input, order, kind, start, end, arrival: a few bytes a row) come
    to the driver, where ``plan_batch`` applies each input's time rules to whole columns;
@@ -12,7 +13,10 @@ large batch runs here instead, in two Spark jobs over the batch's rows:
    aggregates (the compiler's own rules, with each row's place in the merged arrival order
    riding along); only the partials come back, a row per window and group.
 
-``apply_batch`` merges them into the driver engine's open windows and runs the batch's
+With a join, the events it holds and the waiting pairs the batch releases go to Spark with
+the batch; the pairs the batch releases are the window's input, and the pairs still
+waiting with the count of released ones, and the batch's events the join still holds come
+back (two more jobs; the join's inputs are cached for them). ``apply_batch`` merges them into the driver engine's open windows and runs the batch's
 few special rows (CTIs, late rows) through their ingresses, so the state after the batch
 is the one item by item gives and either engine may take the next batch. A batch that
 breaks a rule of its own (a null, a bad lifetime, order or arrival going back), holds
@@ -30,13 +34,18 @@ import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
+from pyspark.storagelevel import StorageLevel
 
 from tempo.events import EventShape
 from tempo.expr.schema import field_names
 from tempo.plan.nodes import AggregateKind
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
-from tempo.runtime.bulk import BatchPlan, BulkShape, Partial, FrontierCut, apply_batch, frontier_cut, plan_batch
+from tempo.plan.nodes import UnionNode
+from tempo.runtime.bulk import (
+    BatchPlan, BulkShape, FrontierCut, JoinAfter, JoinBefore, Partial, Position, apply_batch, frontier_cut, join_before, plan_batch,
+    released_key,
+)
 from tempo.runtime.live import LiveEngine
 from tempo.runtime.ingress import INTERVAL, POINT
 from tempo.runtime.operators import Window as WindowOperator
@@ -44,12 +53,13 @@ from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
-from tempo.spark.compiler import AGGREGATE_COLUMNS, FIRST, RENAMED, Compiler
+from tempo.spark.compiler import AGGREGATE_COLUMNS, FIRST, RENAMED, Compiler, join_sides, overlapping_pairs
+from tempo.spark.columns import record_columns
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.sources import TableSource
 from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
-from tempo.spark.types import from_wire, wire_columns
+from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
 from tempo.ticks import INF
 
 ENGINES = ("auto", "driver", "spark")
@@ -91,7 +101,8 @@ class BulkRunner:
         guess that no row is late (else it runs again with the late rows' fixes): the two
         jobs overlap, and the driver's work on the time columns with both."""
         rows = [self.rows(batch, index) for index in range(len(self.shape.sources))]
-        guess = self._pool().submit(self._partials, rows, None) if speculate else None
+        # A join's pairs depend on the CTIs the batch brings (which it releases): no guess.
+        guess = self._pool().submit(self._partials, rows, None) if speculate and self.shape.join is None else None
         try:
             times = rows[0].select(F.lit(0).alias(INPUT_COLUMN), ORDER, KIND, S, E, ARR, NULLF)
             for index, more in enumerate(rows[1:], start=1):
@@ -104,14 +115,20 @@ class BulkRunner:
             if planned is None:
                 return counts, False
             plans, cut = planned
-            payloads = self._late_payloads(rows, plans)
-            if guess is not None and not any(plan.late for plan in plans):
+            naive = engine.mode.naive is True
+            payloads = self._late_payloads(rows, plans, naive)
+            join = None
+            if self.shape.join is not None:
+                before = join_before(engine, self.shape, plans)
+                found, after = self._join_partials(rows, plans, before, naive)
+                join = before, after
+            elif guess is not None and not any(plan.late for plan in plans):
                 found, guess = guess.result(), None
             else:
                 found = self._partials(rows, plans)
             if found is None:
                 return counts, False
-            apply_batch(engine, self.shape, plans, cut, payloads, *found)
+            apply_batch(engine, self.shape, plans, cut, payloads, *found, join)
             return counts, True
         finally:
             if guess is not None:  # not used: let it end (its errors, if any, come again item by item)
@@ -159,7 +176,7 @@ class BulkRunner:
         cut = frontier_cut(engine, plans)
         return None if cut is None else (plans, cut)
 
-    def _late_payloads(self, rows: list[DataFrame], plans: list[BatchPlan]) -> dict[tuple[int, int], Any]:
+    def _late_payloads(self, rows: list[DataFrame], plans: list[BatchPlan], naive: bool) -> dict[tuple[int, int], Any]:
         """The payloads of the late rows (for their rejections), by (input, row)."""
         out: dict[tuple[int, int], Any] = {}
         for plan in plans:
@@ -168,7 +185,7 @@ class BulkRunner:
             by_order = {int(plan.orders[i]): i for i in plan.late}
             payload_type = self.shape.sources[plan.index].payload_type
             found = rows[plan.index].filter(F.col(ORDER).isin(list(by_order))).select(ORDER, *wire_columns(payload_type)).collect()
-            out.update({(plan.index, by_order[r[0]]): from_wire(payload_type, list(r)[1:], False) for r in found})
+            out.update({(plan.index, by_order[r[0]]): from_wire(payload_type, list(r)[1:], naive) for r in found})
         return out
 
     def _events(self, rows: DataFrame, index: int, plan: BatchPlan | None) -> DataFrame:
@@ -198,20 +215,103 @@ class BulkRunner:
         computed by the compiler's rules), the latest time the window operator sees, and the
         events renamed by unions; None when an event spans too many windows for bulk (or
         reaches infinity)."""
-        window = self.shape.window
-        spec = window.spec
-        assert isinstance(spec, HoppingWindow)
         inputs = {
             node.name: self._events(rows[index], index, None if plans is None else plans[index])
             for index, node in enumerate(self.shape.sources)
         }
         compiler = Compiler(self.spark, self.query, self.replay, inputs)
-        df = compiler.relation(window.input)
+        return self._aggregate(compiler.relation(self.shape.window.input), len(self.shape.sources) > 1)
+
+    def _join_partials(
+        self, rows: list[DataFrame], plans: list[BatchPlan], before: JoinBefore, naive: bool,
+    ) -> tuple[tuple[list[Partial], int | None, int] | None, JoinAfter]:
+        """As ``_partials``, through the join (``tempo.runtime.bulk.JoinBefore`` states the
+        rule): the pairs of an event of the batch and one held or of the batch; those the
+        batch releases go on to the window, with their place in the join's emission order
+        as the groups' first event; the others, and the batch's events the join still holds,
+        come back to the driver."""
+        join = self.shape.join
+        assert join is not None
+        inputs = {node.name: self._events(rows[index], index, plans[index]) for index, node in enumerate(self.shape.sources)}
+        compiler = Compiler(self.spark, self.query, self.replay, inputs)
+        renamed: DataFrame | None = None
+        kept: DataFrame | None = None
+        # Each side's events of the batch are read by three jobs (those the join still holds,
+        # the pairs waiting, the window's partials): they are computed once.
+        cached: list[DataFrame] = []
+        for port, (node, events) in enumerate(((join.left, before.sides[0]), (join.right, before.sides[1]))):
+            fresh = compiler.relation(node)
+            first = F.col(FIRST)
+            fresh = fresh.select(
+                F.col(S), F.col(E), F.struct(F.lit(1).alias("t"), first["a"].alias("a"), first["i"].alias("i"), first["o"].alias("o")).cast(POSITION_TYPE).alias(POSITION),
+                F.col(RENAMED), *[F.col(f"`{n}`") for n in field_names(node.payload_type)],
+            ).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(fresh)
+            renamed = fresh.select(RENAMED) if renamed is None else renamed.unionByName(fresh.select(RENAMED))
+            still = fresh.filter(F.col(E) > F.lit(before.ctis[1 - port])).select(
+                F.lit(port).alias("__port"), POSITION, S, E, F.struct(*wire_columns(node.payload_type)).alias(f"__payload{port}"),
+            )
+            kept = still if kept is None else kept.unionByName(still, allowMissingColumns=True)
+            old = driver_frame(self.spark, [_LONG(S), _LONG(E), st.StructField(POSITION, POSITION_TYPE)], node.payload_type, [
+                (s, e, (0, rank, 0, 0), *to_wire(payload)) for rank, (s, e, payload) in enumerate(events)
+            ])
+            compiler.built[id(node)] = fresh.drop(RENAMED).unionByName(old)
+        assert kept is not None
+        held: list[list[tuple[Position, int, int, Any]]] = [[], []]
+        for port, position, held_start, held_end, *payloads in _collect(kept):
+            held[port].append((position, held_start, held_end, from_wire((join.left, join.right)[port].payload_type, payloads[port], naive)))
+        left, right, cond = join_sides(compiler, join)
+        ls, le, rs, re = F.col(f"__l_{S}"), F.col(f"__l_{E}"), F.col(f"__r_{S}"), F.col(f"__r_{E}")
+        lpos, rpos = F.col(f"__l_{POSITION}"), F.col(f"__r_{POSITION}")
+        fresh_pair = (lpos["t"] == 1) | (rpos["t"] == 1)  # two held events were paired before
+        pairs = overlapping_pairs(compiler, join, left, right, cond & (ls < re) & (rs < le) & fresh_pair)
+        start = F.greatest(ls, rs)
+        later, earlier = F.greatest(lpos, rpos), F.least(lpos, rpos)
+        out = F.lit(before.out_cti)
+        emitted = F.struct(start.alias("s"), later.alias("l"), earlier.alias("e")).cast(EMITTED_TYPE)
+        projection = record_columns(join.projection, Scope(("__l_", "__r_")))
+        released = pairs.filter(start < out).select(start.alias(S), F.least(le, re).alias(E), emitted.alias(FIRST), *projection)
+        # The waiting pairs and, in one more row, the count of the released ones: one job
+        # (Spark reuses the join's exchanges for both parts).
+        waiting_columns = [later, earlier, ls, le, *wire_columns(join.left.payload_type, "__l_"), rs, re, *wire_columns(join.right.payload_type, "__r_")]
+        still = pairs.filter(start >= out).select(F.lit(None).cast("long").alias("__released"), *waiting_columns)
+        counted = pairs.filter(start < out).agg(F.count(F.lit(1)).alias("__released"))
+        waiting = _collect(still.unionByName(counted, allowMissingColumns=True))
+        count = next(r[0] for r in waiting if r[0] is not None)
+        waiting = [r[1:] for r in waiting if r[0] is None]
+        width = len(field_names(join.left.payload_type))
+        pending = [
+            ((r[0], r[1]), r[2], r[3], from_wire(join.left.payload_type, r[4:4 + width], naive),
+             r[4 + width], r[5 + width], from_wire(join.right.payload_type, r[6 + width:], naive))
+            for r in waiting
+        ]
+        old_released = driver_frame(self.spark, [_LONG(S), _LONG(E), st.StructField(FIRST, EMITTED_TYPE)], join.payload_type, [
+            (s, e, released_key(rank, s), *to_wire(payload)) for rank, (s, e, payload) in enumerate(before.released)
+        ])
+        compiler.built[id(join)] = released.unionByName(old_released)
+        found = self._aggregate(compiler.relation(self.shape.window.input), True, released_pairs=True)
+        renames = 0
+        if any(isinstance(n, UnionNode) for n in self.query.nodes):
+            assert renamed is not None
+            renames = int(renamed.agg(F.sum(RENAMED)).collect()[0][0] or 0)
+        if found is not None:
+            found = found[0], found[1], renames
+        for df in cached:
+            df.unpersist()
+        return found, JoinAfter((held[0], held[1]), pending, count)
+
+    def _aggregate(self, df: DataFrame, several: bool, released_pairs: bool = False) -> tuple[list[Partial], int | None, int] | None:
+        """The window's partials over its input ``df`` (see ``_partials``); ``several``: the
+        first events are structs (of several inputs, or a join's pairs: ``released_pairs``,
+        which count no renamed events)."""
+        window = self.shape.window
+        spec = window.spec
+        assert isinstance(spec, HoppingWindow)
         k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
         keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
         values = [column(a.arg, Scope()).alias(f"__v{i}") for i, a in enumerate(window.aggregates) if a.arg is not None]
-        several = len(self.shape.sources) > 1
-        passengers = [F.col(FIRST), F.col(RENAMED)] if several else [F.col(FIRST)]
+        counts_renamed = several and not released_pairs
+        passengers = [F.col(FIRST), F.col(RENAMED)] if counts_renamed else [F.col(FIRST)]
         spans = df.select(F.col(S), F.col(E), *passengers, k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
         # An event in no window (a gap between hopping windows) still counts for the
         # operator's latest time: it goes to a window null.
@@ -222,7 +322,7 @@ class BulkRunner:
         once = F.col("__k").isNull() | (F.col("__k") == F.col("__klo"))  # each event's first row
         aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(F.col("__khi") - F.col("__klo")).alias("__span"),
                 F.max(S).alias("__smax"), F.max(E).alias("__emax")]
-        if several:
+        if counts_renamed:
             aggs.append(F.sum(F.when(once, F.col(RENAMED))).alias("__renamed"))
         parts: list[tuple[str, ...]] = []
         for i, a in enumerate(window.aggregates):
@@ -242,10 +342,11 @@ class BulkRunner:
         if max((s for s in col["__span"] if s is not None), default=0) >= WindowOperator.EAGER_WINDOWS or max(col["__emax"]) >= INF:
             return None
         t_max = max(max(col["__smax"]), max(col["__emax"]))
-        if several:
-            firsts: Iterable[Any] = zip(*(grouped.column("__first").combine_chunks().field(name).to_pylist() for name in ("a", "i", "o")))
+        firsts: Iterable[Any] = grouped.column("__first").to_pylist()
+        if several:  # structs arrive as dicts, in field order
+            firsts = (_as_tuple(first) for first in firsts)
         else:
-            firsts = ((0, 0, order) for order in grouped.column("__first").to_pylist())
+            firsts = ((0, 0, order) for order in firsts)
         key_columns = [col[f"__key{i}"] for i in range(len(keys))]
         value_columns = [col[c[0]] if len(c) == 1 else [(t if n else 0, n) for t, n in zip(col[c[0]], col[c[1]])] for c in parts]
         partials: list[Partial] = [
@@ -256,4 +357,35 @@ class BulkRunner:
             )
             if k is not None  # events in no window count only for the latest time
         ]
-        return partials, t_max, sum(r for r in col["__renamed"] if r is not None) if several else 0
+        return partials, t_max, sum(r for r in col["__renamed"] if r is not None) if counts_renamed else 0
+
+
+def _collect(df: DataFrame) -> list[tuple[Any, ...]]:
+    """``df``'s rows on the driver, structs as tuples (through Arrow: far faster than
+    ``collect`` for more than a few rows)."""
+    import pyarrow as pa
+
+    table = df.toArrow()
+    columns = [[_as_tuple(v) for v in c.to_pylist()] if isinstance(c.type, pa.StructType) else c.to_pylist() for c in table.columns]
+    return list(zip(*columns))
+
+
+def _as_tuple(value: Any) -> Any:
+    """A struct (a dict from Arrow, fields in order), nested ones too, as a tuple."""
+    return tuple(_as_tuple(v) for v in value.values()) if isinstance(value, dict) else value
+
+
+def _LONG(name: str) -> st.StructField:
+    return st.StructField(name, st.LongType(), False)
+
+
+POSITION = "__tempo_position"
+"""A join input event's ``tempo.runtime.bulk.Position``, as a struct."""
+POSITION_TYPE = st.StructType([
+    st.StructField("t", st.IntegerType()), st.StructField("a", st.LongType()),
+    st.StructField("i", st.IntegerType()), st.StructField("o", st.LongType()),
+])
+EMITTED_TYPE = st.StructType([
+    st.StructField("s", st.LongType()), st.StructField("l", POSITION_TYPE), st.StructField("e", POSITION_TYPE),
+])
+"""A pair's place in the join's emission order: (start, later position, earlier position)."""

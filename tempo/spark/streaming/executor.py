@@ -60,6 +60,10 @@ BULK_ROWS = 100_000
 BULK_GUESS = 4
 """With ``engine="auto"``, a batch after one of fewer than ``BULK_ROWS / BULK_GUESS`` rows
 goes to the driver without being sized first."""
+JOIN_BULK_FACTOR = 4
+"""With ``engine="auto"`` and a join below the window, batches go to Spark from this many
+times ``bulk_rows``: every pair goes through Spark's join and aggregation and the join's
+state travels both ways, a few seconds a batch more (bench/streaming_join.py)."""
 
 CRASH_AT = "TEMPO_CRASH_AT"
 """The environment variable of the testing hook (see the module's docstring)."""
@@ -418,9 +422,10 @@ class StreamingExecutor:
     ``engine``: which engine runs a batch (the results are the same): ``"driver"``, the
     reference engine item by item on the driver; ``"spark"``, Spark's compiled plan, for
     queries of the shape it computes in bulk (inputs without ordering settings or imports whose
-    events reach one window aggregate through where / select / shift / union operators; other
-    queries are refused with ``UnsupportedError``); ``"auto"`` (default), Spark for batches of at least ``bulk_rows``
-    rows of such a query, else the driver. docs/streaming.md, "Two engines".
+    events reach one window aggregate through where / select / shift / union operators and at
+    most one join; other queries are refused with ``UnsupportedError``); ``"auto"`` (default),
+    Spark for batches of at least ``bulk_rows`` rows of such a query (``JOIN_BULK_FACTOR``
+    times as many with a join), else the driver. docs/streaming.md, "Two engines".
     """
 
     def __init__(
@@ -446,6 +451,8 @@ class StreamingExecutor:
             raise UnsupportedError(EXECUTOR, "engine='spark'", f"this query's batches cannot be computed in bulk: {shape}")
         bulk = None if self.engine == "driver" or isinstance(shape, str) else BulkRunner(self.spark, query, shape)
         bulk_rows = 0 if self.engine == "spark" else self.bulk_rows
+        if not isinstance(shape, str) and shape.join is not None:
+            bulk_rows *= JOIN_BULK_FACTOR
         runner = _Runner(self.spark, query, stream.payload_type, sink, log, bulk, bulk_rows)
         log.check_open()  # after the runner published what committed: a crash may have come between the flush's commit and its publishing
         merged: DataFrame | None = None
