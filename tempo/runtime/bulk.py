@@ -1,11 +1,11 @@
 """A live engine's micro-batch computed in bulk, with the same result as item by item.
 
 ``LiveEngine`` processes a batch one item at a time: exact, but one Python call chain per
-event. For the queries of one shape (``bulk_shape``: inputs without ordering settings or
-imports whose events reach one hopping/tumbling window aggregate through stateless operators
-and unions, and at most one join of them all; anything may follow the window), a large batch
-can instead be computed in bulk
-by an executor (Spark's compiled plan) and put into the same engine state, so that the next
+event. For the queries of one shape (``bulk_shape``: inputs without ordering settings, whose
+CTIs are their own or imported from one whose are, and whose events reach one hopping or
+tumbling window aggregate through stateless operators and unions, and at most one join of
+them all; anything may follow the window), a large batch can instead be computed in bulk by
+an executor (Spark's compiled plan) and put into the same engine state, so that the next
 batch may go either way:
 
 1. ``plan_batch``: each input's time rules over whole columns (numpy). An event's fate
@@ -97,7 +97,9 @@ def bulk_shape(query: Query) -> BulkShape | str:
         if policy.ordered:
             return f"input {source.name!r} has ordering settings (arrival-time rules)"
         if policy.import_from is not None:
-            return f"input {source.name!r} imports the CTIs of {policy.import_from!r}"
+            exporter = next(s for s in query.sources if s.name == policy.import_from)
+            if TimePolicy.of_input(exporter).import_from is not None:
+                return f"input {source.name!r} imports the CTIs of {policy.import_from!r}, which are not all its own"
         if source.shape is EventShape.EDGE:
             return f"input {source.name!r} is of edges"
         if not isinstance(source.source, TableSource) or source.source.dense_order_from is not None:
@@ -172,6 +174,8 @@ class BatchPlan:
     first_position: int
     cti: int
     """The input's CTI after the batch."""
+    ctis: Any
+    """Its CTI after each row, from its own rows (what an importer takes)."""
 
     def arrival(self, row: int) -> int:
         """Row ``row``'s arrival (the earliest without an arrival column, as item by item)."""
@@ -183,13 +187,23 @@ class BatchPlan:
         return sorted(self.dropped | self.moved.keys())
 
 
+def plan_order(shape: BulkShape) -> list[tuple[int, int | None]]:
+    """The inputs in the order their batch plans are made, each with the input whose CTIs it
+    imports (``plan_batch``'s ``exporter``), which comes before it."""
+    index = {node.name: i for i, node in enumerate(shape.sources)}
+    exporters = [TimePolicy.of_input(node).import_from for node in shape.sources]
+    return sorted(((i, None if e is None else index[e]) for i, e in enumerate(exporters)), key=lambda pair: pair[1] is not None)
+
+
 def plan_batch(
     engine: LiveEngine, index: int, kinds: Any, starts: Any, ends: Any, arrivals: Any | None, orders: Any,
+    exporter: BatchPlan | None = None,
 ) -> BatchPlan | str:
     """The plan of input ``index``'s rows of one batch, or why they must go item by item.
     The columns are numpy arrays in input order (``orders`` ascending); ``ends`` of points
-    are their start + 1 and ``arrivals`` None when the input has no arrival column. Pure:
-    the engine's state is read, not changed."""
+    are their start + 1 and ``arrivals`` None when the input has no arrival column. With
+    imported CTIs, ``exporter`` is the plan of the input they come from: its CTIs reach this
+    one in the merged arrival order. Pure: the engine's state is read, not changed."""
     import numpy as np
 
     ingress, feed = engine.ingresses[index], engine.feeds[index]
@@ -227,6 +241,15 @@ def plan_batch(
     candidates = np.where(generates, starts - ingress.delay, np.where(is_cti, starts, NEG_INF))
     after = np.maximum.accumulate(np.maximum(candidates, cti0)) if n else candidates
     in_force = np.concatenate(([cti0], after[:-1])) if n else after
+    final = int(after[-1]) if n else cti0
+    if exporter is not None and exporter.rows:
+        # The exporter's CTI after each of its rows reaches this input before its rows that
+        # come later in the merged order (arrival, then declaration order).
+        assert arrivals is not None and exporter.arrivals is not None  # an import needs arrival times
+        before = np.searchsorted(exporter.arrivals, arrivals, side="right" if exporter.index < index else "left")
+        imported = np.where(before > 0, exporter.ctis[np.maximum(before - 1, 0)], NEG_INF)
+        in_force = np.maximum(in_force, imported)
+        final = max(final, exporter.cti)
     late_mask = is_event & (starts < in_force)
     late = np.flatnonzero(late_mask).tolist()
     if late and not ingress.has_policy:
@@ -246,7 +269,7 @@ def plan_batch(
     return BatchPlan(
         index, n, np.flatnonzero(special_mask).tolist(), moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
         ends, arrivals, events_before, orders, int(orders[-1]) if n else feed.last_order, feed.next_position,
-        int(after[-1]) if n else cti0,
+        final, after,
     )
 
 
@@ -412,7 +435,6 @@ def _put_join(engine: LiveEngine, shape: BulkShape, before: JoinBefore, after: J
     end after the other side's CTI, the pairs not released wait."""
     join = engine.operators[shape.join_position]
     assert isinstance(join, ops.Join)
-    count = len(shape.sources)
     held: list[list[list[Any]]] = []
     for port, side in enumerate(join.sides):
         other = before.ctis[1 - port]
@@ -421,8 +443,9 @@ def _put_join(engine: LiveEngine, shape: BulkShape, before: JoinBefore, after: J
         for (_, _, i, order), start, end, payload in sorted(after.held[port], key=lambda e: e[0]):
             key = key_of(payload) if key_of else ()
             if None not in key:  # an event with a null key matches nothing and is not held
-                # An id of its own among the side's, never one the query hands out.
-                recs.append([-1 - (order * count + i), start, end, payload, key, ()])
+                # Its id only keys it in the side (closed events get no end): (input, order)
+                # is unique there and never one of the query's own ids.
+                recs.append([(i, order), start, end, payload, key, ()])
         held.append(recs)
     out = before.out_cti
     pending = [(start, left, right) for start, left, right in _waiting(join) if start >= out]

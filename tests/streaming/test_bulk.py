@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tempo
-from tempo import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
+from tempo import AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
 from tempo.sources import ParquetSource
 from tests.streaming.test_live_spark import land
 
@@ -239,10 +239,12 @@ def _union_of_two(a: Any, b: Any, flush: bool) -> Stream[Stat]:
     return _by_device(first.union(second.shift_event_time(timedelta(seconds=1))))
 
 
-def _join_of_two(a: Any, b: Any, flush: bool) -> Stream[Stat]:
+def _join_of_two(a: Any, b: Any, flush: bool, imports: bool = False) -> Stream[Stat]:
     gen = AdvanceTimeGenerationSettings(frequency=3, delay=timedelta(seconds=2), advance_to_infinity_on_shutdown=flush)
     settings = AdvanceTimeSettings(gen, policy=AdvanceTimePolicy.ADJUST)
     first = Stream.create("a", a, EventShape.POINT, settings, payload_type=Reading)
+    if imports:  # b's CTIs are a's, as they reach b in the merged arrival order
+        settings = AdvanceTimeSettings(import_=AdvanceTimeImportSettings("a"), policy=AdvanceTimePolicy.DROP)
     second = Stream.create("b", b, EventShape.POINT, settings, payload_type=Reading)
     return _by_device(first.join(
         second.alter_event_duration(timedelta(seconds=9)), lambda x, y: x.device == y.device,
@@ -250,7 +252,11 @@ def _join_of_two(a: Any, b: Any, flush: bool) -> Stream[Stat]:
     ))
 
 
-@pytest.mark.parametrize("combine", [_union_of_two, _join_of_two], ids=["union", "join"])
+def _join_importing(a: Any, b: Any, flush: bool) -> Stream[Stat]:
+    return _join_of_two(a, b, flush, imports=True)
+
+
+@pytest.mark.parametrize("combine", [_union_of_two, _join_of_two, _join_importing], ids=["union", "join", "join-importing"])
 def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path: Path, combine: Callable[[Any, Any, bool], Stream[Stat]]) -> None:
     """Two inputs with arrival times, merged by a union (or joined) into a window. Each run of the query
     (``availableNow``, restarted on its checkpoint) takes a file of each input, which ends

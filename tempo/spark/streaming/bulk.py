@@ -2,7 +2,7 @@
 
 The driver engine (``tempo.runtime.live``) handles every item in Python, which is exact
 and fast for small batches but costs about 4 µs per event. For queries of the bulk shape
-(``tempo.runtime.bulk.bulk_shape``: inputs without ordering settings or imports whose
+(``tempo.runtime.bulk.bulk_shape``: inputs without ordering settings whose
 events reach one window aggregate through where / select / shift / union operators and at
 most one join), a large batch runs here instead, in two Spark jobs over the batch's rows
 (a few more with a join, below):
@@ -43,7 +43,7 @@ from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 from tempo.plan.nodes import UnionNode
 from tempo.runtime.bulk import (
-    BatchPlan, BulkShape, FrontierCut, JoinAfter, JoinBefore, Partial, Position, apply_batch, frontier_cut, join_before, plan_batch,
+    BatchPlan, BulkShape, FrontierCut, JoinAfter, JoinBefore, Partial, Position, apply_batch, frontier_cut, join_before, plan_batch, plan_order,
     released_key,
 )
 from tempo.runtime.live import LiveEngine
@@ -157,8 +157,9 @@ class BulkRunner:
                 return None
         if pc.count(table.column(NULLF)).as_py():  # a null in a field not declared optional
             return None
-        plans = []
-        for index, node in enumerate(self.shape.sources):
+        planned: dict[int, BatchPlan] = {}
+        for index, exporter in plan_order(self.shape):
+            node = self.shape.sources[index]
             part = table if len(self.shape.sources) == 1 else table.filter(pc.equal(table.column(INPUT_COLUMN), index))
             source = node.source
             assert isinstance(source, TableSource)  # bulk_shape has checked it
@@ -169,10 +170,14 @@ class BulkRunner:
             if np.any(np.diff(col[ORDER]) < 0):  # a file's rows are usually in order already
                 order = np.argsort(col[ORDER], kind="stable")
                 col = {name: values[order] for name, values in col.items()}
-            plan = plan_batch(engine, index, col[KIND].astype(np.int64), col[S], col[E], col[ARR] if has_arrival else None, col[ORDER])
+            plan = plan_batch(
+                engine, index, col[KIND].astype(np.int64), col[S], col[E], col[ARR] if has_arrival else None, col[ORDER],
+                None if exporter is None else planned[exporter],
+            )
             if isinstance(plan, str):
                 return None
-            plans.append(plan)
+            planned[index] = plan
+        plans = [planned[index] for index in range(len(self.shape.sources))]
         cut = frontier_cut(engine, plans)
         return None if cut is None else (plans, cut)
 

@@ -421,7 +421,7 @@ class StreamingExecutor:
     (default: a batch as soon as the previous one is done).
     ``engine``: which engine runs a batch (the results are the same): ``"driver"``, the
     reference engine item by item on the driver; ``"spark"``, Spark's compiled plan, for
-    queries of the shape it computes in bulk (inputs without ordering settings or imports whose
+    queries of the shape it computes in bulk (inputs without ordering settings whose
     events reach one window aggregate through where / select / shift / union operators and at
     most one join; other queries are refused with ``UnsupportedError``); ``"auto"`` (default),
     Spark for batches of at least ``bulk_rows`` rows of such a query (``JOIN_BULK_FACTOR``
