@@ -116,13 +116,16 @@ reaching the window, the events renamed by unions, and the join's part (or None)
 
 
 def _union_model(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], events: list[Admitted]) -> tuple[list[WindowEvent], int, Any]:
-    """``a.where(value != 4).union(b.shift(SHIFT))`` (or ``a`` alone)."""
+    """``a.where(value != 4).union(b.shift(SHIFT)).where(value != 5)`` (or ``a.where(value != 4)``
+    alone): an event of ``b`` takes a fresh id at the union, whatever the where after it does."""
     out, renamed = [], 0
     for index, place, start, end, payload in events:
         if index == 0 and payload.value == 4:  # the where
             continue
         if index == 1:
             start, end, renamed = start + SHIFT, end + SHIFT, renamed + 1
+        if len(shape.sources) == 2 and payload.value == 5:  # the where after the union
+            continue
         out.append((place, start, end, payload))
     return out, renamed, None
 
@@ -298,7 +301,7 @@ def _union_query(tables: tuple[Any, Any], times: tuple[AdvanceTimeSettings, Adva
         for name, table, time in zip(("a", "b"), tables, times)
     )
     return (
-        a.where(lambda e: e.value != 4).union(b.shift_event_time(timedelta(microseconds=SHIFT)))
+        a.where(lambda e: e.value != 4).union(b.shift_event_time(timedelta(microseconds=SHIFT))).where(lambda e: e.value != 5)
         .group_by(lambda e: e.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
         .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.sum(lambda e: e.value)))
     )

@@ -68,7 +68,8 @@ STATELESS = (p.WhereNode, p.SelectNode, p.AlterLifetimeNode)
 """Operators whose output events depend on one input event each (and CTIs likewise)."""
 KEY_TYPES = (int, float, str, bool)
 JOIN_KEY_TYPES = (int, str, bool)
-"""Join keys Spark compares as Python does (a float NaN equals itself in Spark, not in a dict)."""
+"""Join keys Spark compares as Python's dict does (a float NaN equals itself in Spark, not in
+a dict; a bool meets an int as the number it is on both)."""
 WHY_NOT = (
     "only a window aggregate over the inputs through where / select / shift / union operators, "
     "and at most one join below it, is computed in bulk"
@@ -245,7 +246,8 @@ def plan_batch(
     if exporter is not None and exporter.rows:
         # The exporter's CTI after each of its rows reaches this input before its rows that
         # come later in the merged order (arrival, then declaration order).
-        assert arrivals is not None and exporter.arrivals is not None  # an import needs arrival times
+        if arrivals is None or exporter.arrivals is None:
+            return "imported CTIs without arrival times"  # item by item names the rule
         before = np.searchsorted(exporter.arrivals, arrivals, side="right" if exporter.index < index else "left")
         imported = np.where(before > 0, exporter.ctis[np.maximum(before - 1, 0)], NEG_INF)
         in_force = np.maximum(in_force, imported)
@@ -449,7 +451,7 @@ def _put_join(engine: LiveEngine, shape: BulkShape, before: JoinBefore, after: J
         held.append(recs)
     out = before.out_cti
     pending = [(start, left, right) for start, left, right in _waiting(join) if start >= out]
-    for _, ls, le, lp, rs, re, rp in sorted(after.pending, key=lambda pair: (pair[1] if pair[1] > pair[4] else pair[4], pair[0])):
+    for _, ls, le, lp, rs, re, rp in sorted(after.pending, key=lambda pair: (max(pair[1], pair[4]), pair[0])):
         pending.append((max(ls, rs), [None, ls, le, lp, (), ()], [None, rs, re, rp, (), ()]))
     join.restate((held[0], held[1]), pending)
 

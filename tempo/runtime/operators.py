@@ -687,8 +687,8 @@ class Join(Operator):
 
     def restate(self, held: tuple[list[list[Any]], list[list[Any]]], pending: list[tuple[int, list[Any], list[Any]]]) -> None:
         """Hold ``held`` (per side, event records in the order received) and let ``pending``
-        (start, left record, right record) wait, in order of push: the state a batch computed
-        in bulk (``tempo.runtime.bulk``) leaves. Closed events only."""
+        (start, left record, right record) wait, in emission order (start, then push): the
+        state a batch computed in bulk (``tempo.runtime.bulk``) leaves. Closed events only."""
         sides = (_Side(), _Side())
         for side, old, recs in zip(sides, self.sides, held):
             side.cti = old.cti

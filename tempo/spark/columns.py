@@ -77,10 +77,21 @@ def _is_float(e: x.Expr) -> bool:
     return e.dtype is float
 
 
+def numeric_operands(left: x.Expr, right: x.Expr, a: Column, b: Column, arithmetic: bool = False) -> tuple[Column, Column]:
+    """``a`` and ``b`` (of ``left`` and ``right``) ready to combine: a bool meeting a number, or
+    in arithmetic, is the number it is in Python (``True == 1``, ``True + True == 2``), where
+    Spark refuses to mix the types."""
+    if left.dtype is bool and (arithmetic or right.dtype in (int, float)):
+        a = a.cast("long")
+    if right.dtype is bool and (arithmetic or left.dtype in (int, float)):
+        b = b.cast("long")
+    return a, b
+
+
 @rule(x.Binary)
 def _binary(scope: Scope, e: x.Binary) -> Column:
-    a, b = column(e.left, scope), column(e.right, scope)
     op = e.op
+    a, b = numeric_operands(e.left, e.right, column(e.left, scope), column(e.right, scope), op not in x.COMPARISON and op not in x.LOGICAL)
     if e.left.dtype is datetime or e.right.dtype is datetime:
         if op in x.COMPARISON:
             return _compare(op, a, b)

@@ -36,7 +36,7 @@ from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import EXPRESSIONS, Scope, column, record_columns
+from tempo.spark.columns import EXPRESSIONS, Scope, column, numeric_operands, record_columns
 from tempo.ticks import INF, NEG_INF
 
 _RULES: Registry[Compiler, DataFrame] = Registry("Spark", "plan node")
@@ -134,14 +134,10 @@ FIRST = "__tempo_first"
 """A column riding along the stateless operators and unions when present: a row's place in
 the merged arrival order (a live query's batch computed in bulk keeps each window's groups
 in first-arrival order)."""
-RENAMED = "__tempo_renamed"
-"""Riding along with ``FIRST`` when present: how many unions a row entered by their second
-input, where the in-memory union gives an event a fresh id (a bulk batch counts the ids it
-takes)."""
 
 
 def _passengers(df: DataFrame) -> list[Column]:
-    return [F.col(c) for c in (FIRST, RENAMED) if c in df.columns]
+    return [F.col(FIRST)] if FIRST in df.columns else []
 
 
 @compiles(p.SelectNode)
@@ -167,8 +163,6 @@ def _alter(c: Compiler, node: p.AlterLifetimeNode) -> DataFrame:
 def _union(c: Compiler, node: p.UnionNode) -> DataFrame:
     cols = [F.col(S), F.col(E), *_payload(node)]
     left, right = c.relation(node.left), c.relation(node.right)
-    if RENAMED in left.columns:
-        return left.select(*cols, *_passengers(left)).unionByName(right.select(*cols, F.col(FIRST), (F.col(RENAMED) + 1).alias(RENAMED)))
     return left.select(*cols, *_passengers(left)).unionByName(right.select(*cols, *_passengers(right)))
 
 
@@ -261,7 +255,8 @@ def join_sides(c: Compiler, node: p.JoinNode | p.AntiJoinNode) -> tuple[DataFram
     scope = Scope(("__l_", "__r_"))
     cond: Column = F.lit(True)
     for a, b in node.keys:
-        cond = cond & (column(a, scope) == column(b, scope))
+        left_key, right_key = numeric_operands(a, b, column(a, scope), column(b, scope))
+        cond = cond & (left_key == right_key)
     if node.residual is not None:
         cond = cond & column(node.residual, scope)
     return left, right, cond

@@ -281,3 +281,33 @@ def test_udf_in_an_aggregate_argument_is_checked(executor: Any) -> None:
     q = nulls().tumbling(timedelta(seconds=10)).aggregate(lambda w: Out(name="w", x=w.sum(lambda m: tempo.coalesce(label(m.v), 0.0))))
     with pytest.raises(UdfResultError, match="_label"):
         executor.run(q)
+
+
+@attrs.frozen
+class Bit:
+    name: str
+    flag: bool
+    n: int
+
+
+@attrs.frozen
+class Total:
+    name: str
+    total: int
+
+
+def test_a_bool_is_the_number_it_is(executor: Any) -> None:
+    """As in Python (docs/semantics.md 7.1): True == 1, True + True == 2, and a join key of a
+    bool meets an int. Timeline: a(T, 1)@1  b(F, 1)@2  c(T, 2)@3  d(F, 0)@4  |10; the other
+    input of the join: one(n=1) and zero(n=0), both over [0, 10)."""
+    bits = [Bit("a", True, 1), Bit("b", False, 1), Bit("c", True, 2), Bit("d", False, 0)]
+    stream = Stream.create("bits", [*(Point(T(i + 1), b) for i, b in enumerate(bits)), Cti(T(10))], EventShape.POINT)
+    equal = run(executor, stream.where(lambda b: b.flag == b.n))
+    assert evs(equal) == [pt(1, bits[0]), pt(4, bits[3])]
+    sums = run(executor, stream.select(lambda b: Total(name=b.name, total=b.flag + b.flag + b.n)))
+    assert [e.payload for e in sums.events] == [Total("a", 3), Total("b", 1), Total("c", 4), Total("d", 0)]
+    numbers = Stream.create(
+        "numbers", [Interval(T(0), T(10), Bit("one", False, 1)), Interval(T(0), T(10), Bit("zero", False, 0)), Cti(T(10))], EventShape.INTERVAL,
+    )
+    joined = run(executor, stream.join(numbers, lambda b, m: b.flag == m.n, lambda b, m: Total(name=b.name, total=m.n)))
+    assert sorted((e.payload.name, e.payload.total) for e in joined.events) == [("a", 1), ("b", 0), ("c", 1), ("d", 0)]

@@ -27,7 +27,7 @@ is run item by item instead, which names the rule and the row, or holds the rows
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -38,10 +38,9 @@ from pyspark.storagelevel import StorageLevel
 
 from tempo.events import EventShape
 from tempo.expr.schema import field_names
-from tempo.plan.nodes import AggregateKind
+from tempo.plan.nodes import AggregateKind, Node, UnionNode
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
-from tempo.plan.nodes import UnionNode
 from tempo.runtime.bulk import (
     BatchPlan, BulkShape, FrontierCut, JoinAfter, JoinBefore, Partial, Position, apply_batch, frontier_cut, join_before, plan_batch, plan_order,
     released_key,
@@ -53,7 +52,7 @@ from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
-from tempo.spark.compiler import AGGREGATE_COLUMNS, FIRST, RENAMED, Compiler, join_sides, overlapping_pairs
+from tempo.spark.compiler import AGGREGATE_COLUMNS, FIRST, Compiler, join_sides, overlapping_pairs
 from tempo.spark.columns import record_columns
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
@@ -213,7 +212,7 @@ class BulkRunner:
         if len(self.shape.sources) == 1:  # the input order alone (a struct costs its aggregation twice the time)
             return events.select(F.col(S), F.col(E), F.col(ORDER).alias(FIRST), *payload)
         first = F.struct(F.col(ARR).alias("a"), F.lit(index).cast("int").alias("i"), F.col(ORDER).alias("o"))
-        return events.select(F.col(S), F.col(E), first.alias(FIRST), F.lit(0).alias(RENAMED), *payload)
+        return events.select(F.col(S), F.col(E), first.alias(FIRST), *payload)
 
     def _partials(self, rows: list[DataFrame], plans: list[BatchPlan] | None) -> tuple[list[Partial], int | None, int] | None:
         """Each window and group's partial aggregates over the batch (the window's input
@@ -225,7 +224,21 @@ class BulkRunner:
             for index, node in enumerate(self.shape.sources)
         }
         compiler = Compiler(self.spark, self.query, self.replay, inputs)
-        return self._aggregate(compiler.relation(self.shape.window.input), len(self.shape.sources) > 1)
+        window_input = compiler.relation(self.shape.window.input)
+        return self._aggregate(window_input, len(self.shape.sources) > 1, self._renames(compiler, self.shape.window.input))
+
+    def _renames(self, compiler: Compiler, below: Node) -> DataFrame | None:
+        """A row (``RENAME``) per event of the batch that a union below ``below`` takes on its
+        second input, where it gets a fresh event id, whatever later operators do with it;
+        None without unions there."""
+        rows = None
+        for node in _subtree(below):
+            if isinstance(node, UnionNode):
+                # With its place in the merged order: a null one would not fit the partials'
+                # column of first places (their fields are not nullable).
+                taken = compiler.relation(node.right).select(F.col(FIRST), F.lit(1).alias(RENAME))
+                rows = taken if rows is None else rows.unionByName(taken)
+        return rows
 
     def _join_partials(
         self, rows: list[DataFrame], plans: list[BatchPlan], before: JoinBefore, naive: bool,
@@ -239,20 +252,30 @@ class BulkRunner:
         assert join is not None
         inputs = {node.name: self._events(rows[index], index, plans[index]) for index, node in enumerate(self.shape.sources)}
         compiler = Compiler(self.spark, self.query, self.replay, inputs)
-        renamed: DataFrame | None = None
-        kept: DataFrame | None = None
         # Each side's events of the batch are read by three jobs (those the join still holds,
         # the pairs waiting, the window's partials): they are computed once.
         cached: list[DataFrame] = []
+        try:
+            return self._join_batch(compiler, before, naive, cached)
+        finally:
+            for df in cached:
+                df.unpersist()
+
+    def _join_batch(
+        self, compiler: Compiler, before: JoinBefore, naive: bool, cached: list[DataFrame],
+    ) -> tuple[tuple[list[Partial], int | None, int] | None, JoinAfter]:
+        """``_join_partials``'s work, the DataFrames it caches put in ``cached``."""
+        join = self.shape.join
+        assert join is not None
+        kept: DataFrame | None = None
         for port, (node, events) in enumerate(((join.left, before.sides[0]), (join.right, before.sides[1]))):
             fresh = compiler.relation(node)
             first = F.col(FIRST)
             fresh = fresh.select(
                 F.col(S), F.col(E), F.struct(F.lit(1).alias("t"), first["a"].alias("a"), first["i"].alias("i"), first["o"].alias("o")).cast(POSITION_TYPE).alias(POSITION),
-                F.col(RENAMED), *[F.col(f"`{n}`") for n in field_names(node.payload_type)],
+                *[F.col(f"`{n}`") for n in field_names(node.payload_type)],
             ).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(fresh)
-            renamed = fresh.select(RENAMED) if renamed is None else renamed.unionByName(fresh.select(RENAMED))
             still = fresh.filter(F.col(E) > F.lit(before.ctis[1 - port])).select(
                 F.lit(port).alias("__port"), POSITION, S, E, F.struct(*wire_columns(node.payload_type)).alias(f"__payload{port}"),
             )
@@ -260,10 +283,12 @@ class BulkRunner:
             old = driver_frame(self.spark, [_LONG(S), _LONG(E), st.StructField(POSITION, POSITION_TYPE)], node.payload_type, [
                 (s, e, (0, rank, 0, 0), *to_wire(payload)) for rank, (s, e, payload) in enumerate(events)
             ])
-            compiler.built[id(node)] = fresh.drop(RENAMED).unionByName(old)
+            compiler.built[id(node)] = fresh.unionByName(old)
         assert kept is not None
         held: list[list[tuple[Position, int, int, Any]]] = [[], []]
         for port, position, held_start, held_end, *payloads in _collect(kept):
+            if held_end >= INF:  # a shift took its end to infinity: open, which item by item handles
+                return None, JoinAfter(([], []), [], 0)
             held[port].append((position, held_start, held_end, from_wire((join.left, join.right)[port].payload_type, payloads[port], naive)))
         left, right, cond = join_sides(compiler, join)
         ls, le, rs, re = F.col(f"__l_{S}"), F.col(f"__l_{E}"), F.col(f"__r_{S}"), F.col(f"__r_{E}")
@@ -276,14 +301,18 @@ class BulkRunner:
         emitted = F.struct(start.alias("s"), later.alias("l"), earlier.alias("e")).cast(EMITTED_TYPE)
         projection = record_columns(join.projection, Scope(("__l_", "__r_")))
         released = pairs.filter(start < out).select(start.alias(S), F.least(le, re).alias(E), emitted.alias(FIRST), *projection)
-        # The waiting pairs and, in one more row, the count of the released ones: one job
-        # (Spark reuses the join's exchanges for both parts).
-        waiting_columns = [later, earlier, ls, le, *wire_columns(join.left.payload_type, "__l_"), rs, re, *wire_columns(join.right.payload_type, "__r_")]
-        still = pairs.filter(start >= out).select(F.lit(None).cast("long").alias("__released"), *waiting_columns)
-        counted = pairs.filter(start < out).agg(F.count(F.lit(1)).alias("__released"))
-        waiting = _collect(still.unionByName(counted, allowMissingColumns=True))
-        count = next(r[0] for r in waiting if r[0] is not None)
-        waiting = [r[1:] for r in waiting if r[0] is None]
+        # The waiting pairs, and in one more row the count of the released ones and of the
+        # events unions renamed below the join: one job (Spark reuses the join's exchanges).
+        still = pairs.filter(start >= out).select(
+            later.alias("__later"), earlier.alias("__earlier"), ls, le, *wire_columns(join.left.payload_type, "__l_"),
+            rs, re, *wire_columns(join.right.payload_type, "__r_"),
+        )
+        counts = pairs.filter(start < out).agg(F.count(F.lit(1)).alias("__released"))
+        renames = self._renames(compiler, join)
+        counts = counts.crossJoin(renames.agg(F.count(F.lit(1)).alias("__renamed"))) if renames is not None else counts.withColumn("__renamed", F.lit(0).cast("long"))
+        rows_back = _collect(still.unionByName(counts, allowMissingColumns=True))  # the two counts last
+        count, renamed = next(r[-2:] for r in rows_back if r[-2] is not None)
+        waiting = [r[:-2] for r in rows_back if r[-2] is None]
         width = len(field_names(join.left.payload_type))
         pending = [
             ((r[0], r[1]), r[2], r[3], from_wire(join.left.payload_type, r[4:4 + width], naive),
@@ -294,41 +323,34 @@ class BulkRunner:
             (s, e, released_key(rank, s), *to_wire(payload)) for rank, (s, e, payload) in enumerate(before.released)
         ])
         compiler.built[id(join)] = released.unionByName(old_released)
-        found = self._aggregate(compiler.relation(self.shape.window.input), True, released_pairs=True)
-        renames = 0
-        if any(isinstance(n, UnionNode) for n in self.query.nodes):
-            assert renamed is not None
-            renames = int(renamed.agg(F.sum(RENAMED)).collect()[0][0] or 0)
+        found = self._aggregate(compiler.relation(self.shape.window.input), True, None)
         if found is not None:
-            found = found[0], found[1], renames
-        for df in cached:
-            df.unpersist()
+            found = found[0], found[1], renamed
         return found, JoinAfter((held[0], held[1]), pending, count)
 
-    def _aggregate(self, df: DataFrame, several: bool, released_pairs: bool = False) -> tuple[list[Partial], int | None, int] | None:
+    def _aggregate(self, df: DataFrame, several: bool, renames: DataFrame | None) -> tuple[list[Partial], int | None, int] | None:
         """The window's partials over its input ``df`` (see ``_partials``); ``several``: the
-        first events are structs (of several inputs, or a join's pairs: ``released_pairs``,
-        which count no renamed events)."""
+        first events are structs (of several inputs, or a join's pairs); ``renames``: counted
+        in the same job (``_renames``)."""
         window = self.shape.window
         spec = window.spec
         assert isinstance(spec, HoppingWindow)
         k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
         keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
         values = [column(a.arg, Scope()).alias(f"__v{i}") for i, a in enumerate(window.aggregates) if a.arg is not None]
-        counts_renamed = several and not released_pairs
-        passengers = [F.col(FIRST), F.col(RENAMED)] if counts_renamed else [F.col(FIRST)]
-        spans = df.select(F.col(S), F.col(E), *passengers, k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
+        spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
         # An event in no window (a gap between hopping windows) still counts for the
         # operator's latest time: it goes to a window null.
         exploded = spans.select(
             "*", F.explode(F.when(F.col("__klo") <= F.col("__khi"), F.sequence(F.col("__klo"), F.col("__khi")))
                            .otherwise(F.array(F.lit(None).cast("long")))).alias("__k"),
         )
-        once = F.col("__k").isNull() | (F.col("__k") == F.col("__klo"))  # each event's first row
+        if renames is not None:  # rows of their own, in the group of no window: the other columns null
+            exploded = exploded.unionByName(renames, allowMissingColumns=True)
         aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(F.col("__khi") - F.col("__klo")).alias("__span"),
                 F.max(S).alias("__smax"), F.max(E).alias("__emax")]
-        if counts_renamed:
-            aggs.append(F.sum(F.when(once, F.col(RENAMED))).alias("__renamed"))
+        if renames is not None:
+            aggs.append(F.sum(RENAME).alias("__renamed"))
         parts: list[tuple[str, ...]] = []
         for i, a in enumerate(window.aggregates):
             if a.arg is None:
@@ -341,12 +363,14 @@ class BulkRunner:
                 aggs.append(AGGREGATE_COLUMNS[a.kind](v).alias(f"__a{i}"))
                 parts.append((f"__a{i}",))
         grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).toArrow()
-        if not grouped.num_rows:
-            return [], None, 0
         col = {name: grouped.column(name).to_pylist() for name in grouped.column_names if name != "__first"}
-        if max((s for s in col["__span"] if s is not None), default=0) >= WindowOperator.EAGER_WINDOWS or max(col["__emax"]) >= INF:
+        renamed = sum(r for r in col["__renamed"] if r is not None) if renames is not None else 0
+        ends = [e for e in col["__emax"] if e is not None]  # none in the renames' row alone
+        if not ends:
+            return [], None, renamed
+        if max((s for s in col["__span"] if s is not None), default=0) >= WindowOperator.EAGER_WINDOWS or max(ends) >= INF:
             return None
-        t_max = max(max(col["__smax"]), max(col["__emax"]))
+        t_max = max(max(s for s in col["__smax"] if s is not None), max(ends))
         firsts: Iterable[Any] = grouped.column("__first").to_pylist()
         if several:  # structs arrive as dicts, in field order
             firsts = (_as_tuple(first) for first in firsts)
@@ -362,7 +386,14 @@ class BulkRunner:
             )
             if k is not None  # events in no window count only for the latest time
         ]
-        return partials, t_max, sum(r for r in col["__renamed"] if r is not None) if counts_renamed else 0
+        return partials, t_max, renamed
+
+
+def _subtree(node: Node) -> Iterator[Node]:
+    """``node`` and every node below it."""
+    yield node
+    for child in node.inputs():
+        yield from _subtree(child)
 
 
 def _collect(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -384,6 +415,8 @@ def _LONG(name: str) -> st.StructField:
     return st.StructField(name, st.LongType(), False)
 
 
+RENAME = "__tempo_rename"
+"""A column of ``BulkRunner._renames``' rows."""
 POSITION = "__tempo_position"
 """A join input event's ``tempo.runtime.bulk.Position``, as a struct."""
 POSITION_TYPE = st.StructType([
