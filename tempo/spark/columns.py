@@ -140,9 +140,16 @@ def _unary(scope: Scope, e: x.Unary) -> Column:
     return F.abs(v)
 
 
+def _as(dtype: type, value: x.Expr, c: Column) -> Column:
+    """``c`` (of ``value``) as a branch of a result of type ``dtype``: a bool among ints is the
+    integer it is (Spark refuses to mix them)."""
+    return c.cast("long") if dtype is int and value.dtype is bool else c
+
+
 @rule(x.When)
 def _when(scope: Scope, e: x.When) -> Column:
-    return F.when(column(e.condition, scope), column(e.then, scope)).otherwise(column(e.otherwise, scope))
+    then, otherwise = _as(e.dtype, e.then, column(e.then, scope)), _as(e.dtype, e.otherwise, column(e.otherwise, scope))
+    return F.when(column(e.condition, scope), then).otherwise(otherwise)
 
 
 @rule(x.IsIn)
@@ -158,7 +165,7 @@ def _is_null(scope: Scope, e: x.IsNull) -> Column:
 
 @rule(x.Coalesce)
 def _coalesce(scope: Scope, e: x.Coalesce) -> Column:
-    values = [column(v, scope) for v in e.values]
+    values = [_as(e.dtype, v, column(v, scope)) for v in e.values]
     if e.dtype is float:
         values = [c.cast("double") for c in values]
     return F.coalesce(*values)

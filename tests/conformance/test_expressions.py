@@ -306,6 +306,8 @@ def test_a_bool_is_the_number_it_is(executor: Any) -> None:
     assert evs(equal) == [pt(1, bits[0]), pt(4, bits[3])]
     sums = run(executor, stream.select(lambda b: Total(name=b.name, total=b.flag + b.flag + b.n)))
     assert [e.payload for e in sums.events] == [Total("a", 3), Total("b", 1), Total("c", 4), Total("d", 0)]
+    mixed = run(executor, stream.select(lambda b: Total(name=b.name, total=tempo.when(b.n > 1, b.flag, b.n) + tempo.coalesce(b.flag, 5))))
+    assert [e.payload for e in mixed.events] == [Total("a", 2), Total("b", 1), Total("c", 2), Total("d", 0)]
     numbers = Stream.create(
         "numbers", [Interval(T(0), T(10), Bit("one", False, 1)), Interval(T(0), T(10), Bit("zero", False, 0)), Cti(T(10))], EventShape.INTERVAL,
     )
