@@ -414,7 +414,7 @@ def _waiting(join: ops.Join) -> list[tuple[int, list[Any], list[Any]]]:
     """The join's waiting pairs in emission order: (start, left event, right event)."""
     pending = join.pending
     assert isinstance(pending, ops.ByStart)  # bulk_shape refuses a join keeping a substream key
-    return [(start, left, right) for start, _, left, right in sorted(itertools.chain(pending.run, pending.aside, pending.late))]
+    return [(start, left, right) for start, _, left, right in pending.entries()]
 
 
 def _last_cti(node: p.Node, finals: dict[str, int]) -> int:

@@ -300,6 +300,10 @@ class ByStart:
         else:
             self.aside.append(entry)
 
+    def entries(self) -> list[tuple[int, int, Any, Any]]:
+        """Every entry, in release order, none removed."""
+        return sorted(itertools.chain(self.run, self.aside, self.late))
+
     def pop_before(self, t: int) -> Iterator[tuple[int, int, Any, Any]]:
         """The entries starting before ``t``, in order, each removed as it is yielded."""
         if self.aside:

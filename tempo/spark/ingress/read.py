@@ -20,7 +20,7 @@ from tempo.rules import InputRule, message
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.types import driver_frame, to_wire, wire_schema
+from tempo.spark.types import driver_frame, to_wire
 from tempo.ticks import INF, NEG_INF
 from tempo.spark.ingress.blocks import _cut
 from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, InputFrame
@@ -40,23 +40,14 @@ def _item_rows(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> tu
     return rows, items
 
 
-def _frame_schema(payload_type: type) -> st.StructType:
-    base = [
-        st.StructField(ORDER, st.LongType(), False),
-        st.StructField(KIND, st.IntegerType(), False),
-        st.StructField(S, st.LongType(), False),
-        st.StructField(E, st.LongType(), False),
-        st.StructField(ARR, st.LongType(), False),
-    ]
-    return st.StructType(base + list(wire_schema(payload_type).fields))
-
-
-def _payload_to_internal(df: DataFrame, payload_type: type) -> DataFrame:
-    """Wire columns (datetimes as longs) to the relation's columns (timestamps)."""
-    for f in record_fields(payload_type):
-        if f.dtype is datetime:
-            df = df.withColumn(f.name, F.timestamp_micros(F.col(f.name)))
-    return df
+_ITEM_FIELDS = [
+    st.StructField(ORDER, st.LongType(), False),
+    st.StructField(KIND, st.IntegerType(), False),
+    st.StructField(S, st.LongType(), False),
+    st.StructField(E, st.LongType(), False),
+    st.StructField(ARR, st.LongType(), False),
+]
+"""The time columns of ``_item_rows``' rows, before their payloads."""
 
 
 def input_frame(
@@ -77,9 +68,9 @@ def input_frame(
                 items = {rec[5]: rec[6] for rec in prepared}
                 return InputFrame(node, decl, None, items, prepared=prepared, rows=len(prepared))
         rows, items = _item_rows(node, mode, needs_arrival)
-        df = spark.createDataFrame(rows, _frame_schema(node.payload_type)).withColumn(FILE, F.lit(0).cast("long"))
+        df = driver_frame(spark, _ITEM_FIELDS, node.payload_type, rows).withColumn(FILE, F.lit(0).cast("long"))
         df = df.withColumn(NULLF, F.lit(None).cast("int"))  # prepare() has checked the items
-        frame = InputFrame(node, decl, _payload_to_internal(df, node.payload_type), items, rows=len(rows))
+        frame = InputFrame(node, decl, df, items, rows=len(rows))
         # prepare() has checked every row; without CTI rows nothing can be late.
         frame.static = frame.policy.nothing_can_be_late and all(r[1] not in (CTI, HEARTBEAT) for r in rows) and node.shape is not EventShape.EDGE
     else:

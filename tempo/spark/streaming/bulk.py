@@ -280,7 +280,7 @@ class BulkRunner:
                 F.lit(port).alias("__port"), POSITION, S, E, F.struct(*wire_columns(node.payload_type)).alias(f"__payload{port}"),
             )
             kept = still if kept is None else kept.unionByName(still, allowMissingColumns=True)
-            old = driver_frame(self.spark, [_LONG(S), _LONG(E), st.StructField(POSITION, POSITION_TYPE)], node.payload_type, [
+            old = driver_frame(self.spark, [_long_field(S), _long_field(E), st.StructField(POSITION, POSITION_TYPE)], node.payload_type, [
                 (s, e, (0, rank, 0, 0), *to_wire(payload)) for rank, (s, e, payload) in enumerate(events)
             ])
             compiler.built[id(node)] = fresh.unionByName(old)
@@ -319,7 +319,7 @@ class BulkRunner:
              r[4 + width], r[5 + width], from_wire(join.right.payload_type, r[6 + width:], naive))
             for r in waiting
         ]
-        old_released = driver_frame(self.spark, [_LONG(S), _LONG(E), st.StructField(FIRST, EMITTED_TYPE)], join.payload_type, [
+        old_released = driver_frame(self.spark, [_long_field(S), _long_field(E), st.StructField(FIRST, EMITTED_TYPE)], join.payload_type, [
             (s, e, released_key(rank, s), *to_wire(payload)) for rank, (s, e, payload) in enumerate(before.released)
         ])
         compiler.built[id(join)] = released.unionByName(old_released)
@@ -411,7 +411,7 @@ def _as_tuple(value: Any) -> Any:
     return tuple(_as_tuple(v) for v in value.values()) if isinstance(value, dict) else value
 
 
-def _LONG(name: str) -> st.StructField:
+def _long_field(name: str) -> st.StructField:
     return st.StructField(name, st.LongType(), False)
 
 
