@@ -5,7 +5,7 @@ classes; run it with ``InMemoryExecutor`` (or, with the ``spark`` extra, on Spar
 """
 
 from tempo.api.functions import coalesce, col, is_in, is_not_null, is_null, lit, not_, udf, when
-from tempo.api.stream import GroupedStream, GroupedWindowedStream, Stream, Window, WindowedStream
+from tempo.api.stream import Analytics, GroupedStream, GroupedWindowedStream, Stream, Window, WindowedStream
 from tempo.errors import (
     CompileError,
     CtiViolationError,
@@ -21,6 +21,7 @@ from tempo.errors import (
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point, SubstreamCti
 from tempo.executors import Executor, get_executor, spark_available
 from tempo.memory import InMemoryExecutor
+from tempo.plan.windows import WindowTimestamp
 from tempo.result import (
     Action,
     EventCounts,
@@ -45,6 +46,7 @@ from tempo.ticks import INFINITY, TICK, is_infinite
 
 __all__ = [
     "Action",
+    "Analytics",
     "AdvanceTimeGenerationSettings",
     "AdvanceTimeImportSettings",
     "AdvanceTimePolicy",
@@ -78,6 +80,7 @@ __all__ = [
     "Rule",
     "Source",
     "Stream",
+    "WindowTimestamp",
     "SubstreamCti",
     "SubstreamMetrics",
     "TICK",

@@ -10,6 +10,7 @@ import attrs
 from hypothesis import strategies as st
 
 import tempo
+from tempo import coalesce
 from tempo import (
     AdvanceTimeGenerationSettings,
     AdvanceTimeImportSettings,
@@ -24,6 +25,7 @@ from tempo import (
     Interval,
     Point,
     Stream,
+    WindowTimestamp,
 )
 
 BASE = datetime(2024, 1, 1)
@@ -268,6 +270,42 @@ UNARY: dict[str, Unary] = {
         lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)
     ),
     "self_union": lambda s: s.union(s.where(lambda e: e.key == 1)),
+    # Result timestamps other than the window's lifetime (docs/semantics.md 5.6.1).
+    "tumbling_end": lambda s: s.tumbling(timedelta(seconds=10)).aggregate(
+        lambda w: Ev(key=w.count(), value=w.sum(lambda e: e.value)), timestamp=WindowTimestamp.END
+    ),
+    "tumbling_start": lambda s: s.tumbling(timedelta(seconds=10)).aggregate(_agg, timestamp=WindowTimestamp.START),
+    "tumbling_cti": lambda s: s.tumbling(timedelta(seconds=10)).aggregate(_agg, timestamp=WindowTimestamp.CTI),
+    "hopping_earliest": lambda s: s.hopping(timedelta(seconds=10), timedelta(seconds=4)).aggregate(
+        _agg, timestamp=WindowTimestamp.EARLIEST
+    ),
+    "hopping_by_key_latest": lambda s: s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=4)).aggregate(
+        lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start), timestamp=WindowTimestamp.LATEST
+    ),
+    # Windows cut by the events (docs/semantics.md 5.6.2-5.6.4).
+    "session_by_key": lambda s: s.group_by(lambda e: e.key).session(timedelta(seconds=3)).aggregate(
+        lambda k, w: Ev(key=k, value=w.count())
+    ),
+    "session_capped_cti": lambda s: s.session(timedelta(seconds=2), max_duration=timedelta(seconds=5)).aggregate(
+        _agg, timestamp=WindowTimestamp.CTI
+    ),
+    "count_by_key": lambda s: s.group_by(lambda e: e.key).count_window(3, slide=2).aggregate(
+        lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)
+    ),
+    "count_cti": lambda s: s.count_window(2).aggregate(_agg, timestamp=WindowTimestamp.CTI),
+    "snapshot_by_key": lambda s: s.group_by(lambda e: e.key).snapshot().aggregate(lambda k, w: Ev(key=k, value=w.count())),
+    "snapshot_start": lambda s: s.snapshot().aggregate(_agg, timestamp=WindowTimestamp.START),
+    # In time order, with analytics (docs/semantics.md 5.11).
+    "order_by_time": lambda s: s.order_by_time(),
+    "analytic_by_key": lambda s: s.group_by(lambda e: e.key).analytic(
+        lambda k, e, a: Pair(key=k, value=a.count(), ref=coalesce(a.previous(lambda e: e.value, timedelta(seconds=4)), -1))
+    ),
+    "analytic_running": lambda s: s.analytic(
+        lambda e, a: Agg(n=a.count(), total=a.sum(lambda e: e.value), low=a.min(lambda e: e.value), high=coalesce(a.previous(lambda e: e.value), -1))
+    ),
+    "snapshot_end": lambda s: s.group_by(lambda e: e.key).snapshot().aggregate(
+        lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.end), timestamp=WindowTimestamp.END
+    ),
 }
 
 
@@ -297,6 +335,16 @@ BINARY: dict[str, Binary] = {
     .tumbling(timedelta(seconds=10))
     .aggregate(lambda w: Agg(n=w.count(), total=w.sum(lambda e: e.value + e.ref), low=w.min(lambda e: e.ref), high=w.max(lambda e: e.value))),
     "window_then_join": lambda l, r: _by_key(l).join(r, lambda a, b: a.key == b.key, _pair),
+    "join_then_session": lambda l, r: l.join(r, lambda a, b: a.key == b.key, _pair)
+    .group_by(lambda p: p.key)
+    .session(timedelta(seconds=4))
+    .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.ref), start=w.start)),
+    "union_then_analytic": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
+    .group_by(lambda e: e.key)
+    .analytic(lambda k, e, a: Pair(key=k, value=e.value, ref=coalesce(a.previous(lambda e: e.value, timedelta(seconds=6)), a.max(lambda e: e.value)))),
+    "union_then_count": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
+    .count_window(2)
+    .aggregate(_agg),
     "anti_join_shifted": lambda l, r: l.anti_join(r.shift_event_time(timedelta(seconds=3)), lambda a, b: a.key == b.key),
     "union_then_hopping_by_key": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
     .group_by(lambda e: e.key)

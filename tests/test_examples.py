@@ -22,6 +22,7 @@ sys.path.insert(0, str(EXAMPLES))
 import commit_every_event  # noqa: E402
 import hopping_averages  # noqa: E402
 import iot_skewed_clocks  # noqa: E402
+import sessions_and_counts  # noqa: E402
 import slow_fast_sync  # noqa: E402
 
 
@@ -42,6 +43,27 @@ def test_slow_fast_sync_keeps_pace_with_the_fast_stream() -> None:
     assert synced.ctis == [t0 + timedelta(seconds=5 * i) + TICK for i in range(12)]
     assert synced.metrics["calibrations"].ctis_imported == 12
     assert unsynced.events == [] and unsynced.ctis == []
+
+
+def test_sessions_and_counts_cut_visits_rank_by_time_and_stay_aligned() -> None:
+    visits, load, hourly = sessions_and_counts.main()
+    at = lambda h, m: datetime(2024, 5, 1, h, m)  # noqa: E731
+    # ann: 0, 5, 12 (then 40 minutes without a view), 52, 60. bob: every 20 minutes from 09:00
+    # to 12:00, cut at 12:00: the first multiple of 2 h at or after 09:00 + 2 h.
+    assert sorted((v.payload.user, v.payload.views, v.payload.first, v.payload.until) for v in visits.events) == [
+        ("ann", 2, at(9, 52), at(10, 30)), ("ann", 3, at(9, 0), at(9, 42)),
+        ("bob", 1, at(12, 0), at(12, 30)), ("bob", 9, at(9, 0), at(12, 0)),
+    ]
+    assert all(e.end == e.start + TICK and e.start == e.payload.until - TICK for e in visits.events)
+    # Every three views of a user in time order; bob's 09:40 arrived late but ranks third.
+    assert sorted((e.payload.user, e.payload.since, e.start, round(e.payload.avg_ms, 6)) for e in load.events) == [
+        ("ann", at(9, 0), at(9, 12), round(670 / 3, 6)),
+        ("bob", at(9, 0), at(9, 40), 120.0), ("bob", at(10, 0), at(10, 40), 180.0), ("bob", at(11, 0), at(11, 40), 240.0),
+    ]
+    # 10-minute counts at their last tick fall into the hour of their window.
+    assert [(e.payload.hour, e.payload.views, e.payload.windows) for e in hourly.events] == [
+        (at(9, 0), 7, 5), (at(10, 0), 4, 3), (at(11, 0), 3, 3), (at(12, 0), 1, 1),
+    ]
 
 
 def test_hopping_averages_drop_late_readings_and_cover_each_reading_twice() -> None:
@@ -191,6 +213,8 @@ def test_examples_give_the_same_results_on_spark(spark_executor: Any) -> None:
 
     assert_same_results(rounded(hopping_averages.main(spark_executor)), rounded(hopping_averages.main()))
     for got, want in zip(slow_fast_sync.main(spark_executor), slow_fast_sync.main()):
+        assert_same_results(got, want)
+    for got, want in zip(sessions_and_counts.main(spark_executor), sessions_and_counts.main()):
         assert_same_results(got, want)
     spark_results, memory_results = commit_every_event.main(spark_executor), commit_every_event.main()
     for label in memory_results:

@@ -313,7 +313,9 @@ def _count_by_key(s: Stream[Ev]) -> Stream[Any]:
 
 
 QUERIES: dict[str, Callable[[Stream[Ev]], Stream[Any]]] = {
-    **UNARY,
+    # Results stamped at the CTI that completed them depend on when CTIs come, which is what
+    # this property varies: they are left out.
+    **{name: query for name, query in UNARY.items() if not name.endswith("_cti")},
     "count_by_key": _count_by_key,
     "where_select": lambda s: s.where(lambda e: e.value % 3 != 1).select(lambda e: Ev(key=e.key * 2, value=e.value + 1)),
 }

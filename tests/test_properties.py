@@ -141,8 +141,9 @@ def test_random_query_strategy_covers_every_operator() -> None:
     from tempo.plan import nodes
 
     assert {"where", "select", "shift", "duration", "lifetime", "tumbling", "hopping_by_key", "self_union"} <= set(UNARY)
+    assert {"session_by_key", "count_by_key", "snapshot_by_key", "order_by_time", "analytic_by_key"} <= set(UNARY)
     assert {"join", "anti_join", "union_as_ev"} <= set(BINARY)
-    assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c is not nodes.Node]) == 8
+    assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c is not nodes.Node]) == 9
 
 
 def test_random_query_strategy_draws_ordering_settings() -> None:

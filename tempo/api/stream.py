@@ -19,7 +19,7 @@ from tempo.expr.schema import is_record_type, record_fields
 from tempo.expr.trace import Traced, call_traced, param_names, record_proxies, require_traced, trace, trace_records
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import HoppingWindow, WindowSpec
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowSpec, WindowTimestamp
 from tempo.settings import AdvanceTimeSettings
 from tempo.sources import Source, as_source
 from tempo.ticks import duration_ticks, format_duration
@@ -167,6 +167,40 @@ class Stream(Generic[T]):
         """Windows ``[w, w + size)`` starting every ``hop`` at ``w = offset + k * hop``."""
         return WindowedStream(self, None, _hopping_window(size, hop, offset))
 
+    def session(self, gap: timedelta, max_duration: timedelta | None = None) -> WindowedStream[T]:
+        """Sessions of activity: a session ends ``gap`` after the last tick of its events
+        (a point's is its start), or ``max_duration`` after its first start. Results are
+        points at the session's last tick by default (``WindowTimestamp.END``)."""
+        return WindowedStream(self, None, _session_window(gap, max_duration))
+
+    def count_window(self, size: int, slide: int | None = None) -> WindowedStream[T]:
+        """Windows of ``size`` events in order of start (ties by payload), one every ``slide``
+        events (default ``size``: tumbling). Only full windows give results: points at their
+        latest start by default (``WindowTimestamp.LATEST``)."""
+        return WindowedStream(self, None, _count_window(size, slide))
+
+    def snapshot(self) -> WindowedStream[T]:
+        """A window between every two consecutive event endpoints (starts and ends), holding
+        the events alive in it. Results have the window's lifetime by default, going out as a
+        start edge once the window's events are final and ended once its end is."""
+        return WindowedStream(self, None, SnapshotWindow())
+
+    # ---- in time order -------------------------------------------------------------------
+    def order_by_time(self) -> Stream[T]:
+        """The same events, passed on in order of start (then payload) once a CTI commits
+        them (Flink's ``orderByTime``; a reorder buffer). Results never change; what it adds is
+        the order in which the next operator and ``result.raw`` see them."""
+        return Stream(p.AnalyticNode(self.node, None, (), x.Input(0, self.payload_type)))
+
+    def analytic(self, fn: Callable[[T, Analytics[T]], R]) -> Stream[R]:
+        """Each event, in order of start, with analytics over the events before it:
+        ``lambda e, a: Out(v=e.v, prev=a.previous(lambda e: e.v), total=a.sum(lambda e: e.v))``.
+        Lifetimes are kept; an event goes out once a CTI commits it."""
+        analytics: Analytics[T] = Analytics(self.payload_type)
+        event = record_proxies(fn, [self.payload_type])[0]
+        projection = trace(fn, [event, analytics], "the analytic() projection", "record")
+        return Stream(p.AnalyticNode(self.node, None, tuple(analytics._aggregates), projection))
+
     def group_by(self, key: Callable[[T], K]) -> GroupedStream[T, K]:
         """Group by ``key`` (a field, or a tuple of fields) for per-key windows."""
         what = "the group_by() key"
@@ -213,22 +247,40 @@ def _hopping_window(size: timedelta, hop: timedelta, offset: timedelta) -> Hoppi
     return HoppingWindow(s, h, o % h)
 
 
-class Window(Generic[T]):
-    """The ``w`` of an aggregate lambda: aggregates over the events of one window."""
+def _session_window(gap: timedelta, max_duration: timedelta | None) -> SessionWindow:
+    cap = None if max_duration is None else _ticks(max_duration, "session max_duration", positive=True)
+    return SessionWindow(_ticks(gap, "session gap", positive=True), cap)
+
+
+def _count_window(size: int, slide: int | None) -> CountWindow:
+    for what, n in (("size", size), ("slide", slide)):
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool)):
+            raise QueryBuildError(f"count window {what} must be a number of events (int), got {n!r}")
+    return CountWindow(size, size if slide is None else slide)
+
+
+class Aggregates(Generic[T]):
+    """Aggregates over a set of events: a window's (``Window``), or the events so far
+    (``Analytics``)."""
+
+    _NAME = "w"
 
     def __init__(self, payload_type: type) -> None:
         self._payload_type = payload_type
-        self._aggregates: list[p.Aggregate] = []
+        self._aggregates: list[Any] = []  # p.Aggregate, and p.Previous for Analytics
 
-    def _add(self, kind: str, fn: Callable[[T], Any] | None) -> Any:
-        arg = None if fn is None else trace_records(fn, [self._payload_type], f"the argument of w.{kind}()", "value")
-        agg = p.Aggregate(kind, arg)
-        if agg in self._aggregates:  # the same aggregate twice is computed once
-            index = self._aggregates.index(agg)
+    def _ref(self, analytic: p.Analytic) -> Any:
+        if analytic in self._aggregates:  # the same aggregate twice is computed once
+            index = self._aggregates.index(analytic)
         else:
             index = len(self._aggregates)
-            self._aggregates.append(agg)
-        return Traced(x.AggRef(index, agg.result_type))
+            self._aggregates.append(analytic)
+        return Traced(x.AggRef(index, analytic.result_type))
+
+    def _add(self, kind: str, fn: Callable[[T], Any] | None) -> Any:
+        what = f"the argument of {self._NAME}.{kind}()"
+        arg = None if fn is None else trace_records(fn, [self._payload_type], what, "value")
+        return self._ref(p.Aggregate(kind, arg))
 
     def count(self) -> int:
         """The number of events in the window."""
@@ -270,15 +322,38 @@ class Window(Generic[T]):
         result is nullable exactly when ``value`` is)."""
         return cast(V, self._add("max", value))
 
+
+class Window(Aggregates[T]):
+    """The ``w`` of an aggregate lambda: aggregates over the events of one window."""
+
     @property
     def start(self) -> datetime:
-        """The window's start."""
+        """The window's start: for a session, its first start (or the cut it began at); for a
+        count window, its first event's start."""
         return cast(datetime, Traced(x.WindowBound("start")))
 
     @property
     def end(self) -> datetime:
-        """The window's end (exclusive)."""
+        """The window's end (exclusive): for a session, its last tick plus the gap (or the
+        cut); for a count window, its last event's start plus one tick. A snapshot's end is
+        known only with ``timestamp=END`` or ``CTI``."""
         return cast(datetime, Traced(x.WindowBound("end")))
+
+
+class Analytics(Aggregates[T]):
+    """The ``a`` of an analytic lambda: for the current event, running aggregates over its
+    group's events up to it (and its peers: events with the same start and payload), and the
+    previous event's value (docs/semantics.md 5.11)."""
+
+    _NAME = "a"
+
+    def previous(self, value: Callable[[T], V], limit: timedelta | None = None) -> V | None:
+        """``value`` of the event before this one (and its peers) in its group's order, if it
+        started less than ``limit`` before (ASA's ``LAG(value) ... LIMIT DURATION``); None
+        when there is none, or it is too far back, or its value is null."""
+        arg = trace_records(value, [self._payload_type], "the argument of a.previous()", "value")
+        ticks = None if limit is None else _ticks(limit, "previous() limit", positive=True)
+        return cast("V | None", self._ref(p.Previous(arg, ticks)))
 
 
 class WindowedStream(Generic[T]):
@@ -287,11 +362,12 @@ class WindowedStream(Generic[T]):
     def __init__(self, stream: Stream[T], keys: tuple[x.Expr, ...] | None, spec: WindowSpec) -> None:
         self._stream, self._keys, self._spec = stream, keys, spec
 
-    def aggregate(self, fn: Callable[[Window[T]], R]) -> Stream[R]:
-        """One output record per non-empty window, e.g. ``lambda w: Stats(n=w.count())``."""
+    def aggregate(self, fn: Callable[[Window[T]], R], timestamp: WindowTimestamp | None = None) -> Stream[R]:
+        """One output record per non-empty window, e.g. ``lambda w: Stats(n=w.count())``;
+        ``timestamp`` chooses its lifetime (the window kind's default when None)."""
         window: Window[T] = Window(self._stream.payload_type)
         projection = trace(fn, [window], "the aggregate() projection", "record")
-        return _window_stream(self._stream, self._keys, self._spec, window, projection)
+        return _window_stream(self._stream, self._keys, self._spec, window, projection, timestamp)
 
 
 class GroupedStream(Generic[T, K]):
@@ -308,6 +384,37 @@ class GroupedStream(Generic[T, K]):
         """Per-key hopping windows."""
         return GroupedWindowedStream(self, _hopping_window(size, hop, offset))
 
+    def session(self, gap: timedelta, max_duration: timedelta | None = None) -> GroupedWindowedStream[T, K]:
+        """Per-key sessions (``Stream.session``)."""
+        return GroupedWindowedStream(self, _session_window(gap, max_duration))
+
+    def count_window(self, size: int, slide: int | None = None) -> GroupedWindowedStream[T, K]:
+        """Per-key count windows (``Stream.count_window``)."""
+        return GroupedWindowedStream(self, _count_window(size, slide))
+
+    def snapshot(self) -> GroupedWindowedStream[T, K]:
+        """Per-key snapshot windows (``Stream.snapshot``)."""
+        return GroupedWindowedStream(self, SnapshotWindow())
+
+    def analytic(self, fn: Callable[[K, T, Analytics[T]], R]) -> Stream[R]:
+        """Per key, each event in order of start with analytics over the key's events before
+        it: ``lambda key, e, a: Out(key=key, prev=a.previous(lambda e: e.v, timedelta(minutes=5)))``
+        (``Stream.analytic``)."""
+        payload_type = self._stream.payload_type
+        names = param_names(fn)
+        key = self._key_proxies(names[0] if names else "key")
+        analytics: Analytics[T] = Analytics(payload_type)
+        event = Traced(x.Input(0, payload_type, names[1] if len(names) > 1 else ""))
+        projection = trace(fn, [key, event, analytics], "the analytic() projection", "record")
+        return Stream(p.AnalyticNode(self._stream.node, self._keys, tuple(analytics._aggregates), projection))
+
+    def _key_proxies(self, spelled: str) -> Any:
+        proxies = [
+            Traced(x.KeyRef(i, k.dtype, k.nullable, f"{spelled}[{i}]" if self._is_tuple else spelled))
+            for i, k in enumerate(self._keys)
+        ]
+        return tuple(proxies) if self._is_tuple else proxies[0]
+
 
 class GroupedWindowedStream(Generic[T, K]):
     """Per-key windows, waiting for ``aggregate``."""
@@ -315,19 +422,15 @@ class GroupedWindowedStream(Generic[T, K]):
     def __init__(self, grouped: GroupedStream[T, K], spec: WindowSpec) -> None:
         self._grouped, self._spec = grouped, spec
 
-    def aggregate(self, fn: Callable[[K, Window[T]], R]) -> Stream[R]:
-        """One output record per key and non-empty window: ``lambda key, w: Stats(key=key, ...)``."""
+    def aggregate(self, fn: Callable[[K, Window[T]], R], timestamp: WindowTimestamp | None = None) -> Stream[R]:
+        """One output record per key and non-empty window: ``lambda key, w: Stats(key=key, ...)``;
+        ``timestamp`` chooses its lifetime (the window kind's default when None)."""
         g = self._grouped
         names = param_names(fn)
-        spelled = names[0] if names else "key"
-        key_proxies = [
-            Traced(x.KeyRef(i, k.dtype, k.nullable, f"{spelled}[{i}]" if g._is_tuple else spelled))
-            for i, k in enumerate(g._keys)
-        ]
-        key = tuple(key_proxies) if g._is_tuple else key_proxies[0]
+        key = g._key_proxies(names[0] if names else "key")
         window: Window[T] = Window(g._stream.payload_type)
         projection = trace(fn, [key, window], "the aggregate() projection", "record")
-        return _window_stream(g._stream, g._keys, self._spec, window, projection)
+        return _window_stream(g._stream, g._keys, self._spec, window, projection, timestamp)
 
 
 def _window_stream(
@@ -336,6 +439,8 @@ def _window_stream(
     spec: WindowSpec,
     window: Window[Any],
     projection: x.Expr,
+    timestamp: WindowTimestamp | None,
 ) -> Stream[Any]:
-    node = p.WindowNode(stream.node, keys, spec, tuple(window._aggregates), projection)
+    stamp = spec.DEFAULT_TIMESTAMP if timestamp is None else timestamp
+    node = p.WindowNode(stream.node, keys, spec, tuple(window._aggregates), projection, stamp)
     return Stream(node)

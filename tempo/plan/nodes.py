@@ -17,7 +17,7 @@ import attrs
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape
 from tempo.expr import nodes as x
-from tempo.plan.windows import WindowSpec
+from tempo.plan.windows import HoppingWindow, SnapshotWindow, WindowSpec, WindowTimestamp
 from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
 from tempo.sources import Source
 from tempo.ticks import format_duration
@@ -177,6 +177,11 @@ class SourceNode(Node):
         return self.over
 
 
+def _require_record(projection: x.Expr, what: str) -> None:
+    if not isinstance(projection, (x.Record, x.Input)):
+        raise QueryBuildError(f"{what} must return a payload record (attrs class or dataclass), got {x.render(projection)}")
+
+
 def _require_bool(expr: x.Expr, what: str) -> None:
     if expr.dtype not in (bool, object):
         raise QueryBuildError(f"{what} must be a condition (bool), got {expr.dtype.__name__}: {x.render(expr)}")
@@ -221,10 +226,7 @@ class SelectNode(Node):
     projection: x.Expr
 
     def __attrs_post_init__(self) -> None:
-        if not isinstance(self.projection, (x.Record, x.Input)):
-            raise QueryBuildError(
-                f"select() must return a payload record (attrs class or dataclass), got {x.render(self.projection)}"
-            )
+        _require_record(self.projection, "select()")
 
     @property
     def payload_type(self) -> type:
@@ -355,8 +357,8 @@ class WindowNode(Node):
     )
     # Holds for every window kind; the spec's CTI_RULE gives its formulas.
     CTI_RULE: ClassVar[str] = (
-        "A window is emitted once the input CTI reaches its end; the output CTI is the input CTI "
-        "pulled back to the start of the earliest window not yet complete."
+        "A window is emitted once the input CTI completes it; the output CTI is the input CTI, "
+        "pulled back to the earliest result a window not yet complete may still give."
     )
 
     input: Node
@@ -364,6 +366,8 @@ class WindowNode(Node):
     spec: WindowSpec
     aggregates: tuple[Aggregate, ...]
     projection: x.Expr
+    timestamp: WindowTimestamp
+    """The result's lifetime (the API gives ``spec.DEFAULT_TIMESTAMP`` when none is named)."""
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.projection, x.Record):
@@ -371,6 +375,33 @@ class WindowNode(Node):
                 "aggregate() must return a payload record (attrs class or dataclass) built from "
                 f"aggregates, keys and window bounds, got {x.render(self.projection)}"
             )
+        if not isinstance(self.timestamp, WindowTimestamp):
+            raise QueryBuildError(f"timestamp= takes a WindowTimestamp, got {self.timestamp!r}")
+        if self.timestamp not in self.spec.TIMESTAMPS:
+            allowed = ", ".join(sorted(t.name for t in self.spec.TIMESTAMPS))
+            raise QueryBuildError(
+                f"{self.spec.describe()} windows take timestamp= {allowed}, not {self.timestamp.name}: "
+                f"{self.spec.TIMESTAMPS_WHY}"
+            )
+        if isinstance(self.spec, SnapshotWindow) and not self.ends_known:
+            if any(isinstance(e, x.WindowBound) and e.which == "end" for e in self.projection.walk()):
+                raise QueryBuildError(
+                    f"a snapshot window's end is not known yet when its result goes out with timestamp="
+                    f"{self.timestamp.name} (a later event may still cut it); read the result's end, "
+                    "or use timestamp=END or CTI"
+                )
+
+    @property
+    def ends_known(self) -> bool:
+        """Whether a result goes out only once its window's end is final (always, but for a
+        snapshot window stamped at its start)."""
+        return not isinstance(self.spec, SnapshotWindow) or self.timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
+
+    @property
+    def passes_ctis(self) -> bool:
+        """Whether every result not yet out is stamped at or after the input CTI, so that CTIs
+        pass unchanged: every kind but hopping, and hopping with END or CTI."""
+        return not isinstance(self.spec, HoppingWindow) or self.timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
 
     @property
     def payload_type(self) -> type:
@@ -380,18 +411,22 @@ class WindowNode(Node):
         return (self.input,)
 
     def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
-        """Each output lifetime is a window."""
-        return self.spec.longest_window()
+        """A point for the point timestamps; else each output lifetime is a window."""
+        return 1 if self.timestamp.is_point else self.spec.longest_window()
 
     def describe(self) -> str:
         keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
         aggs = ", ".join(f"agg{i}={a.kind}({'' if a.arg is None else x.render(a.arg)})" for i, a in enumerate(self.aggregates))
-        return f"{self.spec.describe()}{keys}: {aggs} -> {x.render(self.projection)}"
+        stamp = "" if self.timestamp is self.spec.DEFAULT_TIMESTAMP else f" timestamp {self.timestamp.name}"
+        return f"{self.spec.describe()}{keys}{stamp}: {aggs} -> {x.render(self.projection)}"
 
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """Keeps the key when the substream key is one of the group keys and the aggregate
         record has a field with it: each key's windows close, and its CTI is pulled back, on
-        that key's own CTI."""
+        that key's own CTI. Hopping windows only, and not stamped at the releasing CTI (which
+        is the input's); the other kinds merge keys."""
+        if not isinstance(self.spec, HoppingWindow) or self.timestamp is WindowTimestamp.CTI:
+            return None
         i = self.group_index(keys[0])
         if i is None or not isinstance(self.projection, x.Record):
             return None
@@ -405,6 +440,74 @@ class WindowNode(Node):
         if key is None or self.keys is None or key not in self.keys:
             return None
         return self.keys.index(key)
+
+
+@attrs.frozen
+class Previous:
+    """The previous event's ``arg``, when it started less than ``limit`` ticks before (None:
+    no limit); null otherwise, or when the event is its group's first."""
+
+    arg: x.Expr
+    limit: int | None
+
+    def __attrs_post_init__(self) -> None:
+        if self.limit is not None and self.limit <= 0:
+            raise QueryBuildError(f"previous(): the limit must be positive, got {format_duration(self.limit)}")
+
+    @property
+    def result_type(self) -> type:
+        return self.arg.dtype
+
+
+Analytic = Aggregate | Previous
+"""What an analytic projection may read beside the event: a running aggregate over the
+group's events up to and including it, or the previous event's value."""
+
+
+@attrs.frozen(eq=False)
+class AnalyticNode(Node):
+    SEMANTICS: ClassVar[str] = (
+        "Per group, events in order of (start, payload); events equal in both are peers. Each event "
+        "keeps its lifetime and gets the projection of itself, its group key and its analytics: "
+        "running aggregates over the group's events up to it and its peers, and the previous value: "
+        "that of the last event before its peers, if it started less than the limit before."
+    )
+    CTI_RULE: ClassVar[str] = (
+        "An event goes out, in order, once the input CTI passes its start (every event before it "
+        "in order is known then); CTIs pass unchanged."
+    )
+
+    input: Node
+    keys: tuple[x.Expr, ...] | None
+    analytics: tuple[Analytic, ...]
+    projection: x.Expr
+
+    def __attrs_post_init__(self) -> None:
+        _require_record(self.projection, "analytic()")
+
+    @property
+    def payload_type(self) -> type:
+        return self.projection.dtype
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """As the input's: lifetimes are kept."""
+        return lifetimes[0]
+
+    def describe(self) -> str:
+        if not self.analytics and isinstance(self.projection, x.Input):
+            return "OrderByTime"
+        keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
+        parts = []
+        for i, a in enumerate(self.analytics):
+            if isinstance(a, Previous):
+                limit = "" if a.limit is None else f" within {format_duration(a.limit)}"
+                parts.append(f"agg{i}=previous({x.render(a.arg)}){limit}")
+            else:
+                parts.append(f"agg{i}=running {a.kind}({'' if a.arg is None else x.render(a.arg)})")
+        return f"Analytic{keys}: {', '.join(parts) or 'none'} -> {x.render(self.projection)}"
 
 
 def split_conjuncts(e: x.Expr) -> list[x.Expr]:

@@ -6,32 +6,63 @@ and the Spark compiler use the same formulas: once over ints, and once over Spar
 next to them (Spark has no floor division on Columns; ``tests/test_windows.py`` checks the
 two agree). Times are ticks.
 
-Only data-independent grids exist today (``HoppingWindow``; tumbling is ``hop == size``).
-Session, count and snapshot windows depend on the events themselves and will be further
-subclasses here, each with its own arithmetic and rule text; ``WindowNode`` keeps the
-aggregation, grouping and emission that all window kinds share.
+``HoppingWindow`` is a data-independent grid (tumbling is ``hop == size``); ``SessionWindow``,
+``CountWindow`` and ``SnapshotWindow`` are cut by the events themselves. Each kind states
+its rule text, its default result timestamp and the timestamps it allows (``WindowTimestamp``:
+a kind allows only those whose output CTI it can state without looking at the data, see
+docs/semantics.md 5.6.2); ``WindowNode`` keeps the aggregation, grouping and emission that
+all window kinds share.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 
 from tempo.errors import QueryBuildError
-from tempo.ticks import format_duration
+from tempo.ticks import INF, format_duration
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
 
+class WindowTimestamp(enum.Enum):
+    """The lifetime of a window's result (Flink's "timestamps on group operations").
+
+    ``LIFETIME`` is the window itself; the others are points: at the window's start, at its
+    last tick (``END``: a window ``[ws, we)`` ends just before ``we``, so the point stays in
+    the window), at the latest or earliest start among its events (never before the window's
+    start), or just before the CTI that completed the window (``CTI``: monotone, but no longer
+    inside the window).
+    """
+
+    LIFETIME = "lifetime"
+    START = "start"
+    END = "end"
+    LATEST = "latest"
+    EARLIEST = "earliest"
+    CTI = "cti"
+
+    @property
+    def is_point(self) -> bool:
+        return self is not WindowTimestamp.LIFETIME
+
+
 @attrs.frozen
 class WindowSpec:
     """Base of window specifications. ``SEMANTICS`` says which windows exist and which an
-    event belongs to; ``CTI_RULE`` says which windows a CTI completes and where it pulls back."""
+    event belongs to; ``CTI_RULE`` says which windows a CTI completes and where it pulls back.
+    ``TIMESTAMPS`` are the result timestamps the kind allows, ``DEFAULT_TIMESTAMP`` the one
+    used when ``aggregate`` names none."""
 
     SEMANTICS: ClassVar[str] = ""
     CTI_RULE: ClassVar[str] = ""
+    DEFAULT_TIMESTAMP: ClassVar[WindowTimestamp] = WindowTimestamp.LIFETIME
+    TIMESTAMPS: ClassVar[frozenset[WindowTimestamp]] = frozenset(WindowTimestamp)
+    TIMESTAMPS_WHY: ClassVar[str] = ""
+    """Why the kind refuses the timestamps it does not allow."""
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -117,3 +148,141 @@ class HoppingWindow(WindowSpec):
         from pyspark.sql import functions as F
 
         return F.lit(self.offset) + k * F.lit(self.hop)
+
+
+_POINTS_AT_RELEASE = frozenset({WindowTimestamp.END, WindowTimestamp.CTI})
+
+
+@attrs.frozen
+class SessionWindow(WindowSpec):
+    """Per group, sessions of activity (Trill's ``SessionTimeoutWindow``, ASA's
+    ``SessionWindow``). An event is active up to its last tick (``end - 1 tick``; a point's
+    is its start); activity goes on while each event starts less than ``gap`` after the latest
+    last tick before it. An activity is one session; with ``max_duration`` D it is cut on the
+    epoch grid of D: first at the first multiple of D at or after its start plus D, then at
+    every multiple of D, and each piece holding an event's start is a session of its own,
+    starting at the cut (ASA: "a new window opens at that same point")."""
+
+    SEMANTICS: ClassVar[str] = (
+        "Per group, events in start order; an event starting at or after (the latest last tick before "
+        "it) + gap opens a new activity, where an event's last tick is its end - 1 tick. An activity "
+        "from f to its last tick L is the session [f, L + gap); with max_duration D it is cut at the "
+        "first multiple of D at or after f + D and at every multiple of D after that, and each piece "
+        "in which an event starts is a session from the cut."
+    )
+    CTI_RULE: ClassVar[str] = (
+        "A CTI c completes the sessions with end <= c (an event starting at c or later can join none "
+        "of them); CTIs pass unchanged, since every pending result is stamped at or after c."
+    )
+    DEFAULT_TIMESTAMP: ClassVar[WindowTimestamp] = WindowTimestamp.END
+    TIMESTAMPS: ClassVar[frozenset[WindowTimestamp]] = frozenset({WindowTimestamp.END, WindowTimestamp.CTI})
+    TIMESTAMPS_WHY: ClassVar[str] = (
+        "a session's result is known only once the CTI passes its end, so a result stamped earlier "
+        "would hold the output CTI back for as long as any session of any group stays open"
+    )
+
+    gap: int
+    max_duration: int | None
+
+    def __attrs_post_init__(self) -> None:
+        if self.gap <= 0:
+            raise QueryBuildError(f"session gap must be positive, got {format_duration(self.gap)}")
+        if self.max_duration is not None and self.max_duration <= 0:
+            raise QueryBuildError(f"session max_duration must be positive, got {format_duration(self.max_duration)}")
+
+    def describe(self) -> str:
+        cap = "" if self.max_duration is None else f" max {format_duration(self.max_duration)}"
+        return f"Session gap {format_duration(self.gap)}{cap}"
+
+    def longest_window(self) -> int | None:
+        return None if self.max_duration is None else 2 * self.max_duration
+
+    def first_cut(self, first: int) -> int:
+        """Where an activity starting at ``first`` is cut first: the first multiple of
+        ``max_duration`` at or after ``first + max_duration`` (infinity without one)."""
+        d = self.max_duration
+        return INF if d is None else -(-(first + d) // d) * d
+
+    def piece(self, first: int, start: int) -> tuple[int, int]:
+        """The session ``(start, cut)`` holding an event starting at ``start`` in the activity
+        starting at ``first``: the piece between two cuts (``first`` up to the first cut)."""
+        cut = self.first_cut(first)
+        if start < cut:
+            return first, cut
+        d = self.max_duration
+        assert d is not None
+        begin = cut + (start - cut) // d * d
+        return begin, begin + d
+
+    # ---- over Spark Columns (the same formulas) ------------------------------------------
+    def first_cut_column(self, first: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        d = self.max_duration
+        assert d is not None
+        x = first + F.lit(d)
+        return x + F.pmod(-x, F.lit(d))
+
+
+@attrs.frozen
+class CountWindow(WindowSpec):
+    """Per group, events numbered 0, 1, 2, ... in order of start (ties by payload); window
+    ``k`` holds the events numbered ``[k*slide, k*slide + size)``; only full windows exist."""
+
+    SEMANTICS: ClassVar[str] = (
+        "Per group, events ranked by (start, payload); window k holds ranks [k*slide, k*slide + size) "
+        "and exists only once full; its bounds are [first start, last start + 1 tick)."
+    )
+    CTI_RULE: ClassVar[str] = (
+        "A CTI c completes window k when its last event starts before c (k*slide + size <= the number "
+        "of the group's events starting before c); CTIs pass unchanged."
+    )
+    DEFAULT_TIMESTAMP: ClassVar[WindowTimestamp] = WindowTimestamp.LATEST
+    TIMESTAMPS: ClassVar[frozenset[WindowTimestamp]] = frozenset(
+        {WindowTimestamp.LATEST, WindowTimestamp.END, WindowTimestamp.CTI}
+    )
+    TIMESTAMPS_WHY: ClassVar[str] = (
+        "a count window is complete only once its last event is committed, so a result stamped at "
+        "its start would hold the output CTI back for as long as a group stays quiet"
+    )
+
+    size: int
+    slide: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.size <= 0:
+            raise QueryBuildError(f"count window size must be a positive number of events, got {self.size}")
+        if self.slide <= 0:
+            raise QueryBuildError(f"count window slide must be a positive number of events, got {self.slide}")
+
+    def describe(self) -> str:
+        slide = "" if self.slide == self.size else f" slide {self.slide}"
+        return f"Count {self.size} events{slide}"
+
+    def longest_window(self) -> int | None:
+        return None
+
+    def windows_of(self, rank: int) -> range:
+        """The windows holding the event of ``rank``."""
+        return range(max(0, (rank - self.size) // self.slide + 1), rank // self.slide + 1)
+
+
+@attrs.frozen
+class SnapshotWindow(WindowSpec):
+    """Per group, a window between every two consecutive endpoints (starts and ends) of the
+    events, holding the events alive in it; stretches where nothing is alive give none."""
+
+    SEMANTICS: ClassVar[str] = (
+        "Per group, one window [p, q) for each two consecutive distinct endpoints p < q of the events "
+        "with an event alive at p; it holds exactly the events alive at p."
+    )
+    CTI_RULE: ClassVar[str] = (
+        "A CTI c > p fixes window [p, q)'s events (it goes out as a start edge); c >= q fixes its end "
+        "(the end edge); CTIs pass unchanged."
+    )
+
+    def describe(self) -> str:
+        return "Snapshot"
+
+    def longest_window(self) -> int | None:
+        return None

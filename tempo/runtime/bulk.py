@@ -53,7 +53,7 @@ import attrs
 
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import HoppingWindow
+from tempo.plan.windows import HoppingWindow, WindowTimestamp
 from tempo.runtime import operators as ops
 from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared, adjusted_lifetime
 from tempo.runtime.policy import TimePolicy
@@ -137,6 +137,8 @@ def bulk_shape(query: Query) -> BulkShape | str:
                     return f"a join key is of type {key.dtype.__name__}"
     if not isinstance(window.spec, HoppingWindow):
         return f"its window is {window.spec.describe()}"
+    if window.timestamp is not WindowTimestamp.LIFETIME:
+        return f"its window's results are stamped {window.timestamp.name}"
     if query.substream_key(window) is not None:
         return "its window keeps a substream key"
     for key in window.keys or ():

@@ -9,12 +9,14 @@ arithmetic and comparisons with a null operand give null, division by zero gives
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from tempo.dispatch import Registry
 from tempo.expr import nodes as x
+from tempo.expr.schema import is_record_type, record_fields
 from tempo.plan.nodes import AggregateKind
 from tempo.ticks import to_ticks
 
@@ -330,3 +332,35 @@ def _define(src: str, env: dict[str, Any]) -> Any:
 def compile_window_projection(expr: x.Expr) -> Callable[[tuple[Any, ...], list[Any], datetime, datetime], Any]:
     """The aggregate record of one window from its key, aggregate values and bounds."""
     return compile_function([expr], ["key", "aggs", "ws", "we"])
+
+
+Order = Callable[[Any], tuple[Any, ...]]
+
+
+def payload_order(cls: type) -> Order:
+    """A sort key for payloads of ``cls``: field by field in declaration order, nulls first,
+    NaN after every number, records field by field; the order Spark sorts the same columns
+    in (ascending, nulls first), so that ties in time break alike on every executor."""
+    parts = [(f.name, _value_order(f.dtype)) for f in record_fields(cls)]
+
+    def order(payload: Any) -> tuple[Any, ...]:
+        return tuple(part(getattr(payload, name)) for name, part in parts)
+
+    return order
+
+
+def _value_order(dtype: type) -> Callable[[Any], tuple[Any, ...]]:
+    inner: Callable[[Any], Any]
+    if is_record_type(dtype):
+        inner = payload_order(dtype)
+    elif dtype is float:
+        def inner(v: Any) -> Any:
+            return (1, 0.0) if math.isnan(v) else (0, v)
+    else:
+        def inner(v: Any) -> Any:
+            return v
+
+    def order(v: Any) -> tuple[Any, ...]:
+        return (0,) if v is None else (1, inner(v))
+
+    return order

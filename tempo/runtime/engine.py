@@ -21,11 +21,14 @@ import attrs
 from tempo.dispatch import Registry
 from tempo.errors import UnsupportedError
 from tempo.expr.schema import datetime_conformer
+from tempo.expr import nodes as x
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import HoppingWindow
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
 from tempo.result import Rejection, Result, Withheld, warn_withheld
 from tempo.runtime import codegen
+from tempo.runtime import analytics
+from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
 from tempo.runtime.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
 from tempo.runtime.release import ResultAssembly
@@ -106,16 +109,47 @@ def _alter(b: Build, node: p.AlterLifetimeNode) -> ops.Operator:
 @compiles(p.WindowNode)
 def _window(b: Build, node: p.WindowNode) -> ops.Operator:
     key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
-    keyed = b.query.substream_key(node) is not None
-    substream_index = node.group_index(b.query.substream_key(node.input)) if keyed else None
     arguments = [a.arg for a in node.aggregates if a.kind.takes_argument and a.arg is not None]
-    if not isinstance(node.spec, HoppingWindow):  # the only window kind the operator knows so far
-        raise UnsupportedError("in-memory", node.spec.describe(), "it has no window operator for this kind")
-    return ops.Window(
-        node.spec, key_fn,
-        codegen.compile_function(arguments, ["a0"], as_tuple=True), codegen.Accumulator([a.kind for a in node.aggregates]),
-        codegen.compile_window_projection(node.projection), b.to_datetime, b.new_id,
-        substream_index, len(node.keys or ()),
+    values_fn = codegen.compile_function(arguments, ["a0"], as_tuple=True)
+    kinds = [a.kind for a in node.aggregates]
+    projection = codegen.compile_window_projection(node.projection)
+    spec = node.spec
+    if isinstance(spec, HoppingWindow):
+        keyed = b.query.substream_key(node) is not None
+        substream_index = node.group_index(b.query.substream_key(node.input)) if keyed else None
+        if node.timestamp is WindowTimestamp.LATEST:
+            kinds.append(p.AggregateKind.MAX)  # of the starts: the operator appends them
+        elif node.timestamp is WindowTimestamp.EARLIEST:
+            kinds.append(p.AggregateKind.MIN)
+        return ops.Window(
+            spec, key_fn, values_fn, codegen.Accumulator(kinds), projection, b.to_datetime, b.new_id,
+            substream_index, len(node.keys or ()), node.timestamp,
+        )
+    windows: dict[type, type[ew.EventWindows]] = {SessionWindow: ew.Sessions, CountWindow: ew.CountWindows, SnapshotWindow: ew.Snapshots}
+    operator = windows.get(type(spec))
+    if operator is None:
+        raise UnsupportedError("in-memory", spec.describe(), "it has no window operator for this kind")
+    return operator(
+        spec, node.timestamp, key_fn, values_fn, codegen.Accumulator(kinds), projection, b.to_datetime, b.new_id,
+        codegen.payload_order(node.input.payload_type),
+    )
+
+
+@compiles(p.AnalyticNode)
+def _analytic(b: Build, node: p.AnalyticNode) -> ops.Operator:
+    previous = [(i, a.limit) for i, a in enumerate(node.analytics) if isinstance(a, p.Previous)]
+    running = [(i, a) for i, a in enumerate(node.analytics) if isinstance(a, p.Aggregate)]
+    identity = not node.analytics and isinstance(node.projection, x.Input)
+    return analytics.Analytic(
+        codegen.compile_keys(node.keys) if node.keys is not None else None,
+        codegen.payload_order(node.input.payload_type),
+        previous,
+        codegen.compile_function([a.arg for a in node.analytics if isinstance(a, p.Previous)], ["a0"], as_tuple=True),
+        [i for i, _ in running],
+        codegen.compile_function([a.arg for _, a in running if a.arg is not None], ["a0"], as_tuple=True),
+        codegen.Accumulator([a.kind for _, a in running]),
+        None if identity else codegen.compile_function([node.projection], ["key", "a0", "aggs"], inputs=["a0"]),
+        b.new_id,
     )
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, ClassVar
 
-from tempo.plan.windows import HoppingWindow
+from tempo.plan.windows import HoppingWindow, WindowTimestamp
 from tempo.runtime.codegen import Accumulator
 from tempo.ticks import INF, NEG_INF, add
 
@@ -376,6 +376,21 @@ def _first_out(entries: Iterator[tuple[int, int, Any, Any]]) -> Iterator[tuple[i
 # Windows
 
 
+def stamp(timestamp: WindowTimestamp, ws: int, we: int, bound: int | None, closing: int) -> int:
+    """Where the point result of window ``[ws, we)`` goes (every timestamp but LIFETIME):
+    ``bound`` is its events' latest or earliest start (LATEST, EARLIEST; clipped to the
+    window), ``closing`` the CTI completing it (CTI; the window's last tick on the CTI at
+    infinity, which has no tick before it to stand for)."""
+    if timestamp is WindowTimestamp.START:
+        return ws
+    if timestamp is WindowTimestamp.END or (timestamp is WindowTimestamp.CTI and closing >= INF):
+        return we - 1
+    if timestamp is WindowTimestamp.CTI:
+        return closing - 1
+    assert bound is not None
+    return max(ws, bound)
+
+
 class Window(Operator):
     """Hopping/tumbling windows with aggregates, per group; ``spec`` numbers the windows.
 
@@ -384,12 +399,15 @@ class Window(Operator):
     closes, so that an event alive for days does not enumerate its windows up front.
     A CTI ``c`` closes the windows whose end is at or before ``c`` (all of them on the
     CTI at infinity, where open lifetimes end after the latest finite time seen).
+
+    With ``timestamp`` LATEST or EARLIEST the accumulator's last aggregate is the max or min
+    of the events' starts (``with_start``), the result's stamp rather than a payload value.
     """
 
     EAGER_WINDOWS = 64
     WIRING = Operator.WIRING | {
         "keys_count", "substream_index", "spec", "_k_lo", "_k_hi", "key_fn", "values_fn", "accumulator",
-        "projection", "to_datetime", "new_id",
+        "projection", "to_datetime", "new_id", "timestamp", "with_start", "passes_ctis",
     }
 
     def __init__(
@@ -403,8 +421,15 @@ class Window(Operator):
         new_id: Callable[[], int],
         substream_index: int | None = None,
         keys_count: int = 0,
+        timestamp: WindowTimestamp = WindowTimestamp.LIFETIME,
     ) -> None:
         super().__init__()
+        self.timestamp = timestamp
+        self.with_start = timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST)
+        # Results stamped at the window's last tick or at the releasing CTI are never before
+        # the input CTI while pending: CTIs pass unchanged.
+        self.passes_ctis = timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
+        self.closing = NEG_INF  # the CTI closing windows now (the stamp of timestamp=CTI)
         self.keys_count = keys_count
         self.substream_index = substream_index  # which group key is the substream key
         self.key_in: dict[Any, int] = {}  # substream key -> its CTI, when ahead
@@ -432,6 +457,8 @@ class Window(Operator):
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key = self.key_fn(payload) if self.key_fn else ()
         values = self.values_fn(payload)
+        if self.with_start:
+            values = (*values, start)
         if start > self.t_max:
             self.t_max = start
         k_lo = self._k_lo(start)
@@ -477,6 +504,7 @@ class Window(Operator):
             self.in_cti_finite = t
             limit = self.spec.last_complete(t)
             open_hi = limit
+        self.closing = t
         if limit is not None:
             self._close(limit, open_hi)
         if t >= INF:
@@ -484,7 +512,7 @@ class Window(Operator):
         else:
             assert limit is not None
             self.next_k = limit + 1 if self.next_k is None else max(self.next_k, limit + 1)
-            out = min(t, self.spec.start_of(self.next_k))
+            out = t if self.passes_ctis else min(t, self.spec.start_of(self.next_k))
         if out > self.out_cti:
             self.out_cti = out
             self.emit_cti(out)
@@ -496,6 +524,7 @@ class Window(Operator):
         if i is None or t <= self.in_cti or t <= self.key_in.get(key, NEG_INF):
             return
         self.key_in[key] = t
+        self.closing = t
         limit = self.spec.last_complete(t)
         first = self.key_next.get(key, NEG_INF)
         if self.next_k is not None and self.next_k > first:
@@ -504,7 +533,7 @@ class Window(Operator):
             self._close_key(key, i, first, limit)
             first = limit + 1
         self.key_next[key] = first
-        out = min(t, self.spec.start_of(first))
+        out = t if self.passes_ctis else min(t, self.spec.start_of(first))
         if out > self.out_cti and out > self.key_out.get(key, NEG_INF):
             self.key_out[key] = out
             self.emit_key_cti(key, out)
@@ -537,8 +566,14 @@ class Window(Operator):
         ws, we = self.spec.bounds(k)
         ws_dt, we_dt = self.to_datetime(ws), self.to_datetime(we)
         results = self.accumulator.results
+        if self.timestamp is WindowTimestamp.LIFETIME:
+            for key, state in groups:
+                self.emit_insert(self.new_id(), ws, we, self.projection(key, results(state), ws_dt, we_dt))
+            return
         for key, state in groups:
-            self.emit_insert(self.new_id(), ws, we, self.projection(key, results(state), ws_dt, we_dt))
+            values = results(state)
+            t = stamp(self.timestamp, ws, we, values.pop() if self.with_start else None, self.closing)
+            self.emit_insert(self.new_id(), t, t + 1, self.projection(key, values, ws_dt, we_dt))
 
     def _close(self, limit: int, open_hi: int | None) -> None:
         """Emit every non-empty window with index <= limit, in order of window start."""

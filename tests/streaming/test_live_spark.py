@@ -102,34 +102,80 @@ def _counts(source: Any, flush: bool) -> Stream[Count]:
     )
 
 
+@attrs.frozen
+class Previous:
+    device: int
+    value: float
+    previous: float | None
+    total: float
+
+
+def _sessions(source: Any, flush: bool) -> Stream[Count]:
+    readings = Stream.create("readings", source, EventShape.POINT, _settings(flush), payload_type=Reading)
+    return (
+        readings.group_by(lambda r: r.device)
+        .session(timedelta(seconds=5), max_duration=timedelta(seconds=20))
+        .aggregate(lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value)))
+    )
+
+
+def _count_windows(source: Any, flush: bool) -> Stream[Count]:
+    readings = Stream.create("readings", source, EventShape.POINT, _settings(flush), payload_type=Reading)
+    return (
+        readings.group_by(lambda r: r.device)
+        .count_window(3, slide=2)
+        .aggregate(lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value)))
+    )
+
+
+def _analytics(source: Any, flush: bool) -> Stream[Previous]:
+    readings = Stream.create("readings", source, EventShape.POINT, _settings(flush), payload_type=Reading)
+    return readings.group_by(lambda r: r.device).analytic(
+        lambda k, r, a: Previous(k, r.value, a.previous(lambda r: r.value, timedelta(seconds=8)), a.sum(lambda r: r.value))
+    )
+
+
+QUERIES: dict[str, tuple[Callable[[Any, bool], Stream[Any]], type]] = {
+    "tumbling": (_counts, Count),
+    "session": (_sessions, Count),
+    "count_window": (_count_windows, Count),
+    "analytic": (_analytics, Previous),
+}
+
+
 def _items(table: Any, payload_type: type) -> list[Any]:
     from tempo.spark.streaming import released_items
 
     return released_items(table.drop_columns(["tempo_batch"]), payload_type)
 
 
-def test_committed_output_after_every_file_is_the_in_memory_release(spark_session: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_committed_output_after_every_file_is_the_in_memory_release(spark_session: Any, tmp_path: Path, name: str) -> None:
+    """Tumbling windows (which may run in bulk), and the window kinds cut by the events and the
+    analytics in time order (item by item on the driver)."""
     from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    build, payload = QUERIES[name]
 
     rows = _rows(60, seed=1)
     cuts = [0, 1, 2, 9, 10, 30, 31, 60]  # files of 1, 1, 7, 1, 20, 1 and 29 rows
     inputs, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     _write(inputs, 0, rows[:1])  # the schema comes from the files there at the start
     live = StreamingExecutor(spark_session, str(checkpoint)).start(
-        _counts(ParquetSource(str(inputs), Reading, start="ts", order="seq"), flush=True), ParquetSink(str(out))
+        build(ParquetSource(str(inputs), Reading, start="ts", order="seq"), flush=True), ParquetSink(str(out))
     )
     try:
         for index, (a, b) in enumerate(zip(cuts[1:], cuts[2:]), start=1):
             _write(inputs, index, rows[a:b])
             live.process_all_available()
             prefix = pa.Table.from_pylist(rows[:b])
-            expected = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(prefix, Reading, start="ts", order="seq"), flush=False))
-            assert _items(read_committed(str(out)), Count) == expected.raw, f"after {b} rows"
+            expected = InMemoryExecutor().run(build(tempo.sources.ArrowSource(prefix, Reading, start="ts", order="seq"), flush=False))
+            assert _items(read_committed(str(out)), payload) == expected.raw, f"after {b} rows"
         live.flush()
     finally:
         live.stop()
-    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
-    assert _items(read_committed(str(out)), Count) == whole.raw
+    whole = InMemoryExecutor().run(build(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    assert _items(read_committed(str(out)), payload) == whole.raw
     rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
     assert live.progress[-1].final and [p.batch for p in live.progress] == list(range(len(live.progress)))

@@ -52,7 +52,8 @@ from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
-from tempo.spark.compiler import AGGREGATE_COLUMNS, FIRST, Compiler, join_sides, overlapping_pairs
+from tempo.spark.compiler import FIRST, Compiler, join_sides, overlapping_pairs
+from tempo.spark.windows import AGGREGATE_COLUMNS
 from tempo.spark.columns import record_columns
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER

@@ -1,0 +1,123 @@
+"""Events in time order, with analytics over the events before them (``AnalyticNode``).
+
+Each group's events wait in a heap by (start, payload order) until a CTI passes their start;
+they then go out in that order, every event before them being known. Peers (equal start and
+payload) are taken together: they see the same running aggregates (their whole peer group
+included) and the same previous value (that of the last event before them), so their
+results do not depend on the order in which they arrived. Events a CTI releases go out in
+(start, payload) order over all groups.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from tempo.runtime.codegen import Accumulator, Order
+from tempo.runtime.operators import Key, Operator
+from tempo.ticks import INF, NEG_INF
+
+class Analytic(Operator):
+    """``previous`` lists, per ``Previous`` analytic, its index among the analytics and its
+    limit (None: none); ``previous_fn`` gives an event's previous-value arguments, in that
+    order. ``running`` lists the indexes of the running aggregates, whose arguments
+    ``values_fn`` gives and ``accumulator`` folds. With ``projection`` None the events pass
+    unchanged, ids included (``order_by_time``)."""
+
+    WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
+        "key_fn", "order", "previous", "previous_fn", "running", "values_fn", "accumulator", "projection",
+        "new_id", "width",
+    }
+
+    def __init__(
+        self,
+        key_fn: Callable[[Any], Key] | None,
+        order: Order,
+        previous: list[tuple[int, int | None]],
+        previous_fn: Callable[[Any], tuple[Any, ...]],
+        running: list[int],
+        values_fn: Callable[[Any], tuple[Any, ...]],
+        accumulator: Accumulator,
+        projection: Callable[[Key, Any, list[Any]], Any] | None,
+        new_id: Callable[[], int],
+    ) -> None:
+        super().__init__()
+        self.key_fn, self.order = key_fn, order
+        self.previous, self.previous_fn = previous, previous_fn
+        self.running, self.values_fn, self.accumulator = running, values_fn, accumulator
+        self.projection, self.new_id = projection, new_id
+        self.width = len(previous) + len(running)
+        self.waiting: dict[Key, list[tuple[int, tuple[Any, ...], int, list[Any]]]] = {}
+        self.state: dict[Key, list[Any]] = {}  # group -> running aggregates' state
+        self.last: dict[Key, tuple[int, tuple[Any, ...]]] = {}  # group -> (start, previous arguments) of its last event out
+        self.open: dict[int, list[Any]] = {}  # eid of an event without an end -> its entry
+        self.in_cti = NEG_INF
+        self.arrivals = itertools.count()
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self.key_fn(payload) if self.key_fn else ()
+        entry = [eid, end, payload, None]  # entry[3]: the output's id once out
+        if end is None:
+            self.open[eid] = entry
+        heapq.heappush(self.waiting.setdefault(key, []), (start, self.order(payload), next(self.arrivals), entry))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        entry = self.open.pop(eid, None)
+        if entry is None:
+            return
+        entry[1] = end
+        if entry[3] is not None:
+            self.emit_end(entry[3], end)
+
+    def cti(self, port: int, t: int) -> None:
+        if t <= self.in_cti:
+            return
+        self.in_cti = t
+        out: list[tuple[int, tuple[Any, ...], int, list[Any], Any]] = []
+        for key in list(self.waiting):
+            heap = self.waiting[key]
+            peers: list[tuple[int, tuple[Any, ...], int, list[Any]]] = []
+            while heap and heap[0][0] < t:
+                item = heapq.heappop(heap)
+                if peers and (item[0], item[1]) != (peers[0][0], peers[0][1]):
+                    self._release(key, peers, out)
+                    peers = []
+                peers.append(item)
+            if peers:
+                self._release(key, peers, out)
+            if not heap:
+                del self.waiting[key]
+        out.sort(key=lambda o: (o[0], o[1], o[2]))
+        for start, _, _, entry, payload in out:
+            eid = entry[0] if self.projection is None else self.new_id()
+            entry[3] = eid
+            self.emit_insert(eid, start, entry[1], payload)
+        self.emit_cti(t)
+
+    def _release(self, key: Key, peers: list[tuple[int, tuple[Any, ...], int, list[Any]]], out: list[Any]) -> None:
+        """One peer group of ``key``, in order: their outputs, appended to ``out``."""
+        start = peers[0][0]
+        if self.projection is None:
+            out.extend((start, okey, seq, entry, entry[2]) for start, okey, seq, entry in peers)
+            return
+        aggs: list[Any] = [None] * self.width
+        if self.running:
+            acc: dict[int, dict[Any, list[Any]]] = {}
+            state = self.state.get(key)
+            if state is not None:
+                acc[0] = {(): state}
+            for _, _, _, entry in peers:
+                self.accumulator.add(acc, [], (), self.values_fn(entry[2]), 0, 0)
+            self.state[key] = acc[0][()]
+            for i, value in zip(self.running, self.accumulator.results(acc[0][()])):
+                aggs[i] = value
+        if self.previous:
+            last = self.last.get(key)
+            if last is not None:
+                for (i, limit), value in zip(self.previous, last[1]):
+                    aggs[i] = value if limit is None or start - last[0] < limit else None
+            self.last[key] = (start, self.previous_fn(peers[0][3][2]))
+        for start, okey, seq, entry in peers:
+            out.append((start, okey, seq, entry, self.projection(key, entry[2], aggs)))

@@ -1,0 +1,333 @@
+"""Windows cut by the events themselves: sessions, count windows and snapshots.
+
+Unlike hopping windows, which windows exist depends on the events, so each operator keeps
+its group's events until a CTI makes a window final (the spec's ``CTI_RULE``) and only then
+computes its aggregates. Every result not yet out is stamped at or after the input CTI
+(``WindowSpec.TIMESTAMPS`` admits no other stamp for these kinds), so CTIs pass unchanged.
+Results a CTI completes go out in order of their stamps, then of their group's first
+appearance.
+
+On the CTI at infinity every window is complete; open lifetimes end just after the latest
+finite time the operator has seen (an event time, or just before its last finite CTI), as
+for hopping windows.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, ClassVar
+
+from tempo.plan import windows as w
+from tempo.plan.windows import WindowSpec, WindowTimestamp
+from tempo.runtime.codegen import Accumulator, Order
+from tempo.runtime.operators import Key, Operator, stamp
+from tempo.ticks import INF, NEG_INF
+
+class EventWindows(Operator):
+    """What the three kinds share: grouping, aggregating a window's events, emitting."""
+
+    WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
+        "spec", "timestamp", "key_fn", "values_fn", "accumulator", "projection", "to_datetime", "new_id", "order",
+    }
+
+    def __init__(
+        self,
+        spec: WindowSpec,
+        timestamp: WindowTimestamp,
+        key_fn: Callable[[Any], Key] | None,
+        values_fn: Callable[[Any], tuple[Any, ...]],
+        accumulator: Accumulator,
+        projection: Callable[[Key, list[Any], datetime, datetime], Any],
+        to_datetime: Callable[[int], datetime],
+        new_id: Callable[[], int],
+        order: Order,
+    ) -> None:
+        super().__init__()
+        self.spec, self.timestamp = spec, timestamp
+        self.key_fn, self.values_fn, self.accumulator = key_fn, values_fn, accumulator
+        self.projection, self.to_datetime, self.new_id, self.order = projection, to_datetime, new_id, order
+        self.in_cti = NEG_INF
+        self.in_cti_finite = NEG_INF
+        self.t_max = NEG_INF  # the latest finite time seen: starts and ends
+        self.outbox: list[tuple[int, int, Any, int | None, Any]] = []  # (start, seq, eid, end, payload)
+        self.seq = itertools.count()
+
+    def _seen(self, t: int) -> None:
+        if NEG_INF < t < INF and t > self.t_max:
+            self.t_max = t
+
+    def horizon(self) -> int:
+        """Where an open lifetime ends on the CTI at infinity."""
+        return max(self.t_max, self.in_cti_finite - 1) + 1
+
+    def state(self, values: list[tuple[Any, ...]]) -> list[Any]:
+        acc: dict[int, dict[Any, list[Any]]] = {}
+        for v in values:
+            self.accumulator.add(acc, [], (), v, 0, 0)
+        return acc[0][()]
+
+    def result(self, key: Key, state: list[Any], ws: int, we: int, at: int | None, end: int | None = 0) -> int:
+        """Queue one result of window ``[ws, we)``: its lifetime is ``[at, end)`` when given
+        (``end=None``: a start edge), else the point its timestamp gives (``at`` is then the
+        completing CTI). Returns the result's id."""
+        payload = self.projection(key, self.accumulator.results(state), self.to_datetime(ws), self.to_datetime(we))
+        eid = self.new_id()
+        if end == 0:
+            assert at is not None
+            t = stamp(self.timestamp, ws, we, we - 1, at)
+            self.outbox.append((t, next(self.seq), eid, t + 1, payload))
+        else:
+            assert at is not None
+            self.outbox.append((at, next(self.seq), eid, end, payload))
+        return eid
+
+    def flush_outbox(self) -> None:
+        self.outbox.sort(key=lambda o: (o[0], o[1]))
+        for start, _, eid, end, payload in self.outbox:
+            self.emit_insert(eid, start, end, payload)
+        self.outbox = []
+
+    def cti(self, port: int, t: int) -> None:
+        if t <= self.in_cti:
+            return
+        self.in_cti = t
+        if t < INF:
+            self.in_cti_finite = t
+        self.advance(t)
+        self.flush_outbox()
+        self.emit_cti(t)
+
+    def advance(self, c: int) -> None:
+        raise NotImplementedError
+
+
+class _Activity:
+    """A group's current activity and the session (piece of it) events go into now."""
+
+    __slots__ = ("key", "last", "open", "begin", "cut", "first", "state")
+
+    def __init__(self, key: Key, first: int, cut: int) -> None:
+        self.key = key
+        self.last = NEG_INF  # the latest last tick of its events whose end is known
+        self.open = 0  # its events whose end is not known yet
+        self.first = first  # where the activity began (the first cut counts from it)
+        self.begin = first  # the current session's start
+        self.cut = cut  # the current session's cut (infinity without max_duration)
+        self.state: list[Any] | None = None  # the current session's aggregates (None: no event yet)
+
+    def until(self, gap: int) -> int:
+        """Where the activity ends unless an event starts before."""
+        return INF if self.open else self.last + gap
+
+
+class Sessions(EventWindows):
+    """Per group: the events not yet committed (a heap by start), and the current activity,
+    into which a CTI folds the events starting before it in start order (the order of events
+    with one start does not matter: they share a session)."""
+
+    spec: w.SessionWindow
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.waiting: dict[Key, list[tuple[int, int, list[Any]]]] = {}  # group -> heap of (start, seq, rec)
+        self.activities: dict[Key, _Activity] = {}
+        self.open_edges: dict[int, list[Any]] = {}  # eid -> rec, for events whose end is not known
+        self.arrivals = itertools.count()
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self.key_fn(payload) if self.key_fn else ()
+        self._seen(start)
+        finite = None if end is None or end >= INF else end
+        if finite is None:
+            self.open_edges[eid] = rec = [start, None, self.values_fn(payload), None]  # rec[3]: its activity
+        else:
+            self._seen(finite)
+            rec = [start, finite, self.values_fn(payload), None]
+        heapq.heappush(self.waiting.setdefault(key, []), (start, next(self.arrivals), rec))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        if end >= INF or eid not in self.open_edges:
+            return
+        rec = self.open_edges.pop(eid)
+        self._seen(end)
+        self._ended(rec, end)
+
+    @staticmethod
+    def _ended(rec: list[Any], end: int) -> None:
+        rec[1] = end
+        activity: _Activity | None = rec[3]
+        if activity is not None:
+            activity.open -= 1
+            activity.last = max(activity.last, end - 1)
+
+    def advance(self, c: int) -> None:
+        if c >= INF:
+            end = self.horizon()
+            for rec in self.open_edges.values():
+                self._ended(rec, end)
+            self.open_edges.clear()
+        gap, spec = self.spec.gap, self.spec
+        for key in list(self.waiting):
+            heap = self.waiting[key]
+            while heap and heap[0][0] < c:
+                start, _, rec = heapq.heappop(heap)
+                act = self.activities.get(key)
+                if act is not None and start >= act.until(gap):
+                    self._close(act, c)
+                    act = None
+                if act is None:
+                    act = self.activities[key] = _Activity(key, start, spec.first_cut(start))
+                elif start >= act.cut:  # the activity goes on past a cut: a new session
+                    self._close_session(act, c)
+                    act.begin, act.cut = spec.piece(act.first, start)
+                act.state = self.accumulated(act.state, rec[2])
+                if rec[1] is None:
+                    act.open += 1
+                    rec[3] = act
+                else:
+                    act.last = max(act.last, rec[1] - 1)
+            if not heap:
+                del self.waiting[key]
+        for act in list(self.activities.values()):
+            if act.until(gap) <= c:
+                self._close(act, c)
+            elif act.cut <= c:  # the session is final; the activity may go on past the cut
+                self._close_session(act, c)
+
+    def accumulated(self, state: list[Any] | None, values: tuple[Any, ...]) -> list[Any]:
+        acc: dict[int, dict[Any, list[Any]]] = {} if state is None else {0: {(): state}}
+        self.accumulator.add(acc, [], (), values, 0, 0)
+        return acc[0][()]
+
+    def _close_session(self, act: _Activity, c: int) -> None:
+        if act.state is not None:
+            self.result(act.key, act.state, act.begin, min(act.until(self.spec.gap), act.cut), c)
+            act.state = None
+
+    def _close(self, act: _Activity, c: int) -> None:
+        self._close_session(act, c)
+        del self.activities[act.key]
+
+
+class CountWindows(EventWindows):
+    """Per group: the events not yet committed, in (start, payload) order, and the last
+    ``size`` committed ones with the number committed so far (the next rank)."""
+
+    spec: w.CountWindow
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.waiting: dict[Key, list[tuple[int, tuple[Any, ...], int, tuple[Any, ...]]]] = {}
+        self.ranked: dict[Key, tuple[int, deque[tuple[int, tuple[Any, ...]]]]] = {}  # group -> (count, last ones)
+        self.arrivals = itertools.count()
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self.key_fn(payload) if self.key_fn else ()
+        heapq.heappush(self.waiting.setdefault(key, []), (start, self.order(payload), next(self.arrivals), self.values_fn(payload)))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        return None  # a count window's events and bounds are their starts
+
+    def advance(self, c: int) -> None:
+        size, slide = self.spec.size, self.spec.slide
+        for key in list(self.waiting):
+            heap = self.waiting[key]
+            count, last = self.ranked.get(key) or (0, deque(maxlen=size))
+            while heap and heap[0][0] < c:
+                start, _, _, values = heapq.heappop(heap)
+                last.append((start, values))
+                count += 1
+                if count >= size and (count - size) % slide == 0:
+                    self.result(key, self.state([v for _, v in last]), last[0][0], start + 1, c)
+            self.ranked[key] = (count, last)
+            if not heap:
+                del self.waiting[key]
+
+
+class Snapshots(EventWindows):
+    """Per group: the events not yet behind ``done`` (the time before which every window is
+    out), and the window whose result waits for its end (``pending``: its start, and its
+    start edge's id or its aggregate state)."""
+
+    spec: w.SnapshotWindow
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.events: dict[Key, dict[int, list[Any]]] = {}  # group -> eid -> [start, end or None, values]
+        self.done: dict[Key, int] = {}
+        self.pending: dict[Key, tuple[int, Any]] = {}
+        self.where: dict[int, Key] = {}  # eid of an event without an end -> its group
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self.key_fn(payload) if self.key_fn else ()
+        self._seen(start)
+        finite = None if end is None or end >= INF else end
+        if finite is None:
+            self.where[eid] = key
+        else:
+            self._seen(finite)
+        self.events.setdefault(key, {})[eid] = [start, finite, self.values_fn(payload)]
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        key = self.where.pop(eid, None)
+        if key is None or end >= INF:
+            if key is not None:
+                self.where[eid] = key
+            return
+        self._seen(end)
+        self.events[key][eid][1] = end
+
+    def advance(self, c: int) -> None:
+        if c >= INF:
+            end = self.horizon()
+            for eid, key in self.where.items():
+                self.events[key][eid][1] = end
+            self.where.clear()
+        lifetime = self.timestamp is WindowTimestamp.LIFETIME
+        waits_for_end = self.timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
+        for key in list(self.events):
+            events = self.events[key]
+            done = self.done.get(key, NEG_INF)
+            # ``done`` is an endpoint too, whose event may be forgotten already.
+            points = sorted({t for e in events.values() for t in (e[0], e[1]) if t is not None and t >= done} | ({done} - {NEG_INF}))
+            i = 0
+            while True:
+                # the next endpoint after the pending window's start, or the next window start
+                pending = self.pending.get(key)
+                if pending is not None:
+                    p = pending[0]
+                    while i < len(points) and points[i] <= p:
+                        i += 1
+                    q = points[i] if i < len(points) else None
+                    if q is None or q > c:
+                        break
+                    del self.pending[key]
+                    if lifetime:
+                        self.flush_outbox()  # its start edge goes out before its end
+                        self.emit_end(pending[1], q)
+                    elif waits_for_end:
+                        self.result(key, pending[1], p, q, c)
+                    done = q
+                    continue
+                while i < len(points) and not any(e[0] <= points[i] and (e[1] is None or e[1] > points[i]) for e in events.values()):
+                    i += 1
+                if i == len(points) or points[i] >= c:
+                    break
+                p = points[i]
+                state = self.state([e[2] for e in events.values() if e[0] <= p and (e[1] is None or e[1] > p)])
+                if waits_for_end:
+                    self.pending[key] = (p, state)
+                elif lifetime:
+                    self.pending[key] = (p, self.result(key, state, p, p, p, None))  # a start edge
+                else:
+                    self.pending[key] = (p, None)
+                    self.result(key, state, p, p + 1, c)  # START, EARLIEST, LATEST: a point at p
+            self.done[key] = done
+            for eid in [eid for eid, e in events.items() if e[1] is not None and e[1] <= done]:
+                del events[eid]
+            if not events and key not in self.pending:
+                del self.events[key]

@@ -1,0 +1,299 @@
+"""Window nodes as native Spark plans: one rule per window kind, and the result timestamps
+all kinds share.
+
+Each kind's rule builds one row per window that its input's final CTI completed, with the
+columns ``__key<i>`` (group keys), ``__agg<i>`` (aggregates), ``__ws``/``__we`` (the window's
+bounds) and what its timestamp needs (``__lo``/``__hi``: the earliest and latest start;
+``__done``: the time the completing CTI must reach). ``results`` then stamps each row
+(``WindowTimestamp``) and projects the payload. The rules follow the operators of
+``tempo.runtime`` (``Window`` and ``event_windows``) formula for formula.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from tempo.expr.schema import field_names
+from tempo.plan import nodes as p
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
+from tempo.spark.columns import END as E
+from tempo.spark.columns import START as S
+from tempo.spark.columns import Scope, column, record_columns
+from tempo.ticks import INF, NEG_INF
+
+if TYPE_CHECKING:
+    from tempo.spark.compiler import Compiler
+
+AGGREGATE_COLUMNS: dict[p.AggregateKind, Callable[[Column], Column]] = {
+    p.AggregateKind.SUM: F.sum, p.AggregateKind.AVG: F.avg, p.AggregateKind.MIN: F.min, p.AggregateKind.MAX: F.max
+}
+
+
+def window(c: Compiler, node: p.WindowNode) -> DataFrame:
+    """The released results of a window node (see the module docstring)."""
+    rule = _KINDS.get(type(node.spec))
+    if rule is None:
+        from tempo.errors import UnsupportedError
+
+        raise UnsupportedError("Spark", node.spec.describe(), "it has no window rule for this kind")
+    if c.final_bound(node.input) <= NEG_INF:
+        return _empty(c, node)
+    return rule(c, node)
+
+
+def _keys(node: p.WindowNode) -> list[Column]:
+    return [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
+
+
+def _key_names(node: p.WindowNode) -> list[str]:
+    return [f"__key{i}" for i in range(len(node.keys or ()))]
+
+
+def _values(node: p.WindowNode) -> list[Column]:
+    """Each aggregate's argument as ``__v<i>`` (a bool counts as an int)."""
+    values = []
+    for i, a in enumerate(node.aggregates):
+        if a.arg is not None:
+            v = column(a.arg, Scope())
+            values.append((v.cast("long") if a.arg.dtype is bool else v).alias(f"__v{i}"))
+    return values
+
+
+def _value_names(node: p.WindowNode) -> list[str]:
+    return [f"__v{i}" for i, a in enumerate(node.aggregates) if a.arg is not None]
+
+
+def _aggregates(node: p.WindowNode) -> list[Column]:
+    aggs = []
+    for i, a in enumerate(node.aggregates):
+        if not a.kind.takes_argument:  # count
+            aggs.append(F.count(F.lit(1)).alias(f"__agg{i}"))
+        else:
+            aggs.append(AGGREGATE_COLUMNS[a.kind](F.col(f"__v{i}")).alias(f"__agg{i}"))
+    return aggs
+
+
+def _ended(c: Compiler, node: p.WindowNode, df: DataFrame, cti: int) -> Column:
+    """The end column, with open lifetimes ended on the CTI at infinity just after the latest
+    finite time the operator knows of: its latest event time, or just before its last finite
+    CTI (an event open at that CTI is alive just before it)."""
+    end = F.col(E)
+    if cti < INF or c.query.longest_lifetime(node.input) is not None:
+        return end
+    finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
+    stats = df.agg(F.max(S).alias("s"), F.max(F.when(F.col(E) < INF, F.col(E))).alias("e")).collect()[0]
+    horizon = max(v for v in (stats["s"], stats["e"], (finite[-1] - 1) if finite else None, NEG_INF) if v is not None)
+    return F.when(end >= INF, F.lit(horizon + 1)).otherwise(end)
+
+
+# ---- hopping and tumbling ---------------------------------------------------------------
+
+
+def _hopping(c: Compiler, node: p.WindowNode) -> DataFrame:
+    """Each event joins the windows its lifetime overlaps that its final input CTI completed.
+
+    Windows are numbered by the spec; an event ``[s, e)`` overlaps windows ``k_lo..k_hi``. A
+    finite final CTI completes windows up to ``limit``; on the CTI at infinity every window is
+    complete.
+    """
+    spec = node.spec
+    assert isinstance(spec, HoppingWindow)
+    df = c.relation(node.input)
+    cti = c.final_bound(node.input)
+    size, hop = spec.size, spec.hop
+    end = _ended(c, node, df, cti)
+    if cti >= INF:
+        k_hi = spec.last_window_column(end)
+    else:
+        k_hi = F.least(spec.last_window_column(F.least(end, F.lit(INF))), F.lit(spec.last_complete(cti)))
+    k_lo = spec.first_window_column(F.col(S))
+    keys = _keys(node)
+    longest = c.query.longest_lifetime(node.input)
+    starts = [F.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
+    # Windows cover every instant (size >= hop) and a lifetime reaches at most one: its
+    # window is k_lo, with no sequence to explode (a tumbling window over points, say).
+    one_window = longest is not None and size >= hop and (longest - 1 + size - 1) // hop == 0
+    if one_window:
+        exploded = df.select(k_lo.alias("__k"), *keys, *_values(node), *starts)
+        if cti < INF:
+            exploded = exploded.filter(F.col("__k") <= F.lit(spec.last_complete(cti)))
+    else:
+        spans = df.select(k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *_values(node), *starts)
+        if not (cti >= INF and longest is not None and size >= hop):  # else every event is in some window
+            spans = spans.filter(F.col("__klo") <= F.col("__khi"))
+        exploded = spans.select(
+            F.explode(F.sequence(F.col("__klo"), F.col("__khi"))).alias("__k"),
+            *_key_names(node), *_value_names(node), *(["__s"] if starts else []),
+        )
+    extra = [F.min("__s").alias("__lo"), F.max("__s").alias("__hi")] if starts else []
+    # Group keys before the window index: measured 1.6x faster than the other order on the
+    # benchmark's hopping windows (Spark's hash aggregate is sensitive to key order).
+    grouped = exploded.groupBy(*_key_names(node), "__k").agg(*_aggregates(node), *extra)
+    ws = spec.start_of_column(F.col("__k"))
+    bounded = grouped.withColumn("__ws", ws).withColumn("__we", F.col("__ws") + F.lit(size))
+    return results(c, node, bounded.withColumn("__done", F.col("__we")), strict=False)
+
+
+# ---- sessions ---------------------------------------------------------------------------
+
+
+def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
+    """Activities as gaps and islands: in start order per group, an event opens an activity
+    when it starts at or after the latest last tick before it plus the gap (rows of one start
+    never split: each is within the gap of the other's last tick); the activity id is the
+    running count of openings. With ``max_duration`` each activity is cut on its grid. The
+    final CTI keeps the sessions ending at or before it."""
+    spec = node.spec
+    assert isinstance(spec, SessionWindow)
+    df = c.relation(node.input)
+    cti = c.final_cti(node.input)
+    end = _ended(c, node, df, cti)
+    gap = spec.gap
+    rows = df.select(F.col(S).alias("__s"), F.when(end >= INF, F.lit(INF)).otherwise(end - 1).alias("__last"), *_keys(node), *_values(node))
+    keys = _key_names(node)
+    ordered = Window.partitionBy(*keys).orderBy("__s")
+    before = F.max("__last").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
+    opens = F.when(before.isNull() | ((before < INF) & (F.col("__s") >= before + F.lit(gap))), 1).otherwise(0)
+    rows = rows.withColumn("__open", opens)
+    rows = rows.withColumn("__act", F.sum("__open").over(ordered.rowsBetween(Window.unboundedPreceding, 0)))
+    activity = Window.partitionBy(*keys, "__act")
+    rows = rows.withColumn("__first", F.min("__s").over(activity)).withColumn("__l", F.max("__last").over(activity))
+    until = F.when(F.col("__l") >= INF, F.lit(INF)).otherwise(F.col("__l") + F.lit(gap))
+    if spec.max_duration is None:
+        rows = rows.withColumn("__ws", F.col("__first")).withColumn("__we", until)
+    else:
+        d = F.lit(spec.max_duration)
+        cut = spec.first_cut_column(F.col("__first"))
+        later = F.col("__s") - F.pmod(F.col("__s") - cut, d)  # the cut at or before a start past the first cut
+        rows = rows.withColumn("__ws", F.when(F.col("__s") < cut, F.col("__first")).otherwise(later))
+        rows = rows.withColumn("__we", F.least(until, F.when(F.col("__s") < cut, cut).otherwise(F.col("__ws") + d)))
+    sessions = rows.groupBy(*keys, "__act", "__ws").agg(F.first("__we").alias("__we"), *_aggregates(node))
+    if cti < INF:
+        sessions = sessions.filter(F.col("__we") <= F.lit(cti))
+    return results(c, node, sessions.withColumn("__done", F.col("__we")), strict=False)
+
+
+# ---- count windows ----------------------------------------------------------------------
+
+
+def _count(c: Compiler, node: p.WindowNode) -> DataFrame:
+    """Ranks by (start, payload fields, nulls first) among the events its final CTI
+    committed: they are all known, and rank before any other; window k holds ranks
+    [k*slide, k*slide + size), kept when full."""
+    spec = node.spec
+    assert isinstance(spec, CountWindow)
+    df = c.relation(node.input)
+    cti = c.final_cti(node.input)
+    if cti < INF:
+        df = df.filter(F.col(S) < F.lit(cti))
+    names = field_names(node.input.payload_type)
+    rows = df.select(F.col(S).alias("__s"), *_keys(node), *_values(node), *[F.col(f"`{n}`").alias(f"__o{i}") for i, n in enumerate(names)])
+    payload = [F.col(f"__o{i}").asc_nulls_first() for i in range(len(names))]
+    rank = F.row_number().over(Window.partitionBy(*_key_names(node)).orderBy(F.col("__s"), *payload)) - 1
+    size, slide = spec.size, spec.slide
+    rows = rows.withColumn("__r", rank)
+    lo = F.greatest(F.lit(0), F.floor((F.col("__r") - F.lit(size)) / slide) + 1)
+    hi = F.floor(F.col("__r") / slide)
+    rows = rows.filter(lo <= hi).select(
+        F.explode(F.sequence(lo, hi)).alias("__k"), "__s", *_key_names(node), *_value_names(node)
+    )
+    grouped = rows.groupBy(*_key_names(node), "__k").agg(
+        F.count(F.lit(1)).alias("__n"), F.min("__s").alias("__ws"), F.max("__s").alias("__hi"), *_aggregates(node)
+    )
+    full = grouped.filter(F.col("__n") == F.lit(size)).withColumn("__we", F.col("__hi") + 1)
+    return results(c, node, full.withColumn("__done", F.col("__hi")), strict=True)
+
+
+# ---- snapshots --------------------------------------------------------------------------
+
+
+def _snapshot(c: Compiler, node: p.WindowNode) -> DataFrame:
+    """Per group, the distinct endpoints with the next one (``lead``) give the windows
+    ``[p, q)``; the events alive at ``p`` join them. A window is kept once the final CTI is
+    past ``p``; its end counts once the CTI reaches ``q`` (else it is open, as the in-memory
+    executor's unended start edge)."""
+    df = c.relation(node.input)
+    cti = c.final_cti(node.input)
+    end = _ended(c, node, df, cti)
+    keys = _key_names(node)
+    events = df.select(F.col(S).alias("__s"), end.alias("__e"), *_keys(node), *_values(node))
+    points = events.select(*keys, F.col("__s").alias("__p")).unionByName(
+        events.filter(F.col("__e") < INF).select(*keys, F.col("__e").alias("__p"))
+    ).distinct()
+    points = points.withColumn("__q", F.lead("__p").over(Window.partitionBy(*keys).orderBy("__p")))
+    if cti < INF:
+        points = points.filter(F.col("__p") < F.lit(cti))
+    ev = events.select(*[F.col(k).alias(f"__ev{k}") for k in keys], "__s", "__e", *_value_names(node))
+    alive = (F.col("__s") <= F.col("__p")) & (F.col("__e") > F.col("__p"))
+    for k in keys:
+        alive = alive & F.col(k).eqNullSafe(F.col(f"__ev{k}"))
+    joined = points.join(ev, alive, "inner")
+    grouped = joined.groupBy(*keys, "__p", "__q").agg(*_aggregates(node))
+    final_end = F.col("__q").isNotNull() & (F.col("__q") <= F.lit(cti))
+    if node.ends_known:
+        grouped = grouped.filter(final_end)
+    q = F.when(final_end, F.col("__q")).otherwise(F.lit(INF))
+    bounded = grouped.withColumn("__ws", F.col("__p")).withColumn("__we", q)
+    return results(c, node, bounded.withColumn("__done", F.col("__we")).withColumn("__hi", F.col("__p")).withColumn("__lo", F.col("__p")), strict=False)
+
+
+# ---- result timestamps ------------------------------------------------------------------
+
+
+def results(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool) -> DataFrame:
+    """Each window row stamped as ``node.timestamp`` says, with its payload projected (where
+    ``w.start``/``w.end`` read the window's bounds)."""
+    ws, we = F.col("__ws"), F.col("__we")
+    ts = node.timestamp
+    if ts is WindowTimestamp.LIFETIME:
+        at, until = ws, we
+    else:
+        if ts is WindowTimestamp.START:
+            at = ws
+        elif ts is WindowTimestamp.END:
+            at = we - 1
+        elif ts is WindowTimestamp.LATEST:
+            at = F.greatest(ws, F.col("__hi"))
+        elif ts is WindowTimestamp.EARLIEST:
+            at = F.greatest(ws, F.col("__lo"))
+        else:
+            rows = _completing_cti(c, node, rows, strict)
+            at = F.when(F.col("__cti") >= INF, we - 1).otherwise(F.col("__cti") - 1)
+        until = at + 1
+    bounds = rows.select(ws.alias(S), we.alias(E), at.alias("__at"), until.alias("__until"), *_key_names(node), *[
+        f"__agg{i}" for i in range(len(node.aggregates))
+    ])
+    return bounds.select(F.col("__at").alias(S), F.col("__until").alias(E), *record_columns(node.projection, Scope()))
+
+
+def _completing_cti(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool) -> DataFrame:
+    """``rows`` with ``__cti``: the first CTI the window node received at or after ``__done``
+    (after it, when ``strict``). The CTIs are few and sorted; rows and CTIs are sorted together
+    once, and each row takes the next CTI following it."""
+    ctis = sorted(set(c.replay.ctis_of(node.input)))
+    marks = c.spark.createDataFrame([(t,) for t in ctis], "__done long").select(
+        "__done", F.lit(0 if strict else 1).alias("__order"), F.col("__done").alias("__cti")
+    )
+    tagged = rows.withColumn("__order", F.lit(1 if strict else 0)).withColumn("__cti", F.lit(None).cast("long"))
+    both = tagged.unionByName(marks, allowMissingColumns=True)
+    following = Window.orderBy("__done", "__order").rowsBetween(Window.currentRow, Window.unboundedFollowing)
+    found = both.withColumn("__cti", F.first("__cti", ignorenulls=True).over(following))
+    return found.filter(F.col("__order") == F.lit(1 if strict else 0)).drop("__order")
+
+
+def _empty(c: Compiler, node: p.WindowNode) -> DataFrame:
+    from tempo.spark.types import payload_schema
+
+    base = c.relation(node.input).limit(0)
+    return base.select(F.lit(0).cast("long").alias(S), F.lit(0).cast("long").alias(E), *[
+        F.lit(None).cast(t.dataType).alias(t.name) for t in payload_schema(node.payload_type).fields
+    ])
+
+
+_KINDS: dict[type, Callable[[Any, p.WindowNode], DataFrame]] = {
+    HoppingWindow: _hopping, SessionWindow: _session, CountWindow: _count, SnapshotWindow: _snapshot,
+}
