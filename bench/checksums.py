@@ -1,4 +1,5 @@
-"""The reference checksums of WORKLOADS.md (../shared/bench/WORKLOADS.md), and how to compare them.
+"""The reference checksums of WORKLOADS.md (../shared/bench/WORKLOADS.md) and of this project's
+W5-W6, and how to compare them.
 
 Every value in the data is a multiple of 1/16, so every sum is exact in float64 whatever the
 order of summation: results are compared with ``==``, never with a tolerance.
@@ -12,16 +13,69 @@ Number = Union[int, float]
 Checksum = dict[str, Number]
 """One workload's result, e.g. ``{"kept": 1998033, "dropped": 1967}`` for W1."""
 
-WORKLOADS = ("W1", "W2", "W3", "W4")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
 
 FIELDS: dict[str, tuple[str, ...]] = {
     "W1": ("kept", "dropped"),
     "W2": ("groups", "count", "sum", "sum_x_key", "sum_x_window"),
     "W3": ("groups", "sum", "sum_x_key", "sum_x_window"),
     "W4": ("matched", "sum_value_x_ref"),
+    "W5": ("sessions", "count", "sum", "sum_x_key", "sum_x_start", "span"),
+    "W6": ("windows", "count", "sum", "sum_x_key", "sum_x_start", "span"),
 }
 """The checksum fields of each workload. ``sum_x_key`` is Σ sum·key over the groups and
-``sum_x_window`` is Σ sum·(window_start / 60 s), window_start in µs since 2024-01-01."""
+``sum_x_window`` is Σ sum·(window_start / 60 s), window_start in µs since 2024-01-01.
+
+W5 (sessions) and W6 (count windows) are this project's, not WORKLOADS.md's: ``sum_x_start``
+is Σ sum·floor(start / 1 s), start (the session's first event, the count window's first
+start) in µs since 2024-01-01; ``span`` is Σ (end − start) in µs, an integer, with end the
+window's exclusive end (a session's last event + the 5 s gap; a count window's last start
++ 1 µs). At N = 10M, Σ sum·start stays below 2**53 / 16, so it is exact too."""
+
+INTS = frozenset({"kept", "dropped", "groups", "count", "matched", "sessions", "windows", "span"})
+
+MEASURED: dict[str, dict[int, Checksum]] = {
+    "W5": {
+        2_000_000: {
+            "sessions": 14_553,
+            "count": 2_000_000,
+            "sum": 999834642.375,
+            "sum_x_key": 499293088104.8125,
+            "sum_x_start": 866519788061.1875,
+            "span": 1_990_398_003_949,
+        },
+        10_000_000: {
+            "sessions": 68_473,
+            "count": 10_000_000,
+            "sum": 5000591661.1875,
+            "sum_x_key": 2497492091198.625,
+            "sum_x_start": 24297822419900.125,
+            "span": 9_936_604_680_953,
+        },
+    },
+    "W6": {
+        2_000_000: {
+            "windows": 19_508,
+            "count": 1_950_800,
+            "sum": 975280217.75,
+            "sum_x_key": 486909907504.4375,
+            "sum_x_start": 902155575795.0625,
+            "span": 1_933_445_212_143,
+        },
+        10_000_000: {
+            "windows": 99_506,
+            "count": 9_950_600,
+            "sum": 4976010354.9375,
+            "sum_x_key": 2485217586761.5,
+            "sum_x_start": 24507486209525.8125,
+            "span": 9_853_455_675_930,
+        },
+    },
+}
+"""W5 and W6 have no published checksums: these were measured here (2026-11-24), the same
+from the hand-written PySpark queries, tempo on Spark, tempo in memory (2M) and a separate
+numpy computation over the sorted events. W5's count, sum and Σ sum·key are W2's, as they
+must be (every event is in exactly one session)."""
 
 REFERENCE: dict[int, dict[str, Checksum]] = {
     2_000_000: {
@@ -40,6 +94,7 @@ REFERENCE: dict[int, dict[str, Checksum]] = {
             "sum_x_window": 70796548915.0,
         },
         "W4": {"matched": 1_999_670, "sum_value_x_ref": 50839816460.140625},
+        **{w: c[2_000_000] for w, c in MEASURED.items()},
     },
     10_000_000: {
         "W1": {"kept": 9_989_980, "dropped": 10_020},
@@ -59,6 +114,7 @@ REFERENCE: dict[int, dict[str, Checksum]] = {
         # WORKLOADS.md prints 251519069070.35938; the exact value (a multiple of 1/256) is the
         # float that string parses to.
         "W4": {"matched": 9_999_670, "sum_value_x_ref": 251519069070.359375},
+        **{w: c[10_000_000] for w, c in MEASURED.items()},
     },
 }
 
@@ -73,7 +129,7 @@ def normalize(workload: str, values: Checksum) -> Checksum:
     out: Checksum = {}
     for name in FIELDS[workload]:
         v = values[name]
-        out[name] = int(v) if name in ("kept", "dropped", "groups", "count", "matched") else float(v)
+        out[name] = int(v) if name in INTS else float(v)
     return out
 
 

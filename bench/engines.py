@@ -1,4 +1,4 @@
-"""The three engines the benchmark compares, each running W1-W4 from Parquet to checksum.
+"""The three engines the benchmark compares, each running W1-W6 from Parquet to checksum.
 
 * ``handwritten``: the queries written by hand in PySpark (``bench/handwritten.py``).
 * ``tempo-spark``: the tempo queries of ``bench/tempo_queries.py`` on ``tempo.spark.SparkExecutor``,
@@ -92,6 +92,9 @@ class TempoSpark(Engine):
                 F.count(F.lit(1)).alias("matched"), F.sum("product").alias("sum_value_x_ref")
             ).collect()[0]
             return row.asDict()
+        if workload in ("W5", "W6"):
+            df = self.executor.to_dataframe(q.w5(ev) if workload == "W5" else q.w6(ev))
+            return _event_window_checksum(df, "sessions" if workload == "W5" else "windows", q.ORIGIN_US)
         stream = q.w2(ev) if workload == "W2" else q.w3(ev)
         df = self.executor.to_dataframe(stream)
         return _window_checksum(df, with_count=workload == "W2", origin_us=q.ORIGIN_US)
@@ -99,7 +102,7 @@ class TempoSpark(Engine):
     def explain(self, workload: str, data: Data) -> str:
         q, ev, ref = self.q, str(data.events), str(data.reference)
         stream: Any = {"W1": lambda: q.w1(ev), "W2": lambda: q.w2(ev), "W3": lambda: q.w3(ev),
-                       "W4": lambda: q.w4(ev, ref)}[workload]()
+                       "W4": lambda: q.w4(ev, ref), "W5": lambda: q.w5(ev), "W6": lambda: q.w6(ev)}[workload]()
         return str(self.executor.explain(stream))
 
 
@@ -129,6 +132,25 @@ def _window_checksum(df: DataFrame, with_count: bool, origin_us: int) -> Checksu
     return df.agg(*aggs).collect()[0].asDict()
 
 
+def _event_window_checksum(df: DataFrame, name: str, origin_us: int) -> Checksum:
+    """W5/W6 checksums of a session or count window output DataFrame (``key``, ``n``,
+    ``total``, ``start``, ``end``; the payload's timestamps)."""
+    from pyspark.sql import functions as F
+
+    second = 1_000_000
+    start = F.unix_micros(F.col("start")) - F.lit(origin_us)
+    end = F.unix_micros(F.col("end")) - F.lit(origin_us)
+    start_s = ((start - F.pmod(start, F.lit(second))) / F.lit(second)).cast("long")
+    return df.agg(
+        F.count(F.lit(1)).alias(name),
+        F.sum("n").alias("count"),
+        F.sum("total").alias("sum"),
+        F.sum(F.col("total") * F.col("key")).alias("sum_x_key"),
+        F.sum(F.col("total") * start_s).alias("sum_x_start"),
+        F.sum(end - start).alias("span"),
+    ).collect()[0].asDict()
+
+
 class TempoMemory(Engine):
     name = "tempo-memory"
 
@@ -150,6 +172,8 @@ class TempoMemory(Engine):
         if workload == "W4":
             products = [e.payload.product for e in self.executor.run(q.w4(ev, ref)).events]
             return {"matched": len(products), "sum_value_x_ref": sum(products)}
+        if workload in ("W5", "W6"):
+            return self._event_windows(q.w5(ev) if workload == "W5" else q.w6(ev), workload)
         result = self.executor.run(q.w2(ev) if workload == "W2" else q.w3(ev))
         minute, origin = 60_000_000, q.ORIGIN_US
         groups = count = 0
@@ -166,6 +190,24 @@ class TempoMemory(Engine):
         if workload == "W2":
             out["count"] = count
         return out
+
+
+    def _event_windows(self, stream: Any, workload: str) -> Checksum:
+        """W5/W6 checksums of the results' payloads (``key``, ``n``, ``total``, ``start``, ``end``)."""
+        second, origin, to_ticks = 1_000_000, self.q.ORIGIN_US, self.to_ticks
+        windows = count = span = 0
+        total = by_key = by_start = 0.0
+        for e in self.executor.run(stream).events:
+            p = e.payload
+            start = to_ticks(p.start) - origin
+            windows += 1
+            count += p.n
+            total += p.total
+            by_key += p.total * p.key
+            by_start += p.total * (start // second)
+            span += to_ticks(p.end) - origin - start
+        return {"sessions" if workload == "W5" else "windows": windows, "count": count, "sum": total,
+                "sum_x_key": by_key, "sum_x_start": by_start, "span": span}
 
 
 def make_engine(name: str, spark: Callable[[], SparkSession]) -> Engine:

@@ -1,4 +1,4 @@
-"""W1-W4 written by hand in PySpark: the baseline tempo's Spark executor is measured against.
+"""W1-W6 written by hand in PySpark: the baseline tempo's Spark executor is measured against.
 
 All times are int64 microseconds since 2024-01-01T00:00:00Z and stay integers throughout:
 window indexes are exact integer floors (``pmod`` handles the negative early event times).
@@ -20,6 +20,8 @@ TUMBLE = 60 * US
 HOP_SIZE, HOP = 300 * US, 60 * US
 REF_PERIOD = 600 * US
 """Reference rows start every 600 s of event time: valid_from is a multiple of it."""
+SESSION_GAP = 5 * US
+COUNT_WINDOW = 100
 
 
 def floor_div(column: str, d: int) -> Column:
@@ -105,6 +107,68 @@ def w4(spark: SparkSession, events: str, reference: str) -> DataFrame:
     )
 
 
+def w5(spark: SparkSession, events: str) -> DataFrame:
+    """Sessions per key with a 5 s gap: count, sum(value), start and end per session.
+
+    Gaps and islands: in event_time order within a key, an event opens a session iff it is
+    the key's first or lies 5 s or more after the one before it (the latest before it, as the
+    order is by time), so two events exactly 5 s apart are in different sessions; a running
+    sum of those openings numbers the sessions. A session is [first event, last event + 5 s).
+    """
+    df = spark.read.parquet(events).select("key", "event_time", "value")
+    by_time = Window.partitionBy("key").orderBy("event_time")
+    previous = F.lag("event_time").over(by_time)
+    opens = F.when(previous.isNull() | (F.col("event_time") - previous >= SESSION_GAP), 1).otherwise(0)
+    numbered = df.select("key", "event_time", "value", opens.alias("opens")).select(
+        "key", "event_time", "value",
+        F.sum("opens").over(by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("session"),
+    )
+    sessions = numbered.groupBy("key", "session").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum("value").alias("s"),
+        F.min("event_time").alias("start"),
+        (F.max("event_time") + F.lit(SESSION_GAP)).alias("end"),
+    )
+    return _event_window_checksum(sessions, "sessions")
+
+
+def w6(spark: SparkSession, events: str) -> DataFrame:
+    """Tumbling count windows of 100 events per key, full windows only: count, sum(value),
+    first start and last start + 1 µs per window.
+
+    Events are numbered per key in tempo's order: by event_time, ties by the payload fields in
+    declaration order (``Event(key, value)``: key, then value); window = (number - 1) div 100,
+    and a key's trailing partial window (fewer than 100 events) is dropped.
+    """
+    df = spark.read.parquet(events).select("key", "event_time", "value")
+    rank = F.row_number().over(Window.partitionBy("key").orderBy("event_time", "key", "value"))
+    window = ((rank - 1) / F.lit(COUNT_WINDOW)).cast("long")  # exact: rank is far below 2**53
+    numbered = df.select("key", "event_time", "value", window.alias("w"))
+    windows = (
+        numbered.groupBy("key", "w")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("value").alias("s"),
+            F.min("event_time").alias("start"),
+            (F.max("event_time") + F.lit(1)).alias("end"),
+        )
+        .where(F.col("n") == COUNT_WINDOW)
+    )
+    return _event_window_checksum(windows, "windows")
+
+
+def _event_window_checksum(windows: DataFrame, name: str) -> DataFrame:
+    """W5/W6's checksum of (key, n, s, start, end) rows, times in µs since 2024-01-01."""
+    return windows.agg(
+        F.count(F.lit(1)).alias(name),
+        F.sum("n").alias("count"),
+        F.sum("s").alias("sum"),
+        F.sum(F.col("s") * F.col("key")).alias("sum_x_key"),
+        F.sum(F.col("s") * floor_div("start", US)).alias("sum_x_start"),
+        F.sum(F.col("end") - F.col("start")).alias("span"),
+    )
+
+
 def checksum_frame(spark: SparkSession, workload: str, events: str, reference: str) -> DataFrame:
     """The lazy one-row checksum DataFrame of ``workload`` (use ``.explain()`` on it for the plan)."""
     if workload == "W1":
@@ -115,6 +179,10 @@ def checksum_frame(spark: SparkSession, workload: str, events: str, reference: s
         return w3(spark, events)
     if workload == "W4":
         return w4(spark, events, reference)
+    if workload == "W5":
+        return w5(spark, events)
+    if workload == "W6":
+        return w6(spark, events)
     raise ValueError(f"unknown workload {workload!r}")
 
 

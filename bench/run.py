@@ -1,7 +1,8 @@
-"""Run the shared workloads W1-W4 through hand-written PySpark, tempo on Spark and tempo in memory.
+"""Run the shared workloads W1-W4, and this project's W5-W6, through hand-written PySpark,
+tempo on Spark and tempo in memory.
 
     python bench/run.py --n 2000000 [--engines handwritten,tempo-spark,tempo-memory]
-                        [--workloads W1,W2,W3,W4] [--repeat 1] [--memory-n 2000000]
+                        [--workloads W1,W2,W3,W4,W5,W6] [--repeat 1] [--memory-n 2000000]
 
 Generates the data if missing (``../shared/bench/data.py``, beside the project), creates one
 local Spark session, warms it up, then times every (workload, engine) run from reading the
@@ -255,7 +256,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=2_000_000, help="events in the data set (default 2,000,000)")
     ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of {','.join(ENGINES)}")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of W1,W2,W3,W4")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of W1,W2,W3,W4,W5,W6")
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per (workload, engine); the median is shown")
     ap.add_argument("--warmup", type=int, default=0, help="untimed runs per (workload, engine) before timing")
     ap.add_argument("--memory-n", type=int, default=None, help="cap N for tempo-memory (e.g. 2000000 when --n 10000000)")
@@ -264,7 +265,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--ctis", choices=("end", "every-1000"), default="end",
-                    help="W2-W4 inputs: one CTI at the end (default) or a CTI after every 1000th event, 120 s behind")
+                    help="W2-W6 inputs: one CTI at the end (default) or a CTI after every 1000th event, 120 s behind")
     ap.add_argument("--explain", action="store_true", help="print the Spark plans of the Spark engines' queries first")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON results (default bench/results/latest.json)")
     args = ap.parse_args(argv)

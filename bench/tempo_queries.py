@@ -1,4 +1,4 @@
-"""W1-W4 as tempo queries, shared by the tempo-spark and tempo-memory engines.
+"""W1-W6 as tempo queries, shared by the tempo-spark and tempo-memory engines.
 
 Written against the table-source contract (``tempo.sources.ParquetSource``; until it exists,
 importing this module raises ImportError and run.py reports both engines "not available").
@@ -56,6 +56,24 @@ class Match:
     product: float
 
 
+@attrs.frozen
+class Session:
+    key: int
+    n: int
+    total: float
+    start: datetime
+    end: datetime
+
+
+@attrs.frozen
+class Chunk:
+    key: int
+    n: int
+    total: float
+    start: datetime
+    end: datetime
+
+
 W1_SETTINGS = AdvanceTimeSettings(
     AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(seconds=5)),
     policy=AdvanceTimePolicy.DROP,
@@ -63,7 +81,7 @@ W1_SETTINGS = AdvanceTimeSettings(
 """W1: a CTI after every 1000th event at its start - 5 s; late events dropped."""
 
 FLUSHED = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
-"""W2-W4 ("all events, flush at the end"): a bounded replay, no CTI before the input ends,
+"""W2-W6 ("all events, flush at the end"): a bounded replay, no CTI before the input ends,
 then one at infinity that releases everything. Nothing can be late, so every event is
 admitted and tempo has no ingress work to do."""
 
@@ -71,7 +89,7 @@ EVERY_1000 = AdvanceTimeSettings(
     AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(seconds=120), advance_to_infinity_on_shutdown=True),
     policy=AdvanceTimePolicy.DROP,
 )
-"""W2-W4 with ``--ctis every-1000``: a CTI after every 1000th event, 120 s behind it. No
+"""W2-W6 with ``--ctis every-1000``: a CTI after every 1000th event, 120 s behind it. No
 event is later than that, so nothing is dropped and the results are the same, but tempo
 must prove it: one pass in input order per input (see docs/spark.md)."""
 
@@ -84,7 +102,7 @@ valid_from order, so a CTI at the batch's valid_from never drops anything."""
 
 
 CTIS = "end"
-"""How W2-W4's inputs advance time: "end" (``FLUSHED``) or "every-1000" (``EVERY_1000``);
+"""How W2-W6's inputs advance time: "end" (``FLUSHED``) or "every-1000" (``EVERY_1000``);
 set by ``run.py --ctis``."""
 
 
@@ -134,3 +152,35 @@ def w4(events: str, reference: str) -> Stream[Match]:
     ev = Stream.create("events", _events_source(events), EventShape.POINT, _settings())
     ref = Stream.create("reference", _reference_source(reference), EventShape.INTERVAL, _settings(reference=True))
     return ev.join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Match(product=e.value * r.ref_value))
+
+
+SESSION_GAP = timedelta(seconds=5)
+COUNT_WINDOW = 100
+
+
+def w5(events: str) -> Stream[Session]:
+    """W5: per key, sessions with a 5 s gap (no max duration): count, sum(value), the
+    session's bounds [first event, last event + gap). Results are points at the session's
+    last tick (the default)."""
+    return (
+        Stream.create("events", _events_source(events), EventShape.POINT, _settings())
+        .group_by(lambda e: e.key)
+        .session(SESSION_GAP)
+        .aggregate(
+            lambda key, w: Session(key=key, n=w.count(), total=w.sum(lambda e: e.value), start=w.start, end=w.end)
+        )
+    )
+
+
+def w6(events: str) -> Stream[Chunk]:
+    """W6: per key, tumbling count windows of 100 events in order of (event_time, key, value)
+    (the Event fields), full windows only: count, sum(value), the window's bounds
+    [first start, last start + 1 µs). Results are points at the latest start (the default)."""
+    return (
+        Stream.create("events", _events_source(events), EventShape.POINT, _settings())
+        .group_by(lambda e: e.key)
+        .count_window(COUNT_WINDOW)
+        .aggregate(
+            lambda key, w: Chunk(key=key, n=w.count(), total=w.sum(lambda e: e.value), start=w.start, end=w.end)
+        )
+    )

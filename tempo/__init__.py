@@ -6,6 +6,7 @@ classes; run it with ``InMemoryExecutor`` (or, with the ``spark`` extra, on Spar
 
 from tempo.api.functions import coalesce, col, is_in, is_not_null, is_null, lit, not_, udf, when
 from tempo.api.stream import Analytics, GroupedStream, GroupedWindowedStream, Stream, Window, WindowedStream
+from tempo.clocks import ArrivalClock, EventTime, IngestionTime, ProcessingTime, ScriptedClock, SystemClock, TimeDomain
 from tempo.errors import (
     CompileError,
     CtiViolationError,
@@ -46,6 +47,13 @@ from tempo.ticks import INFINITY, TICK, is_infinite
 
 __all__ = [
     "Action",
+    "ArrivalClock",
+    "EventTime",
+    "IngestionTime",
+    "ProcessingTime",
+    "ScriptedClock",
+    "SystemClock",
+    "TimeDomain",
     "Analytics",
     "AdvanceTimeGenerationSettings",
     "AdvanceTimeImportSettings",

@@ -38,8 +38,8 @@ _SHAPE_KIND = {EventShape.POINT: 0, EventShape.INTERVAL: 1}
 # here, ``tempo.spark.types.column_type`` on Spark), so the checks and their messages are
 # the same on both.
 
-TIMESTAMP, INTEGER, FLOAT, DECIMAL, BOOLEAN, STRING, DATE, DURATION, STRUCT, NULL = (
-    "timestamp", "integer", "float", "decimal", "boolean", "string", "date", "duration", "struct", "null",
+TIMESTAMP, INTEGER, FLOAT, DECIMAL, BOOLEAN, STRING, DATE, DURATION, STRUCT, LIST, NULL = (
+    "timestamp", "integer", "float", "decimal", "boolean", "string", "date", "duration", "struct", "list", "null",
 )
 
 FIELD_COLUMN_TYPES: dict[type, tuple[str, ...]] = {
@@ -74,7 +74,7 @@ def arrow_column_type(dtype: Any) -> str:
     for test, word in (
         (t.is_timestamp, TIMESTAMP), (t.is_integer, INTEGER), (t.is_floating, FLOAT), (t.is_decimal, DECIMAL),
         (t.is_boolean, BOOLEAN), (t.is_string, STRING), (t.is_large_string, STRING), (t.is_date, DATE),
-        (t.is_duration, DURATION), (t.is_struct, STRUCT), (t.is_null, NULL),
+        (t.is_duration, DURATION), (t.is_struct, STRUCT), (t.is_list, LIST), (t.is_large_list, LIST), (t.is_null, NULL),
     ):
         if test(dtype):
             return word
@@ -145,6 +145,8 @@ def check_columns(name: str, source: Any, columns: Mapping[str, str]) -> None:
         accepted_types = FIELD_COLUMN_TYPES.get(f.dtype)
         if is_record_type(f.dtype):
             accepted_types = (STRUCT,)
+        elif f.element is not None:
+            accepted_types = (LIST,)
         found = columns[f.name]
         if accepted_types is None or found in accepted_types or found == NULL:
             continue
@@ -303,6 +305,9 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
     cls = source.payload_type
     payload_columns = [_as_field(table.column(f.name), f.dtype) for f in fields]
     values = [c.to_pylist() for c in payload_columns]
+    for j, f in enumerate(fields):
+        if f.dtype is tuple and f.element is not None:  # Arrow gives lists; the field says tuples
+            values[j] = [None if v is None else tuple(v) for v in values[j]]
 
     def row(i: int) -> Any:  # what an error shows of row i: its payload, else its values
         try:

@@ -93,7 +93,8 @@ def near_ordered(draw: st.DrawFn, max_disorder: int) -> tuple[list[int], list[in
     left=near_ordered(max_disorder=6),
     right=near_ordered(max_disorder=6),
     shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
-    query=st.sampled_from(sorted(UNARY) + sorted(BINARY)),
+    # Results stamped at the CTI that completed them depend on when CTIs come: left out.
+    query=st.sampled_from([q for q in sorted(UNARY) + sorted(BINARY) if not q.endswith("_cti")]),
     frequency=st.integers(1, 4),
     seed=st.integers(0, 1000),
 )
@@ -143,7 +144,9 @@ def test_random_query_strategy_covers_every_operator() -> None:
     assert {"where", "select", "shift", "duration", "lifetime", "tumbling", "hopping_by_key", "self_union"} <= set(UNARY)
     assert {"session_by_key", "count_by_key", "snapshot_by_key", "order_by_time", "analytic_by_key"} <= set(UNARY)
     assert {"join", "anti_join", "union_as_ev"} <= set(BINARY)
-    assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c is not nodes.Node]) == 9
+    # explode needs a list field and as_event_time a stamped input, which these payloads and
+    # inputs do not have: tests/conformance/test_explode.py and test_time_notions.py.
+    assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c not in (nodes.Node, nodes.UnaryNode)]) == 11
 
 
 def test_random_query_strategy_draws_ordering_settings() -> None:

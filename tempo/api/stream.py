@@ -8,7 +8,7 @@ mypy checks them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
@@ -20,8 +20,9 @@ from tempo.expr.trace import Traced, call_traced, param_names, record_proxies, r
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowSpec, WindowTimestamp
-from tempo.settings import AdvanceTimeSettings
-from tempo.sources import Source, as_source
+from tempo.clocks import EventTime, TimeNotion
+from tempo.settings import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings
+from tempo.sources import Source, StampedSource, as_source
 from tempo.ticks import duration_ticks, format_duration
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class Stream(Generic[T]):
         *,
         payload_type: type[T],
         over: Callable[[T], Any] | None = None,
+        time: TimeNotion = EventTime(),
     ) -> Stream[T]: ...
 
     @overload
@@ -81,6 +83,7 @@ class Stream(Generic[T]):
         settings: AdvanceTimeSettings | None = None,
         *,
         over: Callable[[T], Any] | None = None,
+        time: TimeNotion = EventTime(),
     ) -> Stream[T]: ...
 
     @staticmethod
@@ -92,6 +95,7 @@ class Stream(Generic[T]):
         *,
         payload_type: type[Any] | None = None,
         over: Callable[[Any], Any] | None = None,
+        time: TimeNotion = EventTime(),
     ) -> Stream[Any]:
         """Declare an input, as StreamInsight's ``CepStream.Create``.
 
@@ -107,6 +111,11 @@ class Stream(Generic[T]):
         ``over`` splits the input into substreams by a key of the payload (ASA's
         ``TIMESTAMP BY ... OVER key``): with ordering settings each key keeps its own CTI, so
         one device's skewed clock neither drops nor delays another's events.
+
+        ``time`` is where the events' starts come from (``tempo.clocks``): ``EventTime()``,
+        the data (the default); ``IngestionTime()``, each item's arrival; ``ProcessingTime(clock)``,
+        a clock's reading as the input processes the item. The last two generate the input's
+        CTIs from the stamps, so they take no ``settings`` (docs/semantics.md 3.11).
         """
         if not isinstance(source, Source):
             source = as_source(name, source, payload_type)
@@ -120,9 +129,24 @@ class Stream(Generic[T]):
                 f"input {name!r}: payload type {source.payload_type!r} must be an attrs class or a dataclass"
             )
         record_fields(source.payload_type)  # resolve annotations now, so errors surface here
+        if not isinstance(time, TimeNotion):
+            raise QueryBuildError(f"input {name!r}: time= takes EventTime(), IngestionTime() or ProcessingTime(), got {time!r}")
+        if not isinstance(time, EventTime):
+            if settings is not None or over is not None:
+                raise QueryBuildError(
+                    f"input {name!r} is in {time.domain.value}: its CTIs follow its stamps, so it takes no settings "
+                    "and no over= (flush it at the end with advance_to_infinity_on_shutdown=True on the time notion)"
+                )
+            every = getattr(time, "cti_every", timedelta(0))
+            generation = AdvanceTimeGenerationSettings(
+                frequency=1 if every == timedelta(0) else every,
+                advance_to_infinity_on_shutdown=time.advance_to_infinity_on_shutdown,  # type: ignore[attr-defined]
+            )
+            settings = AdvanceTimeSettings(generation, policy=AdvanceTimePolicy.DROP)  # nothing is ever late
+            source = StampedSource(name, source, time)
         effective = settings if settings is not None else source.advance_time_settings(shape)
         key = None if over is None else trace_records(over, [source.payload_type], f"the over= key of input {name!r}", "key")
-        return Stream(p.SourceNode(name, source, shape, effective, key))
+        return Stream(p.SourceNode(name, source, shape, effective, key, time=time.domain))
 
     @property
     def payload_type(self) -> type[T]:
@@ -141,6 +165,18 @@ class Stream(Generic[T]):
         ``in`` (a Python bool at trace time) is refused: use ``tempo.is_null`` / ``tempo.is_in``.
         """
         return Stream(p.SelectNode(self.node, trace_records(projection, [self.payload_type], "the select() projection", "record")))
+
+    def explode(self, items: Callable[[T], Sequence[V] | None], select: Callable[[T, V], R]) -> Stream[R]:
+        """One event per element of a list field, with its event's lifetime, in list order
+        (Flink's ``flatMap``; SQL's ``explode``): ``lambda e: e.lines`` and
+        ``lambda e, line: Out(order=e.id, sku=line)``. An empty or null list gives nothing."""
+        traced = trace_records(items, [self.payload_type], "the explode() items", "value")
+        element, nullable = p.list_element(traced)
+        names = param_names(select)
+        event = Traced(x.Input(0, self.payload_type, names[0] if names else ""))
+        item = Traced(x.ExplodedItem(element, nullable))
+        projection = trace(select, [event, item], "the explode() projection", "record")
+        return Stream(p.ExplodeNode(self.node, traced, projection))
 
     def shift_event_time(self, delta: timedelta) -> Stream[T]:
         """Move every lifetime, and every CTI, by ``delta``."""
@@ -184,6 +220,11 @@ class Stream(Generic[T]):
         the events alive in it. Results have the window's lifetime by default, going out as a
         start edge once the window's events are final and ended once its end is."""
         return WindowedStream(self, None, SnapshotWindow())
+
+    def as_event_time(self) -> Stream[T]:
+        """The same events, in event time from here on (Flink's timestamp assigner): a stream
+        in ingestion time may then meet streams in event time (docs/semantics.md 3.11)."""
+        return Stream(p.EventTimeNode(self.node))
 
     # ---- in time order -------------------------------------------------------------------
     def order_by_time(self) -> Stream[T]:

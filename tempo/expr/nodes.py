@@ -444,6 +444,22 @@ class WindowBound(Expr):
         return False
 
 
+@attrs.frozen
+class ExplodedItem(Expr):
+    """The current element of the list ``explode`` goes through."""
+
+    element_type: type
+    element_nullable: bool
+
+    @property
+    def dtype(self) -> type:
+        return self.element_type
+
+    @property
+    def nullable(self) -> bool:
+        return self.element_nullable
+
+
 def render(e: Expr) -> str:
     """A readable form of an expression, for ``explain()`` and error messages."""
     if isinstance(e, Input):
@@ -477,4 +493,6 @@ def render(e: Expr) -> str:
         return e.name or f"key{e.index}"
     if isinstance(e, WindowBound):
         return f"w.{e.which}"
+    if isinstance(e, ExplodedItem):
+        return "item"
     return repr(e)

@@ -38,6 +38,9 @@ class FieldInfo:
     name: str
     dtype: type
     nullable: bool
+    element: type | None = None
+    """For a list field (``list[X]`` or ``tuple[X, ...]``; ``dtype`` is ``list`` or ``tuple``): ``X``."""
+    element_nullable: bool = False
 
 
 def _strip_optional(annotation: Any) -> tuple[Any, bool]:
@@ -74,12 +77,30 @@ def record_fields(cls: type) -> tuple[FieldInfo, ...]:
     out = []
     for name in names:
         dtype, nullable = _strip_optional(hints.get(name, object))
+        element = _list_element(dtype)
+        if element is not None:
+            out.append(FieldInfo(name, typing.get_origin(dtype), nullable, *element))
+            continue
         if not isinstance(dtype, type):
             dtype = object
         out.append(FieldInfo(name, dtype, nullable))
     result = tuple(out)
     _FIELDS_CACHE[cls] = result
     return result
+
+
+def _list_element(annotation: Any) -> tuple[type, bool] | None:
+    """``(X, nullable)`` for ``list[X]`` and ``tuple[X, ...]`` (X maybe ``| None``); else None."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is list and len(args) == 1:
+        element = args[0]
+    elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        element = args[0]
+    else:
+        return None
+    element, nullable = _strip_optional(element)
+    return (element if isinstance(element, type) else object), nullable
 
 
 def field_names(cls: type) -> tuple[str, ...]:

@@ -14,9 +14,11 @@ from typing import Any, ClassVar
 
 import attrs
 
+from tempo.clocks import TimeDomain
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape
 from tempo.expr import nodes as x
+from tempo.expr.schema import record_fields
 from tempo.plan.windows import HoppingWindow, SnapshotWindow, WindowSpec, WindowTimestamp
 from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
 from tempo.sources import Source
@@ -53,6 +55,31 @@ class Node:
         that of each input (None: any length, open ones included). Every node class states
         its rule, since a plan relying on a wrong bound loses events."""
         raise NotImplementedError(f"{type(self).__name__} states no longest_lifetime rule")
+
+    def time_domain(self, domains: tuple[TimeDomain, ...]) -> TimeDomain:
+        """The notion of time of this node's output, given its inputs': theirs, which must be
+        one (docs/semantics.md 3.11: a query mixes notions only through ``as_event_time``)."""
+        if any(d is not domains[0] for d in domains):
+            raise QueryBuildError(
+                f"{self.describe()} meets streams in {domains[0].value} and {domains[1].value}: "
+                "a stream in ingestion time meets one in event time after as_event_time(); processing "
+                "time meets no other"
+            )
+        return domains[0]
+
+
+@attrs.frozen(eq=False)
+class UnaryNode(Node):
+    """A node over one input, whose lifetimes it keeps unless it says otherwise."""
+
+    input: Node
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """As the input's: lifetimes are kept."""
+        return lifetimes[0]
 
 
 def reindex(expr: x.Expr, index: int) -> x.Expr:
@@ -107,6 +134,8 @@ class SourceNode(Node):
     own CTI for the checks of the ordering settings."""
     declared: int = attrs.field(factory=lambda: next(_DECLARATIONS))
     """Order of declaration: ties in arrival order go to the input declared first."""
+    time: TimeDomain = TimeDomain.EVENT
+    """Where its events' starts come from (``tempo.clocks``)."""
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -176,6 +205,9 @@ class SourceNode(Node):
         """The ``over=`` key."""
         return self.over
 
+    def time_domain(self, domains: tuple[TimeDomain, ...]) -> TimeDomain:
+        return self.time
+
 
 def _require_record(projection: x.Expr, what: str) -> None:
     if not isinstance(projection, (x.Record, x.Input)):
@@ -188,11 +220,10 @@ def _require_bool(expr: x.Expr, what: str) -> None:
 
 
 @attrs.frozen(eq=False)
-class WhereNode(Node):
+class WhereNode(UnaryNode):
     SEMANTICS: ClassVar[str] = "Keeps the events whose payload satisfies the predicate (null counts as false)."
     CTI_RULE: ClassVar[str] = "CTIs pass unchanged; lifetimes are unchanged."
 
-    input: Node
     predicate: x.Expr
 
     def __attrs_post_init__(self) -> None:
@@ -201,13 +232,6 @@ class WhereNode(Node):
     @property
     def payload_type(self) -> type:
         return self.input.payload_type
-
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
-
-    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
-        """As the input's: events pass whole."""
-        return lifetimes[0]
 
     def describe(self) -> str:
         return f"Where {x.render(self.predicate)}"
@@ -218,11 +242,32 @@ class WhereNode(Node):
 
 
 @attrs.frozen(eq=False)
-class SelectNode(Node):
+class EventTimeNode(UnaryNode):
+    SEMANTICS: ClassVar[str] = "The same events, in event time from here on (Flink's timestamp assigner)."
+    CTI_RULE: ClassVar[str] = "CTIs pass unchanged; lifetimes are unchanged."
+
+    @property
+    def payload_type(self) -> type:
+        return self.input.payload_type
+
+    def describe(self) -> str:
+        return "AsEventTime"
+
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        return keys[0]
+
+    def time_domain(self, domains: tuple[TimeDomain, ...]) -> TimeDomain:
+        """Event time, from ingestion or event time; processing time stays what it is."""
+        if domains[0] is TimeDomain.PROCESSING:
+            raise QueryBuildError("as_event_time(): a stream in processing time cannot become event time")
+        return TimeDomain.EVENT
+
+
+@attrs.frozen(eq=False)
+class SelectNode(UnaryNode):
     SEMANTICS: ClassVar[str] = "Maps each payload to a new record."
     CTI_RULE: ClassVar[str] = "CTIs pass unchanged; lifetimes are unchanged."
 
-    input: Node
     projection: x.Expr
 
     def __attrs_post_init__(self) -> None:
@@ -232,13 +277,6 @@ class SelectNode(Node):
     def payload_type(self) -> type:
         return self.projection.dtype
 
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
-
-    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
-        """As the input's: lifetimes are kept."""
-        return lifetimes[0]
-
     def describe(self) -> str:
         return f"Select {x.render(self.projection)}"
 
@@ -247,15 +285,48 @@ class SelectNode(Node):
         return None if keys[0] is None else kept_key(self.projection, [keys[0]])
 
 
+def list_element(items: x.Expr) -> tuple[type, bool]:
+    """The element type of a list field (``e.items``), and whether elements may be null."""
+    if isinstance(items, x.Attr) and items.dtype in (list, tuple):
+        for f in record_fields(items.base.dtype):
+            if f.name == items.name and f.element is not None:
+                return f.element, f.element_nullable
+    raise QueryBuildError(
+        f"explode() takes a list field of the payload (annotated list[X] or tuple[X, ...]), got {x.render(items)}"
+    )
+
+
 @attrs.frozen(eq=False)
-class AlterLifetimeNode(Node):
+class ExplodeNode(UnaryNode):
+    SEMANTICS: ClassVar[str] = (
+        "One event per element of the list `items` (in list order; none for an empty or null list), "
+        "each with its input event's lifetime and the projection of the event and the element."
+    )
+    CTI_RULE: ClassVar[str] = "CTIs pass unchanged; lifetimes are unchanged."
+
+    items: x.Expr
+    projection: x.Expr
+
+    def __attrs_post_init__(self) -> None:
+        list_element(self.items)
+        _require_record(self.projection, "explode()")
+
+    @property
+    def payload_type(self) -> type:
+        return self.projection.dtype
+
+    def describe(self) -> str:
+        return f"Explode {x.render(self.items)} -> {x.render(self.projection)}"
+
+
+@attrs.frozen(eq=False)
+class AlterLifetimeNode(UnaryNode):
     SEMANTICS: ClassVar[str] = (
         "Moves each start by `shift`; with `duration`, each end becomes start + duration "
         "(an open edge gets its end at once), otherwise the end moves by `shift` too."
     )
     CTI_RULE: ClassVar[str] = "Each CTI moves by `shift` (a duration change leaves CTIs alone)."
 
-    input: Node
     shift: int
     duration: int | None
     label: str
@@ -268,9 +339,6 @@ class AlterLifetimeNode(Node):
     def payload_type(self) -> type:
         return self.input.payload_type
 
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
-
     def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
         """The new duration, if any; a shift alone keeps every length."""
         return self.duration if self.duration is not None else lifetimes[0]
@@ -282,7 +350,6 @@ class AlterLifetimeNode(Node):
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """Keeps the key: each key's CTI moves by `shift`."""
         return keys[0]
-
 
 class AggregateKind(str, enum.Enum):
     """The aggregates of a window: the one table the plan and both executors consult.
@@ -347,7 +414,7 @@ class Aggregate:
 
 
 @attrs.frozen(eq=False)
-class WindowNode(Node):
+class WindowNode(UnaryNode):
     SEMANTICS: ClassVar[str] = (
         "Windows as `spec` defines them (its SEMANTICS); an event belongs to every window its "
         "lifetime overlaps; each non-empty window (per group) gives one event whose "
@@ -361,7 +428,6 @@ class WindowNode(Node):
         "pulled back to the earliest result a window not yet complete may still give."
     )
 
-    input: Node
     keys: tuple[x.Expr, ...] | None
     spec: WindowSpec
     aggregates: tuple[Aggregate, ...]
@@ -406,9 +472,6 @@ class WindowNode(Node):
     @property
     def payload_type(self) -> type:
         return self.projection.dtype
-
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
 
     def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
         """A point for the point timestamps; else each output lifetime is a window."""
@@ -465,7 +528,7 @@ group's events up to and including it, or the previous event's value."""
 
 
 @attrs.frozen(eq=False)
-class AnalyticNode(Node):
+class AnalyticNode(UnaryNode):
     SEMANTICS: ClassVar[str] = (
         "Per group, events in order of (start, payload); events equal in both are peers. Each event "
         "keeps its lifetime and gets the projection of itself, its group key and its analytics: "
@@ -477,7 +540,6 @@ class AnalyticNode(Node):
         "in order is known then); CTIs pass unchanged."
     )
 
-    input: Node
     keys: tuple[x.Expr, ...] | None
     analytics: tuple[Analytic, ...]
     projection: x.Expr
@@ -488,13 +550,6 @@ class AnalyticNode(Node):
     @property
     def payload_type(self) -> type:
         return self.projection.dtype
-
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
-
-    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
-        """As the input's: lifetimes are kept."""
-        return lifetimes[0]
 
     def describe(self) -> str:
         if not self.analytics and isinstance(self.projection, x.Input):

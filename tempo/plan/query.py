@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import attrs
 
+from tempo.clocks import TimeDomain
 from tempo.errors import QueryBuildError
 from tempo.expr import nodes as x
 from tempo.expr.schema import record_fields
@@ -66,6 +67,8 @@ class Query:
     """By ``id(node)``: the substream key of the node's output (``Node.substream_key``)."""
     longest_lifetimes: dict[int, int | None] = attrs.Factory(dict)
     """By ``id(node)``: a bound on the node's output lifetimes (``Node.longest_lifetime``)."""
+    time_domains: dict[int, TimeDomain] = attrs.Factory(dict)
+    """By ``id(node)``: the notion of time of the node's output (``Node.time_domain``)."""
 
     @staticmethod
     def build(root: Node) -> Query:
@@ -100,7 +103,17 @@ class Query:
         lifetimes: dict[int, int | None] = {}
         for node in nodes:
             lifetimes[id(node)] = node.longest_lifetime(tuple(lifetimes[id(c)] for c in node.inputs()))
-        return Query(root, tuple(nodes), tuple(found), keys, lifetimes)
+        domains: dict[int, TimeDomain] = {}
+        for node in nodes:
+            domains[id(node)] = node.time_domain(tuple(domains[id(c)] for c in node.inputs()))
+        for s in found:
+            imp = s.settings.import_ if s.settings else None
+            if imp is not None and names[imp.stream_name].time is not s.time:
+                raise QueryBuildError(
+                    f"input {s.name!r} ({s.time.value}) imports CTIs from {imp.stream_name!r} "
+                    f"({names[imp.stream_name].time.value}): CTIs of one notion of time mean nothing in another"
+                )
+        return Query(root, tuple(nodes), tuple(found), keys, lifetimes, domains)
 
     def substream_key(self, node: Node) -> x.Expr | None:
         """The substream key of ``node``'s output, or None."""

@@ -213,6 +213,11 @@ def _window_bound(g: _Gen, e: x.WindowBound) -> str:
     return "ws" if e.which == "start" else "we"
 
 
+@_CODE.rule(x.ExplodedItem)
+def _exploded_item(g: _Gen, e: x.ExplodedItem) -> str:
+    return "item"
+
+
 _CODE.rule(x.Binary)(_Gen.binary)
 _CODE.rule(x.Coalesce)(_Gen.coalesce)
 
@@ -341,7 +346,7 @@ def payload_order(cls: type) -> Order:
     """A sort key for payloads of ``cls``: field by field in declaration order, nulls first,
     NaN after every number, records field by field; the order Spark sorts the same columns
     in (ascending, nulls first), so that ties in time break alike on every executor."""
-    parts = [(f.name, _value_order(f.dtype)) for f in record_fields(cls)]
+    parts = [(f.name, _value_order(f.dtype, f.element)) for f in record_fields(cls)]
 
     def order(payload: Any) -> tuple[Any, ...]:
         return tuple(part(getattr(payload, name)) for name, part in parts)
@@ -349,9 +354,14 @@ def payload_order(cls: type) -> Order:
     return order
 
 
-def _value_order(dtype: type) -> Callable[[Any], tuple[Any, ...]]:
+def _value_order(dtype: type, element: type | None = None) -> Callable[[Any], tuple[Any, ...]]:
     inner: Callable[[Any], Any]
-    if is_record_type(dtype):
+    if element is not None:  # a list: element by element, a prefix first (Spark's array order)
+        each = _value_order(element)
+
+        def inner(v: Any) -> Any:
+            return tuple(each(i) for i in v)
+    elif is_record_type(dtype):
         inner = payload_order(dtype)
     elif dtype is float:
         def inner(v: Any) -> Any:

@@ -101,6 +101,24 @@ def _select(b: Build, node: p.SelectNode) -> ops.Operator:
     return ops.Select(codegen.compile_expression(node.projection, 1), b.query.substream_key(node) is not None)
 
 
+@compiles(p.EventTimeNode)
+def _event_time(b: Build, node: p.EventTimeNode) -> ops.Operator:
+    return ops.Select(_same, keeps_key=b.query.substream_key(node) is not None)
+
+
+def _same(payload: Any) -> Any:
+    return payload
+
+
+@compiles(p.ExplodeNode)
+def _explode(b: Build, node: p.ExplodeNode) -> ops.Operator:
+    return ops.Explode(
+        codegen.compile_expression(node.items, 1),
+        codegen.compile_function([node.projection], ["a0", "item"], inputs=["a0"]),
+        b.new_id,
+    )
+
+
 @compiles(p.AlterLifetimeNode)
 def _alter(b: Build, node: p.AlterLifetimeNode) -> ops.Operator:
     return ops.AlterLifetime(node.shift, node.duration)

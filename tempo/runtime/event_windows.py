@@ -8,8 +8,7 @@ Results a CTI completes go out in order of their stamps, then of their group's f
 appearance.
 
 On the CTI at infinity every window is complete; open lifetimes end just after the latest
-finite time the operator has seen (an event time, or just before its last finite CTI), as
-for hopping windows.
+finite time the operator has seen (an event time, or its last finite CTI).
 """
 
 from __future__ import annotations
@@ -61,8 +60,11 @@ class EventWindows(Operator):
             self.t_max = t
 
     def horizon(self) -> int:
-        """Where an open lifetime ends on the CTI at infinity."""
-        return max(self.t_max, self.in_cti_finite - 1) + 1
+        """Where an open lifetime ends on the CTI at infinity: just after the later of the
+        latest finite time seen and the last finite CTI (not just before it, as for hopping
+        windows: a window it ends would else end at that CTI, and its result, stamped at its
+        last tick, would come after the CTI that already passed it)."""
+        return max(self.t_max, self.in_cti_finite) + 1
 
     def state(self, values: list[tuple[Any, ...]]) -> list[Any]:
         acc: dict[int, dict[Any, list[Any]]] = {}

@@ -152,6 +152,33 @@ def _finite(t: int) -> int | None:
     return t if t < INF else None
 
 
+class Explode(Operator):
+    """One output per list element, each with its event's lifetime (and its end edge)."""
+
+    WIRING = Operator.WIRING | {"items", "projection", "new_id"}
+
+    def __init__(self, items: Callable[[Any], Any], projection: Callable[[Any, Any], Any], new_id: Callable[[], int]) -> None:
+        super().__init__()
+        self.items, self.projection, self.new_id = items, projection, new_id
+        self.open: dict[int, list[int]] = {}  # eid of an event without an end -> its outputs' ids
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        outs = []
+        for item in self.items(payload) or ():
+            out = self.new_id()
+            outs.append(out)
+            self.emit_insert(out, start, end, self.projection(payload, item))
+        if end is None and outs:
+            self.open[eid] = outs
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        for out in self.open.pop(eid, ()):
+            self.emit_end(out, end)
+
+    def cti(self, port: int, t: int) -> None:
+        self.emit_cti(t)
+
+
 class AlterLifetime(Operator):
     """Start (and CTIs) + shift; end + shift, or start + duration when a duration is set."""
 

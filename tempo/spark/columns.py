@@ -253,6 +253,11 @@ def _key_ref(scope: Scope, e: x.KeyRef) -> Column:
     return F.col(f"__key{e.index}")
 
 
+@rule(x.ExplodedItem)
+def _exploded_item(scope: Scope, e: x.ExplodedItem) -> Column:
+    return F.col("__item")
+
+
 @rule(x.WindowBound)
 def _window_bound(scope: Scope, e: x.WindowBound) -> Column:
     return F.timestamp_micros(F.col(START if e.which == "start" else END))

@@ -124,6 +124,11 @@ def _source(c: Compiler, node: p.SourceNode) -> DataFrame:
     return c.inputs[node.name]
 
 
+@compiles(p.EventTimeNode)
+def _event_time(c: Compiler, node: p.EventTimeNode) -> DataFrame:
+    return c.relation(node.input)
+
+
 @compiles(p.WhereNode)
 def _where(c: Compiler, node: p.WhereNode) -> DataFrame:
     # A null predicate drops the row, as the in-memory executor's falsy test does.
@@ -144,6 +149,16 @@ def _passengers(df: DataFrame) -> list[Column]:
 def _select(c: Compiler, node: p.SelectNode) -> DataFrame:
     df = c.relation(node.input)
     return df.select(F.col(S), F.col(E), *_passengers(df), *record_columns(node.projection, Scope()))
+
+
+@compiles(p.ExplodeNode)
+def _explode(c: Compiler, node: p.ExplodeNode) -> DataFrame:
+    """``posexplode`` of the list column (no rows for an empty or null list), each row keeping
+    the lifetime; the projection reads the element as ``__item``."""
+    df = c.relation(node.input)
+    payload = [F.col(f"`{n}`") for n in field_names(node.input.payload_type)]
+    rows = df.select(F.col(S), F.col(E), *payload, F.posexplode(column(node.items, Scope())).alias("__pos", "__item"))
+    return rows.select(F.col(S), F.col(E), *record_columns(node.projection, Scope()))
 
 
 def _shift(t: Column, d: int) -> Column:

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
 from tempo.errors import UnsupportedError
-from tempo.expr.schema import is_record_type, record_fields
+from tempo.expr.schema import FieldInfo, is_record_type, record_fields
 from tempo.ticks import from_ticks, to_ticks
 
 _SCALARS: dict[type, st.DataType] = {
@@ -34,17 +34,36 @@ def spark_type(tp: type) -> st.DataType:
     raise UnsupportedError("Spark", f"a payload field of type {getattr(tp, '__qualname__', tp)!r}", "it has no column type for it (supported: bool, int, float, str, datetime and records)")
 
 
+def field_type(f: FieldInfo) -> st.DataType:
+    """The Spark type of a payload field: a list field is an array of its elements."""
+    if f.element is not None:
+        return st.ArrayType(spark_type(f.element), True)
+    return spark_type(f.dtype)
+
+
 def payload_schema(cls: type) -> st.StructType:
     """The Spark schema of a payload class (every field nullable)."""
-    return st.StructType([st.StructField(f.name, spark_type(f.dtype), True) for f in record_fields(cls)])
+    return st.StructType([st.StructField(f.name, field_type(f), True) for f in record_fields(cls)])
 
 
 def wire_schema(cls: type) -> st.StructType:
     """The schema payload values are shipped in from the driver: datetimes as longs."""
-    return st.StructType([
-        st.StructField(f.name, st.LongType() if f.dtype is datetime else spark_type(f.dtype), True)
-        for f in record_fields(cls)
-    ])
+    def wired(f: FieldInfo) -> st.DataType:
+        if f.dtype is datetime:
+            return st.LongType()
+        if f.element is datetime:
+            return st.ArrayType(st.LongType(), True)
+        return field_type(f)
+
+    return st.StructType([st.StructField(f.name, wired(f), True) for f in record_fields(cls)])
+
+
+def _wired(v: Any) -> Any:
+    if isinstance(v, datetime):
+        return to_ticks(v)
+    if is_record_type(type(v)):
+        return tuple(to_wire(v))
+    return v
 
 
 def to_wire(payload: Any) -> list[Any]:
@@ -52,10 +71,10 @@ def to_wire(payload: Any) -> list[Any]:
     out: list[Any] = []
     for f in record_fields(type(payload)):
         v = getattr(payload, f.name)
-        if isinstance(v, datetime):
-            v = to_ticks(v)
-        elif is_record_type(type(v)):
-            v = tuple(to_wire(v))
+        if f.element is not None and v is not None:
+            v = [_wired(i) for i in v]
+        else:
+            v = _wired(v)
         out.append(v)
     return out
 
@@ -65,10 +84,15 @@ def wire_columns(cls: type, prefix: str = "") -> list[Any]:
     (datetimes as ticks), for ``from_wire`` on the driver."""
     from pyspark.sql import functions as F
 
-    return [
-        F.unix_micros(F.col(f"`{prefix}{f.name}`")).alias(f"{prefix}{f.name}") if f.dtype is datetime else F.col(f"`{prefix}{f.name}`")
-        for f in record_fields(cls)
-    ]
+    def wired(f: FieldInfo) -> Any:
+        col = F.col(f"`{prefix}{f.name}`")
+        if f.dtype is datetime:
+            return F.unix_micros(col).alias(f"{prefix}{f.name}")
+        if f.element is datetime:
+            return F.transform(col, F.unix_micros).alias(f"{prefix}{f.name}")
+        return col
+
+    return [wired(f) for f in record_fields(cls)]
 
 
 def driver_frame(spark: SparkSession, leading: list[st.StructField], payload_type: type, rows: list[tuple[Any, ...]]) -> DataFrame:
@@ -80,6 +104,8 @@ def driver_frame(spark: SparkSession, leading: list[st.StructField], payload_typ
     for f in record_fields(payload_type):
         if f.dtype is datetime:
             df = df.withColumn(f.name, F.timestamp_micros(F.col(f"`{f.name}`")))
+        elif f.element is datetime:
+            df = df.withColumn(f.name, F.transform(F.col(f"`{f.name}`"), F.timestamp_micros))
     return df
 
 
@@ -87,12 +113,20 @@ def from_wire(cls: type, values: Any, naive: bool) -> Any:
     """A payload from values in ``wire_schema`` order (datetimes as ticks)."""
     args = []
     for f, v in zip(record_fields(cls), values):
-        if v is not None and f.dtype is datetime:
-            v = from_ticks(v, naive)
-        elif v is not None and is_record_type(f.dtype):
-            v = from_wire(f.dtype, v, naive)
+        if v is not None and f.element is not None:
+            v = f.dtype(_unwired(f.element, i, naive) for i in v)
+        elif v is not None:
+            v = _unwired(f.dtype, v, naive)
         args.append(v)
     return cls(*args)
+
+
+def _unwired(dtype: type, v: Any, naive: bool) -> Any:
+    if v is not None and dtype is datetime:
+        return from_ticks(v, naive)
+    if v is not None and is_record_type(dtype):
+        return from_wire(dtype, v, naive)
+    return v
 
 
 def column_type(dtype: st.DataType) -> str:
@@ -110,6 +144,7 @@ def column_type(dtype: st.DataType) -> str:
         ((st.DateType,), t.DATE),
         ((st.DayTimeIntervalType,), t.DURATION),
         ((st.StructType,), t.STRUCT),
+        ((st.ArrayType,), t.LIST),
         ((st.NullType,), t.NULL),
     ):
         if isinstance(dtype, types_):

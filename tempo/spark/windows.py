@@ -80,13 +80,16 @@ def _aggregates(node: p.WindowNode) -> list[Column]:
 def _ended(c: Compiler, node: p.WindowNode, df: DataFrame, cti: int) -> Column:
     """The end column, with open lifetimes ended on the CTI at infinity just after the latest
     finite time the operator knows of: its latest event time, or just before its last finite
-    CTI (an event open at that CTI is alive just before it)."""
+    CTI (an event open at that CTI is alive just before it); for the kinds cut by the events,
+    the CTI itself (``tempo.runtime.event_windows``: a window ending at that CTI would be
+    stamped before it)."""
     end = F.col(E)
     if cti < INF or c.query.longest_lifetime(node.input) is not None:
         return end
     finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
+    last_cti = (finite[-1] - (1 if isinstance(node.spec, HoppingWindow) else 0)) if finite else None
     stats = df.agg(F.max(S).alias("s"), F.max(F.when(F.col(E) < INF, F.col(E))).alias("e")).collect()[0]
-    horizon = max(v for v in (stats["s"], stats["e"], (finite[-1] - 1) if finite else None, NEG_INF) if v is not None)
+    horizon = max(v for v in (stats["s"], stats["e"], last_cti, NEG_INF) if v is not None)
     return F.when(end >= INF, F.lit(horizon + 1)).otherwise(end)
 
 
@@ -156,22 +159,27 @@ def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
     rows = df.select(F.col(S).alias("__s"), F.when(end >= INF, F.lit(INF)).otherwise(end - 1).alias("__last"), *_keys(node), *_values(node))
     keys = _key_names(node)
     ordered = Window.partitionBy(*keys).orderBy("__s")
-    before = F.max("__last").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
+    if c.query.longest_lifetime(node.input) == 1:  # points: the latest last tick before is the previous start
+        before = F.lag("__last").over(ordered)
+    else:
+        before = F.max("__last").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
     opens = F.when(before.isNull() | ((before < INF) & (F.col("__s") >= before + F.lit(gap))), 1).otherwise(0)
     rows = rows.withColumn("__open", opens)
     rows = rows.withColumn("__act", F.sum("__open").over(ordered.rowsBetween(Window.unboundedPreceding, 0)))
-    activity = Window.partitionBy(*keys, "__act")
-    rows = rows.withColumn("__first", F.min("__s").over(activity)).withColumn("__l", F.max("__last").over(activity))
-    until = F.when(F.col("__l") >= INF, F.lit(INF)).otherwise(F.col("__l") + F.lit(gap))
-    if spec.max_duration is None:
-        rows = rows.withColumn("__ws", F.col("__first")).withColumn("__we", until)
+    if spec.max_duration is None:  # a session is an activity: its bounds are aggregates of it
+        sessions = rows.groupBy(*keys, "__act").agg(F.min("__s").alias("__ws"), F.max("__last").alias("__l"), *_aggregates(node))
+        until = F.when(F.col("__l") >= INF, F.lit(INF)).otherwise(F.col("__l") + F.lit(gap))
+        sessions = sessions.withColumn("__we", until)
     else:
+        activity = Window.partitionBy(*keys, "__act")
+        rows = rows.withColumn("__first", F.min("__s").over(activity)).withColumn("__l", F.max("__last").over(activity))
+        until = F.when(F.col("__l") >= INF, F.lit(INF)).otherwise(F.col("__l") + F.lit(gap))
         d = F.lit(spec.max_duration)
         cut = spec.first_cut_column(F.col("__first"))
         later = F.col("__s") - F.pmod(F.col("__s") - cut, d)  # the cut at or before a start past the first cut
         rows = rows.withColumn("__ws", F.when(F.col("__s") < cut, F.col("__first")).otherwise(later))
         rows = rows.withColumn("__we", F.least(until, F.when(F.col("__s") < cut, cut).otherwise(F.col("__ws") + d)))
-    sessions = rows.groupBy(*keys, "__act", "__ws").agg(F.first("__we").alias("__we"), *_aggregates(node))
+        sessions = rows.groupBy(*keys, "__act", "__ws").agg(F.first("__we").alias("__we"), *_aggregates(node))
     if cti < INF:
         sessions = sessions.filter(F.col("__we") <= F.lit(cti))
     return results(c, node, sessions.withColumn("__done", F.col("__we")), strict=False)
@@ -196,11 +204,14 @@ def _count(c: Compiler, node: p.WindowNode) -> DataFrame:
     rank = F.row_number().over(Window.partitionBy(*_key_names(node)).orderBy(F.col("__s"), *payload)) - 1
     size, slide = spec.size, spec.slide
     rows = rows.withColumn("__r", rank)
-    lo = F.greatest(F.lit(0), F.floor((F.col("__r") - F.lit(size)) / slide) + 1)
-    hi = F.floor(F.col("__r") / slide)
-    rows = rows.filter(lo <= hi).select(
-        F.explode(F.sequence(lo, hi)).alias("__k"), "__s", *_key_names(node), *_value_names(node)
-    )
+    if slide == size:  # tumbling: each rank is in one window
+        rows = rows.select(F.floor(F.col("__r") / slide).alias("__k"), "__s", *_key_names(node), *_value_names(node))
+    else:
+        lo = F.greatest(F.lit(0), F.floor((F.col("__r") - F.lit(size)) / slide) + 1)
+        hi = F.floor(F.col("__r") / slide)
+        rows = rows.filter(lo <= hi).select(
+            F.explode(F.sequence(lo, hi)).alias("__k"), "__s", *_key_names(node), *_value_names(node)
+        )
     grouped = rows.groupBy(*_key_names(node), "__k").agg(
         F.count(F.lit(1)).alias("__n"), F.min("__s").alias("__ws"), F.max("__s").alias("__hi"), *_aggregates(node)
     )
