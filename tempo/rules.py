@@ -44,6 +44,8 @@ class InputRule(enum.IntEnum):
     """An EDGE input read from a table without a ``kind=`` column."""
     ORDER_BACK = 20
     """A live input's micro-batch holds a row ordered before rows already processed."""
+    STAMP_ARRIVAL = 21
+    """An item or row without an arrival time in an input stamped with its arrivals."""
     NULL_FIELD = 100
     """``NULL_FIELD + i`` (Spark's code): a null in the i-th payload field, not declared optional."""
 
@@ -55,7 +57,7 @@ CHECK_ORDER: tuple[InputRule, ...] = (
     InputRule.START_AT_INFINITY,
     InputRule.PAYLOAD_TYPE, InputRule.NULL_FIELD,
     InputRule.ORDERING_ARRIVAL, InputRule.HEARTBEAT_ARRIVAL, InputRule.IMPORT_ARRIVAL, InputRule.IMPORT_ITEM_ARRIVAL,
-    InputRule.ARRIVAL_ORDER,
+    InputRule.STAMP_ARRIVAL, InputRule.ARRIVAL_ORDER,
     InputRule.END_WITHOUT_START,
 )
 """The order in which an item or table row is checked, on both executors: its kind, its
@@ -74,6 +76,10 @@ MESSAGES: dict[InputRule, str] = {
     InputRule.IMPORT_ITEM_ARRIVAL: (
         "this input takes part in a CTI import, so every item needs an arrival time "
         "(without one the import cannot be ordered against the other input)"
+    ),
+    InputRule.STAMP_ARRIVAL: (
+        "this input is stamped with its arrivals (ingestion time, or processing time on an ArrivalClock), "
+        "so every item needs an arrival time"
     ),
     InputRule.START_AT_INFINITY: "an event cannot start at infinity",
     InputRule.ORDERING_ARRIVAL: "an input with ordering settings needs an arrival time on every item",

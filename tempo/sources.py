@@ -12,11 +12,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar, cast
 
-from tempo.clocks import ArrivalClock, IngestionTime, TimeNotion
-from tempo.errors import InputError, InputSchemaError, QueryBuildError, UnsupportedError
-from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point
+from tempo.errors import InputSchemaError, QueryBuildError, UnsupportedError
+from tempo.events import EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
 from tempo.settings import AdvanceTimeSettings
-from tempo.ticks import TICK
 
 T = TypeVar("T")
 
@@ -323,62 +321,3 @@ def as_source(name: str, source: object, payload_type: type[Any] | None) -> Sour
         raise QueryBuildError(f"input {name!r}: {exc}") from None
 
 
-
-class StampedSource(Source[T]):
-    """The items of ``source`` stamped by an ingestion- or processing-time notion
-    (``tempo.clocks``): each event starts at its reading (its arrival, plus the clock's lag,
-    or the clock's reading), which never decreases; an interval keeps its duration, a start
-    edge opens at its reading and its end edge ends at its own (one tick after the start at
-    the least). ``Cti`` items are refused: the input's CTIs follow the readings."""
-
-    def __init__(self, name: str, source: Source[T], notion: TimeNotion) -> None:
-        self.name, self.source, self.notion = name, source, notion
-        self.payload_type = source.payload_type
-        self.clock = ArrivalClock() if isinstance(notion, IngestionTime) else getattr(notion, "clock")
-
-    def items(self) -> Iterator[InputItem[T]]:
-        readings = self.clock.readings()
-        lag = self.clock.lag if isinstance(self.clock, ArrivalClock) else None
-        latest: datetime | None = None
-        opened: dict[Any, list[tuple[Any, datetime]]] = {}  # original start -> [(payload, new start)]
-        for position, item in enumerate(self.source.items()):
-            if isinstance(item, Heartbeat):
-                yield item
-                continue
-            if isinstance(item, Cti):
-                raise InputError(self.name, position, item, f"an input in {self.notion.domain.value} takes no Cti items: its CTIs follow its stamps")
-            arrival = getattr(item, "arrival", None)
-            if lag is not None:
-                if arrival is None:
-                    raise InputError(self.name, position, item, f"an input in {self.notion.domain.value} needs an arrival time on every item")
-                reading = arrival + lag
-            else:
-                try:
-                    got = next(readings)
-                except StopIteration:
-                    raise InputError(self.name, position, item, "the ScriptedClock has no reading left for this item") from None
-                assert got is not None
-                reading = got
-            if latest is not None and reading < latest:
-                reading = latest  # readings never go back
-            latest = reading
-            if isinstance(item, Point):
-                yield Point(reading, item.payload, arrival=arrival)
-            elif isinstance(item, Interval):
-                yield Interval(reading, reading + (item.end - item.start), item.payload, arrival=arrival)
-            elif isinstance(item, EdgeStart):
-                opened.setdefault(item.start, []).append((item.payload, reading))
-                yield EdgeStart(reading, item.payload, arrival=arrival)
-            elif isinstance(item, EdgeEnd):
-                waiting = opened.get(item.start, [])
-                match = next((i for i, (payload, _) in enumerate(waiting) if payload == item.payload), None)
-                if match is None:  # the ingress names the missing start edge
-                    yield item
-                    continue
-                start = waiting.pop(match)[1]
-                yield EdgeEnd(start, max(reading, start + TICK), item.payload, arrival=arrival)
-            else:
-                yield item  # not an input item: the ingress says so
-
-    def __repr__(self) -> str:
-        return f"{self.source!r} in {self.notion.domain.value}"

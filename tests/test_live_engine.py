@@ -245,3 +245,48 @@ def test_a_heartbeat_row_lets_the_other_input_through_the_frontier() -> None:
     assert engine.ingresses[1].metrics.received == 0  # a heartbeat is no event
     expected = InMemoryExecutor().run(build(left, right)).raw
     assert engine.take().items == expected == [Point(_t(5).replace(tzinfo=timezone.utc), Ev(key=1, value=1)), Cti(_t(20).replace(tzinfo=timezone.utc))]
+
+
+def test_a_stamped_input_keeps_its_stamping_across_batches_and_restarts() -> None:
+    """Rows in ingestion time (stamped with their arrival column) arrive in three batches, the
+    engine saved and restored after each: the stamps, and the edge whose end comes two
+    batches after its start, are those of the in-memory run of the whole table (its start
+    stamped at its arrival 2 s, its end at its end edge's arrival 7 s; own times ignored)."""
+    import pyarrow as pa
+
+    from tempo import IngestionTime
+    from tempo.sources import ArrowSource
+
+    def rows(*seqs: int) -> Any:
+        kinds = {0: "start", 1: "start", 2: "end", 3: "start", 4: "end", 5: "end"}  # edges 0-4, 1-2, 3-5
+        values = {0: 7, 1: 1, 2: 1, 3: 3, 4: 7, 5: 3}
+        return pa.table({
+            "seq": pa.array(seqs, pa.int64()),
+            "kind": pa.array([kinds[s] for s in seqs], pa.string()),
+            "ts": pa.array([T0 + timedelta(hours=1) for _ in seqs], pa.timestamp("us", tz="UTC")),
+            "end": pa.array([T0 + timedelta(hours=2) for _ in seqs], pa.timestamp("us", tz="UTC")),
+            "arrived": pa.array([T0 + timedelta(seconds=2 + s) for s in seqs], pa.timestamp("us", tz="UTC")),
+            "key": pa.array([1] * len(seqs), pa.int64()), "value": pa.array([values[s] for s in seqs], pa.int64()),
+        })
+
+    def query(table: Any) -> Query:
+        source = ArrowSource(table, Ev, start="ts", end="end", kind="kind", arrival="arrived", order="seq")
+        stream = Stream.create("in", source, EventShape.EDGE, time=IngestionTime(advance_to_infinity_on_shutdown=True))
+        return Query.build(stream.node)
+
+    whole = InMemoryExecutor().run(Stream(query(rows(0, 1, 2, 3, 4, 5)).root))
+    live_query = query(rows())
+    mode = TimestampMode()
+    mode.saw(aware=True)
+    engine = LiveEngine(live_query, mode)
+    released: list[Any] = []
+    for batch in ([0, 1], [2, 3], [4, 5]):
+        engine.push_rows(0, rows(*batch))
+        engine.run()
+        released += engine.take().items
+        engine = LiveEngine.restore(live_query, engine.snapshot())
+    engine.finish()
+    released += engine.take().items
+    assert released == whole.raw
+    edge = [e for e in whole.events if e.payload.value == 7]
+    assert [(e.start, e.end) for e in edge] == [(T0.replace(tzinfo=timezone.utc) + timedelta(seconds=2), T0.replace(tzinfo=timezone.utc) + timedelta(seconds=6))]

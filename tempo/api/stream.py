@@ -22,7 +22,7 @@ from tempo.plan.query import Query
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowSpec, WindowTimestamp
 from tempo.clocks import EventTime, TimeNotion
 from tempo.settings import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings
-from tempo.sources import Source, StampedSource, as_source
+from tempo.sources import Source, as_source
 from tempo.ticks import duration_ticks, format_duration
 
 if TYPE_CHECKING:
@@ -143,10 +143,9 @@ class Stream(Generic[T]):
                 advance_to_infinity_on_shutdown=time.advance_to_infinity_on_shutdown,  # type: ignore[attr-defined]
             )
             settings = AdvanceTimeSettings(generation, policy=AdvanceTimePolicy.DROP)  # nothing is ever late
-            source = StampedSource(name, source, time)
         effective = settings if settings is not None else source.advance_time_settings(shape)
         key = None if over is None else trace_records(over, [source.payload_type], f"the over= key of input {name!r}", "key")
-        return Stream(p.SourceNode(name, source, shape, effective, key, time=time.domain))
+        return Stream(p.SourceNode(name, source, shape, effective, key, notion=time))
 
     @property
     def payload_type(self) -> type[T]:

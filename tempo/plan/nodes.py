@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from tempo.clocks import TimeDomain
+from tempo.clocks import EventTime, TimeDomain, TimeNotion
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape
 from tempo.expr import nodes as x
@@ -134,8 +134,8 @@ class SourceNode(Node):
     own CTI for the checks of the ordering settings."""
     declared: int = attrs.field(factory=lambda: next(_DECLARATIONS))
     """Order of declaration: ties in arrival order go to the input declared first."""
-    time: TimeDomain = TimeDomain.EVENT
-    """Where its events' starts come from (``tempo.clocks``)."""
+    notion: TimeNotion = EventTime()
+    """Where its events' starts come from (``tempo.clocks``; ``tempo.runtime.stamping``)."""
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -161,6 +161,11 @@ class SourceNode(Node):
     @property
     def payload_type(self) -> type:
         return self.source.payload_type
+
+    @property
+    def time(self) -> TimeDomain:
+        """The notion of time of its events."""
+        return self.notion.domain
 
     @property
     def ordering(self) -> EventOrderingSettings | None:

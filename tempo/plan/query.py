@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from tempo.clocks import TimeDomain
+from tempo.clocks import ArrivalClock, IngestionTime, TimeDomain
 from tempo.errors import QueryBuildError
 from tempo.expr import nodes as x
 from tempo.expr.schema import record_fields
@@ -130,8 +130,10 @@ class Query:
 
     @property
     def ordered_by_arrival(self) -> set[str]:
-        """Inputs that take part in an import, so every item needs an arrival time."""
-        return {name for pair in self.imports for name in pair}
+        """Inputs that take part in an import, or are stamped with their arrivals (ingestion
+        time, ``ArrivalClock``), so every item needs an arrival time."""
+        stamped = {s.name for s in self.sources if isinstance(s.notion, IngestionTime) or isinstance(getattr(s.notion, "clock", None), ArrivalClock)}
+        return {name for pair in self.imports for name in pair} | stamped
 
     def source(self, name: str) -> SourceNode:
         for s in self.sources:

@@ -53,6 +53,7 @@ import attrs
 
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
+from tempo.clocks import TimeDomain
 from tempo.plan.windows import HoppingWindow, WindowTimestamp
 from tempo.runtime import operators as ops
 from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared, adjusted_lifetime
@@ -119,6 +120,9 @@ def bulk_shape(query: Query) -> BulkShape | str:
             node = consumers[id(node)][0]
         return node
 
+    stamped = [s.name for s in query.sources if s.time is not TimeDomain.EVENT]
+    if stamped:
+        return f"input {stamped[0]!r} is stamped as it is read (ingestion or processing time)"
     reached = [climb(source, (p.SourceNode, p.UnionNode, *STATELESS)) for source in query.sources]
     join = reached[0] if isinstance(reached[0], p.JoinNode) and all(node is reached[0] for node in reached) else None
     if join is not None:

@@ -32,6 +32,7 @@ from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
 from tempo.runtime.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
 from tempo.runtime.release import ResultAssembly
+from tempo.runtime.stamping import stamped
 from tempo.sources import ItemSource, TableSource
 from tempo.ticks import INF, from_ticks
 
@@ -226,7 +227,7 @@ def prepared_inputs(query: Query, mode: TimestampMode) -> list[Iterator[Prepared
         fixed = isinstance(source.source, TableSource) or (
             isinstance(source.source, ItemSource) and source.source.materialized is not None
         )
-        streams.append((prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival))
+        streams.append(stamped(source, (prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival)))
     return streams
 
 

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tempo.clocks import TimeDomain
 from tempo.errors import CtiViolationError, InputError, InputSchemaError
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
 from tempo.plan.nodes import SourceNode
@@ -259,7 +260,9 @@ class SequenceChecks:
     def __init__(self, node: SourceNode, needs_arrival: bool, import_rule: InputRule) -> None:
         self.ordered = TimePolicy.of_input(node).ordered
         self.needs_arrival = needs_arrival
-        self.import_rule = import_rule  # the words differ for items and rows
+        # The words differ for items and rows; an input stamped with its arrivals takes part
+        # in no import (docs/semantics.md 3.11), so it needs them for that reason alone.
+        self.import_rule = InputRule.STAMP_ARRIVAL if node.time is not TimeDomain.EVENT else import_rule
         self.last_arrival = NEG_INF
         """The arrival of the latest item; an item without one inherits it."""
         self.open_edges: dict[int, list[Any]] = {}  # payloads of open start edges, by start

@@ -42,6 +42,8 @@ from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_ingresses, build_operators, rejection
 from tempo.runtime.engine import _output_key as output_key
 from tempo.errors import InputError
+from tempo.clocks import TimeDomain
+from tempo.runtime.stamping import Stamper
 from tempo.plan.nodes import SourceNode
 from tempo.rules import InputRule, message
 from tempo.runtime.ingress import Ingress, Prepared, SequenceChecks, TimestampMode, checked_rows, plain_rows
@@ -75,6 +77,8 @@ class RowFeed:
 
     def __init__(self, node: SourceNode, needs_arrival: bool) -> None:
         self.sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
+        self.stamper = None if node.time is TimeDomain.EVENT else Stamper(node)
+        """For an input in ingestion or processing time: its stamping, carried across batches."""
         self.next_position = 0
         self.last_order: Any = None
         source = node.source
@@ -119,7 +123,7 @@ class RowFeed:
             if arrivals:
                 self.sequence.last_arrival = arrivals[-1]
         self.next_position = first + len(prepared)
-        return prepared
+        return prepared if self.stamper is None else list(self.stamper.stamp(prepared))
 
 
     def _gapless(self, node: SourceNode, table: Any) -> Any:
@@ -314,7 +318,8 @@ class LiveEngine:
             "finished": self.finished,
             "given_last": self.given_last,
             "feeds": [
-                (f.sequence.last_arrival, f.sequence.open_edges, f.next_position, f.last_order, f.next_order, f.held)
+                (f.sequence.last_arrival, f.sequence.open_edges, f.next_position, f.last_order, f.next_order, f.held,
+                 None if f.stamper is None else f.stamper.state())
                 for f in self.feeds
             ],
         }
@@ -353,7 +358,9 @@ class LiveEngine:
         engine.given_last = state["given_last"]
         for feed, saved in zip(engine.feeds, state["feeds"]):
             feed.sequence.last_arrival, feed.sequence.open_edges, feed.next_position, feed.last_order = saved[:4]
-            feed.next_order, feed.held = saved[4:]
+            feed.next_order, feed.held = saved[4:6]
+            if feed.stamper is not None:
+                feed.stamper.restore(saved[6])
         return engine
 
 

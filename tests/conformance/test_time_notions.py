@@ -175,8 +175,8 @@ def test_heartbeats_pass_and_explicit_ctis_are_refused(executor: Any) -> None:
     r = run(executor, Stream.create("in", fine, EventShape.POINT, time=IngestionTime(advance_to_infinity_on_shutdown=True)))
     assert len(r.events) == 2
     with pytest.raises(InputError, match=r"item #1 .*takes no Cti items"):
-        executor.run(Stream.create("in", [readings()[0], Cti(M(3))], EventShape.POINT, time=IngestionTime()))
-    with pytest.raises(InputError, match=r"item #0 .*needs an arrival time"):
+        executor.run(Stream.create("in", [readings()[0], Cti(M(3), arrival=M(3))], EventShape.POINT, time=IngestionTime()))
+    with pytest.raises(InputError, match=r"item #0 .*stamped with its arrivals .*needs an arrival time"):
         executor.run(Stream.create("in", [Point(M(1), Reading("a", M(1)))], EventShape.POINT, time=IngestionTime()))
     with pytest.raises(InputError, match="no reading left"):
         executor.run(Stream.create("in", readings(), EventShape.POINT, time=ProcessingTime(ScriptedClock([M(1)]))))

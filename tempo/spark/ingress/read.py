@@ -17,6 +17,8 @@ from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, START, Timest
 from tempo.runtime.policy import TimePolicy
 from tempo.plan.nodes import SourceNode
 from tempo.rules import InputRule, message
+from tempo.clocks import TimeDomain
+from tempo.runtime.stamping import stamped
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -33,7 +35,7 @@ LOCAL_ITEMS = 100_000
 def _item_rows(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> tuple[list[tuple[Any, ...]], dict[int, Any]]:
     rows: list[tuple[Any, ...]] = []
     items: dict[int, Any] = {}
-    for arrival, kind, start, end, payload, position, item in prepare(node, mode, needs_arrival):
+    for arrival, kind, start, end, payload, position, item in stamped(node, prepare(node, mode, needs_arrival)):
         values = to_wire(payload) if payload is not None else [None] * len(record_fields(node.payload_type))
         rows.append((position, kind, start, end, arrival, *values))
         items[position] = item
@@ -61,9 +63,10 @@ def input_frame(
     Spark ingress.
     """
     source = node.source
-    if isinstance(source, ItemSource) or not isinstance(source, TableSource):
+    # A stamped input (ingestion or processing time) is stamped on the driver, in input order.
+    if isinstance(source, ItemSource) or not isinstance(source, TableSource) or node.time is not TimeDomain.EVENT:
         if local_limit:
-            prepared = list(prepare(node, mode, needs_arrival))
+            prepared = list(stamped(node, prepare(node, mode, needs_arrival)))
             if len(prepared) <= local_limit:
                 items = {rec[5]: rec[6] for rec in prepared}
                 return InputFrame(node, decl, None, items, prepared=prepared, rows=len(prepared))

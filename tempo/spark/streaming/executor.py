@@ -34,7 +34,6 @@ from pyspark.sql import functions as F
 
 from tempo.api.stream import Stream
 from tempo.events import Cti
-from tempo.clocks import TimeDomain
 from tempo.errors import InputSchemaError, QueryBuildError, TempoError, UnsupportedError
 from tempo.expr.schema import record_fields
 from tempo.plan.nodes import SourceNode
@@ -141,11 +140,6 @@ def _data_files(folder: str) -> bool:
 def _check_live_inputs(query: Query) -> None:
     for node in query.sources:
         source = node.source
-        if node.time is not TimeDomain.EVENT:
-            raise UnsupportedError(
-                EXECUTOR, repr(source), f"input {node.name!r} is in {node.time.value}, which live queries do not take yet "
-                "(they stamp a batch's rows in bulk in event time only)"
-            )
         if not isinstance(source, TableSource):
             raise UnsupportedError(EXECUTOR, repr(source), f"input {node.name!r}: a live query reads tables (rows of a stream), not item lists")
         if source.order is None:
