@@ -37,12 +37,23 @@ class Clock:
         raise NotImplementedError
 
 
+def _check_lag(_: object, __: Any, value: object) -> None:
+    if not isinstance(value, timedelta):
+        raise QueryBuildError(f"ArrivalClock(lag=...) takes a timedelta, got {value!r}")
+
+
+def _check_times(_: object, __: Any, value: tuple[object, ...]) -> None:
+    for t in value:
+        if not isinstance(t, datetime):
+            raise QueryBuildError(f"ScriptedClock takes datetimes, got {t!r}")
+
+
 @attrs.frozen
 class ArrivalClock(Clock):
     """The item's arrival plus ``lag``: a repeatable clock (a fixed processing delay), the
     one batch runs over recorded arrivals use."""
 
-    lag: timedelta = timedelta(0)
+    lag: timedelta = attrs.field(default=timedelta(0), validator=_check_lag)
 
     def readings(self) -> Iterator[datetime | None]:
         while True:
@@ -53,7 +64,7 @@ class ArrivalClock(Clock):
 class ScriptedClock(Clock):
     """The given readings in turn, one per item (for tests)."""
 
-    times: Sequence[datetime] = attrs.field(converter=tuple)
+    times: Sequence[datetime] = attrs.field(converter=tuple, validator=_check_times)
 
     def readings(self) -> Iterator[datetime | None]:
         yield from self.times

@@ -46,6 +46,8 @@ class InputRule(enum.IntEnum):
     """A live input's micro-batch holds a row ordered before rows already processed."""
     STAMP_ARRIVAL = 21
     """An item or row without an arrival time in an input stamped with its arrivals."""
+    LIST_FIELD = 22
+    """An item's payload holding something else than a list in a list field."""
     NULL_FIELD = 100
     """``NULL_FIELD + i`` (Spark's code): a null in the i-th payload field, not declared optional."""
 
@@ -55,7 +57,7 @@ CHECK_ORDER: tuple[InputRule, ...] = (
     InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.ROW_KIND,
     InputRule.LIFETIME,
     InputRule.START_AT_INFINITY,
-    InputRule.PAYLOAD_TYPE, InputRule.NULL_FIELD,
+    InputRule.PAYLOAD_TYPE, InputRule.LIST_FIELD, InputRule.NULL_FIELD,
     InputRule.ORDERING_ARRIVAL, InputRule.HEARTBEAT_ARRIVAL, InputRule.IMPORT_ARRIVAL, InputRule.IMPORT_ITEM_ARRIVAL,
     InputRule.STAMP_ARRIVAL, InputRule.ARRIVAL_ORDER,
     InputRule.END_WITHOUT_START,
@@ -77,6 +79,7 @@ MESSAGES: dict[InputRule, str] = {
         "this input takes part in a CTI import, so every item needs an arrival time "
         "(without one the import cannot be ordered against the other input)"
     ),
+    InputRule.LIST_FIELD: "payload field {field} is declared a list ({declared}), but holds {got!r}",
     InputRule.STAMP_ARRIVAL: (
         "this input is stamped with its arrivals (ingestion time, or processing time on an ArrivalClock), "
         "so every item needs an arrival time"

@@ -74,11 +74,28 @@ def arrow_column_type(dtype: Any) -> str:
     for test, word in (
         (t.is_timestamp, TIMESTAMP), (t.is_integer, INTEGER), (t.is_floating, FLOAT), (t.is_decimal, DECIMAL),
         (t.is_boolean, BOOLEAN), (t.is_string, STRING), (t.is_large_string, STRING), (t.is_date, DATE),
-        (t.is_duration, DURATION), (t.is_struct, STRUCT), (t.is_list, LIST), (t.is_large_list, LIST), (t.is_null, NULL),
+        (t.is_duration, DURATION), (t.is_struct, STRUCT), (t.is_null, NULL),
     ):
         if test(dtype):
             return word
+    if t.is_list(dtype) or t.is_large_list(dtype):
+        return list_of(arrow_column_type(dtype.value_type))
     return str(dtype)
+
+
+def list_of(word: str) -> str:
+    """The word for a list column whose elements are ``word`` columns."""
+    return f"{LIST}<{word}>"
+
+
+def _field_column_types(dtype: type, element: type | None) -> tuple[str, ...] | None:
+    """The column types a field takes (None: any)."""
+    if element is not None:
+        inner = _field_column_types(element, None)
+        return None if inner is None else tuple(list_of(w) for w in (*inner, NULL))
+    if is_record_type(dtype):
+        return (STRUCT,)
+    return FIELD_COLUMN_TYPES.get(dtype)
 
 
 def _a(word: str) -> str:
@@ -142,19 +159,16 @@ def check_columns(name: str, source: Any, columns: Mapping[str, str]) -> None:
             f"in {source!r}; its columns are {_listing(columns)}",
         )
     for f in fields:
-        accepted_types = FIELD_COLUMN_TYPES.get(f.dtype)
-        if is_record_type(f.dtype):
-            accepted_types = (STRUCT,)
-        elif f.element is not None:
-            accepted_types = (LIST,)
+        accepted_types = _field_column_types(f.dtype, f.element)
         found = columns[f.name]
         if accepted_types is None or found in accepted_types or found == NULL:
             continue
         optional = f" | None" if f.nullable else ""
+        declared = f.dtype.__name__ if f.element is None else f"{f.dtype.__name__}[{f.element.__name__}]"
         raise InputSchemaError(
             name,
-            f"payload field {cls.__qualname__}.{f.name} is declared {f.dtype.__name__}{optional}, but its column "
-            f"{f.name!r} in {source!r} is {_a(found)} column (a {f.dtype.__name__} field takes "
+            f"payload field {cls.__qualname__}.{f.name} is declared {declared}{optional}, but its column "
+            f"{f.name!r} in {source!r} is {_a(found)} column (a {declared} field takes "
             f"{' or '.join(accepted_types)} columns): declare the field with the column's type or convert the column",
         )
 

@@ -203,9 +203,11 @@ class Stream(Generic[T]):
         return WindowedStream(self, None, _hopping_window(size, hop, offset))
 
     def session(self, gap: timedelta, max_duration: timedelta | None = None) -> WindowedStream[T]:
-        """Sessions of activity: a session ends ``gap`` after the last tick of its events
-        (a point's is its start), or ``max_duration`` after its first start. Results are
-        points at the session's last tick by default (``WindowTimestamp.END``)."""
+        """Sessions of activity: a session ends ``gap`` after the last tick of its events (a
+        point's is its start); with ``max_duration`` it is also cut on the epoch grid of
+        ``max_duration`` (first at the first multiple at or after its start plus
+        ``max_duration``). Results are points at the session's last tick by default
+        (``WindowTimestamp.END``). docs/semantics.md 5.6.2."""
         return WindowedStream(self, None, _session_window(gap, max_duration))
 
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream[T]:
@@ -249,6 +251,8 @@ class Stream(Generic[T]):
         if not parts:
             raise QueryBuildError(f"{what} is an empty tuple: group by at least one field")
         exprs = tuple(require_traced(k, key, what, "key") for k in parts)
+        for e in exprs:
+            x.refuse_lists(e.dtype, f"the group_by() key {x.render(e)}")
         return GroupedStream(self, exprs, isinstance(traced, tuple))
 
     # ---- binary -------------------------------------------------------------------------

@@ -128,7 +128,20 @@ def _unify(a: type, b: type, what: str) -> type:
     raise QueryBuildError(f"{what}: incompatible types {a.__name__} and {b.__name__}")
 
 
+LISTS = (list, tuple)
+"""The dtypes of list fields (``list[X]``, ``tuple[X, ...]``): passed along and exploded only."""
+
+
+def refuse_lists(dtype: type, what: str) -> None:
+    """A list field has no comparison, hash or arithmetic on every executor: refuse it as
+    ``what`` (an operand, a key)."""
+    if dtype in LISTS:
+        raise QueryBuildError(f"{what} is a list field: lists are passed along and exploded (explode()), not compared, keyed or computed on")
+
+
 def _binary_dtype(op: str, a: type, b: type) -> type:
+    for t in (a, b):
+        refuse_lists(t, f"an operand of {op!r}")
     if op in COMPARISON:
         if a is not object and b is not object and not (_numeric(a) and _numeric(b)) and a is not b:
             raise QueryBuildError(f"cannot compare {a.__name__} {op} {b.__name__}")

@@ -410,6 +410,7 @@ class Aggregate:
             return
         assert self.arg is not None
         t = self.arg.dtype
+        x.refuse_lists(t, f"the argument of {self.kind}()")
         if self.kind.needs_numbers and t not in (int, float, bool, object):
             raise QueryBuildError(f"{self.kind} needs numbers, got {t.__name__}: {x.render(self.arg)}")
 

@@ -185,8 +185,10 @@ class SessionWindow(WindowSpec):
     max_duration: int | None
 
     def __attrs_post_init__(self) -> None:
-        if self.gap <= 0:
-            raise QueryBuildError(f"session gap must be positive, got {format_duration(self.gap)}")
+        if self.gap < 2:
+            # An open edge may end at a CTI already passed, and a session a tick's gap after it
+            # would then end at that CTI, its result stamped before it (docs/semantics.md 5.6.2).
+            raise QueryBuildError(f"session gap must be at least 2 ticks (2 µs), got {format_duration(self.gap)}")
         if self.max_duration is not None and self.max_duration <= 0:
             raise QueryBuildError(f"session max_duration must be positive, got {format_duration(self.max_duration)}")
 
@@ -277,8 +279,9 @@ class SnapshotWindow(WindowSpec):
         "with an event alive at p; it holds exactly the events alive at p."
     )
     CTI_RULE: ClassVar[str] = (
-        "A CTI c > p fixes window [p, q)'s events (it goes out as a start edge); c >= q fixes its end "
-        "(the end edge); CTIs pass unchanged."
+        "A CTI c > p fixes window [p, q)'s events (it goes out as a start edge); c > q fixes its end "
+        "(the end edge); CTIs pass unchanged, but by one tick for results stamped at a window's last "
+        "tick (END), which may be the tick before the CTI."
     )
 
     def describe(self) -> str:

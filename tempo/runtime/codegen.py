@@ -366,9 +366,14 @@ def _value_order(dtype: type, element: type | None = None) -> Callable[[Any], tu
     elif dtype is float:
         def inner(v: Any) -> Any:
             return (1, 0.0) if math.isnan(v) else (0, v)
-    else:
+    elif dtype is datetime:  # naive and aware instants alike (a naive one is UTC)
+        inner = to_ticks
+    elif dtype in (bool, int, str):
         def inner(v: Any) -> Any:
             return v
+    else:  # any other value (an ``object`` field, in memory only): by type, then by text
+        def inner(v: Any) -> Any:
+            return (type(v).__name__, repr(v))
 
     def order(v: Any) -> tuple[Any, ...]:
         return (0,) if v is None else (1, inner(v))

@@ -80,7 +80,7 @@ class EventWindows(Operator):
         eid = self.new_id()
         if end == 0:
             assert at is not None
-            t = stamp(self.timestamp, ws, we, we - 1, at)
+            t = stamp(self.timestamp, ws, we, we - 1, at, self.in_cti_finite)
             self.outbox.append((t, next(self.seq), eid, t + 1, payload))
         else:
             assert at is not None
@@ -101,7 +101,12 @@ class EventWindows(Operator):
             self.in_cti_finite = t
         self.advance(t)
         self.flush_outbox()
-        self.emit_cti(t)
+        self.emit_cti(self.out_cti(t))
+
+    def out_cti(self, t: int) -> int:
+        """The CTI to forward after ``t``: ``t`` (every result not yet out is stamped at or
+        after it)."""
+        return t
 
     def advance(self, c: int) -> None:
         raise NotImplementedError
@@ -253,9 +258,17 @@ class CountWindows(EventWindows):
 class Snapshots(EventWindows):
     """Per group: the events not yet behind ``done`` (the time before which every window is
     out), and the window whose result waits for its end (``pending``: its start, and its
-    start edge's id or its aggregate state)."""
+    start edge's id or its aggregate state).
+
+    A window's end ``q`` is final at a CTI ``c > q``: every endpoint before ``c`` is known then
+    (an event starting at ``c``, or an end edge ending at ``c``, may come after the CTI at
+    ``c``). A window still waiting may thus end at ``c`` and, stamped END, start at ``c - 1``:
+    the output CTI is held a tick back for END."""
 
     spec: w.SnapshotWindow
+
+    def out_cti(self, t: int) -> int:
+        return t - 1 if self.timestamp is WindowTimestamp.END and t < INF else t
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -305,7 +318,7 @@ class Snapshots(EventWindows):
                     while i < len(points) and points[i] <= p:
                         i += 1
                     q = points[i] if i < len(points) else None
-                    if q is None or q > c:
+                    if q is None or q >= c:  # an end at c may still be learned after the CTI at c
                         break
                     del self.pending[key]
                     if lifetime:

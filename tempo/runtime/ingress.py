@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from tempo.clocks import TimeDomain
 from tempo.errors import CtiViolationError, InputError, InputSchemaError
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
+from tempo.expr.schema import record_fields
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
 from tempo.runtime.policy import TimePolicy
@@ -211,6 +212,7 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
     sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
+    list_fields = [f for f in record_fields(payload_type) if f.element is not None]
     for position, item in enumerate(node.source.items()):
         if not isinstance(item, allowed):
             raise InputError(name, position, item, item_kind_rule(shape, item))
@@ -239,6 +241,12 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
                     name, position, item,
                     message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
                 )
+            for f in list_fields:
+                v = getattr(payload, f.name)
+                if v is not None and not isinstance(v, (list, tuple)):
+                    declared = f"{f.dtype.__name__}[{f.element.__name__ if f.element else '?'}]"
+                    rule = message(InputRule.LIST_FIELD, field=f"{payload_type.__qualname__}.{f.name}", declared=declared, got=v)
+                    raise InputError(name, position, item, rule)
         arrival_dt = item.arrival
         broken = sequence.take_arrival(None if arrival_dt is None else mode.check(arrival_dt, name, position, item, "arrival"))
         if broken is not None:
@@ -624,7 +632,7 @@ def item_kind_rule(shape: EventShape, item: object) -> str:
     """The rule an item of a kind its input's shape does not take breaks, with what to
     write instead: the shape that takes an event item of another kind, or the item that
     gives a bare payload its lifetime."""
-    from tempo.expr.schema import is_record
+    from tempo.expr.schema import is_record, record_fields
 
     takes = ", ".join(k.__name__ for k in SHAPE_ITEMS[shape] + (Cti, Heartbeat))
     rule = message(InputRule.ITEM_KIND, shape=shape.name, takes=takes, got=type(item).__name__)

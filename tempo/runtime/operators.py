@@ -403,17 +403,18 @@ def _first_out(entries: Iterator[tuple[int, int, Any, Any]]) -> Iterator[tuple[i
 # Windows
 
 
-def stamp(timestamp: WindowTimestamp, ws: int, we: int, bound: int | None, closing: int) -> int:
+def stamp(timestamp: WindowTimestamp, ws: int, we: int, bound: int | None, closing: int, last_finite: int = NEG_INF) -> int:
     """Where the point result of window ``[ws, we)`` goes (every timestamp but LIFETIME):
     ``bound`` is its events' latest or earliest start (LATEST, EARLIEST; clipped to the
-    window), ``closing`` the CTI completing it (CTI; the window's last tick on the CTI at
-    infinity, which has no tick before it to stand for)."""
+    window), ``closing`` the CTI completing it (CTI; on the CTI at infinity, which has no tick
+    before it to stand for, the window's last tick, or the last finite CTI, ``last_finite``,
+    if that is later: CTIs passed on unchanged, a result may not come before it)."""
     if timestamp is WindowTimestamp.START:
         return ws
-    if timestamp is WindowTimestamp.END or (timestamp is WindowTimestamp.CTI and closing >= INF):
+    if timestamp is WindowTimestamp.END:
         return we - 1
     if timestamp is WindowTimestamp.CTI:
-        return closing - 1
+        return max(we - 1, last_finite) if closing >= INF else closing - 1
     assert bound is not None
     return max(ws, bound)
 
@@ -599,7 +600,7 @@ class Window(Operator):
             return
         for key, state in groups:
             values = results(state)
-            t = stamp(self.timestamp, ws, we, values.pop() if self.with_start else None, self.closing)
+            t = stamp(self.timestamp, ws, we, values.pop() if self.with_start else None, self.closing, self.in_cti_finite)
             self.emit_insert(self.new_id(), t, t + 1, self.projection(key, values, ws_dt, we_dt))
 
     def _close(self, limit: int, open_hi: int | None) -> None:

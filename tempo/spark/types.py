@@ -144,11 +144,12 @@ def column_type(dtype: st.DataType) -> str:
         ((st.DateType,), t.DATE),
         ((st.DayTimeIntervalType,), t.DURATION),
         ((st.StructType,), t.STRUCT),
-        ((st.ArrayType,), t.LIST),
         ((st.NullType,), t.NULL),
     ):
         if isinstance(dtype, types_):
             return word
+    if isinstance(dtype, st.ArrayType):
+        return t.list_of(column_type(dtype.elementType))
     return str(dtype.simpleString())
 
 

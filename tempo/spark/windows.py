@@ -244,12 +244,12 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> DataFrame:
         alive = alive & F.col(k).eqNullSafe(F.col(f"__ev{k}"))
     joined = points.join(ev, alive, "inner")
     grouped = joined.groupBy(*keys, "__p", "__q").agg(*_aggregates(node))
-    final_end = F.col("__q").isNotNull() & (F.col("__q") <= F.lit(cti))
+    final_end = F.col("__q").isNotNull() & (F.col("__q") < F.lit(cti))  # an end at the CTI may come after it
     if node.ends_known:
         grouped = grouped.filter(final_end)
     q = F.when(final_end, F.col("__q")).otherwise(F.lit(INF))
     bounded = grouped.withColumn("__ws", F.col("__p")).withColumn("__we", q)
-    return results(c, node, bounded.withColumn("__done", F.col("__we")).withColumn("__hi", F.col("__p")).withColumn("__lo", F.col("__p")), strict=False)
+    return results(c, node, bounded.withColumn("__done", F.col("__we")).withColumn("__hi", F.col("__p")).withColumn("__lo", F.col("__p")), strict=True)
 
 
 # ---- result timestamps ------------------------------------------------------------------
@@ -273,7 +273,9 @@ def results(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool) -> D
             at = F.greatest(ws, F.col("__lo"))
         else:
             rows = _completing_cti(c, node, rows, strict)
-            at = F.when(F.col("__cti") >= INF, we - 1).otherwise(F.col("__cti") - 1)
+            finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
+            at_infinity = F.greatest(we - 1, F.lit(finite[-1])) if finite else we - 1  # ``operators.stamp``
+            at = F.when(F.col("__cti") >= INF, at_infinity).otherwise(F.col("__cti") - 1)
         until = at + 1
     bounds = rows.select(ws.alias(S), we.alias(E), at.alias("__at"), until.alias("__until"), *_key_names(node), *[
         f"__agg{i}" for i in range(len(node.aggregates))

@@ -157,3 +157,15 @@ def test_explode_takes_a_list_field() -> None:
     s = Stream.create("orders", [Point(T(1), Order(1, ["a"]))], EventShape.POINT)
     with pytest.raises(QueryBuildError, match="explode\\(\\) takes a list field"):
         s.explode(lambda o: o.id, lambda o, sku: Line(order=o.id, sku=None))  # type: ignore[arg-type,misc]
+
+
+def test_a_list_field_holding_something_else_is_an_input_error(executor: Any) -> None:
+    from tempo import InputError, InputSchemaError
+
+    bad = Stream.create("orders", [Point(T(1), Order(1, ["a"])), Point(T(2), Order(2, 5))], EventShape.POINT)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"item #1 .*Order.lines is declared a list \(list\[str\]\), but holds 5"):
+        executor.run(lines(bad))
+    table = pa.table({"ts": [T(1)], "id": [1], "items": [["x", "y"]]})
+    strings = Stream.create("baskets", ArrowSource(table, Basket, start="ts"), EventShape.POINT, AdvanceTimeSettings.replay())
+    with pytest.raises(InputSchemaError, match=r"Basket.items is declared list\[int\], but its column 'items' .* is a list<string> column"):
+        executor.run(strings.explode(lambda b: b.items, lambda b, price: Item(b.id, price)))

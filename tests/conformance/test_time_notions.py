@@ -209,3 +209,12 @@ def test_stamped_inputs_take_no_settings_and_no_import_across_notions() -> None:
     )
     with pytest.raises(QueryBuildError, match="imports CTIs from 'ingested'"):
         Query.build(importing.union(ingested.as_event_time()).node)
+
+
+def test_clocks_check_their_arguments() -> None:
+    with pytest.raises(QueryBuildError, match="ScriptedClock takes datetimes"):
+        ScriptedClock([None])  # type: ignore[list-item]
+    with pytest.raises(QueryBuildError, match="takes a timedelta"):
+        ArrivalClock(lag=5)  # type: ignore[arg-type]
+    with pytest.raises(QueryBuildError, match="cti_every"):
+        IngestionTime(cti_every=timedelta(seconds=-1))

@@ -704,11 +704,11 @@ SNAPSHOT_STAMPS: dict[WindowTimestamp | None, list[Release]] = {
         ]
         for stamp in (START, EARLIEST, LATEST)
     },
-    END: [
-        (T(2), []),
-        (T(4), [at(T(3) - TICK, SNAP_END[0])]),
-        (T(9), [at(T(5) - TICK, SNAP_END[1]), at(T(8) - TICK, SNAP_END[2])]),
-        (T(20), [at(T(12) - TICK, SNAP_END[3])]),
+    END: [  # the output CTI held a tick back: a window still open may end at the CTI
+        (T(2) - TICK, []),
+        (T(4) - TICK, [at(T(3) - TICK, SNAP_END[0])]),
+        (T(9) - TICK, [at(T(5) - TICK, SNAP_END[1]), at(T(8) - TICK, SNAP_END[2])]),
+        (T(20) - TICK, [at(T(12) - TICK, SNAP_END[3])]),
     ],
     CTI: [
         (T(2), []),
@@ -731,13 +731,14 @@ def test_snapshot_result_timestamps(executor: Any, stamp: WindowTimestamp | None
             |2      |4              |9               |20
     endpoints 1 3 5 8 10 12: [1,3) {a} n1 s1, [3,5) {a,b} n2 s3, [5,8) {b} n1 s2,
     [8,10) nothing alive: nothing, [10,12) {c} n1 s4.
-    LIFETIME (default): start edge at the first CTI > p, end edge at the first CTI >= q:
+    LIFETIME (default): start edge at the first CTI > p, end edge at the first CTI > q:
       [1,3) starts at |2, ends at |4; [3,5) starts at |4, ends at |9; [5,8) and [10,12)
       as intervals at |9 and |20.
     START / EARLIEST / LATEST: points @1 @3 @5 @10 at |2 |4 |9 |20 (payload without w.end).
     END: @3-t at |4, @5-t and @8-t at |9, @12-t at |20.
     CTI: @4-t at |4, @9-t twice at |9, @20-t at |20.
-    Output CTIs unchanged: 2, 4, 9, 20.
+    Output CTIs unchanged: 2, 4, 9, 20; for END a tick earlier (a window still open at a CTI
+    may end exactly there, and its last tick is the one before).
     """
     s = Stream.create(
         "in",
@@ -866,3 +867,82 @@ def test_timestamps_each_window_kind_allows(kind: str, stamp: WindowTimestamp | 
                 build(_kv_points(), stamp)
         else:
             assert isinstance(build(_kv_points(), stamp), Stream)
+
+
+@pytest.mark.parametrize("stamp", [LIFETIME, END, CTI], ids=stamp_id)
+@pytest.mark.parametrize("more", [True, False], ids=["later_cti", "last_cti"])
+def test_snapshot_end_learned_after_the_cti_at_it(executor: Any, stamp: WindowTimestamp, more: bool) -> None:
+    """An event starting exactly at a CTI may arrive after it: a snapshot's end is final
+    only at a CTI after it, and a window stamped END is held a tick back.
+
+    t:  1   2   3   4   5   6       7
+        [a1-------------------)        a [1,6), known at |4
+                    [b1---)            b [4,5), arrives after |4
+                    |4          |7 (more)
+    At |4 the window [1, ?) has a known next endpoint 6 > 4: its start edge goes out, its end
+    waits. b then makes it [1,4), with [4,5) {a,b} and [5,6) {a} after it.
+    With |7: [1,4) ends at |7 (4 < 7), and so do the others (5, 6 < 7). LIFETIME: intervals;
+    END: points at 4-, 5-, 6- released by the output CTI 7- (at |4 the output CTI was 4-,
+    so 4- is not before it); CTI: all at 7-.
+    Without |7: [1,4) stays open (LIFETIME: [1, INF)); END and CTI give nothing.
+    """
+    items: list[Any] = [Interval(T(1), T(6), V(1)), Cti(T(4)), Interval(T(4), T(5), V(1))] + ([Cti(T(7))] if more else [])
+    s = Stream.create("in", items, EventShape.INTERVAL)
+    project = wstats if stamp in (END, CTI) else sstats
+    r = run(executor, s.snapshot().aggregate(project, timestamp=stamp))
+    out_ctis = [T(4) - TICK, T(7) - TICK] if stamp is END else [T(4), T(7)]
+    if not more:
+        out_ctis = out_ctis[:1]
+    if stamp is LIFETIME:
+        releases = [(out_ctis[0], [span(T(1), T(4) if more else INF, SW(T(1), 1, 1))])]
+        if more:
+            releases.append((out_ctis[1], [span(T(4), T(5), SW(T(4), 2, 2)), span(T(5), T(6), SW(T(5), 1, 1))]))
+    else:
+        ws = [W(T(1), T(4), 1, 1), W(T(4), T(5), 2, 2), W(T(5), T(6), 1, 1)]
+        stamps = [T(4) - TICK, T(5) - TICK, T(6) - TICK] if stamp is END else [T(7) - TICK] * 3
+        releases = [(out_ctis[0], [])] + ([(out_ctis[1], [at(t, w) for t, w in zip(stamps, ws)])] if more else [])
+    check(r, releases)
+
+
+def test_a_session_gap_of_one_tick_is_refused() -> None:
+    """An open edge may end at a CTI already passed; a session one tick after it would end
+    there, and its result (at its last tick) come before that CTI."""
+    s = Stream.create("in", [Point(T(1), V(1))], EventShape.POINT)
+    with pytest.raises(QueryBuildError, match="at least 2 ticks"):
+        s.session(TICK)
+    s.session(2 * TICK)  # allowed
+
+
+def test_list_fields_are_not_keys_operands_or_aggregated() -> None:
+    @attrs.frozen
+    class Bag:
+        id: int
+        tags: list[str]
+
+    s = Stream.create("in", [Point(T(1), Bag(1, ["a"]))], EventShape.POINT)
+    with pytest.raises(QueryBuildError, match="is a list field"):
+        s.group_by(lambda b: b.tags)
+    with pytest.raises(QueryBuildError, match="is a list field"):
+        s.join(s, lambda a, b: a.tags == b.tags, lambda a, b: a)
+    with pytest.raises(QueryBuildError, match="is a list field"):
+        s.tumbling(sec(10)).aggregate(lambda w: V(w.max(lambda b: b.tags)))  # type: ignore[arg-type]
+
+
+def test_ties_order_any_field_values_in_memory() -> None:
+    """Two events with one start whose payloads hold values Python cannot order (dicts, and a
+    naive against an aware datetime): count windows and order_by_time still rank them, by
+    type and text, and by instant (in memory: Spark has no column for an ``Any`` field)."""
+    from datetime import timezone
+
+    @attrs.frozen
+    class Odd:
+        extra: Any
+        at: datetime
+
+    naive, aware = datetime(2024, 1, 1, 0, 0, 2), datetime(2024, 1, 1, 0, 0, 1, tzinfo=timezone.utc)
+    items = [Point(T(1), Odd({"y": 1}, naive)), Point(T(1), Odd({"x": 1}, aware)), Cti(T(2))]
+    s = Stream.create("in", items, EventShape.POINT)
+    ordered = tempo.InMemoryExecutor().run(s.order_by_time())
+    assert [e.payload.extra for e in ordered.events] == [{"x": 1}, {"y": 1}]
+    counted = tempo.InMemoryExecutor().run(s.count_window(2).aggregate(lambda w: V(w.count())))
+    assert [e.payload for e in counted.events] == [V(2)]
