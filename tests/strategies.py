@@ -13,6 +13,9 @@ import tempo
 from tempo import coalesce
 from tempo import (
     AdvanceTimeGenerationSettings,
+    ArrivalClock,
+    IngestionTime,
+    ProcessingTime,
     AdvanceTimeImportSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
@@ -461,13 +464,28 @@ def queries(
     if errors and draw(st.integers(0, 19)) == 7:
         left_items = draw(bad_item(left_items, left_shape, Ev))
     then = draw(st.sampled_from(["identity", "where", "select", "shift", "tumbling"]))
+    # Sometimes the input is stamped as it is read (docs/semantics.md 3.11): ingestion time, or
+    # processing time on an arrival clock; its items then need arrivals and take no CTIs.
+    notion: IngestionTime | ProcessingTime | None = None
+    if not keyed and not left_over and draw(st.integers(0, 6)) == 3:
+        left_items = draw(with_arrivals([i for i in left_items if not isinstance(i, Cti)], base=BASE))
+        every = draw(st.sampled_from([0, 3, 10]))
+        notion = draw(st.sampled_from([
+            IngestionTime(cti_every=timedelta(seconds=every)),
+            ProcessingTime(ArrivalClock(timedelta(seconds=every % 4))),
+        ]))
 
     def build1(flush: bool | None = None) -> Stream[Any]:
-        left = _create("left", left_items, left_shape, _flush(left_settings, flush), Ev, left_over)
+        if notion is None:
+            left = _create("left", left_items, left_shape, _flush(left_settings, flush), Ev, left_over)
+        else:
+            time = notion if flush is None else attrs.evolve(notion, advance_to_infinity_on_shutdown=flush)
+            left = Stream.create("left", left_items, left_shape, payload_type=Ev, time=time)
         out = UNARY[first](left)
         if then != "identity" and out.payload_type is Ev:
             out = UNARY[then](out)
         return out
 
     over = " over key" if left_over else ""
-    return f"{then}({first}(left {left_shape.name} {left_settings}{over})); keys {keys}\n  left: {left_items!r}", build1
+    described = left_settings if notion is None else notion
+    return f"{then}({first}(left {left_shape.name} {described}{over})); keys {keys}\n  left: {left_items!r}", build1

@@ -5,8 +5,9 @@ Same results means the same released events (as a multiset), output CTIs, metric
 rejections (as a multiset), or the same TempoError type when a run fails
 (``tests/conformance/compare.py``). Inputs and queries come from ``tests/strategies.py``:
 disorder, ties, edges, intervals, explicit CTIs, CTI generation by count and by time span,
-CTI imports between two inputs (with arrival times), few and many keys, bad input items,
-and joins, anti-joins, unions and windows combined.
+CTI imports between two inputs (with arrival times), inputs stamped in ingestion or
+processing time, few and many keys, bad input items, and joins, anti-joins, unions, windows of
+every kind and result timestamp, and analytics in time order, combined.
 
 Examples are derandomized (the same every run); ``TEMPO_DIFF_EXAMPLES`` sets how many are
 drawn in all (default 40: each Spark run takes ~0.3-1 s). The same harness runs without Spark in
