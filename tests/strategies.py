@@ -298,6 +298,9 @@ UNARY: dict[str, Unary] = {
     "count_cti": lambda s: s.count_window(2).aggregate(_agg, timestamp=WindowTimestamp.CTI),
     "snapshot_by_key": lambda s: s.group_by(lambda e: e.key).snapshot().aggregate(lambda k, w: Ev(key=k, value=w.count())),
     "snapshot_start": lambda s: s.snapshot().aggregate(_agg, timestamp=WindowTimestamp.START),
+    # Each end clipped at the next start (docs/semantics.md 5.5.2).
+    "clip_by_key": lambda s: s.group_by(lambda e: e.key).clip_event_duration(),
+    "clip": lambda s: s.clip_event_duration(),
     # In time order, with analytics (docs/semantics.md 5.11).
     "order_by_time": lambda s: s.order_by_time(),
     "analytic_by_key": lambda s: s.group_by(lambda e: e.key).analytic(

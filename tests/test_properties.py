@@ -142,11 +142,11 @@ def test_random_query_strategy_covers_every_operator() -> None:
     from tempo.plan import nodes
 
     assert {"where", "select", "shift", "duration", "lifetime", "tumbling", "hopping_by_key", "self_union"} <= set(UNARY)
-    assert {"session_by_key", "count_by_key", "snapshot_by_key", "order_by_time", "analytic_by_key"} <= set(UNARY)
+    assert {"session_by_key", "count_by_key", "snapshot_by_key", "order_by_time", "analytic_by_key", "clip_by_key"} <= set(UNARY)
     assert {"join", "anti_join", "union_as_ev"} <= set(BINARY)
     # explode needs a list field and as_event_time a stamped input, which these payloads and
     # inputs do not have: tests/conformance/test_explode.py and test_time_notions.py.
-    assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c not in (nodes.Node, nodes.UnaryNode)]) == 11
+    assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c not in (nodes.Node, nodes.UnaryNode)]) == 12
 
 
 def test_random_query_strategy_draws_ordering_settings() -> None:

@@ -177,6 +177,12 @@ class Stream(Generic[T]):
         projection = trace(select, [event, item], "the explode() projection", "record")
         return Stream(p.ExplodeNode(self.node, traced, projection))
 
+    def clip_event_duration(self) -> Stream[T]:
+        """Each event's end clipped at the start of the next event (StreamInsight's and Trill's
+        ``ClipEventDuration``): with start edges, "a value holds until the next reading".
+        ``group_by(k).clip_event_duration()`` clips within each key."""
+        return Stream(p.ClipNode(self.node, None))
+
     def shift_event_time(self, delta: timedelta) -> Stream[T]:
         """Move every lifetime, and every CTI, by ``delta``."""
         shift = _ticks(delta, "shift_event_time(delta)")
@@ -439,6 +445,11 @@ class GroupedStream(Generic[T, K]):
     def snapshot(self) -> GroupedWindowedStream[T, K]:
         """Per-key snapshot windows (``Stream.snapshot``)."""
         return GroupedWindowedStream(self, SnapshotWindow())
+
+    def clip_event_duration(self) -> Stream[T]:
+        """Each event's end clipped at the start of the next event of its key
+        (``Stream.clip_event_duration``)."""
+        return Stream(p.ClipNode(self._stream.node, self._keys))
 
     def analytic(self, fn: Callable[[K, T, Analytics[T]], R]) -> Stream[R]:
         """Per key, each event in order of start with analytics over the key's events before

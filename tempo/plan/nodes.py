@@ -325,6 +325,30 @@ class ExplodeNode(UnaryNode):
 
 
 @attrs.frozen(eq=False)
+class ClipNode(UnaryNode):
+    SEMANTICS: ClassVar[str] = (
+        "Each event's end is clipped at the start of the next event of its group (the earliest later "
+        "start; events with the same start do not clip each other): [s, min(e, next start)); payloads "
+        "are unchanged."
+    )
+    CTI_RULE: ClassVar[str] = (
+        "An event goes out at the first CTI past its start, as a start edge unless its clipped end is "
+        "already before the CTI; the end edge follows at the first CTI past the clipped end (an event "
+        "starting at a CTI may arrive after it). CTIs pass unchanged."
+    )
+
+    keys: tuple[x.Expr, ...] | None
+
+    @property
+    def payload_type(self) -> type:
+        return self.input.payload_type
+
+    def describe(self) -> str:
+        keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
+        return f"ClipEventDuration{keys}"
+
+
+@attrs.frozen(eq=False)
 class AlterLifetimeNode(UnaryNode):
     SEMANTICS: ClassVar[str] = (
         "Moves each start by `shift`; with `duration`, each end becomes start + duration "

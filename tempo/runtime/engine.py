@@ -111,6 +111,11 @@ def _same(payload: Any) -> Any:
     return payload
 
 
+@compiles(p.ClipNode)
+def _clip(b: Build, node: p.ClipNode) -> ops.Operator:
+    return ops.Clip(codegen.compile_keys(node.keys) if node.keys is not None else None, b.new_id)
+
+
 @compiles(p.ExplodeNode)
 def _explode(b: Build, node: p.ExplodeNode) -> ops.Operator:
     return ops.Explode(

@@ -151,6 +151,22 @@ def _select(c: Compiler, node: p.SelectNode) -> DataFrame:
     return df.select(F.col(S), F.col(E), *_passengers(df), *record_columns(node.projection, Scope()))
 
 
+@compiles(p.ClipNode)
+def _clip(c: Compiler, node: p.ClipNode) -> DataFrame:
+    """The next later start of the group (a range frame from one tick on, over every event: one
+    that arrives after the final CTI starts after it and clips nothing released); the clipped
+    end counts once the final CTI is past it, else the result stays open, as the in-memory
+    start edge not yet ended. Only the events the final CTI passed go out."""
+    df = c.relation(node.input)
+    cti = c.final_cti(node.input)
+    keys = [column(k, Scope()) for k in node.keys or ()]
+    later = Window.partitionBy(*keys).orderBy(F.col(S)).rangeBetween(1, Window.unboundedFollowing)
+    clipped = F.least(F.col(E), F.coalesce(F.min(F.col(S)).over(later), F.lit(INF)))
+    end = F.when(clipped < F.lit(cti), clipped).otherwise(F.lit(INF)) if cti < INF else clipped
+    out = df.select(F.col(S), end.alias(E), *_passengers(df), *_payload(node))
+    return out if cti >= INF else out.filter(F.col(S) < F.lit(cti))
+
+
 @compiles(p.ExplodeNode)
 def _explode(c: Compiler, node: p.ExplodeNode) -> DataFrame:
     """``posexplode`` of the list column (no rows for an empty or null list), each row keeping
