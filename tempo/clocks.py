@@ -117,6 +117,15 @@ class IngestionTime(TimeNotion):
         return TimeDomain.INGESTION
 
 
+def arrival_lag(notion: TimeNotion) -> timedelta | None:
+    """How far after its arrival an input in ``notion`` stamps each item: zero in ingestion
+    time, the lag on an ``ArrivalClock``; None when the stamps do not come from arrivals."""
+    if isinstance(notion, IngestionTime):
+        return timedelta(0)
+    clock = getattr(notion, "clock", None)
+    return clock.lag if isinstance(clock, ArrivalClock) else None
+
+
 @attrs.frozen
 class ProcessingTime(TimeNotion):
     """Each event starts at the ``clock``'s reading when the input processes it (readings are

@@ -494,12 +494,6 @@ class WindowNode(UnaryNode):
         return not isinstance(self.spec, SnapshotWindow) or self.timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
 
     @property
-    def passes_ctis(self) -> bool:
-        """Whether every result not yet out is stamped at or after the input CTI, so that CTIs
-        pass unchanged: every kind but hopping, and hopping with END or CTI."""
-        return not isinstance(self.spec, HoppingWindow) or self.timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
-
-    @property
     def payload_type(self) -> type:
         return self.projection.dtype
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from tempo.clocks import ArrivalClock, IngestionTime, TimeDomain
+from tempo.clocks import TimeDomain, arrival_lag
 from tempo.errors import QueryBuildError
 from tempo.expr import nodes as x
 from tempo.expr.schema import record_fields
@@ -132,7 +132,7 @@ class Query:
     def ordered_by_arrival(self) -> set[str]:
         """Inputs that take part in an import, or are stamped with their arrivals (ingestion
         time, ``ArrivalClock``), so every item needs an arrival time."""
-        stamped = {s.name for s in self.sources if isinstance(s.notion, IngestionTime) or isinstance(getattr(s.notion, "clock", None), ArrivalClock)}
+        stamped = {s.name for s in self.sources if arrival_lag(s.notion) is not None}
         return {name for pair in self.imports for name in pair} | stamped
 
     def source(self, name: str) -> SourceNode:

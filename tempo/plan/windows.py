@@ -264,10 +264,6 @@ class CountWindow(WindowSpec):
     def longest_window(self) -> int | None:
         return None
 
-    def windows_of(self, rank: int) -> range:
-        """The windows holding the event of ``rank``."""
-        return range(max(0, (rank - self.size) // self.slide + 1), rank // self.slide + 1)
-
 
 @attrs.frozen
 class SnapshotWindow(WindowSpec):

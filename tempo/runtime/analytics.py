@@ -104,14 +104,12 @@ class Analytic(Operator):
             return
         aggs: list[Any] = [None] * self.width
         if self.running:
-            acc: dict[int, dict[Any, list[Any]]] = {}
             state = self.state.get(key)
-            if state is not None:
-                acc[0] = {(): state}
             for _, _, _, entry in peers:
-                self.accumulator.add(acc, [], (), self.values_fn(entry[2]), 0, 0)
-            self.state[key] = acc[0][()]
-            for i, value in zip(self.running, self.accumulator.results(acc[0][()])):
+                state = self.accumulator.fold(state, self.values_fn(entry[2]))
+            assert state is not None
+            self.state[key] = state
+            for i, value in zip(self.running, self.accumulator.results(state)):
                 aggs[i] = value
         if self.previous:
             last = self.last.get(key)

@@ -324,6 +324,13 @@ class Accumulator:
         self.results: Callable[[list[Any]], list[Any]]
         self.results = _define(f"def _f(state):\n    return [{', '.join(results)}]\n", {})
 
+    def fold(self, state: list[Any] | None, values: tuple[Any, ...]) -> list[Any]:
+        """One event's ``values`` added to a single state (None: a new one), for operators
+        that keep one state per window or group rather than ``add``'s window index."""
+        acc: dict[int, dict[Any, list[Any]]] = {} if state is None else {0: {(): state}}
+        self.add(acc, [], (), values, 0, 0)
+        return acc[0][()]
+
 
 def _define(src: str, env: dict[str, Any]) -> Any:
     """The function ``_f`` that ``src`` defines, with the names of ``env`` in scope."""

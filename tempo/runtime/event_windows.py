@@ -52,8 +52,7 @@ class EventWindows(Operator):
         self.in_cti = NEG_INF
         self.in_cti_finite = NEG_INF
         self.t_max = NEG_INF  # the latest finite time seen: starts and ends
-        self.outbox: list[tuple[int, int, Any, int | None, Any]] = []  # (start, seq, eid, end, payload)
-        self.seq = itertools.count()
+        self.outbox: list[tuple[int, int, int | None, Any]] = []  # (start, eid, end, payload), in the order queued
 
     def _seen(self, t: int) -> None:
         if NEG_INF < t < INF and t > self.t_max:
@@ -67,29 +66,29 @@ class EventWindows(Operator):
         return max(self.t_max, self.in_cti_finite) + 1
 
     def state(self, values: list[tuple[Any, ...]]) -> list[Any]:
-        acc: dict[int, dict[Any, list[Any]]] = {}
+        """The aggregate state of a window's events' ``values``."""
+        state: list[Any] | None = None
         for v in values:
-            self.accumulator.add(acc, [], (), v, 0, 0)
-        return acc[0][()]
+            state = self.accumulator.fold(state, v)
+        assert state is not None
+        return state
 
-    def result(self, key: Key, state: list[Any], ws: int, we: int, at: int | None, end: int | None = 0) -> int:
-        """Queue one result of window ``[ws, we)``: its lifetime is ``[at, end)`` when given
-        (``end=None``: a start edge), else the point its timestamp gives (``at`` is then the
-        completing CTI). Returns the result's id."""
+    def result(self, key: Key, state: list[Any], ws: int, we: int, closing: int, edge: bool = False) -> int:
+        """Queue one result of window ``[ws, we)``: the point its timestamp gives (``closing``
+        is the CTI completing the window), or with ``edge`` a start edge at ``ws``. Returns
+        the result's id."""
         payload = self.projection(key, self.accumulator.results(state), self.to_datetime(ws), self.to_datetime(we))
         eid = self.new_id()
-        if end == 0:
-            assert at is not None
-            t = stamp(self.timestamp, ws, we, we - 1, at, self.in_cti_finite)
-            self.outbox.append((t, next(self.seq), eid, t + 1, payload))
+        if edge:
+            self.outbox.append((ws, eid, None, payload))
         else:
-            assert at is not None
-            self.outbox.append((at, next(self.seq), eid, end, payload))
+            t = stamp(self.timestamp, ws, we, we - 1, closing, self.in_cti_finite)
+            self.outbox.append((t, eid, t + 1, payload))
         return eid
 
     def flush_outbox(self) -> None:
-        self.outbox.sort(key=lambda o: (o[0], o[1]))
-        for start, _, eid, end, payload in self.outbox:
+        self.outbox.sort(key=lambda o: o[0])  # stable: queued order within a stamp
+        for start, eid, end, payload in self.outbox:
             self.emit_insert(eid, start, end, payload)
         self.outbox = []
 
@@ -191,7 +190,7 @@ class Sessions(EventWindows):
                 elif start >= act.cut:  # the activity goes on past a cut: a new session
                     self._close_session(act, c)
                     act.begin, act.cut = spec.piece(act.first, start)
-                act.state = self.accumulated(act.state, rec[2])
+                act.state = self.accumulator.fold(act.state, rec[2])
                 if rec[1] is None:
                     act.open += 1
                     rec[3] = act
@@ -204,11 +203,6 @@ class Sessions(EventWindows):
                 self._close(act, c)
             elif act.cut <= c:  # the session is final; the activity may go on past the cut
                 self._close_session(act, c)
-
-    def accumulated(self, state: list[Any] | None, values: tuple[Any, ...]) -> list[Any]:
-        acc: dict[int, dict[Any, list[Any]]] = {} if state is None else {0: {(): state}}
-        self.accumulator.add(acc, [], (), values, 0, 0)
-        return acc[0][()]
 
     def _close_session(self, act: _Activity, c: int) -> None:
         if act.state is not None:
@@ -337,7 +331,7 @@ class Snapshots(EventWindows):
                 if waits_for_end:
                     self.pending[key] = (p, state)
                 elif lifetime:
-                    self.pending[key] = (p, self.result(key, state, p, p, p, None))  # a start edge
+                    self.pending[key] = (p, self.result(key, state, p, p, c, edge=True))
                 else:
                     self.pending[key] = (p, None)
                     self.result(key, state, p, p + 1, c)  # START, EARLIEST, LATEST: a point at p

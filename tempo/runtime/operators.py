@@ -209,7 +209,7 @@ class Clip(Operator):
         if t <= self.in_cti:
             return
         self.in_cti = t
-        out: list[tuple[int, int, list[Any], int]] = []  # (start, seq, rec, clipped end or INF)
+        out: list[tuple[int, list[Any], int]] = []  # (start, rec, clipped end or INF)
         for key, recs in list(self.groups.items()):
             recs.sort(key=lambda r: r[1])
             later = INF  # the next start after the current one, scanning backwards
@@ -229,7 +229,7 @@ class Clip(Operator):
                 final = clipped < t
                 if rec[4] is None:
                     if rec[1] < t:
-                        out.append((rec[1], len(out), rec, clipped if final else INF))
+                        out.append((rec[1], rec, clipped if final else INF))
                         rec[5] = final
                 elif not rec[5] and final:
                     self.emit_end(rec[4], clipped)
@@ -245,8 +245,8 @@ class Clip(Operator):
                 self.groups[key] = keep
             else:
                 del self.groups[key]
-        out.sort(key=lambda o: (o[0], o[1]))
-        for start, _, rec, clipped in out:
+        out.sort(key=lambda o: o[0])  # stable: group by group within a start
+        for start, rec, clipped in out:
             rec[4] = self.new_id()
             if clipped < INF:
                 self.by_id.pop(rec[0], None)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from tempo.clocks import ArrivalClock, IngestionTime, ScriptedClock, SystemClock, TimeDomain, TimeNotion
+from tempo.clocks import ScriptedClock, SystemClock, TimeDomain, arrival_lag
 from tempo.errors import InputError
 from tempo.plan.nodes import SourceNode
 from tempo.runtime.ingress import CTI, END, HEARTBEAT, START, Prepared
@@ -30,10 +30,8 @@ class Stamper:
     def __init__(self, node: SourceNode) -> None:
         self.name = node.name
         self.notion = node.notion
-        clock = getattr(node.notion, "clock", None)
-        self.lag = 0 if isinstance(node.notion, IngestionTime) else (
-            duration_ticks(clock.lag) if isinstance(clock, ArrivalClock) else None
-        )
+        lag = arrival_lag(node.notion)
+        self.lag = None if lag is None else duration_ticks(lag)
         self.latest: int | None = None
         self.opened: dict[int, list[tuple[Any, int]]] = {}  # an edge's own start -> [(payload, stamped start)]
         self.used = 0  # scripted readings taken

@@ -234,8 +234,7 @@ def _analytic(c: Compiler, node: p.AnalyticNode) -> DataFrame:
         elif a.arg is None:
             rows = rows.withColumn(f"__agg{i}", F.count(F.lit(1)).over(so_far))
         else:
-            v = column(a.arg, Scope())
-            rows = rows.withColumn(f"__agg{i}", windows.AGGREGATE_COLUMNS[a.kind](v.cast("long") if a.arg.dtype is bool else v).over(so_far))
+            rows = rows.withColumn(f"__agg{i}", windows.AGGREGATE_COLUMNS[a.kind](windows.argument_column(a)).over(so_far))
     return rows.select(F.col(S), F.col(E), *record_columns(node.projection, Scope()))
 
 

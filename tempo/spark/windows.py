@@ -53,14 +53,16 @@ def _key_names(node: p.WindowNode) -> list[str]:
     return [f"__key{i}" for i in range(len(node.keys or ()))]
 
 
+def argument_column(a: p.Aggregate) -> Column:
+    """An aggregate's argument as a column (a bool counts as an int, as in memory)."""
+    assert a.arg is not None
+    v = column(a.arg, Scope())
+    return v.cast("long") if a.arg.dtype is bool else v
+
+
 def _values(node: p.WindowNode) -> list[Column]:
-    """Each aggregate's argument as ``__v<i>`` (a bool counts as an int)."""
-    values = []
-    for i, a in enumerate(node.aggregates):
-        if a.arg is not None:
-            v = column(a.arg, Scope())
-            values.append((v.cast("long") if a.arg.dtype is bool else v).alias(f"__v{i}"))
-    return values
+    """Each aggregate's argument as ``__v<i>``."""
+    return [argument_column(a).alias(f"__v{i}") for i, a in enumerate(node.aggregates) if a.arg is not None]
 
 
 def _value_names(node: p.WindowNode) -> list[str]:
