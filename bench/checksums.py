@@ -1,5 +1,5 @@
 """The reference checksums of WORKLOADS.md (../shared/bench/WORKLOADS.md) and of this project's
-W5-W6, and how to compare them.
+W5-W7, and how to compare them.
 
 Every value in the data is a multiple of 1/16, so every sum is exact in float64 whatever the
 order of summation: results are compared with ``==``, never with a tolerance.
@@ -13,7 +13,7 @@ Number = Union[int, float]
 Checksum = dict[str, Number]
 """One workload's result, e.g. ``{"kept": 1998033, "dropped": 1967}`` for W1."""
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
 
 FIELDS: dict[str, tuple[str, ...]] = {
     "W1": ("kept", "dropped"),
@@ -22,6 +22,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "W4": ("matched", "sum_value_x_ref"),
     "W5": ("sessions", "count", "sum", "sum_x_key", "sum_x_start", "span"),
     "W6": ("windows", "count", "sum", "sum_x_key", "sum_x_start", "span"),
+    "W7": ("matched", "sum_value_x_ref", "span", "sum_value_x_ms"),
 }
 """The checksum fields of each workload. ``sum_x_key`` is Σ sum·key over the groups and
 ``sum_x_window`` is Σ sum·(window_start / 60 s), window_start in µs since 2024-01-01.
@@ -30,7 +31,14 @@ W5 (sessions) and W6 (count windows) are this project's, not WORKLOADS.md's: ``s
 is Σ sum·floor(start / 1 s), start (the session's first event, the count window's first
 start) in µs since 2024-01-01; ``span`` is Σ (end − start) in µs, an integer, with end the
 window's exclusive end (a session's last event + the 5 s gap; a count window's last start
-+ 1 µs). At N = 10M, Σ sum·start stays below 2**53 / 16, so it is exact too."""
++ 1 µs). At N = 10M, Σ sum·start stays below 2**53 / 16, so it is exact too.
+
+W7 (the signal joined with the reference) is this project's too: ``matched`` is the number of
+join outputs (pairs of a signal piece and a reference row whose lifetimes overlap),
+``sum_value_x_ref`` Σ value·ref_value over them, ``span`` Σ (end − start) of their lifetimes
+(the overlaps) in µs, an integer, and ``sum_value_x_ms`` Σ value·floor((end − start) / 1 ms),
+the signal's time-weighted sum to the millisecond, which ties each value to its own lifetime
+(at N = 10M it stays far below 2**53 / 16, so it is exact)."""
 
 INTS = frozenset({"kept", "dropped", "groups", "count", "matched", "sessions", "windows", "span"})
 
@@ -71,11 +79,29 @@ MEASURED: dict[str, dict[int, Checksum]] = {
             "span": 9_853_455_675_930,
         },
     },
+    "W7": {
+        2_000_000: {
+            "matched": 2_002_951,
+            "sum_value_x_ref": 50922024380.69921875,
+            "span": 5_598_140_128_690,
+            "sum_value_x_ms": 2712320779983.375,
+        },
+        10_000_000: {
+            "matched": 10_015_938,
+            "sum_value_x_ref": 251924341154.03515625,
+            "span": 13_598_144_352_338,
+            "sum_value_x_ms": 6804032538501.1875,
+        },
+    },
 }
-"""W5 and W6 have no published checksums: these were measured here (2026-11-24), the same
+"""W5-W7 have no published checksums: W5's and W6's were measured here (2026-11-24), the same
 from the hand-written PySpark queries, tempo on Spark, tempo in memory (2M) and a separate
 numpy computation over the sorted events. W5's count, sum and Σ sum·key are W2's, as they
-must be (every event is in exactly one session)."""
+must be (every event is in exactly one session). W7's are those of the numpy computation
+``bench/numpy_w7.py`` (2026-11-24, in integer arithmetic), which the three engines matched
+exactly at N = 200,000 and on the data of tests/test_bench_clip_join.py; the engines were not
+run at 2M and 10M then (the values written with more digits than Python prints are exact:
+multiples of 1/256 and 1/16)."""
 
 REFERENCE: dict[int, dict[str, Checksum]] = {
     2_000_000: {

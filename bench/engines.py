@@ -1,4 +1,4 @@
-"""The three engines the benchmark compares, each running W1-W6 from Parquet to checksum.
+"""The three engines the benchmark compares, each running W1-W7 from Parquet to checksum.
 
 * ``handwritten``: the queries written by hand in PySpark (``bench/handwritten.py``).
 * ``tempo-spark``: the tempo queries of ``bench/tempo_queries.py`` on ``tempo.spark.SparkExecutor``,
@@ -92,6 +92,8 @@ class TempoSpark(Engine):
                 F.count(F.lit(1)).alias("matched"), F.sum("product").alias("sum_value_x_ref")
             ).collect()[0]
             return row.asDict()
+        if workload == "W7":
+            return _signal_checksum(self.executor.to_dataframe(q.w7(ev, ref)))
         if workload in ("W5", "W6"):
             df = self.executor.to_dataframe(q.w5(ev) if workload == "W5" else q.w6(ev))
             return _event_window_checksum(df, "sessions" if workload == "W5" else "windows", q.ORIGIN_US)
@@ -102,7 +104,8 @@ class TempoSpark(Engine):
     def explain(self, workload: str, data: Data) -> str:
         q, ev, ref = self.q, str(data.events), str(data.reference)
         stream: Any = {"W1": lambda: q.w1(ev), "W2": lambda: q.w2(ev), "W3": lambda: q.w3(ev),
-                       "W4": lambda: q.w4(ev, ref), "W5": lambda: q.w5(ev), "W6": lambda: q.w6(ev)}[workload]()
+                       "W4": lambda: q.w4(ev, ref), "W5": lambda: q.w5(ev), "W6": lambda: q.w6(ev),
+                       "W7": lambda: q.w7(ev, ref)}[workload]()
         return str(self.executor.explain(stream))
 
 
@@ -151,6 +154,20 @@ def _event_window_checksum(df: DataFrame, name: str, origin_us: int) -> Checksum
     ).collect()[0].asDict()
 
 
+def _signal_checksum(df: DataFrame) -> Checksum:
+    """W7 checksums of the join's output DataFrame (``value``, ``product``, and the lifetime,
+    the overlap, in ``tempo_start`` and ``tempo_end``)."""
+    from pyspark.sql import functions as F
+
+    overlap = F.unix_micros(F.col("tempo_end")) - F.unix_micros(F.col("tempo_start"))
+    return df.select("value", "product", overlap.alias("overlap")).agg(
+        F.count(F.lit(1)).alias("matched"),
+        F.sum("product").alias("sum_value_x_ref"),
+        F.sum("overlap").alias("span"),
+        F.sum(F.col("value") * F.expr("overlap div 1000")).alias("sum_value_x_ms"),
+    ).collect()[0].asDict()
+
+
 class TempoMemory(Engine):
     name = "tempo-memory"
 
@@ -172,6 +189,8 @@ class TempoMemory(Engine):
         if workload == "W4":
             products = [e.payload.product for e in self.executor.run(q.w4(ev, ref)).events]
             return {"matched": len(products), "sum_value_x_ref": sum(products)}
+        if workload == "W7":
+            return self._signal(q.w7(ev, ref))
         if workload in ("W5", "W6"):
             return self._event_windows(q.w5(ev) if workload == "W5" else q.w6(ev), workload)
         result = self.executor.run(q.w2(ev) if workload == "W2" else q.w3(ev))
@@ -191,6 +210,19 @@ class TempoMemory(Engine):
             out["count"] = count
         return out
 
+
+    def _signal(self, stream: Any) -> Checksum:
+        """W7 checksums of the join's outputs (payload ``value``, ``product``; lifetime the overlap)."""
+        to_ticks = self.to_ticks
+        matched = span = 0
+        by_ref = by_ms = 0.0
+        for e in self.executor.run(stream).events:
+            overlap = to_ticks(e.end) - to_ticks(e.start)
+            matched += 1
+            by_ref += e.payload.product
+            span += overlap
+            by_ms += e.payload.value * (overlap // 1000)
+        return {"matched": matched, "sum_value_x_ref": by_ref, "span": span, "sum_value_x_ms": by_ms}
 
     def _event_windows(self, stream: Any, workload: str) -> Checksum:
         """W5/W6 checksums of the results' payloads (``key``, ``n``, ``total``, ``start``, ``end``)."""

@@ -1,4 +1,4 @@
-"""W1-W6 written by hand in PySpark: the baseline tempo's Spark executor is measured against.
+"""W1-W7 written by hand in PySpark: the baseline tempo's Spark executor is measured against.
 
 All times are int64 microseconds since 2024-01-01T00:00:00Z and stay integers throughout:
 window indexes are exact integer floors (``pmod`` handles the negative early event times).
@@ -22,6 +22,9 @@ REF_PERIOD = 600 * US
 """Reference rows start every 600 s of event time: valid_from is a multiple of it."""
 SESSION_GAP = 5 * US
 COUNT_WINDOW = 100
+HOLD = 3600 * US
+"""W7: a reading holds until its key's next later reading, for at most an hour."""
+MS = 1_000
 
 
 def floor_div(column: str, d: int) -> Column:
@@ -157,6 +160,54 @@ def w6(spark: SparkSession, events: str) -> DataFrame:
     return _event_window_checksum(windows, "windows")
 
 
+def w7(spark: SparkSession, events: str, reference: str) -> DataFrame:
+    """The signal (each key's readings, a value holding until the key's next later reading,
+    for at most an hour) joined on key with the reference rows it overlaps: count,
+    Σ value·ref_value, Σ overlap (µs) and Σ value·floor(overlap / 1 ms).
+
+    A reading at t holds [t, min(t + 1 h, next)), ``next`` the key's earliest reading after t:
+    ``lead(event_time)`` in time order, except that readings at the same time do not clip each
+    other. Within such a tie only the last row's ``lead`` is later; the others see their own
+    time. So each (key, event_time) group takes the least ``lead`` that is later than its time
+    (null for the key's last time; ``least`` skips nulls). That second window is clustered and
+    sorted by what the first one already is: no new exchange or sort.
+
+    The join is W4's bucket equi-join: the reference row valid at a time is the one of its
+    600 s bucket (``run.check_data`` checks the data for it), so each piece of the signal is
+    exploded into the buckets it touches (one, for all pieces but those that cross a bucket
+    boundary and each key's last, held an hour) and joined on (key, bucket), the overlap test
+    kept as a residual filter. The output lasts the overlap [max(t, valid_from), min(end, valid_to)).
+    """
+    df = spark.read.parquet(events).select("key", "event_time", "value")
+    following = F.lead("event_time").over(Window.partitionBy("key").orderBy("event_time"))
+    later = F.when(F.col("following") > F.col("event_time"), F.col("following"))
+    tie = Window.partitionBy("key", "event_time")
+    signal = (
+        df.select("key", "event_time", "value", following.alias("following"))
+        .select(
+            "key", "value", F.col("event_time").alias("start"),
+            F.least(F.col("event_time") + F.lit(HOLD), F.min(later).over(tie)).alias("end"),
+        )
+    )
+    pieces = signal.select(
+        "key", "start", "end", "value",
+        F.explode(F.sequence(floor_div("start", REF_PERIOD), floor_div("(`end` - 1)", REF_PERIOD))).alias("bucket"),
+    )
+    ref = spark.read.parquet(reference).select(
+        "key", "valid_from", "valid_to", "ref_value", floor_div("valid_from", REF_PERIOD).alias("bucket")
+    )
+    joined = pieces.join(ref, on=["key", "bucket"], how="inner").where(
+        (F.col("valid_from") < F.col("end")) & (F.col("start") < F.col("valid_to"))
+    )
+    overlap = F.least("end", "valid_to") - F.greatest("start", "valid_from")
+    return joined.select("value", "ref_value", overlap.alias("overlap")).agg(
+        F.count(F.lit(1)).alias("matched"),
+        F.sum(F.col("value") * F.col("ref_value")).alias("sum_value_x_ref"),
+        F.sum("overlap").alias("span"),
+        F.sum(F.col("value") * F.expr(f"overlap div {MS}")).alias("sum_value_x_ms"),
+    )
+
+
 def _event_window_checksum(windows: DataFrame, name: str) -> DataFrame:
     """W5/W6's checksum of (key, n, s, start, end) rows, times in µs since 2024-01-01."""
     return windows.agg(
@@ -183,6 +234,8 @@ def checksum_frame(spark: SparkSession, workload: str, events: str, reference: s
         return w5(spark, events)
     if workload == "W6":
         return w6(spark, events)
+    if workload == "W7":
+        return w7(spark, events, reference)
     raise ValueError(f"unknown workload {workload!r}")
 
 

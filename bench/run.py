@@ -1,8 +1,8 @@
-"""Run the shared workloads W1-W4, and this project's W5-W6, through hand-written PySpark,
+"""Run the shared workloads W1-W4, and this project's W5-W7, through hand-written PySpark,
 tempo on Spark and tempo in memory.
 
     python bench/run.py --n 2000000 [--engines handwritten,tempo-spark,tempo-memory]
-                        [--workloads W1,W2,W3,W4,W5,W6] [--repeat 1] [--memory-n 2000000]
+                        [--workloads W1,W2,W3,W4,W5,W6,W7] [--repeat 1] [--memory-n 2000000]
 
 Generates the data if missing (``../shared/bench/data.py``, beside the project), creates one
 local Spark session, warms it up, then times every (workload, engine) run from reading the
@@ -76,10 +76,11 @@ def ensure_data(n: int, out: Path) -> Data:
 
 
 def check_data(data: Data) -> None:
-    """Check (untimed, with pyarrow) what the hand-written W4 bucket join relies on: every
+    """Check (untimed, with pyarrow) what the hand-written W4 and W7 bucket joins rely on: every
     valid_from is a multiple of 600 s, every reference row lasts exactly 600 s except the last
     of each key (valid_to = 2**62), and no event lies 600 s or more after the last valid_from,
-    so floor(t / 600 s) == floor(valid_from / 600 s) finds exactly the row valid at t."""
+    so floor(t / 600 s) == floor(valid_from / 600 s) finds exactly the row valid at t (W4), and
+    a piece of W7's signal [t, end) overlaps a row exactly when it touches the row's bucket."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -99,7 +100,7 @@ def check_data(data: Data) -> None:
     if max_t >= last_vf + REF_PERIOD_US:
         problems.append(f"an event ({max_t}) lies 600 s or more after the last valid_from ({last_vf})")
     if problems:
-        raise SystemExit(f"{data.reference}: the hand-written W4 bucket join would be wrong: {'; '.join(problems)}")
+        raise SystemExit(f"{data.reference}: the hand-written W4 and W7 bucket joins would be wrong: {'; '.join(problems)}")
 
 
 # ---- Spark -----------------------------------------------------------------------------------
@@ -256,7 +257,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=2_000_000, help="events in the data set (default 2,000,000)")
     ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of {','.join(ENGINES)}")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of W1,W2,W3,W4,W5,W6")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of W1,W2,W3,W4,W5,W6,W7")
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per (workload, engine); the median is shown")
     ap.add_argument("--warmup", type=int, default=0, help="untimed runs per (workload, engine) before timing")
     ap.add_argument("--memory-n", type=int, default=None, help="cap N for tempo-memory (e.g. 2000000 when --n 10000000)")
@@ -265,7 +266,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--ctis", choices=("end", "every-1000"), default="end",
-                    help="W2-W6 inputs: one CTI at the end (default) or a CTI after every 1000th event, 120 s behind")
+                    help="W2-W7 inputs: one CTI at the end (default) or a CTI after every 1000th event, 120 s behind")
     ap.add_argument("--explain", action="store_true", help="print the Spark plans of the Spark engines' queries first")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON results (default bench/results/latest.json)")
     args = ap.parse_args(argv)
@@ -296,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = ensure_data(args.n, args.data_dir)
     memory_n = args.memory_n or args.n
     memory_data = ensure_data(memory_n, args.data_dir) if "tempo-memory" in args.engines else data
-    if "handwritten" in args.engines and "W4" in args.workloads:
+    if "handwritten" in args.engines and ("W4" in args.workloads or "W7" in args.workloads):
         check_data(data)
 
     session: list[SparkSession] = []

@@ -1,4 +1,4 @@
-"""W1-W6 as tempo queries, shared by the tempo-spark and tempo-memory engines.
+"""W1-W7 as tempo queries, shared by the tempo-spark and tempo-memory engines.
 
 Written against the table-source contract (``tempo.sources.ParquetSource``; until it exists,
 importing this module raises ImportError and run.py reports both engines "not available").
@@ -57,6 +57,12 @@ class Match:
 
 
 @attrs.frozen
+class Enriched:
+    value: float
+    product: float
+
+
+@attrs.frozen
 class Session:
     key: int
     n: int
@@ -81,7 +87,7 @@ W1_SETTINGS = AdvanceTimeSettings(
 """W1: a CTI after every 1000th event at its start - 5 s; late events dropped."""
 
 FLUSHED = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
-"""W2-W6 ("all events, flush at the end"): a bounded replay, no CTI before the input ends,
+"""W2-W7 ("all events, flush at the end"): a bounded replay, no CTI before the input ends,
 then one at infinity that releases everything. Nothing can be late, so every event is
 admitted and tempo has no ingress work to do."""
 
@@ -89,7 +95,7 @@ EVERY_1000 = AdvanceTimeSettings(
     AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(seconds=120), advance_to_infinity_on_shutdown=True),
     policy=AdvanceTimePolicy.DROP,
 )
-"""W2-W6 with ``--ctis every-1000``: a CTI after every 1000th event, 120 s behind it. No
+"""W2-W7 with ``--ctis every-1000``: a CTI after every 1000th event, 120 s behind it. No
 event is later than that, so nothing is dropped and the results are the same, but tempo
 must prove it: one pass in input order per input (see docs/spark.md)."""
 
@@ -97,12 +103,12 @@ REF_EVERY_1000 = AdvanceTimeSettings(
     AdvanceTimeGenerationSettings(frequency=1000, delay=timedelta(0), advance_to_infinity_on_shutdown=True),
     policy=AdvanceTimePolicy.DROP,
 )
-"""W4 reference with ``--ctis every-1000``: 1000 rows (one per key) per 600 s batch, in
+"""W4 and W7 reference with ``--ctis every-1000``: 1000 rows (one per key) per 600 s batch, in
 valid_from order, so a CTI at the batch's valid_from never drops anything."""
 
 
 CTIS = "end"
-"""How W2-W6's inputs advance time: "end" (``FLUSHED``) or "every-1000" (``EVERY_1000``);
+"""How W2-W7's inputs advance time: "end" (``FLUSHED``) or "every-1000" (``EVERY_1000``);
 set by ``run.py --ctis``."""
 
 
@@ -183,4 +189,27 @@ def w6(events: str) -> Stream[Chunk]:
         .aggregate(
             lambda key, w: Chunk(key=key, n=w.count(), total=w.sum(lambda e: e.value), start=w.start, end=w.end)
         )
+    )
+
+
+HOLD = timedelta(hours=1)
+"""W7: how long a reading holds at most (when no later reading of its key clips it). Longer
+than any gap between a key's readings in the shared data (108 s at most), so only each key's
+last reading keeps it."""
+
+
+def w7(events: str, reference: str) -> Stream[Enriched]:
+    """W7, a signal enriched with the reference: each key's readings are a signal, a reading's
+    value holding from its time until the key's next later reading (readings at the same time
+    do not clip each other), for at most ``HOLD``; each piece of the signal joined on key with
+    the reference rows its lifetime overlaps, the output lasting the overlap."""
+    signal = (
+        Stream.create("events", _events_source(events), EventShape.POINT, _settings())
+        .alter_event_duration(HOLD)
+        .group_by(lambda e: e.key)
+        .clip_event_duration()
+    )
+    ref = Stream.create("reference", _reference_source(reference), EventShape.INTERVAL, _settings(reference=True))
+    return signal.join(
+        ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Enriched(value=e.value, product=e.value * r.ref_value)
     )

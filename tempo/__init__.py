@@ -19,6 +19,7 @@ from tempo.errors import (
     UdfResultError,
     UnsupportedError,
 )
+from tempo.expr.aggregator import Aggregator
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point, SubstreamCti
 from tempo.executors import Executor, get_executor, spark_available
 from tempo.memory import InMemoryExecutor
@@ -54,6 +55,7 @@ __all__ = [
     "ScriptedClock",
     "SystemClock",
     "TimeDomain",
+    "Aggregator",
     "Analytics",
     "AdvanceTimeGenerationSettings",
     "AdvanceTimeImportSettings",

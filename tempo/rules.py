@@ -48,6 +48,9 @@ class InputRule(enum.IntEnum):
     """An item or row without an arrival time in an input stamped with its arrivals."""
     LIST_FIELD = 22
     """An item's payload holding something else than a list in a list field."""
+    FIELD_TYPE = 23
+    """An item's payload holding a value of another type than its field's (an int in a float
+    field is widened, not refused)."""
     NULL_FIELD = 100
     """``NULL_FIELD + i`` (Spark's code): a null in the i-th payload field, not declared optional."""
 
@@ -57,7 +60,7 @@ CHECK_ORDER: tuple[InputRule, ...] = (
     InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.ROW_KIND,
     InputRule.LIFETIME,
     InputRule.START_AT_INFINITY,
-    InputRule.PAYLOAD_TYPE, InputRule.LIST_FIELD, InputRule.NULL_FIELD,
+    InputRule.PAYLOAD_TYPE, InputRule.LIST_FIELD, InputRule.FIELD_TYPE, InputRule.NULL_FIELD,
     InputRule.ORDERING_ARRIVAL, InputRule.HEARTBEAT_ARRIVAL, InputRule.IMPORT_ARRIVAL, InputRule.IMPORT_ITEM_ARRIVAL,
     InputRule.STAMP_ARRIVAL, InputRule.ARRIVAL_ORDER,
     InputRule.END_WITHOUT_START,
@@ -80,6 +83,7 @@ MESSAGES: dict[InputRule, str] = {
         "(without one the import cannot be ordered against the other input)"
     ),
     InputRule.LIST_FIELD: "payload field {field} is declared a list ({declared}), but holds {got!r}",
+    InputRule.FIELD_TYPE: "payload field {field} is declared {declared}, but holds {got!r} (a {kind})",
     InputRule.STAMP_ARRIVAL: (
         "this input is stamped with its arrivals (ingestion time, or processing time on an ArrivalClock), "
         "so every item needs an arrival time"

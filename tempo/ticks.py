@@ -27,6 +27,10 @@ INFINITY: Final = datetime.max.replace(tzinfo=timezone.utc)
 INF: Final = 253402300799999999
 """``INFINITY`` in ticks."""
 
+LONGEST_DURATION: Final = INF - (-62135596800000000)
+"""From ``datetime.min`` to infinity in ticks: a duration at least this long takes any time to
+infinity (and any shift back below every time)."""
+
 NEG_INF: Final = -(2**62)
 """Before any timestamp: the CTI of an input that has not advanced yet."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 from hypothesis import strategies as st
@@ -77,6 +77,19 @@ class KeyAgg:
     n: int
     total: int
     start: datetime
+
+
+@attrs.frozen
+class Spread:
+    """The aggregates that depend on the events' order, or keep all values (5.6.5)."""
+
+    key: int
+    distinct: int
+    first: int
+    last: int
+    median: float
+    approx: int
+    values: list[int]
 
 
 @st.composite
@@ -255,6 +268,30 @@ def _key(e: Any) -> Any:
     return e.key
 
 
+class Range:
+    """A user-defined aggregate (docs/semantics.md 5.6.6): max − min of int values, None without any."""
+
+    returns: ClassVar[type] = int
+
+    def zero(self) -> tuple[int, int] | None:
+        return None
+
+    def accumulate(self, state: tuple[int, int] | None, values: Any) -> tuple[int, int] | None:
+        import pyarrow.compute as pc
+
+        if len(values) == 0:
+            return state
+        return self.merge(state, (pc.min(values).as_py(), pc.max(values).as_py()))
+
+    def merge(self, a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+        if a is None or b is None:
+            return a if b is None else b
+        return (min(a[0], b[0]), max(a[1], b[1]))
+
+    def result(self, state: tuple[int, int] | None) -> int | None:
+        return None if state is None else state[1] - state[0]
+
+
 def _agg(w: tempo.Window[Any]) -> Agg:
     return Agg(n=w.count(), total=w.sum(lambda e: e.value), low=w.min(lambda e: e.value), high=w.max(lambda e: e.value))
 
@@ -309,6 +346,31 @@ UNARY: dict[str, Unary] = {
     "analytic_running": lambda s: s.analytic(
         lambda e, a: Agg(n=a.count(), total=a.sum(lambda e: e.value), low=a.min(lambda e: e.value), high=coalesce(a.previous(lambda e: e.value), -1))
     ),
+    # Aggregates that depend on the events' order or keep every value (docs/semantics.md 5.6.5);
+    # the variances are left out, as float sums in another order may differ in the last bits.
+    "hopping_spread": lambda s: s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=4)).aggregate(
+        lambda k, w: Spread(
+            key=k, distinct=w.count_distinct(lambda e: e.value % 3), first=w.first(lambda e: e.value), last=w.last(lambda e: e.value),
+            median=w.median(lambda e: e.value), approx=w.percentile_approx(lambda e: e.value, 0.3), values=w.collect(lambda e: e.value),
+        )
+    ),
+    "tumbling_uda": lambda s: s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(
+        lambda k, w: Ev(key=k, value=coalesce(w.uda(Range(), lambda e: e.value), -1))
+    ),
+    # Top-k per window (docs/semantics.md 5.6.7): ties share a rank, nulls rank least.
+    "hopping_top_by_key": lambda s: s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=5)).top_k(
+        2, by=lambda e: e.value, select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank), descending=True
+    ),
+    "snapshot_top": lambda s: s.snapshot().top_k(1, by=lambda e: (e.key, e.value), select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank)),
+    "session_top_end": lambda s: s.session(timedelta(seconds=3)).top_k(
+        2, by=lambda e: (e.value % 3, e.key), select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank), descending=(False, True)
+    ),
+    "analytic_spread": lambda s: s.analytic(
+        lambda e, a: Spread(
+            key=e.key, distinct=a.count_distinct(lambda e: e.key), first=a.first(lambda e: e.value), last=a.last(lambda e: e.key),
+            median=a.percentile(lambda e: e.value, 0.75), approx=a.percentile_approx(lambda e: e.value, 0.5), values=a.collect(lambda e: e.key),
+        )
+    ),
     "snapshot_end": lambda s: s.group_by(lambda e: e.key).snapshot().aggregate(
         lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.end), timestamp=WindowTimestamp.END
     ),
@@ -352,6 +414,7 @@ BINARY: dict[str, Binary] = {
     .count_window(2)
     .aggregate(_agg),
     "anti_join_shifted": lambda l, r: l.anti_join(r.shift_event_time(timedelta(seconds=3)), lambda a, b: a.key == b.key),
+    "left_outer_join": lambda l, r: l.left_outer_join(r, lambda a, b: a.key == b.key, _pair, Ref(key=-1, ref=-1)),
     "union_then_hopping_by_key": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
     .group_by(lambda e: e.key)
     .hopping(timedelta(seconds=10), timedelta(seconds=5))

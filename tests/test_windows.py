@@ -148,8 +148,15 @@ def test_a_node_without_a_lifetime_rule_is_an_error() -> None:
 
 def test_aggregate_kinds_table() -> None:
     kind = p.AggregateKind
-    assert [str(k) for k in kind] == ["count", "sum", "avg", "min", "max"]
+    assert [str(k) for k in kind] == [
+        "count", "sum", "avg", "min", "max", "var", "var_pop", "stddev", "stddev_pop", "count_distinct", "first", "last",
+        "percentile", "percentile_approx", "collect", "uda", "top",
+    ]
     assert kind.COUNT.result_type(None) is int and kind.AVG.result_type(int) is float
+    assert kind.VAR.result_type(int) is float and kind.COUNT_DISTINCT.result_type(str) is int
+    assert kind.PERCENTILE_APPROX.result_type(int) is int and kind.COLLECT.result_type(str) is list
+    assert [k for k in kind if k.mergeable] == [kind.COUNT, kind.SUM, kind.AVG, kind.MIN, kind.MAX]
+    assert [k for k in kind if k.ordered] == [kind.FIRST, kind.LAST, kind.COLLECT]
     assert kind.SUM.result_type(bool) is int and kind.SUM.result_type(float) is float
     assert kind.MIN.result_type(str) is str and not kind.COUNT.takes_argument
     assert p.Aggregate("count", None).kind is kind.COUNT

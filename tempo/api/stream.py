@@ -15,15 +15,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape, InputItem
 from tempo.expr import nodes as x
+from tempo.expr.aggregator import Aggregator
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.expr.trace import Traced, call_traced, param_names, record_proxies, require_traced, trace, trace_records
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
+from tempo.plan.ranked import ranked_classes
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowSpec, WindowTimestamp
 from tempo.clocks import EventTime, TimeNotion
 from tempo.settings import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings
 from tempo.sources import Source, as_source
-from tempo.ticks import duration_ticks, format_duration
+from tempo.ticks import LONGEST_DURATION, duration_ticks, format_duration
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -46,7 +48,9 @@ N = TypeVar("N", int, float)
 def _ticks(value: timedelta, what: str, positive: bool = False) -> int:
     if not isinstance(value, timedelta):
         raise QueryBuildError(f"{what} must be a timedelta, got {value!r}")
-    ticks = duration_ticks(value)
+    # Longer than the whole range of time is as long as it (every shift or lifetime then
+    # saturates at infinity alike), and it keeps the ticks within a long on Spark.
+    ticks = max(-LONGEST_DURATION, min(LONGEST_DURATION, duration_ticks(value)))
     if positive and ticks <= 0:
         raise QueryBuildError(f"{what} must be positive, got {format_duration(value)}")
     return ticks
@@ -272,6 +276,53 @@ class Stream(Generic[T]):
         predicate = trace_records(on, types, "the join on= predicate", "predicate")
         return Stream(p.JoinNode(self.node, right.node, predicate, trace_records(select, types, "the join select=", "record")))
 
+    def left_outer_join(
+        self,
+        right: Stream[U],
+        on: Callable[[T, U], bool],
+        select: Callable[[T, U], R],
+        default: U | None = None,
+        *,
+        unmatched: Callable[[T], R] | None = None,
+    ) -> Stream[R]:
+        """Temporal left outer join (Trill's ``LeftOuterJoin``, ASA's ``LEFT OUTER JOIN``): the
+        pairs of ``join``, and each part of a left lifetime during which no matching right
+        event is alive, given either ``default`` standing for the right side
+        (``select(left, default)``) or, for full control (e.g. nulls where the right side's
+        fields are not optional), ``unmatched(left)``: Trill's outer selector.
+
+        It is exactly ``join(right, on, select)`` united with ``anti_join(right, on)`` mapped
+        that way, so its CTI rule is theirs: an unmatched part goes out once the output CTI (the
+        lesser of both inputs') passes its start, as a start edge while a right event may still
+        cut it, and nothing is ever retracted (docs/semantics.md 5.9.1).
+        """
+        if (default is None) == (unmatched is None):
+            raise QueryBuildError(
+                "left_outer_join takes either default= (a right-side record standing in where nothing "
+                "matches) or unmatched= (a projection of the left event alone), not both or neither"
+            )
+        if default is not None:
+            if isinstance(default, (Stream, Traced)) or not is_record_type(type(default)) or not isinstance(default, right.payload_type):
+                raise QueryBuildError(
+                    f"left_outer_join(default=) must be a {right.payload_type.__qualname__}, the right side's payload "
+                    f"type (a constant standing for it where nothing matches), got {default!r}"
+                )
+            fixed = default
+
+            def unmatched_default(left: T) -> R:
+                return select(left, fixed)
+
+            unmatched = unmatched_default
+        assert unmatched is not None
+        matched = self.join(right, on, select)
+        alone = self.anti_join(right, on).select(unmatched)
+        if alone.payload_type is not matched.payload_type:
+            raise QueryBuildError(
+                f"left_outer_join: unmatched= gives {alone.payload_type.__qualname__} but select= gives "
+                f"{matched.payload_type.__qualname__}; both must give the same record type"
+            )
+        return matched.union(alone)
+
     def anti_join(self, right: Stream[U], on: Callable[[T, U], bool]) -> Stream[T]:
         """The parts of each left lifetime during which no matching right event is alive."""
         types = [self.payload_type, right.payload_type]
@@ -327,10 +378,10 @@ class Aggregates(Generic[T]):
             self._aggregates.append(analytic)
         return Traced(x.AggRef(index, analytic.result_type))
 
-    def _add(self, kind: str, fn: Callable[[T], Any] | None) -> Any:
+    def _add(self, kind: str, fn: Callable[[T], Any] | None, fraction: float | None = None, accuracy: int | None = None) -> Any:
         what = f"the argument of {self._NAME}.{kind}()"
         arg = None if fn is None else trace_records(fn, [self._payload_type], what, "value")
-        return self._ref(p.Aggregate(kind, arg))
+        return self._ref(p.Aggregate(kind, arg, fraction, accuracy))
 
     def count(self) -> int:
         """The number of events in the window."""
@@ -371,6 +422,86 @@ class Aggregates(Generic[T]):
         """The greatest ``value`` in the window (nulls skipped; None when all are null, so the
         result is nullable exactly when ``value`` is)."""
         return cast(V, self._add("max", value))
+
+    def var(self, value: Callable[[T], float | None]) -> float | None:
+        """The sample variance of ``value`` (n − 1 in the denominator, as SQL's ``VAR_SAMP``
+        and ASA's ``VAR``; nulls skipped): None below two values."""
+        return cast("float | None", self._add("var", value))
+
+    def var_pop(self, value: Callable[[T], float | None]) -> float | None:
+        """The population variance of ``value`` (n in the denominator, ASA's ``VARP``; nulls
+        skipped): None without a value."""
+        return cast("float | None", self._add("var_pop", value))
+
+    def stddev(self, value: Callable[[T], float | None]) -> float | None:
+        """The sample standard deviation of ``value`` (ASA's ``STDEV``): the square root of
+        ``var``; None below two values."""
+        return cast("float | None", self._add("stddev", value))
+
+    def stddev_pop(self, value: Callable[[T], float | None]) -> float | None:
+        """The population standard deviation of ``value`` (ASA's ``STDEVP``); None without a value."""
+        return cast("float | None", self._add("stddev_pop", value))
+
+    def count_distinct(self, value: Callable[[T], object]) -> int:
+        """The number of distinct non-null values of ``value`` (0 when all are null)."""
+        return cast(int, self._add("count_distinct", value))
+
+    def first(self, value: Callable[[T], V]) -> V:
+        """``value`` of the earliest event that has one: by start, ties by the payload's
+        fields (docs/semantics.md 5.6.5), nulls skipped; None when all are null."""
+        return cast(V, self._add("first", value))
+
+    def last(self, value: Callable[[T], V]) -> V:
+        """``value`` of the latest event that has one (the order of ``first``); None when all
+        are null."""
+        return cast(V, self._add("last", value))
+
+    @overload
+    def percentile(self, value: Callable[[T], float], fraction: float) -> float: ...
+    @overload
+    def percentile(self, value: Callable[[T], float | None], fraction: float) -> float | None: ...
+
+    def percentile(self, value: Callable[[T], float | None], fraction: float) -> float | None:
+        """The exact percentile at ``fraction`` (0 to 1) of ``value``, interpolated linearly
+        between the closest ranks (SQL's ``PERCENTILE_CONT``, ASA's ``PERCENTILE_CONT``); nulls
+        skipped, None when all are null. It keeps every value of the window."""
+        return cast("float | None", self._add("percentile", value, fraction))
+
+    @overload
+    def median(self, value: Callable[[T], float]) -> float: ...
+    @overload
+    def median(self, value: Callable[[T], float | None]) -> float | None: ...
+
+    def median(self, value: Callable[[T], float | None]) -> float | None:
+        """``percentile(value, 0.5)``."""
+        return cast("float | None", self._add("percentile", value, 0.5))
+
+    @overload
+    def percentile_approx(self, value: Callable[[T], N], fraction: float, accuracy: int = 10000) -> N: ...
+    @overload
+    def percentile_approx(self, value: Callable[[T], N | None], fraction: float, accuracy: int = 10000) -> N | None: ...
+
+    def percentile_approx(self, value: Callable[[T], Any], fraction: float, accuracy: int = 10000) -> Any:
+        """A value of the window near the percentile at ``fraction``: the smallest value with
+        at least ``fraction`` of the values at or below it (ASA's ``PERCENTILE_DISC``). Exact
+        in memory; on Spark (``percentile_approx``) exact while a window holds up to about
+        ``accuracy`` values, and beyond within a rank error of n / ``accuracy``, in bounded
+        memory. Nulls skipped; None when all are null."""
+        return self._add("percentile_approx", value, fraction, accuracy)
+
+    def uda(self, aggregator: Aggregator[Any, U], value: Callable[[T], object]) -> U | None:
+        """A user-defined aggregate (``tempo.Aggregator``: zero, accumulate, merge, result over
+        pyarrow batches) of ``value`` over the window's events, nulls skipped: the escape hatch
+        for an aggregate tempo does not have. Vectorised on every executor (docs/semantics.md
+        5.6.6); windows only, not ``analytic``."""
+        what = f"the argument of {self._NAME}.uda()"
+        arg = trace_records(value, [self._payload_type], what, "value")
+        return cast("U | None", self._ref(p.Aggregate("uda", arg, function=aggregator)))
+
+    def collect(self, value: Callable[[T], V | None]) -> list[V]:
+        """The values of ``value`` as a list, in the events' order (by start, ties by the
+        payload's fields), nulls skipped (ASA's ``Collect``); empty when all are null."""
+        return cast("list[V]", self._add("collect", value))
 
 
 class Window(Aggregates[T]):
@@ -418,6 +549,19 @@ class WindowedStream(Generic[T]):
         window: Window[T] = Window(self._stream.payload_type)
         projection = trace(fn, [window], "the aggregate() projection", "record")
         return _window_stream(self._stream, self._keys, self._spec, window, projection, timestamp)
+
+
+    def top_k(
+        self, k: int, by: Callable[[T], Any], select: Callable[[T, int], R], descending: bool | Sequence[bool] = False,
+        timestamp: WindowTimestamp | None = None,
+    ) -> Stream[R]:
+        """StreamInsight's TopK: the events of each window ranked by ``by`` (a value, or a tuple
+        of values most significant first), ``descending`` per value; those ranked ``k`` or
+        better, each as ``select(event, rank)`` with the window's result lifetime
+        (``timestamp``). Events with equal ``by`` values share a rank (SQL's ``RANK``), so a
+        tie at the last place keeps more than ``k``. Nulls rank as the least value
+        (docs/semantics.md 5.6.7)."""
+        return _top_k(self._stream, self._keys, self._spec, k, by, select, descending, timestamp)
 
 
 class GroupedStream(Generic[T, K]):
@@ -486,6 +630,39 @@ class GroupedWindowedStream(Generic[T, K]):
         window: Window[T] = Window(g._stream.payload_type)
         projection = trace(fn, [key, window], "the aggregate() projection", "record")
         return _window_stream(g._stream, g._keys, self._spec, window, projection, timestamp)
+
+    def top_k(
+        self, k: int, by: Callable[[T], Any], select: Callable[[T, int], R], descending: bool | Sequence[bool] = False,
+        timestamp: WindowTimestamp | None = None,
+    ) -> Stream[R]:
+        """Per key, the events of each window ranked ``k`` or better (``WindowedStream.top_k``)."""
+        g = self._grouped
+        return _top_k(g._stream, g._keys, self._spec, k, by, select, descending, timestamp)
+
+
+def _top_k(
+    stream: Stream[Any], keys: tuple[x.Expr, ...] | None, spec: WindowSpec, k: int, by: Callable[[Any], Any],
+    select: Callable[[Any, int], Any], descending: bool | Sequence[bool], timestamp: WindowTimestamp | None,
+) -> Stream[Any]:
+    """A window aggregate ranking each window's events into a list of ``Ranked`` records
+    (``AggregateKind.TOP``), exploded into one event per ranked event."""
+    payload_type = stream.payload_type
+    names = param_names(by)
+    event = Traced(x.Input(0, payload_type, names[0] if names else "e"))
+    ranked_by = call_traced(by, [event], "the top_k by=")
+    values = ranked_by if isinstance(ranked_by, tuple) else (ranked_by,)
+    order = tuple(require_traced(v, by, "the top_k by=", "value") for v in values)
+    flags = (descending,) * len(order) if isinstance(descending, bool) else tuple(descending)
+    if not all(isinstance(f, bool) for f in flags):
+        raise QueryBuildError(f"top_k(descending=) takes a bool, or one per by= value, got {descending!r}")
+    ranked, top = ranked_classes(payload_type)
+    aggregate = p.Aggregate("top", x.Input(0, payload_type, "e"), limit=k, order=order, descending=flags, element=ranked)
+    projection = x.Record(top, ("ranked",), (x.AggRef(0, list),))
+    stamp = spec.DEFAULT_TIMESTAMP if timestamp is None else timestamp
+    windows = p.WindowNode(stream.node, keys, spec, (aggregate,), projection, stamp)
+    item = x.ExplodedItem(ranked, False)
+    projected = trace(select, [Traced(x.attr(item, "event")), Traced(x.attr(item, "rank"))], "the top_k select=", "record")
+    return Stream(p.ExplodeNode(windows, x.attr(x.Input(0, top, "w"), "ranked"), projected))
 
 
 def _window_stream(

@@ -18,6 +18,7 @@ from tempo.clocks import EventTime, TimeDomain, TimeNotion
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape
 from tempo.expr import nodes as x
+from tempo.expr.aggregator import check_aggregator
 from tempo.expr.schema import record_fields
 from tempo.plan.windows import HoppingWindow, SnapshotWindow, WindowSpec, WindowTimestamp
 from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
@@ -381,10 +382,11 @@ class AlterLifetimeNode(UnaryNode):
         return keys[0]
 
 class AggregateKind(str, enum.Enum):
-    """The aggregates of a window: the one table the plan and both executors consult.
+    """The aggregates of a window: the one table the plan and every executor consult.
 
-    Every kind but ``count`` takes an argument and skips its nulls (None when the window
-    has no non-null value; ``count`` counts events). ``sum`` and ``avg`` need numbers.
+    Every kind but ``count`` takes an argument and skips its nulls: None when the window has
+    no non-null value (``count`` counts events, ``count_distinct`` counts distinct non-null
+    values, so neither is ever null). The semantics of each are in docs/semantics.md 5.6.5.
     """
 
     COUNT = "count"
@@ -392,6 +394,27 @@ class AggregateKind(str, enum.Enum):
     AVG = "avg"
     MIN = "min"
     MAX = "max"
+    VAR = "var"
+    """Sample variance (n − 1 in the denominator; None below two values), as SQL's ``VAR_SAMP``."""
+    VAR_POP = "var_pop"
+    STDDEV = "stddev"
+    STDDEV_POP = "stddev_pop"
+    COUNT_DISTINCT = "count_distinct"
+    FIRST = "first"
+    """The value of the event first in (start, payload) order among those with a value."""
+    LAST = "last"
+    PERCENTILE = "percentile"
+    """Exact, interpolating linearly between the closest ranks (SQL's ``PERCENTILE_CONT``)."""
+    PERCENTILE_APPROX = "percentile_approx"
+    """A value of the window's: the smallest with at least a ``fraction`` of the values at or below
+    it; exact in memory, within ``1/accuracy`` of that rank on Spark."""
+    COLLECT = "collect"
+    """The values as a list in (start, payload) order."""
+    UDA = "uda"
+    """A user-defined aggregate (``tempo.Aggregator``), run over batches of values."""
+    TOP = "top"
+    """The events ranked ``limit`` or better by ``order`` (ties share a rank), as ranked
+    records: what ``top_k`` explodes (docs/semantics.md 5.6.7)."""
 
     def __str__(self) -> str:  # the name users write: w.count(), agg0=count(...)
         return self.value
@@ -402,17 +425,41 @@ class AggregateKind(str, enum.Enum):
 
     @property
     def needs_numbers(self) -> bool:
-        return self in (AggregateKind.SUM, AggregateKind.AVG)
+        return self in _NUMERIC_KINDS
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the result depends on the events' order (start, then payload), which the
+        executors then supply with each value."""
+        return self in (AggregateKind.FIRST, AggregateKind.LAST, AggregateKind.COLLECT)
+
+    @property
+    def mergeable(self) -> bool:
+        """Whether partial results over parts of a window combine into the whole's with a fixed
+        size of state (what the live executor's bulk path merges)."""
+        return self in (AggregateKind.COUNT, AggregateKind.SUM, AggregateKind.AVG, AggregateKind.MIN, AggregateKind.MAX)
 
     def result_type(self, arg: type | None) -> type:
-        """The result's type given the argument's: counts are ints, averages floats, a sum of
-        bools is an int; others keep the argument's type."""
-        if self is AggregateKind.COUNT:
+        """The result's type given the argument's: counts are ints; averages, variances,
+        deviations and exact percentiles floats; a sum of bools is an int; a collection is a
+        list; the others keep the argument's type."""
+        if self in (AggregateKind.COUNT, AggregateKind.COUNT_DISTINCT):
             return int
-        if self is AggregateKind.AVG:
+        if self in _FLOAT_KINDS:
             return float
-        assert arg is not None
+        if self in (AggregateKind.COLLECT, AggregateKind.TOP):
+            return list
+        assert arg is not None and self is not AggregateKind.UDA  # its result type is its aggregator's
         return int if self is AggregateKind.SUM and arg is bool else arg
+
+
+_FLOAT_KINDS = frozenset({
+    AggregateKind.AVG, AggregateKind.VAR, AggregateKind.VAR_POP, AggregateKind.STDDEV, AggregateKind.STDDEV_POP,
+    AggregateKind.PERCENTILE,
+})
+_NUMERIC_KINDS = _FLOAT_KINDS | {AggregateKind.SUM, AggregateKind.PERCENTILE_APPROX}
+_STATISTICS = _NUMERIC_KINDS - {AggregateKind.SUM, AggregateKind.AVG}
+"""The kinds that take ints and floats but not bools (a bool's variance or median means little)."""
 
 
 def _aggregate_kind(name: str) -> AggregateKind:
@@ -424,23 +471,80 @@ def _aggregate_kind(name: str) -> AggregateKind:
 
 @attrs.frozen
 class Aggregate:
-    """One aggregate of a window: ``kind`` over ``arg`` (``count`` counts events)."""
+    """One aggregate of a window: ``kind`` over ``arg`` (``count`` counts events);
+    ``fraction`` and ``accuracy`` for the percentiles."""
 
     kind: AggregateKind = attrs.field(converter=_aggregate_kind)
     arg: x.Expr | None
+    fraction: float | None = None
+    accuracy: int | None = None
+    function: Any = None
+    """For ``uda``: the aggregator (``tempo.expr.aggregator.Aggregator``)."""
+    limit: int | None = None
+    """For ``top``: the worst rank kept."""
+    order: tuple[x.Expr, ...] = ()
+    """For ``top``: what the events are ranked by, most significant first."""
+    descending: tuple[bool, ...] = ()
+    """For ``top``: per ``order`` expression, whether larger values rank first."""
+    element: type | None = None
+    """For ``top``: the ranked record class (``rank``, ``event``)."""
 
     def __attrs_post_init__(self) -> None:
+        if self.kind is AggregateKind.TOP:
+            if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit <= 0:
+                raise QueryBuildError(f"top_k(k): k must be a positive int, got {self.limit!r}")
+            if not self.order or len(self.order) != len(self.descending):
+                raise QueryBuildError("top_k: by= gives the values to rank by, and descending= one bool for each")
+            for e in self.order:
+                x.refuse_lists(e.dtype, "a top_k(by=) value")
+        elif self.limit is not None or self.order or self.element is not None:
+            raise QueryBuildError(f"{self.kind}() takes no ranking")
+        if (self.kind is AggregateKind.UDA) != (self.function is not None):
+            raise QueryBuildError("an aggregator goes with uda() alone")
+        if self.kind is AggregateKind.UDA:
+            assert self.arg is not None
+            check_aggregator(self.function, self.arg.dtype)
+        percentile = self.kind in (AggregateKind.PERCENTILE, AggregateKind.PERCENTILE_APPROX)
+        if percentile:
+            f = self.fraction
+            if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f <= 1:
+                raise QueryBuildError(f"{self.kind}(): the fraction must be a number from 0 to 1, got {f!r}")
+        elif self.fraction is not None:
+            raise QueryBuildError(f"{self.kind}() takes no fraction")
+        if self.kind is AggregateKind.PERCENTILE_APPROX:
+            a = self.accuracy
+            if isinstance(a, bool) or not isinstance(a, int) or a <= 0:
+                raise QueryBuildError(f"percentile_approx(): accuracy must be a positive int, got {a!r}")
+        elif self.accuracy is not None:
+            raise QueryBuildError(f"{self.kind}() takes no accuracy")
         if not self.kind.takes_argument:
             return
         assert self.arg is not None
         t = self.arg.dtype
         x.refuse_lists(t, f"the argument of {self.kind}()")
-        if self.kind.needs_numbers and t not in (int, float, bool, object):
+        numbers = (int, float, object) if self.kind in _STATISTICS else (int, float, bool, object)
+        if self.kind.needs_numbers and t not in numbers:
             raise QueryBuildError(f"{self.kind} needs numbers, got {t.__name__}: {x.render(self.arg)}")
 
     @property
     def result_type(self) -> type:
+        if self.kind is AggregateKind.UDA:
+            returns: type = self.function.returns
+            return returns
         return self.kind.result_type(None if self.arg is None else self.arg.dtype)
+
+    def describe(self) -> str:
+        """As the plan shows it: ``sum(e.v)``, ``percentile(e.v, 0.9)``, ``uda(Spread, e.v)``."""
+        params = [] if self.fraction is None else [repr(self.fraction)]
+        if self.function is not None:
+            return f"uda({type(self.function).__qualname__}, {x.render(self.arg) if self.arg is not None else ''})"
+        if self.kind is AggregateKind.TOP:
+            by = ", ".join(x.render(e) + (" desc" if d else "") for e, d in zip(self.order, self.descending))
+            return f"top({self.limit} by {by})"
+        if self.accuracy is not None:
+            params.append(f"accuracy={self.accuracy}")
+        arg = [] if self.arg is None else [x.render(self.arg)]
+        return f"{self.kind}({', '.join(arg + params)})"
 
 
 @attrs.frozen(eq=False)
@@ -503,7 +607,7 @@ class WindowNode(UnaryNode):
 
     def describe(self) -> str:
         keys = "" if self.keys is None else " by " + ", ".join(x.render(k) for k in self.keys)
-        aggs = ", ".join(f"agg{i}={a.kind}({'' if a.arg is None else x.render(a.arg)})" for i, a in enumerate(self.aggregates))
+        aggs = ", ".join(f"agg{i}={a.describe()}" for i, a in enumerate(self.aggregates))
         stamp = "" if self.timestamp is self.spec.DEFAULT_TIMESTAMP else f" timestamp {self.timestamp.name}"
         return f"{self.spec.describe()}{keys}{stamp}: {aggs} -> {x.render(self.projection)}"
 
@@ -570,6 +674,11 @@ class AnalyticNode(UnaryNode):
 
     def __attrs_post_init__(self) -> None:
         _require_record(self.projection, "analytic()")
+        if any(isinstance(a, Aggregate) and a.kind is AggregateKind.UDA for a in self.analytics):
+            raise QueryBuildError(
+                "analytic() takes no uda(): a user-defined aggregate runs over a window's values in batches, "
+                "not once per event; use it in a window (e.g. a snapshot window)"
+            )
 
     @property
     def payload_type(self) -> type:
@@ -585,7 +694,7 @@ class AnalyticNode(UnaryNode):
                 limit = "" if a.limit is None else f" within {format_duration(a.limit)}"
                 parts.append(f"agg{i}=previous({x.render(a.arg)}){limit}")
             else:
-                parts.append(f"agg{i}=running {a.kind}({'' if a.arg is None else x.render(a.arg)})")
+                parts.append(f"agg{i}=running {a.describe()}")
         return f"Analytic{keys}: {', '.join(parts) or 'none'} -> {x.render(self.projection)}"
 
 

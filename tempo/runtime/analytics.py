@@ -38,7 +38,7 @@ class Analytic(Operator):
         previous: list[tuple[int, int | None]],
         previous_fn: Callable[[Any], tuple[Any, ...]],
         running: list[int],
-        values_fn: Callable[[Any], tuple[Any, ...]],
+        values_fn: Callable[[Any, int], tuple[Any, ...]],
         accumulator: Accumulator,
         projection: Callable[[Key, Any, list[Any]], Any] | None,
         new_id: Callable[[], int],
@@ -106,7 +106,7 @@ class Analytic(Operator):
         if self.running:
             state = self.state.get(key)
             for _, _, _, entry in peers:
-                state = self.accumulator.fold(state, self.values_fn(entry[2]))
+                state = self.accumulator.fold(state, self.values_fn(entry[2], start))
             assert state is not None
             self.state[key] = state
             for i, value in zip(self.running, self.accumulator.results(state)):

@@ -149,6 +149,8 @@ def bulk_shape(query: Query) -> BulkShape | str:
         if key.dtype not in KEY_TYPES:
             return f"a group key is of type {key.dtype.__name__}"
     for a in window.aggregates:
+        if not a.kind.mergeable:
+            return f"it aggregates {a.kind}, which the bulk path does not merge"
         if a.arg is not None and a.arg.dtype not in ARGUMENT_TYPES:
             return f"an aggregate's argument is of type {a.arg.dtype.__name__}"
     position = {id(n): i for i, n in enumerate(query.nodes)}

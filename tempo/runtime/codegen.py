@@ -8,6 +8,7 @@ arithmetic and comparisons with a null operand give null, division by zero gives
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -16,8 +17,9 @@ from typing import Any
 
 from tempo.dispatch import Registry
 from tempo.expr import nodes as x
+from tempo.expr.aggregator import aggregator_runner
 from tempo.expr.schema import is_record_type, record_fields
-from tempo.plan.nodes import AggregateKind
+from tempo.plan.nodes import Aggregate, AggregateKind
 from tempo.ticks import to_ticks
 
 _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%",
@@ -256,29 +258,140 @@ def compile_keys(exprs: Sequence[x.Expr], side: int = 0) -> Callable[[Any], tupl
     return compile_function(exprs, ["a0"], as_tuple=True, inputs=["None"] * side + ["a0"])
 
 
+def compile_aggregate_values(aggregates: Sequence[Aggregate], payload_type: type) -> Callable[[Any, int], tuple[Any, ...]]:
+    """An event's values for ``Accumulator.add``, from its payload and start: per aggregate
+    with an argument, the argument's value; for the kinds that depend on the events' order
+    (first, last, collect), ``((start, payload order), value)``, or None for a null value."""
+    g = _Gen(["a0"])
+    order = g.const(payload_order(payload_type)) if any(a.kind.ordered for a in aggregates) else ""
+    parts = []
+    for a in aggregates:
+        if a.arg is None:
+            continue
+        if a.kind is AggregateKind.TOP:  # (the values ranked by, the payload)
+            parts.append("((" + "".join(f"{g.gen(e)}, " for e in a.order) + "), a0)")
+            continue
+        code = g.gen(a.arg)
+        parts.append(f"_with_order({code}, start, {order}, a0)" if a.kind.ordered else code)
+    body = "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    fn: Callable[[Any, int], tuple[Any, ...]] = _define(f"def _f(a0, start):\n    return {body}\n", g.env)
+    return fn
+
+
+def _with_order(value: Any, start: int, order: Order, payload: Any) -> Any:
+    return None if value is None else ((start, order(payload)), value)
+
+
+_HELPERS["_with_order"] = _with_order
+
+
+def _number_order(v: Any) -> tuple[int, Any]:
+    """NaN after every number, as Spark sorts doubles."""
+    return (1, 0.0) if v != v else (0, v)
+
+
+def percentile(values: list[Any], fraction: float) -> float | None:
+    """Spark's exact ``percentile``: between the closest ranks of ``fraction·(n − 1)``, linearly
+    (the same float operations, so the executors agree to the bit)."""
+    if not values:
+        return None
+    ranked = sorted(values, key=_number_order)
+    position = (len(ranked) - 1) * fraction
+    lower, higher = math.floor(position), math.ceil(position)
+    low = float(ranked[lower])
+    if lower == higher:
+        return low
+    return low + (position - lower) * (float(ranked[higher]) - low)
+
+
+def percentile_approx(values: list[Any], fraction: float) -> Any:
+    """The smallest value with at least ``fraction`` of the values at or below it (rank
+    ``ceil(fraction·n)``, at least 1): what Spark's ``percentile_approx`` gives while its
+    summary is exact, and within its accuracy of that rank beyond."""
+    if not values:
+        return None
+    ranked = sorted(values, key=_number_order)
+    return ranked[max(1, math.ceil(fraction * len(ranked))) - 1]
+
+
+def top_ranker(a: Aggregate) -> Callable[[list[tuple[tuple[Any, ...], Any]]], list[Any]]:
+    """``top``'s result from its state (entries of the values ranked by, and the payload): the
+    entries ranked by those values, each ascending or descending, nulls first ascending (the
+    least value, as Spark sorts them) and last descending; equal values share a rank (SQL's
+    ``RANK``: 1, 1, 3); those of rank ``limit`` or better as ``element(rank, event)`` records,
+    by rank then payload."""
+    parts = [_value_order(e.dtype) for e in a.order]
+    flips = [-1 if d else 1 for d in a.descending]
+    limit, element = a.limit, a.element
+    assert limit is not None and element is not None and a.arg is not None
+    payload = payload_order(a.arg.dtype)
+
+    def compare(x: tuple[tuple[Any, ...], Any], y: tuple[tuple[Any, ...], Any]) -> int:
+        for part, flip, u, v in zip(parts, flips, x[0], y[0]):
+            ku, kv = part(u), part(v)
+            if ku != kv:
+                return flip if ku > kv else -flip
+        return 0
+
+    def rank(entries: list[tuple[tuple[Any, ...], Any]]) -> list[Any]:
+        ordered = sorted(entries, key=functools.cmp_to_key(compare))
+        kept: list[tuple[int, Any]] = []
+        place = 0
+        for i, entry in enumerate(ordered):
+            if i == 0 or compare(entry, ordered[i - 1]) != 0:
+                place = i + 1
+            if place > limit:
+                break
+            kept.append((place, entry[1]))
+        kept.sort(key=lambda r: (r[0], payload(r[1])))
+        return [element(rank=r, event=e) for r, e in kept]
+
+    return rank
+
+
+def _collected(entries: list[tuple[Any, Any]]) -> list[Any]:
+    return [v for _, v in sorted(entries, key=lambda entry: entry[0])]
+
+
+_NAN = float("nan")
+
+
+def _distinct(v: Any) -> Any:
+    """One NaN for every NaN (a set tells NaN objects apart), as Spark groups them."""
+    return _NAN if v != v else v
+
+
 class Accumulator:
     """The aggregates of a window operator, as generated code over flat state lists.
 
-    The state of one window and group is a list: slot 0 counts events; ``sum``, ``min`` and
-    ``max`` take one slot (None until a non-null value), ``avg`` two (total, n).
-    ``add(acc, heap, key, values, k_lo, k_hi)`` adds one event to its group's state in
+    The state of one window and group is a list: slot 0 counts events; ``sum``, ``min``,
+    ``max``, ``first``, ``last`` take one slot (None until a non-null value), ``avg`` two
+    (total, n), the variances and deviations three (n, mean, the sum of squared deviations:
+    Welford's update, as Spark's), ``count_distinct`` a set, the percentiles and ``collect``
+    a list. ``add(acc, heap, key, values, k_lo, k_hi)`` adds one event to its group's state in
     windows ``k_lo..k_hi`` of ``acc`` (window index -> group -> state), creating what is
-    missing and pushing new window indexes onto ``heap``; ``values`` are the event's values
-    of the aggregates other than count, in order. ``results(state)`` gives one value per
-    aggregate. Generating them once per query spares each event and window a loop over the
-    kinds and a call per aggregate.
+    missing and pushing new window indexes onto ``heap``; ``values`` are the event's values of
+    the aggregates other than count, in order (``compile_aggregate_values``).
+    ``results(state)`` gives one value per aggregate. Generating them once per query spares
+    each event and window a loop over the kinds and a call per aggregate.
     """
 
-    def __init__(self, kinds: Sequence[AggregateKind | str]) -> None:
+    def __init__(self, aggregates: Sequence[Aggregate | AggregateKind | str]) -> None:
         initial = ["0"]
         update: list[str] = []
         merged: list[str] = []  # the same per aggregate, for ``merge``
         results: list[str] = []
+        env: dict[str, Any] = {"_heappush": heapq.heappush, "_sqrt": math.sqrt, "_distinct": _distinct,
+                               "_percentile": percentile, "_percentile_approx": percentile_approx, "_collected": _collected}
         argument = 0  # index into ``values``
-        for kind in map(AggregateKind, kinds):
+        mergeable = True
+        for item in aggregates:
+            kind = item.kind if isinstance(item, Aggregate) else AggregateKind(item)
+            fraction = item.fraction if isinstance(item, Aggregate) else None
             if not kind.takes_argument:
                 results.append("state[0]")
                 continue
+            mergeable = mergeable and kind.mergeable
             slot, v = len(initial), f"v{argument}"
             argument += 1
             update.append(f"        if {v} is not None:")
@@ -289,17 +402,66 @@ class Accumulator:
                 update += [f"            state[{slot}] += {v}", f"            state[{slot + 1}] += 1"]
                 results.append(f"(state[{slot}] / state[{slot + 1}] if state[{slot + 1}] else None)")
                 continue
+            if kind in (AggregateKind.VAR, AggregateKind.VAR_POP, AggregateKind.STDDEV, AggregateKind.STDDEV_POP):
+                n, mean, m2 = slot, slot + 1, slot + 2
+                initial += ["0.0", "0.0", "0.0"]
+                update += [
+                    f"            n = state[{n}] + 1.0", f"            delta = float({v}) - state[{mean}]",
+                    "            share = delta / n", f"            state[{mean}] += share",
+                    f"            state[{m2}] += delta * (delta - share)", f"            state[{n}] = n",
+                ]
+                sample = kind in (AggregateKind.VAR, AggregateKind.STDDEV)
+                var = f"state[{m2}] / (state[{n}] - 1.0)" if sample else f"state[{m2}] / state[{n}]"
+                if kind in (AggregateKind.STDDEV, AggregateKind.STDDEV_POP):
+                    var = f"_sqrt({var})"
+                results.append(f"({var} if state[{n}] > {'1.0' if sample else '0.0'} else None)")
+                continue
+            if kind is AggregateKind.TOP:
+                assert isinstance(item, Aggregate)
+                ranker = f"_top{slot}"
+                env[ranker] = top_ranker(item)
+                initial.append("[]")
+                update.append(f"            state[{slot}].append({v})")
+                results.append(f"{ranker}(state[{slot}])")
+                continue
+            if kind is AggregateKind.UDA:  # the values kept, then the aggregator run over them in batches
+                assert isinstance(item, Aggregate) and item.arg is not None
+                runner = f"_uda{slot}"
+                env[runner] = aggregator_runner(item.function, item.arg.dtype, type(item.function).__qualname__, local=True)
+                initial.append("[]")
+                update.append(f"            state[{slot}].append({v})")
+                results.append(f"{runner}(state[{slot}])")
+                continue
+            if kind in (AggregateKind.COUNT_DISTINCT, AggregateKind.PERCENTILE, AggregateKind.PERCENTILE_APPROX, AggregateKind.COLLECT):
+                if kind is AggregateKind.COUNT_DISTINCT:
+                    initial.append("set()")
+                    update.append(f"            state[{slot}].add(_distinct({v}))")
+                    results.append(f"len(state[{slot}])")
+                    continue
+                initial.append("[]")
+                update.append(f"            state[{slot}].append({v})")
+                if kind is AggregateKind.COLLECT:
+                    results.append(f"_collected(state[{slot}])")
+                else:
+                    fn = "_percentile" if kind is AggregateKind.PERCENTILE else "_percentile_approx"
+                    results.append(f"{fn}(state[{slot}], {fraction!r})")
+                continue
             initial.append("None")
             update.append(f"            c = state[{slot}]")
             merged += [f"    v = {part}", "    if v is not None:", f"        c = state[{slot}]"]
             if kind is AggregateKind.SUM:
                 update.append(f"            state[{slot}] = {v} if c is None else c + {v}")
                 merged.append(f"        state[{slot}] = v if c is None else c + v")
+                results.append(f"state[{slot}]")
+            elif kind in (AggregateKind.FIRST, AggregateKind.LAST):  # v: (order, value)
+                less = "<" if kind is AggregateKind.FIRST else ">"
+                update += [f"            if c is None or {v}[0] {less} c[0]:", f"                state[{slot}] = {v}"]
+                results.append(f"(None if state[{slot}] is None else state[{slot}][1])")
             else:
                 less = "<" if kind is AggregateKind.MIN else ">"
                 update += [f"            if c is None or {v} {less} c:", f"                state[{slot}] = {v}"]
                 merged += [f"        if c is None or v {less} c:", f"            state[{slot}] = v"]
-            results.append(f"state[{slot}]")
+                results.append(f"state[{slot}]")
         # Window k's state of the group, created (and k pushed onto the heap) when missing.
         state_of = [
             "windows = acc.get(k)", "if windows is None:", "    windows = acc[k] = {}", "    _heappush(heap, k)",
@@ -313,16 +475,18 @@ class Accumulator:
             "        state[0] += 1",
             *update,
         ]
+        if not mergeable:  # the bulk path (the only caller) refuses such windows
+            merged = ["    raise AssertionError('these aggregates have no merge')"]
         merge = ["def _f(acc, heap, key, k, n, parts):", *("    " + line for line in state_of), "    state[0] += n", *merged]
         self.merge: Callable[[dict[int, dict[Any, list[Any]]], list[int], Any, int, int, tuple[Any, ...]], None]
-        self.merge = _define("\n".join(merge) + "\n", {"_heappush": heapq.heappush})
+        self.merge = _define("\n".join(merge) + "\n", env)
         """Adds a group's partial aggregates over several events (``n`` of them) to window
         ``k``: per aggregate with an argument, its sum, min or max over them (None without
-        a value), or for an average (total, count of values)."""
+        a value), or for an average (total, count of values). Only for the mergeable kinds."""
         self.add: Callable[[dict[int, dict[Any, list[Any]]], list[int], Any, tuple[Any, ...], int, int], None]
-        self.add = _define("\n".join(add) + "\n", {"_heappush": heapq.heappush})
+        self.add = _define("\n".join(add) + "\n", env)
         self.results: Callable[[list[Any]], list[Any]]
-        self.results = _define(f"def _f(state):\n    return [{', '.join(results)}]\n", {})
+        self.results = _define(f"def _f(state):\n    return [{', '.join(results)}]\n", env)
 
     def fold(self, state: list[Any] | None, values: tuple[Any, ...]) -> list[Any]:
         """One event's ``values`` added to a single state (None: a new one), for operators

@@ -133,9 +133,8 @@ def _alter(b: Build, node: p.AlterLifetimeNode) -> ops.Operator:
 @compiles(p.WindowNode)
 def _window(b: Build, node: p.WindowNode) -> ops.Operator:
     key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
-    arguments = [a.arg for a in node.aggregates if a.kind.takes_argument and a.arg is not None]
-    values_fn = codegen.compile_function(arguments, ["a0"], as_tuple=True)
-    kinds = [a.kind for a in node.aggregates]
+    values_fn = codegen.compile_aggregate_values(node.aggregates, node.input.payload_type)
+    kinds: list[p.Aggregate | p.AggregateKind] = list(node.aggregates)
     projection = codegen.compile_window_projection(node.projection)
     spec = node.spec
     if isinstance(spec, HoppingWindow):
@@ -170,8 +169,8 @@ def _analytic(b: Build, node: p.AnalyticNode) -> ops.Operator:
         previous,
         codegen.compile_function([a.arg for a in node.analytics if isinstance(a, p.Previous)], ["a0"], as_tuple=True),
         [i for i, _ in running],
-        codegen.compile_function([a.arg for _, a in running if a.arg is not None], ["a0"], as_tuple=True),
-        codegen.Accumulator([a.kind for _, a in running]),
+        codegen.compile_aggregate_values([a for _, a in running], node.input.payload_type),
+        codegen.Accumulator([a for _, a in running]),
         None if identity else codegen.compile_function([node.projection], ["key", "a0", "aggs"], inputs=["a0"]),
         b.new_id,
     )

@@ -38,7 +38,7 @@ class EventWindows(Operator):
         spec: WindowSpec,
         timestamp: WindowTimestamp,
         key_fn: Callable[[Any], Key] | None,
-        values_fn: Callable[[Any], tuple[Any, ...]],
+        values_fn: Callable[[Any, int], tuple[Any, ...]],
         accumulator: Accumulator,
         projection: Callable[[Key, list[Any], datetime, datetime], Any],
         to_datetime: Callable[[int], datetime],
@@ -149,10 +149,10 @@ class Sessions(EventWindows):
         self._seen(start)
         finite = None if end is None or end >= INF else end
         if finite is None:
-            self.open_edges[eid] = rec = [start, None, self.values_fn(payload), None]  # rec[3]: its activity
+            self.open_edges[eid] = rec = [start, None, self.values_fn(payload, start), None]  # rec[3]: its activity
         else:
             self._seen(finite)
-            rec = [start, finite, self.values_fn(payload), None]
+            rec = [start, finite, self.values_fn(payload, start), None]
         heapq.heappush(self.waiting.setdefault(key, []), (start, next(self.arrivals), rec))
 
     def end(self, port: int, eid: int, end: int) -> None:
@@ -228,7 +228,7 @@ class CountWindows(EventWindows):
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key = self.key_fn(payload) if self.key_fn else ()
-        heapq.heappush(self.waiting.setdefault(key, []), (start, self.order(payload), next(self.arrivals), self.values_fn(payload)))
+        heapq.heappush(self.waiting.setdefault(key, []), (start, self.order(payload), next(self.arrivals), self.values_fn(payload, start)))
 
     def end(self, port: int, eid: int, end: int) -> None:
         return None  # a count window's events and bounds are their starts
@@ -279,7 +279,7 @@ class Snapshots(EventWindows):
             self.where[eid] = key
         else:
             self._seen(finite)
-        self.events.setdefault(key, {})[eid] = [start, finite, self.values_fn(payload)]
+        self.events.setdefault(key, {})[eid] = [start, finite, self.values_fn(payload, start)]
 
     def end(self, port: int, eid: int, end: int) -> None:
         key = self.where.pop(eid, None)

@@ -31,16 +31,19 @@ them with timelines):
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import attrs
+
 from tempo.clocks import TimeDomain
 from tempo.errors import CtiViolationError, InputError, InputSchemaError
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
-from tempo.expr.schema import record_fields
+from tempo.expr.schema import FieldInfo, is_record_type, record_fields
 from tempo.plan.nodes import SourceNode
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
 from tempo.runtime.policy import TimePolicy
@@ -206,13 +209,50 @@ def checked_rows(
         yield (sequence.last_arrival, kind, start, end, None if kind == CTI else payload, position, None)
 
 
+_SCALAR_CHECKS: dict[type, tuple[type, ...]] = {
+    float: (float, int), int: (int,), bool: (bool,), str: (str,), datetime: (datetime,), timedelta: (timedelta,),
+}
+"""The values each scalar field type takes from an item (an int in a float field is widened)."""
+
+
+def _typed_payload(payload: Any, fields: list[FieldInfo], name: str, position: int, item: Any) -> Any:
+    """``payload`` when each of ``fields`` holds a value of its type (or None: the null rule is
+    another's), with ints in float fields made floats, as a float column of a table would
+    give them and Spark's schema takes them; else an ``InputError`` naming the field."""
+    widened: dict[str, float] | None = None
+    for f in fields:
+        v = getattr(payload, f.name)
+        if v is None:
+            continue
+        if f.element is not None:
+            if isinstance(v, (list, tuple)):
+                continue
+            declared = f"{f.dtype.__name__}[{f.element.__name__}]"
+            rule = message(InputRule.LIST_FIELD, field=f"{type(payload).__qualname__}.{f.name}", declared=declared, got=v)
+            raise InputError(name, position, item, rule)
+        takes = _SCALAR_CHECKS.get(f.dtype, (f.dtype,))
+        if isinstance(v, takes) and (f.dtype is bool or not isinstance(v, bool)):
+            if f.dtype is float and not isinstance(v, float):
+                widened = {} if widened is None else widened
+                widened[f.name] = float(v)  # type: ignore[arg-type]  # an int here
+            continue
+        rule = message(
+            InputRule.FIELD_TYPE, field=f"{type(payload).__qualname__}.{f.name}", declared=f.dtype.__name__, got=v,
+            kind=type(v).__name__,
+        )
+        raise InputError(name, position, item, rule)
+    if widened is None:
+        return payload
+    return (attrs.evolve if attrs.has(type(payload)) else dataclasses.replace)(payload, **widened)
+
+
 def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
     """The items, each checked as it is given, by the rules in ``tempo.rules.CHECK_ORDER``
     (as table rows are: ``checked_rows``)."""
     name, shape, payload_type = node.name, node.shape, node.payload_type
     allowed = SHAPE_ITEMS[shape] + (Cti, Heartbeat)
     sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ITEM_ARRIVAL)
-    list_fields = [f for f in record_fields(payload_type) if f.element is not None]
+    typed_fields = [f for f in record_fields(payload_type) if f.element is not None or f.dtype in _SCALAR_CHECKS or is_record_type(f.dtype)]
     for position, item in enumerate(node.source.items()):
         if not isinstance(item, allowed):
             raise InputError(name, position, item, item_kind_rule(shape, item))
@@ -241,12 +281,8 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
                     name, position, item,
                     message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
                 )
-            for f in list_fields:
-                v = getattr(payload, f.name)
-                if v is not None and not isinstance(v, (list, tuple)):
-                    declared = f"{f.dtype.__name__}[{f.element.__name__ if f.element else '?'}]"
-                    rule = message(InputRule.LIST_FIELD, field=f"{payload_type.__qualname__}.{f.name}", declared=declared, got=v)
-                    raise InputError(name, position, item, rule)
+            if typed_fields:
+                payload = _typed_payload(payload, typed_fields, name, position, item)
         arrival_dt = item.arrival
         broken = sequence.take_arrival(None if arrival_dt is None else mode.check(arrival_dt, name, position, item, "arrival"))
         if broken is not None:

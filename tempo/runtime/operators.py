@@ -517,7 +517,7 @@ class Window(Operator):
         self,
         spec: HoppingWindow,
         key_fn: Callable[[Any], Key] | None,
-        values_fn: Callable[[Any], tuple[Any, ...]],
+        values_fn: Callable[[Any, int], tuple[Any, ...]],
         accumulator: Accumulator,
         projection: Callable[[Key, list[Any], datetime, datetime], Any],
         to_datetime: Callable[[int], datetime],
@@ -559,7 +559,7 @@ class Window(Operator):
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key = self.key_fn(payload) if self.key_fn else ()
-        values = self.values_fn(payload)
+        values = self.values_fn(payload, start)
         if self.with_start:
             values = (*values, start)
         if start > self.t_max:
@@ -968,9 +968,19 @@ class AntiJoin(Operator):
     def end(self, port: int, eid: int, end: int) -> None:
         if port == 0:
             rec = self.lefts.get(eid)
-            if rec is not None:
-                rec[2] = end
+            if rec is None:
+                return
+            rec[2] = end
+            if end > self.out_cti:
                 heapq.heappush(self.left_marks, (end - 1, eid))  # see _end_mark
+                return
+            # Ending exactly at the output CTI (an end is never before its input's CTI, which
+            # is at or past the output's): the last sweep reached its end, so its open
+            # fragment ends there now; no later CTI need come to close it.
+            if rec[5] is not None:
+                self.emit_end(rec[5], end)
+                rec[5] = None
+            self._retire(rec, self.out_cti)
         else:
             rrec = self.rights.get(eid)
             if rrec is not None:

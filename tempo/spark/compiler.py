@@ -153,15 +153,22 @@ def _select(c: Compiler, node: p.SelectNode) -> DataFrame:
 
 @compiles(p.ClipNode)
 def _clip(c: Compiler, node: p.ClipNode) -> DataFrame:
-    """The next later start of the group (a range frame from one tick on, over every event: one
-    that arrives after the final CTI starts after it and clips nothing released); the clipped
-    end counts once the final CTI is past it, else the result stays open, as the in-memory
-    start edge not yet ended. Only the events the final CTI passed go out."""
+    """The next later start of the group, over every event (one that arrives after the final
+    CTI starts after it and clips nothing released): the ``lead`` in start order, which within
+    a run of equal starts is that start but for the run's last row; so the least ``lead``
+    later than the start over the run. (A range frame to the group's end would do it in one
+    window, but Spark recomputes such a frame for every row: quadratic in a group's events.)
+    The clipped end counts once the final CTI is past it, else the result stays open, as the
+    in-memory start edge not yet ended. Only the events the final CTI passed go out."""
     df = c.relation(node.input)
     cti = c.final_cti(node.input)
-    keys = [column(k, Scope()) for k in node.keys or ()]
-    later = Window.partitionBy(*keys).orderBy(F.col(S)).rangeBetween(1, Window.unboundedFollowing)
-    clipped = F.least(F.col(E), F.coalesce(F.min(F.col(S)).over(later), F.lit(INF)))
+    keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
+    names = [f"__key{i}" for i in range(len(keys))]
+    df = df.select("*", *keys)
+    following = F.lead(F.col(S)).over(Window.partitionBy(*names).orderBy(F.col(S)))
+    df = df.withColumn("__next", F.when(following > F.col(S), following))
+    later = F.min("__next").over(Window.partitionBy(*names, S))
+    clipped = F.least(F.col(E), F.coalesce(later, F.lit(INF)))
     end = F.when(clipped < F.lit(cti), clipped).otherwise(F.lit(INF)) if cti < INF else clipped
     out = df.select(F.col(S), end.alias(E), *_passengers(df), *_payload(node))
     return out if cti >= INF else out.filter(F.col(S) < F.lit(cti))
@@ -231,10 +238,9 @@ def _analytic(c: Compiler, node: p.AnalyticNode) -> DataFrame:
             prev = F.first(F.when(F.col("__first"), F.col(f"__before{i}")), ignorenulls=True).over(peer_group)
             near = prev["s"].isNotNull() if a.limit is None else prev["s"].isNotNull() & (F.col(S) - prev["s"] < F.lit(a.limit))
             rows = rows.withColumn(f"__agg{i}", F.when(near, prev["v"]))
-        elif a.arg is None:
-            rows = rows.withColumn(f"__agg{i}", F.count(F.lit(1)).over(so_far))
         else:
-            rows = rows.withColumn(f"__agg{i}", windows.AGGREGATE_COLUMNS[a.kind](windows.argument_column(a)).over(so_far))
+            v = F.lit(None) if a.arg is None else windows.argument_column(a, node.input.payload_type)
+            rows = rows.withColumn(f"__agg{i}", windows.aggregate_column(a, v, so_far))
     return rows.select(F.col(S), F.col(E), *record_columns(node.projection, Scope()))
 
 

@@ -278,6 +278,12 @@ CASES: list[Case] = [
     Case("items-wrong-shape", items_input([Point(t(1), R(1, 1.0)), Interval(t(1), t(2), R(1, 1.0))]), InputError,
          ("input 'readings'", "item #1", "a POINT input takes Point, Cti, Heartbeat, got Interval",
           "declare the input as EventShape.INTERVAL for Interval items"), 1),
+    Case("items-string-in-an-int-field", items_input([Point(t(1), R(1, 1.0)), Point(t(2), R("2", 2.0))]), InputError,  # type: ignore[arg-type]
+         ("input 'readings'", "item #1", "payload field R.k is declared int, but holds '2' (a str)"), 1),
+    Case("items-bool-in-a-float-field", items_input([Point(t(1), R(1, True))]), InputError,
+         ("item #0", "payload field R.v is declared float, but holds True (a bool)"), 0),
+    Case("items-float-in-a-datetime-field", items_input([Point(t(1), Stamp(1, 1.5))]), InputError,  # type: ignore[arg-type]
+         ("item #0", "payload field Stamp.t is declared datetime, but holds 1.5 (a float)"), 0),
     Case("items-string-start", items_input([Point("2024-01-01", R(1, 1.0))]), InputError,  # type: ignore[arg-type]
          ("input 'readings'", "item #0", "start must be a datetime, got str"), 0),
     Case("items-date-start", items_input([Point(date(2024, 1, 1), R(1, 1.0))]), InputError,  # type: ignore[arg-type]
@@ -390,6 +396,13 @@ def test_an_integer_column_fills_a_float_field_as_floats(executor: Any, tmp_path
     source = ParquetSource(parquet(tmp_path, with_good(v=[1, 2, 3])), R, start="ts")
     out = _events(executor, Stream.create("readings", source, EventShape.POINT, FLUSH))
     assert [e[2] for e in out] == [R(1, 1.0), R(2, 2.0), R(3, 3.0)]
+    assert all(type(e[2].v) is float for e in out)
+
+
+def test_an_int_in_a_float_field_of_an_item_is_a_float(executor: Any) -> None:
+    """As a table's integer column fills a float field (above), and as mypy lets ``R(1, 2)`` be."""
+    out = _events(executor, Stream.create("readings", [Point(t(1), R(1, 2)), Point(t(2), R(2, 2.5))], EventShape.POINT, FLUSH))
+    assert [e[2] for e in out] == [R(1, 2.0), R(2, 2.5)]
     assert all(type(e[2].v) is float for e in out)
 
 

@@ -650,6 +650,16 @@ def test_alter_event_lifetime_of_points_with_negative_shift(executor: Any) -> No
     assert r.ctis == [T(4), T(8)]
 
 
+def test_a_duration_longer_than_all_time_saturates(executor: Any) -> None:
+    """``timedelta.max`` (longer than from datetime.min to infinity, and than a long of ticks):
+    every lifetime reaches infinity; shifted that far forward, every event passes infinity and
+    is gone."""
+    items: list[Any] = [Interval(T(1), T(1) + TICK, V(1)), Interval(T(2), T(5), V(2)), Cti(INF)]
+    s = Stream.create("in", items, EventShape.INTERVAL)
+    assert sorted_evs(run(executor, s.alter_event_duration(timedelta.max))) == [(T(1), INF, V(1)), (T(2), INF, V(2))]
+    assert evs(run(executor, s.shift_event_time(timedelta.max))) == []
+
+
 def test_alter_event_duration_intervals_and_points(executor: Any) -> None:
     """alter_event_duration(3s): end = start + 3s, CTIs unchanged.
 
@@ -1974,6 +1984,27 @@ def test_anti_join_fragment_released_as_start_edge_then_ended(executor: Any) -> 
 @pytest.mark.needs(Capability.RAW_ITEMS)
 def test_anti_join_fragment_is_a_start_edge_in_raw(executor: Any) -> None:
     assert norm_raw(anti_join_fragment(executor))[:2] == [("start", T(0), L(1, "a")), ("cti", T(4))]
+
+
+def test_anti_join_left_ending_at_the_output_cti(executor: Any) -> None:
+    """left a>>@1, |5, then a ends @5 (an end at its input's CTI); right |10 arrives before
+    the end: out CTI 5 releases a's start edge [1, ...), and the end at 5 closes it at once,
+    with no later CTI (the sweep had reached 5 already).
+
+    ::
+
+        left    [====>|5 ... a ends @5
+        right               |10
+        out     [1, 5)   released by |5 as a start edge, ended when a's end arrives
+    """
+    a = L(1, "a")
+    left = Stream.create(
+        "left", [EdgeStart(T(1), a, arrival=A(1)), Cti(T(5), arrival=A(2)), EdgeEnd(T(1), T(5), a, arrival=A(5))], EventShape.EDGE
+    )
+    right = Stream.create("right", [Cti(T(10), arrival=A(3))], EventShape.POINT, payload_type=R)
+    r = run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
+    assert evs(r) == [iv(1, 5, a)]
+    assert r.ctis == [T(5)]
 
 
 def test_anti_join_right_edges(executor: Any) -> None:

@@ -53,7 +53,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
 from tempo.spark.compiler import FIRST, Compiler, join_sides, overlapping_pairs
-from tempo.spark.windows import AGGREGATE_COLUMNS
+from tempo.spark.windows import aggregate_column
 from tempo.spark.columns import record_columns
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
@@ -361,7 +361,7 @@ class BulkRunner:
                 aggs += [F.sum(v).alias(f"__a{i}"), F.count(v).alias(f"__c{i}")]
                 parts.append((f"__a{i}", f"__c{i}"))
             else:
-                aggs.append(AGGREGATE_COLUMNS[a.kind](v).alias(f"__a{i}"))
+                aggs.append(aggregate_column(a, v).alias(f"__a{i}"))  # mergeable kinds only
                 parts.append((f"__a{i}",))
         grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).toArrow()
         col = {name: grouped.column(name).to_pylist() for name in grouped.column_names if name != "__first"}
