@@ -415,6 +415,7 @@ BINARY: dict[str, Binary] = {
     .aggregate(_agg),
     "anti_join_shifted": lambda l, r: l.anti_join(r.shift_event_time(timedelta(seconds=3)), lambda a, b: a.key == b.key),
     "left_outer_join": lambda l, r: l.left_outer_join(r, lambda a, b: a.key == b.key, _pair, Ref(key=-1, ref=-1)),
+    "followed_by": lambda l, r: l.followed_by(r, lambda a, b: (a.key == b.key) & (b.ref != a.value), timedelta(seconds=5), _pair),
     "union_then_hopping_by_key": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
     .group_by(lambda e: e.key)
     .hopping(timedelta(seconds=10), timedelta(seconds=5))

@@ -143,10 +143,11 @@ def test_random_query_strategy_covers_every_operator() -> None:
 
     assert {"where", "select", "shift", "duration", "lifetime", "tumbling", "hopping_by_key", "self_union"} <= set(UNARY)
     assert {"session_by_key", "count_by_key", "snapshot_by_key", "order_by_time", "analytic_by_key", "clip_by_key"} <= set(UNARY)
-    assert {"join", "anti_join", "union_as_ev"} <= set(BINARY)
+    assert {"join", "anti_join", "union_as_ev", "left_outer_join", "followed_by"} <= set(BINARY)
+    assert {"hopping_spread", "analytic_spread", "tumbling_uda", "hopping_top_by_key", "snapshot_top"} <= set(UNARY)
     # explode needs a list field and as_event_time a stamped input, which these payloads and
     # inputs do not have: tests/conformance/test_explode.py and test_time_notions.py.
-    assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c not in (nodes.Node, nodes.UnaryNode)]) == 12
+    assert len([c for c in vars(nodes).values() if isinstance(c, type) and issubclass(c, nodes.Node) and c not in (nodes.Node, nodes.UnaryNode, nodes.MatchingNode)]) == 13
 
 
 def test_random_query_strategy_draws_ordering_settings() -> None:

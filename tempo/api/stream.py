@@ -323,6 +323,22 @@ class Stream(Generic[T]):
             )
         return matched.union(alone)
 
+    def followed_by(
+        self, then: Stream[U], on: Callable[[T, U], bool], within: timedelta, select: Callable[[T, U], R]
+    ) -> Stream[R]:
+        """A temporal pattern, this stream's event A followed by an event B of ``then`` less than
+        ``within`` later (Flink CEP's ``A.followedBy(B).within(d)``; ASA's ``MATCH_RECOGNIZE``
+        for two steps): for each A, the first B (by start, then payload) starting after it and
+        before ``A.start + within`` for which ``on(a, b)`` holds (its equalities are the keys);
+        a point at B's start with payload ``select(a, b)``. Conditions on A or B alone are a
+        ``where`` before. A match goes out once the CTI of both streams passes B's start, and
+        is never retracted (docs/semantics.md 5.12)."""
+        types = [self.payload_type, then.payload_type]
+        predicate = trace_records(on, types, "the followed_by on= predicate", "predicate")
+        projection = trace_records(select, types, "the followed_by select=", "record")
+        ticks = _ticks(within, "followed_by(within=)", positive=True)
+        return Stream(p.FollowedByNode(self.node, then.node, predicate, ticks, projection))
+
     def anti_join(self, right: Stream[U], on: Callable[[T, U], bool]) -> Stream[T]:
         """The parts of each left lifetime during which no matching right event is alive."""
         types = [self.payload_type, right.payload_type]
@@ -661,7 +677,12 @@ def _top_k(
     stamp = spec.DEFAULT_TIMESTAMP if timestamp is None else timestamp
     windows = p.WindowNode(stream.node, keys, spec, (aggregate,), projection, stamp)
     item = x.ExplodedItem(ranked, False)
-    projected = trace(select, [Traced(x.attr(item, "event")), Traced(x.attr(item, "rank"))], "the top_k select=", "record")
+    projected = trace(select, [Traced(x.attr(item, "event")), Traced(x.attr(item, "rank"))], "the top_k select=", "any")
+    if not isinstance(projected, x.Record) and is_record_type(projected.dtype):  # the event itself: its fields
+        fields = tuple(f.name for f in record_fields(projected.dtype))
+        projected = x.Record(projected.dtype, fields, tuple(x.attr(projected, f) for f in fields))
+    if not isinstance(projected, x.Record):
+        raise QueryBuildError(f"top_k(select=) must return a payload record (the event, or one built from it and its rank), got {x.render(projected)}")
     return Stream(p.ExplodeNode(windows, x.attr(x.Input(0, top, "w"), "ranked"), projected))
 
 

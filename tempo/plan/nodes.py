@@ -731,34 +731,48 @@ def split_join_predicate(pred: x.Expr) -> tuple[tuple[tuple[x.Expr, x.Expr], ...
 
 
 @attrs.frozen(eq=False)
-class JoinNode(Node):
+class MatchingNode(Node):
+    """A node matching the events of two inputs by a predicate: its equalities between a left
+    and a right expression are the ``keys`` (hashed), the rest the ``residual``."""
+
+    left: Node
+    right: Node
+    predicate: x.Expr
+    keys: tuple[tuple[x.Expr, x.Expr], ...] = attrs.field(init=False)
+    residual: x.Expr | None = attrs.field(init=False)
+
+    def _split(self, what: str) -> None:
+        _require_bool(self.predicate, what)
+        keys, residual = split_join_predicate(self.predicate)
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "residual", residual)
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def describe_match(self) -> str:
+        keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
+        return f"keys [{keys}] residual {'none' if self.residual is None else x.render(self.residual)}"
+
+
+@attrs.frozen(eq=False)
+class JoinNode(MatchingNode):
     SEMANTICS: ClassVar[str] = (
         "Temporal inner join: a left and a right event match when the predicate holds and their "
         "lifetimes overlap; the output lifetime is the intersection, the payload the projection."
     )
     CTI_RULE: ClassVar[str] = "The output CTI is the minimum of both inputs' CTIs."
 
-    left: Node
-    right: Node
-    predicate: x.Expr
     projection: x.Expr
-    keys: tuple[tuple[x.Expr, x.Expr], ...] = attrs.field(init=False)
-    residual: x.Expr | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        _require_bool(self.predicate, "the join predicate")
+        self._split("the join predicate")
         if not isinstance(self.projection, (x.Record, x.Input)):
             raise QueryBuildError(f"join select must return a payload record, got {x.render(self.projection)}")
-        keys, residual = split_join_predicate(self.predicate)
-        object.__setattr__(self, "keys", keys)
-        object.__setattr__(self, "residual", residual)
 
     @property
     def payload_type(self) -> type:
         return self.projection.dtype
-
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
 
     def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
         """An overlap is no longer than either side."""
@@ -766,9 +780,7 @@ class JoinNode(Node):
         return min(known) if known else None
 
     def describe(self) -> str:
-        keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
-        res = "none" if self.residual is None else x.render(self.residual)
-        return f"Join keys [{keys}] residual {res} -> {x.render(self.projection)}"
+        return f"Join {self.describe_match()} -> {x.render(self.projection)}"
 
     def key_index(self, keys: tuple[x.Expr | None, ...]) -> int | None:
         """Which equality key pairs the two inputs' substream keys, if one does."""
@@ -788,40 +800,60 @@ class JoinNode(Node):
 
 
 @attrs.frozen(eq=False)
-class AntiJoinNode(Node):
+class FollowedByNode(MatchingNode):
+    SEMANTICS: ClassVar[str] = (
+        "A temporal pattern, A followed by B within a duration (Flink CEP's `followedBy` with "
+        "`within`): for each left event a, the first right event b by (start, payload) with "
+        "a.start < b.start < a.start + within and the predicate holding; one point at b's start, "
+        "its payload the projection of (a, b). Left events without such a b give nothing."
+    )
+    CTI_RULE: ClassVar[str] = (
+        "The output CTI is the minimum of both inputs' CTIs; a match goes out once it passes b's "
+        "start (every earlier right event, and every left event before b, is known then)."
+    )
+
+    within: int
+    projection: x.Expr
+
+    def __attrs_post_init__(self) -> None:
+        self._split("the followed_by on= predicate")
+        _require_record(self.projection, "followed_by()")
+        if self.within <= 0:
+            raise QueryBuildError(f"followed_by(within=) must be positive, got {format_duration(self.within)}")
+
+    @property
+    def payload_type(self) -> type:
+        return self.projection.dtype
+
+    def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
+        """Every match is a point."""
+        return 1
+
+    def describe(self) -> str:
+        return f"FollowedBy within {format_duration(self.within)} {self.describe_match()} -> {x.render(self.projection)}"
+
+
+@attrs.frozen(eq=False)
+class AntiJoinNode(MatchingNode):
     SEMANTICS: ClassVar[str] = (
         "Left anti semi join: the parts of each left lifetime during which no right event "
         "matching the predicate is alive; a left event may give several fragments."
     )
     CTI_RULE: ClassVar[str] = "The output CTI is the minimum of both inputs' CTIs."
 
-    left: Node
-    right: Node
-    predicate: x.Expr
-    keys: tuple[tuple[x.Expr, x.Expr], ...] = attrs.field(init=False)
-    residual: x.Expr | None = attrs.field(init=False)
-
     def __attrs_post_init__(self) -> None:
-        _require_bool(self.predicate, "the anti_join predicate")
-        keys, residual = split_join_predicate(self.predicate)
-        object.__setattr__(self, "keys", keys)
-        object.__setattr__(self, "residual", residual)
+        self._split("the anti_join predicate")
 
     @property
     def payload_type(self) -> type:
         return self.left.payload_type
-
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
 
     def longest_lifetime(self, lifetimes: tuple[int | None, ...]) -> int | None:
         """Unbounded: an uncovered stretch of a left event may stay open."""
         return None
 
     def describe(self) -> str:
-        keys = ", ".join(f"{x.render(a)} == {x.render(b)}" for a, b in self.keys) or "none"
-        res = "none" if self.residual is None else x.render(self.residual)
-        return f"AntiJoin keys [{keys}] residual {res}"
+        return f"AntiJoin {self.describe_match()}"
 
 
 @attrs.frozen(eq=False)

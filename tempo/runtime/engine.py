@@ -62,7 +62,7 @@ class Build:
         return from_ticks(t, naive=self.mode.naive is True)
 
 
-def _join_keys(node: p.JoinNode | p.AntiJoinNode) -> tuple[Callable[[Any], Any], Callable[[Any], Any]] | None:
+def _join_keys(node: p.MatchingNode) -> tuple[Callable[[Any], Any], Callable[[Any], Any]] | None:
     if not node.keys:
         return None
     left = codegen.compile_keys([a for a, _ in node.keys], side=0)
@@ -182,6 +182,15 @@ def _join(b: Build, node: p.JoinNode) -> ops.Operator:
     keyed = b.query.substream_key(node) is not None
     substream_index = node.key_index((b.query.substream_key(node.left), b.query.substream_key(node.right))) if keyed else None
     return ops.Join(_join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id, substream_index)
+
+
+@compiles(p.FollowedByNode)
+def _followed_by(b: Build, node: p.FollowedByNode) -> ops.Operator:
+    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
+    return ops.FollowedBy(
+        _join_keys(node), residual, codegen.compile_expression(node.projection, 2),
+        codegen.payload_order(node.right.payload_type), node.within, b.new_id,
+    )
 
 
 @compiles(p.AntiJoinNode)

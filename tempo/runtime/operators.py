@@ -905,6 +905,16 @@ class Join(Operator):
             heapq.heappush(self.watches[waiting], (end, next(self.seq), out))
 
 
+def output_cti(ctis: list[int], port: int, t: int, out: int) -> int | None:
+    """Input ``port``'s CTI ``t`` recorded in ``ctis``: the new output CTI, the least of the
+    inputs', if it moved past ``out``; else None."""
+    if t <= ctis[port]:
+        return None
+    ctis[port] = t
+    c = min(ctis)
+    return c if c > out else None
+
+
 class AntiJoin(Operator):
     """Left anti semi join by a sweep over time, one output-CTI step at a time.
 
@@ -989,11 +999,8 @@ class AntiJoin(Operator):
                 heapq.heappush(self.right_ends, (end, eid))
 
     def cti(self, port: int, t: int) -> None:
-        if t <= self.ctis[port]:
-            return
-        self.ctis[port] = t
-        c = min(self.ctis)
-        if c <= self.out_cti:
+        c = output_cti(self.ctis, port, t, self.out_cti)
+        if c is None:
             return
         p = self.out_cti
         touched: dict[int, list[Any]] = {}
@@ -1075,6 +1082,76 @@ class AntiJoin(Operator):
                     group.pop(rec[0], None)
                     if not group:
                         del self.lefts_by_key[rec[4]]
+
+
+class FollowedBy(Operator):
+    """A followed by B within ``within`` ticks (``FollowedByNode``): the left events wait per
+    key, the right ones in order of (start, payload) until the output CTI passes their start.
+    Then each right event, in that order, completes every waiting left event it follows
+    (``a.start < b.start < a.start + within``, the residual holding) that nothing completed
+    before: a left event's first such right event. Left events no future right event can
+    follow (``start + within`` at or before the CTI) are forgotten."""
+
+    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "order", "within", "new_id"}
+
+    def __init__(
+        self,
+        key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | None,
+        residual: Callable[[Any, Any], Any] | None,
+        projection: Callable[[Any, Any], Any],
+        order: Callable[[Any], Any],
+        within: int,
+        new_id: Callable[[], int],
+    ) -> None:
+        super().__init__()
+        self.key_fns, self.residual, self.projection, self.order = key_fns, residual, projection, order
+        self.within, self.new_id = within, new_id
+        self.lefts: dict[Key, list[tuple[int, Any]]] = {}  # key -> (start, payload), not yet followed
+        self.rights: list[tuple[int, Any, int, Key, Any]] = []  # heap of (start, payload order, seq, key, payload)
+        self.seq = itertools.count()
+        self.ctis = [NEG_INF, NEG_INF]
+        self.out_cti = NEG_INF
+
+    def _key(self, port: int, payload: Any) -> Key | None:
+        key: Key = self.key_fns[port](payload) if self.key_fns else ()
+        return None if any(k is None for k in key) else key  # a null key matches nothing
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        key = self._key(port, payload)
+        if key is None:
+            return
+        if port == 0:
+            self.lefts.setdefault(key, []).append((start, payload))
+        else:
+            heapq.heappush(self.rights, (start, self.order(payload), next(self.seq), key, payload))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        return None  # a pattern reads starts only
+
+    def cti(self, port: int, t: int) -> None:
+        c = output_cti(self.ctis, port, t, self.out_cti)
+        if c is None:
+            return
+        while self.rights and self.rights[0][0] < c:
+            b_start, _, _, key, b = heapq.heappop(self.rights)
+            waiting = self.lefts.get(key)
+            if not waiting:
+                continue
+            left: list[tuple[int, Any]] = []
+            for a_start, a in waiting:
+                if a_start < b_start < a_start + self.within and (self.residual is None or self.residual(a, b)):
+                    self.emit_insert(self.new_id(), b_start, b_start + 1, self.projection(a, b))
+                else:
+                    left.append((a_start, a))
+            self.lefts[key] = left
+        for key in list(self.lefts):
+            alive = [(s, a) for s, a in self.lefts[key] if s + self.within > c]
+            if alive:
+                self.lefts[key] = alive
+            else:
+                del self.lefts[key]
+        self.out_cti = c
+        self.emit_cti(c)
 
 
 class Egress(Operator):

@@ -250,7 +250,7 @@ def _window(c: Compiler, node: p.WindowNode) -> DataFrame:
     return windows.window(c, node)
 
 
-def join_sides(c: Compiler, node: p.JoinNode | p.AntiJoinNode) -> tuple[DataFrame, DataFrame, Column]:
+def join_sides(c: Compiler, node: p.MatchingNode) -> tuple[DataFrame, DataFrame, Column]:
     """Both inputs with prefixed columns, and the join condition: keys, residual, overlap."""
     left = c.relation(node.left)
     right = c.relation(node.right)
@@ -341,6 +341,24 @@ def _join(c: Compiler, node: p.JoinNode) -> DataFrame:
     end = F.when(determined & (known < INF), known).otherwise(F.lit(INF))
     out = joined.filter(start < F.lit(c.final_bound(node)))
     return out.select(start.alias(S), end.alias(E), *record_columns(node.projection, Scope(("__l_", "__r_"))))
+
+
+@compiles(p.FollowedByNode)
+def _followed_by(c: Compiler, node: p.FollowedByNode) -> DataFrame:
+    """Each left event with its first following right event: the pairs on the keys and a time
+    bucket of width ``within`` (a left start's bucket is the right start's or the one before),
+    the band ``a.s < b.s < a.s + within`` and the residual; per left event (an id) the pair of
+    least (b.s, b's payload fields) kept; a point at b.s, once the final CTI is past it."""
+    left, right, cond = join_sides(c, node)
+    ls, rs, w = F.col(f"__l_{S}"), F.col(f"__r_{S}"), F.lit(node.within)
+    left = left.withColumn("__lid", F.monotonically_increasing_id()).withColumn("__bucket", F.floor(ls / w).cast("long"))
+    own = F.floor(rs / w).cast("long")
+    right = right.withColumn("__rbucket", F.explode(F.array(own, own - 1)))
+    pairs = left.join(right, cond & (F.col("__bucket") == F.col("__rbucket")) & (ls < rs) & (rs < ls + w), "inner")
+    payload = [F.col(f"`__r_{n}`").asc_nulls_first() for n in field_names(node.right.payload_type)]
+    first = Window.partitionBy("__lid").orderBy(rs, *payload)
+    matched = pairs.withColumn("__rn", F.row_number().over(first)).filter((F.col("__rn") == 1) & (rs < F.lit(c.final_bound(node))))
+    return matched.select(rs.alias(S), (rs + 1).alias(E), *record_columns(node.projection, Scope(("__l_", "__r_"))))
 
 
 @compiles(p.AntiJoinNode)

@@ -121,3 +121,13 @@ def test_bad_top_k_is_refused_when_built(build: Any, message: str) -> None:
     s = Stream.create("in", readings(), EventShape.POINT)
     with pytest.raises(QueryBuildError, match=message):
         build(s.tumbling(timedelta(seconds=10)))
+
+
+def test_the_event_itself_as_the_result(executor: Any) -> None:
+    """``select=lambda e, rank: e``: the ranked events unchanged (the two 5s share rank 2)."""
+    s = Stream.create("in", readings(), EventShape.POINT)
+    q = s.tumbling(timedelta(seconds=10)).top_k(2, by=lambda e: e.v, select=lambda e, rank: e, descending=True)
+    check(run(executor, q), [
+        (T(10), [span(T(0), T(10), M("b", 9)), span(T(0), T(10), M("a", 5)), span(T(0), T(10), M("b", 5))]),
+        (T(20), [span(T(10), T(20), M("a", 2))]),
+    ])
