@@ -459,8 +459,13 @@ class Accumulator:
                 results.append(f"(None if state[{slot}] is None else state[{slot}][1])")
             else:
                 less = "<" if kind is AggregateKind.MIN else ">"
-                update += [f"            if c is None or {v} {less} c:", f"                state[{slot}] = {v}"]
-                merged += [f"        if c is None or v {less} c:", f"            state[{slot}] = v"]
+                # NaN is greater than every number (as Spark orders doubles): the max once met,
+                # the min only when nothing else is (comparisons with NaN are all false).
+                floats = isinstance(item, Aggregate) and item.arg is not None and item.arg.dtype in (float, object)
+                nan = ("" if not floats else f" or {{x}} != {{x}}").format
+                wins = nan(x="{v}" if kind is AggregateKind.MAX else "c")
+                update += [f"            if c is None or {v} {less} c{wins.format(v=v)}:", f"                state[{slot}] = {v}"]
+                merged += [f"        if c is None or v {less} c{wins.format(v='v')}:", f"            state[{slot}] = v"]
                 results.append(f"state[{slot}]")
         # Window k's state of the group, created (and k pushed onto the heap) when missing.
         state_of = [

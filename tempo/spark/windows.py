@@ -53,7 +53,14 @@ def aggregate_column(a: p.Aggregate, v: Column, over: WindowSpec | None = None) 
     if a.kind is K.PERCENTILE:
         return framed(F.percentile(v, F.lit(a.fraction)))
     if a.kind is K.PERCENTILE_APPROX:
-        return framed(F.percentile_approx(v, F.lit(a.fraction), F.lit(a.accuracy)))
+        if a.arg is None or a.arg.dtype is not float:
+            return framed(F.percentile_approx(v, F.lit(a.fraction), F.lit(a.accuracy)))
+        # Spark's summary mis-sorts NaN, which tempo orders after every number: the rank
+        # ceil(fraction·n) past the numbers is NaN; below it, NaN as +inf keeps every rank.
+        n, nans = framed(F.count(v)), framed(F.count(F.when(F.isnan(v), 1)))
+        rank = F.greatest(F.lit(1), F.ceil(F.lit(a.fraction) * n))
+        summary = framed(F.percentile_approx(F.when(F.isnan(v), F.lit(float("inf"))).otherwise(v), F.lit(a.fraction), F.lit(a.accuracy)))
+        return F.when(n == 0, F.lit(None).cast("double")).when(rank > n - nans, F.lit(float("nan"))).otherwise(summary)
     if a.kind is K.COLLECT:  # structs (order, value), sorted by their order
         return F.transform(F.array_sort(framed(F.collect_list(v))), lambda e: e["v"])
     agg = framed(_SIMPLE_COLUMNS[a.kind](v))

@@ -308,3 +308,27 @@ def test_spark_statistics_agree(spark_executor: Any, values: list[float]) -> Non
     a, b = mine.payload, theirs.payload
     assert (a.q1, a.median, a.q3, a.approx) == (b.q1, b.median, b.q3, b.approx)
     assert all(_close(getattr(a, f), getattr(b, f)) for f in ("var", "var_pop", "sd", "sd_pop"))
+
+
+@attrs.frozen
+class Nan:
+    low: float | None
+    high: float | None
+    approx_low: float | None
+    approx_high: float | None
+    median: float | None
+
+
+@pytest.mark.parametrize("values", [[float("nan"), 2.0, 4.0], [2.0, float("nan"), 4.0], [4.0, 2.0, float("nan")]])
+def test_nan_is_greater_than_every_number(executor: Any, values: list[float]) -> None:
+    """NaN orders after every number (5.6.5), whatever the order of arrival: max NaN, min 2;
+    ranks 1 and 3 of (2, 4, NaN) are 2 and NaN; the median of them is 4 (position 1)."""
+    items: list[Any] = [Point(T(1), R("a", str(i), v)) for i, v in enumerate(values)] + [Cti(T(10))]
+    q = Stream.create("in", items, EventShape.POINT).tumbling(timedelta(seconds=10)).aggregate(lambda w: Nan(
+        low=w.min(lambda e: e.v), high=w.max(lambda e: e.v), approx_low=w.percentile_approx(lambda e: e.v, 0.25),
+        approx_high=w.percentile_approx(lambda e: e.v, 0.9), median=w.median(lambda e: e.v),
+    ))
+    (event,) = run(executor, q).events
+    got = event.payload
+    assert (got.low, got.approx_low, got.median) == (2.0, 2.0, 4.0)
+    assert math.isnan(got.high) and math.isnan(got.approx_high)
