@@ -203,6 +203,11 @@ class Stream(Generic[T]):
         d = _ticks(duration, "alter_event_duration(duration)", positive=True)
         return Stream(p.AlterLifetimeNode(self.node, 0, d, "AlterEventDuration"))
 
+    def to_points(self) -> Stream[T]:
+        """Each event as a point at its start (StreamInsight's ``ToPointEventStream``):
+        ``alter_event_duration`` of one tick. CTIs are unchanged."""
+        return Stream(p.AlterLifetimeNode(self.node, 0, 1, "ToPointEventStream"))
+
     # ---- windows ------------------------------------------------------------------------
     def tumbling(self, size: timedelta, offset: timedelta = timedelta(0)) -> WindowedStream[T]:
         """Windows ``[w, w + size)`` one after another, aligned to the epoch (plus ``offset``)."""

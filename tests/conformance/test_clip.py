@@ -69,3 +69,22 @@ def test_clip_ungrouped_and_same_start_peers(executor: Any) -> None:
         (T(1), T(2), KV("x", 1)), (T(2), T(4), KV("y", 2)), (T(8), T(9), KV("z", 3)), (T(8), T(20), KV("w", 4)),
     ], key=key)
     assert r.ctis == [T(10), INF]
+
+
+def test_to_points_and_back_to_a_signal(executor: Any) -> None:
+    """``to_points()``: each reading a point at its start (the edges' ends do not matter);
+    ``alter_event_duration`` then clip turns the points back into the signal of the first
+    test: a@1 [1, 5), a@5 [5, 8), ... (a@1's own end, 20, is gone: the hour is the bound)."""
+    from datetime import timedelta
+
+    from tempo import TICK
+
+    points = Stream.create("in", readings(), EventShape.EDGE).to_points()
+    r = run(executor, points)
+    assert sorted((e.start, e.end, e.payload.k) for e in r.events) == [
+        (T(1), T(1) + TICK, "a"), (T(2), T(2) + TICK, "b"), (T(5), T(5) + TICK, "a"), (T(8), T(8) + TICK, "a"), (T(8), T(8) + TICK, "b"),
+    ]
+    signal = points.alter_event_duration(timedelta(hours=1)).group_by(lambda e: e.k).clip_event_duration()
+    assert sorted((e.start, e.end, e.payload.k) for e in run(executor, signal).events) == [
+        (T(1), T(5), "a"), (T(2), T(8), "b"), (T(5), T(8), "a"), (T(8), INF, "a"), (T(8), INF, "b"),
+    ]
