@@ -535,12 +535,12 @@ class Aggregate:
 
     def describe(self) -> str:
         """As the plan shows it: ``sum(e.v)``, ``percentile(e.v, 0.9)``, ``uda(Spread, e.v)``."""
-        params = [] if self.fraction is None else [repr(self.fraction)]
         if self.function is not None:
             return f"uda({type(self.function).__qualname__}, {x.render(self.arg) if self.arg is not None else ''})"
         if self.kind is AggregateKind.TOP:
             by = ", ".join(x.render(e) + (" desc" if d else "") for e, d in zip(self.order, self.descending))
             return f"top({self.limit} by {by})"
+        params = [] if self.fraction is None else [repr(self.fraction)]
         if self.accuracy is not None:
             params.append(f"accuracy={self.accuracy}")
         arg = [] if self.arg is None else [x.render(self.arg)]

@@ -285,17 +285,12 @@ def _with_order(value: Any, start: int, order: Order, payload: Any) -> Any:
 _HELPERS["_with_order"] = _with_order
 
 
-def _number_order(v: Any) -> tuple[int, Any]:
-    """NaN after every number, as Spark sorts doubles."""
-    return (1, 0.0) if v != v else (0, v)
-
-
 def percentile(values: list[Any], fraction: float) -> float | None:
     """Spark's exact ``percentile``: between the closest ranks of ``fraction·(n − 1)``, linearly
     (the same float operations, so the executors agree to the bit)."""
     if not values:
         return None
-    ranked = sorted(values, key=_number_order)
+    ranked = sorted(values, key=_value_order(float))  # NaN after every number
     position = (len(ranked) - 1) * fraction
     lower, higher = math.floor(position), math.ceil(position)
     low = float(ranked[lower])
@@ -310,7 +305,7 @@ def percentile_approx(values: list[Any], fraction: float) -> Any:
     summary is exact, and within its accuracy of that rank beyond."""
     if not values:
         return None
-    ranked = sorted(values, key=_number_order)
+    ranked = sorted(values, key=_value_order(float))  # NaN after every number
     return ranked[max(1, math.ceil(fraction * len(ranked))) - 1]
 
 
@@ -353,6 +348,24 @@ def _collected(entries: list[tuple[Any, Any]]) -> list[Any]:
     return [v for _, v in sorted(entries, key=lambda entry: entry[0])]
 
 
+def _finisher(item: Aggregate | AggregateKind | str, kind: AggregateKind) -> Callable[[list[Any]], Any] | None:
+    """For the kinds that keep every value of a window (a list) and compute their result from
+    them at the end: that computation; None for the others."""
+    if not isinstance(item, Aggregate):
+        return None
+    if kind is AggregateKind.COLLECT:
+        return _collected
+    if kind in (AggregateKind.PERCENTILE, AggregateKind.PERCENTILE_APPROX):
+        assert item.fraction is not None
+        return functools.partial(percentile if kind is AggregateKind.PERCENTILE else percentile_approx, fraction=item.fraction)
+    if kind is AggregateKind.TOP:
+        return top_ranker(item)
+    if kind is AggregateKind.UDA:
+        assert item.arg is not None
+        return aggregator_runner(item.function, item.arg.dtype, type(item.function).__qualname__, local=True)
+    return None
+
+
 _NAN = float("nan")
 
 
@@ -381,13 +394,11 @@ class Accumulator:
         update: list[str] = []
         merged: list[str] = []  # the same per aggregate, for ``merge``
         results: list[str] = []
-        env: dict[str, Any] = {"_heappush": heapq.heappush, "_sqrt": math.sqrt, "_distinct": _distinct,
-                               "_percentile": percentile, "_percentile_approx": percentile_approx, "_collected": _collected}
+        env: dict[str, Any] = {"_heappush": heapq.heappush, "_sqrt": math.sqrt, "_distinct": _distinct}
         argument = 0  # index into ``values``
         mergeable = True
         for item in aggregates:
             kind = item.kind if isinstance(item, Aggregate) else AggregateKind(item)
-            fraction = item.fraction if isinstance(item, Aggregate) else None
             if not kind.takes_argument:
                 results.append("state[0]")
                 continue
@@ -416,35 +427,17 @@ class Accumulator:
                     var = f"_sqrt({var})"
                 results.append(f"({var} if state[{n}] > {'1.0' if sample else '0.0'} else None)")
                 continue
-            if kind is AggregateKind.TOP:
-                assert isinstance(item, Aggregate)
-                ranker = f"_top{slot}"
-                env[ranker] = top_ranker(item)
-                initial.append("[]")
-                update.append(f"            state[{slot}].append({v})")
-                results.append(f"{ranker}(state[{slot}])")
+            if kind is AggregateKind.COUNT_DISTINCT:
+                initial.append("set()")
+                update.append(f"            state[{slot}].add(_distinct({v}))")
+                results.append(f"len(state[{slot}])")
                 continue
-            if kind is AggregateKind.UDA:  # the values kept, then the aggregator run over them in batches
-                assert isinstance(item, Aggregate) and item.arg is not None
-                runner = f"_uda{slot}"
-                env[runner] = aggregator_runner(item.function, item.arg.dtype, type(item.function).__qualname__, local=True)
+            finish = _finisher(item, kind)
+            if finish is not None:  # the values kept, then finished at the result
+                env[f"_finish{slot}"] = finish
                 initial.append("[]")
                 update.append(f"            state[{slot}].append({v})")
-                results.append(f"{runner}(state[{slot}])")
-                continue
-            if kind in (AggregateKind.COUNT_DISTINCT, AggregateKind.PERCENTILE, AggregateKind.PERCENTILE_APPROX, AggregateKind.COLLECT):
-                if kind is AggregateKind.COUNT_DISTINCT:
-                    initial.append("set()")
-                    update.append(f"            state[{slot}].add(_distinct({v}))")
-                    results.append(f"len(state[{slot}])")
-                    continue
-                initial.append("[]")
-                update.append(f"            state[{slot}].append({v})")
-                if kind is AggregateKind.COLLECT:
-                    results.append(f"_collected(state[{slot}])")
-                else:
-                    fn = "_percentile" if kind is AggregateKind.PERCENTILE else "_percentile_approx"
-                    results.append(f"{fn}(state[{slot}], {fraction!r})")
+                results.append(f"_finish{slot}(state[{slot}])")
                 continue
             initial.append("None")
             update.append(f"            c = state[{slot}]")
@@ -462,10 +455,14 @@ class Accumulator:
                 # NaN is greater than every number (as Spark orders doubles): the max once met,
                 # the min only when nothing else is (comparisons with NaN are all false).
                 floats = isinstance(item, Aggregate) and item.arg is not None and item.arg.dtype in (float, object)
-                nan = ("" if not floats else f" or {{x}} != {{x}}").format
-                wins = nan(x="{v}" if kind is AggregateKind.MAX else "c")
-                update += [f"            if c is None or {v} {less} c{wins.format(v=v)}:", f"                state[{slot}] = {v}"]
-                merged += [f"        if c is None or v {less} c{wins.format(v='v')}:", f"            state[{slot}] = v"]
+
+                def nan_wins(value: str) -> str:
+                    if not floats:
+                        return ""
+                    return f" or {value} != {value}" if kind is AggregateKind.MAX else " or c != c"
+
+                update += [f"            if c is None or {v} {less} c{nan_wins(v)}:", f"                state[{slot}] = {v}"]
+                merged += [f"        if c is None or v {less} c{nan_wins('v')}:", f"            state[{slot}] = v"]
                 results.append(f"state[{slot}]")
         # Window k's state of the group, created (and k pushed onto the heap) when missing.
         state_of = [

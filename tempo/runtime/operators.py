@@ -905,6 +905,13 @@ class Join(Operator):
             heapq.heappush(self.watches[waiting], (end, next(self.seq), out))
 
 
+def matching_key(key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | None, port: int, payload: Any) -> Key | None:
+    """Input ``port``'s key of ``payload`` for a matching operator (``()`` without keys), or
+    None when a key is null: a null key matches nothing."""
+    key: Key = key_fns[port](payload) if key_fns else ()
+    return None if any(k is None for k in key) else key
+
+
 def output_cti(ctis: list[int], port: int, t: int, out: int) -> int | None:
     """Input ``port``'s CTI ``t`` recorded in ``ctis``: the new output CTI, the least of the
     inputs', if it moved past ``out``; else None."""
@@ -953,12 +960,8 @@ class AntiJoin(Operator):
         self.right_ends: list[tuple[int, int]] = []
         self.seq = itertools.count()
 
-    def _key(self, port: int, payload: Any) -> Key | None:
-        key: Key = self.key_fns[port](payload) if self.key_fns else ()
-        return None if any(k is None for k in key) else key
-
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        key = self._key(port, payload)
+        key = matching_key(self.key_fns, port, payload)
         if port == 0:
             rec = [eid, start, end, payload, key, None]
             self.lefts[eid] = rec
@@ -1112,12 +1115,8 @@ class FollowedBy(Operator):
         self.ctis = [NEG_INF, NEG_INF]
         self.out_cti = NEG_INF
 
-    def _key(self, port: int, payload: Any) -> Key | None:
-        key: Key = self.key_fns[port](payload) if self.key_fns else ()
-        return None if any(k is None for k in key) else key  # a null key matches nothing
-
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        key = self._key(port, payload)
+        key = matching_key(self.key_fns, port, payload)
         if key is None:
             return
         if port == 0:

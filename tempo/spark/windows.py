@@ -94,7 +94,7 @@ def argument_column(a: p.Aggregate, payload_type: type) -> Column:
     field, nulls first, as ``codegen.payload_order``) and the value; null for a null value."""
     assert a.arg is not None
     v = column(a.arg, Scope())
-    if a.arg.dtype is bool and a.kind.takes_argument and a.kind not in (K.FIRST, K.LAST, K.COLLECT, K.COUNT_DISTINCT, K.UDA):
+    if a.arg.dtype is bool and a.kind in (K.SUM, K.AVG, K.MIN, K.MAX):  # the kinds taking bools as numbers
         v = v.cast("long")
     if not a.kind.ordered:
         return v
