@@ -365,6 +365,21 @@ UNARY: dict[str, Unary] = {
     "session_top_end": lambda s: s.session(timedelta(seconds=3)).top_k(
         2, by=lambda e: (e.value % 3, e.key), select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank), descending=(False, True)
     ),
+    # GroupApply (5.13): windows keyed inside and out, a self-join and clip + snapshot per group.
+    "apply_count_by_key": lambda s: s.group_by(lambda e: e.value % 3).apply(
+        lambda g: g.group_by(lambda e: e.key).count_window(2).aggregate(
+            lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)
+        ),
+        lambda k, r: KeyAgg(key=r.key, n=r.n, total=r.total * 10 + k, start=r.start),
+    ),
+    "apply_self_join": lambda s: s.group_by(lambda e: e.key).apply(
+        lambda g: g.join(g.alter_event_lifetime(timedelta(seconds=1), timedelta(seconds=4)), lambda a, b: a.value >= b.value,
+                         lambda a, b: Pair(key=a.key, value=a.value, ref=b.value)),
+        lambda k, r: r,
+    ),
+    "apply_clip_snapshot": lambda s: s.group_by(lambda e: e.key).apply(
+        lambda g: g.clip_event_duration().snapshot().aggregate(_agg), lambda k, r: Pair(key=k, value=r.n, ref=r.total)
+    ),
     "analytic_spread": lambda s: s.analytic(
         lambda e, a: Spread(
             key=e.key, distinct=a.count_distinct(lambda e: e.key), first=a.first(lambda e: e.value), last=a.last(lambda e: e.key),
@@ -420,6 +435,13 @@ BINARY: dict[str, Binary] = {
     .group_by(lambda e: e.key)
     .hopping(timedelta(seconds=10), timedelta(seconds=5))
     .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)),
+    # GroupApply (5.13) joining the right input whole in every group of the left.
+    "apply_broadcast": lambda l, r: l.group_by(lambda e: e.key).apply(
+        lambda g: g.join(r, lambda a, b: a.value >= b.ref, _pair).union(
+            g.anti_join(r, lambda a, b: a.value == b.ref).select(lambda a: Pair(key=a.key, value=a.value, ref=-1))
+        ),
+        lambda k, p: p,
+    ),
     "join_where_select": lambda l, r: l.join(r, lambda a, b: a.key == b.key, _pair)
     .where(lambda p: p.value >= p.ref)
     .select(lambda p: Ev(key=p.key, value=p.value - p.ref)),

@@ -65,6 +65,17 @@ class Located:
     t: float
 
 
+@attrs.frozen
+class Busiest:
+    most: int
+
+
+@attrs.frozen
+class DeviceBusiest:
+    device: str
+    most: int
+
+
 t0 = datetime(2024, 1, 1)
 readings = Stream.create(
     "readings",
@@ -91,9 +102,15 @@ located = readings.join(
     select=lambda r, d: Located(device=r.device, room=d.room, t=r.temperature),
 )
 
+busiest = readings.group_by(lambda e: e.device).apply(
+    lambda s: s.tumbling(timedelta(minutes=1)).aggregate(lambda w: Busiest(most=w.count())),
+    lambda device, r: DeviceBusiest(device=device, most=r.most),
+)
+
 reveal_alerts: Stream[Alert] = alerts
 reveal_stats: Stream[Stats] = stats
 reveal_located: Stream[Located] = located
+reveal_busiest: Stream[DeviceBusiest] = busiest
 '''
 
 
@@ -106,6 +123,8 @@ SNIPPETS = {
     "good": GOOD,
     "misspelled": _variant("lambda e: e.temperature > 30", "lambda e: e.temperture > 30"),
     "wrong_type": _variant("Alert(device=e.device,", "Alert(device=e.temperature,"),
+    # apply()'s select sees the sub-query's result type
+    "apply_misspelled": _variant("most=r.most)", "most=r.mots)"),
 }
 
 
@@ -163,15 +182,19 @@ def test_correct_pipeline_is_clean(run_mypy: Callable[[str], MypyRun]) -> None:
     assert stdout.startswith("Success"), stdout
 
 
-def test_misspelled_field_is_an_error_on_its_line(run_mypy: Callable[[str], MypyRun]) -> None:
-    snippet = SNIPPETS["misspelled"]
-    stdout, status = run_mypy("misspelled")
+@pytest.mark.parametrize(
+    ("name", "needle", "record"),
+    [("misspelled", "temperture", "Reading"), ("apply_misspelled", "mots", "Busiest")],  # apply(): the sub-query's result type
+)
+def test_misspelled_field_is_an_error_on_its_line(run_mypy: Callable[[str], MypyRun], name: str, needle: str, record: str) -> None:
+    snippet = SNIPPETS[name]
+    stdout, status = run_mypy(name)
     assert status == 1, stdout
-    found = errors(stdout, "misspelled")
+    found = errors(stdout, name)
     assert len(found) == 1, stdout
     line, message = found[0]
-    assert line == line_of(snippet, "temperture")
-    assert '"temperture"' in message and "Reading" in message and "[attr-defined]" in message, message
+    assert line == line_of(snippet, needle)
+    assert f'"{needle}"' in message and record in message and "[attr-defined]" in message, message
 
 
 def test_select_with_wrong_field_type_is_an_error(run_mypy: Callable[[str], MypyRun]) -> None:
@@ -192,8 +215,10 @@ def test_snippets_agree_at_run_time(tmp_path: Path) -> None:
         paths[name] = tmp_path / f"{name}.py"
         paths[name].write_text(text)
     ns = runpy.run_path(str(paths["good"]))
-    assert [ns[s].payload_type.__name__ for s in ("alerts", "stats", "located")] == ["Alert", "Stats", "Located"]
+    assert [ns[s].payload_type.__name__ for s in ("alerts", "stats", "located", "busiest")] == ["Alert", "Stats", "Located", "DeviceBusiest"]
     with pytest.raises(QueryBuildError, match="temperture"):
         runpy.run_path(str(paths["misspelled"]))
     with pytest.raises(QueryBuildError, match="device"):
         runpy.run_path(str(paths["wrong_type"]))
+    with pytest.raises(QueryBuildError, match="mots"):
+        runpy.run_path(str(paths["apply_misspelled"]))

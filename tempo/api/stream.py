@@ -19,6 +19,7 @@ from tempo.expr.aggregator import Aggregator
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.expr.trace import Traced, call_traced, param_names, record_proxies, require_traced, trace, trace_records
 from tempo.plan import nodes as p
+from tempo.plan.group_apply import GroupInputNode, apply_per_group
 from tempo.plan.query import Query
 from tempo.plan.ranked import ranked_classes
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowSpec, WindowTimestamp
@@ -627,6 +628,28 @@ class GroupedStream(Generic[T, K]):
         event = Traced(x.Input(0, payload_type, names[1] if len(names) > 1 else ""))
         projection = trace(fn, [key, event, analytics], "the analytic() projection", "record")
         return Stream(p.AnalyticNode(self._stream.node, self._keys, tuple(analytics._aggregates), projection))
+
+    def apply(self, query: Callable[[Stream[T]], Stream[U]], select: Callable[[K, U], R]) -> Stream[R]:
+        """Run ``query`` on each group's events alone (StreamInsight's and Trill's
+        ``GroupApply``): ``lambda s: s.tumbling(timedelta(minutes=1)).aggregate(...)`` is given
+        one group's stream and may use every operator, windows and joins between its own
+        streams included; a stream from outside it (not built from ``s``) is joined whole by
+        every group. Each result goes out as ``select(key, result)``, e.g.
+        ``lambda key, r: Out(device=key, n=r.n)`` (or ``r`` itself). The results are those of
+        running ``query`` on every group apart and uniting them; every group sees the input's
+        CTIs (docs/semantics.md 5.13)."""
+        payload_type = self._stream.payload_type
+        group = GroupInputNode(payload_type)
+        result = call_traced(query, [Stream(group)], "the apply() sub-query")
+        if not isinstance(result, Stream):
+            raise QueryBuildError(f"the apply() sub-query must return a Stream (built from its argument), got {result!r}")
+        per_group, key_names = apply_per_group(self._stream.node, self._keys, group, result.node)
+        record = x.Input(0, per_group.payload_type, "r")
+        keys = [Traced(x.attr(record, n)) for n in key_names]
+        fields = tuple(f.name for f in record_fields(result.payload_type))
+        value = Traced(x.Record(result.payload_type, fields, tuple(x.attr(record, f) for f in fields)))
+        projection = trace(select, [tuple(keys) if self._is_tuple else keys[0], value], "the apply() select=", "record")
+        return Stream(p.SelectNode(per_group, projection))
 
     def _key_proxies(self, spelled: str) -> Any:
         proxies = [

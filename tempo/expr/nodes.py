@@ -87,15 +87,41 @@ class Attr(Expr):
         return (self.base,)
 
 
-def attr(base: Expr, name: str) -> Attr:
-    """``base.name``, checked against the record type of ``base``."""
+def attr(base: Expr, name: str) -> Expr:
+    """``base.name``, checked against the record type of ``base``. A field of a record built
+    in place is the expression it was built from (when of the field's own type, so that no
+    widening is lost)."""
     fields = {f.name: f for f in record_fields(base.dtype)}
     if name not in fields:
         raise QueryBuildError(
             f"{base.dtype.__qualname__} has no field {name!r}; its fields are {', '.join(fields)}"
         )
     f = fields[name]
+    if isinstance(base, Record) and name in base.names:
+        value = base.values[base.names.index(name)]
+        if value.dtype is f.dtype:
+            return value
     return Attr(base, name, f.dtype, f.nullable)
+
+
+def transform(expr: Expr, fn: Callable[[Expr], Expr]) -> Expr:
+    """``expr`` rebuilt bottom-up: each node's children transformed first, then ``fn`` given
+    the node (rebuilt on the new children) for its replacement. A field read is rebuilt with
+    ``attr``, so a field of a record ``fn`` builds in place folds to its value."""
+    changes: dict[str, Any] = {}
+    for f in attrs.fields(type(expr)):
+        value = getattr(expr, f.name)
+        if isinstance(value, Expr):
+            new = transform(value, fn)
+            if new is not value:
+                changes[f.name] = new
+        elif isinstance(value, tuple) and value and all(isinstance(v, Expr) for v in value):
+            news = tuple(transform(v, fn) for v in value)
+            if any(a is not b for a, b in zip(news, value)):
+                changes[f.name] = news
+    if changes:
+        expr = attr(changes["base"], expr.name) if isinstance(expr, Attr) else attrs.evolve(expr, **changes)
+    return fn(expr)
 
 
 @attrs.frozen

@@ -85,16 +85,7 @@ class UnaryNode(Node):
 
 def reindex(expr: x.Expr, index: int) -> x.Expr:
     """``expr`` with every traced argument (``Input``) made argument ``index``."""
-    if isinstance(expr, x.Input):
-        return attrs.evolve(expr, index=index)
-    changes: dict[str, Any] = {}
-    for f in attrs.fields(type(expr)):
-        value = getattr(expr, f.name)
-        if isinstance(value, x.Expr):
-            changes[f.name] = reindex(value, index)
-        elif isinstance(value, tuple) and value and all(isinstance(v, x.Expr) for v in value):
-            changes[f.name] = tuple(reindex(v, index) for v in value)
-    return attrs.evolve(expr, **changes) if changes else expr
+    return x.transform(expr, lambda e: attrs.evolve(e, index=index) if isinstance(e, x.Input) else e)
 
 
 def kept_key(projection: x.Expr, candidates: list[x.Expr]) -> x.Expr | None:

@@ -13,6 +13,7 @@ from tempo.clocks import TimeDomain, arrival_lag
 from tempo.errors import QueryBuildError
 from tempo.expr import nodes as x
 from tempo.expr.schema import record_fields
+from tempo.plan.group_apply import GroupInputNode
 from tempo.plan.nodes import Node, SourceNode
 from tempo.result import RESERVED_COLUMNS
 
@@ -73,6 +74,12 @@ class Query:
     @staticmethod
     def build(root: Node) -> Query:
         nodes = topological(root)
+        for node in nodes:
+            if isinstance(node, GroupInputNode):
+                raise QueryBuildError(
+                    "a stream built inside a group_by().apply() sub-query is used outside it: it reads one "
+                    "group's events, which exist only within apply(); use the stream apply() returns"
+                )
         found = [n for n in nodes if isinstance(n, SourceNode)]
         found.sort(key=lambda s: s.declared)  # declaration order: Stream.create call order
         names: dict[str, SourceNode] = {}
