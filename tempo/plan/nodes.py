@@ -830,7 +830,10 @@ class AntiJoinNode(MatchingNode):
         "Left anti semi join: the parts of each left lifetime during which no right event "
         "matching the predicate is alive; a left event may give several fragments."
     )
-    CTI_RULE: ClassVar[str] = "The output CTI is the minimum of both inputs' CTIs."
+    CTI_RULE: ClassVar[str] = (
+        "The output CTI is the minimum of both inputs' CTIs; a fragment goes out once it passes the "
+        "fragment's start, and its end once the right input's CTI (or the output CTI) reaches it."
+    )
 
     def __attrs_post_init__(self) -> None:
         self._split("the anti_join predicate")

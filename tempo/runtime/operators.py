@@ -929,7 +929,9 @@ class AntiJoin(Operator):
     later left or right event can start before ``c``. Each left event touched by a change
     in ``[p, c)`` (its own start or end, or a matching right event starting or ending) is
     swept over that span: uncovered stretches become output fragments; a fragment still
-    uncovered at ``c`` goes out as a start edge and is ended by a later sweep.
+    uncovered at ``c`` goes out as a start edge. It is ended by a later sweep, or as soon as
+    the right input's CTI passes its end (``_settle``): the first matching right start, or
+    the left's own end, once no right event can start before it.
     """
 
     WIRING = Operator.WIRING | {"key_fns", "residual", "new_id"}
@@ -946,13 +948,15 @@ class AntiJoin(Operator):
         self.new_id = new_id
         self.ctis = [NEG_INF, NEG_INF]
         self.out_cti = NEG_INF
-        # left rec: [eid, start, end or None, payload, key, open fragment id or None]
+        # left rec: [eid, start, end or None, payload, key, open fragment id or None,
+        #            time up to which its output is final (a fragment ended by _settle)]
         # Marks say when a left needs a sweep: at its start (swept once the CTI passes it)
         # and at its end minus a tick (a left ending exactly at the CTI closes its last
         # fragment in that sweep).
         self.lefts: dict[int, list[Any]] = {}
         self.lefts_by_key: dict[Key, dict[int, list[Any]]] = {}
         self.left_marks: list[tuple[int, int]] = []  # (time, eid): a left starts or ends
+        self.open_lefts: dict[int, list[Any]] = {}  # the lefts with an open fragment
         # right rec: [eid, start, end or None, payload, key]
         self.rights: dict[int, list[Any]] = {}
         self.rights_by_key: dict[Key, dict[int, list[Any]]] = {}
@@ -963,7 +967,7 @@ class AntiJoin(Operator):
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key = matching_key(self.key_fns, port, payload)
         if port == 0:
-            rec = [eid, start, end, payload, key, None]
+            rec = [eid, start, end, payload, key, None, NEG_INF]
             self.lefts[eid] = rec
             if key is not None:
                 self.lefts_by_key.setdefault(key, {})[eid] = rec
@@ -986,13 +990,14 @@ class AntiJoin(Operator):
             rec[2] = end
             if end > self.out_cti:
                 heapq.heappush(self.left_marks, (end - 1, eid))  # see _end_mark
+                if rec[5] is not None:
+                    self._settle(rec)
                 return
             # Ending exactly at the output CTI (an end is never before its input's CTI, which
             # is at or past the output's): the last sweep reached its end, so its open
             # fragment ends there now; no later CTI need come to close it.
             if rec[5] is not None:
-                self.emit_end(rec[5], end)
-                rec[5] = None
+                self._end_fragment(rec, end)
             self._retire(rec, self.out_cti)
         else:
             rrec = self.rights.get(eid)
@@ -1004,6 +1009,9 @@ class AntiJoin(Operator):
     def cti(self, port: int, t: int) -> None:
         c = output_cti(self.ctis, port, t, self.out_cti)
         if c is None:
+            if port == 1 and self.ctis[1] > self.out_cti:  # the right input alone moved on
+                for rec in list(self.open_lefts.values()):
+                    self._settle(rec)
             return
         p = self.out_cti
         touched: dict[int, list[Any]] = {}
@@ -1018,6 +1026,9 @@ class AntiJoin(Operator):
         for rec in sorted(touched.values(), key=lambda r: (r[1], r[0])):
             self._sweep(rec, p, c)
         self.out_cti = c
+        if self.ctis[1] > c:
+            for rec in list(self.open_lefts.values()):
+                self._settle(rec)
         self.emit_cti(c)
         while self.right_ends and self.right_ends[0][0] <= c:
             _, eid = heapq.heappop(self.right_ends)
@@ -1028,16 +1039,33 @@ class AntiJoin(Operator):
                 if not group:
                     del self.rights_by_key[rrec[4]]
 
+    def _end_fragment(self, rec: list[Any], at: int) -> None:
+        self.emit_end(rec[5], at)
+        rec[5] = None
+        self.open_lefts.pop(rec[0], None)
+
+    def _settle(self, rec: list[Any]) -> None:
+        """End ``rec``'s open fragment now if the right input's CTI has made its end final:
+        the earliest of the first matching right start at or after the output CTI and the
+        left's own end, once no right event can start before it. Its output is then final up
+        to there, and later sweeps start from it."""
+        at = INF if rec[2] is None else rec[2]
+        for rrec in self.rights_by_key.get(rec[4], {}).values() if rec[4] is not None else ():
+            if self.out_cti <= rrec[1] < at and (self.residual is None or self.residual(rec[3], rrec[3])):
+                at = rrec[1]
+        if at <= self.ctis[1] and at < INF:
+            self._end_fragment(rec, at)
+            rec[6] = at
+
     def _sweep(self, rec: list[Any], p: int, c: int) -> None:
         start, end, payload, key = rec[1], rec[2], rec[3], rec[4]
-        lo = max(p, start)
+        lo = max(p, start, rec[6])
         hi = c if end is None else min(c, end)
         if lo >= hi:
             if rec[5] is not None and end is not None:
                 # The left ended exactly where the last sweep stopped (an end is never
                 # before the CTI): its open fragment ends there.
-                self.emit_end(rec[5], end)
-                rec[5] = None
+                self._end_fragment(rec, end)
             self._retire(rec, c)
             return
         covered: list[tuple[int, int]] = []
@@ -1074,6 +1102,10 @@ class AntiJoin(Operator):
             else:
                 self.emit_insert(self.new_id(), gs, ge, payload)
         rec[5] = open_id
+        if open_id is None:
+            self.open_lefts.pop(rec[0], None)
+        else:
+            self.open_lefts[rec[0]] = rec
         self._retire(rec, c)
 
     def _retire(self, rec: list[Any], c: int) -> None:

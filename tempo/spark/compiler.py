@@ -363,17 +363,18 @@ def _followed_by(c: Compiler, node: p.FollowedByNode) -> DataFrame:
 
 @compiles(p.AntiJoinNode)
 def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
-    """The uncovered stretches of each left lifetime up to the final CTI.
+    """The uncovered stretches of each left lifetime that start before the final CTI.
 
-    For a left event ``[s, e)`` and final CTI ``c``: the span ``[s, min(e, c))`` minus the
-    union of matching right lifetimes. A stretch reaching ``c`` before the left event ends
-    is still open (the in-memory sweep would end it only at a later CTI).
+    For a left event ``[s, e)``, final output CTI ``c`` and final right CTI ``r`` (at or
+    after ``c``): the span ``[s, min(e, r))`` minus the union of matching right lifetimes,
+    every right event starting before ``r`` being known; the stretches starting before ``c``
+    are released. A stretch reaching ``r`` before the left event ends is still open.
     """
     left, right, cond = join_sides(c, node)
-    cti = c.final_cti(node)
+    cti, right_cti = c.final_cti(node), c.final_cti(node.right)
     ls, le = F.col(f"__l_{S}"), F.col(f"__l_{E}")
-    left = left.withColumn("__lid", F.monotonically_increasing_id())
-    left = left.withColumn("__lo", ls).withColumn("__hi", F.least(le, F.lit(cti))).filter(F.col("__lo") < F.col("__hi"))
+    left = left.filter(ls < F.lit(cti)).withColumn("__lid", F.monotonically_increasing_id())
+    left = left.withColumn("__lo", ls).withColumn("__hi", F.least(le, F.lit(right_cti))).filter(F.col("__lo") < F.col("__hi"))
     rs, re = F.col(f"__r_{S}"), F.col(f"__r_{E}")
     cov = left.join(right, cond & (rs < F.col("__hi")) & (re > F.col("__lo")), "left")
     # No match leaves the right columns null (and Spark's greatest/least skip nulls).
@@ -388,7 +389,7 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
     payload = [F.col(f"`__l_{n}`").alias(n) for n in field_names(node.payload_type)]
     inner = cov.filter(F.col("__cs") > F.col("__prev")).select(F.col("__prev").alias("__gs"), F.col("__cs").alias("__ge"), le.alias("__le"), F.col("__hi"), *payload)
     tail = cov.filter((F.col("__rn") == 1) & (F.col("__total") < F.col("__hi"))).select(F.col("__total").alias("__gs"), F.col("__hi").alias("__ge"), le.alias("__le"), F.col("__hi"), *payload)
-    gaps = inner.unionByName(tail)
-    still_open = (F.col("__ge") == F.col("__hi")) & ~(F.col("__le") <= F.lit(cti))
+    gaps = inner.unionByName(tail).filter(F.col("__gs") < F.lit(cti))
+    still_open = (F.col("__ge") == F.col("__hi")) & ~(F.col("__le") <= F.lit(right_cti))
     end = F.when(still_open, F.lit(INF)).otherwise(F.col("__ge"))
     return gaps.select(F.col("__gs").alias(S), end.alias(E), *_payload(node))

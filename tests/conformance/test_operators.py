@@ -2024,6 +2024,45 @@ def test_anti_join_right_edges(executor: Any) -> None:
     assert r.ctis == [T(30), INF]
 
 
+def test_anti_join_right_cti_settles_a_fragments_end(executor: Any) -> None:
+    """A fragment's end goes out once the right input's CTI passes it, while the left input
+    holds the output CTI back (5.9).
+
+    ::
+
+        t       0    5    7 8  9 10        20
+        left    [a===|=========)   |5 ...  |20, then |INF
+        right             [)    |9 ...                 |INF
+        out     [0, 7) at |5: the right CTI 9 settles the cut at 7 (no right event starts before 9)
+                [8, ...) at |9, a start edge: a right event may still start in [9, 10)
+                ended at 10 by |INF
+    """
+    a = L(1, "a")
+    left = Stream.create(
+        "left", [Interval(T(0), T(10), a, arrival=A(1)), Cti(T(5), arrival=A(2)), Cti(T(20), arrival=A(6)), Cti(INF, arrival=A(7))],
+        EventShape.INTERVAL,
+    )
+    right = Stream.create(
+        "right", [Interval(T(7), T(8), R(1, "r"), arrival=A(3)), Cti(T(9), arrival=A(4)), Cti(INF, arrival=A(8))], EventShape.INTERVAL
+    )
+    r = run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
+    check_raw(executor, r, [
+        ("interval", T(0), T(7), a), ("cti", T(5)), ("start", T(8), a), ("cti", T(9)), ("end", T(8), T(10), a), ("cti", INF),
+    ])
+
+
+def test_anti_join_nothing_can_cut_once_the_right_input_ends(executor: Any) -> None:
+    """left [a 0,10) |5 and no more; right |INF: nothing can cut a, so it goes out whole at
+    output CTI 5 (before, a start edge never ended). left_outer_join likewise."""
+    a = L(1, "a")
+    left = Stream.create("left", [Interval(T(0), T(10), a), Cti(T(5))], EventShape.INTERVAL)
+    right = Stream.create("right", [Cti(INF)], EventShape.INTERVAL, payload_type=R)
+    r = run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
+    check_raw(executor, r, [("interval", T(0), T(10), a), ("cti", T(5))])
+    outer = run(executor, left.left_outer_join(right, lambda l, r: l.id == r.id, lambda l, r: r, default=R(0, "none")))
+    check_raw(executor, outer, [("interval", T(0), T(10), R(0, "none")), ("cti", T(5))])
+
+
 def test_union_right_side_edge_ended_after_release(executor: Any) -> None:
     """left *a@1 |10 (processed first); right b>>@2 |5, b ends @7, |10.
 
