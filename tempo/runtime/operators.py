@@ -1010,8 +1010,7 @@ class AntiJoin(Operator):
         c = output_cti(self.ctis, port, t, self.out_cti)
         if c is None:
             if port == 1 and self.ctis[1] > self.out_cti:  # the right input alone moved on
-                for rec in list(self.open_lefts.values()):
-                    self._settle(rec)
+                self._settle_open()
             return
         p = self.out_cti
         touched: dict[int, list[Any]] = {}
@@ -1027,8 +1026,7 @@ class AntiJoin(Operator):
             self._sweep(rec, p, c)
         self.out_cti = c
         if self.ctis[1] > c:
-            for rec in list(self.open_lefts.values()):
-                self._settle(rec)
+            self._settle_open()
         self.emit_cti(c)
         while self.right_ends and self.right_ends[0][0] <= c:
             _, eid = heapq.heappop(self.right_ends)
@@ -1043,6 +1041,10 @@ class AntiJoin(Operator):
         self.emit_end(rec[5], at)
         rec[5] = None
         self.open_lefts.pop(rec[0], None)
+
+    def _settle_open(self) -> None:
+        for rec in list(self.open_lefts.values()):
+            self._settle(rec)
 
     def _settle(self, rec: list[Any]) -> None:
         """End ``rec``'s open fragment now if the right input's CTI has made its end final:
