@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tempo"
-EXECUTORS = ("tempo.memory", "tempo.spark")
+EXECUTORS = ("tempo.memory", "tempo.spark", "tempo.vectorised")
 
 
 def allowed_imports() -> dict[str, set[str]]:

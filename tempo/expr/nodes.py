@@ -335,6 +335,35 @@ UDF_MARKER = "[tempo udf result]"
 it again as ``UdfResultError`` (``tempo.spark.columns.udf_errors``)."""
 
 
+def marked_fields(exc: BaseException, marker: str, count: int) -> list[str] | None:
+    """The ``count`` fields a worker wrote as a JSON list between two ``marker`` into the
+    message of the error it raised, if ``exc`` (an engine's failure carrying the worker's
+    error as text) has them."""
+    import json
+
+    text = str(exc)
+    start = text.find(marker)
+    end = text.find(marker, start + len(marker)) if start >= 0 else -1
+    if end < 0:
+        return None
+    try:
+        fields = json.loads(text[start + len(marker) : end])
+    except ValueError:
+        return None
+    if not isinstance(fields, list) or len(fields) != count:
+        return None
+    return [str(f) for f in fields]
+
+
+def udf_error(exc: BaseException) -> Any:
+    """The ``UdfResultError`` a udf raised in an engine's worker (``checked_udf`` with
+    ``local=False``), if ``exc`` carries one; else None."""
+    from tempo.errors import UdfResultError
+
+    fields = marked_fields(exc, UDF_MARKER, 5)
+    return None if fields is None else UdfResultError(*fields)
+
+
 def checked_udf(fn: Callable[..., Any], returns: type, name: str, local: bool) -> Callable[..., Any]:
     """``fn`` checking each result against its declared type ``returns``.
 

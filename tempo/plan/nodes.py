@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 import attrs
@@ -86,6 +87,22 @@ class UnaryNode(Node):
 def reindex(expr: x.Expr, index: int) -> x.Expr:
     """``expr`` with every traced argument (``Input``) made argument ``index``."""
     return x.transform(expr, lambda e: attrs.evolve(e, index=index) if isinstance(e, x.Input) else e)
+
+
+def node_expressions(node: Node) -> Iterator[x.Expr]:
+    """Every expression of ``node`` and below: in its fields, tuples and attrs values
+    (aggregates), not in its input nodes. What a compiler checks it has a rule for."""
+
+    def walk(values: Iterable[object]) -> Iterator[x.Expr]:
+        for v in values:
+            if isinstance(v, x.Expr):
+                yield from v.walk()
+            elif isinstance(v, tuple):
+                yield from walk(v)
+            elif attrs.has(cls := type(v)) and not isinstance(v, Node):
+                yield from walk(getattr(v, f.name) for f in attrs.fields(cls))
+
+    return walk(getattr(node, f.name) for f in attrs.fields(type(node)))
 
 
 def kept_key(projection: x.Expr, candidates: list[x.Expr]) -> x.Expr | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, TypeVar
@@ -22,8 +21,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from tempo.dispatch import Registry
-from tempo.errors import CompileError, TempoError, UdfResultError, UnsupportedError
+from tempo.errors import CompileError, TempoError, UnsupportedError
 from tempo.expr import nodes as x
+from tempo.expr.nodes import udf_error
 from tempo.spark.types import spark_type
 from tempo.ticks import to_ticks
 
@@ -178,30 +178,6 @@ def _py_call(scope: Scope, e: x.PyCall) -> Column:
     # checked result comes back the same way on every supported PySpark.
     fn = F.udf(x.checked_udf(e.fn, e.returns, name, local=False), spark_type(e.returns), useArrow=False)
     return fn(*[column(a, scope) for a in e.args])
-
-
-def marked_fields(exc: BaseException, marker: str, count: int) -> list[str] | None:
-    """The ``count`` fields a Python worker wrote as a JSON list between two ``marker`` into
-    the message of the error it raised, if ``exc`` (a Spark failure carrying the worker's
-    traceback as text) has them."""
-    text = str(exc)
-    start = text.find(marker)
-    end = text.find(marker, start + len(marker)) if start >= 0 else -1
-    if end < 0:
-        return None
-    try:
-        fields = json.loads(text[start + len(marker) : end])
-    except ValueError:
-        return None
-    if not isinstance(fields, list) or len(fields) != count:
-        return None
-    return [str(f) for f in fields]
-
-
-def udf_error(exc: BaseException) -> UdfResultError | None:
-    """The ``UdfResultError`` a Python worker raised, if ``exc`` (a Spark failure) carries one."""
-    fields = marked_fields(exc, x.UDF_MARKER, 5)
-    return None if fields is None else UdfResultError(*fields)
 
 
 @contextlib.contextmanager

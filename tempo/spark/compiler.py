@@ -17,10 +17,9 @@ keeps exactly each key's released events (``output``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import attrs
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -49,20 +48,8 @@ def check_supported(query: Query) -> None:
     otherwise name that engine rather than this executor."""
     for node in query.nodes:
         _RULES.lookup(node)
-        for e in _expressions(getattr(node, f.name) for f in attrs.fields(type(node))):
+        for e in p.node_expressions(node):
             EXPRESSIONS.lookup(e)
-
-
-def _expressions(values: Iterable[object]) -> Iterator[x.Expr]:
-    """Every expression in ``values`` and below: in tuples and in attrs values (aggregates),
-    not in input nodes (each is checked as a node of the query)."""
-    for v in values:
-        if isinstance(v, x.Expr):
-            yield from v.walk()
-        elif isinstance(v, tuple):
-            yield from _expressions(v)
-        elif attrs.has(cls := type(v)) and not isinstance(v, p.Node):
-            yield from _expressions(getattr(v, f.name) for f in attrs.fields(cls))
 
 
 class Compiler:

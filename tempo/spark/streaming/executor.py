@@ -43,7 +43,8 @@ from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.bulk import bulk_shape
 from tempo.runtime.live import LiveEngine, Released
 from tempo.sources import CsvSource, JsonSource, ParquetSource, TableSource
-from tempo.spark.columns import marked_fields, udf_error, worker_errors
+from tempo.expr.nodes import marked_fields, udf_error
+from tempo.spark.columns import worker_errors
 from tempo.spark.sources import DataFrameSource, json_spark_schema
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
 from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix

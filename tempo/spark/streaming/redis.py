@@ -30,7 +30,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from tempo.errors import InputError, QueryBuildError, UnsupportedError
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.settings import AdvanceTimeSettings
-from tempo.spark.columns import marked_fields, worker_errors
+from tempo.expr.nodes import marked_fields
+from tempo.spark.columns import worker_errors
 from tempo.spark.sources import DataFrameSource
 from tempo.spark.types import spark_type
 from tempo.tables import KINDS

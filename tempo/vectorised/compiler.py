@@ -1,0 +1,600 @@
+"""The logical plan to polars plans: a visitor keyed by node class.
+
+The rules are those of the Spark executor (``tempo.spark.compiler``), formula for formula, on
+polars' lazy frames: every relation has the payload columns of its node's record type and
+the lifetime columns ``__tempo_s`` / ``__tempo_e`` (ticks; ``INF`` for an open end). CTIs are
+known up front (``CtiReplay``), so each stateful operator keeps exactly the outputs its final
+CTI released, and the query keeps the events its final output CTI passed. A node without a
+rule here raises ``UnsupportedError`` naming it, before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from tempo.dispatch import Registry
+from tempo.expr import nodes as x
+from tempo.expr.schema import field_names
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
+from tempo.runtime.replay import CtiReplay
+from tempo.ticks import INF, NEG_INF
+from tempo.vectorised.expressions import END as E
+from tempo.vectorised.expressions import EXECUTOR, EXPRESSIONS, START as S
+from tempo.vectorised.expressions import Scope, expr, numeric_operands, payload_schema, record_exprs
+
+_RULES: Registry[Compiler, pl.LazyFrame] = Registry(EXECUTOR, "plan node")
+compiles = _RULES.rule
+K = p.AggregateKind
+
+
+def check_supported(query: Query) -> None:
+    """Raise ``UnsupportedError`` if a node, an expression, a window kind, an aggregate or a
+    payload type of ``query`` has no rule here, before any input is read."""
+    from tempo.errors import UnsupportedError
+
+    for node in query.nodes:
+        _RULES.lookup(node)
+        payload_schema(node.payload_type)
+        for e in p.node_expressions(node):
+            EXPRESSIONS.lookup(e)
+        if isinstance(node, p.AnalyticNode):
+            for a in node.analytics:
+                if isinstance(a, p.Aggregate) and a.kind not in _RUNNING:
+                    raise UnsupportedError(EXECUTOR, f"the running aggregate {a.describe()}", "it has no rule for it yet")
+        if isinstance(node, p.WindowNode):
+            if type(node.spec) not in _KINDS:
+                raise UnsupportedError(EXECUTOR, node.spec.describe(), "it has no rule for this window kind yet")
+            for a in node.aggregates:
+                if a.kind not in _AGGREGATES:
+                    raise UnsupportedError(EXECUTOR, f"the aggregate {a.describe()}", "it has no rule for this aggregate yet")
+
+
+class Compiler:
+    """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
+
+    def __init__(self, query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame]) -> None:
+        self.query, self.replay, self.inputs = query, replay, inputs
+        self.built: dict[int, pl.LazyFrame] = {}
+
+    def final_cti(self, node: p.Node) -> int:
+        """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
+        ctis = self.replay.ctis_of(node)
+        return ctis[-1] if ctis else NEG_INF
+
+    def final_bound(self, node: p.Node) -> int:
+        """The latest final CTI of ``node``: its own, or one of its substream keys'."""
+        return max(self.final_cti(node), *self.replay.key_ctis_of(node).values(), NEG_INF)
+
+    def relation(self, node: p.Node) -> pl.LazyFrame:
+        cached = self.built.get(id(node))
+        if cached is None:
+            cached = self.built[id(node)] = _RULES(self, node)
+        return cached
+
+    def output(self) -> pl.LazyFrame:
+        """The query's released events: those its final output CTI (or its key's) passed."""
+        released = self.released()
+        out = self.relation(self.query.root)
+        return out if released is None else out.filter(released)
+
+    def released(self) -> pl.Expr | None:
+        root = self.query.root
+        cti = self.final_cti(root)
+        if cti >= INF:
+            return None
+        bound: pl.Expr = pl.lit(cti)
+        key = self.query.substream_key(root)
+        ahead = {k: t for k, t in self.replay.key_ctis_of(root).items() if t > cti}
+        if key is not None and ahead:
+            key_col = expr(key, Scope())
+            chain: Any = None
+            for k, t in ahead.items():
+                test = key_col.is_null() if k is None else key_col == pl.lit(k)
+                chain = pl.when(test).then(pl.lit(t)) if chain is None else chain.when(test).then(pl.lit(t))
+            bound = chain.otherwise(pl.lit(cti))
+        return pl.col(S) < bound
+
+
+def _payload(node: p.Node) -> list[pl.Expr]:
+    return [pl.col(n) for n in field_names(node.payload_type)]
+
+
+@compiles(p.SourceNode)
+def _source(c: Compiler, node: p.SourceNode) -> pl.LazyFrame:
+    return c.inputs[node.name]
+
+
+@compiles(p.EventTimeNode)
+def _event_time(c: Compiler, node: p.EventTimeNode) -> pl.LazyFrame:
+    return c.relation(node.input)
+
+
+@compiles(p.WhereNode)
+def _where(c: Compiler, node: p.WhereNode) -> pl.LazyFrame:
+    # A null predicate drops the row, as the in-memory executor's falsy test does.
+    return c.relation(node.input).filter(expr(node.predicate, Scope()).fill_null(False))
+
+
+@compiles(p.SelectNode)
+def _select(c: Compiler, node: p.SelectNode) -> pl.LazyFrame:
+    return c.relation(node.input).select(pl.col(S), pl.col(E), *record_exprs(node.projection, Scope()))
+
+
+def _shift(t: pl.Expr, d: int) -> pl.Expr:
+    """Saturating: infinity stays infinity and nothing passes it."""
+    return pl.when(t >= INF).then(pl.lit(INF)).otherwise(pl.min_horizontal(t + pl.lit(d), pl.lit(INF)))
+
+
+@compiles(p.AlterLifetimeNode)
+def _alter(c: Compiler, node: p.AlterLifetimeNode) -> pl.LazyFrame:
+    start = _shift(pl.col(S), node.shift)
+    end = _shift(start, node.duration) if node.duration is not None else _shift(pl.col(E), node.shift)
+    return c.relation(node.input).select(start.alias(S), end.alias(E), *_payload(node)).filter(pl.col(S) < INF)
+
+
+@compiles(p.UnionNode)
+def _union(c: Compiler, node: p.UnionNode) -> pl.LazyFrame:
+    cols = [pl.col(S), pl.col(E), *_payload(node)]
+    return pl.concat([c.relation(node.left).select(cols), c.relation(node.right).select(cols)], how="vertical")
+
+
+# ---- joins --------------------------------------------------------------------------------
+
+
+def _join_key(a: x.Expr, b: x.Expr, left: pl.Expr, right: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """A key pair of one type: polars joins only equal column types (``1 == 1.0`` in Python)."""
+    left, right = numeric_operands(a, b, left, right)
+    if float in (a.dtype, b.dtype):
+        return left.cast(pl.Float64), right.cast(pl.Float64)
+    return left, right
+
+
+def prefixed(frame: pl.LazyFrame, prefix: str) -> pl.LazyFrame:
+    return frame.select([pl.col(n).alias(f"{prefix}{n}") for n in frame.collect_schema().names()])
+
+
+def matched(node: p.MatchingNode, left: pl.LazyFrame, right: pl.LazyFrame) -> pl.LazyFrame:
+    """The pairs of ``left`` and ``right`` (columns prefixed ``__l_`` and ``__r_``) meeting
+    the node's keys and residual: a hash join on the keys (a null key matches nothing), or
+    every pair."""
+    scope = Scope(("__l_", "__r_"))
+    lk, rk = [], []
+    for i, (a, b) in enumerate(node.keys):
+        le, re = _join_key(a, b, expr(a, scope), expr(b, scope))
+        left, right = left.with_columns(le.alias(f"__lk{i}")), right.with_columns(re.alias(f"__rk{i}"))
+        lk.append(f"__lk{i}")
+        rk.append(f"__rk{i}")
+    pairs = left.join(right, left_on=lk, right_on=rk, how="inner") if lk else left.join(right, how="cross")
+    if node.residual is not None:
+        pairs = pairs.filter(expr(node.residual, scope).fill_null(False))
+    return pairs
+
+
+def join_sides(c: Compiler, node: p.MatchingNode) -> pl.LazyFrame:
+    """The matching pairs of both inputs (``matched``)."""
+    return matched(node, prefixed(c.relation(node.left), "__l_"), prefixed(c.relation(node.right), "__r_"))
+
+
+@compiles(p.JoinNode)
+def _join(c: Compiler, node: p.JoinNode) -> pl.LazyFrame:
+    """Overlapping matching pairs; the intersection once the join's final CTI passed its
+    start. The output end is the earlier known end if the other side (still open) has a CTI
+    at or past it, else it stays open: when the in-memory join sends the end edge."""
+    ls, le, rs, re = pl.col(f"__l_{S}"), pl.col(f"__l_{E}"), pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
+    joined = join_sides(c, node).filter((ls < re) & (rs < le))
+    start = pl.max_horizontal(ls, rs)
+    known = pl.min_horizontal(le, re)
+    cti_l, cti_r = c.final_cti(node.left), c.final_cti(node.right)
+    determined = ((le < INF) | (pl.lit(cti_l) >= known)) & ((re < INF) | (pl.lit(cti_r) >= known))
+    end = pl.when(determined & (known < INF)).then(known).otherwise(pl.lit(INF))
+    out = joined.filter(start < pl.lit(c.final_bound(node)))
+    return out.select(start.alias(S), end.alias(E), *record_exprs(node.projection, Scope(("__l_", "__r_"))))
+
+
+@compiles(p.FollowedByNode)
+def _followed_by(c: Compiler, node: p.FollowedByNode) -> pl.LazyFrame:
+    """Each left event with its first following right event (``tempo.spark.compiler.
+    _followed_by``): the pairs on the keys and a time bucket of width ``within`` (a left
+    start's bucket is the right start's or the one before), the band ``a.s < b.s < a.s +
+    within`` and the residual; per left event the pair of least (b.s, b's payload fields)
+    kept; a point at b.s, once the final CTI is past it."""
+    ls, rs, w = pl.col(f"__l_{S}"), pl.col(f"__r_{S}"), node.within
+    left = prefixed(c.relation(node.left), "__l_").with_row_index("__lid").with_columns((ls // w).alias("__bucket"))
+    right = prefixed(c.relation(node.right), "__r_").with_columns(
+        pl.concat_list([rs // w, rs // w - 1]).alias("__rbucket")
+    ).explode("__rbucket")
+    pairs = matched(node, left.with_columns(pl.col("__bucket").alias("__lb")), right.with_columns(pl.col("__rbucket").alias("__rb")))
+    pairs = pairs.filter((pl.col("__lb") == pl.col("__rb")) & (ls < rs) & (rs < ls + w))
+    order = [rs, *[pl.col(f"__r_{n}") for n in field_names(node.right.payload_type)]]
+    pairs = pairs.sort(order, nulls_last=False, maintain_order=True).group_by("__lid", maintain_order=True).first()
+    out = pairs.filter(rs < pl.lit(c.final_bound(node)))
+    return out.select(rs.alias(S), (rs + 1).alias(E), *record_exprs(node.projection, Scope(("__l_", "__r_"))))
+
+
+@compiles(p.AntiJoinNode)
+def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
+    """The uncovered stretches of each left lifetime that start before the final CTI
+    (``tempo.spark.compiler._anti_join``): the span ``[s, min(e, r))``, ``r`` the right
+    input's final CTI, minus the union of the matching right lifetimes; a stretch reaching
+    ``r`` before the left event ends is still open."""
+    cti, right_cti = c.final_cti(node), c.final_cti(node.right)
+    ls, le = pl.col(f"__l_{S}"), pl.col(f"__l_{E}")
+    left = prefixed(c.relation(node.left), "__l_").filter(ls < pl.lit(cti)).with_row_index("__lid")
+    left = left.with_columns(ls.alias("__lo"), pl.min_horizontal(le, pl.lit(right_cti)).alias("__hi")).filter(pl.col("__lo") < pl.col("__hi"))
+    rs, re = pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
+    pairs = matched(node, left, prefixed(c.relation(node.right), "__r_")).filter((rs < pl.col("__hi")) & (re > pl.col("__lo")))
+    cov = pairs.select(
+        "__lid", "__lo", "__hi", pl.max_horizontal(rs, pl.col("__lo")).alias("__cs"), pl.min_horizontal(re, pl.col("__hi")).alias("__ce")
+    ).sort("__lid", "__cs", "__ce")
+    covered_before = pl.col("__ce").cum_max().shift(1).over("__lid")
+    cov = cov.with_columns(pl.max_horizontal(pl.col("__lo"), pl.coalesce(covered_before, pl.col("__lo"))).alias("__prev"))
+    inner = cov.filter(pl.col("__cs") > pl.col("__prev")).select("__lid", pl.col("__prev").alias("__gs"), pl.col("__cs").alias("__ge"))
+    total = cov.group_by("__lid").agg(pl.col("__ce").max().alias("__total"))
+    tails = left.select("__lid", "__lo", "__hi").join(total, on="__lid", how="left").select(
+        "__lid", pl.max_horizontal(pl.col("__lo"), pl.coalesce(pl.col("__total"), pl.col("__lo"))).alias("__gs"), pl.col("__hi").alias("__ge")
+    ).filter(pl.col("__gs") < pl.col("__ge"))
+    gaps = pl.concat([inner, tails]).filter(pl.col("__gs") < pl.lit(cti)).join(left, on="__lid", how="inner")
+    still_open = (pl.col("__ge") == pl.col("__hi")) & ~(le <= pl.lit(right_cti))
+    end = pl.when(still_open).then(pl.lit(INF)).otherwise(pl.col("__ge"))
+    return gaps.select(pl.col("__gs").alias(S), end.alias(E), *[pl.col(f"__l_{n}").alias(n) for n in field_names(node.payload_type)])
+
+
+@compiles(p.ClipNode)
+def _clip(c: Compiler, node: p.ClipNode) -> pl.LazyFrame:
+    """Each end clipped at the next later start of its group (``tempo.spark.compiler._clip``):
+    the least start after it, over the group in start order. The clipped end counts once the
+    final CTI is past it, else the result stays open; only the events the final CTI passed
+    go out."""
+    cti = c.final_cti(node.input)
+    keys = [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
+    names = [f"__key{i}" for i in range(len(keys))]
+    df = c.relation(node.input).with_columns(*keys) if keys else c.relation(node.input)
+    df = df.sort(S)
+    following = pl.col(S).shift(-1).over(names) if names else pl.col(S).shift(-1)
+    df = df.with_columns(pl.when(following > pl.col(S)).then(following).alias("__next"))
+    later = pl.col("__next").min().over([*names, S])
+    clipped = pl.min_horizontal(pl.col(E), pl.coalesce(later, pl.lit(INF)))
+    end = pl.when(clipped < pl.lit(cti)).then(clipped).otherwise(pl.lit(INF)) if cti < INF else clipped
+    out = df.select(pl.col(S), end.alias(E), *_payload(node))
+    return out if cti >= INF else out.filter(pl.col(S) < pl.lit(cti))
+
+
+def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
+    """Aggregate ``a`` of ``v`` over the rows so far, in order (the group's rows sorted)."""
+    seen = v.is_not_null().cum_sum()
+    if a.kind is K.COUNT:
+        return pl.int_range(1, pl.len() + 1)
+    if a.kind is K.SUM:
+        return pl.when(seen > 0).then(v.fill_null(0).cum_sum())
+    if a.kind is K.AVG:
+        return pl.when(seen > 0).then(v.cast(pl.Float64).fill_null(0.0).cum_sum() / seen)
+    if a.kind in (K.MIN, K.MAX):
+        if not _is_float(a):
+            return (v.cum_min() if a.kind is K.MIN else v.cum_max()).forward_fill()
+        # NaN orders after every number: the greatest once one is seen, the least only of NaNs
+        nan_seen = v.is_nan().fill_null(False).cum_sum() > 0
+        numbers = v.fill_nan(None)
+        if a.kind is K.MAX:
+            return pl.when(nan_seen).then(float("nan")).otherwise(numbers.cum_max().forward_fill())
+        least = numbers.cum_min().forward_fill()
+        return pl.when(least.is_null() & nan_seen).then(float("nan")).otherwise(least)
+    if a.kind is K.FIRST:
+        return pl.when(seen > 0).then(v.drop_nulls().first())
+    assert a.kind is K.LAST
+    return v.forward_fill()
+
+
+_RUNNING = frozenset({K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST})
+
+
+@compiles(p.AnalyticNode)
+def _analytic(c: Compiler, node: p.AnalyticNode) -> pl.LazyFrame:
+    """Each group in (start, payload) order (``tempo.spark.compiler._analytic``): running
+    aggregates over the rows up to each, spread over its peers (rows equal in start and
+    payload); the previous value is the one before the first of its peers. Only the events
+    the final input CTI released are kept."""
+    df = c.relation(node.input)
+    cti = c.final_cti(node.input)
+    if cti < INF:
+        df = df.filter(pl.col(S) < pl.lit(cti))
+    if not node.analytics and isinstance(node.projection, x.Input):
+        return df
+    names = field_names(node.input.payload_type)
+    keys = [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
+    key_names = [f"__key{i}" for i in range(len(keys))]
+    peers = [*key_names, S, *names]
+    rows = df.select(pl.col(S), pl.col(E), *[pl.col(n) for n in names], *keys).sort(peers, nulls_last=False)
+
+    def per_key(e: pl.Expr) -> pl.Expr:
+        return e.over(key_names) if key_names else e
+
+    for i, a in enumerate(node.analytics):
+        if isinstance(a, p.Previous):
+            v = expr(a.arg, Scope())
+            rows = rows.with_columns(per_key(pl.col(S).shift(1)).alias("__ps"), per_key(v.shift(1)).alias("__pv"))
+            rows = rows.with_columns(pl.col("__ps").first().over(peers).alias("__ps"), pl.col("__pv").first().over(peers).alias("__pv"))
+            near = pl.col("__ps").is_not_null()
+            if a.limit is not None:
+                near = near & (pl.col(S) - pl.col("__ps") < pl.lit(a.limit))
+            rows = rows.with_columns(pl.when(near).then(pl.col("__pv")).alias(f"__agg{i}")).drop("__ps", "__pv")
+        else:
+            v = pl.lit(None) if a.arg is None else expr(a.arg, Scope())
+            if a.arg is not None and a.arg.dtype is bool and a.kind in (K.SUM, K.AVG, K.MIN, K.MAX):
+                v = v.cast(pl.Int64)
+            rows = rows.with_columns(per_key(_running(a, v)).alias(f"__agg{i}"))
+            rows = rows.with_columns(pl.col(f"__agg{i}").last().over(peers).alias(f"__agg{i}"))
+    return rows.select(pl.col(S), pl.col(E), *record_exprs(node.projection, Scope()))
+
+
+# ---- windows -------------------------------------------------------------------------------
+
+_AGGREGATES: dict[p.AggregateKind, Callable[[pl.Expr, p.Aggregate], pl.Expr]] = {
+    K.COUNT: lambda v, a: pl.len(),
+    # null when every value is null (polars' sum would give 0)
+    K.SUM: lambda v, a: pl.when(v.count() > 0).then(v.sum()).otherwise(None),
+    K.AVG: lambda v, a: v.mean(),
+    # NaN orders after every number (docs/semantics.md 5.6.5): polars' max skips it.
+    K.MIN: lambda v, a: pl.when(v.fill_nan(None).count() > 0).then(v.fill_nan(None).min()).otherwise(v.min()) if _is_float(a) else v.min(),
+    K.MAX: lambda v, a: pl.when(v.is_nan().any()).then(float("nan")).otherwise(v.max()) if _is_float(a) else v.max(),
+    K.COUNT_DISTINCT: lambda v, a: v.drop_nulls().n_unique(),
+    # first, last: by (start, then the payload's fields) among the non-null values
+    K.FIRST: lambda v, a: v.drop_nulls().first(),  # over the rows in the events' order (``_grouped``)
+    K.LAST: lambda v, a: v.drop_nulls().last(),
+}
+
+
+def _is_float(a: p.Aggregate) -> bool:
+    return a.arg is not None and a.arg.dtype is float
+
+
+def _aggregate(a: p.Aggregate, i: int) -> pl.Expr:
+    return _AGGREGATES[a.kind](pl.col(f"__v{i}"), a).alias(f"__agg{i}")
+
+
+def _order(node: p.WindowNode) -> list[tuple[str, pl.Expr]]:
+    """The events' order (start, then the payload's fields), for the aggregates that depend on it."""
+    if not any(a.kind.ordered for a in node.aggregates):
+        return []
+    fields = field_names(node.input.payload_type)
+    return [("__ord_s", pl.col(S)), *[(f"__ord_{j:03d}", pl.col(n)) for j, n in enumerate(fields)]]
+
+
+def _values(node: p.WindowNode) -> list[pl.Expr]:
+    out = [e.alias(n) for n, e in _order(node)]
+    for i, a in enumerate(node.aggregates):
+        if a.arg is None:
+            continue
+        v = expr(a.arg, Scope())
+        if a.arg.dtype is bool and a.kind in (K.SUM, K.AVG, K.MIN, K.MAX):
+            v = v.cast(pl.Int64)
+        out.append(v.alias(f"__v{i}"))
+    return out
+
+
+def _value_names(node: p.WindowNode) -> list[str]:
+    return [n for n, _ in _order(node)] + [f"__v{i}" for i, a in enumerate(node.aggregates) if a.arg is not None]
+
+
+def _keys(node: p.WindowNode) -> list[pl.Expr]:
+    return [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
+
+
+def _key_names(node: p.WindowNode) -> list[str]:
+    return [f"__key{i}" for i in range(len(node.keys or ()))]
+
+
+def _ended(c: Compiler, node: p.WindowNode, df: pl.LazyFrame, cti: int) -> pl.Expr:
+    """The end column, with open lifetimes ended on the CTI at infinity just after the
+    latest finite time the operator knows of (``tempo.spark.windows._ended``)."""
+    end = pl.col(E)
+    if cti < INF or c.query.longest_lifetime(node.input) is not None:
+        return end
+    finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
+    last_cti = (finite[-1] - (1 if isinstance(node.spec, HoppingWindow) else 0)) if finite else None
+    stats = df.select(pl.col(S).max().alias("s"), pl.col(E).filter(pl.col(E) < INF).max().alias("e")).collect()
+    horizon = max(v for v in (stats["s"][0], stats["e"][0], last_cti, NEG_INF) if v is not None)
+    return pl.when(end >= INF).then(pl.lit(horizon + 1)).otherwise(end)
+
+
+@compiles(p.WindowNode)
+def _window(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
+    """One rule per window kind (``_KINDS``), each building one row per window its input's
+    final CTI completed; ``_results`` stamps and projects them."""
+    if c.final_bound(node.input) <= NEG_INF:
+        schema = payload_schema(node.payload_type)
+        return c.relation(node.input).filter(pl.lit(False)).select(
+            pl.col(S), pl.col(E), *[pl.lit(None).cast(t).alias(n) for n, t in schema.items()]
+        )
+    return _KINDS[type(node.spec)](c, node)
+
+
+def _hopping(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
+    """Each event joins the windows its lifetime overlaps that its final input CTI completed
+    (``tempo.spark.windows._hopping``)."""
+    spec = node.spec
+    assert isinstance(spec, HoppingWindow)
+    df = c.relation(node.input)
+    cti = c.final_bound(node.input)
+    size, hop = spec.size, spec.hop
+    end = _ended(c, node, df, cti)
+    # The spec's own formulas over ints (floor division and all) apply to polars expressions.
+    grid: Any = spec
+    if cti >= INF:
+        k_hi = grid.last_window(end)
+    else:
+        k_hi = pl.min_horizontal(grid.last_window(pl.min_horizontal(end, pl.lit(INF))), pl.lit(spec.last_complete(cti)))
+    k_lo = grid.first_window(pl.col(S))
+    starts = [pl.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
+    longest = c.query.longest_lifetime(node.input)
+    one_window = longest is not None and size >= hop and (longest - 1 + size - 1) // hop == 0
+    if one_window:
+        exploded = df.select(k_lo.alias("__k"), *_keys(node), *_values(node), *starts)
+        if cti < INF:
+            exploded = exploded.filter(pl.col("__k") <= pl.lit(spec.last_complete(cti)))
+    else:
+        spans = df.select(k_lo.alias("__klo"), k_hi.alias("__khi"), *_keys(node), *_values(node), *starts)
+        spans = spans.filter(pl.col("__klo") <= pl.col("__khi"))
+        exploded = spans.select(
+            pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k"),
+            *_key_names(node), *_value_names(node), *(["__s"] if starts else []),
+        ).explode("__k")
+    extra = [pl.col("__s").min().alias("__lo"), pl.col("__s").max().alias("__hi")] if starts else []
+    grouped = _grouped(node, exploded, [*_key_names(node), "__k"], extra)
+    ws = grid.start_of(pl.col("__k"))
+    bounded = grouped.with_columns(ws.alias("__ws")).with_columns((pl.col("__ws") + pl.lit(size)).alias("__we"))
+    return _results(c, node, bounded.with_columns(pl.col("__we").alias("__done")), strict=False)
+
+
+def _grouped(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], extra: list[pl.Expr]) -> pl.LazyFrame:
+    """``rows`` grouped by ``by`` with the node's aggregates as ``__agg<i>``; for the
+    aggregates that depend on the events' order, the rows sorted by it first (a group keeps
+    its rows' order)."""
+    order = [n for n, _ in _order(node)]
+    if order:
+        rows = rows.sort(order, nulls_last=False, maintain_order=True)
+    return rows.group_by(by, maintain_order=bool(order)).agg(*[_aggregate(a, i) for i, a in enumerate(node.aggregates)], *extra)
+
+
+def _session(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
+    """Activities as gaps and islands (``tempo.spark.windows._session``): in start order per
+    group an event opens an activity when it starts at or after the latest last tick before it
+    plus the gap; with ``max_duration`` each activity is cut on its grid. The final CTI keeps
+    the sessions ending at or before it."""
+    spec = node.spec
+    assert isinstance(spec, SessionWindow)
+    df = c.relation(node.input)
+    cti = c.final_cti(node.input)
+    end = _ended(c, node, df, cti)
+    gap = spec.gap
+    keys = _key_names(node)
+    rows = df.select(
+        pl.col(S).alias("__s"), pl.when(end >= INF).then(pl.lit(INF)).otherwise(end - 1).alias("__last"), *_keys(node), *_values(node)
+    ).sort("__s")
+    before = pl.col("__last").cum_max().shift(1)
+    before = before.over(keys) if keys else before
+    opens = pl.when(before.is_null() | ((before < INF) & (pl.col("__s") >= before + pl.lit(gap)))).then(1).otherwise(0)
+    activity = opens.cum_sum()
+    rows = rows.with_columns(opens.alias("__open")).with_columns((activity.over(keys) if keys else activity).alias("__act"))
+    if spec.max_duration is None:
+        sessions = _grouped(node, rows, [*keys, "__act"], [pl.col("__s").min().alias("__ws"), pl.col("__last").max().alias("__l")])
+        until = pl.when(pl.col("__l") >= INF).then(pl.lit(INF)).otherwise(pl.col("__l") + pl.lit(gap))
+        sessions = sessions.with_columns(until.alias("__we"))
+    else:
+        by = [*keys, "__act"]
+        rows = rows.with_columns(pl.col("__s").min().over(by).alias("__first"), pl.col("__last").max().over(by).alias("__l"))
+        until = pl.when(pl.col("__l") >= INF).then(pl.lit(INF)).otherwise(pl.col("__l") + pl.lit(gap))
+        d = spec.max_duration
+        grid: Any = spec
+        cut = grid.first_cut(pl.col("__first"))
+        later = pl.col("__s") - ((pl.col("__s") - cut) % d)  # the cut at or before a start past the first cut
+        rows = rows.with_columns(pl.when(pl.col("__s") < cut).then(pl.col("__first")).otherwise(later).alias("__ws"))
+        rows = rows.with_columns(
+            pl.min_horizontal(until, pl.when(pl.col("__s") < cut).then(cut).otherwise(pl.col("__ws") + d)).alias("__we")
+        )
+        sessions = _grouped(node, rows, [*keys, "__act", "__ws"], [pl.col("__we").first().alias("__we")])
+    if cti < INF:
+        sessions = sessions.filter(pl.col("__we") <= pl.lit(cti))
+    return _results(c, node, sessions.with_columns(pl.col("__we").alias("__done")), strict=False)
+
+
+def _count(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
+    """Ranks by (start, payload fields, nulls first) among the events the final CTI
+    committed; window k holds ranks [k*slide, k*slide + size), kept when full
+    (``tempo.spark.windows._count``)."""
+    spec = node.spec
+    assert isinstance(spec, CountWindow)
+    df = c.relation(node.input)
+    cti = c.final_cti(node.input)
+    if cti < INF:
+        df = df.filter(pl.col(S) < pl.lit(cti))
+    names = field_names(node.input.payload_type)
+    keys = _key_names(node)
+    rows = df.select(pl.col(S).alias("__s"), *_keys(node), *_values(node), *[pl.col(n).alias(f"__o{i}") for i, n in enumerate(names)])
+    rows = rows.sort(["__s", *[f"__o{i}" for i in range(len(names))]], nulls_last=False)
+    rank = pl.int_range(pl.len()).over(keys) if keys else pl.int_range(pl.len())
+    rows = rows.with_columns(rank.alias("__r"))
+    size, slide = spec.size, spec.slide
+    if slide == size:
+        rows = rows.select((pl.col("__r") // slide).alias("__k"), "__s", *keys, *_value_names(node))
+    else:
+        lo = pl.max_horizontal(pl.lit(0), (pl.col("__r") - size) // slide + 1)
+        hi = pl.col("__r") // slide
+        rows = rows.filter(lo <= hi).select(pl.int_ranges(lo, hi + 1).alias("__k"), "__s", *keys, *_value_names(node)).explode("__k")
+    grouped = _grouped(node, rows, [*keys, "__k"], [pl.len().alias("__n"), pl.col("__s").min().alias("__ws"), pl.col("__s").max().alias("__hi")])
+    full = grouped.filter(pl.col("__n") == size).with_columns((pl.col("__hi") + 1).alias("__we"))
+    return _results(c, node, full.with_columns(pl.col("__hi").alias("__done")), strict=True)
+
+
+def _snapshot(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
+    """Per group, the distinct endpoints with the next one give the windows ``[p, q)``; the
+    events alive at ``p`` join them (``tempo.spark.windows._snapshot``). A window is kept once
+    the final CTI is past ``p``; its end counts once the CTI reaches ``q``."""
+    df = c.relation(node.input)
+    cti = c.final_cti(node.input)
+    end = _ended(c, node, df, cti)
+    keys = _key_names(node)
+    events = df.select(pl.col(S).alias("__s"), end.alias("__e"), *_keys(node), *_values(node)).with_row_index("__eid")
+    points = pl.concat([
+        events.select(*keys, pl.col("__s").alias("__p")),
+        events.filter(pl.col("__e") < INF).select(*keys, pl.col("__e").alias("__p")),
+    ]).unique().sort("__p")
+    following = pl.col("__p").shift(-1)
+    points = points.with_columns((following.over(keys) if keys else following).alias("__q"))
+    if cti < INF:
+        points = points.filter(pl.col("__p") < pl.lit(cti))
+    joined = (points.join(events, on=keys, how="inner", nulls_equal=True) if keys else points.join(events, how="cross"))
+    joined = joined.filter((pl.col("__s") <= pl.col("__p")) & (pl.col("__e") > pl.col("__p")))
+    grouped = _grouped(node, joined, [*keys, "__p", "__q"], [])
+    final_end = pl.col("__q").is_not_null() & (pl.col("__q") < pl.lit(cti))
+    if node.ends_known:
+        grouped = grouped.filter(final_end)
+    q = pl.when(final_end).then(pl.col("__q")).otherwise(pl.lit(INF))
+    bounded = grouped.with_columns(pl.col("__p").alias("__ws"), q.alias("__we"))
+    bounded = bounded.with_columns(pl.col("__we").alias("__done"), pl.col("__p").alias("__hi"), pl.col("__p").alias("__lo"))
+    return _results(c, node, bounded, strict=True)
+
+
+def _results(c: Compiler, node: p.WindowNode, rows: pl.LazyFrame, strict: bool) -> pl.LazyFrame:
+    """Each window row stamped as ``node.timestamp`` says, with its payload projected
+    (``tempo.spark.windows.results``)."""
+    ws, we = pl.col("__ws"), pl.col("__we")
+    ts = node.timestamp
+    if ts is WindowTimestamp.LIFETIME:
+        at, until = ws, we
+    else:
+        if ts is WindowTimestamp.START:
+            at = ws
+        elif ts is WindowTimestamp.END:
+            at = we - 1
+        elif ts is WindowTimestamp.LATEST:
+            at = pl.max_horizontal(ws, pl.col("__hi"))
+        elif ts is WindowTimestamp.EARLIEST:
+            at = pl.max_horizontal(ws, pl.col("__lo"))
+        else:
+            rows = _completing_cti(c, node, rows, strict)
+            finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
+            at_infinity = pl.max_horizontal(we - 1, pl.lit(finite[-1])) if finite else we - 1  # ``operators.stamp``
+            at = pl.when(pl.col("__cti") >= INF).then(at_infinity).otherwise(pl.col("__cti") - 1)
+        until = at + 1
+    bounds = rows.select(ws.alias(S), we.alias(E), at.alias("__at"), until.alias("__until"), *_key_names(node), *[
+        f"__agg{i}" for i in range(len(node.aggregates))
+    ])
+    return bounds.select(pl.col("__at").alias(S), pl.col("__until").alias(E), *record_exprs(node.projection, Scope()))
+
+
+def _completing_cti(c: Compiler, node: p.WindowNode, rows: pl.LazyFrame, strict: bool) -> pl.LazyFrame:
+    """``rows`` with ``__cti``: the first CTI the window node received at or after ``__done``
+    (after it, when ``strict``): an as-of join forward on the few sorted CTIs."""
+    ctis = pl.DataFrame({"__cti": sorted(set(c.replay.ctis_of(node.input)))}, schema={"__cti": pl.Int64}).lazy()
+    probe = rows.with_columns((pl.col("__done") + 1 if strict else pl.col("__done")).alias("__from")).sort("__from")
+    return probe.join_asof(ctis, left_on="__from", right_on="__cti", strategy="forward")
+
+
+_KINDS: dict[type, Callable[[Compiler, p.WindowNode], pl.LazyFrame]] = {
+    HoppingWindow: _hopping, SessionWindow: _session, CountWindow: _count, SnapshotWindow: _snapshot,
+}
