@@ -257,11 +257,15 @@ class TempoVectorised(TempoMemory):
         self.executor = VectorisedExecutor()  # type: ignore[assignment]
 
     def run(self, workload: str, data: Data) -> Checksum:
-        """W2-W4 from the released events as a polars frame (``to_polars``: no payload object
-        per event); the others through ``TempoMemory``'s checksums of the ``Result``."""
+        """W1 from the metrics alone (``metrics``), W2-W4 from the released events as a polars
+        frame (``to_polars``: no payload object per event); the others through
+        ``TempoMemory``'s checksums of the ``Result``."""
         import polars as pl
 
         q, ev, ref = self.q, str(data.events), str(data.reference)
+        if workload == "W1":
+            m = self.executor.metrics(q.w1(ev))["events"]  # type: ignore[attr-defined]
+            return {"kept": m.admitted, "dropped": m.dropped}
         if workload not in ("W2", "W3", "W4"):
             return super().run(workload, data)
         if workload == "W4":

@@ -981,6 +981,9 @@ class AntiJoin(Operator):
             if end is not None:
                 heapq.heappush(self.right_marks, (end, next(self.seq), key))
                 heapq.heappush(self.right_ends, (end, eid))
+            if start <= self.ctis[1]:  # starting at the right CTI: it may settle an open fragment's end
+                for rec in [r for r in self.open_lefts.values() if r[4] == key]:
+                    self._settle(rec)
 
     def end(self, port: int, eid: int, end: int) -> None:
         if port == 0:
@@ -1025,8 +1028,7 @@ class AntiJoin(Operator):
         for rec in sorted(touched.values(), key=lambda r: (r[1], r[0])):
             self._sweep(rec, p, c)
         self.out_cti = c
-        if self.ctis[1] > c:
-            self._settle_open()
+        self._settle_open()  # the right CTI is at or past c: a right event starting there settles an end
         self.emit_cti(c)
         while self.right_ends and self.right_ends[0][0] <= c:
             _, eid = heapq.heappop(self.right_ends)

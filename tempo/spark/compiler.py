@@ -363,7 +363,10 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
     left = left.filter(ls < F.lit(cti)).withColumn("__lid", F.monotonically_increasing_id())
     left = left.withColumn("__lo", ls).withColumn("__hi", F.least(le, F.lit(right_cti))).filter(F.col("__lo") < F.col("__hi"))
     rs, re = F.col(f"__r_{S}"), F.col(f"__r_{E}")
-    cov = left.join(right, cond & (rs < F.col("__hi")) & (re > F.col("__lo")), "left")
+    # A right event starting at the right CTI itself (``rs == hi``) covers nothing before it
+    # but ends the stretch reaching it: no right event can start before it.
+    cov = left.join(right, cond & (rs <= F.col("__hi")) & (re > F.col("__lo")), "left")
+    cov = cov.withColumn("__cut", F.max(F.coalesce(rs == F.col("__hi"), F.lit(False))).over(Window.partitionBy("__lid")))
     # No match leaves the right columns null (and Spark's greatest/least skip nulls).
     matched = rs.isNotNull()
     cov = cov.withColumn("__cs", F.when(matched, F.greatest(rs, F.col("__lo"))))
@@ -374,9 +377,9 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
     cov = cov.withColumn("__total", F.greatest(F.col("__lo"), F.coalesce(F.max("__ce").over(Window.partitionBy("__lid")), F.col("__lo"))))
     cov = cov.withColumn("__rn", F.row_number().over(by_left))
     payload = [F.col(f"`__l_{n}`").alias(n) for n in field_names(node.payload_type)]
-    inner = cov.filter(F.col("__cs") > F.col("__prev")).select(F.col("__prev").alias("__gs"), F.col("__cs").alias("__ge"), le.alias("__le"), F.col("__hi"), *payload)
-    tail = cov.filter((F.col("__rn") == 1) & (F.col("__total") < F.col("__hi"))).select(F.col("__total").alias("__gs"), F.col("__hi").alias("__ge"), le.alias("__le"), F.col("__hi"), *payload)
+    inner = cov.filter(F.col("__cs") > F.col("__prev")).select(F.col("__prev").alias("__gs"), F.col("__cs").alias("__ge"), le.alias("__le"), F.col("__hi"), F.col("__cut"), *payload)
+    tail = cov.filter((F.col("__rn") == 1) & (F.col("__total") < F.col("__hi"))).select(F.col("__total").alias("__gs"), F.col("__hi").alias("__ge"), le.alias("__le"), F.col("__hi"), F.col("__cut"), *payload)
     gaps = inner.unionByName(tail).filter(F.col("__gs") < F.lit(cti))
-    still_open = (F.col("__ge") == F.col("__hi")) & ~(F.col("__le") <= F.lit(right_cti))
+    still_open = (F.col("__ge") == F.col("__hi")) & ~(F.col("__le") <= F.lit(right_cti)) & ~F.col("__cut")
     end = F.when(still_open, F.lit(INF)).otherwise(F.col("__ge"))
     return gaps.select(F.col("__gs").alias(S), end.alias(E), *_payload(node))

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from tempo.dispatch import Registry
+from tempo.expr.aggregator import aggregator_runner
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
 from tempo.plan import nodes as p
@@ -25,7 +26,7 @@ from tempo.runtime.replay import CtiReplay
 from tempo.ticks import INF, NEG_INF
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import EXECUTOR, EXPRESSIONS, START as S
-from tempo.vectorised.expressions import Scope, expr, numeric_operands, payload_schema, record_exprs
+from tempo.vectorised.expressions import Scope, expr, numeric_operands, payload_schema, record_exprs, to_column, value_type
 
 _RULES: Registry[Compiler, pl.LazyFrame] = Registry(EXECUTOR, "plan node")
 compiles = _RULES.rule
@@ -123,6 +124,15 @@ def _where(c: Compiler, node: p.WhereNode) -> pl.LazyFrame:
 @compiles(p.SelectNode)
 def _select(c: Compiler, node: p.SelectNode) -> pl.LazyFrame:
     return c.relation(node.input).select(pl.col(S), pl.col(E), *record_exprs(node.projection, Scope()))
+
+
+@compiles(p.ExplodeNode)
+def _explode(c: Compiler, node: p.ExplodeNode) -> pl.LazyFrame:
+    """One row per element of the list (none for an empty or null list), each keeping the
+    lifetime; the projection reads the element as ``__item``."""
+    rows = c.relation(node.input).with_columns(expr(node.items, Scope()).alias("__item"))
+    rows = rows.filter(pl.col("__item").list.len() > 0).explode("__item")
+    return rows.select(pl.col(S), pl.col(E), *record_exprs(node.projection, Scope()))
 
 
 def _shift(t: pl.Expr, d: int) -> pl.Expr:
@@ -227,7 +237,10 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
     left = prefixed(c.relation(node.left), "__l_").filter(ls < pl.lit(cti)).with_row_index("__lid")
     left = left.with_columns(ls.alias("__lo"), pl.min_horizontal(le, pl.lit(right_cti)).alias("__hi")).filter(pl.col("__lo") < pl.col("__hi"))
     rs, re = pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
-    pairs = matched(node, left, prefixed(c.relation(node.right), "__r_")).filter((rs < pl.col("__hi")) & (re > pl.col("__lo")))
+    # A right event starting at the right CTI itself (``rs == hi``) covers nothing before it
+    # but ends the stretch reaching it: no right event can start before it.
+    pairs = matched(node, left, prefixed(c.relation(node.right), "__r_")).filter((rs <= pl.col("__hi")) & (re > pl.col("__lo")))
+    cut = pairs.group_by("__lid").agg((pl.col(f"__r_{S}") == pl.col("__hi")).any().alias("__cut"))
     cov = pairs.select(
         "__lid", "__lo", "__hi", pl.max_horizontal(rs, pl.col("__lo")).alias("__cs"), pl.min_horizontal(re, pl.col("__hi")).alias("__ce")
     ).sort("__lid", "__cs", "__ce")
@@ -239,7 +252,8 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
         "__lid", pl.max_horizontal(pl.col("__lo"), pl.coalesce(pl.col("__total"), pl.col("__lo"))).alias("__gs"), pl.col("__hi").alias("__ge")
     ).filter(pl.col("__gs") < pl.col("__ge"))
     gaps = pl.concat([inner, tails]).filter(pl.col("__gs") < pl.lit(cti)).join(left, on="__lid", how="inner")
-    still_open = (pl.col("__ge") == pl.col("__hi")) & ~(le <= pl.lit(right_cti))
+    gaps = gaps.join(cut, on="__lid", how="left")
+    still_open = (pl.col("__ge") == pl.col("__hi")) & ~(le <= pl.lit(right_cti)) & ~pl.col("__cut").fill_null(False)
     end = pl.when(still_open).then(pl.lit(INF)).otherwise(pl.col("__ge"))
     return gaps.select(pl.col("__gs").alias(S), end.alias(E), *[pl.col(f"__l_{n}").alias(n) for n in field_names(node.payload_type)])
 
@@ -345,7 +359,56 @@ _AGGREGATES: dict[p.AggregateKind, Callable[[pl.Expr, p.Aggregate], pl.Expr]] = 
     # first, last: by (start, then the payload's fields) among the non-null values
     K.FIRST: lambda v, a: v.drop_nulls().first(),  # over the rows in the events' order (``_grouped``)
     K.LAST: lambda v, a: v.drop_nulls().last(),
+    # Welford's update in memory, polars' own here: equal to rounding (docs/semantics.md 5.6.5)
+    K.VAR: lambda v, a: v.cast(pl.Float64).var(ddof=1),
+    K.VAR_POP: lambda v, a: v.cast(pl.Float64).var(ddof=0),
+    K.STDDEV: lambda v, a: v.cast(pl.Float64).std(ddof=1),
+    K.STDDEV_POP: lambda v, a: v.cast(pl.Float64).std(ddof=0),
+    K.COLLECT: lambda v, a: v.drop_nulls(),  # a list, in the events' order (``_grouped``)
+    K.UDA: lambda v, a: _uda(v, a),
+    K.TOP: lambda v, a: v,  # ranked records, built by ``_grouped``
+    K.PERCENTILE: lambda v, a: _percentile(v, a),
+    K.PERCENTILE_APPROX: lambda v, a: _nearest_rank(v, a),
 }
+
+
+def _uda(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
+    """A user-defined aggregate (``tempo.Aggregator``) over each group's values, handed over
+    as one Arrow array per group (``aggregator_runner``: nulls dropped, batches merged in
+    order, the result checked; a bad one raised through polars as text, see ``_udf_errors``)."""
+    assert a.arg is not None
+    run = aggregator_runner(a.function, a.arg.dtype, type(a.function).__qualname__, local=False)
+    returns = a.result_type
+
+    def per_group(values: pl.Series) -> Any:
+        return to_column(run(values.to_arrow()), returns, None)
+
+    return v.map_batches(per_group, return_dtype=value_type(returns, "the uda result"), returns_scalar=True)
+
+
+def _ranked(v: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """The non-null values in order (NaN after every number, as polars sorts) and their count."""
+    ranked = v.drop_nulls().sort()
+    return ranked, ranked.len()
+
+
+def _percentile(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
+    """Spark's exact percentile with ``codegen.percentile``'s float operations: between the
+    closest ranks of ``fraction·(n − 1)``, linearly."""
+    assert a.fraction is not None
+    ranked, n = _ranked(v.cast(pl.Float64))
+    position = (n - 1).cast(pl.Float64) * a.fraction
+    lower, higher = position.floor().cast(pl.Int64), position.ceil().cast(pl.Int64)
+    low, high = ranked.get(lower, null_on_oob=True), ranked.get(higher, null_on_oob=True)
+    return pl.when(n == 0).then(None).when(lower == higher).then(low).otherwise(low + (position - lower) * (high - low))
+
+
+def _nearest_rank(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
+    """``codegen.percentile_approx``: the value of rank ``ceil(fraction·n)``, at least 1."""
+    assert a.fraction is not None
+    ranked, n = _ranked(v)
+    rank = pl.max_horizontal((n.cast(pl.Float64) * a.fraction).ceil().cast(pl.Int64), pl.lit(1))
+    return pl.when(n == 0).then(None).otherwise(ranked.get(rank - 1, null_on_oob=True))
 
 
 def _is_float(a: p.Aggregate) -> bool:
@@ -373,11 +436,17 @@ def _values(node: p.WindowNode) -> list[pl.Expr]:
         if a.arg.dtype is bool and a.kind in (K.SUM, K.AVG, K.MIN, K.MAX):
             v = v.cast(pl.Int64)
         out.append(v.alias(f"__v{i}"))
-    return out
+    return out + [expr(e, Scope()).alias(n) for n, e in _ranked_by(node)]
+
+
+def _ranked_by(node: p.WindowNode) -> list[tuple[str, x.Expr]]:
+    """What ``top`` aggregates rank by, as ``__o<i>_<j>``."""
+    return [(f"__o{i}_{j}", e) for i, a in enumerate(node.aggregates) for j, e in enumerate(a.order)]
 
 
 def _value_names(node: p.WindowNode) -> list[str]:
-    return [n for n, _ in _order(node)] + [f"__v{i}" for i, a in enumerate(node.aggregates) if a.arg is not None]
+    values = [f"__v{i}" for i, a in enumerate(node.aggregates) if a.arg is not None]
+    return [n for n, _ in _order(node)] + values + [n for n, _ in _ranked_by(node)]
 
 
 def _keys(node: p.WindowNode) -> list[pl.Expr]:
@@ -454,10 +523,20 @@ def _grouped(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], extra: list[
     """``rows`` grouped by ``by`` with the node's aggregates as ``__agg<i>``; for the
     aggregates that depend on the events' order, the rows sorted by it first (a group keeps
     its rows' order)."""
+    aggregates = [_aggregate(a, i) for i, a in enumerate(node.aggregates)]
+    for i, a in enumerate(node.aggregates):
+        if a.kind is K.TOP:  # SQL's RANK within the group: the least position among equal values, plus one
+            ranked_by = [f"__o{i}_{j}" for j in range(len(a.order))]
+            rows = rows.sort([*by, *ranked_by], descending=[False] * len(by) + list(a.descending),
+                             nulls_last=[False] * len(by) + list(a.descending), maintain_order=True)
+            rows = rows.with_columns(pl.int_range(pl.len()).over(by).alias(f"__pos{i}"))
+            rows = rows.with_columns((pl.col(f"__pos{i}").min().over([*by, *ranked_by]) + 1).alias(f"__rank{i}"))
+            kept = pl.struct(pl.col(f"__rank{i}").cast(pl.Int64).alias("rank"), pl.col(f"__v{i}").alias("event"))
+            aggregates[i] = kept.filter(pl.col(f"__rank{i}") <= a.limit).alias(f"__agg{i}")
     order = [n for n, _ in _order(node)]
     if order:
         rows = rows.sort(order, nulls_last=False, maintain_order=True)
-    return rows.group_by(by, maintain_order=bool(order)).agg(*[_aggregate(a, i) for i, a in enumerate(node.aggregates)], *extra)
+    return rows.group_by(by, maintain_order=bool(order)).agg(*aggregates, *extra)
 
 
 def _session(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:

@@ -2,26 +2,27 @@
 
 How a run goes:
 
-1. **Ingress.** A table input where nothing can be late (no CTI from its settings before it
-   ends, no kind or arrival column, a payload class that only stores its fields) is read
-   column by column: its times become ticks, and every row rule (nulls in fields that take
-   none, lifetimes, starts at infinity) is checked over whole columns. Any other input, or a
-   table breaking a rule, goes through the reference ingress item by item (the error a bad
-   row raises is then exactly the in-memory executor's). Either way ``CtiReplay`` gives every
-   input's and every operator's CTIs as the in-memory executor computes them.
+1. **Ingress.** A table input whose CTIs come from its own rows (generation by count or
+   period, or only the flush at the end), without kind or arrival columns, with a payload
+   class of scalar fields that only stores them, is read column by column: times become
+   ticks, every row rule is checked over whole columns, and the policy's verdicts are taken
+   over them (``_verdicts``). Any other input, or a table breaking a row rule, goes through
+   the reference ingress item by item (the error a bad row raises is then exactly the
+   in-memory executor's). Either way ``CtiReplay`` gives every input's and every operator's
+   CTIs as the in-memory executor computes them.
 2. **Operators.** The plan compiles to one lazy polars plan (``tempo.vectorised.compiler``):
    no Python per event.
 3. **Results.** The released rows are turned into payloads and assembled by the release
    rule, as the Spark executor does.
 
-The executor is being built up (issue 15): nodes, window kinds and aggregates it has no
-rule for raise ``UnsupportedError`` before anything is read.
+A node, window kind or aggregate without a rule here would raise ``UnsupportedError``
+before anything is read (docs/vectorised.md says what it runs).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -33,23 +34,23 @@ from tempo.clocks import TimeDomain
 from tempo.errors import TempoError
 from tempo.events import EventShape
 from tempo.expr.nodes import udf_error
-from tempo.expr.schema import record_fields
+from tempo.expr.schema import is_record_type, record_fields
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
-from tempo.result import END_COLUMN, START_COLUMN, Result, Withheld, warn_withheld
+from tempo.result import END_COLUMN, START_COLUMN, Action, EventCounts, InputMetrics, Result, Rule, Withheld, warn_withheld
 from tempo.runtime.engine import rejection
-from tempo.runtime.ingress import TimestampMode, prepare
+from tempo.runtime.ingress import INTERVAL, POINT, TimestampMode, adjusted_lifetime, count_rejection, item_of, prepare
 from tempo.runtime.policy import TimePolicy
 from tempo.runtime.release import ResultAssembly, release_order
 from tempo.runtime.replay import MERGED, CtiReplay, Key
 from tempo.runtime.stamping import stamped
 from tempo.runtime.codegen import compile_expression
-from tempo.sources import TableSource
-from tempo.ticks import INF, duration_ticks, from_ticks, to_ticks
+from tempo.sources import ParquetSource, TableSource
+from tempo.ticks import INF, NEG_INF, from_ticks
 from tempo.vectorised.compiler import Compiler, check_supported
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
-from tempo.vectorised.expressions import payload_schema
+from tempo.vectorised.expressions import from_column, payload_schema, to_column
 
 T = TypeVar("T")
 
@@ -80,6 +81,16 @@ class VectorisedExecutor:
             columns.append(c.cast(utc) if f.dtype is datetime else c.cast(pl.Duration("us")) if f.dtype is timedelta else c)
         return out.select(columns)
 
+    def metrics(self, stream: Stream[Any]) -> dict[str, InputMetrics]:
+        """Each input's metrics, without computing the query's output."""
+        with _udf_errors():
+            query = Query.build(stream.node)
+            check_supported(query)
+            mode = TimestampMode()
+            replay, _, counts = _ingress(query, mode)
+            naive = mode.naive is True
+            return _metrics(query, replay, counts, lambda t: from_ticks(t, naive))
+
     def _run(self, stream: Stream[T]) -> Result[T]:
         query = Query.build(stream.node)
         check_supported(query)
@@ -102,18 +113,25 @@ class VectorisedExecutor:
         messages: list[tuple[Any, int]] = replay.output_ctis if key is not None else [(MERGED, c) for c in ctis]
         assembly: ResultAssembly[T] = ResultAssembly(dt)
         assembly.released(release_order(decoded, messages, None if key is None else compile_expression(key, 1)), messages)
-        metrics = {}
-        for s in query.sources:
-            m = replay.ingresses[s.name].public_metrics(dt)
-            if s.name in counts:  # read column by column: every row admitted
-                m = attrs.evolve(m, received=counts[s.name], admitted=counts[s.name])
-            metrics[s.name] = m
+        metrics = _metrics(query, replay, counts, dt)
         result = assembly.result(
             ctis, metrics, [rejection(r, dt) for r in replay.rejected], payload_type,
             {s.name: s.payload_type for s in query.sources}, None if withheld is None else Withheld(withheld[1], dt(withheld[0])),
         )
         warn_withheld(result)
         return result
+
+
+def _metrics(query: Query, replay: CtiReplay, counts: dict[str, EventCounts], dt: Callable[[int], datetime]) -> dict[str, InputMetrics]:
+    """Each input's metrics: the replay's (CTIs, watermark delays), with the event counts of
+    ``_verdicts`` for an input read column by column."""
+    metrics = {}
+    for s in query.sources:
+        m = replay.ingresses[s.name].public_metrics(dt)
+        if s.name in counts:
+            m = attrs.evolve(m, **attrs.asdict(counts[s.name]))
+        metrics[s.name] = m
+    return metrics
 
 
 @contextlib.contextmanager
@@ -148,10 +166,8 @@ def _payloads(frame: pl.DataFrame, payload_type: type, naive: bool) -> list[Any]
     columns = []
     for f in fields:
         values = frame[f.name].to_list()
-        if f.dtype is datetime:
-            values = [None if v is None else from_ticks(v, naive) for v in values]
-        elif f.dtype is timedelta:
-            values = [None if v is None else timedelta(microseconds=v) for v in values]
+        if f.dtype in (datetime, timedelta) or f.element is not None or is_record_type(f.dtype):
+            values = [from_column(v, f.dtype, f.element, naive) for v in values]
         columns.append(values)
     return [payload_type(*row) for row in zip(*columns)] if columns else [payload_type() for _ in range(frame.height)]
 
@@ -172,9 +188,34 @@ def _columnar(node: SourceNode, needs_arrival: set[str]) -> bool:
         and source.arrival is None
         and node.name not in needs_arrival
         and node.over is None
-        and TimePolicy.of_input(node).nothing_can_be_late
+        and _generated_only(TimePolicy.of_input(node))
         and _stores_only(source.payload_type)
+        and all(f.element is None and not is_record_type(f.dtype) for f in record_fields(source.payload_type))
     )
+
+
+def _generated_only(policy: TimePolicy) -> bool:
+    """The input's CTIs come from its own rows alone (generation by count or period, or only
+    the flush), so each row's CTI in force is a running maximum over the rows before it."""
+    return policy.import_from is None and not policy.ordered and (policy.has_settings or not policy.generates)
+
+
+def _needed_columns(node: SourceNode) -> Any:
+    """The table of a source, as its ``arrow_table``; a single Parquet file's only with the
+    columns the input reads (when it has them all: else whole, for the column check to name
+    what is missing among what there is)."""
+    import os
+
+    source = node.source
+    assert isinstance(source, TableSource)
+    if isinstance(source, ParquetSource) and os.path.isfile(source.path):
+        import pyarrow.parquet as pq
+
+        names = set(pq.read_schema(source.path).names)
+        wanted = [c for c in (source.start, source.end, source.order) if c] + [f.name for f in record_fields(node.payload_type)]
+        if set(wanted) <= names:
+            return pq.read_table(source.path, columns=list(dict.fromkeys(wanted)))
+    return source.arrow_table()
 
 
 def _read_columns(node: SourceNode) -> pl.DataFrame | None:
@@ -188,7 +229,7 @@ def _read_columns(node: SourceNode) -> pl.DataFrame | None:
     source = node.source
     assert isinstance(source, TableSource)
     source.check_readable(node.name)
-    table = source.arrow_table()
+    table = _needed_columns(node)
     check_columns(node.name, source, table_columns(table))
     if source.order is not None:
         if table.column(source.order).null_count:
@@ -230,27 +271,76 @@ def _read_columns(node: SourceNode) -> pl.DataFrame | None:
     return None if bad else frame
 
 
-def _ingress(query: Query, mode: TimestampMode) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, int]]:
+def _verdicts(node: SourceNode, frame: pl.DataFrame, rejected: list[Any]) -> tuple[pl.DataFrame, EventCounts, list[tuple[int, int]]]:
+    """The ingress rules of ``tempo.runtime.ingress`` over a table's columns, for an input
+    whose CTIs its own rows generate: every row (admitted or not) counts towards generation,
+    so the candidates (``Ingress.generate``) are a function of the rows alone, and the CTI
+    in force at a row is the running maximum of the candidates before it. A row starting
+    before it is dropped or adjusted by the policy (``Ingress.verdict``), counted and put on
+    record in ``rejected``. Returns the admitted rows, the counts, and the candidates
+    ``(position, value)`` for the CTI replay."""
+    policy = TimePolicy.of_input(node)
+    counts = EventCounts(received=frame.height, admitted=frame.height)
+    if not policy.generates:
+        return frame, counts, []
+    start = pl.col(S)
+    if policy.every_n:
+        candidate = pl.when((pl.int_range(1, pl.len() + 1) % policy.every_n) == 0).then(start - policy.delay)
+    else:
+        period = start // policy.period
+        before = period.cum_max().shift(1)
+        candidate = pl.when(before.is_not_null() & (period > before)).then(start - policy.delay)
+    frame = frame.with_columns(candidate.alias("__cand"), pl.int_range(pl.len()).alias("__pos"))
+    frame = frame.with_columns(pl.col("__cand").cum_max().shift(1).forward_fill().fill_null(NEG_INF).alias("__cti"))
+    candidates = list(zip(*frame.filter(pl.col("__cand").is_not_null()).select("__pos", "__cand").to_dict(as_series=False).values()))
+    late = start < pl.col("__cti")
+    if not frame.select(late.any()).item():
+        return frame.drop("__cand", "__pos", "__cti"), counts, candidates
+    point = node.shape is EventShape.POINT
+    adjusted = policy.adjust & (pl.lit(point) | (pl.col(E) > pl.col("__cti")))
+    fields = record_fields(node.payload_type)
+    for row in frame.filter(late).iter_rows(named=True):
+        cti = row["__cti"]
+        values = [from_ticks(row[f.name]) if f.dtype is datetime and row[f.name] is not None else row[f.name] for f in fields]
+        payload = node.payload_type(*values)
+        rec = (NEG_INF, POINT if point else INTERVAL, row[S], row[E], payload, row["__pos"], None)
+        lifetime = adjusted_lifetime(rec[1], row[E], cti) if policy.adjust else None
+        action = Action.DROPPED if lifetime is None else Action.ADJUSTED
+        rejected.append((node.name, row["__pos"], item_of(rec), Rule.START_BEFORE_CTI, action, cti, None if lifetime is None else ("lifetime", *lifetime)))
+        count_rejection(counts, Rule.START_BEFORE_CTI, action, False, None)
+        counts.admitted -= 1 if lifetime is None else 0
+    moved = pl.when(late & adjusted).then(pl.col("__cti")).otherwise(start)
+    ends = pl.when(late & adjusted & pl.lit(point)).then(pl.col("__cti") + 1).otherwise(pl.col(E))
+    kept = frame.filter(~late | adjusted).with_columns(moved.alias(S), ends.alias(E))
+    return kept.drop("__cand", "__pos", "__cti"), counts, candidates
+
+
+def _ingress(query: Query, mode: TimestampMode) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, EventCounts]]:
     """Every input admitted (column by column, or item by item through the reference
     ingress) and the CTIs of the whole query replayed."""
     replay = CtiReplay(query)
     needs_arrival = query.ordered_by_arrival
     frames: dict[str, pl.LazyFrame] = {}
-    counts: dict[str, int] = {}
+    counts: dict[str, EventCounts] = {}
     local: dict[str, dict[int, list[Any]]] = {}
     rows: list[tuple[Key, str, Any]] = []
     for decl, node in enumerate(query.sources):
         read = _read_columns(node) if _columnar(node, needs_arrival) else None
         if read is not None:
             mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
-            frames[node.name], counts[node.name] = read.lazy(), read.height
+            admitted, counts[node.name], candidates = _verdicts(node, read, replay.rejected)
+            frames[node.name] = admitted.lazy()
+            rows.extend(((NEG_INF, decl, position, 0), node.name, ("generated", value)) for position, value in candidates)
             continue
         local[node.name] = replay.admit_locally(node.name)
         for rec in stamped(node, prepare(node, mode, node.name in needs_arrival)):
             rows.append(((rec[0], decl, rec[5], 0), node.name, rec))
     rows.sort(key=lambda r: r[0])
-    for key, name, rec in rows:
-        replay.feed_item(key, name, rec)
+    for key, name, what in rows:
+        if name in local:
+            replay.feed_item(key, name, what)
+        else:
+            replay.feed(key, name, what[0], what[1])
     replay.shutdown()
     for node in query.sources:
         if node.name in local:
@@ -266,12 +356,7 @@ def _events_frame(node: SourceNode, events: dict[int, list[Any]]) -> pl.LazyFram
         data[S].append(start)
         data[E].append(INF if end is None else end)
         for f in fields:
-            v = getattr(payload, f.name)
-            if f.dtype is datetime and v is not None:
-                v = to_ticks(v)
-            elif f.dtype is timedelta and v is not None:
-                v = duration_ticks(v)
-            data[f.name].append(v)
+            data[f.name].append(to_column(getattr(payload, f.name), f.dtype, f.element))
     schema = {S: pl.Int64, E: pl.Int64, **payload_schema(node.payload_type)}
     return pl.DataFrame(data, schema=schema).lazy()
 

@@ -19,8 +19,8 @@ import polars as pl
 from tempo.dispatch import Registry
 from tempo.errors import CompileError, UnsupportedError
 from tempo.expr import nodes as x
-from tempo.expr.schema import FieldInfo, field_names, record_fields
-from tempo.ticks import duration_ticks, to_ticks
+from tempo.expr.schema import FieldInfo, field_names, is_record_type, record_fields
+from tempo.ticks import duration_ticks, from_ticks, to_ticks
 
 START, END = "__tempo_s", "__tempo_e"
 """The lifetime columns of every relation, in ticks (``INF`` for an open end)."""
@@ -31,13 +31,51 @@ _SCALARS: dict[type, Any] = {bool: pl.Boolean, int: pl.Int64, float: pl.Float64,
 
 
 def polars_type(f: FieldInfo) -> Any:
-    """The column type of a payload field (datetimes and durations as ticks)."""
-    if f.element is None and f.dtype in _SCALARS:
-        return _SCALARS[f.dtype]
+    """The column type of a payload field (datetimes and durations as ticks, records as
+    structs, lists as lists)."""
+    return pl.List(value_type(f.element, f.name)) if f.element is not None else value_type(f.dtype, f.name)
+
+
+def value_type(tp: type, name: str) -> Any:
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    if is_record_type(tp):
+        return pl.Struct({f.name: polars_type(f) for f in record_fields(tp)})
     raise UnsupportedError(
-        EXECUTOR, f"a payload field {f.name!r} of type {getattr(f.dtype, '__qualname__', f.dtype)}",
-        "it has columns for bool, int, float, str, datetime and timedelta fields only (lists and records: not yet)",
+        EXECUTOR, f"a payload field {name!r} of type {getattr(tp, '__qualname__', tp)}",
+        "it has columns for bool, int, float, str, datetime, timedelta, records and lists of them",
     )
+
+
+def to_column(value: Any, tp: type, element: type | None) -> Any:
+    """A payload field's value as its column holds it (``polars_type``)."""
+    if value is None:
+        return None
+    if element is not None:
+        return [to_column(v, element, None) for v in value]
+    if tp is datetime:
+        return to_ticks(value)
+    if tp is timedelta:
+        return duration_ticks(value)
+    if is_record_type(tp):
+        return {f.name: to_column(getattr(value, f.name), f.dtype, f.element) for f in record_fields(tp)}
+    return value
+
+
+def from_column(value: Any, tp: type, element: type | None, naive: bool) -> Any:
+    """A column's value as the payload field holds it (the inverse of ``to_column``)."""
+    if value is None:
+        return None
+    if element is not None:
+        items = [from_column(v, element, None, naive) for v in value]
+        return tuple(items) if tp is tuple else items
+    if tp is datetime:
+        return from_ticks(value, naive)
+    if tp is timedelta:
+        return timedelta(microseconds=value)
+    if is_record_type(tp):
+        return tp(**{f.name: from_column(value[f.name], f.dtype, f.element, naive) for f in record_fields(tp)})
+    return value
 
 
 def payload_schema(cls: type) -> dict[str, Any]:
@@ -202,6 +240,11 @@ def _agg_ref(scope: Scope, e: x.AggRef) -> pl.Expr:
 @rule(x.KeyRef)
 def _key_ref(scope: Scope, e: x.KeyRef) -> pl.Expr:
     return pl.col(f"__key{e.index}")
+
+
+@rule(x.ExplodedItem)
+def _exploded_item(scope: Scope, e: x.ExplodedItem) -> pl.Expr:
+    return pl.col("__item")
 
 
 @rule(x.WindowBound)

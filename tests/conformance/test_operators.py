@@ -2051,6 +2051,18 @@ def test_anti_join_right_cti_settles_a_fragments_end(executor: Any) -> None:
     ])
 
 
+def test_anti_join_a_right_event_at_the_right_cti_ends_the_fragment(executor: Any) -> None:
+    """left a>>@0 |3 (never ended); right *@5 |5: the right event starts at the right CTI
+    itself, so nothing can cut a before it: the fragment [0, ...) released at output CTI 3
+    ends at 5."""
+    a = L(1, "a")
+    left = Stream.create("left", [EdgeStart(T(0), a), Cti(T(3))], EventShape.EDGE)
+    right = Stream.create("right", [Point(T(5), R(1, "r")), Cti(T(5))], EventShape.POINT)
+    r = run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
+    assert sorted_evs(r) == [iv(0, 5, a)]
+    assert r.ctis == [T(3)]
+
+
 def test_anti_join_nothing_can_cut_once_the_right_input_ends(executor: Any) -> None:
     """left [a 0,10) |5 and no more; right |INF: nothing can cut a, so it goes out whole at
     output CTI 5 (before, a start edge never ended). left_outer_join likewise."""
