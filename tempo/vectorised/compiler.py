@@ -299,11 +299,19 @@ def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
         return pl.when(least.is_null() & nan_seen).then(float("nan")).otherwise(least)
     if a.kind is K.FIRST:
         return pl.when(seen > 0).then(v.drop_nulls().first())
-    assert a.kind is K.LAST
-    return v.forward_fill()
+    if a.kind is K.LAST:
+        return v.forward_fill()
+    if a.kind is K.COUNT_DISTINCT:
+        return (v.is_first_distinct() & v.is_not_null()).cum_sum()
+    # The kinds that keep every value so far: evaluated over each prefix (quadratic in a group).
+    if a.kind is K.COLLECT:
+        return v.cumulative_eval(pl.element().drop_nulls().implode())
+    return v.cumulative_eval(_AGGREGATES[a.kind](pl.element(), a))
 
 
-_RUNNING = frozenset({K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST})
+_RUNNING = frozenset(
+    {K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST, K.COUNT_DISTINCT, K.COLLECT, K.PERCENTILE, K.PERCENTILE_APPROX}
+)
 
 
 @compiles(p.AnalyticNode)
