@@ -200,75 +200,67 @@ def _generated_only(policy: TimePolicy) -> bool:
     return policy.import_from is None and not policy.ordered and (policy.has_settings or not policy.generates)
 
 
-def _needed_columns(node: SourceNode) -> Any:
-    """The table of a source, as its ``arrow_table``; a single Parquet file's only with the
-    columns the input reads (when it has them all: else whole, for the column check to name
-    what is missing among what there is)."""
+def _table_frame(node: SourceNode) -> pl.DataFrame:
+    """A table source's rows as a polars frame, its columns checked against the source and
+    the payload first (``tempo.tables.check_columns``). A single Parquet file is read by
+    polars itself with only the columns the input reads (no copy through Arrow); any other
+    table through its ``arrow_table``."""
     import os
+
+    from tempo.tables import arrow_column_type, check_columns, table_columns
 
     source = node.source
     assert isinstance(source, TableSource)
     if isinstance(source, ParquetSource) and os.path.isfile(source.path):
         import pyarrow.parquet as pq
 
-        names = set(pq.read_schema(source.path).names)
+        schema = pq.read_schema(source.path)
+        check_columns(node.name, source, {f.name: arrow_column_type(f.type) for f in schema})
         wanted = [c for c in (source.start, source.end, source.order) if c] + [f.name for f in record_fields(node.payload_type)]
-        if set(wanted) <= names:
-            return pq.read_table(source.path, columns=list(dict.fromkeys(wanted)))
-    return source.arrow_table()
+        return pl.read_parquet(source.path, columns=list(dict.fromkeys(wanted)))
+    table = source.arrow_table()
+    check_columns(node.name, source, table_columns(table))
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 def _read_columns(node: SourceNode) -> pl.DataFrame | None:
     """A table input as a frame of ticks and payload columns, or None when a row breaks a
     rule (the reference ingress then raises its error)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from tempo.tables import check_columns, table_columns
-
     source = node.source
     assert isinstance(source, TableSource)
     source.check_readable(node.name)
-    table = _needed_columns(node)
-    check_columns(node.name, source, table_columns(table))
+    raw = _table_frame(node)
     if source.order is not None:
-        if table.column(source.order).null_count:
+        if raw[source.order].null_count():
             return None
-        table = table.take(pc.sort_indices(table, sort_keys=[(source.order, "ascending")]))
+        raw = raw.sort(source.order, maintain_order=True)
     origin = source.origin_ticks()
 
-    def ticks(name: str) -> Any:
-        col = table.column(name)
-        if pa.types.is_timestamp(col.type):
-            return pc.cast(pc.cast(col, pa.timestamp("us", tz="UTC")), pa.int64())
-        if pa.types.is_null(col.type):
+    def ticks(name: str) -> pl.Expr | None:
+        dtype = raw.schema[name]
+        if dtype == pl.Null:
             return None
-        return pc.add(pc.cast(col, pa.int64()), origin) if origin else pc.cast(col, pa.int64())
+        if isinstance(dtype, pl.Datetime):  # an instant: a naive one is UTC
+            return pl.col(name).dt.epoch("us")
+        return pl.col(name).cast(pl.Int64) + origin if origin else pl.col(name).cast(pl.Int64)
 
-    start = ticks(source.start)
-    if start is None or start.null_count:
+    start = ticks(source.start) if source.start else None
+    end = ticks(source.end) if node.shape is EventShape.INTERVAL and source.end else None
+    if start is None or (node.shape is EventShape.INTERVAL and end is None):
         return None
-    columns: dict[str, Any] = {S: start}
-    if node.shape is EventShape.POINT:
-        columns[E] = pc.add(start, 1)
-    else:
-        end = ticks(source.end) if source.end else None
-        if end is None or end.null_count:
-            return None
-        columns[E] = end
+    columns = [start.alias(S), (start + 1 if end is None else end).alias(E)]
     schema = payload_schema(node.payload_type)
     for f in record_fields(node.payload_type):
-        col = table.column(f.name)
-        if col.null_count and not f.nullable:
-            return None
-        if f.dtype is datetime and pa.types.is_timestamp(col.type):
-            col = pc.cast(pc.cast(col, pa.timestamp("us", tz="UTC")), pa.int64())
-        columns[f.name] = col
-    frame = pl.from_arrow(pa.table(columns))
-    assert isinstance(frame, pl.DataFrame)
-    frame = frame.with_columns([pl.col(n).cast(t) for n, t in schema.items()])
-    bad = frame.select(((pl.col(E) <= pl.col(S)) | (pl.col(S) >= INF)).any()).item()
-    return None if bad else frame
+        c = pl.col(f.name)
+        if isinstance(raw.schema[f.name], pl.Datetime):
+            c = c.dt.epoch("us")
+        columns.append(c.cast(schema[f.name]).alias(f.name))
+    frame = raw.select(columns)
+    required = [S, E, *[f.name for f in record_fields(node.payload_type) if not f.nullable]]
+    broken = pl.any_horizontal([pl.col(n).is_null() for n in required]) | (pl.col(E) <= pl.col(S)) | (pl.col(S) >= INF)
+    return None if frame.select(broken.any()).item() else frame
 
 
 def _verdicts(node: SourceNode, frame: pl.DataFrame, rejected: list[Any]) -> tuple[pl.DataFrame, EventCounts, list[tuple[int, int]]]:
