@@ -9,7 +9,6 @@ operator code as ``tempo.runtime.engine``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -76,6 +75,8 @@ class CtiReplay:
         self.node_key_ctis: dict[int, dict[Any, int]] = {}
         self.output_ctis: list[tuple[Any, int]] = []
         """The output's CTIs and its substreams' (``(key, t)``, ``(MERGED, t)``), in order."""
+        self.fed: list[tuple[str, tuple[Any, ...]]] = []
+        """Every call feeding this replay, in order, for ``at_infinity`` to replay them."""
         self.ingresses = build_ingresses(build, query)
         built = build_operators(build, query)
         for node in query.nodes:
@@ -96,6 +97,7 @@ class CtiReplay:
 
     def feed(self, key: Key, input_name: str, origin: str, value: int) -> None:
         """A CTI candidate of an input whose items are processed elsewhere."""
+        self.fed.append(("feed", (key, input_name, origin, value)))
         self.key = key
         self.ingresses[input_name].advance(value, origin)
 
@@ -105,12 +107,14 @@ class CtiReplay:
         """An item of an input with ordering settings admitted elsewhere, reduced to what
         moves time: its arrival and the CTI its event-time rule asks for (with substreams:
         for its key)."""
+        self.fed.append(("feed_ordered", (key, input_name, arrival, candidate, substream, substream_candidate)))
         self.key = key
         self.ingresses[input_name].order_step(arrival, candidate, substream, substream_candidate)
 
     def admit_locally(self, input_name: str) -> dict[int, list[Any]]:
         """Process this input's whole items here (``feed_item``); returns its admitted
         events by id, ``[start, end or None, payload]``, filled in as items are fed."""
+        self.fed.append(("admit_locally", (input_name,)))
         events: dict[int, list[Any]] = {}
         ingress = self.ingresses[input_name]
 
@@ -125,6 +129,7 @@ class CtiReplay:
 
     def feed_item(self, key: Key, input_name: str, rec: Prepared) -> None:
         """One item of an input admitted locally: the in-memory ingress rules, exactly."""
+        self.fed.append(("feed_item", (key, input_name, rec)))
         self.key = key
         self.ingresses[input_name].process(rec)
 
@@ -141,11 +146,21 @@ class CtiReplay:
         return self.node_ctis[id(node)]
 
     def at_infinity(self) -> CtiReplay:
-        """This replay as it would end if every input's time then advanced to infinity (the
-        in-memory executor's ``_withheld``): each node's CTIs followed by one at infinity.
-        A view for compiling what a flush would release; nothing more can be fed to it."""
-        view = copy.copy(self)
-        view.node_ctis = {n: ctis if ctis and ctis[-1] >= INF else [*ctis, INF] for n, ctis in self.node_ctis.items()}
+        """This replay as it would end if every input's time then advanced to infinity, as
+        the in-memory executor's ``_withheld`` advances them: one input after the other, in
+        declaration order (so an operator of two inputs may see a CTI between, where the
+        input flushed first was the one holding it back). A new replay fed the same calls,
+        then flushed; for compiling what a flush would release."""
+        view = CtiReplay(self.query)
+        for name, args in self.fed:
+            getattr(view, name)(*args)
+        view.shutdown()
+        for i, source in enumerate(self.query.sources):
+            ingress = view.ingresses[source.name]
+            view.key = (INF, i, 0, 2)
+            if ingress.cti < INF:
+                ingress.cti = INF
+                ingress.emit_cti(INF)
         return view
 
     def key_ctis_of(self, node: p.Node) -> dict[Any, int]:

@@ -28,9 +28,12 @@ import pytest
 
 from tempo import (
     AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
     Cti,
+    EdgeStart,
+    EventOrderingSettings,
     EventShape,
     InMemoryExecutor,
     Interval,
@@ -462,3 +465,25 @@ def test_a_payload_field_named_like_a_tempo_column_is_a_build_error(executor: An
     projected = Stream.create("in", [Point(T(1), V(1))], EventShape.POINT, FLUSH).select(lambda r: Clash("x", T(2)))
     with pytest.raises(QueryBuildError, match=pattern):
         executor.run(projected)
+
+
+def test_withheld_counts_a_flush_of_the_inputs_in_declaration_order(executor: Any) -> None:
+    """``withheld`` is what the in-memory executor's flush after the run would release: each
+    input's time advanced to infinity one after the other, in declaration order. Here the left
+    input (open edges, CTIs imported from the right) is flushed first, so the union passes on
+    the right input's CTI before infinity, and the hopping windows over the open edges count
+    up to that later horizon: 3 windows are withheld, not 2 as a single flush of both would
+    give. Found by the vectorised executor's differential (Spark and it had the single flush)."""
+    from tests.strategies import BINARY, UNARY, Ev, Ref
+
+    d = datetime
+    left = [EdgeStart(d(2024, 1, 1), Ev(0, 0), arrival=d(2024, 1, 1))] * 4 + [Cti(d(2024, 1, 1), arrival=d(2024, 1, 1))]
+    left += [EdgeStart(d(2024, 1, 1), Ev(0, 0), arrival=d(2024, 1, 1)), Cti(d(2024, 1, 1), arrival=d(2024, 1, 1))] * 4
+    right = [Interval(d(2024, 1, 1), d(2024, 1, 1, 0, 0, 1), Ref(0, 0), arrival=d(2023, 12, 31, 23, 59, 52))] * 9
+    right += [Interval(d(2024, 1, 1, 0, 0, 5), d(2024, 1, 1, 0, 0, 6), Ref(0, 0), arrival=d(2024, 1, 1, 0, 0, 6))]
+    imports = AdvanceTimeSettings(None, AdvanceTimeImportSettings("right"), AdvanceTimePolicy.DROP)
+    ordered = AdvanceTimeSettings(None, None, AdvanceTimePolicy.DROP, EventOrderingSettings(timedelta(0), timedelta(0), None))
+    l = Stream.create("left", left, EventShape.EDGE, imports, payload_type=Ev)
+    r = Stream.create("right", right, EventShape.INTERVAL, ordered, payload_type=Ref)
+    result = run(executor, BINARY["union_then_hopping_by_key"](UNARY["shift"](l), r))
+    assert result.withheld == Withheld(events=3, waiting_for=d(2023, 12, 31, 23, 59, 55))
