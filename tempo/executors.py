@@ -53,30 +53,36 @@ def spark_available() -> bool:
     return shutil.which("java") is not None
 
 
-def get_executor(kind: Literal["auto", "memory", "spark"] = "auto") -> Executor:
-    """An executor by name; ``auto`` is local Spark when available, else in memory."""
+def get_executor(kind: Literal["auto", "memory", "spark", "vectorised"] = "auto") -> Executor:
+    """An executor by name; ``auto`` is local Spark when available, else in memory;
+    ``vectorised`` needs the ``vectorised`` extra (polars)."""
     if kind == "memory" or (kind == "auto" and not spark_available()):
         from tempo.memory import InMemoryExecutor
 
         return InMemoryExecutor()
+    if kind == "vectorised":
+        from tempo.vectorised import VectorisedExecutor
+
+        return VectorisedExecutor()
     from tempo.spark import SparkExecutor, spark_session
 
     return SparkExecutor(spark_session())
 
 
 def executor_from_args(argv: list[str] | None = None) -> Executor:
-    """The executor named by ``--executor memory|spark|auto`` (default memory: the embedded
-    executor answers at once, where starting local Spark takes several seconds), for scripts."""
+    """The executor named by ``--executor memory|spark|vectorised|auto`` (default memory: the
+    embedded executor answers at once, where starting local Spark takes several seconds), for
+    scripts."""
     import argparse
 
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--executor", choices=["memory", "spark", "auto"], default="memory",
+        "--executor", choices=["memory", "spark", "vectorised", "auto"], default="memory",
         help="memory (default): in this process; spark: local Spark (a JVM starts first, some "
-        "seconds); auto: Spark when installed, else memory",
+        "seconds); vectorised: in this process on polars; auto: Spark when installed, else memory",
     )
     kind = parser.parse_args(argv).executor
-    if kind != "memory":
+    if kind in ("spark", "auto"):
         print("# starting local Spark (a JVM; this takes some seconds) ...", flush=True)
     executor = get_executor(kind)
     hint = " (--executor spark runs the same query on local Spark)" if kind == "memory" else ""

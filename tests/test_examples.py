@@ -198,27 +198,43 @@ def test_example_runs_as_a_script(script: str, capsys: pytest.CaptureFixture[str
     assert out.startswith("# running on InMemoryExecutor") and len(out.splitlines()) > 2
 
 
+def rounded(result: Result[Any]) -> Result[Any]:
+    """The main example's result with its averages to 1e-9: float sums depend on summation
+    order, which Spark and polars do not fix."""
+
+    def fix(item: Any) -> Any:
+        payload = getattr(item, "payload", None)
+        return item if payload is None else attrs.evolve(item, payload=attrs.evolve(payload, celsius=round(payload.celsius, 9)))
+
+    return attrs.evolve(result, events=[fix(e) for e in result.events], raw=[fix(i) for i in result.raw])
+
+
+def same_example_results(executor: Any) -> None:
+    """Every example on ``executor`` gives the in-memory executor's results."""
+    from tests.conformance.compare import assert_same_results
+
+    assert_same_results(rounded(hopping_averages.main(executor)), rounded(hopping_averages.main()))
+    for got, want in zip(slow_fast_sync.main(executor), slow_fast_sync.main()):
+        assert_same_results(got, want)
+    for got, want in zip(sessions_and_counts.main(executor), sessions_and_counts.main()):
+        assert_same_results(got, want)
+    got_by_label, want_by_label = commit_every_event.main(executor), commit_every_event.main()
+    for label in want_by_label:
+        assert_same_results(got_by_label[label], want_by_label[label])
+
+
 @pytest.mark.spark
 def test_examples_give_the_same_results_on_spark(spark_executor: Any) -> None:
     """The README's main example (and the others) on local Spark, equal to in memory."""
-    from tests.conformance.compare import assert_same_results
+    same_example_results(spark_executor)
 
-    def rounded(result: Result[Any]) -> Result[Any]:
-        # Float sums depend on summation order, which Spark does not fix: compare to 1e-9.
-        def fix(item: Any) -> Any:
-            payload = getattr(item, "payload", None)
-            return item if payload is None else attrs.evolve(item, payload=attrs.evolve(payload, celsius=round(payload.celsius, 9)))
 
-        return attrs.evolve(result, events=[fix(e) for e in result.events], raw=[fix(i) for i in result.raw])
+def test_examples_give_the_same_results_on_the_vectorised_executor() -> None:
+    """The examples on the vectorised executor (polars), equal to in memory."""
+    pytest.importorskip("polars")
+    from tempo.vectorised import VectorisedExecutor
 
-    assert_same_results(rounded(hopping_averages.main(spark_executor)), rounded(hopping_averages.main()))
-    for got, want in zip(slow_fast_sync.main(spark_executor), slow_fast_sync.main()):
-        assert_same_results(got, want)
-    for got, want in zip(sessions_and_counts.main(spark_executor), sessions_and_counts.main()):
-        assert_same_results(got, want)
-    spark_results, memory_results = commit_every_event.main(spark_executor), commit_every_event.main()
-    for label in memory_results:
-        assert_same_results(spark_results[label], memory_results[label])
+    same_example_results(VectorisedExecutor())
 
 
 def test_main_example_runs_in_memory_by_default() -> None:
