@@ -265,8 +265,7 @@ def _clip(c: Compiler, node: p.ClipNode) -> pl.LazyFrame:
     final CTI is past it, else the result stays open; only the events the final CTI passed
     go out."""
     cti = c.final_cti(node.input)
-    keys = [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
-    names = [f"__key{i}" for i in range(len(keys))]
+    keys, names = _keys(node), _key_names(node)
     df = c.relation(node.input).with_columns(*keys) if keys else c.relation(node.input)
     df = df.sort(S)
     following = pl.col(S).shift(-1).over(names) if names else pl.col(S).shift(-1)
@@ -327,8 +326,7 @@ def _analytic(c: Compiler, node: p.AnalyticNode) -> pl.LazyFrame:
     if not node.analytics and isinstance(node.projection, x.Input):
         return df
     names = field_names(node.input.payload_type)
-    keys = [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
-    key_names = [f"__key{i}" for i in range(len(keys))]
+    keys, key_names = _keys(node), _key_names(node)
     peers = [*key_names, S, *names]
     rows = df.select(pl.col(S), pl.col(E), *[pl.col(n) for n in names], *keys).sort(peers, nulls_last=False)
 
@@ -457,11 +455,15 @@ def _value_names(node: p.WindowNode) -> list[str]:
     return [n for n, _ in _order(node)] + values + [n for n, _ in _ranked_by(node)]
 
 
-def _keys(node: p.WindowNode) -> list[pl.Expr]:
+Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode
+
+
+def _keys(node: Keyed) -> list[pl.Expr]:
+    """The node's group keys as the columns ``__key<i>``."""
     return [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
 
 
-def _key_names(node: p.WindowNode) -> list[str]:
+def _key_names(node: Keyed) -> list[str]:
     return [f"__key{i}" for i in range(len(node.keys or ()))]
 
 
