@@ -196,6 +196,25 @@ def kind_rule(shape: EventShape, kind: int) -> str:
     return message(InputRule.ROW_KIND, shape=shape.name, takes=takes, kind=KIND_NAMES.get(kind, kind))
 
 
+def parquet_proves_no_nulls(file: Any, columns: list[str]) -> bool:
+    """True when a ``pyarrow.parquet.ParquetFile``'s statistics show no null in any of
+    ``columns`` (False when a row group has no null count for one of them): a bulk reader
+    may then skip reading them just to look for nulls."""
+    meta = file.metadata
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    if any(name not in index for name in columns):
+        return False
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        if not group.num_rows:
+            continue
+        for name in columns:
+            stats = group.column(index[name]).statistics
+            if stats is None or not stats.has_null_count or stats.null_count:
+                return False
+    return True
+
+
 def table_columns(table: Any) -> dict[str, str]:
     """A pyarrow table's columns as name -> type word."""
     return {f.name: arrow_column_type(f.type) for f in table.schema}

@@ -48,10 +48,16 @@ class SparkExecutor:
     (``tempo.spark.compiler``). ``to_dataframe`` keeps the result lazy.
     """
 
-    def __init__(self, spark: SparkSession, local_items: int = ingress.LOCAL_ITEMS) -> None:
-        """``local_items``: item lists up to this size are admitted on the driver (0: never)."""
+    def __init__(
+        self, spark: SparkSession, local_items: int = ingress.LOCAL_ITEMS, local_scan_rows: int = ingress.LOCAL_SCAN_ROWS
+    ) -> None:
+        """``local_items``: item lists up to this size are admitted on the driver (0: never).
+        ``local_scan_rows``: tables up to this many rows whose narrow columns the driver can
+        read are scanned there, when the scan applies (``tempo.spark.ingress.local_scan``;
+        0: never)."""
         self.spark = spark
         self.local_items = local_items
+        self.local_scan_rows = local_scan_rows
 
     def _prepare(self, stream: Stream[Any]) -> _Prepared:
         query = Query.build(stream.node)
@@ -59,7 +65,7 @@ class SparkExecutor:
         mode = TimestampMode()
         needs_arrival = query.ordered_by_arrival
         frames = [
-            ingress.input_frame(self.spark, source, decl, mode, source.name in needs_arrival, self.local_items)
+            ingress.input_frame(self.spark, source, decl, mode, source.name in needs_arrival, self.local_items, self.local_scan_rows)
             for decl, source in enumerate(query.sources)
         ]
         replay, local = ingress.replay(self.spark, query, frames)

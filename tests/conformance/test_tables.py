@@ -104,8 +104,10 @@ def table_queries(draw: st.DrawFn) -> tuple[str, list[Any], EventShape, AdvanceT
 
 
 @TABLES
-@given(case=table_queries())
-def test_tables_agree(spark_session: Any, tmp_path_factory: Any, monkeypatch: Any, case: Any) -> None:
+@given(case=table_queries(), on_driver=st.booleans())
+def test_tables_agree(spark_session: Any, tmp_path_factory: Any, monkeypatch: Any, case: Any, on_driver: bool) -> None:
+    """``on_driver``: a table the driver scan takes (points or intervals in order, CTIs
+    generated) is scanned there, else by the block figures and the scan job."""
     from tempo.spark import SparkExecutor, ingress
 
     monkeypatch.setattr(ingress, "BLOCK_ROWS", 4)
@@ -117,7 +119,8 @@ def test_tables_agree(spark_session: Any, tmp_path_factory: Any, monkeypatch: An
         source = ParquetSource(str(path), Ev, start="start", **columns)
         return UNARY[op](Stream.create("in", source, shape, adv))
 
-    assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), desc, build)
+    spark = SparkExecutor(spark_session) if on_driver else SparkExecutor(spark_session, local_scan_rows=0)
+    assert_executors_agree(InMemoryExecutor(), spark, f"{desc} on_driver={on_driver}", build)
 
 
 def test_nothing_late_table_reads_without_ingress_jobs_and_still_checks_rows(spark_session: Any, tmp_path: Path) -> None:

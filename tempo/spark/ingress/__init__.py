@@ -15,14 +15,16 @@ as little data as the settings allow:
    the few rows that matter: CTI candidates (every N-th counted event, period changes,
    CTI rows), rows that break a rule, and rows **at risk**: those starting before the
    largest candidate that could precede them. A row not at risk is admitted as read, so
-   the policy's work is confined to the rows collected.
+   the policy's work is confined to the rows collected. A table the driver can read, with
+   CTIs generated from its own rows only, may instead be scanned there with numpy
+   (``local_scan``): the same rows collected, without steps 3 and 4's jobs.
 5. On the driver, ``CtiReplay`` applies the never-go-back rule, imports and the flush
    exactly as the in-memory executor does; with its steps, each at-risk row gets the CTI
    in force when it arrived and the policy's verdict. The verdicts go back as a small
    broadcast table joined to the rows; end edges are paired with their start edges by rank.
 
 The package, by concern: ``rows`` (the rows' columns and codes, ``InputFrame``), ``read``
-(step 1), ``blocks`` (step 3), ``scan`` (step 4), ``ctis`` and ``verdicts`` (step 5),
+(step 1), ``blocks`` (step 3), ``scan`` (step 4), ``local_scan`` (steps 3 and 4 on the driver), ``ctis`` and ``verdicts`` (step 5),
 ``admit`` (the admitted events, end edges paired) and ``metrics`` (metrics, rejections).
 """
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 from tempo.spark.ingress.admit import Admitted, admit
 from tempo.spark.ingress.ctis import replay
 from tempo.spark.ingress.metrics import finish, validate
+from tempo.spark.ingress.local_scan import LOCAL_SCAN_ROWS
 from tempo.spark.ingress.read import LOCAL_ITEMS, input_frame, local_events
 from tempo.spark.ingress.rows import InputFrame
 
@@ -39,6 +42,6 @@ BLOCK_ROWS = 1 << 14
 ``blocks`` at each cut, so that tests can shrink it here."""
 
 __all__ = [
-    "BLOCK_ROWS", "LOCAL_ITEMS", "Admitted", "InputFrame", "admit", "finish", "input_frame", "local_events", "replay",
+    "BLOCK_ROWS", "LOCAL_ITEMS", "LOCAL_SCAN_ROWS", "Admitted", "InputFrame", "admit", "finish", "input_frame", "local_events", "replay",
     "validate",
 ]

@@ -25,7 +25,8 @@ from tempo.spark.columns import START as S
 from tempo.spark.types import driver_frame, to_wire
 from tempo.ticks import INF, NEG_INF
 from tempo.spark.ingress.blocks import _cut
-from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, InputFrame
+from tempo.spark.ingress.local_scan import LOCAL_SCAN_ROWS, scan_locally
+from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, InputFrame, single_parquet_file
 
 
 LOCAL_ITEMS = 100_000
@@ -53,14 +54,16 @@ _ITEM_FIELDS = [
 
 
 def input_frame(
-    spark: SparkSession, node: SourceNode, decl: int, mode: TimestampMode, needs_arrival: bool, local_limit: int = LOCAL_ITEMS
+    spark: SparkSession, node: SourceNode, decl: int, mode: TimestampMode, needs_arrival: bool, local_limit: int = LOCAL_ITEMS,
+    scan_limit: int = LOCAL_SCAN_ROWS,
 ) -> InputFrame:
     """The rows of one input, checked as the in-memory executor checks them.
 
     An item list is already in the driver's memory: up to ``local_limit`` items it is
     admitted there by the in-memory ingress itself (``prepared`` holds its records), and
     only the admitted events go to Spark. Larger lists and every table go through the
-    Spark ingress.
+    Spark ingress; a table of up to ``scan_limit`` rows that ``scan_locally`` can read is
+    scanned on the driver.
     """
     source = node.source
     # A stamped input (ingestion or processing time) is stamped on the driver, in input order.
@@ -80,7 +83,7 @@ def input_frame(
         frame = table_frame(spark, node, decl, needs_arrival)
         mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
     frame.needs_arrival = needs_arrival
-    if not frame.static:
+    if not frame.static and not scan_locally(frame, scan_limit):
         _cut(frame)
     return frame
 
@@ -137,12 +140,15 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
     start = F.when(kind == HEARTBEAT, arrival).otherwise(ticks(source.start))  # a heartbeat's time is its arrival
     end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
     end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind.isin(CTI, HEARTBEAT), start).otherwise(end_col)
-    # Without an order column the file order counts: monotonically_increasing_id follows it.
-    order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else F.monotonically_increasing_id()
+    # Without an order column the file order counts: a Parquet file's own row index, else
+    # monotonically_increasing_id, which follows the partitions' order.
+    file_order = F.col("_metadata.row_index") if single_parquet_file(source) else F.monotonically_increasing_id()
+    order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else file_order
     return [
         kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
-        F.monotonically_increasing_id().alias(FILE), *_payload_columns(node.payload_type), _null_field(node.payload_type),
+        file_order.alias(FILE), *_payload_columns(node.payload_type), _null_field(node.payload_type),
     ]
+
 
 
 def _payload_columns(payload_type: type) -> list[Column]:

@@ -3,6 +3,7 @@ the driver keeps of each input, and the per-row columns its time policy defines.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -12,6 +13,7 @@ from pyspark.sql import functions as F
 from tempo.runtime.ingress import INTERVAL, POINT, START
 from tempo.plan.nodes import SourceNode
 from tempo.runtime.policy import TimePolicy
+from tempo.sources import ParquetSource, TableSource
 from tempo.rules import InputRule
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -59,6 +61,7 @@ class InputFrame:
     has_arrival: bool = True  # rows carry arrival times
     blocks: Blocks | None = None
     collected: list[Row] = attrs.Factory(list)  # what the scan job kept (see ``scan``)
+    scanned: bool = False  # collected on the driver already (``local_scan``)
     policy: TimePolicy = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -110,3 +113,9 @@ def _breaks_a_rule(node: SourceNode) -> Column:
         F.col(S).isNull() | F.col(E).isNull() | (F.col(S) >= INF) | ((F.col(KIND) == INTERVAL) & (F.col(E) <= F.col(S)))
         | F.col(NULLF).isNotNull() | F.col(ORDER).isNull()
     )
+
+
+def single_parquet_file(source: TableSource[Any]) -> bool:
+    """A ``ParquetSource`` reading one local file, whose rows Spark numbers in file order
+    (``_metadata.row_index``)."""
+    return isinstance(source, ParquetSource) and "://" not in source.path and os.path.isfile(source.path)

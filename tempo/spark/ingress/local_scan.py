@@ -1,0 +1,189 @@
+"""Step 4 on the driver, for a table it can read: the scan over the narrow columns (order,
+start, end) with numpy, one record batch at a time, in place of the block figures and the
+scan job.
+
+It applies where the Spark scan's window is all there is to compute: a Parquet file or an
+Arrow table with an integer order column, no ``kind`` or ``arrival`` column (so every row is
+an event and every event counts), CTIs generated from its own rows (no import, no ordering
+settings) and at most ``LOCAL_SCAN_ROWS`` rows. Reading two or three columns of ten million
+rows takes well under a second on one core, where the Spark scan sorts every row within its
+block. The heavy work, the query itself, stays in Spark.
+
+It proves or gives up: it collects exactly the rows the Spark scan collects (CTI candidates
+and rows at risk, with their positions) only when the order column strictly increases in
+file order (so a row's position is its index, and the order value alone names it: the
+rows' file-order column becomes 0), and no row breaks a rule. Anything else (a null, an end
+not after its start, a row out of order, a file pyarrow cannot read) returns False, and the
+Spark path runs and names the row as it always does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql import functions as F
+
+from tempo.events import EventShape
+from tempo.expr.schema import record_fields
+from tempo.runtime.ingress import INTERVAL, POINT
+from tempo.sources import ArrowSource, ParquetSource, TableSource
+from tempo.tables import parquet_proves_no_nulls
+from tempo.spark.columns import END as E
+from tempo.spark.columns import START as S
+from tempo.spark.ingress.blocks import Blocks
+from tempo.spark.ingress.rows import ARR, FILE, KIND, ORDER, POS, InputFrame, _imports, _ordering, single_parquet_file
+from tempo.ticks import INF, NEG_INF
+
+LOCAL_SCAN_ROWS = 20_000_000
+"""Tables up to this many rows are scanned on the driver (see the module)."""
+
+_BATCH_ROWS = 1 << 20
+
+
+def scan_locally(frame: InputFrame, limit: int = LOCAL_SCAN_ROWS) -> bool:
+    """Scan ``frame``'s table on the driver, setting its blocks (one) and collected rows;
+    False (nothing set) when the table is not one this scan applies to."""
+    node, policy = frame.node, frame.policy
+    source = node.source
+    if (
+        limit <= 0 or frame.df is None or frame.kinds_vary or frame.has_arrival or frame.needs_arrival
+        or _imports(frame) or _ordering(frame) or not policy.generates
+        or node.shape not in (EventShape.POINT, EventShape.INTERVAL)
+        or not isinstance(source, (ParquetSource, ArrowSource))
+        or (source.order is None and not single_parquet_file(source))  # else file order is Spark's partitions'
+    ):
+        return False
+    try:
+        zone = frame.df.sparkSession.conf.get("spark.sql.session.timeZone") or ""
+        batches = _narrow_batches(source, limit, zone.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00:00"))
+        if batches is None:
+            return False
+        found = _scan(frame, batches)
+    except (ImportError, OSError, ValueError, TypeError, KeyError):  # pyarrow cannot read it as Spark does: the Spark path will
+        return False
+    if found is None:
+        return False
+    rows, lo, collected = found
+    blocks = Blocks(lo, 1 << 62)
+    blocks.rows[0] = blocks.counted[0] = blocks.events[0] = rows
+    frame.blocks, frame.collected, frame.scanned = blocks, collected, True
+    # The order column names a row alone (it strictly increases): the verdicts and the
+    # rejected items find rows by (order, 0).
+    frame.df = frame.df.withColumn(FILE, F.lit(0).cast("long"))
+    return True
+
+
+def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> Iterator[tuple[Any, Any, Any]] | None:
+    """(order, start, end) of each record batch in file order, as int64 ticks (end None for
+    points), or None when the table has more rows than ``limit``, a column of a type this
+    scan does not convert exactly as Spark does, or a null in a payload field not declared
+    optional."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = [*([source.order] if source.order else []), source.start, *([source.end] if source.end else [])]
+    columns = list(dict.fromkeys(names))  # the order column may be a time column too
+    required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
+    if isinstance(source, ArrowSource):
+        table = source.table
+        if table.num_rows > limit or any(table.column(n).null_count for n in required):
+            return None
+        schema, batches = table.schema, table.select(columns).to_batches(_BATCH_ROWS)
+    else:
+        assert isinstance(source, ParquetSource)
+        dataset = pq.ParquetDataset(source.path)
+        files = [pq.ParquetFile(f, filesystem=dataset.filesystem) for f in sorted(dataset.files)]
+        if sum(f.metadata.num_rows for f in files) > limit or not all(parquet_proves_no_nulls(f, required) for f in files):
+            return None
+        schema = files[0].schema_arrow
+        batches = (b for f in files for b in f.iter_batches(batch_size=_BATCH_ROWS, columns=columns))
+    origin = source.origin_ticks()
+    shifts: list[int | None] = []
+    for name in names:
+        t = schema.field(name).type
+        if pa.types.is_integer(t):
+            # A time column as the order column is shifted to ticks, as ``table_columns`` does.
+            shifts.append(origin if name in (source.start, source.end) else 0)
+        elif pa.types.is_timestamp(t) and t.unit != "ns" and (t.tz is not None or utc_session):
+            shifts.append(None)  # Spark reads a timestamp without zone in the session's zone
+        else:
+            return None
+    if source.order is not None and pa.types.is_timestamp(schema.field(source.order).type):
+        return None  # Spark orders by the ticks; keep to integer order columns
+
+    def ticks(column: Any, shift: int | None) -> Any:
+        if shift is None:
+            return column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64()).to_numpy()
+        values = column.cast(pa.int64()).to_numpy()
+        return values + shift if shift else values
+
+    def narrow() -> Iterator[tuple[Any, Any, Any]]:
+        import numpy as np
+
+        index = 0
+        for batch in batches:
+            read = [batch.column(columns.index(name)) for name in names]
+            if any(c.null_count for c in read):
+                raise ValueError("a null time or order")
+            arrays = [ticks(c, s) for c, s in zip(read, shifts)]
+            if source.order is None:  # file order: the row's index in the one file
+                arrays.insert(0, np.arange(index, index + batch.num_rows, dtype=np.int64))
+                index += batch.num_rows
+            yield arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None
+
+    return narrow()
+
+
+def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[int, int, list[Row]] | None:
+    """The Spark scan's collected rows, or None when a row breaks a rule or the order column
+    does not strictly increase. Every row is a counted event: a CTI candidate is every N-th
+    row's start (or a start entering a later period) less the delay, and a row is at risk
+    when it starts before the latest start before it less the delay."""
+    import numpy as np
+
+    policy = frame.policy
+    delay, every_n, period = policy.delay, policy.every_n, policy.period
+    point = frame.node.shape is EventShape.POINT
+    kind = POINT if point else INTERVAL
+    rows = 0
+    lo: int | None = None
+    last_order = NEG_INF
+    latest = NEG_INF  # the largest start before the batch
+    seen_period = NEG_INF  # the greatest period entered before the batch
+    collected: list[Row] = []
+    for order, start, end in batches:
+        n = len(order)
+        if not n:
+            continue
+        if lo is None:
+            lo = int(order[0])
+        if order[0] <= last_order or (n > 1 and not bool(np.all(order[1:] > order[:-1]))):
+            return None
+        if end is None:
+            end = start + 1
+        elif bool(np.any(end <= start)):
+            return None
+        if bool(np.any(start >= INF)):
+            return None
+        last_order = int(order[-1])
+        before = np.maximum.accumulate(np.concatenate(([latest], start[:-1])))
+        risk = start < before - delay
+        candidate = np.zeros(n, dtype=bool)
+        if every_n:
+            candidate[(every_n - 1 - rows % every_n) % every_n::every_n] = True
+        else:
+            p = np.floor_divide(start, period)
+            seen = np.maximum.accumulate(np.concatenate(([seen_period], p[:-1])))
+            candidate = (seen > NEG_INF) & (p > seen)
+            seen_period = max(seen_period, int(p.max()))
+        for i in np.flatnonzero(risk | candidate).tolist():
+            s = int(start[i])
+            collected.append(Row(**{
+                POS: rows + i, ORDER: int(order[i]), FILE: 0, KIND: kind, S: s, E: int(end[i]), ARR: NEG_INF,
+                "__g": s - delay if candidate[i] else None, "__x": None, "__risk": bool(risk[i]), "__bad": 0,
+            }))
+        latest = max(latest, int(start.max()))
+        rows += n
+    return rows, lo if lo is not None else 0, collected
