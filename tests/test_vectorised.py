@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tempo import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, InputError, Stream, UnsupportedError
 from tempo.plan.query import Query
-from tempo.sources import ArrowSource
+from tempo.sources import ArrowSource, ParquetSource
 from tests.conformance.compare import assert_executors_agree
 from tests.strategies import BINARY, UNARY, Ev, Ref
 
@@ -121,33 +121,49 @@ class Span:
     value: float
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     starts=st.lists(st.integers(0, 60), min_size=1, max_size=30), lengths=st.data(), shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
     every=st.one_of(st.integers(1, 5), st.sampled_from([timedelta(seconds=3), timedelta(seconds=10)])),
     delay=st.integers(0, 8), policy=st.sampled_from(list(AdvanceTimePolicy)), flush=st.booleans(),
+    order=st.sampled_from(["file", "increasing", "unsorted"]), parquet=st.booleans(),
 )
 def test_a_table_with_generated_ctis_agrees_with_the_reference(
     starts: list[int], lengths: st.DataObject, shape: EventShape, every: Any, delay: int, policy: AdvanceTimePolicy, flush: bool,
+    order: str, parquet: bool, tmp_path_factory: Any,
 ) -> None:
     """Tables whose CTIs their rows generate (by count or period, with a delay), any disorder,
     either policy: the column-by-column verdicts give the reference's events, CTIs, metrics
-    and rejections."""
+    and rejections. In file order or by an order column (increasing with gaps, or unsorted
+    with ties: a stable sort), from an Arrow table or a Parquet file (scanned lazily)."""
     begin = [T0 + timedelta(seconds=s) for s in starts]
     ends = [b + timedelta(seconds=lengths.draw(st.integers(1, 20))) for b in begin]
     table = pa.table({
         "t": pa.array(begin, pa.timestamp("us", tz="UTC")), "u": pa.array(ends, pa.timestamp("us", tz="UTC")),
         "key": pa.array([s % 3 for s in starts], pa.int64()), "value": pa.array([float(s) for s in starts], pa.float64()),
     })
+    columns: dict[str, Any] = {"end": "u" if shape is EventShape.INTERVAL else None}
+    if order != "file":
+        seq = [2 * i for i in range(len(starts))] if order == "increasing" else lengths.draw(st.lists(st.integers(0, 5), min_size=len(starts), max_size=len(starts)))
+        table = table.append_column("seq", pa.array(seq, pa.int64()))
+        columns["order"] = "seq"
+    path = None
+    if parquet:
+        import pyarrow.parquet as pq
+
+        path = str(tmp_path_factory.mktemp("t") / "in.parquet")
+        pq.write_table(table, path, row_group_size=4)
     gen = AdvanceTimeGenerationSettings(frequency=every, delay=timedelta(seconds=delay), advance_to_infinity_on_shutdown=flush)
     settings = AdvanceTimeSettings(gen, policy=policy)
 
     def build() -> Stream[Any]:
-        source = ArrowSource(table, Span, start="t", end="u" if shape is EventShape.INTERVAL else None)
+        source: Any = ParquetSource(path, Span, start="t", **columns) if path else ArrowSource(table, Span, start="t", **columns)
         s = Stream.create("in", source, shape, settings)
         return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value)))
 
     assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"{shape} {settings}", build)
+    # metrics() alone counts the verdicts without making the rejections or the rows.
+    assert VectorisedExecutor().metrics(build()) == InMemoryExecutor().run(build()).metrics
 
 
 def test_to_polars_has_the_columns_of_result_to_arrow() -> None:

@@ -87,7 +87,7 @@ class VectorisedExecutor:
             query = Query.build(stream.node)
             check_supported(query)
             mode = TimestampMode()
-            replay, _, counts = _ingress(query, mode)
+            replay, _, counts = _ingress(query, mode, rows_wanted=False)
             naive = mode.naive is True
             return _metrics(query, replay, counts, lambda t: from_ticks(t, naive))
 
@@ -200,46 +200,57 @@ def _generated_only(policy: TimePolicy) -> bool:
     return policy.import_from is None and not policy.ordered and (policy.has_settings or not policy.generates)
 
 
-def _table_frame(node: SourceNode) -> pl.DataFrame:
-    """A table source's rows as a polars frame, its columns checked against the source and
-    the payload first (``tempo.tables.check_columns``). A single Parquet file is read by
-    polars itself with only the columns the input reads (no copy through Arrow); any other
-    table through its ``arrow_table``."""
+def _scan_table(node: SourceNode) -> tuple[pl.LazyFrame, list[str]]:
+    """A table source's rows as a lazy polars frame, its columns checked against the source
+    and the payload first (``tempo.tables.check_columns``), and the payload columns not
+    declared optional that may hold a null. A single Parquet file is scanned by polars
+    itself, so a query reads only the columns it needs, batch by batch; its statistics may
+    prove columns free of nulls. Any other table is read through its ``arrow_table``."""
     import os
 
-    from tempo.tables import arrow_column_type, check_columns, table_columns
+    from tempo.tables import arrow_column_type, check_columns, parquet_proves_no_nulls, table_columns
 
     source = node.source
     assert isinstance(source, TableSource)
+    required = [f.name for f in record_fields(node.payload_type) if not f.nullable]
     if isinstance(source, ParquetSource) and os.path.isfile(source.path):
         import pyarrow.parquet as pq
 
-        schema = pq.read_schema(source.path)
-        check_columns(node.name, source, {f.name: arrow_column_type(f.type) for f in schema})
-        wanted = [c for c in (source.start, source.end, source.order) if c] + [f.name for f in record_fields(node.payload_type)]
-        return pl.read_parquet(source.path, columns=list(dict.fromkeys(wanted)))
+        file = pq.ParquetFile(source.path)
+        check_columns(node.name, source, {f.name: arrow_column_type(f.type) for f in file.schema_arrow})
+        return pl.scan_parquet(source.path), [] if parquet_proves_no_nulls(file, required) else required
     table = source.arrow_table()
     check_columns(node.name, source, table_columns(table))
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
-    return frame
+    return frame.lazy(), [n for n in required if frame[n].null_count()]
 
 
-def _read_columns(node: SourceNode) -> pl.DataFrame | None:
-    """A table input as a frame of ticks and payload columns, or None when a row breaks a
-    rule (the reference ingress then raises its error)."""
+@attrs.frozen
+class _Table:
+    """A table input read column by column: ``rows`` (lazy: S, E and the payload columns, in
+    input order), its row count, and, when its CTIs are generated, ``narrow``: its S column
+    (and E, for intervals), collected."""
+
+    rows: pl.LazyFrame
+    count: int
+    narrow: pl.DataFrame | None  # S, and E for intervals
+
+
+def _read_columns(node: SourceNode) -> _Table | None:
+    """A table input as columns of ticks and payload values, or None when a row breaks a
+    rule (the reference ingress then raises its error). Only the columns the checks need
+    are read here: the order, start and end columns, and payload columns whose nulls the
+    file's statistics do not rule out; the payload is left to the query's own scan."""
     source = node.source
     assert isinstance(source, TableSource)
     source.check_readable(node.name)
-    raw = _table_frame(node)
-    if source.order is not None:
-        if raw[source.order].null_count():
-            return None
-        raw = raw.sort(source.order, maintain_order=True)
+    raw, nullable = _scan_table(node)
+    schema = raw.collect_schema()
     origin = source.origin_ticks()
 
     def ticks(name: str) -> pl.Expr | None:
-        dtype = raw.schema[name]
+        dtype = schema[name]
         if dtype == pl.Null:
             return None
         if isinstance(dtype, pl.Datetime):  # an instant: a naive one is UTC
@@ -250,66 +261,142 @@ def _read_columns(node: SourceNode) -> pl.DataFrame | None:
     end = ticks(source.end) if node.shape is EventShape.INTERVAL and source.end else None
     if start is None or (node.shape is EventShape.INTERVAL and end is None):
         return None
-    columns = [start.alias(S), (start + 1 if end is None else end).alias(E)]
-    schema = payload_schema(node.payload_type)
+    times = [start.alias(S), (start + 1 if end is None else end).alias(E)]
+    broken = pl.col(S).is_null() | pl.col(E).is_null() | (pl.col(E) <= pl.col(S)) | (pl.col(S) >= INF)
+    order = pl.col(source.order) if source.order is not None else None
+    generates = TimePolicy.of_input(node).generates
+    point = node.shape is EventShape.POINT
+    # With generated CTIs the verdicts need the start column (and the end, for intervals) in
+    # memory: the rows are checked there. Otherwise the checks run batch by batch, keeping no
+    # column, and only the order column is collected, to see whether the rows are in order.
+    wanted = [*(times[:1] if point else times), *([order.alias("__order")] if order is not None else [])] if generates else (
+        [order.alias("__order")] if order is not None else []
+    )
+    narrow = raw.select(wanted).collect() if wanted else None
+    if generates:
+        assert narrow is not None
+        ends = pl.col(S) + 1 if point else pl.col(E)
+        found = narrow.select(pl.len().alias("n"), (pl.col(S).is_null() | ends.is_null() | (ends <= pl.col(S)) | (pl.col(S) >= INF)).any().alias("broken"))
+        count, bad = found.row(0)
+    else:
+        checks = raw.select(*times).select(pl.len(), broken.any()).collect(engine="streaming")
+        count, bad = checks.row(0)
+    if nullable:
+        bad = bad or any(raw.select(pl.col(n).null_count() for n in nullable).collect(engine="streaming").row(0))
+    if bad or (narrow is not None and order is not None and narrow["__order"].null_count()):
+        return None
+    if narrow is not None and order is not None:
+        if not narrow["__order"].is_sorted():
+            raw = raw.sort(order, maintain_order=True)  # a stable sort: rows of equal order keep file order
+            narrow = narrow.sort("__order", maintain_order=True)
+        narrow = narrow.drop("__order")
+    payload = payload_schema(node.payload_type)
+    columns = list(times)
     for f in record_fields(node.payload_type):
         c = pl.col(f.name)
-        if isinstance(raw.schema[f.name], pl.Datetime):
+        if isinstance(schema[f.name], pl.Datetime):
             c = c.dt.epoch("us")
-        columns.append(c.cast(schema[f.name]).alias(f.name))
-    frame = raw.select(columns)
-    required = [S, E, *[f.name for f in record_fields(node.payload_type) if not f.nullable]]
-    broken = pl.any_horizontal([pl.col(n).is_null() for n in required]) | (pl.col(E) <= pl.col(S)) | (pl.col(S) >= INF)
-    return None if frame.select(broken.any()).item() else frame
+        columns.append(c.cast(payload[f.name]).alias(f.name))
+    rows = raw.select(columns)
+    return _Table(rows, int(count), narrow if generates else None)
 
 
-def _verdicts(node: SourceNode, frame: pl.DataFrame, rejected: list[Any]) -> tuple[pl.DataFrame, EventCounts, list[tuple[int, int]]]:
+def _verdicts(
+    node: SourceNode, table: _Table, rejected: list[Any], rows_wanted: bool = True
+) -> tuple[pl.LazyFrame, EventCounts, list[tuple[int, int]]]:
     """The ingress rules of ``tempo.runtime.ingress`` over a table's columns, for an input
     whose CTIs its own rows generate: every row (admitted or not) counts towards generation,
     so the candidates (``Ingress.generate``) are a function of the rows alone, and the CTI
     in force at a row is the running maximum of the candidates before it. A row starting
     before it is dropped or adjusted by the policy (``Ingress.verdict``), counted and put on
-    record in ``rejected``. Returns the admitted rows, the counts, and the candidates
-    ``(position, value)`` for the CTI replay."""
+    record in ``rejected``. Returns the admitted rows (lazy), the counts, and the candidates
+    ``(position, value)`` for the CTI replay. Only the narrow columns are computed on; the
+    payloads of the rows rejected are read when there are some, unless ``rows_wanted`` is
+    False (the metrics alone: then neither rejections nor admitted rows are made)."""
     policy = TimePolicy.of_input(node)
-    counts = EventCounts(received=frame.height, admitted=frame.height)
-    if not policy.generates:
-        return frame, counts, []
+    counts = EventCounts(received=table.count, admitted=table.count)
+    if table.narrow is None:
+        return table.rows, counts, []
     start = pl.col(S)
+    position = pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos")
     if policy.every_n:
-        candidate = pl.when((pl.int_range(1, pl.len() + 1) % policy.every_n) == 0).then(start - policy.delay)
+        found, late_rows = _every_n(table.narrow, policy.every_n, policy.delay)
     else:
         period = start // policy.period
         before = period.cum_max().shift(1)
         candidate = pl.when(before.is_not_null() & (period > before)).then(start - policy.delay)
-    frame = frame.with_columns(candidate.alias("__cand"), pl.int_range(pl.len()).alias("__pos"))
-    frame = frame.with_columns(pl.col("__cand").cum_max().shift(1).forward_fill().fill_null(NEG_INF).alias("__cti"))
-    candidates = list(zip(*frame.filter(pl.col("__cand").is_not_null()).select("__pos", "__cand").to_dict(as_series=False).values()))
-    late = start < pl.col("__cti")
-    if not frame.select(late.any()).item():
-        return frame.drop("__cand", "__pos", "__cti"), counts, candidates
+        ranked = table.narrow.lazy().with_columns(candidate.alias("__cand"), position)
+        ranked = ranked.with_columns(pl.col("__cand").cum_max().shift(1).forward_fill().fill_null(NEG_INF).alias("__cti"))
+        found, late_rows = pl.collect_all([
+            ranked.filter(pl.col("__cand").is_not_null()).select("__pos", "__cand"),
+            ranked.filter(start < pl.col("__cti")).select("__pos", "__cti"),
+        ])
+    candidates = list(zip(found["__pos"].to_list(), found["__cand"].to_list()))
+    if not late_rows.height:
+        return table.rows, counts, candidates
+    late_starts = table.narrow[S].gather(late_rows["__pos"])
+    late_ends = table.narrow[E].gather(late_rows["__pos"]) if E in table.narrow.columns else late_starts + 1
+    late_rows = late_rows.with_columns(late_starts.alias(S), late_ends.alias(E))
     point = node.shape is EventShape.POINT
-    adjusted = policy.adjust & (pl.lit(point) | (pl.col(E) > pl.col("__cti")))
     fields = record_fields(node.payload_type)
-    for row in frame.filter(late).iter_rows(named=True):
-        cti = row["__cti"]
+    if not rows_wanted:  # the counts only: no payload read
+        for late in late_rows.iter_rows(named=True):
+            lifetime = adjusted_lifetime(POINT if point else INTERVAL, late[E], late["__cti"]) if policy.adjust else None
+            count_rejection(counts, Rule.START_BEFORE_CTI, Action.DROPPED if lifetime is None else Action.ADJUSTED, False, None)
+            counts.admitted -= 1 if lifetime is None else 0
+        return table.rows, counts, candidates
+    payloads = (
+        table.rows.with_columns(position).join(late_rows.lazy().select("__pos"), on="__pos", how="semi", maintain_order="left")
+        .collect().rows(named=True)
+    )
+    changes: dict[str, list[Any]] = {"__pos": [], "__s": [], "__e": []}
+    for row, late in zip(payloads, late_rows.iter_rows(named=True)):
+        cti = late["__cti"]
         values = [from_ticks(row[f.name]) if f.dtype is datetime and row[f.name] is not None else row[f.name] for f in fields]
-        payload = node.payload_type(*values)
-        rec = (NEG_INF, POINT if point else INTERVAL, row[S], row[E], payload, row["__pos"], None)
-        lifetime = adjusted_lifetime(rec[1], row[E], cti) if policy.adjust else None
+        rec = (NEG_INF, POINT if point else INTERVAL, late[S], late[E], node.payload_type(*values), late["__pos"], None)
+        lifetime = adjusted_lifetime(rec[1], late[E], cti) if policy.adjust else None
         action = Action.DROPPED if lifetime is None else Action.ADJUSTED
-        rejected.append((node.name, row["__pos"], item_of(rec), Rule.START_BEFORE_CTI, action, cti, None if lifetime is None else ("lifetime", *lifetime)))
+        rejected.append((node.name, late["__pos"], item_of(rec), Rule.START_BEFORE_CTI, action, cti, None if lifetime is None else ("lifetime", *lifetime)))
         count_rejection(counts, Rule.START_BEFORE_CTI, action, False, None)
         counts.admitted -= 1 if lifetime is None else 0
-    moved = pl.when(late & adjusted).then(pl.col("__cti")).otherwise(start)
-    ends = pl.when(late & adjusted & pl.lit(point)).then(pl.col("__cti") + 1).otherwise(pl.col(E))
-    kept = frame.filter(~late | adjusted).with_columns(moved.alias(S), ends.alias(E))
-    return kept.drop("__cand", "__pos", "__cti"), counts, candidates
+        changes["__pos"].append(late["__pos"])
+        changes["__s"].append(None if lifetime is None else lifetime[0])
+        changes["__e"].append(None if lifetime is None else lifetime[1])
+    verdicts = pl.DataFrame(changes, schema={"__pos": pl.Int64, "__s": pl.Int64, "__e": pl.Int64}).with_columns(pl.lit(True).alias("__late"))
+    admitted = (
+        table.rows.with_columns(position).join(verdicts.lazy(), on="__pos", how="left", maintain_order="left")
+        .filter(pl.col("__late").is_null() | pl.col("__s").is_not_null())
+        .with_columns(pl.coalesce("__s", S).alias(S), pl.coalesce("__e", E).alias(E))
+        .drop("__pos", "__s", "__e", "__late")
+    )
+    return admitted, counts, candidates
 
 
-def _ingress(query: Query, mode: TimestampMode) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, EventCounts]]:
+def _every_n(narrow: pl.DataFrame, every_n: int, delay: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Count generation's candidates ``(__pos, __cand)`` and the rows starting before the CTI
+    in force ``(__pos, __cti)``, without a column per row: the candidates are the starts of
+    rows N-1, 2N-1, ... less the delay, so the CTI in force in the k-th run of N rows is the
+    largest of the first k candidates, and the rows are compared with it N at a time."""
+    import numpy as np
+
+    starts = narrow[S].to_numpy()
+    n = len(starts)
+    positions = np.arange(every_n - 1, n, every_n, dtype=np.int64)
+    values = starts[every_n - 1::every_n] - delay
+    in_force = np.maximum.accumulate(np.concatenate(([NEG_INF], values)))  # [k]: rows kN .. kN+N-1
+    runs = n // every_n
+    late = np.flatnonzero(starts[: runs * every_n].reshape(runs, every_n) < in_force[:runs, None])
+    late = np.concatenate((late, runs * every_n + np.flatnonzero(starts[runs * every_n:] < in_force[runs])))
+    found = pl.DataFrame({"__pos": positions, "__cand": values}, schema={"__pos": pl.Int64, "__cand": pl.Int64})
+    return found, pl.DataFrame({"__pos": late, "__cti": in_force[late // every_n]}, schema={"__pos": pl.Int64, "__cti": pl.Int64})
+
+
+def _ingress(
+    query: Query, mode: TimestampMode, rows_wanted: bool = True
+) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, EventCounts]]:
     """Every input admitted (column by column, or item by item through the reference
-    ingress) and the CTIs of the whole query replayed."""
+    ingress) and the CTIs of the whole query replayed. ``rows_wanted=False``: for the
+    metrics alone (a table's rejections and admitted rows are not made)."""
     replay = CtiReplay(query)
     needs_arrival = query.ordered_by_arrival
     frames: dict[str, pl.LazyFrame] = {}
@@ -320,8 +407,7 @@ def _ingress(query: Query, mode: TimestampMode) -> tuple[CtiReplay, dict[str, pl
         read = _read_columns(node) if _columnar(node, needs_arrival) else None
         if read is not None:
             mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
-            admitted, counts[node.name], candidates = _verdicts(node, read, replay.rejected)
-            frames[node.name] = admitted.lazy()
+            frames[node.name], counts[node.name], candidates = _verdicts(node, read, replay.rejected, rows_wanted)
             rows.extend(((NEG_INF, decl, position, 0), node.name, ("generated", value)) for position, value in candidates)
             continue
         local[node.name] = replay.admit_locally(node.name)
