@@ -1,4 +1,5 @@
-"""Choosing an executor: the in-memory one, or Spark when it is installed and can start."""
+"""Choosing an executor: the embedded default (vectorised where it applies, else in memory),
+the in-memory reference, or Spark when it is installed and can start."""
 
 from __future__ import annotations
 
@@ -53,13 +54,38 @@ def spark_available() -> bool:
     return shutil.which("java") is not None
 
 
-def get_executor(kind: Literal["auto", "memory", "spark", "vectorised"] = "auto") -> Executor:
-    """An executor by name; ``auto`` is local Spark when available, else in memory;
+class EmbeddedExecutor:
+    """The embedded default: runs each query in this process on the vectorised executor
+    where it applies (its ``reads_in_bulk``: every input a table it reads column by column,
+    every node one it compiles, and polars installed), else on the in-memory executor, the
+    reference. Both give the same results; the vectorised one does not promise
+    ``Result.raw`` item for item (an edge pair may show as one interval, and the order
+    within one release is its own): ask for ``InMemoryExecutor`` when that matters."""
+
+    def run(self, stream: Stream[T]) -> Result[T]:
+        return self.choose(stream).run(stream)
+
+    def choose(self, stream: Stream[T]) -> Executor:
+        """The executor ``run`` uses for this query."""
+        from tempo.memory import InMemoryExecutor
+
+        try:
+            from tempo.vectorised import VectorisedExecutor
+        except ImportError:  # no polars: the vectorised extra is not installed
+            return InMemoryExecutor()
+        return VectorisedExecutor() if VectorisedExecutor.reads_in_bulk(stream) else InMemoryExecutor()
+
+
+def get_executor(kind: Literal["auto", "embedded", "memory", "spark", "vectorised"] = "auto") -> Executor:
+    """An executor by name; ``auto`` is local Spark when available, else the embedded
+    default (``EmbeddedExecutor``: vectorised where it applies, else in memory);
     ``vectorised`` needs the ``vectorised`` extra (polars)."""
-    if kind == "memory" or (kind == "auto" and not spark_available()):
+    if kind == "memory":
         from tempo.memory import InMemoryExecutor
 
         return InMemoryExecutor()
+    if kind == "embedded" or (kind == "auto" and not spark_available()):
+        return EmbeddedExecutor()
     if kind == "vectorised":
         from tempo.vectorised import VectorisedExecutor
 
@@ -70,21 +96,22 @@ def get_executor(kind: Literal["auto", "memory", "spark", "vectorised"] = "auto"
 
 
 def executor_from_args(argv: list[str] | None = None) -> Executor:
-    """The executor named by ``--executor memory|spark|vectorised|auto`` (default memory: the
-    embedded executor answers at once, where starting local Spark takes several seconds), for
-    scripts."""
+    """The executor named by ``--executor embedded|memory|spark|vectorised|auto`` (default
+    embedded: in this process, answering at once, where starting local Spark takes several
+    seconds), for scripts."""
     import argparse
 
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--executor", choices=["memory", "spark", "vectorised", "auto"], default="memory",
-        help="memory (default): in this process; spark: local Spark (a JVM starts first, some "
-        "seconds); vectorised: in this process on polars; auto: Spark when installed, else memory",
+        "--executor", choices=["embedded", "memory", "spark", "vectorised", "auto"], default="embedded",
+        help="embedded (default): in this process, on polars where the vectorised executor applies, "
+        "else in memory; memory: the in-memory reference; spark: local Spark (a JVM starts first, some "
+        "seconds); vectorised: in this process on polars; auto: Spark when installed, else embedded",
     )
     kind = parser.parse_args(argv).executor
     if kind in ("spark", "auto"):
         print("# starting local Spark (a JVM; this takes some seconds) ...", flush=True)
     executor = get_executor(kind)
-    hint = " (--executor spark runs the same query on local Spark)" if kind == "memory" else ""
+    hint = " (--executor spark runs the same query on local Spark)" if kind in ("memory", "embedded") else ""
     print(f"# running on {type(executor).__name__}{hint}", flush=True)
     return executor

@@ -232,17 +232,19 @@ def test_examples_give_the_same_results_on_spark(spark_executor: Any) -> None:
 def test_examples_give_the_same_results_on_the_vectorised_executor() -> None:
     """The examples on the vectorised executor (polars), equal to in memory."""
     pytest.importorskip("polars")
+    from tempo.executors import EmbeddedExecutor
     from tempo.vectorised import VectorisedExecutor
 
     same_example_results(VectorisedExecutor())
+    same_example_results(EmbeddedExecutor())
 
 
-def test_main_example_runs_in_memory_by_default() -> None:
+def test_main_example_runs_embedded_by_default() -> None:
     """The README's first command: no flag, the embedded executor, results at once."""
     run = subprocess.run([sys.executable, str(EXAMPLES / "hopping_averages.py")], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0].startswith("# running on InMemoryExecutor")
+    assert lines[0].startswith("# running on EmbeddedExecutor")
     assert lines[1].split() == ["window", "sensor", "n", "avg", "°C"]
     assert run.stderr == ""
 

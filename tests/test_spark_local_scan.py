@@ -73,8 +73,8 @@ def scans(monkeypatch: Any) -> list[str]:
     taken: list[str] = []
     real_local, real_scan = read.scan_locally, ctis.scan
 
-    def local(frame: Any, limit: int = local_scan.LOCAL_SCAN_ROWS) -> bool:
-        done = real_local(frame, limit)
+    def local(frame: Any) -> bool:
+        done = real_local(frame)
         if done:
             taken.append("driver")
         return done
@@ -221,3 +221,64 @@ def test_driver_scan_agrees_with_the_spark_scan_and_memory(spark_session: Any, t
     scans.clear()
     assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session, local_scan_rows=0), desc, build)
     assert scans == ["spark"], desc
+
+
+FLUSH_ONLY = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
+
+
+@pytest.fixture
+def checks(monkeypatch: Any) -> list[int | None]:
+    """What the driver's check of an input where nothing can be late gave: its row count
+    (proven good, no Spark job) or None (left to the Spark job)."""
+    import importlib
+
+    admit = importlib.import_module("tempo.spark.ingress.admit")  # the module, not the function the package exports
+    seen: list[int | None] = []
+    real = admit.count_if_clean
+
+    def spy(frame: Any) -> int | None:
+        seen.append(real(frame))
+        return seen[-1]
+
+    monkeypatch.setattr(admit, "count_if_clean", spy)
+    return seen
+
+
+def test_nothing_late_rows_are_proven_good_on_the_driver(spark_session: Any, tmp_path: Path, checks: list[int | None]) -> None:
+    """A flush-only table is checked before the query: points by the Parquet statistics, an
+    interval table by reading its times. Both executors count every row."""
+    from tempo.spark import SparkExecutor
+
+    points = _write(_table([10, 12, 3, 15], seq=[0, 1, 2, 3]), tmp_path / "points.parquet")
+    intervals = _write(_table([10, 12, 3, 15], seq=[0, 1, 2, 3], ends_s=[11, 20, 4, 16]), tmp_path / "intervals.parquet")
+    for path, shape, columns in ((points, EventShape.POINT, {}), (intervals, EventShape.INTERVAL, {"end": "e"})):
+        checks.clear()
+        stream = Stream.create("in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, **columns), shape, FLUSH_ONLY)
+        result = SparkExecutor(spark_session).run(stream)
+        assert checks == [4] and result.metrics["in"].received == result.metrics["in"].admitted == 4
+        assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), str(shape), lambda: stream)
+
+
+def test_a_bad_row_where_nothing_is_late_is_left_to_spark_to_name(spark_session: Any, tmp_path: Path, checks: list[int | None]) -> None:
+    """An interval ending at its start, a null in a field that takes none: the driver proves
+    nothing, and the Spark job names the row as the in-memory executor does."""
+    import pyarrow as pa
+
+    from tempo.spark import SparkExecutor
+
+    ends_at_start = _write(_table([10, 12, 3], seq=[0, 1, 2], ends_s=[11, 12, 4]), tmp_path / "bad_end.parquet")
+    null_value = _table([10, 12, 3], seq=[0, 1, 2]).set_column(2, "value", pa.array([1.0, None, 3.0], pa.float64()))
+    null_path = _write(null_value, tmp_path / "null.parquet")
+    cases = [
+        (ends_at_start, EventShape.INTERVAL, {"end": "e"}, r"item #1 .*end must be after start"),
+        (null_path, EventShape.POINT, {}, r"item #1 .*value"),
+    ]
+    for path, shape, columns, message in cases:
+        checks.clear()
+        stream = Stream.create("in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, **columns), shape, FLUSH_ONLY)
+        errors = []
+        for executor in (InMemoryExecutor(), SparkExecutor(spark_session)):
+            with pytest.raises(InputError, match=message) as info:
+                executor.run(stream)
+            errors.append(str(info.value))
+        assert errors[0] == errors[1] and checks == [None]

@@ -70,7 +70,11 @@ def _table(starts: list[Any], keys: list[Any], values: list[Any]) -> Any:
 
 
 def _per_key(table: Any, settings: AdvanceTimeSettings = FLUSH) -> Stream[Total]:
-    s = Stream.create("in", ArrowSource(table, Reading, start="t"), EventShape.POINT, settings)
+    return _per_key_of(ArrowSource(table, Reading, start="t"), settings)
+
+
+def _per_key_of(source: Any, settings: AdvanceTimeSettings = FLUSH) -> Stream[Total]:
+    s = Stream.create("in", source, EventShape.POINT, settings)
     return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(
         lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value))
     )
@@ -174,3 +178,34 @@ def test_to_polars_has_the_columns_of_result_to_arrow() -> None:
     assert got.columns == expected.columns
     assert got.schema == expected.schema
     assert got.sort("tempo_start", "key").equals(expected.sort("tempo_start", "key"))
+
+
+def test_the_embedded_default_runs_tables_on_polars_and_the_rest_in_memory(tmp_path: Any) -> None:
+    """``EmbeddedExecutor`` (``get_executor("embedded")``, the examples' default) takes the
+    vectorised executor for a query whose inputs it reads column by column, and the
+    in-memory reference for anything else (an item list, a table with a kind column); the
+    results are the reference's either way."""
+    import pyarrow.parquet as pq
+
+    from tempo import Point, get_executor
+    from tempo.executors import EmbeddedExecutor
+    from tests.conformance.compare import assert_same_results
+
+    embedded = get_executor("embedded")
+    assert isinstance(embedded, EmbeddedExecutor)
+    starts = [T0 + timedelta(seconds=s) for s in (10, 11, 12, 1, 13)]
+    table = _table(starts, [1, 2, 1, 1, 2], [1.0, 2.0, 3.0, 4.0, 5.0])
+    path = str(tmp_path / "in.parquet")
+    pq.write_table(table, path)
+    every_2 = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=5), advance_to_infinity_on_shutdown=True))
+    items = [Point(t, Reading(k, v)) for t, k, v in zip(starts, [1, 2, 1, 1, 2], [1.0, 2.0, 3.0, 4.0, 5.0])]
+    kinds = table.append_column("kind", pa.array(["point"] * len(starts)))
+    cases = {
+        "arrow table": (_per_key(table, every_2), VectorisedExecutor),
+        "parquet file": (_per_key_of(ParquetSource(path, Reading, start="t"), every_2), VectorisedExecutor),
+        "item list": (_per_key_of(items, every_2), InMemoryExecutor),
+        "kind column": (_per_key_of(ArrowSource(kinds, Reading, start="t", kind="kind"), every_2), InMemoryExecutor),
+    }
+    for name, (query, chosen) in cases.items():
+        assert type(embedded.choose(query)) is chosen, name
+        assert_same_results(embedded.run(query), InMemoryExecutor().run(query))

@@ -137,17 +137,25 @@ class HoppingWindow(WindowSpec):
     def first_window_column(self, start: Column) -> Column:
         from pyspark.sql import functions as F
 
-        return F.floor((start - F.lit(self.size + self.offset)) / self.hop) + 1
+        return _floor_div(start - F.lit(self.size + self.offset), self.hop) + 1
 
     def last_window_column(self, end: Column) -> Column:
         from pyspark.sql import functions as F
 
-        return F.floor((end - F.lit(self.offset + 1)) / self.hop)
+        return _floor_div(end - F.lit(self.offset + 1), self.hop)
 
     def start_of_column(self, k: Column) -> Column:
         from pyspark.sql import functions as F
 
         return F.lit(self.offset) + k * F.lit(self.hop)
+
+
+def _floor_div(ticks: Column, by: int) -> Column:
+    """``floor(ticks / by)`` in integers (Spark's ``/`` divides in doubles: slower, and
+    inexact past 2**53)."""
+    from pyspark.sql import functions as F
+
+    return F.call_function("div", ticks - F.pmod(ticks, F.lit(by)), F.lit(by))
 
 
 _POINTS_AT_RELEASE = frozenset({WindowTimestamp.END, WindowTimestamp.CTI})

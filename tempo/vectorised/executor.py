@@ -58,6 +58,20 @@ T = TypeVar("T")
 class VectorisedExecutor:
     """Runs bounded queries as columnar polars plans, with the in-memory executor's results."""
 
+    @staticmethod
+    def reads_in_bulk(stream: Stream[Any]) -> bool:
+        """True when this executor has a rule for every node of the query and reads every
+        input column by column (a table whose CTIs its own rows generate, without kind or
+        arrival columns: see the module): the queries it runs without Python per item."""
+        from tempo.errors import UnsupportedError
+
+        query = Query.build(stream.node)
+        try:
+            check_supported(query)
+        except UnsupportedError:
+            return False
+        return all(_columnar(node, query.ordered_by_arrival) for node in query.sources)
+
     def run(self, stream: Stream[T]) -> Result[T]:
         """Run the query and collect its result, as ``InMemoryExecutor().run`` does."""
         with _udf_errors():

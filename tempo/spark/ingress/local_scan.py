@@ -42,10 +42,11 @@ LOCAL_SCAN_ROWS = 20_000_000
 _BATCH_ROWS = 1 << 20
 
 
-def scan_locally(frame: InputFrame, limit: int = LOCAL_SCAN_ROWS) -> bool:
-    """Scan ``frame``'s table on the driver, setting its blocks (one) and collected rows;
-    False (nothing set) when the table is not one this scan applies to."""
-    node, policy = frame.node, frame.policy
+def scan_locally(frame: InputFrame) -> bool:
+    """Scan ``frame``'s table on the driver (up to ``frame.scan_limit`` rows), setting its
+    blocks (one) and collected rows; False (nothing set) when the table is not one this scan
+    applies to."""
+    node, policy, limit = frame.node, frame.policy, frame.scan_limit
     source = node.source
     if (
         limit <= 0 or frame.df is None or frame.kinds_vary or frame.has_arrival or frame.needs_arrival
@@ -73,6 +74,66 @@ def scan_locally(frame: InputFrame, limit: int = LOCAL_SCAN_ROWS) -> bool:
     # rejected items find rows by (order, 0).
     frame.df = frame.df.withColumn(FILE, F.lit(0).cast("long"))
     return True
+
+
+def count_if_clean(frame: InputFrame) -> int | None:
+    """The row count of a table input where nothing can be late, when the driver proves that
+    no row breaks a rule (``validate``'s check), else None (the Spark job checks). For points
+    with an integer start column, a Parquet file's statistics are enough: no null in the
+    start and order columns or in a payload field not declared optional, and no start at
+    infinity. Otherwise the narrow columns are read as ``scan_locally`` reads them."""
+    node, source, limit = frame.node, frame.node.source, frame.scan_limit
+    if (
+        limit <= 0 or frame.df is None or frame.kinds_vary or frame.has_arrival
+        or node.shape not in (EventShape.POINT, EventShape.INTERVAL) or not isinstance(source, (ParquetSource, ArrowSource))
+    ):
+        return None
+    try:
+        if node.shape is EventShape.POINT and isinstance(source, ParquetSource):
+            counted = _count_by_statistics(source)
+            if counted is not None:
+                return counted
+        zone = frame.df.sparkSession.conf.get("spark.sql.session.timeZone") or ""
+        batches = _narrow_batches(source, limit, zone.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00:00"))
+        if batches is None:
+            return None
+        import numpy as np
+
+        rows = 0
+        for _, start, end in batches:
+            if bool(np.any(start >= INF)) or (end is not None and bool(np.any(end <= start))):
+                return None
+            rows += len(start)
+        return rows
+    except (ImportError, OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _count_by_statistics(source: ParquetSource[Any]) -> int | None:
+    """The row count of a Parquet file or directory of points, when its statistics prove
+    every row good (see ``count_if_clean``), else None."""
+    import pyarrow.parquet as pq
+    import pyarrow.types as pt
+
+    dataset = pq.ParquetDataset(source.path)
+    files = [pq.ParquetFile(f, filesystem=dataset.filesystem) for f in sorted(dataset.files)]
+    if not files or not pt.is_integer(files[0].schema_arrow.field(source.start).type):
+        return None
+    required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
+    checked = list(dict.fromkeys([source.start, *([source.order] if source.order else []), *required]))
+    rows = 0
+    for file in files:
+        if not parquet_proves_no_nulls(file, checked):
+            return None
+        meta = file.metadata
+        column = meta.schema.names.index(source.start)
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            stats = group.column(column).statistics
+            if group.num_rows and (stats is None or not stats.has_min_max or stats.max + source.origin_ticks() >= INF):
+                return None
+            rows += group.num_rows
+    return rows
 
 
 def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> Iterator[tuple[Any, Any, Any]] | None:

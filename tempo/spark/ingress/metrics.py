@@ -84,8 +84,9 @@ def finish(
 
 
 def validate(spark: SparkSession, admitted: Admitted, cti_replay: CtiReplay) -> int:
-    """Count the rows of an input where nothing can be late, checking each (one job); a row
-    that breaks a rule raises as the in-memory executor raises, named by the scan."""
+    """Count the rows of an input where nothing can be late, checking each (one job; none
+    when ``admit`` had the driver prove them good, ``count_if_clean``); a row that breaks a
+    rule raises as the in-memory executor raises, named by the scan."""
     if admitted.received is None:
         frame = admitted.frame
         assert frame.df is not None

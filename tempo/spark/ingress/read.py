@@ -83,7 +83,8 @@ def input_frame(
         frame = table_frame(spark, node, decl, needs_arrival)
         mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
     frame.needs_arrival = needs_arrival
-    if not frame.static and not scan_locally(frame, scan_limit):
+    frame.scan_limit = scan_limit
+    if not frame.static and not scan_locally(frame):
         _cut(frame)
     return frame
 
@@ -141,8 +142,10 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
     end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
     end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind.isin(CTI, HEARTBEAT), start).otherwise(end_col)
     # Without an order column the file order counts: a Parquet file's own row index, else
-    # monotonically_increasing_id, which follows the partitions' order.
-    file_order = F.col("_metadata.row_index") if single_parquet_file(source) else F.monotonically_increasing_id()
+    # monotonically_increasing_id, which follows the partitions' order. (The row index is
+    # read only then: it costs the scan a column.)
+    by_index = source.order is None and single_parquet_file(source)
+    file_order = F.col("_metadata.row_index") if by_index else F.monotonically_increasing_id()
     order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else file_order
     return [
         kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),

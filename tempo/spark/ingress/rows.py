@@ -62,6 +62,7 @@ class InputFrame:
     blocks: Blocks | None = None
     collected: list[Row] = attrs.Factory(list)  # what the scan job kept (see ``scan``)
     scanned: bool = False  # collected on the driver already (``local_scan``)
+    scan_limit: int = 0  # rows the driver may read to scan or check this input (``local_scan``)
     policy: TimePolicy = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
