@@ -276,25 +276,25 @@ def _read_columns(node: SourceNode) -> _Table | None:
     if start is None or (node.shape is EventShape.INTERVAL and end is None):
         return None
     times = [start.alias(S), (start + 1 if end is None else end).alias(E)]
-    broken = pl.col(S).is_null() | pl.col(E).is_null() | (pl.col(E) <= pl.col(S)) | (pl.col(S) >= INF)
+
+    def broken(ends: pl.Expr) -> pl.Expr:
+        return (pl.col(S).is_null() | ends.is_null() | (ends <= pl.col(S)) | (pl.col(S) >= INF)).any()
+
     order = pl.col(source.order) if source.order is not None else None
     generates = TimePolicy.of_input(node).generates
     point = node.shape is EventShape.POINT
     # With generated CTIs the verdicts need the start column (and the end, for intervals) in
     # memory: the rows are checked there. Otherwise the checks run batch by batch, keeping no
     # column, and only the order column is collected, to see whether the rows are in order.
-    wanted = [*(times[:1] if point else times), *([order.alias("__order")] if order is not None else [])] if generates else (
-        [order.alias("__order")] if order is not None else []
-    )
+    wanted = (times[:1] if point else times) if generates else []
+    if order is not None:
+        wanted = [*wanted, order.alias("__order")]
     narrow = raw.select(wanted).collect() if wanted else None
     if generates:
         assert narrow is not None
-        ends = pl.col(S) + 1 if point else pl.col(E)
-        found = narrow.select(pl.len().alias("n"), (pl.col(S).is_null() | ends.is_null() | (ends <= pl.col(S)) | (pl.col(S) >= INF)).any().alias("broken"))
-        count, bad = found.row(0)
+        count, bad = narrow.select(pl.len(), broken(pl.col(S) + 1 if point else pl.col(E))).row(0)
     else:
-        checks = raw.select(*times).select(pl.len(), broken.any()).collect(engine="streaming")
-        count, bad = checks.row(0)
+        count, bad = raw.select(*times).select(pl.len(), broken(pl.col(E))).collect(engine="streaming").row(0)
     if nullable:
         bad = bad or any(raw.select(pl.col(n).null_count() for n in nullable).collect(engine="streaming").row(0))
     if bad or (narrow is not None and order is not None and narrow["__order"].null_count()):

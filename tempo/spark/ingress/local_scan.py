@@ -3,7 +3,8 @@ start, end) with numpy, one record batch at a time, in place of the block figure
 scan job.
 
 It applies where the Spark scan's window is all there is to compute: a Parquet file or an
-Arrow table with an integer order column, no ``kind`` or ``arrival`` column (so every row is
+Arrow table with an integer order column (or one Parquet file in file order, which Spark
+numbers by ``_metadata.row_index``), no ``kind`` or ``arrival`` column (so every row is
 an event and every event counts), CTIs generated from its own rows (no import, no ordering
 settings) and at most ``LOCAL_SCAN_ROWS`` rows. Reading two or three columns of ten million
 rows takes well under a second on one core, where the Spark scan sorts every row within its
@@ -57,8 +58,7 @@ def scan_locally(frame: InputFrame) -> bool:
     ):
         return False
     try:
-        zone = frame.df.sparkSession.conf.get("spark.sql.session.timeZone") or ""
-        batches = _narrow_batches(source, limit, zone.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00:00"))
+        batches = _narrow_batches(source, limit, _utc_session(frame))
         if batches is None:
             return False
         found = _scan(frame, batches)
@@ -93,8 +93,7 @@ def count_if_clean(frame: InputFrame) -> int | None:
             counted = _count_by_statistics(source)
             if counted is not None:
                 return counted
-        zone = frame.df.sparkSession.conf.get("spark.sql.session.timeZone") or ""
-        batches = _narrow_batches(source, limit, zone.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00:00"))
+        batches = _narrow_batches(source, limit, _utc_session(frame))
         if batches is None:
             return None
         import numpy as np
@@ -107,6 +106,14 @@ def count_if_clean(frame: InputFrame) -> int | None:
         return rows
     except (ImportError, OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def _utc_session(frame: InputFrame) -> bool:
+    """Whether the session's time zone is UTC, in which Spark reads a timestamp without zone
+    as the driver does."""
+    assert frame.df is not None
+    zone = frame.df.sparkSession.conf.get("spark.sql.session.timeZone") or ""
+    return zone.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00:00")
 
 
 def _count_by_statistics(source: ParquetSource[Any]) -> int | None:
