@@ -200,7 +200,12 @@ def test_the_embedded_default_runs_tables_on_polars_and_the_rest_in_memory(tmp_p
     every_2 = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=5), advance_to_infinity_on_shutdown=True))
     items = [Point(t, Reading(k, v)) for t, k, v in zip(starts, [1, 2, 1, 1, 2], [1.0, 2.0, 3.0, 4.0, 5.0])]
     kinds = table.append_column("kind", pa.array(["point"] * len(starts)))
+    arrived = table.append_column("arr", table["t"])
+    from tempo import EventOrderingSettings
+
+    ordered = AdvanceTimeSettings(FLUSH.generation, ordering=EventOrderingSettings())
     cases = {
+        "ordering settings": (_per_key_of(ArrowSource(arrived, Reading, start="t", arrival="arr"), ordered), VectorisedExecutor),
         "arrow table": (_per_key(table, every_2), VectorisedExecutor),
         "parquet file": (_per_key_of(ParquetSource(path, Reading, start="t"), every_2), VectorisedExecutor),
         "item list": (_per_key_of(items, every_2), InMemoryExecutor),
@@ -209,3 +214,55 @@ def test_the_embedded_default_runs_tables_on_polars_and_the_rest_in_memory(tmp_p
     for name, (query, chosen) in cases.items():
         assert type(embedded.choose(query)) is chosen, name
         assert_same_results(embedded.run(query), InMemoryExecutor().run(query))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    gaps=st.lists(st.integers(0, 4), min_size=1, max_size=25), data=st.data(), shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
+    out_of_order=st.sampled_from([0, 3, 10]), late=st.sampled_from([None, 5, 15]), early=st.sampled_from([None, 5, 60]),
+    policy=st.sampled_from(list(AdvanceTimePolicy)), flush=st.booleans(), shuffled=st.booleans(),
+)
+def test_a_table_with_ordering_settings_agrees_with_the_reference(
+    gaps: list[int], data: st.DataObject, shape: EventShape, out_of_order: int, late: int | None, early: int | None,
+    policy: AdvanceTimePolicy, flush: bool, shuffled: bool, monkeypatch: Any,
+) -> None:
+    """ASA's ordering settings (out-of-order tolerance, late-arrival tolerance, early-arrival
+    window; no substreams) on a table with an arrival column: the verdicts as columns give
+    the reference's events, CTIs (the clock's included), metrics, watermark delays and
+    rejections. With an order column, the rows may be stored out of order."""
+    import random
+
+    from tempo import EventOrderingSettings
+    from tempo.vectorised import executor as vx
+
+    taken: list[str] = []
+    real = vx._ordered_verdicts
+
+    def spy(*args: Any) -> Any:
+        taken.append(args[0].name)
+        return real(*args)
+
+    monkeypatch.setattr(vx, "_ordered_verdicts", spy)
+    arrivals = [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    starts = [a + data.draw(st.integers(-20, 10)) for a in arrivals]
+    ends = [s + data.draw(st.integers(1, 10)) for s in starts]
+    rows = list(range(len(gaps)))
+    if shuffled:
+        random.Random(len(gaps)).shuffle(rows)
+    at = lambda xs: pa.array([T0 + timedelta(seconds=xs[i]) for i in rows], pa.timestamp("us", tz="UTC"))  # noqa: E731
+    table = pa.table({
+        "t": at(starts), "u": at(ends), "arr": at(arrivals), "seq": pa.array(rows, pa.int64()),
+        "key": pa.array([starts[i] % 3 for i in rows], pa.int64()), "value": pa.array([float(starts[i]) for i in rows], pa.float64()),
+    })
+    seconds = lambda x: None if x is None else timedelta(seconds=x)  # noqa: E731
+    ordering = EventOrderingSettings(timedelta(seconds=out_of_order), seconds(late), seconds(early))
+    settings = AdvanceTimeSettings(FLUSH.generation if flush else None, policy=policy, ordering=ordering)
+
+    def build() -> Stream[Any]:
+        source = ArrowSource(table, Span, start="t", end="u" if shape is EventShape.INTERVAL else None, arrival="arr", order="seq")
+        s = Stream.create("in", source, shape, settings)
+        return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value)))
+
+    assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"{shape} {settings} shuffled={shuffled}", build)
+    assert taken == ["in"]
+    assert VectorisedExecutor().metrics(build()) == InMemoryExecutor().run(build()).metrics

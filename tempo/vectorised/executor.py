@@ -3,10 +3,11 @@
 How a run goes:
 
 1. **Ingress.** A table input whose CTIs come from its own rows (generation by count or
-   period, or only the flush at the end), without kind or arrival columns, with a payload
-   class of scalar fields that only stores them, is read column by column: times become
-   ticks, every row rule is checked over whole columns, and the policy's verdicts are taken
-   over them (``_verdicts``). Any other input, or a table breaking a row rule, goes through
+   period, or only the flush at the end) without kind or arrival columns, or from ASA's
+   ordering settings (with an arrival column, without substreams), with a payload class of
+   scalar fields that only stores them, is read column by column: times become ticks, every
+   row rule is checked over whole columns, and the policy's verdicts are taken over them
+   (``_verdicts``, ``_ordered_verdicts``). Any other input, or a table breaking a row rule, goes through
    the reference ingress item by item (the error a bad row raises is then exactly the
    in-memory executor's). Either way ``CtiReplay`` gives every input's and every operator's
    CTIs as the in-memory executor computes them.
@@ -54,6 +55,9 @@ from tempo.vectorised.expressions import from_column, payload_schema, to_column
 
 T = TypeVar("T")
 
+ARR = "__tempo_arr"
+"""The arrival column (ticks) of an input with ordering settings, among its narrow columns."""
+
 
 class VectorisedExecutor:
     """Runs bounded queries as columnar polars plans, with the in-memory executor's results."""
@@ -61,8 +65,9 @@ class VectorisedExecutor:
     @staticmethod
     def reads_in_bulk(stream: Stream[Any]) -> bool:
         """True when this executor has a rule for every node of the query and reads every
-        input column by column (a table whose CTIs its own rows generate, without kind or
-        arrival columns: see the module): the queries it runs without Python per item."""
+        input column by column (a table whose CTIs its own rows generate, or ordering
+        settings without substreams; no kind column: see the module): the queries it runs
+        without Python per item."""
         from tempo.errors import UnsupportedError
 
         query = Query.build(stream.node)
@@ -194,15 +199,15 @@ def _columnar(node: SourceNode, needs_arrival: set[str]) -> bool:
     from tempo.tables import _stores_only
 
     source = node.source
+    policy = TimePolicy.of_input(node)
     return (
         isinstance(source, TableSource)
         and node.time is TimeDomain.EVENT
         and node.shape in (EventShape.POINT, EventShape.INTERVAL)
         and source.kind is None
-        and source.arrival is None
         and node.name not in needs_arrival
         and node.over is None
-        and _generated_only(TimePolicy.of_input(node))
+        and (_generated_only(policy) and source.arrival is None or _ordered_only(policy) and source.arrival is not None)
         and _stores_only(source.payload_type)
         and all(f.element is None and not is_record_type(f.dtype) for f in record_fields(source.payload_type))
     )
@@ -212,6 +217,12 @@ def _generated_only(policy: TimePolicy) -> bool:
     """The input's CTIs come from its own rows alone (generation by count or period, or only
     the flush), so each row's CTI in force is a running maximum over the rows before it."""
     return policy.import_from is None and not policy.ordered and (policy.has_settings or not policy.generates)
+
+
+def _ordered_only(policy: TimePolicy) -> bool:
+    """The input's CTIs follow ASA's ordering settings alone (no substreams: one running
+    figure over the input, see ``_ordered_verdicts``)."""
+    return policy.ordered and policy.import_from is None and policy.over is None
 
 
 def _scan_table(node: SourceNode) -> tuple[pl.LazyFrame, list[str]]:
@@ -248,7 +259,7 @@ class _Table:
 
     rows: pl.LazyFrame
     count: int
-    narrow: pl.DataFrame | None  # S, and E for intervals
+    narrow: pl.DataFrame | None  # S, E for intervals, ARR with ordering settings
 
 
 def _read_columns(node: SourceNode) -> _Table | None:
@@ -276,23 +287,31 @@ def _read_columns(node: SourceNode) -> _Table | None:
     if start is None or (node.shape is EventShape.INTERVAL and end is None):
         return None
     times = [start.alias(S), (start + 1 if end is None else end).alias(E)]
+    ordered = TimePolicy.of_input(node).ordered
+    arrival = ticks(source.arrival) if ordered and source.arrival else None
+    if ordered and arrival is None:
+        return None
 
     def broken(ends: pl.Expr) -> pl.Expr:
         return (pl.col(S).is_null() | ends.is_null() | (ends <= pl.col(S)) | (pl.col(S) >= INF)).any()
 
     order = pl.col(source.order) if source.order is not None else None
-    generates = TimePolicy.of_input(node).generates
+    generates = TimePolicy.of_input(node).generates or ordered  # the verdicts need the narrow columns
     point = node.shape is EventShape.POINT
     # With generated CTIs the verdicts need the start column (and the end, for intervals) in
     # memory: the rows are checked there. Otherwise the checks run batch by batch, keeping no
     # column, and only the order column is collected, to see whether the rows are in order.
     wanted = (times[:1] if point else times) if generates else []
+    if arrival is not None:
+        wanted = [*wanted, arrival.alias(ARR)]
     if order is not None:
         wanted = [*wanted, order.alias("__order")]
     narrow = raw.select(wanted).collect() if wanted else None
     if generates:
         assert narrow is not None
         count, bad = narrow.select(pl.len(), broken(pl.col(S) + 1 if point else pl.col(E))).row(0)
+        if arrival is not None:
+            bad = bad or narrow[ARR].null_count() > 0
     else:
         count, bad = raw.select(*times).select(pl.len(), broken(pl.col(E))).collect(engine="streaming").row(0)
     if nullable:
@@ -304,6 +323,10 @@ def _read_columns(node: SourceNode) -> _Table | None:
             raw = raw.sort(order, maintain_order=True)  # a stable sort: rows of equal order keep file order
             narrow = narrow.sort("__order", maintain_order=True)
         narrow = narrow.drop("__order")
+    if arrival is not None:
+        assert narrow is not None
+        if not narrow[ARR].is_sorted():  # arrivals going back: the reference ingress names the row
+            return None
     payload = payload_schema(node.payload_type)
     columns = list(times)
     for f in record_fields(node.payload_type):
@@ -359,15 +382,11 @@ def _verdicts(
             count_rejection(counts, Rule.START_BEFORE_CTI, Action.DROPPED if lifetime is None else Action.ADJUSTED, False, None)
             counts.admitted -= 1 if lifetime is None else 0
         return table.rows, counts, candidates
-    payloads = (
-        table.rows.with_columns(position).join(late_rows.lazy().select("__pos"), on="__pos", how="semi", maintain_order="left")
-        .collect().rows(named=True)
-    )
+    payloads = _payloads_at(table, late_rows["__pos"])
     changes: dict[str, list[Any]] = {"__pos": [], "__s": [], "__e": []}
     for row, late in zip(payloads, late_rows.iter_rows(named=True)):
         cti = late["__cti"]
-        values = [from_ticks(row[f.name]) if f.dtype is datetime and row[f.name] is not None else row[f.name] for f in fields]
-        rec = (NEG_INF, POINT if point else INTERVAL, late[S], late[E], node.payload_type(*values), late["__pos"], None)
+        rec = (NEG_INF, POINT if point else INTERVAL, late[S], late[E], _payload(node, fields, row), late["__pos"], None)
         lifetime = adjusted_lifetime(rec[1], late[E], cti) if policy.adjust else None
         action = Action.DROPPED if lifetime is None else Action.ADJUSTED
         rejected.append((node.name, late["__pos"], item_of(rec), Rule.START_BEFORE_CTI, action, cti, None if lifetime is None else ("lifetime", *lifetime)))
@@ -376,14 +395,105 @@ def _verdicts(
         changes["__pos"].append(late["__pos"])
         changes["__s"].append(None if lifetime is None else lifetime[0])
         changes["__e"].append(None if lifetime is None else lifetime[1])
+    return _admitted(table, changes), counts, candidates
+
+
+def _payloads_at(table: _Table, positions: pl.Series) -> list[dict[str, Any]]:
+    """The payload columns of the rows at these positions (ascending), read for them alone."""
+    position = pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos")
+    wanted = pl.DataFrame({"__pos": positions}, schema={"__pos": pl.Int64}).lazy()
+    return table.rows.with_columns(position).join(wanted, on="__pos", how="semi", maintain_order="left").collect().rows(named=True)
+
+
+def _payload(node: SourceNode, fields: Any, row: dict[str, Any]) -> Any:
+    values = [from_ticks(row[f.name]) if f.dtype is datetime and row[f.name] is not None else row[f.name] for f in fields]
+    return node.payload_type(*values)
+
+
+def _admitted(table: _Table, changes: dict[str, list[Any]]) -> pl.LazyFrame:
+    """The rows less the verdicts: ``changes`` gives each rejected row's position and its
+    admitted lifetime (``__s``, ``__e``), null when it is dropped."""
+    position = pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos")
     verdicts = pl.DataFrame(changes, schema={"__pos": pl.Int64, "__s": pl.Int64, "__e": pl.Int64}).with_columns(pl.lit(True).alias("__late"))
-    admitted = (
+    return (
         table.rows.with_columns(position).join(verdicts.lazy(), on="__pos", how="left", maintain_order="left")
         .filter(pl.col("__late").is_null() | pl.col("__s").is_not_null())
         .with_columns(pl.coalesce("__s", S).alias(S), pl.coalesce("__e", E).alias(E))
         .drop("__pos", "__s", "__e", "__late")
     )
-    return admitted, counts, candidates
+
+
+_CODES = {0: None, 1: Rule.EARLY_ARRIVAL, 2: Rule.START_BEFORE_CTI, 3: Rule.LATE_ARRIVAL}
+
+
+def _ordered_verdicts(
+    node: SourceNode, table: _Table, rejected: list[Any], rows_wanted: bool = True
+) -> tuple[pl.LazyFrame, EventCounts, list[tuple[int, int, int]]]:
+    """ASA's ordering settings over a table's columns, as the Spark scan takes them
+    (``tempo.spark.ingress.scan.scan_ordered``): each verdict depends on two running figures
+    over input order only, the largest start that passed both arrival checks before the row
+    and, here without CTI rows, nothing else, so the early, late and out-of-order checks and
+    the ADJUST arithmetic are columns. Returns the admitted rows, the counts, and the rows
+    that move time ``(position, arrival, candidate)`` for the replay's ``feed_ordered``
+    (a new largest start less the out-of-order tolerance, or a later arrival), which gives
+    the input's CTIs, the clock-following CTIs and the watermark delays as in memory."""
+    policy = TimePolicy.of_input(node)
+    narrow = table.narrow
+    assert narrow is not None
+    out_of_order, late, early = policy.out_of_order, policy.late, policy.early
+    point = node.shape is EventShape.POINT
+    start, arrival = pl.col(S), pl.col(ARR)
+    end = start + 1 if point else pl.col(E)
+    is_early = (start > arrival + early) if early is not None else pl.lit(False)
+    is_late = (~is_early & (start < arrival - late)) if late is not None else pl.lit(False)
+    ordered = pl.when(~pl.col("__early") & ~pl.col("__late")).then(start)
+    before = pl.col("__ordered").cum_max().shift(1).forward_fill().fill_null(NEG_INF)  # cum_max is null at a null
+    cti = pl.col("__before") - out_of_order
+    late_bound = (arrival - late) if late is not None else pl.lit(None, dtype=pl.Int64)
+    late_kept = pl.lit(policy.adjust) & (pl.lit(point) | (end > late_bound))
+    late_s = pl.when(pl.col("__late")).then(late_bound).otherwise(start)
+    alive = ~pl.col("__early") & ~(pl.col("__late") & ~late_kept)
+    out_now = alive & (late_s < cti)
+    out_kept = pl.lit(policy.adjust) & (cti < INF) & (pl.lit(point) | (end > cti))
+    adm_s = pl.when(out_now).then(cti).otherwise(late_s)
+    dropped = pl.col("__early") | (pl.col("__late") & ~late_kept) | (out_now & ~out_kept)
+    ranked = narrow.lazy().with_columns(
+        is_early.fill_null(False).alias("__early"), is_late.fill_null(False).alias("__late"), pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos")
+    ).with_columns(ordered.alias("__ordered")).with_columns(before.alias("__before"))
+    verdicts = ranked.with_columns(
+        pl.when(dropped).then(2).when(pl.col("__late") | out_now).then(1).otherwise(0).alias("__status"),
+        pl.when(pl.col("__early")).then(1).when(out_now).then(2).when(pl.col("__late")).then(3).otherwise(0).alias("__rule"),
+        pl.when(pl.col("__early")).then(arrival + (early or 0)).when(out_now).then(cti).otherwise(late_bound).alias("__bound"),
+        adm_s.alias("__adm_s"), pl.when(pl.lit(point)).then(adm_s + 1).otherwise(end).alias("__adm_e"), late_kept.alias("__late_kept"),
+        pl.when(pl.col("__ordered") > pl.col("__before")).then(pl.col("__ordered") - out_of_order).alias("__c"),
+        (arrival > arrival.cum_max().shift(1)).fill_null(True).alias("__arr_step"),
+    )
+    found, moving = pl.collect_all([
+        verdicts.filter(pl.col("__status") != 0).select(
+            "__pos", S, *([] if point else [E]), ARR, "__status", "__rule", "__bound", "__adm_s", "__adm_e", "__late", "__late_kept"
+        ),
+        verdicts.filter(pl.col("__c").is_not_null() | pl.col("__arr_step")).select("__pos", ARR, "__c"),
+    ])
+    moves = [(p, a, NEG_INF if c is None else c) for p, a, c in moving.iter_rows()]
+    counts = EventCounts(received=table.count)
+    fields = record_fields(node.payload_type)
+    payloads = _payloads_at(table, found["__pos"]) if rows_wanted and found.height else [None] * found.height
+    changes: dict[str, list[Any]] = {"__pos": [], "__s": [], "__e": []}
+    for row, r in zip(payloads, found.iter_rows(named=True)):
+        rule = _CODES[r["__rule"]]
+        assert rule is not None
+        action = Action.DROPPED if r["__status"] == 2 else Action.ADJUSTED
+        late_action = (Action.ADJUSTED if r["__late_kept"] else Action.DROPPED) if r["__late"] else None
+        count_rejection(counts, rule, action, True, late_action)
+        admitted_as = ("lifetime", r["__adm_s"], r["__adm_e"]) if action is Action.ADJUSTED else None
+        if row is not None:
+            rec = (r[ARR], POINT if point else INTERVAL, r[S], r[S] + 1 if point else r[E], _payload(node, fields, row), r["__pos"], None)
+            rejected.append((node.name, r["__pos"], item_of(rec), rule, action, r["__bound"], admitted_as))
+        changes["__pos"].append(r["__pos"])
+        changes["__s"].append(r["__adm_s"] if admitted_as else None)
+        changes["__e"].append(r["__adm_e"] if admitted_as else None)
+    counts.admitted = counts.received - counts.dropped
+    return (_admitted(table, changes) if rows_wanted else table.rows), counts, moves
 
 
 def _every_n(narrow: pl.DataFrame, every_n: int, delay: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -421,6 +531,10 @@ def _ingress(
         read = _read_columns(node) if _columnar(node, needs_arrival) else None
         if read is not None:
             mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
+            if TimePolicy.of_input(node).ordered:
+                frames[node.name], counts[node.name], moves = _ordered_verdicts(node, read, replay.rejected, rows_wanted)
+                rows.extend(((arrival, decl, position, 0), node.name, ("ordered", arrival, c)) for position, arrival, c in moves)
+                continue
             frames[node.name], counts[node.name], candidates = _verdicts(node, read, replay.rejected, rows_wanted)
             rows.extend(((NEG_INF, decl, position, 0), node.name, ("generated", value)) for position, value in candidates)
             continue
@@ -431,6 +545,8 @@ def _ingress(
     for key, name, what in rows:
         if name in local:
             replay.feed_item(key, name, what)
+        elif what[0] == "ordered":
+            replay.feed_ordered(key, name, what[1], what[2])
         else:
             replay.feed(key, name, what[0], what[1])
     replay.shutdown()
