@@ -220,16 +220,17 @@ def test_the_embedded_default_runs_tables_on_polars_and_the_rest_in_memory(tmp_p
 @given(
     gaps=st.lists(st.integers(0, 4), min_size=1, max_size=25), data=st.data(), shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
     out_of_order=st.sampled_from([0, 3, 10]), late=st.sampled_from([None, 5, 15]), early=st.sampled_from([None, 5, 60]),
-    policy=st.sampled_from(list(AdvanceTimePolicy)), flush=st.booleans(), shuffled=st.booleans(),
+    policy=st.sampled_from(list(AdvanceTimePolicy)), flush=st.booleans(), shuffled=st.booleans(), substreams=st.booleans(),
 )
 def test_a_table_with_ordering_settings_agrees_with_the_reference(
     gaps: list[int], data: st.DataObject, shape: EventShape, out_of_order: int, late: int | None, early: int | None,
-    policy: AdvanceTimePolicy, flush: bool, shuffled: bool, monkeypatch: Any,
+    policy: AdvanceTimePolicy, flush: bool, shuffled: bool, substreams: bool, monkeypatch: Any,
 ) -> None:
     """ASA's ordering settings (out-of-order tolerance, late-arrival tolerance, early-arrival
-    window; no substreams) on a table with an arrival column: the verdicts as columns give
-    the reference's events, CTIs (the clock's included), metrics, watermark delays and
-    rejections. With an order column, the rows may be stored out of order."""
+    window; substreams by key or none) on a table with an arrival column: the verdicts as
+    columns give the reference's events, CTIs (the clock's and the keys' included), metrics
+    (per substream too), watermark delays and rejections. With an order column, the rows may
+    be stored out of order."""
     import random
 
     from tempo import EventOrderingSettings
@@ -255,14 +256,16 @@ def test_a_table_with_ordering_settings_agrees_with_the_reference(
         "key": pa.array([starts[i] % 3 for i in rows], pa.int64()), "value": pa.array([float(starts[i]) for i in rows], pa.float64()),
     })
     seconds = lambda x: None if x is None else timedelta(seconds=x)  # noqa: E731
+    if substreams and late is None:
+        late = 5  # substreams need a late-arrival tolerance
     ordering = EventOrderingSettings(timedelta(seconds=out_of_order), seconds(late), seconds(early))
     settings = AdvanceTimeSettings(FLUSH.generation if flush else None, policy=policy, ordering=ordering)
 
     def build() -> Stream[Any]:
         source = ArrowSource(table, Span, start="t", end="u" if shape is EventShape.INTERVAL else None, arrival="arr", order="seq")
-        s = Stream.create("in", source, shape, settings)
+        s = Stream.create("in", source, shape, settings, over=(lambda e: e.key) if substreams else None)
         return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value)))
 
-    assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"{shape} {settings} shuffled={shuffled}", build)
+    assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"{shape} {settings} shuffled={shuffled} substreams={substreams}", build)
     assert taken == ["in"]
     assert VectorisedExecutor().metrics(build()) == InMemoryExecutor().run(build()).metrics

@@ -4,7 +4,7 @@ How a run goes:
 
 1. **Ingress.** A table input whose CTIs come from its own rows (generation by count or
    period, or only the flush at the end) without kind or arrival columns, or from ASA's
-   ordering settings (with an arrival column, without substreams), with a payload class of
+   ordering settings (with an arrival column; substreams by a scalar key), with a payload class of
    scalar fields that only stores them, is read column by column: times become ticks, every
    row rule is checked over whole columns, and the policy's verdicts are taken over them
    (``_verdicts``, ``_ordered_verdicts``). Any other input, or a table breaking a row rule, goes through
@@ -38,7 +38,7 @@ from tempo.expr.nodes import udf_error
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
-from tempo.result import END_COLUMN, START_COLUMN, Action, EventCounts, InputMetrics, Result, Rule, Withheld, warn_withheld
+from tempo.result import END_COLUMN, START_COLUMN, Action, EventCounts, InputMetrics, Result, Rule, SubstreamMetrics, Withheld, warn_withheld
 from tempo.runtime.engine import rejection
 from tempo.runtime.ingress import INTERVAL, POINT, TimestampMode, adjusted_lifetime, count_rejection, item_of, prepare
 from tempo.runtime.policy import TimePolicy
@@ -57,6 +57,8 @@ T = TypeVar("T")
 
 ARR = "__tempo_arr"
 """The arrival column (ticks) of an input with ordering settings, among its narrow columns."""
+KEY = "__tempo_key"
+"""The substream key of an input with ordering settings and substreams, among its narrow columns."""
 
 
 class VectorisedExecutor:
@@ -66,7 +68,7 @@ class VectorisedExecutor:
     def reads_in_bulk(stream: Stream[Any]) -> bool:
         """True when this executor has a rule for every node of the query and reads every
         input column by column (a table whose CTIs its own rows generate, or ordering
-        settings without substreams; no kind column: see the module): the queries it runs
+        settings; no kind column: see the module): the queries it runs
         without Python per item."""
         from tempo.errors import UnsupportedError
 
@@ -145,10 +147,19 @@ def _metrics(query: Query, replay: CtiReplay, counts: dict[str, EventCounts], dt
     """Each input's metrics: the replay's (CTIs, watermark delays), with the event counts of
     ``_verdicts`` for an input read column by column."""
     metrics = {}
+    names = [f.name for f in attrs.fields(EventCounts)]
     for s in query.sources:
         m = replay.ingresses[s.name].public_metrics(dt)
-        if s.name in counts:
-            m = attrs.evolve(m, **attrs.asdict(counts[s.name]))
+        c = counts.get(s.name)
+        if c is not None:
+            m = attrs.evolve(m, **{n: getattr(c, n) for n in names})
+        if isinstance(c, InputMetrics) and c.substreams:  # each key's counts, with its own CTI moves from the replay
+            moved = m.substreams
+            m.substreams = {
+                key: attrs.evolve(sub, ctis_generated=moved[key].ctis_generated, watermark_delays=moved[key].watermark_delays)
+                if key in moved else sub
+                for key, sub in c.substreams.items()
+            }
         metrics[s.name] = m
     return metrics
 
@@ -206,7 +217,7 @@ def _columnar(node: SourceNode, needs_arrival: set[str]) -> bool:
         and node.shape in (EventShape.POINT, EventShape.INTERVAL)
         and source.kind is None
         and node.name not in needs_arrival
-        and node.over is None
+        and (node.over is None or _ordered_only(policy))
         and (_generated_only(policy) and source.arrival is None or _ordered_only(policy) and source.arrival is not None)
         and _stores_only(source.payload_type)
         and all(f.element is None and not is_record_type(f.dtype) for f in record_fields(source.payload_type))
@@ -220,9 +231,8 @@ def _generated_only(policy: TimePolicy) -> bool:
 
 
 def _ordered_only(policy: TimePolicy) -> bool:
-    """The input's CTIs follow ASA's ordering settings alone (no substreams: one running
-    figure over the input, see ``_ordered_verdicts``)."""
-    return policy.ordered and policy.import_from is None and policy.over is None
+    """The input's CTIs follow ASA's ordering settings alone (see ``_ordered_verdicts``)."""
+    return policy.ordered and policy.import_from is None
 
 
 def _scan_table(node: SourceNode) -> tuple[pl.LazyFrame, list[str]]:
@@ -335,6 +345,14 @@ def _read_columns(node: SourceNode) -> _Table | None:
             c = c.dt.epoch("us")
         columns.append(c.cast(payload[f.name]).alias(f.name))
     rows = raw.select(columns)
+    if node.over is not None:  # substreams: each row's key, a scalar as the payload's field gives it
+        from tempo.vectorised.expressions import Scope, expr
+
+        keys = rows.select(expr(node.over, Scope()).alias(KEY)).collect()
+        if keys.schema[KEY] not in (pl.Int64, pl.Int32, pl.String, pl.Boolean):
+            return None
+        assert narrow is not None
+        narrow = narrow.with_columns(keys[KEY])
     return _Table(rows, int(count), narrow if generates else None)
 
 
@@ -428,15 +446,17 @@ _CODES = {0: None, 1: Rule.EARLY_ARRIVAL, 2: Rule.START_BEFORE_CTI, 3: Rule.LATE
 
 def _ordered_verdicts(
     node: SourceNode, table: _Table, rejected: list[Any], rows_wanted: bool = True
-) -> tuple[pl.LazyFrame, EventCounts, list[tuple[int, int, int]]]:
+) -> tuple[pl.LazyFrame, InputMetrics, list[tuple[int, int, int, Any, int]]]:
     """ASA's ordering settings over a table's columns, as the Spark scan takes them
     (``tempo.spark.ingress.scan.scan_ordered``): each verdict depends on two running figures
     over input order only, the largest start that passed both arrival checks before the row
     and, here without CTI rows, nothing else, so the early, late and out-of-order checks and
     the ADJUST arithmetic are columns. Returns the admitted rows, the counts, and the rows
-    that move time ``(position, arrival, candidate)`` for the replay's ``feed_ordered``
-    (a new largest start less the out-of-order tolerance, or a later arrival), which gives
-    the input's CTIs, the clock-following CTIs and the watermark delays as in memory."""
+    that move time ``(position, arrival, candidate, key, key candidate)`` for the replay's
+    ``feed_ordered`` (a new largest start less the out-of-order tolerance, or a later
+    arrival; with substreams, a new largest start of a key whose CTI it moves ahead of the
+    input's), which gives the input's and the keys' CTIs, the clock-following CTIs and the
+    watermark delays as in memory. With substreams the running figure is each key's."""
     policy = TimePolicy.of_input(node)
     narrow = table.narrow
     assert narrow is not None
@@ -447,7 +467,9 @@ def _ordered_verdicts(
     is_early = (start > arrival + early) if early is not None else pl.lit(False)
     is_late = (~is_early & (start < arrival - late)) if late is not None else pl.lit(False)
     ordered = pl.when(~pl.col("__early") & ~pl.col("__late")).then(start)
-    before = pl.col("__ordered").cum_max().shift(1).forward_fill().fill_null(NEG_INF)  # cum_max is null at a null
+    keyed = KEY in narrow.columns
+    before = pl.col("__ordered").cum_max().shift(1).forward_fill()  # cum_max is null at a null
+    before = (before.over(KEY) if keyed else before).fill_null(NEG_INF)  # with substreams: the key's own figure
     cti = pl.col("__before") - out_of_order
     late_bound = (arrival - late) if late is not None else pl.lit(None, dtype=pl.Int64)
     late_kept = pl.lit(policy.adjust) & (pl.lit(point) | (end > late_bound))
@@ -465,17 +487,27 @@ def _ordered_verdicts(
         pl.when(pl.col("__early")).then(1).when(out_now).then(2).when(pl.col("__late")).then(3).otherwise(0).alias("__rule"),
         pl.when(pl.col("__early")).then(arrival + (early or 0)).when(out_now).then(cti).otherwise(late_bound).alias("__bound"),
         adm_s.alias("__adm_s"), pl.when(pl.lit(point)).then(adm_s + 1).otherwise(end).alias("__adm_e"), late_kept.alias("__late_kept"),
-        pl.when(pl.col("__ordered") > pl.col("__before")).then(pl.col("__ordered") - out_of_order).alias("__c"),
+        pl.when(pl.lit(not keyed) & (pl.col("__ordered") > pl.col("__before"))).then(pl.col("__ordered") - out_of_order).alias("__c"),
+        # With substreams, a new largest start of the key moves the key's own CTI, which goes
+        # downstream when it is ahead of the input's (at least the arrival less the late tolerance).
+        pl.when(
+            pl.lit(keyed and late is not None) & (pl.col("__ordered") > pl.col("__before"))
+            & (pl.col("__ordered") - out_of_order > arrival - (late or 0))
+        ).then(pl.col("__ordered") - out_of_order).alias("__kc"),
         (arrival > arrival.cum_max().shift(1)).fill_null(True).alias("__arr_step"),
+        (pl.col(KEY) if keyed else pl.lit(None)).alias("__key"),
     )
     found, moving = pl.collect_all([
         verdicts.filter(pl.col("__status") != 0).select(
-            "__pos", S, *([] if point else [E]), ARR, "__status", "__rule", "__bound", "__adm_s", "__adm_e", "__late", "__late_kept"
+            "__pos", S, *([] if point else [E]), ARR, "__status", "__rule", "__bound", "__adm_s", "__adm_e", "__late", "__late_kept", "__key"
         ),
-        verdicts.filter(pl.col("__c").is_not_null() | pl.col("__arr_step")).select("__pos", ARR, "__c"),
+        verdicts.filter(pl.col("__c").is_not_null() | pl.col("__kc").is_not_null() | pl.col("__arr_step")).select("__pos", ARR, "__c", "__key", "__kc"),
     ])
-    moves = [(p, a, NEG_INF if c is None else c) for p, a, c in moving.iter_rows()]
-    counts = EventCounts(received=table.count)
+    moves = [(p, a, NEG_INF if c is None else c, k, NEG_INF if kc is None else kc) for p, a, c, k, kc in moving.iter_rows()]
+    counts = InputMetrics(received=table.count)
+    if keyed:
+        for key, n in narrow.group_by(KEY).len().iter_rows():
+            counts.substreams[key] = SubstreamMetrics(received=n)
     fields = record_fields(node.payload_type)
     payloads = _payloads_at(table, found["__pos"]) if rows_wanted and found.height else [None] * found.height
     changes: dict[str, list[Any]] = {"__pos": [], "__s": [], "__e": []}
@@ -484,7 +516,8 @@ def _ordered_verdicts(
         assert rule is not None
         action = Action.DROPPED if r["__status"] == 2 else Action.ADJUSTED
         late_action = (Action.ADJUSTED if r["__late_kept"] else Action.DROPPED) if r["__late"] else None
-        count_rejection(counts, rule, action, True, late_action)
+        for c in (counts, counts.substreams[r["__key"]]) if keyed else (counts,):
+            count_rejection(c, rule, action, True, late_action)
         admitted_as = ("lifetime", r["__adm_s"], r["__adm_e"]) if action is Action.ADJUSTED else None
         if row is not None:
             rec = (r[ARR], POINT if point else INTERVAL, r[S], r[S] + 1 if point else r[E], _payload(node, fields, row), r["__pos"], None)
@@ -492,7 +525,8 @@ def _ordered_verdicts(
         changes["__pos"].append(r["__pos"])
         changes["__s"].append(r["__adm_s"] if admitted_as else None)
         changes["__e"].append(r["__adm_e"] if admitted_as else None)
-    counts.admitted = counts.received - counts.dropped
+    for every in (counts, *counts.substreams.values()):
+        every.admitted = every.received - every.dropped
     return (_admitted(table, changes) if rows_wanted else table.rows), counts, moves
 
 
@@ -533,7 +567,7 @@ def _ingress(
             mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
             if TimePolicy.of_input(node).ordered:
                 frames[node.name], counts[node.name], moves = _ordered_verdicts(node, read, replay.rejected, rows_wanted)
-                rows.extend(((arrival, decl, position, 0), node.name, ("ordered", arrival, c)) for position, arrival, c in moves)
+                rows.extend(((arrival, decl, position, 0), node.name, ("ordered", arrival, c, k, kc)) for position, arrival, c, k, kc in moves)
                 continue
             frames[node.name], counts[node.name], candidates = _verdicts(node, read, replay.rejected, rows_wanted)
             rows.extend(((NEG_INF, decl, position, 0), node.name, ("generated", value)) for position, value in candidates)
@@ -546,7 +580,7 @@ def _ingress(
         if name in local:
             replay.feed_item(key, name, what)
         elif what[0] == "ordered":
-            replay.feed_ordered(key, name, what[1], what[2])
+            replay.feed_ordered(key, name, what[1], what[2], what[3], what[4])
         else:
             replay.feed(key, name, what[0], what[1])
     replay.shutdown()
