@@ -62,7 +62,7 @@ class CtiReplay:
     import and the never-go-back rule, and what each operator forwards. CTIs are few, so
     this replays them on the driver through the same ``Ingress`` and operator code.
     Feed ``(key, input, origin, value)`` rows sorted by key, where ``key`` is
-    ``(arrival, declaration, position, 0)``; then ``shutdown()``.
+    ``(arrival, declaration, position, 0)``; then ``shutdown()`` (``feed_all`` does both).
     """
 
     def __init__(self, query: Query) -> None:
@@ -77,6 +77,8 @@ class CtiReplay:
         """The output's CTIs and its substreams' (``(key, t)``, ``(MERGED, t)``), in order."""
         self.fed: list[tuple[str, tuple[Any, ...]]] = []
         """Every call feeding this replay, in order, for ``at_infinity`` to replay them."""
+        self.local: set[str] = set()
+        """The inputs admitted here, item by item (``admit_locally``)."""
         self.ingresses = build_ingresses(build, query)
         built = build_operators(build, query)
         for node in query.nodes:
@@ -115,6 +117,7 @@ class CtiReplay:
         """Process this input's whole items here (``feed_item``); returns its admitted
         events by id, ``[start, end or None, payload]``, filled in as items are fed."""
         self.fed.append(("admit_locally", (input_name,)))
+        self.local.add(input_name)
         events: dict[int, list[Any]] = {}
         ingress = self.ingresses[input_name]
 
@@ -132,6 +135,21 @@ class CtiReplay:
         self.fed.append(("feed_item", (key, input_name, rec)))
         self.key = key
         self.ingresses[input_name].process(rec)
+
+    def feed_all(self, rows: list[tuple[Key, str, Any]]) -> None:
+        """Feed every input's rows in arrival order (by key), then shut down. A row is
+        ``(key, input, what)``: ``what`` is a whole item of an input admitted here
+        (``admit_locally`` first), ``("ordered", arrival, candidate, substream, substream
+        candidate)`` (``feed_ordered``), or ``(origin, value)`` (``feed``)."""
+        rows.sort(key=lambda r: r[0])
+        for key, name, what in rows:
+            if name in self.local:
+                self.feed_item(key, name, what)
+            elif what[0] == "ordered":
+                self.feed_ordered(key, name, what[1], what[2], what[3], what[4])
+            else:
+                self.feed(key, name, what[0], what[1])
+        self.shutdown()
 
     def shutdown(self) -> None:
         for i, source in enumerate(self.query.sources):

@@ -264,8 +264,8 @@ def _scan_table(node: SourceNode) -> tuple[pl.LazyFrame, list[str]]:
 @attrs.frozen
 class _Table:
     """A table input read column by column: ``rows`` (lazy: S, E and the payload columns, in
-    input order), its row count, and, when its CTIs are generated, ``narrow``: its S column
-    (and E, for intervals), collected."""
+    input order), its row count, and, when the policy has verdicts to take (generated CTIs,
+    ordering settings), ``narrow``: the columns they are taken over, collected."""
 
     rows: pl.LazyFrame
     count: int
@@ -297,7 +297,8 @@ def _read_columns(node: SourceNode) -> _Table | None:
     if start is None or (node.shape is EventShape.INTERVAL and end is None):
         return None
     times = [start.alias(S), (start + 1 if end is None else end).alias(E)]
-    ordered = TimePolicy.of_input(node).ordered
+    policy = TimePolicy.of_input(node)
+    ordered = policy.ordered
     arrival = ticks(source.arrival) if ordered and source.arrival else None
     if ordered and arrival is None:
         return None
@@ -306,18 +307,19 @@ def _read_columns(node: SourceNode) -> _Table | None:
         return (pl.col(S).is_null() | ends.is_null() | (ends <= pl.col(S)) | (pl.col(S) >= INF)).any()
 
     order = pl.col(source.order) if source.order is not None else None
-    generates = TimePolicy.of_input(node).generates or ordered  # the verdicts need the narrow columns
+    verdicts = policy.generates or ordered
     point = node.shape is EventShape.POINT
-    # With generated CTIs the verdicts need the start column (and the end, for intervals) in
-    # memory: the rows are checked there. Otherwise the checks run batch by batch, keeping no
-    # column, and only the order column is collected, to see whether the rows are in order.
-    wanted = (times[:1] if point else times) if generates else []
+    # With generated CTIs or ordering settings the verdicts need the start column (and the
+    # end, for intervals; the arrival) in memory: the rows are checked there. Otherwise the
+    # checks run batch by batch, keeping no column, and only the order column is collected,
+    # to see whether the rows are in order.
+    wanted = (times[:1] if point else times) if verdicts else []
     if arrival is not None:
         wanted = [*wanted, arrival.alias(ARR)]
     if order is not None:
         wanted = [*wanted, order.alias("__order")]
     narrow = raw.select(wanted).collect() if wanted else None
-    if generates:
+    if verdicts:
         assert narrow is not None
         count, bad = narrow.select(pl.len(), broken(pl.col(S) + 1 if point else pl.col(E))).row(0)
         if arrival is not None:
@@ -353,7 +355,7 @@ def _read_columns(node: SourceNode) -> _Table | None:
             return None
         assert narrow is not None
         narrow = narrow.with_columns(keys[KEY])
-    return _Table(rows, int(count), narrow if generates else None)
+    return _Table(rows, int(count), narrow if verdicts else None)
 
 
 def _verdicts(
@@ -392,28 +394,24 @@ def _verdicts(
     late_starts = table.narrow[S].gather(late_rows["__pos"])
     late_ends = table.narrow[E].gather(late_rows["__pos"]) if E in table.narrow.columns else late_starts + 1
     late_rows = late_rows.with_columns(late_starts.alias(S), late_ends.alias(E))
-    point = node.shape is EventShape.POINT
+    kind = POINT if node.shape is EventShape.POINT else INTERVAL
     fields = record_fields(node.payload_type)
-    if not rows_wanted:  # the counts only: no payload read
-        for late in late_rows.iter_rows(named=True):
-            lifetime = adjusted_lifetime(POINT if point else INTERVAL, late[E], late["__cti"]) if policy.adjust else None
-            count_rejection(counts, Rule.START_BEFORE_CTI, Action.DROPPED if lifetime is None else Action.ADJUSTED, False, None)
-            counts.admitted -= 1 if lifetime is None else 0
-        return table.rows, counts, candidates
-    payloads = _payloads_at(table, late_rows["__pos"])
+    # Without rows wanted (the metrics alone), the verdicts are only counted: no payload read.
+    payloads = _payloads_at(table, late_rows["__pos"]) if rows_wanted else [None] * late_rows.height
     changes: dict[str, list[Any]] = {"__pos": [], "__s": [], "__e": []}
     for row, late in zip(payloads, late_rows.iter_rows(named=True)):
         cti = late["__cti"]
-        rec = (NEG_INF, POINT if point else INTERVAL, late[S], late[E], _payload(node, fields, row), late["__pos"], None)
-        lifetime = adjusted_lifetime(rec[1], late[E], cti) if policy.adjust else None
+        lifetime = adjusted_lifetime(kind, late[E], cti) if policy.adjust else None
         action = Action.DROPPED if lifetime is None else Action.ADJUSTED
-        rejected.append((node.name, late["__pos"], item_of(rec), Rule.START_BEFORE_CTI, action, cti, None if lifetime is None else ("lifetime", *lifetime)))
         count_rejection(counts, Rule.START_BEFORE_CTI, action, False, None)
         counts.admitted -= 1 if lifetime is None else 0
+        if row is not None:
+            rec = (NEG_INF, kind, late[S], late[E], _payload(node, fields, row), late["__pos"], None)
+            rejected.append((node.name, late["__pos"], item_of(rec), Rule.START_BEFORE_CTI, action, cti, None if lifetime is None else ("lifetime", *lifetime)))
         changes["__pos"].append(late["__pos"])
         changes["__s"].append(None if lifetime is None else lifetime[0])
         changes["__e"].append(None if lifetime is None else lifetime[1])
-    return _admitted(table, changes), counts, candidates
+    return (_admitted(table, changes) if rows_wanted else table.rows), counts, candidates
 
 
 def _payloads_at(table: _Table, positions: pl.Series) -> list[dict[str, Any]]:
@@ -575,15 +573,7 @@ def _ingress(
         local[node.name] = replay.admit_locally(node.name)
         for rec in stamped(node, prepare(node, mode, node.name in needs_arrival)):
             rows.append(((rec[0], decl, rec[5], 0), node.name, rec))
-    rows.sort(key=lambda r: r[0])
-    for key, name, what in rows:
-        if name in local:
-            replay.feed_item(key, name, what)
-        elif what[0] == "ordered":
-            replay.feed_ordered(key, name, what[1], what[2], what[3], what[4])
-        else:
-            replay.feed(key, name, what[0], what[1])
-    replay.shutdown()
+    replay.feed_all(rows)
     for node in query.sources:
         if node.name in local:
             frames[node.name] = _events_frame(node, local[node.name])

@@ -43,15 +43,7 @@ def _feed(query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[s
                 rows.append((key, name, ("explicit", r["__x"])))
             elif r["__g"] is not None:
                 rows.append((key, name, ("generated", r["__g"])))
-    rows.sort(key=lambda r: r[0])
-    for key, name, what in rows:
-        if name in local:
-            cti_replay.feed_item(key, name, what)
-        elif what[0] == "ordered":
-            cti_replay.feed_ordered(key, name, what[1], what[2], what[3], what[4])
-        else:
-            cti_replay.feed(key, name, what[0], what[1])
-    cti_replay.shutdown()
+    cti_replay.feed_all(rows)
     return cti_replay, local
 
 

@@ -116,14 +116,21 @@ def _utc_session(frame: InputFrame) -> bool:
     return zone.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00:00")
 
 
+def _parquet_files(source: ParquetSource[Any]) -> list[Any]:
+    """The files of a Parquet source (a file, or a directory's in name order) as
+    ``pyarrow.parquet.ParquetFile``s: their footers, and their batches in file order."""
+    import pyarrow.parquet as pq
+
+    dataset = pq.ParquetDataset(source.path)
+    return [pq.ParquetFile(f, filesystem=dataset.filesystem) for f in sorted(dataset.files)]
+
+
 def _count_by_statistics(source: ParquetSource[Any]) -> int | None:
     """The row count of a Parquet file or directory of points, when its statistics prove
     every row good (see ``count_if_clean``), else None."""
-    import pyarrow.parquet as pq
     import pyarrow.types as pt
 
-    dataset = pq.ParquetDataset(source.path)
-    files = [pq.ParquetFile(f, filesystem=dataset.filesystem) for f in sorted(dataset.files)]
+    files = _parquet_files(source)
     if not files or not pt.is_integer(files[0].schema_arrow.field(source.start).type):
         return None
     required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
@@ -149,7 +156,6 @@ def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> 
     scan does not convert exactly as Spark does, or a null in a payload field not declared
     optional."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     names = [*([source.order] if source.order else []), source.start, *([source.end] if source.end else [])]
     columns = list(dict.fromkeys(names))  # the order column may be a time column too
@@ -161,8 +167,7 @@ def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> 
         schema, batches = table.schema, table.select(columns).to_batches(_BATCH_ROWS)
     else:
         assert isinstance(source, ParquetSource)
-        dataset = pq.ParquetDataset(source.path)
-        files = [pq.ParquetFile(f, filesystem=dataset.filesystem) for f in sorted(dataset.files)]
+        files = _parquet_files(source)
         if sum(f.metadata.num_rows for f in files) > limit or not all(parquet_proves_no_nulls(f, required) for f in files):
             return None
         schema = files[0].schema_arrow

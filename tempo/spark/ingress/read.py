@@ -153,7 +153,6 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
     ]
 
 
-
 def _payload_columns(payload_type: type) -> list[Column]:
     """A table's payload columns as the fields declare them: an integer column widened for
     a float field, a timestamp without time zone read as UTC (as the in-memory executor
