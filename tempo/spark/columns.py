@@ -203,12 +203,40 @@ def udf_errors() -> contextlib.AbstractContextManager[None]:
 F_ = TypeVar("F_", bound=Callable[..., Any])
 
 
-def raising_udf_errors(method: F_) -> F_:
-    """``method`` inside ``udf_errors()``: for the executor's actions."""
+@contextlib.contextmanager
+def no_call_sites() -> Iterator[None]:
+    """Build DataFrames without PySpark recording each call's Python call site.
+
+    PySpark records, on every call of a DataFrame function, where in the Python code it was
+    made, for the query context of its error messages: three more JVM round trips a call, a
+    third of the time tempo takes to build a plan. The sites of tempo's plans are tempo's own
+    code, not the user's, and tempo's errors name the input, row and rule themselves, so
+    they are not recorded while tempo builds a plan (PySpark's switch for it,
+    ``spark.python.sql.dataFrameDebugging.enabled``, is read once and cached in
+    ``pyspark.errors.utils``; the cache is set for the duration, and restored).
+    """
+    try:
+        from pyspark.errors import utils
+    except ImportError:  # pragma: no cover - an older PySpark: nothing to skip
+        yield
+        return
+    if not hasattr(utils, "_enable_debugging_cache"):  # pragma: no cover - a PySpark without it
+        yield
+        return
+    saved = utils._enable_debugging_cache
+    setattr(utils, "_enable_debugging_cache", False)
+    try:
+        yield
+    finally:
+        setattr(utils, "_enable_debugging_cache", saved)
+
+
+def spark_action(method: F_) -> F_:
+    """``method`` inside ``udf_errors()`` and ``no_call_sites()``: for the executor's actions."""
 
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with udf_errors():
+        with udf_errors(), no_call_sites():
             return method(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

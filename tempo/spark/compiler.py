@@ -17,6 +17,7 @@ keeps exactly each key's released events (``output``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -32,10 +33,12 @@ from tempo.expr.schema import field_names
 from tempo.runtime.replay import CtiReplay
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
+from tempo.plan.windows import _floor_div
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark import windows
 from tempo.spark.columns import EXPRESSIONS, Scope, column, numeric_operands, record_columns
+from tempo.spark.ingress.rows import Span
 from tempo.ticks import INF, NEG_INF
 
 _RULES: Registry[Compiler, DataFrame] = Registry("Spark", "plan node")
@@ -55,9 +58,20 @@ def check_supported(query: Query) -> None:
 class Compiler:
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
-    def __init__(self, spark: SparkSession, query: Query, replay: CtiReplay, inputs: dict[str, DataFrame]) -> None:
+    def __init__(
+        self, spark: SparkSession, query: Query, replay: CtiReplay, inputs: dict[str, DataFrame], spans: dict[str, Span] | None = None,
+    ) -> None:
+        """``spans``: where the inputs the driver read lie in time (``Span``)."""
         self.spark, self.query, self.replay, self.inputs = spark, query, replay, inputs
+        self.spans = spans or {}
         self.built: dict[int, DataFrame] = {}
+
+    def span(self, node: p.Node) -> Span | None:
+        """Where ``node``'s lifetimes lie, when they are an input's the driver read, or a
+        subset of them (filtered, or with another payload)."""
+        while isinstance(node, (p.WhereNode, p.SelectNode, p.EventTimeNode)):
+            node = node.input
+        return self.spans.get(node.name) if isinstance(node, p.SourceNode) else None
 
     def final_cti(self, node: p.Node) -> int:
         """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
@@ -262,52 +276,78 @@ SPAN_BUCKETS = 4
 def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: DataFrame, cond: Column) -> DataFrame:
     """The pairs of ``left`` and ``right`` meeting ``cond`` (which requires the overlap).
 
-    Open-source Spark has no range join: without equality keys an overlap join is a nested
-    loop over every pair. So when one side's lifetimes are bounded (``longest_lifetime``),
-    both sides join on a **time bucket** of width
-    ``W``: each event is listed in every bucket its lifetime overlaps, and a pair is kept in
-    the bucket of its output start ``max(l.s, r.s)`` only, which both list, so it is found
-    once. ``W`` is at least the bounded side's longest lifetime, and the other side's median
-    lifetime (one small aggregate) when it is unbounded: each event is then in a bucket or
-    two. An event of the unbounded side spanning more than ``SPAN_BUCKETS`` buckets (an open
-    one, say) goes to one extra bucket, ``LONG_BUCKET``, which every event of the bounded
-    side also lists.
+    Open-source Spark has no range join: an overlap join is a hash join on the keys (a
+    nested loop without them) with the overlap tested on every pair of a key. So when one
+    side's lifetimes are bounded (``longest_lifetime``), both sides also join on a **time
+    bucket** of width ``W``: each event is listed in every bucket its lifetime overlaps, and
+    a pair is kept in the bucket of its output start ``max(l.s, r.s)`` only, which both list,
+    so it is found once (a side of points lists one bucket: each pair is found once anyway).
+    ``W`` is at least the bounded side's longest lifetime. With both bounded, that is all.
+
+    With one side unbounded, its events are cut to where the bounded side's lie when the
+    driver read both inputs (``Compiler.span``): a pair's output start is within the bounded
+    event's lifetime, so no other bucket can hold it. ``W`` is also the unbounded side's
+    mean finite length, so an event that ends lists about two buckets (a reference table
+    joined with readings, say); this applies when the open ones, cut, do not list more rows
+    than the inputs have. Otherwise, without keys, ``W`` is the unbounded side's
+    median length (one small aggregate), and its events spanning more than ``SPAN_BUCKETS``
+    buckets (an open one, say) go to one extra bucket, ``LONG_BUCKET``, which every event of
+    the bounded side also lists; with keys, the plain hash join on them.
     """
     bounds = c.query.longest_lifetime(node.left), c.query.longest_lifetime(node.right)
-    if bounds == (None, None) or (node.keys and None in bounds):
-        # With keys Spark hashes on them. With one side unbounded, buckets were measured no
-        # faster on the benchmark's reference join (their extra rows cost what the residual
-        # filter saved); with both bounded, a key's events meet only their neighbours in time
-        # rather than every event of the key.
+    if bounds == (None, None):
         return left.join(right, cond, "inner")
-    probe = "__l_" if bounds[0] is not None else "__r_"  # the bounded side
+    probe = "__l_" if bounds[0] is not None else "__r_"  # a bounded side
     other = "__r_" if probe == "__l_" else "__l_"
     longest = max(b for b in bounds if b is not None)
     width = max(longest, 1)
     unbounded = None in bounds
-    if unbounded:
+    probe_span, other_span = (c.span(node.left), c.span(node.right)) if probe == "__l_" else (c.span(node.right), c.span(node.left))
+    cut: tuple[int, int] | None = None  # where the unbounded side's events are cut to
+    if unbounded and probe_span is not None and other_span is not None:
+        first, last = probe_span.first, probe_span.last
+        cut_width = max(width, math.ceil(other_span.mean_length() or (last - first)))
+        # Only when the open lifetimes, cut, list no more rows than the inputs have.
+        if other_span.listed(cut_width, first, last) <= 2 * (probe_span.rows + other_span.rows):
+            cut, width = (first, last), cut_width
+    if cut is None and unbounded and node.keys:
+        # A key's events meet every event of the key, but the extra rows of ``LONG_BUCKET``
+        # were measured to cost what the buckets saved on the benchmark's reference join.
+        return left.join(right, cond, "inner")
+    if cut is None and unbounded:
         side = right if other == "__r_" else left
         length = F.col(f"{other}{E}") - F.col(f"{other}{S}")
         median = side.filter(F.col(f"{other}{E}") < INF).agg(F.percentile_approx(length, 0.5).alias("m")).collect()[0]["m"]
         width = max(width, median or 1)
 
     def bucket(t: Column) -> Column:
-        return F.floor(t / F.lit(width)).cast("long")
+        return _floor_div(t, width)
 
-    def listed(prefix: str, long_too: bool) -> Column:
-        s, e = F.col(f"{prefix}{S}"), F.col(f"{prefix}{E}")
-        lo, hi = bucket(s), bucket(F.least(e, F.lit(INF)) - 1)
-        if long_too:  # the bounded side: its buckets and the long bucket
-            if longest == 1:  # a point is in one bucket
-                return F.array(lo, F.lit(LONG_BUCKET))
-            return F.concat(F.sequence(lo, hi), F.array(F.lit(LONG_BUCKET)))
-        return F.when(hi - lo < SPAN_BUCKETS, F.sequence(lo, hi)).otherwise(F.array(F.lit(LONG_BUCKET)))
+    def listed(prefix: str) -> Column:
+        s, e = F.col(f"{prefix}{S}"), F.least(F.col(f"{prefix}{E}"), F.lit(INF))
+        if prefix == other and cut is not None:
+            s, e = F.greatest(s, F.lit(cut[0])), F.least(e, F.lit(cut[1]))
+        lo, hi = bucket(s), bucket(e - 1)
+        if prefix == other and unbounded and cut is None:
+            return F.when(hi - lo < SPAN_BUCKETS, F.sequence(lo, hi)).otherwise(F.array(F.lit(LONG_BUCKET)))
+        if prefix == probe and unbounded and cut is None:  # its buckets and the long bucket
+            return F.array(lo, F.lit(LONG_BUCKET)) if longest == 1 else F.concat(F.sequence(lo, hi), F.array(F.lit(LONG_BUCKET)))
+        return F.sequence(lo, hi)
 
-    left = left.withColumn("__l_bucket", F.explode(listed("__l_", unbounded and probe == "__l_")))
-    right = right.withColumn("__r_bucket", F.explode(listed("__r_", unbounded and probe == "__r_")))
+    def with_buckets(df: DataFrame, prefix: str) -> DataFrame:
+        if prefix == probe and longest == 1 and (cut is not None or not unbounded):  # a point is in one bucket
+            return df.withColumn(f"{prefix}bucket", bucket(F.col(f"{prefix}{S}")))
+        if prefix == other and cut is not None:  # events wholly outside the cut meet nothing
+            s, e = F.col(f"{prefix}{S}"), F.col(f"{prefix}{E}")
+            df = df.filter((s < F.lit(cut[1])) & (e > F.lit(cut[0])))
+        return df.withColumn(f"{prefix}bucket", F.explode(listed(prefix)))
+
+    left, right = with_buckets(left, "__l_"), with_buckets(right, "__r_")
     lb, rb = F.col("__l_bucket"), F.col("__r_bucket")
-    first = (lb == F.lit(LONG_BUCKET)) | (lb == bucket(F.greatest(F.col(f"__l_{S}"), F.col(f"__r_{S}"))))
-    return left.join(right, cond & (lb == rb) & first, "inner")
+    joined = cond & (lb == rb)
+    if longest > 1 or (unbounded and cut is None):  # a pair may meet in several buckets
+        joined = joined & ((lb == F.lit(LONG_BUCKET)) | (lb == bucket(F.greatest(F.col(f"__l_{S}"), F.col(f"__r_{S}")))))
+    return left.join(right, joined, "inner")
 
 
 @compiles(p.JoinNode)
@@ -326,7 +366,8 @@ def _join(c: Compiler, node: p.JoinNode) -> DataFrame:
     cti_l, cti_r = c.final_cti(node.left), c.final_cti(node.right)
     determined = ((le < INF) | (F.lit(cti_l) >= known)) & ((re < INF) | (F.lit(cti_r) >= known))
     end = F.when(determined & (known < INF), known).otherwise(F.lit(INF))
-    out = joined.filter(start < F.lit(c.final_bound(node)))
+    bound = c.final_bound(node)
+    out = joined.filter(start < F.lit(bound)) if bound < INF else joined  # every start is before infinity
     return out.select(start.alias(S), end.alias(E), *record_columns(node.projection, Scope(("__l_", "__r_"))))
 
 

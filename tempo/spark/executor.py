@@ -23,7 +23,7 @@ from tempo.result import END_COLUMN, START_COLUMN, InputMetrics, Result, Withhel
 from tempo.spark import ingress
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import raising_udf_errors
+from tempo.spark.columns import spark_action
 from tempo.spark.compiler import Compiler, check_supported
 from tempo.spark.types import from_wire, wire_columns
 from tempo.ticks import from_ticks
@@ -77,7 +77,8 @@ class SparkExecutor:
             else:
                 admitted[f.node.name] = ingress.admit(self.spark, f, replay)
                 relations[f.node.name] = admitted[f.node.name].events
-        compiler = Compiler(self.spark, query, replay, relations)
+        spans = {f.node.name: f.span for f in frames if f.span is not None}
+        compiler = Compiler(self.spark, query, replay, relations, spans)
         return _Prepared(query, replay, admitted, mode.naive is True, compiler)
 
     def _outcomes(self, prepared: _Prepared, extra: DataFrame | None = None) -> tuple[list[Any], dict[str, list[Any]]]:
@@ -123,7 +124,7 @@ class SparkExecutor:
                     sub.ctis_generated, sub.watermark_delays = moved.ctis_generated, moved.watermark_delays
         return out
 
-    @raising_udf_errors
+    @spark_action
     def to_dataframe(self, stream: Stream[Any]) -> DataFrame:
         """The released output events as a lazy DataFrame: ``tempo_start`` and ``tempo_end``
         (timestamps; an open end is 9999-12-31 23:59:59.999999), then the payload's columns,
@@ -144,12 +145,13 @@ class SparkExecutor:
             *[F.col(f"`{n}`") for n in names],
         )
 
-    @raising_udf_errors
+    @spark_action
     def metrics(self, stream: Stream[Any]) -> dict[str, InputMetrics]:
         """Each input's metrics, without computing the query's output."""
         prepared = self._prepare(stream)
         return {name: m for name, (m, _) in self._finish(prepared, self._outcomes(prepared)[1], with_items=False).items()}
 
+    @spark_action
     def explain(self, stream: Stream[Any]) -> str:
         """tempo's logical plan and the Spark plan of the output, one after the other."""
         prepared = self._prepare(stream)
@@ -158,7 +160,7 @@ class SparkExecutor:
             prepared.compiler.output().explain(mode="formatted")
         return f"== tempo logical plan ==\n{prepared.query.explain()}\n\n== Spark plan ==\n{buffer.getvalue()}"
 
-    @raising_udf_errors
+    @spark_action
     def run(self, stream: Stream[T]) -> Result[T]:
         """Run the query and collect its result, as ``InMemoryExecutor().run`` does, with
         ``Result.withheld`` (and its ``UnreleasedResultsWarning``) computed in the same job."""
@@ -224,7 +226,7 @@ def _withheld_summary(spark: SparkSession, prepared: _Prepared) -> DataFrame | N
     if released is None:
         return None
     inputs = prepared.compiler.inputs
-    flushed = Compiler(spark, prepared.query, prepared.replay.at_infinity(), inputs).output()
+    flushed = Compiler(spark, prepared.query, prepared.replay.at_infinity(), inputs, prepared.compiler.spans).output()
     return flushed.filter(~released).agg(
         F.min(F.col(S)).alias(S), F.count(F.lit(1)).alias(E)
     ).withColumn(_WITHHELD, F.lit(True))

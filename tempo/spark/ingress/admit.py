@@ -52,6 +52,9 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
         return Admitted(out, None, frame, None)
     verdicts = decide(spark, frame, cti_replay)
     df = frame.df
+    if not verdicts.events and node.shape is not EventShape.EDGE:  # every event admitted as read
+        read = df.filter(kind.isin(*EVENT_KINDS)) if frame.kinds_vary else df
+        return Admitted(read.select(F.col(S), F.least(F.col(E), F.lit(INF)).alias(E), *payload), None, frame, verdicts)
     events = df.filter(kind.isin(*EVENT_KINDS))
     if verdicts.events:
         schema = f"{ORDER} long, {FILE} long, __status int, __adm_s long, __adm_e long"

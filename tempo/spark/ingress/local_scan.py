@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import Row
 from pyspark.sql import functions as F
 
 from tempo.events import EventShape
@@ -34,13 +33,45 @@ from tempo.tables import parquet_proves_no_nulls
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.ingress.blocks import Blocks
-from tempo.spark.ingress.rows import ARR, FILE, KIND, ORDER, POS, InputFrame, _imports, _ordering, single_parquet_file
+from tempo.spark.ingress.rows import ARR, FILE, KIND, ORDER, POS, InputFrame, Span, _imports, _ordering, single_parquet_file
 from tempo.ticks import INF, NEG_INF
 
 LOCAL_SCAN_ROWS = 20_000_000
 """Tables up to this many rows are scanned on the driver (see the module)."""
 
 _BATCH_ROWS = 1 << 20
+
+
+class _Spanning:
+    """A ``Span`` taken batch by batch."""
+
+    def __init__(self) -> None:
+        self.rows, self.first, self.last, self.finite_rows, self.finite_length = 0, INF, NEG_INF, 0, 0.0
+
+    def add(self, start: Any, end: Any | None, past_starts: int | None = None) -> None:
+        """A batch's starts and ends (None for points); ``past_starts``: one past its
+        latest start, when known."""
+        import numpy as np
+
+        if not len(start):
+            return
+        self.rows += len(start)
+        self.first = min(self.first, int(start.min()))
+        self.last = max(self.last, int(start.max()) + 1 if past_starts is None else past_starts)
+        if end is None:  # points
+            self.finite_rows += len(start)
+            self.finite_length += len(start)
+            return
+        finite = end < INF
+        if not bool(finite.all()):
+            start, end = start[finite], end[finite]
+        if len(end):
+            self.last = max(self.last, int(end.max()))
+            self.finite_rows += len(end)
+            self.finite_length += float(np.sum(end - start, dtype=np.float64))
+
+    def span(self) -> Span | None:
+        return Span(self.rows, self.first, self.last, self.finite_rows, self.finite_length) if self.rows else None
 
 
 def scan_locally(frame: InputFrame) -> bool:
@@ -66,7 +97,7 @@ def scan_locally(frame: InputFrame) -> bool:
         return False
     if found is None:
         return False
-    rows, lo, collected = found
+    rows, lo, collected, frame.span = found
     blocks = Blocks(lo, 1 << 62)
     blocks.rows[0] = blocks.counted[0] = blocks.events[0] = rows
     frame.blocks, frame.collected, frame.scanned = blocks, collected, True
@@ -78,7 +109,8 @@ def scan_locally(frame: InputFrame) -> bool:
 
 def count_if_clean(frame: InputFrame) -> int | None:
     """The row count of a table input where nothing can be late, when the driver proves that
-    no row breaks a rule (``validate``'s check), else None (the Spark job checks). For points
+    no row breaks a rule (``validate``'s check), else None (the Spark job checks); its
+    ``span`` is then set too. For points
     with an integer start column, a Parquet file's statistics are enough: no null in the
     start and order columns or in a payload field not declared optional, and no start at
     infinity. Otherwise the narrow columns are read as ``scan_locally`` reads them."""
@@ -92,18 +124,20 @@ def count_if_clean(frame: InputFrame) -> int | None:
         if node.shape is EventShape.POINT and isinstance(source, ParquetSource):
             counted = _count_by_statistics(source)
             if counted is not None:
-                return counted
+                frame.span = counted[1]
+                return counted[0]
         batches = _narrow_batches(source, limit, _utc_session(frame))
         if batches is None:
             return None
         import numpy as np
 
-        rows = 0
+        spanning = _Spanning()
         for _, start, end in batches:
             if bool(np.any(start >= INF)) or (end is not None and bool(np.any(end <= start))):
                 return None
-            rows += len(start)
-        return rows
+            spanning.add(start, end)
+        frame.span = spanning.span()
+        return spanning.rows
     except (ImportError, OSError, ValueError, TypeError, KeyError):
         return None
 
@@ -125,9 +159,9 @@ def _parquet_files(source: ParquetSource[Any]) -> list[Any]:
     return [pq.ParquetFile(f, filesystem=dataset.filesystem) for f in sorted(dataset.files)]
 
 
-def _count_by_statistics(source: ParquetSource[Any]) -> int | None:
-    """The row count of a Parquet file or directory of points, when its statistics prove
-    every row good (see ``count_if_clean``), else None."""
+def _count_by_statistics(source: ParquetSource[Any]) -> tuple[int, Span | None] | None:
+    """The row count and span of a Parquet file or directory of points, when its statistics
+    prove every row good (see ``count_if_clean``), else None."""
     import pyarrow.types as pt
 
     files = _parquet_files(source)
@@ -135,7 +169,7 @@ def _count_by_statistics(source: ParquetSource[Any]) -> int | None:
         return None
     required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
     checked = list(dict.fromkeys([source.start, *([source.order] if source.order else []), *required]))
-    rows = 0
+    rows, first, last, origin = 0, INF, NEG_INF, source.origin_ticks()
     for file in files:
         if not parquet_proves_no_nulls(file, checked):
             return None
@@ -143,11 +177,14 @@ def _count_by_statistics(source: ParquetSource[Any]) -> int | None:
         column = meta.schema.names.index(source.start)
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
+            if not group.num_rows:
+                continue
             stats = group.column(column).statistics
-            if group.num_rows and (stats is None or not stats.has_min_max or stats.max + source.origin_ticks() >= INF):
+            if stats is None or not stats.has_min_max or stats.max + origin >= INF:
                 return None
             rows += group.num_rows
-    return rows
+            first, last = min(first, stats.min + origin), max(last, stats.max + origin + 1)
+    return rows, (Span(rows, first, last, rows, float(rows)) if rows else None)
 
 
 def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> Iterator[tuple[Any, Any, Any]] | None:
@@ -209,11 +246,12 @@ def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> 
     return narrow()
 
 
-def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[int, int, list[Row]] | None:
-    """The Spark scan's collected rows, or None when a row breaks a rule or the order column
-    does not strictly increase. Every row is a counted event: a CTI candidate is every N-th
-    row's start (or a start entering a later period) less the delay, and a row is at risk
-    when it starts before the latest start before it less the delay."""
+def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[int, int, list[dict[str, Any]], Span | None] | None:
+    """The Spark scan's collected rows (as dicts of the same columns), or None when a row
+    breaks a rule or the order column does not strictly increase. Every row is a counted
+    event: a CTI candidate is every N-th row's start (or a start entering a later period)
+    less the delay, and a row is at risk when it starts before the latest start before it
+    less the delay."""
     import numpy as np
 
     policy = frame.policy
@@ -225,7 +263,8 @@ def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[i
     last_order = NEG_INF
     latest = NEG_INF  # the largest start before the batch
     seen_period = NEG_INF  # the greatest period entered before the batch
-    collected: list[Row] = []
+    collected: list[dict[str, Any]] = []
+    spanning = _Spanning()
     for order, start, end in batches:
         n = len(order)
         if not n:
@@ -234,29 +273,37 @@ def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[i
             lo = int(order[0])
         if order[0] <= last_order or (n > 1 and not bool(np.all(order[1:] > order[:-1]))):
             return None
-        if end is None:
-            end = start + 1
-        elif bool(np.any(end <= start)):
+        if end is not None and bool(np.any(end <= start)):
             return None
         if bool(np.any(start >= INF)):
             return None
         last_order = int(order[-1])
-        before = np.maximum.accumulate(np.concatenate(([latest], start[:-1])))
-        risk = start < before - delay
-        candidate = np.zeros(n, dtype=bool)
+        # The latest start up to each row, less the delay, in place: a row is at risk when
+        # it starts before the figure of the row before it (the first, before ``latest``'s).
+        bar = np.maximum.accumulate(start)
+        if latest > NEG_INF:
+            np.maximum(bar, latest, out=bar)
+        bar -= delay
+        risk = np.empty(n, dtype=bool)
+        risk[0] = latest > NEG_INF and int(start[0]) < latest - delay
+        np.less(start[1:], bar[:-1], out=risk[1:])
         if every_n:
-            candidate[(every_n - 1 - rows % every_n) % every_n::every_n] = True
+            candidates = np.arange((every_n - 1 - rows % every_n) % every_n, n, every_n)
         else:
             p = np.floor_divide(start, period)
             seen = np.maximum.accumulate(np.concatenate(([seen_period], p[:-1])))
-            candidate = (seen > NEG_INF) & (p > seen)
+            candidates = np.flatnonzero((seen > NEG_INF) & (p > seen))
             seen_period = max(seen_period, int(p.max()))
-        for i in np.flatnonzero(risk | candidate).tolist():
-            s = int(start[i])
-            collected.append(Row(**{
-                POS: rows + i, ORDER: int(order[i]), FILE: 0, KIND: kind, S: s, E: int(end[i]), ARR: NEG_INF,
-                "__g": s - delay if candidate[i] else None, "__x": None, "__risk": bool(risk[i]), "__bad": 0,
-            }))
-        latest = max(latest, int(start.max()))
+        picked = np.union1d(np.flatnonzero(risk), candidates)
+        is_candidate = np.isin(picked, candidates, assume_unique=True).tolist()
+        starts = start[picked].tolist()
+        ends = [t + 1 for t in starts] if end is None else end[picked].tolist()
+        for i, o, s, e, at_risk, c in zip(picked.tolist(), order[picked].tolist(), starts, ends, risk[picked].tolist(), is_candidate):
+            collected.append({
+                POS: rows + i, ORDER: o, FILE: 0, KIND: kind, S: s, E: e, ARR: NEG_INF,
+                "__g": s - delay if c else None, "__x": None, "__risk": at_risk, "__bad": 0,
+            })
+        latest = int(bar[-1]) + delay
+        spanning.add(start, end, latest + 1)
         rows += n
-    return rows, lo if lo is not None else 0, collected
+    return rows, lo if lo is not None else 0, collected, spanning.span()

@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tempo.runtime.ingress import INTERVAL, POINT, START
@@ -45,6 +45,29 @@ DROPPED, ADJUSTED = 2, 1
 """A verdict's status (0: admitted as read)."""
 
 
+@attrs.frozen
+class Span:
+    """Where an input's rows lie in time, as the driver read them. What the input admits is
+    a subset of its rows, or a row moved up to a CTI within its own lifetime, so it lies
+    there too. The compiler sizes its time buckets by it (``tempo.spark.compiler.overlapping_pairs``)."""
+
+    rows: int
+    first: int  # the least start
+    last: int  # one tick past the latest start or finite end
+    finite_rows: int  # rows whose lifetime ends (the others' end at infinity)
+    finite_length: float  # their lengths summed (in floats: an estimate, and int64 may overflow)
+
+    def mean_length(self) -> float | None:
+        """The mean length of the lifetimes that end, None when none does."""
+        return self.finite_length / self.finite_rows if self.finite_rows else None
+
+    def listed(self, width: int, first: int, last: int) -> float:
+        """About how many (row, bucket) pairs the rows give when each is cut to
+        ``[first, last)`` and listed in every bucket of ``width`` ticks it overlaps: at most."""
+        open_rows = self.rows - self.finite_rows
+        return self.finite_rows + self.finite_length / width + open_rows * ((last - first) / width + 1)
+
+
 @attrs.define
 class InputFrame:
     """One input as rows, with what the driver knows of it."""
@@ -60,9 +83,10 @@ class InputFrame:
     kinds_vary: bool = True  # rows may be of several kinds (else: all events of the shape)
     has_arrival: bool = True  # rows carry arrival times
     blocks: Blocks | None = None
-    collected: list[Row] = attrs.Factory(list)  # what the scan job kept (see ``scan``)
+    collected: list[Any] = attrs.Factory(list)  # what the scan kept, read by column name: Rows, or dicts from the driver's scan
     scanned: bool = False  # collected on the driver already (``local_scan``)
     scan_limit: int = 0  # rows the driver may read to scan or check this input (``local_scan``)
+    span: Span | None = None  # where its rows lie, when the driver read them (``local_scan``)
     policy: TimePolicy = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
