@@ -10,6 +10,8 @@ rule here raises ``UnsupportedError`` naming it, before anything runs.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from typing import Any
 
@@ -511,22 +513,74 @@ def _hopping(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     starts = [pl.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
     longest = c.query.longest_lifetime(node.input)
     one_window = longest is not None and size >= hop and (longest - 1 + size - 1) // hop == 0
-    if one_window:
-        exploded = df.select(k_lo.alias("__k"), *_keys(node), *_values(node), *starts)
-        if cti < INF:
-            exploded = exploded.filter(pl.col("__k") <= pl.lit(spec.last_complete(cti)))
+    merges = _pane_merges(node) if longest == 1 and size > hop else None
+    if merges is not None:
+        grouped = _by_panes(node, df, cti, starts, merges)
     else:
-        spans = df.select(k_lo.alias("__klo"), k_hi.alias("__khi"), *_keys(node), *_values(node), *starts)
-        spans = spans.filter(pl.col("__klo") <= pl.col("__khi"))
-        exploded = spans.select(
-            pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k"),
-            *_key_names(node), *_value_names(node), *(["__s"] if starts else []),
-        ).explode("__k")
-    extra = [pl.col("__s").min().alias("__lo"), pl.col("__s").max().alias("__hi")] if starts else []
-    grouped = _grouped(node, exploded, [*_key_names(node), "__k"], extra)
+        if one_window:
+            exploded = df.select(k_lo.alias("__k"), *_keys(node), *_values(node), *starts)
+            if cti < INF:
+                exploded = exploded.filter(pl.col("__k") <= pl.lit(spec.last_complete(cti)))
+        else:
+            spans = df.select(k_lo.alias("__klo"), k_hi.alias("__khi"), *_keys(node), *_values(node), *starts)
+            spans = spans.filter(pl.col("__klo") <= pl.col("__khi"))
+            exploded = spans.select(
+                pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k"),
+                *_key_names(node), *_value_names(node), *(["__s"] if starts else []),
+            ).explode("__k")
+        extra = [pl.col("__s").min().alias("__lo"), pl.col("__s").max().alias("__hi")] if starts else []
+        grouped = _grouped(node, exploded, [*_key_names(node), "__k"], extra)
     ws = grid.start_of(pl.col("__k"))
     bounded = grouped.with_columns(ws.alias("__ws")).with_columns((pl.col("__ws") + pl.lit(size)).alias("__we"))
     return _results(c, node, bounded.with_columns(pl.col("__we").alias("__done")), strict=False)
+
+
+PaneMerge = tuple[list[pl.Expr], pl.Expr]
+"""One aggregate by panes: its columns per pane and the window's value merged from them."""
+
+
+def _pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
+    """Each aggregate as pane columns (``__pa<i>_<j>``) and the window's ``__agg<i>`` merged
+    from them (``tempo.spark.windows._pane_merges``): a count is summed, an average kept as a
+    sum and a count, and a sum, min or max is itself again over its panes' values (nulls
+    and NaN as over the values). None when an aggregate does not merge this way."""
+    if not node.aggregates:
+        return None
+    merges: list[PaneMerge] = []
+    for i, a in enumerate(node.aggregates):
+        v, part, count = pl.col(f"__v{i}"), pl.col(f"__pa{i}_0"), pl.col(f"__pa{i}_1")
+        if a.kind is K.COUNT:
+            merges.append(([pl.len().cast(pl.Int64).alias(f"__pa{i}_0")], part.sum()))
+        elif a.kind is K.AVG:
+            merges.append(([v.sum().alias(f"__pa{i}_0"), v.count().alias(f"__pa{i}_1")],
+                           pl.when(count.sum() > 0).then(part.sum() / count.sum()).otherwise(None)))
+        elif a.kind in (K.SUM, K.MIN, K.MAX):
+            merges.append(([_AGGREGATES[a.kind](v, a).alias(f"__pa{i}_0")], _AGGREGATES[a.kind](part, a)))
+        else:
+            return None
+    return [(cols, merged.alias(f"__agg{i}")) for i, (cols, merged) in enumerate(merges)]
+
+
+def _by_panes(node: p.WindowNode, df: pl.LazyFrame, cti: int, starts: list[pl.Expr], merges: list[PaneMerge]) -> pl.LazyFrame:
+    """Overlapping windows over points by panes of width ``gcd(size, hop)``: aggregated per
+    pane, then merged per window (``tempo.spark.windows._by_panes``)."""
+    spec = node.spec
+    assert isinstance(spec, HoppingWindow)
+    grid: Any = spec
+    width = math.gcd(spec.size, spec.hop)
+    by = _key_names(node)
+    rows = df.select(((pl.col(S) - spec.offset) // width).alias("__p"), *_keys(node), *_values(node), *starts)
+    bounds = [pl.col("__s").min().alias("__lo"), pl.col("__s").max().alias("__hi")] if starts else []
+    panes = rows.group_by([*by, "__p"]).agg(*[c for cols, _ in merges for c in cols], *bounds)
+    first = pl.lit(spec.offset) + pl.col("__p") * width  # the pane's first tick
+    k_lo, k_hi = grid.first_window(first), grid.last_window(first + 1)
+    if cti < INF:  # only the windows the CTI completed
+        k_hi = pl.min_horizontal(k_hi, pl.lit(spec.last_complete(cti)))
+        panes = panes.filter(k_lo <= k_hi)
+    names = [n for cols, _ in merges for n in (c.meta.output_name() for c in cols)]
+    windows = panes.select(pl.int_ranges(k_lo, k_hi + 1).alias("__k"), *by, *names, *(["__lo", "__hi"] if starts else [])).explode("__k")
+    merged_bounds = [pl.col("__lo").min().alias("__lo"), pl.col("__hi").max().alias("__hi")] if starts else []
+    return windows.group_by([*by, "__k"]).agg(*[m for _, m in merges], *merged_bounds)
 
 
 def _grouped(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], extra: list[pl.Expr]) -> pl.LazyFrame:
