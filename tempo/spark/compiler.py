@@ -288,8 +288,8 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: Dat
     driver read both inputs (``Compiler.span``): a pair's output start is within the bounded
     event's lifetime, so no other bucket can hold it. ``W`` is also the unbounded side's
     mean finite length, so an event that ends lists about two buckets (a reference table
-    joined with readings, say); this applies when the open ones, cut, do not list more rows
-    than the inputs have. Otherwise, without keys, ``W`` is the unbounded side's
+    joined with readings, say); this applies when the rows listed (``Span.listed``) are at
+    most three times the two inputs' rows (open lifetimes cut to a wide span list many). Otherwise, without keys, ``W`` is the unbounded side's
     median length (one small aggregate), and its events spanning more than ``SPAN_BUCKETS``
     buckets (an open one, say) go to one extra bucket, ``LONG_BUCKET``, which every event of
     the bounded side also lists; with keys, the plain hash join on them.
@@ -307,8 +307,7 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: Dat
     if unbounded and probe_span is not None and other_span is not None:
         first, last = probe_span.first, probe_span.last
         cut_width = max(width, math.ceil(other_span.mean_length() or (last - first)))
-        # Only when the open lifetimes, cut, list no more rows than the inputs have.
-        if other_span.listed(cut_width, first, last) <= 2 * (probe_span.rows + other_span.rows):
+        if other_span.listed(cut_width, first, last) <= 3 * (probe_span.rows + other_span.rows):
             cut, width = (first, last), cut_width
     if cut is None and unbounded and node.keys:
         # A key's events meet every event of the key, but the extra rows of ``LONG_BUCKET``

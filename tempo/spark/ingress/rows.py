@@ -62,10 +62,11 @@ class Span:
         return self.finite_length / self.finite_rows if self.finite_rows else None
 
     def listed(self, width: int, first: int, last: int) -> float:
-        """About how many (row, bucket) pairs the rows give when each is cut to
-        ``[first, last)`` and listed in every bucket of ``width`` ticks it overlaps: at most."""
+        """At most how many (row, bucket) pairs the rows give when each is cut to
+        ``[first, last)`` and listed in every bucket of ``width`` ticks it overlaps (a
+        lifetime of length L overlaps at most (L - 1) / width + 2 buckets)."""
         open_rows = self.rows - self.finite_rows
-        return self.finite_rows + self.finite_length / width + open_rows * ((last - first) / width + 1)
+        return 2 * self.finite_rows + self.finite_length / width + open_rows * ((last - first) / width + 2)
 
 
 @attrs.define
