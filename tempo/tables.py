@@ -12,6 +12,7 @@ column is one ``InputSchemaError`` with the same words on both executors.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +32,47 @@ KINDS = {"point": 0, "interval": 1, "start": 2, "end": 3, "cti": 4, "heartbeat":
 KIND_NAMES = {code: name for name, code in KINDS.items()}
 
 _SHAPE_KIND = {EventShape.POINT: 0, EventShape.INTERVAL: 1}
+
+@attrs.frozen
+class Span:
+    """Where a table input's rows lie in time, as an executor read them before its query. What
+    the input admits is a subset of its rows, or a row moved up to a CTI within its own
+    lifetime, so it lies there too. The compilers size a join's time buckets by it
+    (``cut_buckets``)."""
+
+    rows: int
+    first: int  # the least start
+    last: int  # one tick past the latest start or finite end
+    finite_rows: int  # rows whose lifetime ends (the others' end at infinity)
+    finite_length: float  # their lengths summed (in floats: an estimate, and int64 may overflow)
+
+    def mean_length(self) -> float | None:
+        """The mean length of the lifetimes that end, None when none does."""
+        return self.finite_length / self.finite_rows if self.finite_rows else None
+
+    def listed(self, width: int, first: int, last: int) -> float:
+        """At most how many (row, bucket) pairs the rows give when each is cut to
+        ``[first, last)`` and listed in every bucket of ``width`` ticks it overlaps (a
+        lifetime of length L overlaps at most (L - 1) / width + 2 buckets)."""
+        open_rows = self.rows - self.finite_rows
+        return 2 * self.finite_rows + self.finite_length / width + open_rows * ((last - first) / width + 2)
+
+
+def cut_buckets(bounded: Span, unbounded: Span, longest: int) -> tuple[int, int, int] | None:
+    """How to join a side of lifetimes at most ``longest`` ticks long (spanning ``bounded``)
+    with a side of any lifetimes (spanning ``unbounded``) on time buckets: ``(width, first,
+    last)``, the unbounded side's lifetimes cut to ``[first, last)``, the bounded side's span
+    (a pair's output start lies within the bounded event, so no bucket outside it holds a
+    pair), in buckets as wide as the longer of ``longest`` and the unbounded side's mean
+    finite length (so a lifetime that ends lists a bucket or two). None when the rows listed
+    would be more than three times the two sides' rows (open lifetimes cut to a wide span,
+    with short finite ones, list many)."""
+    first, last = bounded.first, bounded.last
+    width = max(longest, 1, math.ceil(unbounded.mean_length() or (last - first)))
+    if unbounded.listed(width, first, last) > 3 * (bounded.rows + unbounded.rows):
+        return None
+    return width, first, last
+
 
 # ---- column checks (both executors) ---------------------------------------------------------
 #

@@ -329,3 +329,61 @@ def test_overlapping_windows_over_points_by_panes_agree_with_the_reference(
 
     assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"hop {hop} size {hop + extra}", query)
     assert built, "the windows were not built by panes"
+
+
+def _bucket_spy(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per join compiled: whether it joined on time buckets."""
+    from tempo.vectorised import compiler
+
+    used: list[bool] = []
+    real = compiler._on_buckets
+
+    def spy(*args: Any) -> Any:
+        out = real(*args)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(compiler, "_on_buckets", spy)
+    return used
+
+
+def test_points_join_open_intervals_on_cut_buckets(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The timeline of ``tests/test_spark_native_plans.py``'s test of the same name, whose
+    first and last readings sit one tick inside the cut's first and last 12.5 s buckets."""
+    from tests.test_spark_native_plans import EVERY_2, FLUSHED, Match, _events, _reference, at
+
+    used = _bucket_spy(monkeypatch)
+    ref = _reference([(0, 10, 1, 1.0), (10, None, 1, 2.0), (5, 20, 2, 3.0)])
+    readings = [(12.499999, 1, 1.0), (13, 2, 8.0), (21, 2, 4.0), (25, 1, 16.0)]
+    for settings, parquet in ((FLUSHED, None), (FLUSHED, str(tmp_path / "readings.parquet")), (EVERY_2, None)):
+        query = _events(readings, settings, parquet).join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Match(e.value * r.r))
+        result = VectorisedExecutor().run(query)
+        assert used and used[-1], "the join was not on time buckets"
+        assert sorted((e.start, e.payload.product) for e in result.events) == [(at(12.499999), 2.0), (at(13), 24.0), (at(25), 32.0)]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    events=st.lists(st.tuples(st.integers(-50, 200), st.integers(0, 2), st.integers(-4, 4)), min_size=1, max_size=20),
+    ref=st.lists(st.tuples(st.integers(-60, 220), st.one_of(st.none(), st.integers(1, 120)), st.integers(0, 2), st.integers(-4, 4)),
+                 min_size=1, max_size=12),
+    keyed=st.booleans(),
+    every_2=st.booleans(),
+    unit=st.sampled_from([1.0, 1e-6]),
+)
+def test_cut_buckets_agree_with_the_reference(monkeypatch: pytest.MonkeyPatch, events: list[tuple[int, int, int]],
+                                              ref: list[tuple[int, int | None, int, int]], keyed: bool, every_2: bool, unit: float) -> None:
+    """Readings joined with reference rows (finite or open) on the key or on a residual, in
+    seconds or in ticks: the reference's results, on buckets whenever the rows they list
+    stay within bounds."""
+    from tests.test_spark_native_plans import EVERY_2, FLUSHED, Match, _events, _reference
+
+    _bucket_spy(monkeypatch)
+    rows = [(s * unit, None if n is None else (s + n) * unit, k, r / 2) for s, n, k, r in ref]
+
+    def build() -> Stream[Match]:
+        ev = _events([(t * unit, k, v / 2) for t, k, v in events], EVERY_2 if every_2 else FLUSHED)
+        on: Any = (lambda e, r: e.key == r.key) if keyed else (lambda e, r: e.key <= r.key)
+        return ev.join(_reference(rows), on=on, select=lambda e, r: Match(e.value * r.r))
+
+    assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"keyed={keyed} every_2={every_2} unit={unit}", build)

@@ -17,7 +17,6 @@ keeps exactly each key's released events (``output``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +37,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark import windows
 from tempo.spark.columns import EXPRESSIONS, Scope, column, numeric_operands, record_columns
-from tempo.spark.ingress.rows import Span
+from tempo.tables import Span, cut_buckets
 from tempo.ticks import INF, NEG_INF
 
 _RULES: Registry[Compiler, DataFrame] = Registry("Spark", "plan node")
@@ -304,11 +303,9 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: Dat
     unbounded = None in bounds
     probe_span, other_span = (c.span(node.left), c.span(node.right)) if probe == "__l_" else (c.span(node.right), c.span(node.left))
     cut: tuple[int, int] | None = None  # where the unbounded side's events are cut to
-    if unbounded and probe_span is not None and other_span is not None:
-        first, last = probe_span.first, probe_span.last
-        cut_width = max(width, math.ceil(other_span.mean_length() or (last - first)))
-        if other_span.listed(cut_width, first, last) <= 3 * (probe_span.rows + other_span.rows):
-            cut, width = (first, last), cut_width
+    planned = cut_buckets(probe_span, other_span, longest) if unbounded and probe_span and other_span else None
+    if planned is not None:
+        width, cut = planned[0], planned[1:]
     if cut is None and unbounded and node.keys:
         # A key's events meet every event of the key, but the extra rows of ``LONG_BUCKET``
         # were measured to cost what the buckets saved on the benchmark's reference join.

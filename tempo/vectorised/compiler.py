@@ -25,6 +25,7 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
 from tempo.runtime.replay import CtiReplay
+from tempo.tables import Span, cut_buckets
 from tempo.ticks import INF, NEG_INF
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import EXECUTOR, EXPRESSIONS, START as S
@@ -60,9 +61,18 @@ def check_supported(query: Query) -> None:
 class Compiler:
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
-    def __init__(self, query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame]) -> None:
+    def __init__(self, query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame], spans: dict[str, Span] | None = None) -> None:
+        """``spans``: where the tables read column by column lie in time (``Span``)."""
         self.query, self.replay, self.inputs = query, replay, inputs
+        self.spans = spans or {}
         self.built: dict[int, pl.LazyFrame] = {}
+
+    def span(self, node: p.Node) -> Span | None:
+        """Where ``node``'s lifetimes lie, when they are a table's read column by column, or
+        a subset of them (``tempo.spark.compiler.Compiler.span``)."""
+        while isinstance(node, (p.WhereNode, p.SelectNode, p.EventTimeNode)):
+            node = node.input
+        return self.spans.get(node.name) if isinstance(node, p.SourceNode) else None
 
     def final_cti(self, node: p.Node) -> int:
         """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
@@ -170,12 +180,12 @@ def prefixed(frame: pl.LazyFrame, prefix: str) -> pl.LazyFrame:
     return frame.select([pl.col(n).alias(f"{prefix}{n}") for n in frame.collect_schema().names()])
 
 
-def matched(node: p.MatchingNode, left: pl.LazyFrame, right: pl.LazyFrame) -> pl.LazyFrame:
+def matched(node: p.MatchingNode, left: pl.LazyFrame, right: pl.LazyFrame, buckets: bool = False) -> pl.LazyFrame:
     """The pairs of ``left`` and ``right`` (columns prefixed ``__l_`` and ``__r_``) meeting
-    the node's keys and residual: a hash join on the keys (a null key matches nothing), or
-    every pair."""
+    the node's keys and residual: a hash join on the keys (a null key matches nothing), and
+    with ``buckets`` on the columns ``__l_bucket`` and ``__r_bucket`` too, or every pair."""
     scope = Scope(("__l_", "__r_"))
-    lk, rk = [], []
+    lk, rk = (["__l_bucket"], ["__r_bucket"]) if buckets else ([], [])
     for i, (a, b) in enumerate(node.keys):
         le, re = _join_key(a, b, expr(a, scope), expr(b, scope))
         left, right = left.with_columns(le.alias(f"__lk{i}")), right.with_columns(re.alias(f"__rk{i}"))
@@ -198,7 +208,8 @@ def _join(c: Compiler, node: p.JoinNode) -> pl.LazyFrame:
     start. The output end is the earlier known end if the other side (still open) has a CTI
     at or past it, else it stays open: when the in-memory join sends the end edge."""
     ls, le, rs, re = pl.col(f"__l_{S}"), pl.col(f"__l_{E}"), pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
-    joined = join_sides(c, node).filter((ls < re) & (rs < le))
+    joined = _on_buckets(c, node)
+    joined = (join_sides(c, node) if joined is None else joined).filter((ls < re) & (rs < le))
     start = pl.max_horizontal(ls, rs)
     known = pl.min_horizontal(le, re)
     cti_l, cti_r = c.final_cti(node.left), c.final_cti(node.right)
@@ -207,6 +218,30 @@ def _join(c: Compiler, node: p.JoinNode) -> pl.LazyFrame:
     out = joined.filter(start < pl.lit(c.final_bound(node)))
     return out.select(start.alias(S), end.alias(E), *record_exprs(node.projection, Scope(("__l_", "__r_"))))
 
+
+
+def _on_buckets(c: Compiler, node: p.JoinNode) -> pl.LazyFrame | None:
+    """Points joined with lifetimes of any length on time buckets as well as the keys
+    (``tempo.tables.cut_buckets``, as ``tempo.spark.compiler.overlapping_pairs`` does): a
+    point lists its one bucket, and the other side's lifetimes, cut to the points' span,
+    every bucket they overlap, so each pair meets once. None (the join on the keys alone)
+    unless one side is points, the other unbounded, and both spans known."""
+    bounds = c.query.longest_lifetime(node.left), c.query.longest_lifetime(node.right)
+    if 1 not in bounds or None not in bounds:
+        return None
+    points, other = ("__l_", "__r_") if bounds[0] == 1 else ("__r_", "__l_")
+    spans = {"__l_": c.span(node.left), "__r_": c.span(node.right)}
+    point_span, other_span = spans[points], spans[other]
+    planned = cut_buckets(point_span, other_span, 1) if point_span and other_span else None
+    if planned is None:
+        return None
+    width, first, last = planned
+    sides = {"__l_": prefixed(c.relation(node.left), "__l_"), "__r_": prefixed(c.relation(node.right), "__r_")}
+    sides[points] = sides[points].with_columns((pl.col(f"{points}{S}") // width).alias(f"{points}bucket"))
+    s, e = pl.col(f"{other}{S}"), pl.col(f"{other}{E}")
+    lo, hi = pl.max_horizontal(s, pl.lit(first)) // width, (pl.min_horizontal(e, pl.lit(last)) - 1) // width
+    sides[other] = sides[other].filter((s < last) & (e > first)).with_columns(pl.int_ranges(lo, hi + 1).alias(f"{other}bucket")).explode(f"{other}bucket")
+    return matched(node, sides["__l_"], sides["__r_"], buckets=True)
 
 @compiles(p.FollowedByNode)
 def _followed_by(c: Compiler, node: p.FollowedByNode) -> pl.LazyFrame:

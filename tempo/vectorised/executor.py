@@ -47,6 +47,7 @@ from tempo.runtime.replay import MERGED, CtiReplay, Key
 from tempo.runtime.stamping import stamped
 from tempo.runtime.codegen import compile_expression
 from tempo.sources import ParquetSource, TableSource
+from tempo.tables import Span
 from tempo.ticks import INF, NEG_INF, from_ticks
 from tempo.vectorised.compiler import Compiler, check_supported
 from tempo.vectorised.expressions import END as E
@@ -93,8 +94,8 @@ class VectorisedExecutor:
         with _udf_errors():
             query = Query.build(stream.node)
             check_supported(query)
-            replay, inputs, _ = _ingress(query, TimestampMode())
-            out = Compiler(query, replay, inputs).output().collect()
+            replay, inputs, _, spans = _ingress(query, TimestampMode())
+            out = Compiler(query, replay, inputs, spans).output().collect()
         utc = pl.Datetime("us", "UTC")
         columns = [pl.col(S).cast(utc).alias(START_COLUMN), pl.col(E).cast(utc).alias(END_COLUMN)]
         for f in record_fields(stream.payload_type):
@@ -108,7 +109,7 @@ class VectorisedExecutor:
             query = Query.build(stream.node)
             check_supported(query)
             mode = TimestampMode()
-            replay, _, counts = _ingress(query, mode, rows_wanted=False)
+            replay, _, counts, _ = _ingress(query, mode, rows_wanted=False)
             naive = mode.naive is True
             return _metrics(query, replay, counts, lambda t: from_ticks(t, naive))
 
@@ -116,9 +117,9 @@ class VectorisedExecutor:
         query = Query.build(stream.node)
         check_supported(query)
         mode = TimestampMode()
-        replay, inputs, counts = _ingress(query, mode)
+        replay, inputs, counts, spans = _ingress(query, mode)
         naive = mode.naive is True
-        compiler = Compiler(query, replay, inputs)
+        compiler = Compiler(query, replay, inputs, spans)
         out = compiler.output().collect()
         withheld = _withheld(query, replay, inputs, compiler)
         payload_type = stream.payload_type
@@ -184,7 +185,7 @@ def _withheld(query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame], 
     released = compiler.released()
     if released is None:
         return None
-    flushed = Compiler(query, replay.at_infinity(), inputs).output().filter(~released)
+    flushed = Compiler(query, replay.at_infinity(), inputs, compiler.spans).output().filter(~released)
     stats = flushed.select(pl.col(S).min().alias("s"), pl.len().alias("n")).collect()
     n = int(stats["n"][0])
     return (int(stats["s"][0]), n) if n else None
@@ -270,6 +271,7 @@ class _Table:
     rows: pl.LazyFrame
     count: int
     narrow: pl.DataFrame | None  # S, E for intervals, ARR with ordering settings
+    span: Span | None = None  # where its rows lie (for the joins' time buckets)
 
 
 def _read_columns(node: SourceNode) -> _Table | None:
@@ -306,6 +308,11 @@ def _read_columns(node: SourceNode) -> _Table | None:
     def broken(ends: pl.Expr) -> pl.Expr:
         return (pl.col(S).is_null() | ends.is_null() | (ends <= pl.col(S)) | (pl.col(S) >= INF)).any()
 
+    def spanned(ends: pl.Expr) -> list[pl.Expr]:  # a ``Span``'s figures, after the row count
+        finite = ends < INF
+        return [pl.col(S).min().alias("__first"), pl.max_horizontal(pl.col(S).max() + 1, ends.filter(finite).max()).alias("__last"),
+                finite.sum().alias("__finite"), (ends - pl.col(S)).filter(finite).cast(pl.Float64).sum().alias("__length")]
+
     order = pl.col(source.order) if source.order is not None else None
     verdicts = policy.generates or ordered
     point = node.shape is EventShape.POINT
@@ -321,11 +328,12 @@ def _read_columns(node: SourceNode) -> _Table | None:
     narrow = raw.select(wanted).collect() if wanted else None
     if verdicts:
         assert narrow is not None
-        count, bad = narrow.select(pl.len(), broken(pl.col(S) + 1 if point else pl.col(E))).row(0)
+        ends = pl.col(S) + 1 if point else pl.col(E)
+        count, bad, *figures = narrow.select(pl.len(), broken(ends), *spanned(ends)).row(0)
         if arrival is not None:
             bad = bad or narrow[ARR].null_count() > 0
     else:
-        count, bad = raw.select(*times).select(pl.len(), broken(pl.col(E))).collect(engine="streaming").row(0)
+        count, bad, *figures = raw.select(*times).select(pl.len(), broken(pl.col(E)), *spanned(pl.col(E))).collect(engine="streaming").row(0)
     if nullable:
         bad = bad or any(raw.select(pl.col(n).null_count() for n in nullable).collect(engine="streaming").row(0))
     if bad or (narrow is not None and order is not None and narrow["__order"].null_count()):
@@ -355,7 +363,8 @@ def _read_columns(node: SourceNode) -> _Table | None:
             return None
         assert narrow is not None
         narrow = narrow.with_columns(keys[KEY])
-    return _Table(rows, int(count), narrow if verdicts else None)
+    span = Span(int(count), int(figures[0]), int(figures[1]), int(figures[2]), float(figures[3] or 0.0)) if count else None
+    return _Table(rows, int(count), narrow if verdicts else None, span)
 
 
 def _verdicts(
@@ -549,11 +558,13 @@ def _every_n(narrow: pl.DataFrame, every_n: int, delay: int) -> tuple[pl.DataFra
 
 def _ingress(
     query: Query, mode: TimestampMode, rows_wanted: bool = True
-) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, EventCounts]]:
+) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, EventCounts], dict[str, Span]]:
     """Every input admitted (column by column, or item by item through the reference
-    ingress) and the CTIs of the whole query replayed. ``rows_wanted=False``: for the
-    metrics alone (a table's rejections and admitted rows are not made)."""
+    ingress) and the CTIs of the whole query replayed; the spans of the tables read column
+    by column. ``rows_wanted=False``: for the metrics alone (a table's rejections and
+    admitted rows are not made)."""
     replay = CtiReplay(query)
+    spans: dict[str, Span] = {}
     needs_arrival = query.ordered_by_arrival
     frames: dict[str, pl.LazyFrame] = {}
     counts: dict[str, EventCounts] = {}
@@ -563,6 +574,8 @@ def _ingress(
         read = _read_columns(node) if _columnar(node, needs_arrival) else None
         if read is not None:
             mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
+            if read.span is not None:
+                spans[node.name] = read.span
             if TimePolicy.of_input(node).ordered:
                 frames[node.name], counts[node.name], moves = _ordered_verdicts(node, read, replay.rejected, rows_wanted)
                 rows.extend(((arrival, decl, position, 0), node.name, ("ordered", arrival, c, k, kc)) for position, arrival, c, k, kc in moves)
@@ -577,7 +590,7 @@ def _ingress(
     for node in query.sources:
         if node.name in local:
             frames[node.name] = _events_frame(node, local[node.name])
-    return replay, frames, counts
+    return replay, frames, counts, spans
 
 
 def _events_frame(node: SourceNode, events: dict[int, list[Any]]) -> pl.LazyFrame:

@@ -29,11 +29,11 @@ from tempo.events import EventShape
 from tempo.expr.schema import record_fields
 from tempo.runtime.ingress import INTERVAL, POINT
 from tempo.sources import ArrowSource, ParquetSource, TableSource
-from tempo.tables import parquet_proves_no_nulls
+from tempo.tables import Span, parquet_proves_no_nulls
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.ingress.blocks import Blocks
-from tempo.spark.ingress.rows import ARR, FILE, KIND, ORDER, POS, InputFrame, Span, _imports, _ordering, single_parquet_file
+from tempo.spark.ingress.rows import ARR, FILE, KIND, ORDER, POS, InputFrame, _imports, _ordering, single_parquet_file
 from tempo.ticks import INF, NEG_INF
 
 LOCAL_SCAN_ROWS = 20_000_000

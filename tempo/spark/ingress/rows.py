@@ -14,6 +14,7 @@ from tempo.runtime.ingress import INTERVAL, POINT, START
 from tempo.plan.nodes import SourceNode
 from tempo.runtime.policy import TimePolicy
 from tempo.sources import ParquetSource, TableSource
+from tempo.tables import Span
 from tempo.rules import InputRule
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -43,30 +44,6 @@ NO_HEARTBEAT_ARRIVAL = int(InputRule.HEARTBEAT_ARRIVAL)
 
 DROPPED, ADJUSTED = 2, 1
 """A verdict's status (0: admitted as read)."""
-
-
-@attrs.frozen
-class Span:
-    """Where an input's rows lie in time, as the driver read them. What the input admits is
-    a subset of its rows, or a row moved up to a CTI within its own lifetime, so it lies
-    there too. The compiler sizes its time buckets by it (``tempo.spark.compiler.overlapping_pairs``)."""
-
-    rows: int
-    first: int  # the least start
-    last: int  # one tick past the latest start or finite end
-    finite_rows: int  # rows whose lifetime ends (the others' end at infinity)
-    finite_length: float  # their lengths summed (in floats: an estimate, and int64 may overflow)
-
-    def mean_length(self) -> float | None:
-        """The mean length of the lifetimes that end, None when none does."""
-        return self.finite_length / self.finite_rows if self.finite_rows else None
-
-    def listed(self, width: int, first: int, last: int) -> float:
-        """At most how many (row, bucket) pairs the rows give when each is cut to
-        ``[first, last)`` and listed in every bucket of ``width`` ticks it overlaps (a
-        lifetime of length L overlaps at most (L - 1) / width + 2 buckets)."""
-        open_rows = self.rows - self.finite_rows
-        return 2 * self.finite_rows + self.finite_length / width + open_rows * ((last - first) / width + 2)
 
 
 @attrs.define
