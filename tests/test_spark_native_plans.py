@@ -314,31 +314,36 @@ def test_no_cut_buckets_when_open_lifetimes_would_list_too_many(spark_executor: 
     assert sorted((e.start, e.payload.product) for e in result.events) == [(at(0), 1.0), (at(0), 2.0), (at(1_000_000), 8.0)]
 
 
+JOINS = st.fixed_dictionaries({
+    "events": st.lists(st.tuples(st.integers(-50, 200), st.integers(0, 2), st.integers(-4, 4)), min_size=1, max_size=20),
+    "ref": st.lists(st.tuples(st.integers(-60, 220), st.one_of(st.none(), st.integers(1, 120)), st.integers(0, 2), st.integers(-4, 4)),
+                    min_size=1, max_size=12),
+    "keyed": st.booleans(),
+    "every_2": st.booleans(),
+    "unit": st.sampled_from([1.0, 1e-6]),
+})
+"""Readings (points) and reference rows (finite of any length, or open), in seconds or in
+ticks (where buckets are a few ticks wide and every tick of the cut counts), joined on the
+key or on a residual only, the readings flushed or with a CTI every 2 rows."""
+
+
+def join_query(events: list[tuple[int, int, int]], ref: list[tuple[int, int | None, int, int]], keyed: bool,
+               every_2: bool, unit: float) -> Stream[Match]:
+    """The join ``JOINS`` draws."""
+    rows = [(s * unit, None if n is None else (s + n) * unit, k, r / 2) for s, n, k, r in ref]
+    ev = _events([(t * unit, k, v / 2) for t, k, v in events], EVERY_2 if every_2 else FLUSHED)
+    on: Any = (lambda e, r: e.key == r.key) if keyed else (lambda e, r: e.key <= r.key)
+    return ev.join(_reference(rows), on=on, select=lambda e, r: Match(e.value * r.r))
+
+
 @settings(max_examples=25, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(
-    events=st.lists(st.tuples(st.integers(-50, 200), st.integers(0, 2), st.integers(-4, 4)), min_size=1, max_size=20),
-    ref=st.lists(st.tuples(st.integers(-60, 220), st.one_of(st.none(), st.integers(1, 120)), st.integers(0, 2), st.integers(-4, 4)),
-                 min_size=1, max_size=12),
-    keyed=st.booleans(),
-    every_2=st.booleans(),
-    unit=st.sampled_from([1.0, 1e-6]),
-)
-def test_cut_buckets_agree_with_memory(spark_session: Any, events: list[tuple[int, int, int]],
-                                       ref: list[tuple[int, int | None, int, int]], keyed: bool, every_2: bool, unit: float) -> None:
-    """Any readings and reference rows (finite of any length, or open), joined on the key or
-    on a residual only, in seconds or in ticks (where buckets are a few ticks wide and every
-    tick of the cut counts): the same results, CTIs and metrics as memory."""
+@given(drawn=JOINS)
+def test_cut_buckets_agree_with_memory(spark_session: Any, drawn: dict[str, Any]) -> None:
+    """Any join ``JOINS`` draws: the same results, CTIs and metrics as memory."""
     from tempo.spark import SparkExecutor
 
-    rows = [(s * unit, None if n is None else (s + n) * unit, k, r / 2) for s, n, k, r in ref]
-
-    def build() -> Stream[Match]:
-        ev = _events([(t * unit, k, v / 2) for t, k, v in events], EVERY_2 if every_2 else FLUSHED)
-        on: Any = (lambda e, r: e.key == r.key) if keyed else (lambda e, r: e.key <= r.key)
-        return ev.join(_reference(rows), on=on, select=lambda e, r: Match(e.value * r.r))
-
-    assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), f"keyed={keyed} every_2={every_2}", build)
+    assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), repr(drawn), lambda: join_query(**drawn))
 
 
 @settings(max_examples=15, derandomize=True, deadline=None, database=None,

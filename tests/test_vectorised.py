@@ -362,28 +362,17 @@ def test_points_join_open_intervals_on_cut_buckets(monkeypatch: pytest.MonkeyPat
         assert sorted((e.start, e.payload.product) for e in result.events) == [(at(12.499999), 2.0), (at(13), 24.0), (at(25), 32.0)]
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    events=st.lists(st.tuples(st.integers(-50, 200), st.integers(0, 2), st.integers(-4, 4)), min_size=1, max_size=20),
-    ref=st.lists(st.tuples(st.integers(-60, 220), st.one_of(st.none(), st.integers(1, 120)), st.integers(0, 2), st.integers(-4, 4)),
-                 min_size=1, max_size=12),
-    keyed=st.booleans(),
-    every_2=st.booleans(),
-    unit=st.sampled_from([1.0, 1e-6]),
-)
-def test_cut_buckets_agree_with_the_reference(monkeypatch: pytest.MonkeyPatch, events: list[tuple[int, int, int]],
-                                              ref: list[tuple[int, int | None, int, int]], keyed: bool, every_2: bool, unit: float) -> None:
-    """Readings joined with reference rows (finite or open) on the key or on a residual, in
-    seconds or in ticks: the reference's results, on buckets whenever the rows they list
-    stay within bounds."""
-    from tests.test_spark_native_plans import EVERY_2, FLUSHED, Match, _events, _reference
+def _joins() -> Any:
+    from tests.test_spark_native_plans import JOINS
 
-    _bucket_spy(monkeypatch)
-    rows = [(s * unit, None if n is None else (s + n) * unit, k, r / 2) for s, n, k, r in ref]
+    return JOINS
 
-    def build() -> Stream[Match]:
-        ev = _events([(t * unit, k, v / 2) for t, k, v in events], EVERY_2 if every_2 else FLUSHED)
-        on: Any = (lambda e, r: e.key == r.key) if keyed else (lambda e, r: e.key <= r.key)
-        return ev.join(_reference(rows), on=on, select=lambda e, r: Match(e.value * r.r))
 
-    assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"keyed={keyed} every_2={every_2} unit={unit}", build)
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(drawn=_joins())
+def test_cut_buckets_agree_with_the_reference(drawn: dict[str, Any]) -> None:
+    """Any join ``tests.test_spark_native_plans.JOINS`` draws: the reference's results (on
+    buckets whenever the rows they list stay within bounds)."""
+    from tests.test_spark_native_plans import join_query
+
+    assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), repr(drawn), lambda: join_query(**drawn))
