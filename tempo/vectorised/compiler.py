@@ -61,8 +61,11 @@ def check_supported(query: Query) -> None:
 class Compiler:
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
-    def __init__(self, query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame], spans: dict[str, Span] | None = None) -> None:
-        """``spans``: where the tables read column by column lie in time (``Span``)."""
+    def __init__(
+        self, query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame], spans: dict[str, Callable[[], Span | None]] | None = None,
+    ) -> None:
+        """``spans``: how to take where each table read column by column lies in time
+        (``Span``), when a join asks."""
         self.query, self.replay, self.inputs = query, replay, inputs
         self.spans = spans or {}
         self.built: dict[int, pl.LazyFrame] = {}
@@ -72,7 +75,9 @@ class Compiler:
         a subset of them (``tempo.spark.compiler.Compiler.span``)."""
         while isinstance(node, (p.WhereNode, p.SelectNode, p.EventTimeNode)):
             node = node.input
-        return self.spans.get(node.name) if isinstance(node, p.SourceNode) else None
+        if not isinstance(node, p.SourceNode) or node.name not in self.spans:
+            return None
+        return self.spans[node.name]()
 
     def final_cti(self, node: p.Node) -> int:
         """The last CTI ``node`` forwards (``NEG_INF`` if none)."""

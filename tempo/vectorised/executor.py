@@ -23,6 +23,7 @@ before anything is read (docs/vectorised.md says what it runs).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -271,7 +272,18 @@ class _Table:
     rows: pl.LazyFrame
     count: int
     narrow: pl.DataFrame | None  # S, E for intervals, ARR with ordering settings
-    span: Span | None = None  # where its rows lie (for the joins' time buckets)
+
+    def span(self) -> Span | None:
+        """Where the rows lie (``tempo.tables.Span``): one more pass over the start and end
+        columns, streamed, taken only for a join that may use it."""
+        if not self.count:
+            return None
+        finite = pl.col(E) < INF
+        figures = self.rows.select(
+            pl.col(S).min(), pl.max_horizontal(pl.col(S).max() + 1, pl.col(E).filter(finite).max()).alias("__last"),
+            finite.sum().alias("__finite"), (pl.col(E) - pl.col(S)).filter(finite).cast(pl.Float64).sum().alias("__length"),
+        ).collect(engine="streaming").row(0)
+        return Span(self.count, int(figures[0]), int(figures[1]), int(figures[2]), float(figures[3] or 0.0))
 
 
 def _read_columns(node: SourceNode) -> _Table | None:
@@ -308,10 +320,6 @@ def _read_columns(node: SourceNode) -> _Table | None:
     def broken(ends: pl.Expr) -> pl.Expr:
         return (pl.col(S).is_null() | ends.is_null() | (ends <= pl.col(S)) | (pl.col(S) >= INF)).any()
 
-    def spanned(ends: pl.Expr) -> list[pl.Expr]:  # a ``Span``'s figures, after the row count
-        finite = ends < INF
-        return [pl.col(S).min().alias("__first"), pl.max_horizontal(pl.col(S).max() + 1, ends.filter(finite).max()).alias("__last"),
-                finite.sum().alias("__finite"), (ends - pl.col(S)).filter(finite).cast(pl.Float64).sum().alias("__length")]
 
     order = pl.col(source.order) if source.order is not None else None
     verdicts = policy.generates or ordered
@@ -328,12 +336,11 @@ def _read_columns(node: SourceNode) -> _Table | None:
     narrow = raw.select(wanted).collect() if wanted else None
     if verdicts:
         assert narrow is not None
-        ends = pl.col(S) + 1 if point else pl.col(E)
-        count, bad, *figures = narrow.select(pl.len(), broken(ends), *spanned(ends)).row(0)
+        count, bad = narrow.select(pl.len(), broken(pl.col(S) + 1 if point else pl.col(E))).row(0)
         if arrival is not None:
             bad = bad or narrow[ARR].null_count() > 0
     else:
-        count, bad, *figures = raw.select(*times).select(pl.len(), broken(pl.col(E)), *spanned(pl.col(E))).collect(engine="streaming").row(0)
+        count, bad = raw.select(*times).select(pl.len(), broken(pl.col(E))).collect(engine="streaming").row(0)
     if nullable:
         bad = bad or any(raw.select(pl.col(n).null_count() for n in nullable).collect(engine="streaming").row(0))
     if bad or (narrow is not None and order is not None and narrow["__order"].null_count()):
@@ -363,8 +370,7 @@ def _read_columns(node: SourceNode) -> _Table | None:
             return None
         assert narrow is not None
         narrow = narrow.with_columns(keys[KEY])
-    span = Span(int(count), int(figures[0]), int(figures[1]), int(figures[2]), float(figures[3] or 0.0)) if count else None
-    return _Table(rows, int(count), narrow if verdicts else None, span)
+    return _Table(rows, int(count), narrow if verdicts else None)
 
 
 def _verdicts(
@@ -558,13 +564,13 @@ def _every_n(narrow: pl.DataFrame, every_n: int, delay: int) -> tuple[pl.DataFra
 
 def _ingress(
     query: Query, mode: TimestampMode, rows_wanted: bool = True
-) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, EventCounts], dict[str, Span]]:
+) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, EventCounts], dict[str, Callable[[], Span | None]]]:
     """Every input admitted (column by column, or item by item through the reference
-    ingress) and the CTIs of the whole query replayed; the spans of the tables read column
-    by column. ``rows_wanted=False``: for the metrics alone (a table's rejections and
+    ingress) and the CTIs of the whole query replayed; how to take the span of each table
+    read column by column. ``rows_wanted=False``: for the metrics alone (a table's rejections and
     admitted rows are not made)."""
     replay = CtiReplay(query)
-    spans: dict[str, Span] = {}
+    spans: dict[str, Callable[[], Span | None]] = {}
     needs_arrival = query.ordered_by_arrival
     frames: dict[str, pl.LazyFrame] = {}
     counts: dict[str, EventCounts] = {}
@@ -574,8 +580,7 @@ def _ingress(
         read = _read_columns(node) if _columnar(node, needs_arrival) else None
         if read is not None:
             mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
-            if read.span is not None:
-                spans[node.name] = read.span
+            spans[node.name] = functools.cache(read.span)  # taken once, if a join asks
             if TimePolicy.of_input(node).ordered:
                 frames[node.name], counts[node.name], moves = _ordered_verdicts(node, read, replay.rejected, rows_wanted)
                 rows.extend(((arrival, decl, position, 0), node.name, ("ordered", arrival, c, k, kc)) for position, arrival, c, k, kc in moves)
