@@ -33,6 +33,7 @@ KIND_NAMES = {code: name for name, code in KINDS.items()}
 
 _SHAPE_KIND = {EventShape.POINT: 0, EventShape.INTERVAL: 1}
 
+
 @attrs.frozen
 class Span:
     """Where a table input's rows lie in time, as an executor read them before its query. What

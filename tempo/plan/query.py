@@ -14,7 +14,7 @@ from tempo.errors import QueryBuildError
 from tempo.expr import nodes as x
 from tempo.expr.schema import record_fields
 from tempo.plan.group_apply import GroupInputNode
-from tempo.plan.nodes import Node, SourceNode
+from tempo.plan.nodes import EventTimeNode, Node, SelectNode, SourceNode, WhereNode
 from tempo.result import RESERVED_COLUMNS
 
 
@@ -129,6 +129,13 @@ class Query:
     def longest_lifetime(self, node: Node) -> int | None:
         """An upper bound on the length of ``node``'s output lifetimes in ticks, or None."""
         return self.longest_lifetimes[id(node)]
+
+    def lifetimes_of(self, node: Node) -> SourceNode | None:
+        """The input whose lifetimes ``node``'s are, or a subset of (filtered, with another
+        payload), or None when an operator between makes or moves lifetimes."""
+        while isinstance(node, (WhereNode, SelectNode, EventTimeNode)):
+            node = node.input
+        return node if isinstance(node, SourceNode) else None
 
     @property
     def imports(self) -> list[tuple[str, str]]:

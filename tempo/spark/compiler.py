@@ -66,11 +66,10 @@ class Compiler:
         self.built: dict[int, DataFrame] = {}
 
     def span(self, node: p.Node) -> Span | None:
-        """Where ``node``'s lifetimes lie, when they are an input's the driver read, or a
-        subset of them (filtered, or with another payload)."""
-        while isinstance(node, (p.WhereNode, p.SelectNode, p.EventTimeNode)):
-            node = node.input
-        return self.spans.get(node.name) if isinstance(node, p.SourceNode) else None
+        """Where ``node``'s lifetimes lie, when they are those of an input the driver read
+        (``Query.lifetimes_of``)."""
+        source = self.query.lifetimes_of(node)
+        return None if source is None else self.spans.get(source.name)
 
     def final_cti(self, node: p.Node) -> int:
         """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
@@ -288,10 +287,11 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: Dat
     event's lifetime, so no other bucket can hold it. ``W`` is also the unbounded side's
     mean finite length, so an event that ends lists about two buckets (a reference table
     joined with readings, say); this applies when the rows listed (``Span.listed``) are at
-    most three times the two inputs' rows (open lifetimes cut to a wide span list many). Otherwise, without keys, ``W`` is the unbounded side's
-    median length (one small aggregate), and its events spanning more than ``SPAN_BUCKETS``
-    buckets (an open one, say) go to one extra bucket, ``LONG_BUCKET``, which every event of
-    the bounded side also lists; with keys, the plain hash join on them.
+    most three times the two inputs' rows (open lifetimes cut to a wide span list many).
+    Otherwise, without keys, ``W`` is the unbounded side's median length (one small
+    aggregate), and its events spanning more than ``SPAN_BUCKETS`` buckets (an open one,
+    say) go to one extra bucket, ``LONG_BUCKET``, which every event of the bounded side also
+    lists; with keys, the plain hash join on them.
     """
     bounds = c.query.longest_lifetime(node.left), c.query.longest_lifetime(node.right)
     if bounds == (None, None):

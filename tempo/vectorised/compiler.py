@@ -11,7 +11,6 @@ rule here raises ``UnsupportedError`` naming it, before anything runs.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 from typing import Any
 
@@ -71,13 +70,11 @@ class Compiler:
         self.built: dict[int, pl.LazyFrame] = {}
 
     def span(self, node: p.Node) -> Span | None:
-        """Where ``node``'s lifetimes lie, when they are a table's read column by column, or
-        a subset of them (``tempo.spark.compiler.Compiler.span``)."""
-        while isinstance(node, (p.WhereNode, p.SelectNode, p.EventTimeNode)):
-            node = node.input
-        if not isinstance(node, p.SourceNode) or node.name not in self.spans:
-            return None
-        return self.spans[node.name]()
+        """Where ``node``'s lifetimes lie, when they are those of a table read column by
+        column (``Query.lifetimes_of``)."""
+        source = self.query.lifetimes_of(node)
+        taken = None if source is None else self.spans.get(source.name)
+        return None if taken is None else taken()
 
     def final_cti(self, node: p.Node) -> int:
         """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
@@ -224,7 +221,6 @@ def _join(c: Compiler, node: p.JoinNode) -> pl.LazyFrame:
     return out.select(start.alias(S), end.alias(E), *record_exprs(node.projection, Scope(("__l_", "__r_"))))
 
 
-
 def _on_buckets(c: Compiler, node: p.JoinNode) -> pl.LazyFrame | None:
     """Points joined with lifetimes of any length on time buckets as well as the keys
     (``tempo.tables.cut_buckets``, as ``tempo.spark.compiler.overlapping_pairs`` does): a
@@ -247,6 +243,7 @@ def _on_buckets(c: Compiler, node: p.JoinNode) -> pl.LazyFrame | None:
     lo, hi = pl.max_horizontal(s, pl.lit(first)) // width, (pl.min_horizontal(e, pl.lit(last)) - 1) // width
     sides[other] = sides[other].filter((s < last) & (e > first)).with_columns(pl.int_ranges(lo, hi + 1).alias(f"{other}bucket")).explode(f"{other}bucket")
     return matched(node, sides["__l_"], sides["__r_"], buckets=True)
+
 
 @compiles(p.FollowedByNode)
 def _followed_by(c: Compiler, node: p.FollowedByNode) -> pl.LazyFrame:
