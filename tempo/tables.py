@@ -23,7 +23,7 @@ from tempo.errors import InputError, InputSchemaError
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.rules import InputRule, message
-from tempo.ticks import INF, from_ticks
+from tempo.ticks import INF, NEG_INF, from_ticks
 
 KINDS = {"point": 0, "interval": 1, "start": 2, "end": 3, "cti": 4, "heartbeat": 5}
 """Values of a ``kind`` column (case-insensitive) and the item kinds they stand for. A
@@ -37,15 +37,21 @@ _SHAPE_KIND = {EventShape.POINT: 0, EventShape.INTERVAL: 1}
 @attrs.frozen
 class Span:
     """Where a table input's rows lie in time, as an executor read them before its query. What
-    the input admits is a subset of its rows, or a row moved up to a CTI within its own
-    lifetime, so it lies there too. The compilers size a join's time buckets by it
-    (``cut_buckets``)."""
+    the input admits is a subset of its rows, or a row moved up to a CTI: within its own
+    lifetime, or, for a point, to ``[cti, cti + 1)``, which may lie past the rows (a negative
+    generation delay, a late arrival): ``admitting`` widens the span for those. The compilers
+    size a join's time buckets by it (``cut_buckets``)."""
 
     rows: int
     first: int  # the least start
     last: int  # one tick past the latest start or finite end
     finite_rows: int  # rows whose lifetime ends (the others' end at infinity)
     finite_length: float  # their lengths summed (in floats: an estimate, and int64 may overflow)
+
+    def admitting(self, latest_cti: int) -> Span:
+        """The span of what the input admits, when its latest finite CTI is ``latest_cti``:
+        ADJUST moves a point at most to ``[latest_cti, latest_cti + 1)``."""
+        return attrs.evolve(self, last=max(self.last, latest_cti + 1)) if NEG_INF < latest_cti < INF else self
 
     def mean_length(self) -> float | None:
         """The mean length of the lifetimes that end, None when none does."""

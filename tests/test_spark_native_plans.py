@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from tempo import (
     TICK,
     AdvanceTimeGenerationSettings,
+    AdvanceTimePolicy,
     AdvanceTimeSettings,
     Cti,
     EventShape,
@@ -221,6 +222,12 @@ def at(seconds: float) -> datetime:
 
 
 EVERY_2 = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=100), advance_to_infinity_on_shutdown=True))
+AHEAD = AdvanceTimeSettings(
+    AdvanceTimeGenerationSettings(frequency=1, delay=-TICK, advance_to_infinity_on_shutdown=True),
+    policy=AdvanceTimePolicy.ADJUST,
+)
+"""A CTI one tick after each row's start: a row starting at or before the latest start is
+late, and ADJUST moves it up to the CTI, past every row's start."""
 
 
 @attrs.frozen
@@ -303,6 +310,35 @@ def test_points_join_open_intervals_on_cut_buckets(spark_executor: Any, tmp_path
         ]
 
 
+def moved_past_the_rows() -> Stream[Match]:
+    """A reading moved by ADJUST past every reading's start still meets the
+    reference rows of its new time.
+
+        t:          0 .......... 10 s   10 s + 1 tick   10 s + 2 ticks
+        reference:  [====r 1.0=====)[========r 5.0 (never ends)=========>
+        readings:   #0 *1 @10 s: CTI 10 s + 1 tick (AHEAD)
+                    #1 *2 @10 s: late, moved to [10 s + 1 tick, 10 s + 2 ticks)
+        #0 meets r 1.0: 1 x 1 = 1; #1, moved, meets r 5.0: 2 x 5 = 10.
+
+    The readings' rows span [10 s, 10 s + 1 tick), but what the input admits reaches one tick
+    further (``Span.admitting``): a cut to the rows alone leaves r 5.0 out.
+    """
+    ref = _reference([(0, 10.000001, 1, 1.0), (10.000001, None, 1, 5.0)])
+    events = _events([(10, 1, 1.0), (10, 1, 2.0)], AHEAD)
+    return events.join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Match(e.value * r.r))
+
+
+MOVED_PAST_THE_ROWS_RESULT = [(at(10), at(10) + TICK, 1.0), (at(10) + TICK, at(10) + 2 * TICK, 10.0)]
+
+
+def test_a_reading_moved_past_the_rows_meets_the_reference_of_its_new_time(spark_executor: Any) -> None:
+    """The timeline of ``moved_past_the_rows``."""
+    query = moved_past_the_rows()
+    assert _bucketed(spark_executor, query)
+    result = spark_executor.run(query)
+    assert sorted((e.start, e.end, e.payload.product) for e in result.events) == MOVED_PAST_THE_ROWS_RESULT
+
+
 def test_no_cut_buckets_when_open_lifetimes_would_list_too_many(spark_executor: Any) -> None:
     """Short finite rows (1 s: buckets of 1 s) and open rows over readings spanning 10^6 s
     would list a million buckets each: the plain join on the key, with the same results."""
@@ -319,19 +355,20 @@ JOINS = st.fixed_dictionaries({
     "ref": st.lists(st.tuples(st.integers(-60, 220), st.one_of(st.none(), st.integers(1, 120)), st.integers(0, 2), st.integers(-4, 4)),
                     min_size=1, max_size=12),
     "keyed": st.booleans(),
-    "every_2": st.booleans(),
+    "ctis": st.sampled_from(["flush", "every-2", "ahead"]),
     "unit": st.sampled_from([1.0, 1e-6]),
 })
 """Readings (points) and reference rows (finite of any length, or open), in seconds or in
 ticks (where buckets are a few ticks wide and every tick of the cut counts), joined on the
-key or on a residual only, the readings flushed or with a CTI every 2 rows."""
+key or on a residual only, the readings flushed, with a CTI every 2 rows, or with ``AHEAD``'s
+(late readings moved past the latest start)."""
 
 
 def join_query(events: list[tuple[int, int, int]], ref: list[tuple[int, int | None, int, int]], keyed: bool,
-               every_2: bool, unit: float) -> Stream[Match]:
+               ctis: str, unit: float) -> Stream[Match]:
     """The join ``JOINS`` draws."""
     rows = [(s * unit, None if n is None else (s + n) * unit, k, r / 2) for s, n, k, r in ref]
-    ev = _events([(t * unit, k, v / 2) for t, k, v in events], EVERY_2 if every_2 else FLUSHED)
+    ev = _events([(t * unit, k, v / 2) for t, k, v in events], {"flush": FLUSHED, "every-2": EVERY_2, "ahead": AHEAD}[ctis])
     on: Any = (lambda e, r: e.key == r.key) if keyed else (lambda e, r: e.key <= r.key)
     return ev.join(_reference(rows), on=on, select=lambda e, r: Match(e.value * r.r))
 

@@ -362,6 +362,16 @@ def test_points_join_open_intervals_on_cut_buckets(monkeypatch: pytest.MonkeyPat
         assert sorted((e.start, e.payload.product) for e in result.events) == [(at(12.499999), 2.0), (at(13), 24.0), (at(25), 32.0)]
 
 
+def test_a_reading_moved_past_the_rows_meets_the_reference_of_its_new_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline of ``tests.test_spark_native_plans.moved_past_the_rows``."""
+    from tests.test_spark_native_plans import MOVED_PAST_THE_ROWS_RESULT, moved_past_the_rows
+
+    used = _bucket_spy(monkeypatch)
+    result = VectorisedExecutor().run(moved_past_the_rows())
+    assert used == [True], "the join was not on time buckets"
+    assert sorted((e.start, e.end, e.payload.product) for e in result.events) == MOVED_PAST_THE_ROWS_RESULT
+
+
 def _joins() -> Any:
     from tests.test_spark_native_plans import JOINS
 

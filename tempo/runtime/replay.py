@@ -159,6 +159,11 @@ class CtiReplay:
     def metrics(self, name: str) -> InputMetrics:
         return self.ingresses[name].metrics
 
+    def latest_finite_cti(self, input_name: str) -> int:
+        """The latest finite CTI the input reached (``NEG_INF`` if none)."""
+        finite = [t for _, t in self.steps[input_name] if t < INF]
+        return finite[-1] if finite else NEG_INF
+
     def ctis_of(self, node: p.Node) -> list[int]:
         """The CTIs ``node`` emits, in order."""
         return self.node_ctis[id(node)]

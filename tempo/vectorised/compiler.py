@@ -74,7 +74,8 @@ class Compiler:
         column (``Query.lifetimes_of``)."""
         source = self.query.lifetimes_of(node)
         taken = None if source is None else self.spans.get(source.name)
-        return None if taken is None else taken()
+        span = None if taken is None else taken()
+        return None if span is None or source is None else span.admitting(self.replay.latest_finite_cti(source.name))
 
     def final_cti(self, node: p.Node) -> int:
         """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
