@@ -16,6 +16,7 @@ from tempo.errors import (
     QueryBuildError,
     TempoError,
     TraceError,
+    UdfError,
     UdfResultError,
     UnsupportedError,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "TICK",
     "TempoError",
     "TraceError",
+    "UdfError",
     "UdfResultError",
     "UnreleasedResultsWarning",
     "UnsupportedError",

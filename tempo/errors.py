@@ -78,6 +78,20 @@ class UnsupportedError(CompileError):
         return (UnsupportedError, (self.executor, self.what, self.reason))
 
 
+class UdfError(TempoError):
+    """A ``tempo.udf`` function, or a method of a user-defined aggregate, raised an exception.
+    On the in-memory executor the exception is this error's ``__cause__``; on Spark and the
+    vectorised executor, which run the function in a worker or inside polars, its type and
+    message are carried back as text."""
+
+    def __init__(self, udf: str, error: str, text: str, arguments: str) -> None:
+        self.udf = udf
+        self.error = error
+        self.text = text
+        self.arguments = arguments
+        super().__init__(f"udf {udf!r} raised {error}: {text} (for the arguments {arguments})")
+
+
 class UdfResultError(TempoError):
     """A ``tempo.udf`` function returned a value of another type than it declared."""
 

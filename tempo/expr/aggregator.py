@@ -82,18 +82,20 @@ def aggregator_runner(aggregator: Any, value_type: type, name: str, local: bool)
     ``aggregator``'s result: nulls dropped, ``BATCH`` values at a time accumulated from
     ``zero()`` and merged in order, the result checked against ``returns`` (an int where a
     float is declared becomes a float). A bad result raises ``UdfResultError`` (``local``)
-    or, in a Spark worker, the ``ValueError`` ``checked_udf`` raises there. The function
+    or, in a Spark worker, the ``ValueError`` ``checked_udf`` raises there; an exception of
+    the aggregator's, ``UdfError`` naming the method, as ``checked_udf`` raises it. The function
     refers to nothing of tempo's (pyarrow, builtins and its closure), so Spark can ship it
     to workers without tempo."""
-    from tempo.expr.nodes import UDF_MARKER
+    from tempo.expr.nodes import UDF_MARKER, UDF_RAISED_MARKER
 
-    arrow_name, batch, marker = ARROW_TYPES[value_type], BATCH, UDF_MARKER
+    arrow_name, batch, marker, raised_marker = ARROW_TYPES[value_type], BATCH, UDF_MARKER, UDF_RAISED_MARKER
     returns: type = aggregator.returns
     error: Any = None
+    raised: Any = None
     if local:
-        from tempo.errors import UdfResultError
+        from tempo.errors import UdfError, UdfResultError
 
-        error = UdfResultError
+        error, raised = UdfResultError, UdfError
 
     def run(values: Any) -> Any:
         import pyarrow as pa
@@ -105,11 +107,23 @@ def aggregator_runner(aggregator: Any, value_type: type, name: str, local: bool)
         array = array.drop_null()
         if array.type != want:
             array = array.cast(want)
-        state = aggregator.zero()
-        for i, offset in enumerate(range(0, len(array), batch)):
-            part = aggregator.accumulate(aggregator.zero(), array.slice(offset, batch))
-            state = part if i == 0 else aggregator.merge(state, part)
-        result = aggregator.result(state)
+        method = "zero"
+        try:
+            state = aggregator.zero()
+            for i, offset in enumerate(range(0, len(array), batch)):
+                method = "accumulate"
+                part = aggregator.accumulate(aggregator.zero(), array.slice(offset, batch))
+                method = "merge"
+                state = part if i == 0 else aggregator.merge(state, part)
+            method = "result"
+            result = aggregator.result(state)
+        except Exception as exc:  # the aggregator failed: UdfError, here or on the driver
+            failure = (f"{name}.{method}", type(exc).__name__, str(exc), f"(the {len(array)} values of a window)")
+            if raised is not None:
+                raise raised(*failure) from exc
+            import json
+
+            raise ValueError(raised_marker + json.dumps(failure) + raised_marker) from None
         if result is None or (isinstance(result, returns) and (returns is bool or not isinstance(result, bool))):
             return result
         if returns is float and isinstance(result, int) and not isinstance(result, bool):

@@ -334,6 +334,10 @@ UDF_MARKER = "[tempo udf result]"
 """Marks a udf result error raised inside a Spark Python worker, so that the driver can raise
 it again as ``UdfResultError`` (``tempo.spark.columns.udf_errors``)."""
 
+UDF_RAISED_MARKER = "[tempo udf raised]"
+"""Marks an exception a udf (or an aggregator's method) raised inside a Spark Python worker
+or polars, carried as text, so that the driver can raise it as ``UdfError``."""
+
 
 def marked_fields(exc: BaseException, marker: str, count: int) -> list[str] | None:
     """The ``count`` fields a worker wrote as a JSON list between two ``marker`` into the
@@ -356,12 +360,15 @@ def marked_fields(exc: BaseException, marker: str, count: int) -> list[str] | No
 
 
 def udf_error(exc: BaseException) -> Any:
-    """The ``UdfResultError`` a udf raised in an engine's worker (``checked_udf`` with
-    ``local=False``), if ``exc`` carries one; else None."""
-    from tempo.errors import UdfResultError
+    """The ``UdfResultError`` or ``UdfError`` a udf raised in an engine's worker
+    (``checked_udf`` with ``local=False``), if ``exc`` carries one; else None."""
+    from tempo.errors import UdfError, UdfResultError
 
     fields = marked_fields(exc, UDF_MARKER, 5)
-    return None if fields is None else UdfResultError(*fields)
+    if fields is not None:
+        return UdfResultError(*fields)
+    raised = marked_fields(exc, UDF_RAISED_MARKER, 4)
+    return None if raised is None else UdfError(*raised)
 
 
 def checked_udf(fn: Callable[..., Any], returns: type, name: str, local: bool) -> Callable[..., Any]:
@@ -369,20 +376,30 @@ def checked_udf(fn: Callable[..., Any], returns: type, name: str, local: bool) -
 
     ``None`` passes; an ``int`` becomes a ``float`` where ``float`` is declared; a ``bool`` is
     no number unless ``bool`` is declared. A mismatch raises ``UdfResultError`` (``local``) or,
-    for a Spark Python worker, a ``ValueError`` carrying the error's fields as JSON between two
-    ``UDF_MARKER``. The returned function refers to nothing of tempo's (only builtins and
+    for a Spark Python worker or polars, a ``ValueError`` carrying the error's fields as JSON
+    between two ``UDF_MARKER``; an exception ``fn`` raises, ``UdfError`` (the exception its
+    cause) or such a ``ValueError`` between two ``UDF_RAISED_MARKER``. The returned function refers to nothing of tempo's (only builtins and
     its closure), so Spark can ship it to workers that have no tempo installed.
     """
-    marker = UDF_MARKER
+    marker, raised_marker = UDF_MARKER, UDF_RAISED_MARKER
     error: Any = None
+    raised: Any = None
     if local:
-        from tempo.errors import UdfResultError
+        from tempo.errors import UdfError, UdfResultError
 
-        error = UdfResultError
+        error, raised = UdfResultError, UdfError
     numeric = returns is float or returns is int
 
     def check(*args: Any) -> Any:
-        value = fn(*args)
+        try:
+            value = fn(*args)
+        except Exception as exc:  # the user's function failed: UdfError, here or on the driver
+            failure = (name, type(exc).__name__, str(exc), repr(tuple(args)))
+            if raised is not None:
+                raise raised(*failure) from exc
+            import json
+
+            raise ValueError(raised_marker + json.dumps(failure) + raised_marker) from None
         if value is None or returns is object:
             return value
         if isinstance(value, bool):

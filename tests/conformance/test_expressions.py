@@ -20,7 +20,7 @@ import attrs
 import pytest
 
 import tempo
-from tempo import Cti, EventShape, Interval, Point, Stream, UdfResultError
+from tempo import Cti, EventShape, Interval, Point, Stream, UdfError, UdfResultError
 from tests.conformance.compare import check_result, same_items
 
 BASE = datetime(2024, 1, 1)
@@ -245,6 +245,26 @@ def test_udf_returning_a_str_for_float_raises_on_every_executor(executor: Any) -
     for word in ("'_label'", "float", "'hot'", "str", "(1.5,)"):
         assert word in msg, word
     assert "Py4J" not in msg and "Traceback" not in msg
+
+
+def _reciprocal_gap(v: float | None) -> Any:
+    return None if v is None else 1 / (v - 1.5)
+
+
+def test_udf_raising_is_a_udf_error_on_every_executor(executor: Any) -> None:
+    """a's v 1.5 makes _reciprocal_gap divide by zero. Every executor raises ``UdfError``
+    naming the udf, the exception's type and message and the arguments (on Spark from the
+    Python worker, in the vectorised executor from inside polars, never their own error); in
+    memory the ZeroDivisionError is its cause."""
+    gap = tempo.udf(_reciprocal_gap, float)
+    q = nulls().select(lambda m: Out(name=m.name, x=gap(m.v)))
+    with pytest.raises(UdfError) as info:
+        executor.run(q)
+    e = info.value
+    assert (e.udf, e.error, e.text, e.arguments) == ("_reciprocal_gap", "ZeroDivisionError", "float division by zero", "(1.5,)")
+    assert str(e) == "udf '_reciprocal_gap' raised ZeroDivisionError: float division by zero (for the arguments (1.5,))"
+    if isinstance(executor, tempo.InMemoryExecutor):
+        assert isinstance(e.__cause__, ZeroDivisionError)
 
 
 def test_udf_int_for_float_is_a_float_and_none_passes(executor: Any) -> None:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tempo import Aggregator, Cti, EventShape, Point, QueryBuildError, Stream, UdfResultError
+from tempo import Aggregator, Cti, EventShape, Point, QueryBuildError, Stream, UdfError, UdfResultError
 from tempo.expr import aggregator as uda_module
 from tests.conformance.test_operators import T, run
 from tests.conformance.test_window_kinds import check, span
@@ -170,6 +170,26 @@ def test_a_result_of_another_type_is_a_udf_result_error(executor: Any) -> None:
     q = s.tumbling(timedelta(seconds=10)).aggregate(lambda w: N(n=w.uda(Wrong(), lambda e: e.v)))
     with pytest.raises(UdfResultError, match="'Wrong' is declared to return int but returned 'many'"):
         executor.run(q)
+
+
+class Refusing(Calls):
+    """Refuses a batch holding 7.5."""
+
+    def accumulate(self, state: int, values: pa.Array) -> int:
+        if 7.5 in values.to_pylist():
+            raise ValueError("7.5 is out of range")
+        return state + 1
+
+
+def test_an_aggregator_raising_is_a_udf_error_naming_the_method(executor: Any) -> None:
+    """a's window [0, 10) holds 2.0 and 7.5 (the null skipped): accumulate raises there, and
+    every executor raises ``UdfError`` naming the aggregator's method."""
+    s = Stream.create("in", readings(), EventShape.POINT)
+    q = s.group_by(lambda e: e.k).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: N(n=w.uda(Refusing(), lambda e: e.v)))
+    with pytest.raises(UdfError) as info:
+        executor.run(q)
+    e = info.value
+    assert (e.udf, e.error, e.text, e.arguments) == ("Refusing.accumulate", "ValueError", "7.5 is out of range", "(the 2 values of a window)")
 
 
 def test_bad_aggregators_are_refused_when_built() -> None:
