@@ -225,8 +225,7 @@ def _hopping(c: Compiler, node: p.WindowNode) -> DataFrame:
         # benchmark's hopping windows (Spark's hash aggregate is sensitive to key order).
         grouped = _grouped(node, exploded, [*_key_names(node), "__k"], extra)
     ws = spec.start_of_column(F.col("__k"))
-    bounded = grouped.withColumn("__ws", ws).withColumn("__we", F.col("__ws") + F.lit(size))
-    return results(c, node, bounded.withColumn("__done", F.col("__we")), strict=False)
+    return results(c, node, grouped.select("*", ws.alias("__ws"), (ws + F.lit(size)).alias("__we")), strict=False, done="__we")
 
 
 
@@ -326,7 +325,7 @@ def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
         sessions = _grouped(node, rows, [*keys, "__act", "__ws"], [F.first("__we").alias("__we")])
     if cti < INF:
         sessions = sessions.filter(F.col("__we") <= F.lit(cti))
-    return results(c, node, sessions.withColumn("__done", F.col("__we")), strict=False)
+    return results(c, node, sessions, strict=False, done="__we")
 
 
 # ---- count windows ----------------------------------------------------------------------
@@ -358,7 +357,7 @@ def _count(c: Compiler, node: p.WindowNode) -> DataFrame:
         )
     grouped = _grouped(node, rows, [*_key_names(node), "__k"], [F.count(F.lit(1)).alias("__n"), F.min("__s").alias("__ws"), F.max("__s").alias("__hi")])
     full = grouped.filter(F.col("__n") == F.lit(size)).withColumn("__we", F.col("__hi") + 1)
-    return results(c, node, full.withColumn("__done", F.col("__hi")), strict=True)
+    return results(c, node, full, strict=True, done="__hi")
 
 
 # ---- snapshots --------------------------------------------------------------------------
@@ -390,16 +389,18 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> DataFrame:
     if node.ends_known:
         grouped = grouped.filter(final_end)
     q = F.when(final_end, F.col("__q")).otherwise(F.lit(INF))
-    bounded = grouped.withColumn("__ws", F.col("__p")).withColumn("__we", q)
-    return results(c, node, bounded.withColumn("__done", F.col("__we")).withColumn("__hi", F.col("__p")).withColumn("__lo", F.col("__p")), strict=True)
+    bounded = grouped.select("*", F.col("__p").alias("__ws"), q.alias("__we"), F.col("__p").alias("__hi"), F.col("__p").alias("__lo"))
+    return results(c, node, bounded, strict=True, done="__we")
 
 
 # ---- result timestamps ------------------------------------------------------------------
 
 
-def results(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool) -> DataFrame:
-    """Each window row stamped as ``node.timestamp`` says, with its payload projected (where
-    ``w.start``/``w.end`` read the window's bounds)."""
+def results(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool, done: str) -> DataFrame:
+    """Each window row (its bounds ``__ws`` and ``__we``) stamped as ``node.timestamp`` says,
+    with its payload projected (where ``w.start``/``w.end`` read ``__ws``/``__we``), in one
+    select. ``done``: the column of the time at which the window is complete, for the
+    completing CTI of the default stamp."""
     ws, we = F.col("__ws"), F.col("__we")
     ts = node.timestamp
     if ts is WindowTimestamp.LIFETIME:
@@ -414,15 +415,12 @@ def results(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool) -> D
         elif ts is WindowTimestamp.EARLIEST:
             at = F.greatest(ws, F.col("__lo"))
         else:
-            rows = _completing_cti(c, node, rows, strict)
+            rows = _completing_cti(c, node, rows.withColumn("__done", F.col(done)), strict)
             finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
             at_infinity = F.greatest(we - 1, F.lit(finite[-1])) if finite else we - 1  # ``operators.stamp``
             at = F.when(F.col("__cti") >= INF, at_infinity).otherwise(F.col("__cti") - 1)
         until = at + 1
-    bounds = rows.select(ws.alias(S), we.alias(E), at.alias("__at"), until.alias("__until"), *_key_names(node), *[
-        f"__agg{i}" for i in range(len(node.aggregates))
-    ])
-    return bounds.select(F.col("__at").alias(S), F.col("__until").alias(E), *record_columns(node.projection, Scope()))
+    return rows.select(at.alias(S), until.alias(E), *record_columns(node.projection, Scope()))
 
 
 def _completing_cti(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool) -> DataFrame:
