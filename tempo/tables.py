@@ -264,6 +264,35 @@ def parquet_proves_no_nulls(file: Any, columns: list[str]) -> bool:
     return True
 
 
+def points_proved_by_statistics(files: list[Any], source: Any) -> tuple[int, Span | None] | None:
+    """The row count and span of a table source of points read from ``files``
+    (``pyarrow.parquet.ParquetFile``s), when their statistics prove every row good: an
+    integer start column, no null in it, in the order column or in a payload field not
+    declared optional, and no start at infinity. Else None: the rows must be read."""
+    import pyarrow.types as pt
+
+    if not files or not pt.is_integer(files[0].schema_arrow.field(source.start).type):
+        return None
+    required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
+    checked = list(dict.fromkeys([source.start, *([source.order] if source.order else []), *required]))
+    rows, first, last, origin = 0, INF, NEG_INF, source.origin_ticks()
+    for file in files:
+        if not parquet_proves_no_nulls(file, checked):
+            return None
+        meta = file.metadata
+        column = meta.schema.names.index(source.start)
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            if not group.num_rows:
+                continue
+            stats = group.column(column).statistics
+            if stats is None or not stats.has_min_max or stats.max + origin >= INF:
+                return None
+            rows += group.num_rows
+            first, last = min(first, stats.min + origin), max(last, stats.max + origin + 1)
+    return rows, (Span(rows, first, last, rows, float(rows)) if rows else None)
+
+
 def table_columns(table: Any) -> dict[str, str]:
     """A pyarrow table's columns as name -> type word."""
     return {f.name: arrow_column_type(f.type) for f in table.schema}

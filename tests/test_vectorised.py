@@ -590,3 +590,92 @@ def test_edges_and_cti_rows_of_a_table_by_hand(policy: AdvanceTimePolicy, execut
         ]
         assert (m.received, m.admitted, m.adjusted, m.dropped) == (9, 5, 0, 4)
     assert (m.ctis_explicit, m.ctis_generated) == (2, 1)
+
+
+@attrs.frozen
+class Ranked:
+    key: int
+    value: float
+    rank: int
+
+
+@attrs.frozen
+class Gathered:
+    key: int
+    n: int
+    first: float | None
+    values: list[float]
+
+
+def test_which_queries_follow_the_input_order() -> None:
+    """``Query.follows_input_order``: windows of ordinary aggregates (first and collect order
+    their values by start and payload), joins and the stateless operators do not look at
+    the order in which events starting together arrive; top_k's ties, analytic functions and
+    followed_by may."""
+    from tempo import Point
+
+    a = Stream.create("a", [Point(T0, Span(1, 1.0))], EventShape.POINT)
+    b = Stream.create("b", [Point(T0, Span(1, 2.0))], EventShape.POINT)
+    free = [
+        a.where(lambda e: e.value > 0).select(lambda e: Span(e.key, e.value * 2)),
+        a.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(
+            lambda k, w: Gathered(k, w.count(), w.first(lambda e: e.value), w.collect(lambda e: e.value))),
+        a.join(b, on=lambda l, r: l.key == r.key, select=lambda l, r: Span(l.key, r.value)),
+    ]
+    following = [
+        a.tumbling(timedelta(seconds=10)).top_k(1, by=lambda e: e.key, select=lambda e, rank: Ranked(e.key, e.value, rank)),
+        a.analytic(lambda e, w: Span(e.key, w.sum(lambda x: x.value))),
+        a.followed_by(b, within=timedelta(seconds=5), on=lambda l, r: l.key == r.key, select=lambda l, r: Span(l.key, r.value)),
+    ]
+    assert [Query.build(q.node).follows_input_order for q in free] == [False] * len(free)
+    assert [Query.build(q.node).follows_input_order for q in following] == [True] * len(following)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    starts=st.lists(st.integers(0, 12), min_size=1, max_size=25), data=st.data(), parquet=st.booleans(),
+    ranked=st.booleans(), settings_=st.sampled_from(["flush", "none"]),
+)
+def test_a_table_without_ctis_in_any_order_agrees_with_the_reference(
+    starts: list[int], data: st.DataObject, parquet: bool, ranked: bool, settings_: str, tmp_path_factory: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A table where nothing can be late, its rows stored out of order (by an order column
+    with ties, sometimes a null), many starting together: windows of first and collect read
+    it in any order (the order column only checked, Parquet statistics proving the rows good
+    where they can), a top_k with ties in the input's order; the reference's results or its
+    error either way."""
+    from tempo.vectorised import ingress
+
+    seq = data.draw(st.lists(st.one_of(st.integers(0, 6), st.none() if data.draw(st.integers(0, 9)) == 0 else st.integers(0, 6)),
+                             min_size=len(starts), max_size=len(starts)))
+    table = pa.table({
+        "t": pa.array([s * 1_000_000 for s in starts], pa.int64()), "seq": pa.array(seq, pa.int64()),
+        "key": pa.array([s % 2 for s in starts], pa.int64()), "value": pa.array([float(i % 3) for i in range(len(starts))], pa.float64()),
+    })
+    path = None
+    if parquet:
+        import pyarrow.parquet as pq
+
+        path = str(tmp_path_factory.mktemp("t") / "in.parquet")
+        pq.write_table(table, path, row_group_size=7)
+    proved: list[bool] = []
+    real = ingress._proved_by_statistics
+    monkeypatch.setattr(ingress, "_proved_by_statistics", lambda *a: proved.append((out := real(*a)) is not None) or out)
+    ordered: list[bool] = []
+    real_read = ingress._read_columns
+    monkeypatch.setattr(ingress, "_read_columns", lambda node, follows=True: ordered.append(follows) or real_read(node, follows))
+    settings_value = FLUSH if settings_ == "flush" else None
+
+    def build() -> Stream[Any]:
+        source: Any = (ParquetSource(path, Span, start="t", order="seq", time_origin=T0) if path
+                       else ArrowSource(table, Span, start="t", order="seq", time_origin=T0))
+        s = Stream.create("in", source, EventShape.POINT, settings_value)
+        window = s.group_by(lambda e: e.key).tumbling(timedelta(seconds=5))
+        if ranked:
+            return window.top_k(2, by=lambda e: e.value, select=lambda e, rank: Ranked(e.key, e.value, rank))
+        return window.aggregate(lambda k, w: Gathered(k, w.count(), w.first(lambda e: e.value), w.collect(lambda e: e.value)))
+
+    assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"{starts} {seq} {ranked}", build)
+    assert ordered and ordered[-1] is ranked, "the order column was read when no operator looks at it, or skipped when one does"
+    if parquet and not ranked and None not in seq:
+        assert proved and proved[-1], "the Parquet statistics did not prove the rows good"

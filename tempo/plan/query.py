@@ -14,7 +14,10 @@ from tempo.errors import QueryBuildError
 from tempo.expr import nodes as x
 from tempo.expr.schema import record_fields
 from tempo.plan.group_apply import GroupInputNode
-from tempo.plan.nodes import EventTimeNode, Node, SelectNode, SourceNode, WhereNode
+from tempo.plan.nodes import (
+    AggregateKind, AlterLifetimeNode, ClipNode, EventTimeNode, ExplodeNode, JoinNode, Node, SelectNode, SourceNode, UnionNode, WhereNode,
+    WindowNode,
+)
 from tempo.result import RESERVED_COLUMNS
 
 
@@ -129,6 +132,24 @@ class Query:
     def longest_lifetime(self, node: Node) -> int | None:
         """An upper bound on the length of ``node``'s output lifetimes in ticks, or None."""
         return self.longest_lifetimes[id(node)]
+
+    @property
+    def follows_input_order(self) -> bool:
+        """Whether the released events may depend on the order in which events of equal
+        start arrive (beyond the positions an error or rejection names, and the order within
+        one release): False when every operator is one that does not look at it (where,
+        select, the lifetime changes, explode, join, union, and windows without ``top_k`` or a
+        user-defined aggregate, whose aggregates order values by start and payload).
+        Conservative: an operator not on that list counts as following it. An input where
+        nothing can be late may then be read in any order."""
+        free = (SourceNode, WhereNode, EventTimeNode, SelectNode, ExplodeNode, ClipNode, AlterLifetimeNode, JoinNode, UnionNode)
+        for node in self.nodes:
+            if isinstance(node, WindowNode):
+                if any(a.kind in (AggregateKind.TOP, AggregateKind.UDA) for a in node.aggregates):
+                    return True
+            elif not isinstance(node, free):
+                return True
+        return False
 
     def lifetimes_of(self, node: Node) -> SourceNode | None:
         """The input whose lifetimes ``node``'s are, or a subset of (filtered, with another

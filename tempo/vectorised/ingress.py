@@ -107,10 +107,14 @@ class _Table:
     rows: pl.LazyFrame
     count: int
     narrow: pl.DataFrame | None  # S, E for intervals, ARR with ordering settings
+    stated: tuple[Span | None] | None = None  # the span a Parquet file's statistics give
 
     def span(self) -> Span | None:
-        """Where the rows lie (``tempo.tables.Span``): one more pass over the start and end
-        columns, streamed, taken only for a join that may use it."""
+        """Where the rows lie (``tempo.tables.Span``): from the file's statistics, or one
+        more pass over the start and end columns, streamed, taken only for a join that may
+        use it."""
+        if self.stated is not None:
+            return self.stated[0]
         return _span(self.rows) if self.count else None
 
 
@@ -151,11 +155,13 @@ def _open_table(node: SourceNode) -> tuple[TableSource[Any], pl.LazyFrame, list[
     return source, raw, nullable, schema, _ticks_of(schema, source.origin_ticks())
 
 
-def _read_columns(node: SourceNode) -> _Table | None:
+def _read_columns(node: SourceNode, follows_order: bool = True) -> _Table | None:
     """A table input as columns of ticks and payload values, or None when a row breaks a
     rule (the reference ingress then raises its error). Only the columns the checks need
     are read here: the order, start and end columns, and payload columns whose nulls the
-    file's statistics do not rule out; the payload is left to the query's own scan."""
+    file's statistics do not rule out; the payload is left to the query's own scan.
+    ``follows_order``: whether the query's results may depend on the order of events that
+    start together (``Query.follows_input_order``)."""
     source, raw, nullable, schema, ticks = _open_table(node)
     start = ticks(source.start) if source.start else None
     end = ticks(source.end) if node.shape is EventShape.INTERVAL and source.end else None
@@ -175,23 +181,37 @@ def _read_columns(node: SourceNode) -> _Table | None:
     order = pl.col(source.order) if source.order is not None else None
     verdicts = policy.generates or ordered
     point = node.shape is EventShape.POINT
+    # Without verdicts, and where no operator looks at the order of events starting
+    # together, the rows may be taken in any order: the order column is only checked.
+    if order is not None and not verdicts and not follows_order:
+        order = None
+        checked_order = [pl.col(source.order).is_null().alias("__null_order")] if source.order else []
+    else:
+        checked_order = []
     # With generated CTIs or ordering settings the verdicts need the start column (and the
     # end, for intervals; the arrival) in memory: the rows are checked there. Otherwise the
-    # checks run batch by batch, keeping no column, and only the order column is collected,
-    # to see whether the rows are in order.
+    # checks run batch by batch, keeping no column, or not at all when a Parquet file's
+    # statistics prove them (``points_proved_by_statistics``), and only the order column is
+    # collected, to see whether the rows are in order.
     wanted = (times[:1] if point else times) if verdicts else []
     if arrival is not None:
         wanted = [*wanted, arrival.alias(ARR)]
     if order is not None:
         wanted = [*wanted, order.alias("__order")]
     narrow = raw.select(wanted).collect() if wanted else None
+    proved = None
     if verdicts:
         assert narrow is not None
         count, bad = narrow.select(pl.len(), broken(pl.col(S) + 1 if point else pl.col(E))).row(0)
         if arrival is not None:
             bad = bad or narrow[ARR].null_count() > 0
+    elif point and (proved := _proved_by_statistics(source)) is not None:
+        count, bad, nullable = proved[0], False, []
     else:
-        count, bad = raw.select(*times).select(pl.len(), broken(pl.col(E))).collect(engine="streaming").row(0)
+        count, bad, *null_order = raw.select(*times, *checked_order).select(
+            pl.len(), broken(pl.col(E)), *(pl.col("__null_order").any() for _ in checked_order)
+        ).collect(engine="streaming").row(0)
+        bad = bad or any(null_order)
     if nullable:
         bad = bad or any(raw.select(pl.col(n).null_count() for n in nullable).collect(engine="streaming").row(0))
     if bad or (narrow is not None and order is not None and narrow["__order"].null_count()):
@@ -214,7 +234,21 @@ def _read_columns(node: SourceNode) -> _Table | None:
             return None
         assert narrow is not None
         narrow = narrow.with_columns(keys[KEY])
-    return _Table(rows, int(count), narrow if verdicts else None)
+    return _Table(rows, int(count), narrow if verdicts else None, None if proved is None else (proved[1],))
+
+
+def _proved_by_statistics(source: TableSource[Any]) -> tuple[int, Span | None] | None:
+    """The row count and span of a single Parquet file of points whose statistics prove
+    every row good (``tempo.tables.points_proved_by_statistics``), else None."""
+    import os
+
+    if not (isinstance(source, ParquetSource) and os.path.isfile(source.path)):
+        return None
+    import pyarrow.parquet as pq
+
+    from tempo.tables import points_proved_by_statistics
+
+    return points_proved_by_statistics([pq.ParquetFile(source.path)], source)
 
 
 def _verdicts(
@@ -428,7 +462,7 @@ def _ingress(
                 mode.saw(aware=True)
                 as_items[node.name] = (decl, node, items)
                 continue
-        read = _read_columns(node) if _reads_columns(node, needs_arrival) else None
+        read = _read_columns(node, query.follows_input_order) if _reads_columns(node, needs_arrival) else None
         if read is not None:
             mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
             spans[node.name] = functools.cache(read.span)  # taken once, if a join asks

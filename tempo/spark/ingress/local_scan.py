@@ -29,7 +29,7 @@ from tempo.events import EventShape
 from tempo.expr.schema import record_fields
 from tempo.runtime.ingress import INTERVAL, POINT
 from tempo.sources import ArrowSource, ParquetSource, TableSource
-from tempo.tables import Span, parquet_proves_no_nulls
+from tempo.tables import Span, parquet_proves_no_nulls, points_proved_by_statistics
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.ingress.blocks import Blocks
@@ -161,30 +161,8 @@ def _parquet_files(source: ParquetSource[Any]) -> list[Any]:
 
 def _count_by_statistics(source: ParquetSource[Any]) -> tuple[int, Span | None] | None:
     """The row count and span of a Parquet file or directory of points, when its statistics
-    prove every row good (see ``count_if_clean``), else None."""
-    import pyarrow.types as pt
-
-    files = _parquet_files(source)
-    if not files or not pt.is_integer(files[0].schema_arrow.field(source.start).type):
-        return None
-    required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
-    checked = list(dict.fromkeys([source.start, *([source.order] if source.order else []), *required]))
-    rows, first, last, origin = 0, INF, NEG_INF, source.origin_ticks()
-    for file in files:
-        if not parquet_proves_no_nulls(file, checked):
-            return None
-        meta = file.metadata
-        column = meta.schema.names.index(source.start)
-        for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            if not group.num_rows:
-                continue
-            stats = group.column(column).statistics
-            if stats is None or not stats.has_min_max or stats.max + origin >= INF:
-                return None
-            rows += group.num_rows
-            first, last = min(first, stats.min + origin), max(last, stats.max + origin + 1)
-    return rows, (Span(rows, first, last, rows, float(rows)) if rows else None)
+    prove every row good (``tempo.tables.points_proved_by_statistics``), else None."""
+    return points_proved_by_statistics(_parquet_files(source), source)
 
 
 def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> Iterator[tuple[Any, Any, Any]] | None:
