@@ -125,7 +125,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--reference", required=True)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=0)
-    ap.add_argument("--ctis", choices=("end", "every-1000"), default="end")
+    ap.add_argument("--ctis", choices=("end", "every-1000", "import"), default="end")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     ap.add_argument("--driver-memory", default="8g")

@@ -459,8 +459,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     ap.add_argument("--driver-memory", default="8g")
-    ap.add_argument("--ctis", choices=("end", "every-1000"), default="end",
-                    help="W2-W7 inputs: one CTI at the end (default) or a CTI after every 1000th event, 120 s behind")
+    ap.add_argument("--ctis", choices=("end", "every-1000", "import"), default="end",
+                    help="W2-W7 inputs: one CTI at the end (default), a CTI after every 1000th event, 120 s behind, or "
+                         "that with the events' arrival column and W4's reference importing their CTIs (import)")
     ap.add_argument("--explain", action="store_true", help="print the Spark plans of the Spark engines' queries first")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON results (default bench/results/latest.json)")
     ap.add_argument("--isolate", action="store_true",

@@ -14,6 +14,7 @@ import attrs
 
 from tempo import (
     AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
     EventShape,
@@ -107,25 +108,36 @@ REF_EVERY_1000 = AdvanceTimeSettings(
 valid_from order, so a CTI at the batch's valid_from never drops anything."""
 
 
+REF_IMPORTED = AdvanceTimeSettings(import_=AdvanceTimeImportSettings("events"), policy=AdvanceTimePolicy.DROP)
+"""W4 reference with ``--ctis import``: the events' CTIs, imported (WORKLOADS.md: "its CTIs
+imported from the events stream"). A reference row arrives at its valid_from, at least 120 s
+after every imported CTI, so it is never late."""
+
+
 CTIS = "end"
-"""How W2-W7's inputs advance time: "end" (``FLUSHED``) or "every-1000" (``EVERY_1000``);
-set by ``run.py --ctis``."""
+"""How W2-W7's inputs advance time: "end" (``FLUSHED``), "every-1000" (``EVERY_1000``), or
+"import" (``EVERY_1000`` over events that carry their arrival column, and W4's reference
+importing their CTIs: ``REF_IMPORTED``); set by ``run.py --ctis``."""
 
 
 def _settings(reference: bool = False) -> AdvanceTimeSettings:
+    if CTIS == "import":
+        return REF_IMPORTED if reference else EVERY_1000
     if CTIS == "every-1000":
         return REF_EVERY_1000 if reference else EVERY_1000
     return FLUSHED
 
 
 def _events_source(path: str) -> ParquetSource[Event]:
-    return ParquetSource(path, payload_type=Event, start="event_time", order="seq", time_origin=ORIGIN)
+    arrival = {"arrival": "arrival_time"} if CTIS == "import" else {}
+    return ParquetSource(path, payload_type=Event, start="event_time", order="seq", time_origin=ORIGIN, **arrival)
 
 
 def _reference_source(path: str) -> ParquetSource[Ref]:
     # The file's row order is the arrival order (valid_from, key); valid_to = 2**62 marks the
     # last row of each key, valid for ever.
-    return ParquetSource(path, payload_type=Ref, start="valid_from", end="valid_to", time_origin=ORIGIN)
+    arrival = {"arrival": "arrival_time"} if CTIS == "import" else {}
+    return ParquetSource(path, payload_type=Ref, start="valid_from", end="valid_to", time_origin=ORIGIN, **arrival)
 
 
 def w1(events: str) -> Stream[Event]:
