@@ -344,7 +344,7 @@ def test_a_payload_that_may_fail_to_build_is_built_before_any_row_is_used(tmp_pa
     rows = [{"start": s * US, "key": s, "value": 1.0} for s in range(10)]
     rows[8]["value"] = None
     path = _write(tmp_path, rows)
-    for cls, error in ((Checked, TypeError), (Plain, ValueError)):
+    for cls, error in ((Checked, TypeError), (Plain, tempo.UdfError)):  # the udf's ValueError, as a UdfError
         source = ParquetSource(path, cls, start="start", time_origin=ORIGIN)
         stream = Stream.create("t", source, EventShape.POINT).where(lambda e: tempo.udf(fails_on_2, returns=bool)(e.key))
         with pytest.raises(error):

@@ -307,3 +307,52 @@ def test_rows_at_risk_by_blocks_are_those_of_the_running_maximum(
         expected.append(v < seen - delay)
         seen = max(seen, v)
     assert at_risk(np.array(values, dtype=np.int64), latest, delay, block).tolist() == expected
+
+
+@settings(CASES, max_examples=8)
+@given(case=tables(), data=st.data())
+def test_driver_scan_of_a_table_with_arrivals_feeds_its_importer(
+    spark_session: Any, tmp_path_factory: Any, scans: list[str], case: Any, data: st.DataObject
+) -> None:
+    """Random tables with generated CTIs and an arrival column, whose CTIs a small table of
+    levels imports (ADJUST): the driver scan of the first keys each CTI by its row's arrival,
+    so the importer meets them where the in-memory executor does; the same results with the
+    Spark scan."""
+    import pyarrow as pa
+
+    from tempo import AdvanceTimeImportSettings
+    from tempo.spark import SparkExecutor
+
+    desc, times, ends, file_order, adv = case
+    n = len(times)
+    # Without an order column the arrival column gives the order, which the driver scan
+    # takes only when it strictly increases.
+    gaps = data.draw(st.lists(st.integers(1 if file_order else 0, 3), min_size=n, max_size=n))
+    arrivals = [sum(gaps[: i + 1]) for i in range(n)]
+    table = _table(times, None if file_order else [3 * i + 1 for i in range(n)], ends).append_column(
+        "arr", pa.array([a * S for a in arrivals], pa.int64())
+    )
+    path = _write(table, tmp_path_factory.mktemp("t") / "in.parquet")
+    m = data.draw(st.integers(1, 5))
+    levels = pa.table({
+        "t": pa.array([data.draw(st.integers(0, 40)) * S for _ in range(m)], pa.int64()),
+        "arr": pa.array(sorted(data.draw(st.integers(0, 3 * n)) * S for _ in range(m)), pa.int64()),
+        "key": pa.array([i % 3 for i in range(m)], pa.int64()), "value": pa.array([float(i) for i in range(m)], pa.float64()),
+    })
+    shape = EventShape.INTERVAL if ends else EventShape.POINT
+    columns: dict[str, Any] = {"end": "e"} if ends else {}
+    if not file_order:
+        columns["order"] = "seq"
+    importing = AdvanceTimeSettings(import_=AdvanceTimeImportSettings("in"), policy=AdvanceTimePolicy.ADJUST)
+
+    def build() -> Stream[Any]:
+        readings = Stream.create("in", ParquetSource(path, Reading, start="t", arrival="arr", time_origin=ORIGIN, **columns), shape, adv)
+        level = Stream.create("levels", ArrowSource(levels, Reading, start="t", arrival="arr", time_origin=ORIGIN), EventShape.POINT, importing)
+        return readings.join(level, on=lambda r, l: r.key == l.key, select=lambda r, l: Reading(r.key, r.value + l.value))
+
+    scans.clear()
+    assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), desc, build)
+    assert scans[0] == "driver", (desc, scans)
+    scans.clear()
+    assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session, local_scan_rows=0), desc, build)
+    assert scans[0] == "spark", (desc, scans)

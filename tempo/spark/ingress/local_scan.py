@@ -81,15 +81,14 @@ def scan_locally(frame: InputFrame) -> bool:
     node, policy, limit = frame.node, frame.policy, frame.scan_limit
     source = node.source
     if (
-        limit <= 0 or frame.df is None or frame.kinds_vary or frame.has_arrival or frame.needs_arrival
-        or _imports(frame) or _ordering(frame) or not policy.generates
+        limit <= 0 or frame.df is None or frame.kinds_vary or _imports(frame) or _ordering(frame) or not policy.generates
         or node.shape not in (EventShape.POINT, EventShape.INTERVAL)
         or not isinstance(source, (ParquetSource, ArrowSource))
         or (source.order is None and not single_parquet_file(source))  # else file order is Spark's partitions'
     ):
         return False
     try:
-        batches = _narrow_batches(source, limit, _utc_session(frame))
+        batches = _narrow_batches(source, limit, _utc_session(frame), arrival=frame.has_arrival)
         if batches is None:
             return False
         found = _scan(frame, batches)
@@ -132,7 +131,7 @@ def count_if_clean(frame: InputFrame) -> int | None:
         import numpy as np
 
         spanning = _Spanning()
-        for _, start, end in batches:
+        for _, start, end, _ in batches:
             if bool(np.any(start >= INF)) or (end is not None and bool(np.any(end <= start))):
                 return None
             spanning.add(start, end)
@@ -165,14 +164,19 @@ def _count_by_statistics(source: ParquetSource[Any]) -> tuple[int, Span | None] 
     return points_proved_by_statistics(_parquet_files(source), source)
 
 
-def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> Iterator[tuple[Any, Any, Any]] | None:
-    """(order, start, end) of each record batch in file order, as int64 ticks (end None for
-    points), or None when the table has more rows than ``limit``, a column of a type this
-    scan does not convert exactly as Spark does, or a null in a payload field not declared
-    optional."""
+def _narrow_batches(
+    source: TableSource[Any], limit: int, utc_session: bool, arrival: bool = False
+) -> Iterator[tuple[Any, Any, Any, Any]] | None:
+    """(order, start, end, arrival) of each record batch in file order, as int64 ticks (end
+    None for points, arrival None unless asked for), or None when the table has more rows
+    than ``limit``, a column of a type this scan does not convert exactly as Spark does, or
+    a null in a payload field not declared optional."""
     import pyarrow as pa
 
     names = [*([source.order] if source.order else []), source.start, *([source.end] if source.end else [])]
+    arrival = arrival and source.arrival is not None
+    if source.arrival is not None and arrival:
+        names.append(source.arrival)
     columns = list(dict.fromkeys(names))  # the order column may be a time column too
     required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
     if isinstance(source, ArrowSource):
@@ -193,7 +197,7 @@ def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> 
         t = schema.field(name).type
         if pa.types.is_integer(t):
             # A time column as the order column is shifted to ticks, as ``table_columns`` does.
-            shifts.append(origin if name in (source.start, source.end) else 0)
+            shifts.append(origin if name in (source.start, source.end, source.arrival) else 0)
         elif pa.types.is_timestamp(t) and t.unit != "ns" and (t.tz is not None or utc_session):
             shifts.append(None)  # Spark reads a timestamp without zone in the session's zone
         else:
@@ -207,7 +211,7 @@ def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> 
         values = column.cast(pa.int64()).to_numpy()
         return values + shift if shift else values
 
-    def narrow() -> Iterator[tuple[Any, Any, Any]]:
+    def narrow() -> Iterator[tuple[Any, Any, Any, Any]]:
         import numpy as np
 
         index = 0
@@ -219,7 +223,7 @@ def _narrow_batches(source: TableSource[Any], limit: int, utc_session: bool) -> 
             if source.order is None:  # file order: the row's index in the one file
                 arrays.insert(0, np.arange(index, index + batch.num_rows, dtype=np.int64))
                 index += batch.num_rows
-            yield arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None
+            yield arrays[0], arrays[1], arrays[2] if source.end else None, arrays[-1] if arrival else None
 
     return narrow()
 
@@ -256,9 +260,10 @@ def at_risk(start: Any, latest: int, delay: int, block: int = RISK_BLOCK) -> Any
     return risk
 
 
-def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[int, int, list[dict[str, Any]], Span | None] | None:
+def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any, Any]]) -> tuple[int, int, list[dict[str, Any]], Span | None] | None:
     """The Spark scan's collected rows (as dicts of the same columns), or None when a row
-    breaks a rule or the order column does not strictly increase. Every row is a counted
+    breaks a rule, the order column does not strictly increase, or the arrivals (when the
+    table has them) go back. Every row is a counted
     event: a CTI candidate is every N-th row's start (or a start entering a later period)
     less the delay, and a row is at risk when it starts before the latest start before it
     less the delay."""
@@ -275,7 +280,8 @@ def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[i
     seen_period = NEG_INF  # the greatest period entered before the batch
     collected: list[dict[str, Any]] = []
     spanning = _Spanning()
-    for order, start, end in batches:
+    last_arrival = NEG_INF
+    for order, start, end, arrivals in batches:
         n = len(order)
         if not n:
             continue
@@ -287,6 +293,10 @@ def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[i
             return None
         if bool(np.any(start >= INF)):
             return None
+        if arrivals is not None:  # arrivals never go back (the Spark path names the row)
+            if arrivals[0] < last_arrival or (n > 1 and not bool(np.all(arrivals[1:] >= arrivals[:-1]))):
+                return None
+            last_arrival = int(arrivals[-1])
         last_order = int(order[-1])
         risk = at_risk(start, latest, delay)
         if every_n:
@@ -300,9 +310,10 @@ def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any]]) -> tuple[i
         is_candidate = np.isin(picked, candidates, assume_unique=True).tolist()
         starts = start[picked].tolist()
         ends = [t + 1 for t in starts] if end is None else end[picked].tolist()
-        for i, o, s, e, risky, c in zip(picked.tolist(), order[picked].tolist(), starts, ends, risk[picked].tolist(), is_candidate):
+        arrived = arrivals[picked].tolist() if arrivals is not None else [NEG_INF] * len(starts)
+        for i, o, s, e, a, risky, c in zip(picked.tolist(), order[picked].tolist(), starts, ends, arrived, risk[picked].tolist(), is_candidate):
             collected.append({
-                POS: rows + i, ORDER: o, FILE: 0, KIND: kind, S: s, E: e, ARR: NEG_INF,
+                POS: rows + i, ORDER: o, FILE: 0, KIND: kind, S: s, E: e, ARR: a,
                 "__g": s - delay if c else None, "__x": None, "__risk": risky, "__bad": 0,
             })
         latest = max(latest, int(start.max()))
