@@ -786,7 +786,9 @@ def _pair_edges(node: SourceNode, items: _Items, table: pl.DataFrame) -> pl.Data
     keys = [S, *names]
     edges = edges.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over([*keys, "__kind"]).alias("__rank"))
     opens = edges.filter(k == START).select(*keys, "__rank", pl.col("__pos").alias("__spos"), pl.col("__late").alias("__start_late"))
-    closes = edges.filter(k == END).select(*keys, "__rank", pl.col("__pos").alias("__epos"), pl.col(E).alias("__end"), (pl.col(E) < pl.col("__cti")).alias("__end_risk"))
+    closes = edges.filter(k == END).select(
+        *keys, "__rank", pl.col("__pos").alias("__epos"), pl.col(E).alias("__end"), (pl.col(E) < pl.col("__cti")).alias("__end_risk")
+    )
     paired = closes.join(opens, on=[*keys, "__rank"], how="left", nulls_equal=True, maintain_order="left")
     if paired.select((pl.col("__spos").is_null() | (pl.col("__spos") > pl.col("__epos"))).any()).item():
         return None  # an end edge without its start edge: the reference ingress names it
