@@ -378,8 +378,10 @@ def checked_udf(fn: Callable[..., Any], returns: type, name: str, local: bool) -
     no number unless ``bool`` is declared. A mismatch raises ``UdfResultError`` (``local``) or,
     for a Spark Python worker or polars, a ``ValueError`` carrying the error's fields as JSON
     between two ``UDF_MARKER``; an exception ``fn`` raises, ``UdfError`` (the exception its
-    cause) or such a ``ValueError`` between two ``UDF_RAISED_MARKER``. The returned function refers to nothing of tempo's (only builtins and
-    its closure), so Spark can ship it to workers that have no tempo installed.
+    cause) or such a ``ValueError`` between two ``UDF_RAISED_MARKER``. The returned function
+    refers to nothing of tempo's (only builtins and its closure), so Spark can ship it to
+    workers that have no tempo installed (which is also why ``aggregator_runner`` writes its
+    own copy of the failure's few lines rather than calling a helper).
     """
     marker, raised_marker = UDF_MARKER, UDF_RAISED_MARKER
     error: Any = None

@@ -69,8 +69,9 @@ class Compiler:
         """Where ``node``'s lifetimes lie, when they are those of an input the driver read
         (``Query.lifetimes_of``)."""
         source = self.query.lifetimes_of(node)
-        span = None if source is None else self.spans.get(source.name)
-        return None if span is None or source is None else span.admitting(self.replay.latest_finite_cti(source.name))
+        if source is None or (span := self.spans.get(source.name)) is None:
+            return None
+        return span.admitting(self.replay.latest_finite_cti(source.name))
 
     def final_cti(self, node: p.Node) -> int:
         """The last CTI ``node`` forwards (``NEG_INF`` if none)."""

@@ -228,7 +228,6 @@ def _hopping(c: Compiler, node: p.WindowNode) -> DataFrame:
     return results(c, node, grouped.select("*", ws.alias("__ws"), (ws + F.lit(size)).alias("__we")), strict=False, done="__we")
 
 
-
 _MERGED: dict[p.AggregateKind, Callable[[Column], Column]] = {
     K.SUM: F.sum, K.MIN: F.min, K.MAX: F.max, K.FIRST: F.min, K.LAST: F.max,
 }
@@ -283,6 +282,7 @@ def _by_panes(node: p.WindowNode, df: DataFrame, cti: int, keys: list[Column], s
     windows = panes.select(F.explode(F.sequence(k_lo, k_hi)).alias("__k"), *by, *names, *bounds)
     merged = [m.alias(f"__agg{i}") for i, (_, m) in enumerate(merges)]
     return windows.groupBy(*by, "__k").agg(*merged, *([F.min("__lo").alias("__lo"), F.max("__hi").alias("__hi")] if starts else []))
+
 
 # ---- sessions ---------------------------------------------------------------------------
 

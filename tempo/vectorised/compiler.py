@@ -74,8 +74,9 @@ class Compiler:
         column (``Query.lifetimes_of``)."""
         source = self.query.lifetimes_of(node)
         taken = None if source is None else self.spans.get(source.name)
-        span = None if taken is None else taken()
-        return None if span is None or source is None else span.admitting(self.replay.latest_finite_cti(source.name))
+        if source is None or taken is None or (span := taken()) is None:
+            return None
+        return span.admitting(self.replay.latest_finite_cti(source.name))
 
     def final_cti(self, node: p.Node) -> int:
         """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
@@ -242,7 +243,9 @@ def _on_buckets(c: Compiler, node: p.JoinNode) -> pl.LazyFrame | None:
     sides[points] = sides[points].with_columns((pl.col(f"{points}{S}") // width).alias(f"{points}bucket"))
     s, e = pl.col(f"{other}{S}"), pl.col(f"{other}{E}")
     lo, hi = pl.max_horizontal(s, pl.lit(first)) // width, (pl.min_horizontal(e, pl.lit(last)) - 1) // width
-    sides[other] = sides[other].filter((s < last) & (e > first)).with_columns(pl.int_ranges(lo, hi + 1).alias(f"{other}bucket")).explode(f"{other}bucket")
+    sides[other] = (
+        sides[other].filter((s < last) & (e > first)).with_columns(pl.int_ranges(lo, hi + 1).alias(f"{other}bucket")).explode(f"{other}bucket")
+    )
     return matched(node, sides["__l_"], sides["__r_"], buckets=True)
 
 

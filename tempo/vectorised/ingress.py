@@ -41,23 +41,33 @@ def _columnar(node: SourceNode, query: Query) -> bool:
     return _reads_columns(node, query.ordered_by_arrival) or _reads_items(node, query)
 
 
-def _reads_columns(node: SourceNode, needs_arrival: set[str]) -> bool:
-    """Whether ``node`` is a table of points or intervals whose CTIs its own rows generate,
-    or ordering settings give, read column by column by ``_read_columns``."""
+def _scalar_table(node: SourceNode) -> bool:
+    """Whether ``node`` is a table in event time whose payload class only stores scalar
+    fields: what either column path (``_read_columns``, ``_read_items``) reads."""
     from tempo.tables import _stores_only
 
     source = node.source
-    policy = TimePolicy.of_input(node)
     return (
         isinstance(source, TableSource)
         and node.time is TimeDomain.EVENT
+        and _stores_only(source.payload_type)
+        and all(f.element is None and not is_record_type(f.dtype) for f in record_fields(source.payload_type))
+    )
+
+
+def _reads_columns(node: SourceNode, needs_arrival: set[str]) -> bool:
+    """Whether ``node`` is a table of points or intervals whose CTIs its own rows generate,
+    or ordering settings give, read column by column by ``_read_columns``."""
+    source = node.source
+    policy = TimePolicy.of_input(node)
+    return (
+        _scalar_table(node)
+        and isinstance(source, TableSource)
         and node.shape in (EventShape.POINT, EventShape.INTERVAL)
         and source.kind is None
         and node.name not in needs_arrival
         and (node.over is None or _ordered_only(policy))
         and (_generated_only(policy) and source.arrival is None or _ordered_only(policy) and source.arrival is not None)
-        and _stores_only(source.payload_type)
-        and all(f.element is None and not is_record_type(f.dtype) for f in record_fields(source.payload_type))
     )
 
 
@@ -455,6 +465,12 @@ def _ingress(
     local: dict[str, dict[int, list[Any]]] = {}
     rows: list[tuple[Key, str, Any]] = []
     as_items: dict[str, tuple[int, SourceNode, _Items]] = {}
+
+    def item_by_item(decl: int, node: SourceNode) -> None:  # the reference ingress, on the replay
+        local[node.name] = replay.admit_locally(node.name)
+        for rec in stamped(node, prepare(node, mode, node.name in needs_arrival)):
+            rows.append(((rec[0], decl, rec[5], 0), node.name, rec))
+
     for decl, node in enumerate(query.sources):
         if _reads_items(node, query):
             items = _read_items(node, node.name in needs_arrival)
@@ -473,9 +489,7 @@ def _ingress(
             frames[node.name], counts[node.name], candidates = _verdicts(node, read, replay.rejected, rows_wanted)
             rows.extend(((NEG_INF, decl, position, 0), node.name, ("generated", value)) for position, value in candidates)
             continue
-        local[node.name] = replay.admit_locally(node.name)
-        for rec in stamped(node, prepare(node, mode, node.name in needs_arrival)):
-            rows.append(((rec[0], decl, rec[5], 0), node.name, rec))
+        item_by_item(decl, node)
     # Tables read as items, each after the input it imports from (whose CTIs do not depend on it).
     while as_items:
         name = next(n for n, (_, node, _) in as_items.items() if TimePolicy.of_input(node).import_from not in as_items)
@@ -486,9 +500,7 @@ def _ingress(
             imported = None if exporter is None else _imported(query, node, decl, items, [r for r in rows if r[1] not in local])
             verdicts = _item_verdicts(node, items, imported, replay.rejected, rows_wanted)
         if verdicts is None:  # the reference ingress raises the error, or admits what imports from it
-            local[name] = replay.admit_locally(name)
-            for rec in stamped(node, prepare(node, mode, name in needs_arrival)):
-                rows.append(((rec[0], decl, rec[5], 0), name, rec))
+            item_by_item(decl, node)
             continue
         frames[name], counts[name], moved = verdicts
         rows.extend(((arrival, decl, position, 0), name, (origin, value)) for position, arrival, origin, value in moved)
@@ -563,19 +575,15 @@ _EVENTS = (POINT, INTERVAL, START)
 def _reads_items(node: SourceNode, query: Query) -> bool:
     """Whether ``node`` is such a table, read column by column (an input it imports from
     must be one too; rows that break a rule still go item by item, for the reference error)."""
-    from tempo.tables import _stores_only
-
     source = node.source
     policy = TimePolicy.of_input(node)
     if not (
-        isinstance(source, TableSource)
-        and node.time is TimeDomain.EVENT
+        _scalar_table(node)
+        and isinstance(source, TableSource)
         and not policy.ordered
         and node.over is None
         and (source.kind is not None or source.arrival is not None or node.name in query.ordered_by_arrival)
         and (source.arrival is not None or node.name not in query.ordered_by_arrival)
-        and _stores_only(source.payload_type)
-        and all(f.element is None and not is_record_type(f.dtype) for f in record_fields(source.payload_type))
     ):
         return False
     if node.shape is EventShape.EDGE and not _compares_fields(source.payload_type):

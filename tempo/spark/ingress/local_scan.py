@@ -121,7 +121,7 @@ def count_if_clean(frame: InputFrame) -> int | None:
         return None
     try:
         if node.shape is EventShape.POINT and isinstance(source, ParquetSource):
-            counted = _count_by_statistics(source)
+            counted = points_proved_by_statistics(_parquet_files(source), source)
             if counted is not None:
                 frame.span = counted[1]
                 return counted[0]
@@ -158,12 +158,6 @@ def _parquet_files(source: ParquetSource[Any]) -> list[Any]:
     return [pq.ParquetFile(f, filesystem=dataset.filesystem) for f in sorted(dataset.files)]
 
 
-def _count_by_statistics(source: ParquetSource[Any]) -> tuple[int, Span | None] | None:
-    """The row count and span of a Parquet file or directory of points, when its statistics
-    prove every row good (``tempo.tables.points_proved_by_statistics``), else None."""
-    return points_proved_by_statistics(_parquet_files(source), source)
-
-
 def _narrow_batches(
     source: TableSource[Any], limit: int, utc_session: bool, arrival: bool = False
 ) -> Iterator[tuple[Any, Any, Any, Any]] | None:
@@ -173,10 +167,8 @@ def _narrow_batches(
     a null in a payload field not declared optional."""
     import pyarrow as pa
 
-    names = [*([source.order] if source.order else []), source.start, *([source.end] if source.end else [])]
-    arrival = arrival and source.arrival is not None
-    if source.arrival is not None and arrival:
-        names.append(source.arrival)
+    arrivals = source.arrival if arrival else None
+    names = [*([source.order] if source.order else []), source.start, *([source.end] if source.end else []), *([arrivals] if arrivals else [])]
     columns = list(dict.fromkeys(names))  # the order column may be a time column too
     required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
     if isinstance(source, ArrowSource):
@@ -223,7 +215,7 @@ def _narrow_batches(
             if source.order is None:  # file order: the row's index in the one file
                 arrays.insert(0, np.arange(index, index + batch.num_rows, dtype=np.int64))
                 index += batch.num_rows
-            yield arrays[0], arrays[1], arrays[2] if source.end else None, arrays[-1] if arrival else None
+            yield arrays[0], arrays[1], arrays[2] if source.end else None, arrays[-1] if arrivals else None
 
     return narrow()
 
@@ -263,10 +255,9 @@ def at_risk(start: Any, latest: int, delay: int, block: int = RISK_BLOCK) -> Any
 def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any, Any]]) -> tuple[int, int, list[dict[str, Any]], Span | None] | None:
     """The Spark scan's collected rows (as dicts of the same columns), or None when a row
     breaks a rule, the order column does not strictly increase, or the arrivals (when the
-    table has them) go back. Every row is a counted
-    event: a CTI candidate is every N-th row's start (or a start entering a later period)
-    less the delay, and a row is at risk when it starts before the latest start before it
-    less the delay."""
+    table has them) go back. Every row is a counted event: a CTI candidate is every N-th
+    row's start (or a start entering a later period) less the delay, and a row is at risk
+    when it starts before the latest start before it less the delay (``at_risk``)."""
     import numpy as np
 
     policy = frame.policy
