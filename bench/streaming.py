@@ -56,9 +56,9 @@ from bench.run import RESULTS, default_data_dir, ensure_data, fmt_rate, make_spa
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ENGINES = ("tempo", "tempo-driver", "tempo-spark", "handwritten")
-"""``tempo``: ``StreamingExecutor``'s default engine choice (``auto``: batches of 100k rows
-or more in bulk on Spark); ``tempo-driver`` / ``tempo-spark``: every batch on that engine."""
+ENGINES = ("tempo", "tempo-driver", "tempo-vectorised", "tempo-spark", "handwritten")
+"""``tempo``: ``StreamingExecutor``'s default engine choice (``auto``); ``tempo-driver`` /
+``tempo-vectorised`` / ``tempo-spark``: every batch on that engine."""
 DEFAULT_ENGINES = ("tempo", "handwritten")
 ORIGIN_US = 1_704_067_200 * 1_000_000
 """2024-01-01T00:00:00Z in Unix microseconds: the data's event times are offsets from it."""
@@ -206,7 +206,7 @@ def run_tempo(spark: SparkSession, files: Files, work: Path, name: str = "tempo"
     watched, out = work / "tempo-in", work / "tempo-out"
     lander = Lander(watched)
     lander.land(files.empty)  # the schema comes from the files there at the start
-    engine = {"tempo": "auto", "tempo-driver": "driver", "tempo-spark": "spark"}[name]
+    engine = {"tempo": "auto", "tempo-driver": "driver", "tempo-vectorised": "vectorised", "tempo-spark": "spark"}[name]
     executor = StreamingExecutor(spark, str(work / "tempo-checkpoint"), engine=engine)
     live = executor.start(tempo_queries.w2(str(watched)), ParquetSink(str(out)))
     try:
@@ -287,6 +287,7 @@ def run_handwritten(spark: SparkSession, files: Files, work: Path) -> Run:
 
 RUNNERS: dict[str, Any] = {
     "tempo": run_tempo, "tempo-driver": functools.partial(run_tempo, name="tempo-driver"),
+    "tempo-vectorised": functools.partial(run_tempo, name="tempo-vectorised"),
     "tempo-spark": functools.partial(run_tempo, name="tempo-spark"), "handwritten": run_handwritten,
 }
 

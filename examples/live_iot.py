@@ -177,18 +177,24 @@ def run(work: str, url: str, seconds: float, seed: int) -> int:
     out = os.path.join(work, "out")
     live = StreamingExecutor(spark, os.path.join(work, "checkpoint"), trigger={"processingTime": "1 second"}).start(query, ParquetSink(out))
     shown = 0
+
+    def show_progress() -> None:
+        nonlocal shown
+        for p in live.progress[shown:]:
+            rows = ", ".join(f"{k} {v}" for k, v in p.rows_in.items())
+            print(f"batch {p.batch}: in {rows or 'nothing'}; out {p.items_out} items; output CTI {p.output_cti}; "
+                  f"waiting {p.buffered}; state {p.state_bytes} B; {p.seconds * 1000:.0f} ms ({p.engine})")
+        shown = len(live.progress)
+
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline and live.is_active:
             time.sleep(0.5)
-            for p in live.progress[shown:]:
-                rows = ", ".join(f"{k} {v}" for k, v in p.rows_in.items())
-                print(f"batch {p.batch}: in {rows or 'nothing'}; out {p.items_out} items; output CTI {p.output_cti}; "
-                      f"waiting {p.buffered}; state {p.state_bytes} B; {p.seconds * 1000:.0f} ms")
-            shown = len(live.progress)
+            show_progress()
     finally:
         stop.set()
         live.stop()
+    show_progress()  # the batches that committed while the query stopped
     committed = read_committed(out)
     kinds = committed.column("tempo_kind").to_pylist() if committed.num_rows else []
     alerts_so_far = sum(1 for kind in kinds if kind in ("point", "interval", "start"))

@@ -1,5 +1,7 @@
 """Choosing an executor: the embedded default (vectorised where it applies, else in memory),
-the in-memory reference, or Spark when it is installed and can start."""
+the in-memory reference, or Spark when it is installed and can start; and the batch engines
+live executors may hand micro-batches to (``tempo.runtime.bulk.register_batch_engine``: the
+vectorised executor's, imported when a live query asks for it)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Literal, Protocol, TypeVar
 
 from tempo.api.stream import Stream
 from tempo.result import Result
+from tempo.runtime.bulk import BatchEngineFactory, register_batch_engine
 
 T = TypeVar("T")
 SinkT = TypeVar("SinkT", contravariant=True)
@@ -115,3 +118,12 @@ def executor_from_args(argv: list[str] | None = None) -> Executor:
     hint = " (--executor spark runs the same query on local Spark)" if kind in ("memory", "embedded") else ""
     print(f"# running on {type(executor).__name__}{hint}", flush=True)
     return executor
+
+
+def _vectorised_batches() -> BatchEngineFactory:
+    from tempo.vectorised.batches import vectorised_batches  # ImportError without polars
+
+    return vectorised_batches
+
+
+register_batch_engine("vectorised", _vectorised_batches)

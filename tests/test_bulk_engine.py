@@ -113,6 +113,23 @@ WindowEvent = tuple[Any, int, int, Any]
 Model = Callable[[LiveEngine, BulkShape, list[BatchPlan], list[Admitted]], tuple[list[WindowEvent], int, Any]]
 """What an executor computes of a batch below the window, one event at a time: the events
 reaching the window, the events renamed by unions, and the join's part (or None)."""
+Bulk = Callable[[Query, BulkShape], Callable[[LiveEngine, list[Any]], bool]]
+"""A way to run a query's batches in bulk: the model here (``_bulk``), or an executor's
+``tempo.runtime.bulk.BatchEngine`` (the vectorised executor's, polars)."""
+
+
+def modelled(model: Model) -> Bulk:
+    return lambda query, shape: lambda engine, tables: _bulk(engine, shape, tables, model)
+
+
+def vectorised(query: Query, shape: BulkShape) -> Callable[[LiveEngine, list[Any]], bool]:
+    pytest.importorskip("polars")
+    from tempo.vectorised.batches import VectorisedBatches
+
+    return VectorisedBatches(query, shape).run
+
+
+BULKS = pytest.mark.parametrize("bulk", ["model", "vectorised"])
 
 
 def _union_model(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], events: list[Admitted]) -> tuple[list[WindowEvent], int, Any]:
@@ -175,10 +192,11 @@ def _bulk(engine: LiveEngine, shape: BulkShape, tables: list[Any], model: Model 
     return True
 
 
+@BULKS
 @BULK
 @given(table=rows(), time=time_settings(), window=st.sampled_from([(10, 10), (15, 5), (5, 10)]), second=st.booleans(), data=st.data())
 def test_batches_in_bulk_leave_the_engine_as_item_by_item(
-    table: Any, time: AdvanceTimeSettings, window: tuple[int, int], second: bool, data: st.DataObject,
+    bulk: str, table: Any, time: AdvanceTimeSettings, window: tuple[int, int], second: bool, data: st.DataObject,
 ) -> None:
     def batches() -> Any:
         at = 0
@@ -187,10 +205,10 @@ def test_batches_in_bulk_leave_the_engine_as_item_by_item(
             yield [table.slice(at, size)]
             at += size
 
-    _lockstep(lambda: _query(table, time, *window, second=second), batches(), data)
+    _lockstep(lambda: _query(table, time, *window, second=second), batches(), data, modelled(_union_model) if bulk == "model" else vectorised)
 
 
-def _lockstep(query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]], data: st.DataObject, model: Model = _union_model) -> None:
+def _lockstep(query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]], data: st.DataObject, bulk: Bulk) -> None:
     """Feed ``batches`` (each: the rows of every input) to a live engine, each batch in bulk
     or item by item as drawn (one input's always goes in bulk when drawn), beside one that
     takes every batch item by item: after every batch both are in the same state (and the
@@ -205,10 +223,11 @@ def _lockstep(query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]],
     mode.saw(aware=True)
     engine = LiveEngine(query, mode)
     items_only = LiveEngine(query, mode)  # every batch item by item: the state to match
+    in_bulk = bulk(query, shape)
     released, rejections = [], []
     for batch in batches:
         drawn = data.draw(st.booleans())
-        done = drawn and _bulk(engine, shape, batch, model)
+        done = drawn and in_bulk(engine, batch)
         assert done or not drawn or len(batch) > 1  # an only input's batch always goes whole
         if not done:
             for index, rows in enumerate(batch):
@@ -307,10 +326,11 @@ def _union_query(tables: tuple[Any, Any], times: tuple[AdvanceTimeSettings, Adva
     )
 
 
+@BULKS
 @BULK
 @given(tables=two_inputs(), times=st.tuples(time_settings(), second_settings()), window=st.sampled_from([(10, 10), (15, 5), (5, 10)]), data=st.data())
 def test_batches_of_two_inputs_in_bulk_leave_the_engine_as_item_by_item(
-    tables: tuple[Any, Any, list[int]], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], window: tuple[int, int], data: st.DataObject,
+    bulk: str, tables: tuple[Any, Any, list[int]], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], window: tuple[int, int], data: st.DataObject,
 ) -> None:
     *tables, ends = tables
     seqs = [t.column("seq").to_numpy() for t in tables]
@@ -324,7 +344,7 @@ def test_batches_of_two_inputs_in_bulk_leave_the_engine_as_item_by_item(
             yield [t.slice(int(np.searchsorted(q, at)), int(np.searchsorted(q, until) - np.searchsorted(q, at))) for t, q in zip(tables, seqs)]
             at = until
 
-    _lockstep(lambda: _union_query(tables, times, *window), batches(), data)
+    _lockstep(lambda: _union_query(tables, times, *window), batches(), data, modelled(_union_model) if bulk == "model" else vectorised)
 
 
 def _seconds(*pairs: tuple[str, int], seq: int = 0) -> Any:
@@ -455,10 +475,11 @@ def _join_model(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], ev
     return reaching, 0, (before, JoinAfter(held, pending, released))
 
 
+@BULKS
 @BULK
 @given(tables=two_inputs(), times=st.tuples(time_settings(), second_settings()), window=st.sampled_from([(10, 10), (15, 5), (5, 10)]), data=st.data())
 def test_batches_through_a_join_in_bulk_leave_the_engine_as_item_by_item(
-    tables: tuple[Any, Any, list[int]], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], window: tuple[int, int], data: st.DataObject,
+    bulk: str, tables: tuple[Any, Any, list[int]], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], window: tuple[int, int], data: st.DataObject,
 ) -> None:
     """As for the union, with a join of the two inputs below the window: after every batch
     the join holds the same events and the same pairs wait, in the same order."""
@@ -474,7 +495,7 @@ def test_batches_through_a_join_in_bulk_leave_the_engine_as_item_by_item(
             yield [t.slice(int(np.searchsorted(q, at)), int(np.searchsorted(q, until) - np.searchsorted(q, at))) for t, q in zip(tables, seqs)]
             at = until
 
-    _lockstep(lambda: _join_query(tables, times, *window), batches(), data, _join_model)
+    _lockstep(lambda: _join_query(tables, times, *window), batches(), data, modelled(_join_model) if bulk == "model" else vectorised)
 
 
 def _timeline(seq: int, *rows: tuple[str, int, int, int, int]) -> Any:
@@ -486,7 +507,8 @@ def _timeline(seq: int, *rows: tuple[str, int, int, int, int]) -> Any:
     })
 
 
-def test_a_join_in_bulk_by_hand() -> None:
+@BULKS
+def test_a_join_in_bulk_by_hand(bulk: str) -> None:
     """``_join_query`` with only explicit CTIs, each batch in bulk beside item by item.
     ``b``'s points last 7 s; a pair's value is a.value * 10 + b.value; windows of 5 s.
 
@@ -513,9 +535,10 @@ def test_a_join_in_bulk_by_hand() -> None:
     shape = bulk_shape(query)
     assert isinstance(shape, BulkShape) and shape.join is not None
     engine, items_only = LiveEngine(query, TimestampMode()), LiveEngine(query, TimestampMode())
+    in_bulk = (modelled(_join_model) if bulk == "model" else vectorised)(query, shape)
     held = []
     for batch in batches:
-        assert _bulk(engine, shape, list(batch), _join_model)
+        assert in_bulk(engine, list(batch))
         engine.run()
         for index, rows in enumerate(batch):
             items_only.push_rows(index, rows)
@@ -526,3 +549,137 @@ def test_a_join_in_bulk_by_hand() -> None:
     assert held == [[[6], [0, 4]], [[], [4]], [[], []]]  # the starts held, per side
     out = [e.payload for e in engine.take().items if hasattr(e, "payload")]
     assert out == [KeyTotal(key=0, n=1, total=10), KeyTotal(key=1, n=1, total=10), KeyTotal(key=0, n=1, total=10)]
+
+
+def _by_key(source: Any, time: AdvanceTimeSettings, where: Callable[[Any], Any] = lambda e: e.value != 4) -> Stream[KeyTotal]:
+    return (
+        Stream.create("r", source, EventShape.POINT, time).where(where)
+        .group_by(lambda e: e.key).tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.sum(lambda e: e.value)))
+    )
+
+
+def _one_batch(stream: Stream[Any], table: Any) -> tuple[bool, LiveEngine]:
+    """``table`` as one batch through the vectorised batch engine: (whether it went in bulk,
+    the engine, fed item by item when it did not)."""
+    pytest.importorskip("polars")
+    from tempo.vectorised.batches import VectorisedBatches
+
+    query = Query.build(stream.node)
+    shape = bulk_shape(query)
+    assert isinstance(shape, BulkShape)
+    engine = LiveEngine(query, TimestampMode())
+    done = VectorisedBatches(query, shape).run(engine, [table])
+    if not done:
+        engine.push_rows(0, table)
+    engine.run()
+    return done, engine
+
+
+GEN = AdvanceTimeSettings(AdvanceTimeGenerationSettings(2, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP)
+
+
+def test_the_vectorised_batch_engine_takes_kind_words_in_any_case() -> None:
+    """Kind words are read as item by item reads them (lowercased); the batch goes in bulk
+    and the engine's state is item by item's."""
+    from tempo.sources import ArrowSource
+
+    table = _timeline(0, ("point", 1, 1, 0, 1), ("Point", 2, 2, 1, 2), ("CTI", 3, 3, 0, 0), ("point", 12, 4, 1, 3))
+    stream = _by_key(ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr", order="seq"), GEN)
+    done, engine = _one_batch(stream, table)
+    items_only = LiveEngine(Query.build(stream.node), TimestampMode())
+    items_only.push_rows(0, table)
+    items_only.run()
+    assert done and _state(engine) == _state(items_only)
+
+
+def test_the_vectorised_batch_engine_leaves_a_bad_row_to_item_by_item() -> None:
+    """A null in a field not declared optional, a kind that is not one, a null order: the
+    batch goes item by item, which raises the error naming the row, as it always does."""
+    from tempo.errors import InputError
+    from tempo.sources import ArrowSource
+
+    good = _timeline(0, ("point", 1, 1, 0, 1), ("point", 2, 2, 1, 2), ("point", 3, 3, 0, 3))
+    broken = {
+        "null value": good.set_column(5, "value", pa.array([1, None, 3], pa.int64())),
+        "unknown kind": good.set_column(1, "kind", pa.array(["point", "pint", "point"])),
+        "null order": good.set_column(0, "seq", pa.array([0, None, 2], pa.int64())),
+    }
+    for name, table in broken.items():
+        stream = _by_key(ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr", order="seq"), GEN)
+        with pytest.raises(InputError, match="'r'"):
+            done, _ = _one_batch(stream, table)
+            assert not done, name
+
+
+def test_the_vectorised_batch_engine_leaves_a_failing_udf_to_item_by_item() -> None:
+    """A udf raising inside polars: the batch goes item by item, which raises ``UdfError``
+    naming the udf and the arguments, as the in-memory executor does."""
+    import tempo
+    from tempo.errors import UdfError
+    from tempo.sources import ArrowSource
+
+    def picky(value: int) -> bool:
+        if value == 2:
+            raise ValueError("two is not allowed")
+        return True
+
+    table = _timeline(0, ("point", 1, 1, 0, 1), ("point", 2, 2, 1, 2), ("point", 3, 3, 0, 3))
+    stream = _by_key(ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr", order="seq"), GEN, lambda e: tempo.udf(picky, returns=bool)(e.value))
+    with pytest.raises(UdfError, match="picky.*two is not allowed"):
+        _one_batch(stream, table)
+
+
+@attrs.define
+class Checked:
+    key: int = attrs.field(validator=attrs.validators.instance_of(int))
+    value: int = 0
+
+
+def test_the_vectorised_batch_engine_refuses_a_payload_class_that_checks_its_fields() -> None:
+    """A payload class whose constructor does more than store its fields runs for every row
+    item by item; the batch engine refuses the query (``engine="auto"`` then runs it item
+    by item), naming the input."""
+    pytest.importorskip("polars")
+    from tempo.errors import UnsupportedError
+    from tempo.sources import ArrowSource
+    from tempo.vectorised.batches import VectorisedBatches
+
+    table = pa.table({"seq": [0], "ts": pa.array([T0], STAMP), "key": [1], "value": [1]})
+    stream = (
+        Stream.create("checked", ArrowSource(table, Checked, start="ts", order="seq"), EventShape.POINT, GEN)
+        .tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
+    )
+    query = Query.build(stream.node)
+    shape = bulk_shape(query)
+    assert isinstance(shape, BulkShape)
+    with pytest.raises(UnsupportedError, match="input 'checked'"):
+        VectorisedBatches(query, shape)
+
+
+@attrs.frozen
+class Reading:
+    key: float
+    value: int
+
+
+def test_the_vectorised_batch_engine_leaves_nan_and_negative_zero_keys_to_item_by_item() -> None:
+    """Item by item keys a group by the first event's key, and NaN keys never meet; polars
+    groups NaN with NaN and -0.0 with 0.0: such batches go item by item."""
+    from tempo.sources import ArrowSource
+
+    def stream(table: Any) -> Stream[Any]:
+        return (
+            Stream.create("r", ArrowSource(table, Reading, start="ts", order="seq"), EventShape.POINT, GEN)
+            .group_by(lambda e: e.key).tumbling(timedelta(seconds=10))
+            .aggregate(lambda k, w: KeyTotal(key=0, n=w.count(), total=w.sum(lambda e: e.value)))
+        )
+
+    def table(keys: list[float]) -> Any:
+        return pa.table({"seq": list(range(len(keys))), "ts": pa.array([T0 + timedelta(seconds=i) for i in range(len(keys))], STAMP),
+                         "key": pa.array(keys, pa.float64()), "value": [1] * len(keys)})
+
+    assert _one_batch(stream(table([1.0, 2.0, 1.0])), table([1.0, 2.0, 1.0]))[0]
+    for keys in ([1.0, float("nan"), float("nan")], [0.0, -0.0, 1.0]):
+        done, engine = _one_batch(stream(table(keys)), table(keys))
+        assert not done

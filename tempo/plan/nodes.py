@@ -41,6 +41,12 @@ class Node:
     def inputs(self) -> tuple[Node, ...]:
         return ()
 
+    def subtree(self) -> Iterator[Node]:
+        """This node and every node below it (a node reached twice comes twice)."""
+        yield self
+        for child in self.inputs():
+            yield from child.subtree()
+
     def describe(self) -> str:
         return type(self).__name__
 

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -542,3 +542,45 @@ def apply_batch(
             arrival = plan.arrival(r)
             buffer.append((arrival, HEARTBEAT, arrival, arrival, None, plan.first_position + r, None))
     deque(itertools.islice(engine.build.ids, ids), maxlen=0)  # their event ids
+
+
+class BatchEngine(Protocol):
+    """An executor's way of computing a live query's micro-batches in bulk on the driver, where
+    the batch's rows already are (a live executor collects them there to run them item by
+    item): the executor computes the partials of step 2 above over the batch's columns, and
+    ``apply_batch`` puts them into the engine. Made per query by a ``BatchEngineFactory``."""
+
+    def run(self, engine: LiveEngine, tables: Sequence[Any]) -> bool:
+        """Compute the batch ``tables`` (per input, a pyarrow Table of its source's columns, in
+        any row order) into ``engine``, as item by item would leave it; False, with
+        ``engine`` untouched, when the batch must go item by item instead (a row breaking a
+        rule, which item by item names; more than heartbeats held at the arrival frontier;
+        an event spanning many windows)."""
+        ...
+
+
+BatchEngineFactory = Callable[[Query, BulkShape], BatchEngine]
+"""Makes a query's ``BatchEngine``; raises ``tempo.errors.UnsupportedError`` saying why when
+the executor cannot compute that query's batches."""
+
+_BATCH_ENGINES: dict[str, Callable[[], BatchEngineFactory]] = {}
+
+
+def register_batch_engine(name: str, load: Callable[[], BatchEngineFactory]) -> None:
+    """Make the batch engine ``name`` available to live executors. ``load`` imports the
+    executor that provides it only when a live query asks for it (raising ``ImportError``
+    when that executor's extra is not installed): the runtime never imports an executor,
+    and ``tempo.executors`` registers those it knows."""
+    _BATCH_ENGINES[name] = load
+
+
+def batch_engine(name: str) -> BatchEngineFactory | None:
+    """The factory of the batch engine ``name``, or None when it is not registered or its
+    executor cannot be imported here."""
+    load = _BATCH_ENGINES.get(name)
+    if load is None:
+        return None
+    try:
+        return load()
+    except ImportError:
+        return None

@@ -308,7 +308,7 @@ class LiveEngine:
         state = {
             "format": STATE_FORMAT,
             "shape": _shape(self.query),
-            "next_id": next(self.build.ids),
+            "next_id": _next_of(self.build.ids),  # read, not taken: the engine may go on after a snapshot
             "clock": self.build.clock.now,
             "naive": self.mode.naive,
             "ingresses": [_state_of(i, i.WIRING) for i in self.ingresses],
@@ -380,11 +380,16 @@ def _put_state(obj: object, state: dict[str, Any]) -> None:
         setattr(obj, name, value)
 
 
+def _next_of(counter: itertools.count[int]) -> int:
+    """The value ``next(counter)`` would give, without taking it."""
+    return int(repr(counter)[len("count("):-1])
+
+
 class _StatePickler(pickle.Pickler):
     """Pickles engine state; ``itertools.count`` (the operators' tie-breaking sequences) by
     its next value, since counters cannot be pickled on every supported Python."""
 
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is itertools.count:
-            return itertools.count, (int(repr(obj)[len("count("):-1]),)
+            return itertools.count, (_next_of(obj),)
         return NotImplemented

@@ -11,7 +11,7 @@ rule here raises ``UnsupportedError`` naming it, before anything runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import polars as pl
@@ -38,9 +38,14 @@ K = p.AggregateKind
 def check_supported(query: Query) -> None:
     """Raise ``UnsupportedError`` if a node, an expression, a window kind, an aggregate or a
     payload type of ``query`` has no rule here, before any input is read."""
+    check_nodes(query.nodes)
+
+
+def check_nodes(nodes: Iterable[p.Node]) -> None:
+    """``check_supported`` for these nodes."""
     from tempo.errors import UnsupportedError
 
-    for node in query.nodes:
+    for node in nodes:
         _RULES.lookup(node)
         payload_schema(node.payload_type)
         for e in p.node_expressions(node):
@@ -62,11 +67,15 @@ class Compiler:
 
     def __init__(
         self, query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame], spans: dict[str, Callable[[], Span | None]] | None = None,
+        carried: tuple[str, ...] = (),
     ) -> None:
         """``spans``: how to take where each table read column by column lies in time
-        (``Span``), when a join asks."""
+        (``Span``), when a join asks; ``carried``: columns of the inputs that ride along the
+        stateless operators and unions (a live batch's place of each event in the merged
+        arrival order: ``tempo.vectorised.batches``)."""
         self.query, self.replay, self.inputs = query, replay, inputs
         self.spans = spans or {}
+        self.carried = [pl.col(n) for n in carried]
         self.built: dict[int, pl.LazyFrame] = {}
 
     def span(self, node: p.Node) -> Span | None:
@@ -139,7 +148,7 @@ def _where(c: Compiler, node: p.WhereNode) -> pl.LazyFrame:
 
 @compiles(p.SelectNode)
 def _select(c: Compiler, node: p.SelectNode) -> pl.LazyFrame:
-    return c.relation(node.input).select(pl.col(S), pl.col(E), *record_exprs(node.projection, Scope()))
+    return c.relation(node.input).select(pl.col(S), pl.col(E), *c.carried, *record_exprs(node.projection, Scope()))
 
 
 @compiles(p.ExplodeNode)
@@ -160,12 +169,12 @@ def _shift(t: pl.Expr, d: int) -> pl.Expr:
 def _alter(c: Compiler, node: p.AlterLifetimeNode) -> pl.LazyFrame:
     start = _shift(pl.col(S), node.shift)
     end = _shift(start, node.duration) if node.duration is not None else _shift(pl.col(E), node.shift)
-    return c.relation(node.input).select(start.alias(S), end.alias(E), *_payload(node)).filter(pl.col(S) < INF)
+    return c.relation(node.input).select(start.alias(S), end.alias(E), *c.carried, *_payload(node)).filter(pl.col(S) < INF)
 
 
 @compiles(p.UnionNode)
 def _union(c: Compiler, node: p.UnionNode) -> pl.LazyFrame:
-    cols = [pl.col(S), pl.col(E), *_payload(node)]
+    cols = [pl.col(S), pl.col(E), *c.carried, *_payload(node)]
     return pl.concat([c.relation(node.left).select(cols), c.relation(node.right).select(cols)], how="vertical")
 
 

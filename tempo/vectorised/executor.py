@@ -45,7 +45,7 @@ from tempo.ticks import from_ticks
 from tempo.vectorised.compiler import Compiler, check_supported
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
-from tempo.vectorised.expressions import from_column
+from tempo.vectorised.expressions import payload_objects
 from tempo.vectorised.ingress import _columnar, _ingress
 
 T = TypeVar("T")
@@ -112,7 +112,7 @@ class VectorisedExecutor:
         withheld = _withheld(query, replay, inputs, compiler)
         payload_type = stream.payload_type
         decoded = sorted(
-            zip(out[S].to_list(), out[E].to_list(), _payloads(out, payload_type, naive)), key=lambda ev: (ev[0], ev[1])
+            zip(out[S].to_list(), out[E].to_list(), payload_objects(out, payload_type, naive)), key=lambda ev: (ev[0], ev[1])
         )
 
         def dt(t: int) -> datetime:
@@ -177,15 +177,3 @@ def _withheld(query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame], 
     stats = flushed.select(pl.col(S).min().alias("s"), pl.len().alias("n")).collect()
     n = int(stats["n"][0])
     return (int(stats["s"][0]), n) if n else None
-
-
-def _payloads(frame: pl.DataFrame, payload_type: type, naive: bool) -> list[Any]:
-    """The payload records of the output rows."""
-    fields = record_fields(payload_type)
-    columns = []
-    for f in fields:
-        values = frame[f.name].to_list()
-        if f.dtype in (datetime, timedelta) or f.element is not None or is_record_type(f.dtype):
-            values = [from_column(v, f.dtype, f.element, naive) for v in values]
-        columns.append(values)
-    return [payload_type(*row) for row in zip(*columns)] if columns else [payload_type() for _ in range(frame.height)]

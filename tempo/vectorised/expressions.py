@@ -10,7 +10,7 @@ function over each row's values, the one place a Python call per row is made.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,7 +20,7 @@ from tempo.dispatch import Registry
 from tempo.errors import CompileError, UnsupportedError
 from tempo.expr import nodes as x
 from tempo.expr.schema import FieldInfo, field_names, is_record_type, record_fields
-from tempo.ticks import duration_ticks, from_ticks, to_ticks
+from tempo.ticks import INF, duration_ticks, from_ticks, to_ticks
 
 START, END = "__tempo_s", "__tempo_e"
 """The lifetime columns of every relation, in ticks (``INF`` for an open end)."""
@@ -80,6 +80,30 @@ def from_column(value: Any, tp: type, element: type | None, naive: bool) -> Any:
 
 def payload_schema(cls: type) -> dict[str, Any]:
     return {f.name: polars_type(f) for f in record_fields(cls)}
+
+
+def payload_objects(frame: pl.DataFrame, payload_type: type, naive: bool) -> list[Any]:
+    """The payload records of ``frame``'s rows (its columns named as the fields)."""
+    fields = record_fields(payload_type)
+    columns = []
+    for f in fields:
+        values = frame[f.name].to_list()
+        if f.dtype in (datetime, timedelta) or f.element is not None or is_record_type(f.dtype):
+            values = [from_column(v, f.dtype, f.element, naive) for v in values]
+        columns.append(values)
+    return [payload_type(*row) for row in zip(*columns)] if columns else [payload_type() for _ in range(frame.height)]
+
+
+def events_frame(payload_type: type, events: Iterable[Sequence[Any]]) -> pl.DataFrame:
+    """Events held as (start, end, payload) as a relation (an end ``None``: open)."""
+    fields = record_fields(payload_type)
+    data: dict[str, list[Any]] = {START: [], END: [], **{f.name: [] for f in fields}}
+    for start, end, payload in events:
+        data[START].append(start)
+        data[END].append(INF if end is None else end)
+        for f in fields:
+            data[f.name].append(to_column(getattr(payload, f.name), f.dtype, f.element))
+    return pl.DataFrame(data, schema={START: pl.Int64, END: pl.Int64, **payload_schema(payload_type)})
 
 
 class Scope:

@@ -27,7 +27,7 @@ from tempo.tables import Span
 from tempo.ticks import INF, NEG_INF, from_ticks
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
-from tempo.vectorised.expressions import payload_schema, to_column
+from tempo.vectorised.expressions import events_frame, payload_schema, to_column
 
 ARR = "__tempo_arr"
 """The arrival column (ticks) of an input with ordering settings, among its narrow columns."""
@@ -508,7 +508,7 @@ def _ingress(
     replay.feed_all(rows)
     for node in query.sources:
         if node.name in local:
-            frames[node.name] = _events_frame(node, local[node.name])
+            frames[node.name] = events_frame(node.payload_type, local[node.name].values()).lazy()
     return replay, frames, counts, spans
 
 
@@ -542,19 +542,6 @@ def _span(rows: pl.LazyFrame) -> Span | None:
     if not figures[0]:
         return None
     return Span(int(figures[0]), int(figures[1]), int(figures[2]), int(figures[3]), float(figures[4] or 0.0))
-
-
-def _events_frame(node: SourceNode, events: dict[int, list[Any]]) -> pl.LazyFrame:
-    """Events admitted item by item, as a relation."""
-    fields = record_fields(node.payload_type)
-    data: dict[str, list[Any]] = {S: [], E: [], **{f.name: [] for f in fields}}
-    for start, end, payload in events.values():
-        data[S].append(start)
-        data[E].append(INF if end is None else end)
-        for f in fields:
-            data[f.name].append(to_column(getattr(payload, f.name), f.dtype, f.element))
-    schema = {S: pl.Int64, E: pl.Int64, **payload_schema(node.payload_type)}
-    return pl.DataFrame(data, schema=schema).lazy()
 
 
 
@@ -591,6 +578,40 @@ def _reads_items(node: SourceNode, query: Query) -> bool:
     return policy.import_from is None or _reads_items(query.source(policy.import_from), query)
 
 
+def kind_codes(node: SourceNode, schema: pl.Schema) -> pl.Expr | None:
+    """Each row's kind code (``tempo.tables.KINDS``; null for a word that is not one in
+    lowercase: ``respelled_kinds``), or the shape's one kind without a kind column; None when
+    the kind column does not hold text."""
+    from tempo.tables import KINDS
+
+    source = node.source
+    assert isinstance(source, TableSource)
+    if source.kind is None:
+        return pl.lit(POINT if node.shape is EventShape.POINT else INTERVAL, pl.Int64)
+    if schema[source.kind] != pl.String:
+        return None
+    # Lowercase words by comparisons (a few times faster than a lookup); other spellings
+    # by a second pass, lowercased, when some row is left without a kind.
+    word = pl.col(source.kind)
+    chain: Any = pl
+    for name, code in KINDS.items():
+        chain = chain.when(word == name).then(code)
+    kinds: pl.Expr = chain.otherwise(None).cast(pl.Int64)
+    return kinds
+
+
+def respelled_kinds(source: TableSource[Any], raw: pl.LazyFrame, kinds: pl.Series) -> pl.Series:
+    """``kinds`` (``kind_codes``) with the words in other spellings read, lowercased, when
+    some row other than a null one was left without a kind (nulls stay null)."""
+    from tempo.tables import KINDS
+
+    unread = kinds.null_count()
+    if not unread or source.kind is None or unread == raw.select(pl.col(source.kind).null_count()).collect().item():
+        return kinds
+    lowered = raw.select(pl.col(source.kind).str.to_lowercase().replace_strict(KINDS, default=None, return_dtype=pl.Int64))
+    return lowered.collect().to_series()
+
+
 def _compares_fields(cls: type) -> bool:
     """True when instances of ``cls`` are equal when their fields are (attrs' generated ``__eq__``)."""
     code = getattr(cls.__dict__.get("__eq__"), "__code__", None)
@@ -613,36 +634,22 @@ def _read_items(node: SourceNode, needs_arrival: bool) -> _Items | None:
     then raises its error): a kind unknown or not of the shape, a null time, an end not
     after its start, a start at infinity, a null in a field not declared optional, a
     heartbeat or (with an import) any row without an arrival, arrivals going back."""
-    from tempo.tables import KINDS
-
     source, raw, nullable, schema, ticks = _open_table(node)
     start = ticks(source.start) if source.start else None
     if start is None:
         return None
     end = ticks(source.end) if source.end else None
     arrival = ticks(source.arrival) if source.arrival else None
-    if source.kind is not None:
-        if schema[source.kind] != pl.String:
-            return None
-        # Lowercase words by comparisons (a few times faster than a lookup); other spellings
-        # by a second pass, lowercased, when some row is left without a kind.
-        word = pl.col(source.kind)
-        chain: Any = pl
-        for name, code in KINDS.items():
-            chain = chain.when(word == name).then(code)
-        kind = chain.otherwise(None).cast(pl.Int64)
-    else:
-        kind = pl.lit(POINT if node.shape is EventShape.POINT else INTERVAL, pl.Int64)
+    kind = kind_codes(node, schema)
+    if kind is None:
+        return None
     order = [pl.col(source.order).alias("__order")] if source.order is not None else []
     null = pl.any_horizontal(pl.col(n).is_null() for n in nullable) if nullable else pl.lit(False)
     narrow = raw.select(
         kind.alias("__kind"), start.alias("__s"), (end if end is not None else pl.lit(None, pl.Int64)).alias("__e"),
         (arrival if arrival is not None else pl.lit(None, pl.Int64)).alias("__arr"), null.alias("__null"), *order,
     ).collect()
-    unread = narrow["__kind"].null_count()
-    if unread and source.kind is not None and unread > raw.select(pl.col(source.kind).null_count()).collect().item():
-        kinds = raw.select(pl.col(source.kind).str.to_lowercase().replace_strict(KINDS, default=None, return_dtype=pl.Int64))
-        narrow = narrow.with_columns(kinds.collect().to_series().alias("__kind"))
+    narrow = narrow.with_columns(respelled_kinds(source, raw, narrow["__kind"]).alias("__kind"))
     if order:
         if narrow["__order"].null_count():
             return None

@@ -6,7 +6,7 @@ Parquet files of the directory INPUT (one file a micro-batch, in modification-ti
 so that batch ids are the same in every run) into ``ParquetSink(OUTPUT)`` on CHECKPOINT,
 and processes what INPUT holds. ``--until STOP``: keep processing new files until the file
 STOP exists, then process what is left. ``--flush``: then end the inputs (``flush``).
-``--engine``: ``StreamingExecutor``'s engine (``spark``: every batch in bulk). ``--join LIMITS``:
+``--engine``: ``StreamingExecutor``'s engine (``spark``, ``vectorised``: every batch in bulk). ``--join LIMITS``:
 the two-input query of test_live_spark.py instead (readings joined with the limits arriving
 in the directory LIMITS, which import the readings' CTIs), merged at the arrival frontier.
 The environment variable ``TEMPO_CRASH_AT`` (tempo.spark.streaming.executor) makes the
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("output")
     parser.add_argument("--until", help="keep processing until this file exists")
     parser.add_argument("--flush", action="store_true", help="end the inputs at the end")
-    parser.add_argument("--engine", default="auto", help="driver, spark or auto")
+    parser.add_argument("--engine", default="auto", help="driver, vectorised, spark or auto")
     parser.add_argument("--join", help="the directory of the limits (the two-input query)")
     args = parser.parse_args()
 

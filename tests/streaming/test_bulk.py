@@ -147,9 +147,25 @@ def _items(table: Any, payload_type: type) -> list[Any]:
     return released_items(table.drop_columns(["tempo_batch"]), payload_type)
 
 
+BULK_ENGINES = ["spark", "vectorised"]
+"""The bulk engines ``engine="auto"`` hands batches of at least ``BULK_ROWS`` rows to, here."""
+
+
+def _executor(spark: Any, checkpoint: str, bulk: str, **kw: Any) -> Any:
+    """A ``StreamingExecutor`` on ``engine="auto"`` sending batches of ``BULK_ROWS`` rows or
+    more to ``bulk`` (Spark, or polars on the driver) and smaller ones item by item."""
+    from tempo.spark.streaming import StreamingExecutor
+
+    if bulk == "spark":
+        return StreamingExecutor(spark, checkpoint, bulk_rows=kw.pop("bulk_rows", BULK_ROWS), vector_rows=10**9, **kw)
+    pytest.importorskip("polars")
+    return StreamingExecutor(spark, checkpoint, vector_rows=kw.pop("bulk_rows", BULK_ROWS), **kw)
+
+
+@pytest.mark.parametrize("bulk", BULK_ENGINES)
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_session: Any, tmp_path: Path, case: Case) -> None:
-    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_session: Any, tmp_path: Path, case: Case, bulk: str) -> None:
+    from tempo.spark.streaming import ParquetSink, read_committed
 
     seed = CASES.index(case)
     rnd = random.Random(seed)
@@ -159,7 +175,7 @@ def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_sessi
     _write(inputs, 0, rows[:1])
     parquet = lambda **kw: ParquetSource(str(inputs), Reading, **kw)  # noqa: E731
     query = _stream(case, parquet, flush=True)
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), bulk_rows=BULK_ROWS).start(query, ParquetSink(str(out)))
+    live = _executor(spark_session, str(tmp_path / "ck"), bulk).start(query, ParquetSink(str(out)))
     try:
         for index, (a, b) in enumerate(zip(cuts[1:], cuts[2:]), start=1):
             _write(inputs, index, rows[a:b])
@@ -179,10 +195,10 @@ def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_sessi
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
     assert live.metrics["readings"] == attrs.evolve(whole.metrics["readings"], watermark_delays=[])
     engines = [p.engine for p in live.progress if not p.final]
-    assert "spark" in engines and "driver" in engines, engines  # the engines took turns
+    assert bulk in engines and "driver" in engines and set(engines) == {bulk, "driver"}, engines  # the engines took turns
 
 
-def test_engine_spark_refuses_a_query_it_cannot_compute_in_bulk(spark_session: Any, tmp_path: Path) -> None:
+def test_the_bulk_engines_refuse_a_query_they_cannot_compute_in_bulk(spark_session: Any, tmp_path: Path) -> None:
     from tempo.errors import UnsupportedError
     from tempo.spark.streaming import ParquetSink, StreamingExecutor
 
@@ -190,13 +206,15 @@ def test_engine_spark_refuses_a_query_it_cannot_compute_in_bulk(spark_session: A
     _write(inputs, 0, _rows(3, 0, False, False))
     readings = Stream.create("readings", ParquetSource(str(inputs), Reading, start="ts", order="seq"), EventShape.POINT,
                              AdvanceTimeSettings(AdvanceTimeGenerationSettings(4)), payload_type=Reading)
-    with pytest.raises(UnsupportedError, match="cannot be computed in bulk: only a window aggregate"):
-        StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="spark").start(readings.where(lambda r: r.device > 0), ParquetSink(str(tmp_path / "out")))
+    for engine in ("spark", "vectorised"):
+        with pytest.raises(UnsupportedError, match=f"engine='{engine}'.*cannot be computed in bulk: only a window aggregate"):
+            StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(readings.where(lambda r: r.device > 0), ParquetSink(str(tmp_path / "out")))
     with pytest.raises(ValueError, match="engine= is one of"):
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="gpu")
 
 
-def test_a_batch_with_an_event_spanning_many_windows_goes_item_by_item(spark_session: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("bulk", BULK_ENGINES)
+def test_a_batch_with_an_event_spanning_many_windows_goes_item_by_item(spark_session: Any, tmp_path: Path, bulk: str) -> None:
     """Intervals over 5 s windows, one of them 10 minutes long (120 windows): the window
     operator keeps such an event aside rather than in each window, which a bulk batch does
     not do, so its batch runs item by item; the batches around it run in bulk; the output
@@ -210,7 +228,7 @@ def test_a_batch_with_an_event_spanning_many_windows_goes_item_by_item(spark_ses
     _write(inputs, 0, rows[:10])
     case = Case("long", 3, 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _short_windows)
     parquet = lambda **kw: ParquetSource(str(inputs), Reading, **kw)  # noqa: E731
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="spark").start(_stream(case, parquet, True), ParquetSink(str(out)))
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=bulk).start(_stream(case, parquet, True), ParquetSink(str(out)))
     try:
         live.process_all_available()
         for index, (a, b) in enumerate([(10, 20), (20, 30), (30, 40)], start=1):
@@ -221,7 +239,7 @@ def test_a_batch_with_an_event_spanning_many_windows_goes_item_by_item(spark_ses
         live.stop()
     whole_source = lambda **kw: tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=SCHEMA), Reading, **kw)  # noqa: E731
     assert _items(read_committed(str(out)), Stat) == InMemoryExecutor().run(_stream(case, whole_source, True)).raw
-    assert [p.engine for p in live.progress if not p.final] == ["spark", "spark", "driver", "spark"]
+    assert [p.engine for p in live.progress if not p.final] == [bulk, bulk, "driver", bulk]
 
 
 def _short_windows(s: Stream[Reading]) -> Stream[Stat]:
@@ -256,8 +274,9 @@ def _join_importing(a: Any, b: Any, flush: bool) -> Stream[Stat]:
     return _join_of_two(a, b, flush, imports=True)
 
 
+@pytest.mark.parametrize("bulk", BULK_ENGINES)
 @pytest.mark.parametrize("combine", [_union_of_two, _join_of_two, _join_importing], ids=["union", "join", "join-importing"])
-def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path: Path, combine: Callable[[Any, Any, bool], Stream[Stat]]) -> None:
+def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path: Path, combine: Callable[[Any, Any, bool], Stream[Stat]], bulk: str) -> None:
     """Two inputs with arrival times, merged by a union (or joined) into a window. Each run of the query
     (``availableNow``, restarted on its checkpoint) takes a file of each input, which ends
     with a heartbeat at the clock: item by item would process the batch whole but hold
@@ -308,7 +327,7 @@ def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path
             _write(folders[1], 0, [])
         if step == 1:
             _write(folders[1], 100, split[0][1])
-        executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), trigger={"availableNow": True}, bulk_rows=bulk_rows)
+        executor = _executor(spark_session, str(tmp_path / "ck"), bulk, trigger={"availableNow": True}, bulk_rows=bulk_rows)
         live = executor.start(live_query, ParquetSink(str(out)))
         live.await_termination()
         engines += [p.engine for p in live.progress]
@@ -335,4 +354,4 @@ def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path
     whole = InMemoryExecutor().run(query(*(pa.Table.from_pylist([r for s in split for r in s[i]], schema=SCHEMA) for i in range(2)), flush=True))
     assert _items(read_committed(str(out)), Stat) == whole.raw
     assert len(whole.rejected) > 0
-    assert engines[:2] == ["driver", "driver"] and engines.count("spark") >= 3, engines
+    assert engines[:2] == ["driver", "driver"] and engines.count(bulk) >= 3 and set(engines) == {bulk, "driver"}, engines

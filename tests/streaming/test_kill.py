@@ -148,15 +148,21 @@ def test_a_kill_at_a_phase_of_a_batch_then_a_restart_commits_the_whole_run_once(
 
 
 @pytest.mark.parametrize(
-    ("phase", "batch"), [("engine", MIDDLE), ("commit", MIDDLE), pytest.param("sink", MIDDLE, marks=slow), pytest.param("read", 0, marks=slow)],
+    ("engine", "phase", "batch"), [
+        ("spark", "engine", MIDDLE), ("spark", "commit", MIDDLE), pytest.param("spark", "sink", MIDDLE, marks=slow),
+        pytest.param("spark", "read", 0, marks=slow), ("vectorised", "engine", MIDDLE), pytest.param("vectorised", "commit", MIDDLE, marks=slow),
+    ],
 )
-def test_a_kill_during_a_batch_computed_in_bulk_then_a_restart_on_the_other_engine(tmp_path: Path, phase: str, batch: int) -> None:
-    """The same with every batch computed in bulk by Spark (``engine="spark"``), killed at
-    ``phase`` of ``batch``; the restart runs every batch on the driver, from the state the
-    bulk batches saved: the whole run once, as in memory."""
+def test_a_kill_during_a_batch_computed_in_bulk_then_a_restart_on_the_other_engine(tmp_path: Path, engine: str, phase: str, batch: int) -> None:
+    """The same with every batch computed in bulk (``engine="spark"``, or ``"vectorised"``:
+    polars on the driver), killed at ``phase`` of ``batch``; the restart runs every batch on
+    the driver item by item, from the state the bulk batches saved: the whole run once, as
+    in memory."""
+    if engine == "vectorised":
+        pytest.importorskip("polars")
     rows = _rows(60, seed=12)
     _write_files(tmp_path / "in", rows, [10] * FILES)
-    crashed = Worker(tmp_path, "--flush", "--engine", "spark", crash_at=f"{phase}:{batch}")
+    crashed = Worker(tmp_path, "--flush", "--engine", engine, crash_at=f"{phase}:{batch}")
     assert crashed.wait() == -signal.SIGKILL, crashed.output()
     assert _left_behind(tmp_path, batch) == LEFT_BEHIND[phase]
     restarted = Worker(tmp_path, "--flush", "--engine", "driver")
@@ -166,7 +172,7 @@ def test_a_kill_during_a_batch_computed_in_bulk_then_a_restart_on_the_other_engi
 
     engines = [r["engine"] for r in read_progress(str(tmp_path / "ck")) if not r["final"]]
     done = batch + 1 if LEFT_BEHIND[phase]["committed"] else batch  # batches committed before the kill
-    assert engines[:done] == ["spark"] * done and set(engines[done:]) == {"driver"}, engines
+    assert engines[:done] == [engine] * done and set(engines[done:]) == {"driver"}, engines
 
 
 def write_limits(folder: Path, index: int, part: list[dict[str, Any]]) -> None:

@@ -27,7 +27,7 @@ is run item by item instead, which names the rule and the row, or holds the rows
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -62,10 +62,11 @@ from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
 from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
 from tempo.ticks import INF
 
-ENGINES = ("auto", "driver", "spark")
-"""A live query's engines: ``driver`` runs every batch item by item on the driver,
-``spark`` every batch of a bulk-shaped query in Spark, ``auto`` batches of at least
-``bulk_rows`` rows in Spark and the others on the driver."""
+ENGINES = ("auto", "driver", "vectorised", "spark")
+"""A live query's engines: ``driver`` runs every batch item by item on the driver;
+``vectorised`` every batch of a bulk-shaped query in bulk on the driver, by polars (the
+vectorised executor's ``BatchEngine``); ``spark`` every batch of such a query in Spark;
+``auto`` each batch on the one that suits its size (``tempo.spark.streaming.executor``)."""
 
 
 @attrs.define
@@ -233,7 +234,7 @@ class BulkRunner:
         second input, where it gets a fresh event id, whatever later operators do with it;
         None without unions there."""
         rows = None
-        for node in _subtree(below):
+        for node in below.subtree():
             if isinstance(node, UnionNode):
                 # With its place in the merged order: a null one would not fit the partials'
                 # column of first places (their fields are not nullable).
@@ -388,13 +389,6 @@ class BulkRunner:
             if k is not None  # events in no window count only for the latest time
         ]
         return partials, t_max, renamed
-
-
-def _subtree(node: Node) -> Iterator[Node]:
-    """``node`` and every node below it."""
-    yield node
-    for child in node.inputs():
-        yield from _subtree(child)
 
 
 def _collect(df: DataFrame) -> list[tuple[Any, ...]]:

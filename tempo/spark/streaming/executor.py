@@ -35,12 +35,12 @@ from pyspark.sql import functions as F
 from tempo.api.stream import Stream
 from tempo.events import Cti
 from tempo.errors import InputSchemaError, QueryBuildError, TempoError, UnsupportedError
-from tempo.expr.schema import record_fields
+from tempo.expr.schema import field_names, record_fields
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime.ingress import TimestampMode
-from tempo.runtime.bulk import bulk_shape
+from tempo.runtime.bulk import BatchEngine, BulkShape, batch_engine, bulk_shape
 from tempo.runtime.live import LiveEngine, Released
 from tempo.sources import CsvSource, JsonSource, ParquetSource, TableSource
 from tempo.expr.nodes import marked_fields, udf_error
@@ -58,6 +58,11 @@ EXECUTOR = "Spark streaming"
 
 BULK_ROWS = 100_000
 """With ``engine="auto"``, batches of at least this many rows are computed in bulk by Spark."""
+VECTOR_ROWS = 2_000
+"""With ``engine="auto"``, smaller batches collected to the driver go item by item, larger
+ones in bulk by polars (the vectorised executor's ``BatchEngine``, when it is installed):
+polars costs a few milliseconds a batch, item by item some microseconds a row, even at
+about 1,300 rows of W2 (bench/README.md, "Live queries")."""
 BULK_GUESS = 4
 """With ``engine="auto"``, a batch after one of fewer than ``BULK_ROWS / BULK_GUESS`` rows
 goes to the driver without being sized first."""
@@ -94,7 +99,8 @@ class BatchProgress:
     final: bool = False
     """The batch that flushed the query when its inputs ended (``LiveQuery.flush``)."""
     engine: str = "driver"
-    """Which engine ran the batch: ``driver`` (item by item) or ``spark`` (in bulk)."""
+    """Which engine ran the batch: ``driver`` (item by item), ``vectorised`` (in bulk on the
+    driver, by polars) or ``spark`` (in bulk, by Spark's compiled plan)."""
 
 
 def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
@@ -127,6 +133,20 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
         EXECUTOR, repr(source), f"input {node.name!r}: a live query reads a directory of Parquet, CSV or JSON files, Redis Streams "
         f"(tempo.spark.streaming.redis_source) or a streaming DataFrame (DataFrameSource)",
     )
+
+
+def _columns_read(node: SourceNode, df: DataFrame) -> list[str]:
+    """The columns of input ``node``'s streaming DataFrame that its source reads (time,
+    kind, order and arrival columns, the payload's fields), checked against the source
+    when the query starts: every batch then brings only those to the driver."""
+    from tempo.spark.types import frame_columns
+    from tempo.tables import check_columns, column_arguments
+
+    source = node.source
+    assert isinstance(source, TableSource)
+    check_columns(node.name, source, frame_columns(df.schema))
+    read = {column for _, column, _ in column_arguments(source)} | set(field_names(node.payload_type))
+    return [c for c in df.columns if c in read]
 
 
 def _data_files(folder: str) -> bool:
@@ -178,11 +198,13 @@ class _Runner(Generic[T]):
 
     def __init__(
         self, spark: SparkSession, query: Query, payload_type: type[T], sink: Sink, log: BatchLog,
-        bulk: BulkRunner | None = None, bulk_rows: int = 0,
+        bulk: BulkRunner | None = None, bulk_rows: int = 0, vectorised: BatchEngine | None = None, vector_rows: int = 0,
     ) -> None:
         self.spark = spark
         self.bulk = bulk
         self.bulk_rows = bulk_rows
+        self.vectorised = vectorised
+        self.vector_rows = vector_rows
         self.query = query
         self.payload_type = payload_type
         self.sink = sink
@@ -255,19 +277,26 @@ class _Runner(Generic[T]):
             table = df.toArrow()
         self.previous_rows = table.num_rows or self.previous_rows  # an empty batch says nothing of the next
         self._crash_point("read", batch)
+        used = "driver"
         if table.num_rows:
             import pyarrow.compute as pc
 
+            parts = []
             for index, node in enumerate(self.query.sources):
                 prefix = input_prefix(index)
                 part = table.filter(pc.equal(table.column(INPUT_COLUMN), index))
+                names = [n for n in part.column_names if n.startswith(prefix)]
+                parts.append(part.select(names).rename_columns([n[len(prefix):] for n in names]))
                 rows_in[node.name] = part.num_rows
-                if part.num_rows:
-                    names = [n for n in part.column_names if n.startswith(prefix)]
-                    engine.push_rows(index, part.select(names).rename_columns([n[len(prefix):] for n in names]))
+            if self.vectorised is not None and table.num_rows >= self.vector_rows and self.vectorised.run(engine, parts):
+                used = "vectorised"
+            else:
+                for index, part in enumerate(parts):
+                    if part.num_rows:
+                        engine.push_rows(index, part)
         engine.run()
         self._crash_point("engine", batch)
-        self._commit(engine, batch, engine.take(), rows_in, began, final=False)
+        self._commit(engine, batch, engine.take(), rows_in, began, final=False, used=used)
 
     def finish(self) -> None:
         """The inputs have ended: flush the query as one last batch."""
@@ -421,17 +450,21 @@ class StreamingExecutor:
     ``trigger``: Spark's trigger, as keyword arguments of ``DataStreamWriter.trigger``
     (default: a batch as soon as the previous one is done).
     ``engine``: which engine runs a batch (the results are the same): ``"driver"``, the
-    reference engine item by item on the driver; ``"spark"``, Spark's compiled plan, for
-    queries of the shape it computes in bulk (inputs without ordering settings whose
-    events reach one window aggregate through where / select / shift / union operators and at
-    most one join; other queries are refused with ``UnsupportedError``); ``"auto"`` (default),
-    Spark for batches of at least ``bulk_rows`` rows of such a query (``JOIN_BULK_FACTOR``
-    times as many with a join), else the driver. docs/streaming.md, "Two engines".
+    reference engine item by item on the driver; for queries of the shape computed in bulk
+    (inputs without ordering settings whose events reach one window aggregate through where
+    / select / shift / union operators and at most one join; other queries are refused
+    with ``UnsupportedError``), ``"vectorised"``, the batch in bulk on the driver by polars
+    (the ``vectorised`` extra), or ``"spark"``, Spark's compiled plan; ``"auto"``
+    (default), for such a query, polars for batches of at least ``vector_rows`` rows when it
+    is installed, and Spark for batches of at least ``bulk_rows`` rows (``JOIN_BULK_FACTOR``
+    times as many with a join; by default ``BULK_ROWS`` when polars is not installed, else
+    never: polars on the driver was faster at every batch size measured on one machine),
+    else the driver item by item. docs/streaming.md, "Three engines".
     """
 
     def __init__(
         self, spark: SparkSession, checkpoint: str, trigger: Mapping[str, Any] | None = None,
-        engine: str = "auto", bulk_rows: int = BULK_ROWS,
+        engine: str = "auto", bulk_rows: int | None = None, vector_rows: int = VECTOR_ROWS,
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine= is one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
@@ -440,6 +473,7 @@ class StreamingExecutor:
         self.trigger = dict(trigger or {})
         self.engine = engine
         self.bulk_rows = bulk_rows
+        self.vector_rows = vector_rows
 
     def start(self, stream: Stream[T], sink: Sink) -> LiveQuery[T]:
         """Start ``stream`` over its live inputs, writing released results to ``sink``."""
@@ -448,18 +482,26 @@ class StreamingExecutor:
         log = BatchLog(self.checkpoint)
         log.claim(_description(query))
         shape = bulk_shape(query)
-        if self.engine == "spark" and isinstance(shape, str):
-            raise UnsupportedError(EXECUTOR, "engine='spark'", f"this query's batches cannot be computed in bulk: {shape}")
-        bulk = None if self.engine == "driver" or isinstance(shape, str) else BulkRunner(self.spark, query, shape)
+        if self.engine in ("spark", "vectorised") and isinstance(shape, str):
+            raise UnsupportedError(EXECUTOR, f"engine={self.engine!r}", f"this query's batches cannot be computed in bulk: {shape}")
+        vectorised = _vectorised(query, shape, self.engine)
+        vector_rows = 0 if self.engine == "vectorised" else self.vector_rows
+        # Spark's engine: every batch for "spark"; for "auto" batches of bulk_rows rows or more,
+        # by default only when polars is not here to compute them on the driver.
         bulk_rows = 0 if self.engine == "spark" else self.bulk_rows
-        if not isinstance(shape, str) and shape.join is not None:
-            bulk_rows *= JOIN_BULK_FACTOR
-        runner = _Runner(self.spark, query, stream.payload_type, sink, log, bulk, bulk_rows)
+        if bulk_rows is None and vectorised is None:
+            bulk_rows = BULK_ROWS
+        bulk = None
+        if self.engine in ("auto", "spark") and isinstance(shape, BulkShape) and bulk_rows is not None:
+            bulk = BulkRunner(self.spark, query, shape)
+            if shape.join is not None:
+                bulk_rows *= JOIN_BULK_FACTOR
+        runner = _Runner(self.spark, query, stream.payload_type, sink, log, bulk, bulk_rows or 0, vectorised, vector_rows)
         log.check_open()  # after the runner published what committed: a crash may have come between the flush's commit and its publishing
         merged: DataFrame | None = None
         for index, node in enumerate(query.sources):
             df = _live_table_source(self.spark, node)
-            part = df.select(F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in df.columns])
+            part = df.select(F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in _columns_read(node, df)])
             merged = part if merged is None else merged.unionByName(part, allowMissingColumns=True)
         assert merged is not None
         writer = merged.writeStream.foreachBatch(runner).option("checkpointLocation", log.spark_checkpoint)
@@ -467,3 +509,23 @@ class StreamingExecutor:
             writer = writer.trigger(**self.trigger)
         os.makedirs(log.spark_checkpoint, exist_ok=True)
         return LiveQuery(writer.start(), runner)
+
+
+def _vectorised(query: Query, shape: BulkShape | str, engine: str) -> BatchEngine | None:
+    """The vectorised executor's batch engine for the query when ``engine`` may use it: for
+    ``"vectorised"`` it must (else ``UnsupportedError`` says why not), for ``"auto"`` when
+    polars is installed and the query's inputs and operators below its window are ones it
+    reads and compiles."""
+    if engine not in ("auto", "vectorised") or isinstance(shape, str):
+        return None
+    factory = batch_engine("vectorised")
+    if factory is None:
+        if engine == "vectorised":
+            raise UnsupportedError(EXECUTOR, "engine='vectorised'", "it needs the vectorised extra (polars): pip install 'tempo-streams[vectorised]'")
+        return None
+    try:
+        return factory(query, shape)
+    except UnsupportedError:
+        if engine == "vectorised":
+            raise
+        return None

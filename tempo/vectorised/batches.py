@@ -1,0 +1,401 @@
+"""A live query's micro-batch computed in bulk on the driver by polars: the vectorised
+executor's ``tempo.runtime.bulk.BatchEngine``.
+
+A live executor collects each micro-batch's rows to the driver as Arrow tables, where the
+live engine (``tempo.runtime.live``) takes them one item at a time, some microseconds an
+event. For queries of the bulk shape (``tempo.runtime.bulk.bulk_shape``) this engine takes
+the same tables column by column instead:
+
+1. each input's rows become columns of ticks and codes (order, kind, lifetime, arrival)
+   beside the payload columns; a null where a rule forbids one, a kind that is not one, an
+   order column that does not hold integers, or columns that do not fit the source send the
+   batch item by item, which names the rule and the row;
+2. ``plan_batch`` applies each input's time rules over those columns, and ``frontier_cut``
+   says what the arrival frontier holds;
+3. the stateless operators and unions below the window (the vectorised compiler's own
+   rules) and the window's partial aggregates per window and group run as polars plans,
+   each event carrying its rank in the merged arrival order (``FIRST``) so that groups keep
+   the order item by item gives them. With a join below the window, the events its sides
+   hold and the waiting pairs the batch releases come from the engine (``join_before``), the
+   batch's pairs are made here by the rule ``tempo.runtime.bulk.JoinBefore`` states, and the
+   pairs still waiting and the batch's events the join still holds go back (``JoinAfter``);
+4. ``apply_batch`` merges the partials into the engine and runs the batch's few special
+   rows (CTIs, late rows) through their ingresses.
+
+Nothing leaves the driver: a batch costs what collecting its rows costs, which item by item
+pays too, and milliseconds of polars. Float sums and averages add a batch's values in
+polars' order rather than one by one (docs/streaming.md, as for Spark's bulk engine).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import polars as pl
+
+from tempo.errors import TempoError, UnsupportedError
+from tempo.events import EventShape
+from tempo.expr.nodes import udf_error
+from tempo.expr.schema import field_names, record_fields
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.plan.windows import HoppingWindow
+from tempo.runtime.bulk import (
+    BatchPlan, BulkShape, FrontierCut, JoinAfter, JoinBefore, Partial, Position, apply_batch, frontier_cut, join_before, plan_batch,
+    plan_order,
+)
+from tempo.runtime.ingress import HEARTBEAT, INTERVAL, POINT
+from tempo.runtime.operators import Window as WindowOperator
+from tempo.runtime.replay import CtiReplay
+from tempo.sources import TableSource
+from tempo.ticks import INF, NEG_INF
+from tempo.vectorised.compiler import _AGGREGATES, Compiler, check_nodes, matched, prefixed
+from tempo.vectorised.expressions import END as E
+from tempo.vectorised.expressions import START as S
+from tempo.vectorised.expressions import EXECUTOR, Scope, events_frame, expr, payload_objects, record_exprs
+from tempo.vectorised.ingress import _payload_columns, _scalar_table, _ticks_of, kind_codes, respelled_kinds
+
+if TYPE_CHECKING:
+    from tempo.runtime.live import LiveEngine
+
+FIRST = "__tempo_first"
+"""An event's rank in the order the window receives the batch's events: the merged arrival
+order (arrival, input, order) for the inputs' events, the join's emission order for its
+pairs. Ranks compare as those places do, which is all ``apply_batch`` asks of them."""
+POSITION = "__tempo_position"
+"""A join input event's ``Position`` as a rank: the events the sides held before the batch
+first (by their rank there), then the batch's own (``FIRST``, shifted past those)."""
+ROW, ORDER, KIND, ARR = "__tempo_row", "__tempo_order", "__tempo_kind", "__tempo_arr"
+"""A row's place in its input's Arrow table, its order value, kind code and arrival (ticks)."""
+INTEGERS = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
+"""Order columns read here: their values are those item by item keeps (``RowFeed.last_order``)."""
+Found = tuple[list[Partial], int | None, int]
+"""The window's partials, the latest time it sees and the events renamed by unions."""
+
+
+def vectorised_batches(query: Query, shape: BulkShape) -> VectorisedBatches:
+    """The ``tempo.runtime.bulk.BatchEngineFactory`` of this executor."""
+    return VectorisedBatches(query, shape)
+
+
+@attrs.frozen
+class _Batch:
+    """A batch's admitted events per input (lazy, with ``FIRST``), and each rank's place in
+    the merged arrival order: ``places[rank]`` is ``(arrival, input, order)``."""
+
+    events: dict[str, pl.LazyFrame]
+    places: Callable[[int], tuple[int, int, int]]
+
+
+class VectorisedBatches:
+    """Computes one bulk-shaped live query's batches with polars (see the module's docstring).
+    Raises ``UnsupportedError`` when a node below the window (or the window's keys and
+    aggregates) has no rule in this executor, or an input's payload class does more than
+    store scalar fields (its constructor runs for every row item by item, so it must here)."""
+
+    def __init__(self, query: Query, shape: BulkShape) -> None:
+        check_nodes(shape.window.subtree())
+        for node in shape.sources:
+            if not _scalar_table(node):
+                raise UnsupportedError(
+                    EXECUTOR, f"input {node.name!r}", "it reads a live batch column by column only into a payload class of "
+                    "scalar fields that only stores them (no validators, converters or __init__ of its own)",
+                )
+        self.query, self.shape = query, shape
+        self.replay = CtiReplay(query)  # the stateless rules never read it
+
+    def run(self, engine: LiveEngine, tables: Sequence[Any]) -> bool:
+        """``tempo.runtime.bulk.BatchEngine.run``. A udf failing inside polars, or a value that
+        a column cannot hold, sends the batch item by item, which raises the error as the
+        reference does."""
+        try:
+            computed = self._compute(engine, tables)
+        except Exception as exc:  # a udf's own exception comes through polars as raised, marked (``udf_error``)
+            if udf_error(exc) is None and not isinstance(exc, (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError)):
+                raise
+            return False
+        if computed is None:
+            return False
+        apply_batch(engine, self.shape, *computed)  # the engine changes only here
+        return True
+
+    def _compute(
+        self, engine: LiveEngine, tables: Sequence[Any],
+    ) -> tuple[list[BatchPlan], FrontierCut, dict[tuple[int, int], Any], list[Partial], int | None, int, tuple[JoinBefore, JoinAfter] | None] | None:
+        """What ``apply_batch`` takes for the batch, the engine left as it is; None when the
+        batch must go item by item."""
+        frames: list[pl.DataFrame] = []
+        for index, table in enumerate(tables):
+            frame = self._rows(index, table)
+            if frame is None:
+                return None
+            frames.append(frame)
+        planned: dict[int, BatchPlan] = {}
+        for index, exporter in plan_order(self.shape):
+            frame = frames[index]
+            arrivals = frame[ARR].to_numpy() if frame[ARR].dtype != pl.Null else None
+            plan = plan_batch(
+                engine, index, frame[KIND].to_numpy(), frame[S].to_numpy(), frame[E].to_numpy(), arrivals, frame[ORDER].to_numpy(),
+                None if exporter is None else planned[exporter],
+            )
+            if isinstance(plan, str):
+                return None
+            planned[index] = plan
+        plans = [planned[index] for index in range(len(frames))]
+        cut = frontier_cut(engine, plans)
+        if cut is None:
+            return None
+        batch = self._events(frames, plans)
+        join: tuple[JoinBefore, JoinAfter] | None = None
+        found: Found | None
+        if self.shape.join is None:
+            compiler = Compiler(self.query, self.replay, batch.events, carried=(FIRST,))
+            found = _partials(self.shape.window, compiler.relation(self.shape.window.input), _renamed(compiler, self.shape.window.input))
+        else:
+            before = join_before(engine, self.shape, plans)
+            joined = self._join(batch, before, engine.mode.naive is True)
+            if joined is None:
+                return None
+            found, after = joined
+            join = before, after
+        if found is None:
+            return None
+        late: dict[tuple[int, int], Any] = {}
+        for plan in plans:
+            if plan.late:
+                read = _payloads_of_rows(self.shape.sources[plan.index], tables[plan.index], frames[plan.index], plan.late)
+                late.update(((plan.index, i), payload) for i, payload in zip(plan.late, read))
+        return plans, cut, late, *found, join
+
+    def _rows(self, index: int, table: Any) -> pl.DataFrame | None:
+        """Input ``index``'s rows of the batch in input order: ``ROW``, ``ORDER``, ``KIND``,
+        the lifetime (a point's end its start + 1, a CTI's and a heartbeat's their time, a
+        heartbeat's time its arrival), ``ARR`` (null without an arrival column) and the
+        payload columns; None when a row breaks a rule or the columns do not fit."""
+        from tempo.tables import check_columns, table_columns
+
+        node = self.shape.sources[index]
+        source = node.source
+        assert isinstance(source, TableSource) and source.order is not None  # a live input has an order column
+        try:
+            check_columns(node.name, source, table_columns(table))
+        except TempoError:
+            return None
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        schema = frame.schema
+        ticks = _ticks_of(schema, source.origin_ticks())
+        start = ticks(source.start) if source.start else None
+        end = ticks(source.end) if node.shape is EventShape.INTERVAL and source.end else None
+        arrival = ticks(source.arrival) if source.arrival else None
+        kind = kind_codes(node, schema)
+        if (
+            schema[source.order] not in INTEGERS or kind is None or start is None or (source.arrival and arrival is None)
+            or (node.shape is EventShape.INTERVAL and end is None)
+        ):
+            return None
+        event = POINT if node.shape is EventShape.POINT else INTERVAL
+        required = [f.name for f in record_fields(node.payload_type) if not f.nullable]
+        k, own = pl.col(KIND), pl.col("__start")
+        rows = frame.select(
+            pl.int_range(pl.len(), dtype=pl.Int64).alias(ROW), pl.col(source.order).cast(pl.Int64).alias(ORDER), kind.alias(KIND),
+            start.alias("__start"), (end if end is not None else start + 1).alias("__end"),
+            (arrival if arrival is not None else pl.lit(None)).alias(ARR),
+            pl.any_horizontal(pl.lit(False), *[pl.col(n).is_null() for n in required]).alias("__null"),
+            *_payload_columns(node, schema),
+        )
+        rows = rows.with_columns(respelled_kinds(source, frame.lazy(), rows[KIND]).alias(KIND))
+        time = pl.when(k == HEARTBEAT).then(pl.col(ARR)).otherwise(own) if arrival is not None else own
+        rows = rows.with_columns(time.alias(S)).with_columns(pl.when(k == event).then(pl.col("__end")).otherwise(pl.col(S)).alias(E))
+        bad = pl.col(ORDER).is_null() | k.is_null() | pl.col(S).is_null() | pl.col(E).is_null() | ((k == event) & pl.col("__null"))
+        if arrival is not None:
+            bad = bad | pl.col(ARR).is_null()
+        if rows.select(bad.any()).item():
+            return None
+        if not rows[ORDER].is_sorted():
+            rows = rows.sort(ORDER, maintain_order=True)
+        return rows.drop("__start", "__end", "__null")
+
+    def _events(self, frames: list[pl.DataFrame], plans: list[BatchPlan]) -> _Batch:
+        """Each input's admitted events of the batch (moved ones at their new lifetimes), with
+        their rank in the merged arrival order (``FIRST``)."""
+        import numpy as np
+
+        kept: list[pl.DataFrame] = []
+        for frame, plan, node in zip(frames, plans, self.shape.sources):
+            keep = plan.kinds == (POINT if node.shape is EventShape.POINT else INTERVAL)
+            if plan.late:
+                starts, ends = plan.starts.copy(), plan.ends.copy()
+                for i, (s, e) in plan.moved.items():
+                    starts[i], ends[i] = s, e
+                keep[sorted(plan.dropped)] = False
+                frame = frame.with_columns(pl.Series(S, starts), pl.Series(E, ends))
+            kept.append(frame.filter(pl.Series(keep)))
+        # The merged arrival order: (arrival, input, order); without arrival times every item
+        # is at the earliest arrival, so the inputs come in declaration order.
+        arrivals = np.concatenate([
+            f[ARR].to_numpy().astype(np.int64) if f[ARR].dtype != pl.Null else np.full(f.height, NEG_INF, np.int64) for f in kept
+        ])
+        inputs = np.concatenate([np.full(f.height, i, np.int64) for i, f in enumerate(kept)])
+        orders = np.concatenate([f[ORDER].to_numpy() for f in kept])
+        by_place = np.lexsort((orders, inputs, arrivals))
+        rank = np.empty(len(orders), np.int64)
+        rank[by_place] = np.arange(len(orders))
+        bounds = np.cumsum([0, *(f.height for f in kept)])
+        events = {
+            node.name: f.with_columns(pl.Series(FIRST, rank[bounds[i]:bounds[i + 1]])).lazy().select(
+                pl.col(S), pl.col(E), pl.col(FIRST), *[pl.col(n) for n in field_names(node.payload_type)],
+            )
+            for i, (node, f) in enumerate(zip(self.shape.sources, kept))
+        }
+
+        def place(r: int) -> tuple[int, int, int]:
+            at = by_place[r]
+            return int(arrivals[at]), int(inputs[at]), int(orders[at])
+
+        return _Batch(events, place)
+
+    def _join(self, batch: _Batch, before: JoinBefore, naive: bool) -> tuple[Found | None, JoinAfter] | None:
+        """The batch through the join (``JoinBefore`` states the rule): the matching,
+        overlapping pairs of an event of the batch and one held or of the batch; those the
+        batch releases go on to the window in the join's emission order after the waiting
+        ones it releases; the others, and the batch's events the join still holds, go back.
+        None: the batch goes item by item (a shift took a held event's end to infinity)."""
+        join = self.shape.join
+        assert join is not None
+        compiler = Compiler(self.query, self.replay, batch.events, carried=(FIRST,))
+        first = max(len(before.sides[0]), len(before.sides[1]))  # the batch's positions start here
+
+        def position(rank: int) -> Position:
+            if rank < first:
+                return 0, rank, 0, 0
+            return (1, *batch.places(rank - first))
+
+        sides: list[pl.LazyFrame] = []
+        held: tuple[list[tuple[Position, int, int, Any]], list[tuple[Position, int, int, Any]]] = ([], [])
+        for port, (node, kept) in enumerate(((join.left, before.sides[0]), (join.right, before.sides[1]))):
+            names = [S, E, POSITION, *field_names(node.payload_type)]
+            fresh = compiler.relation(node).with_columns((pl.col(FIRST) + first).alias(POSITION)).select(names).collect()
+            still = fresh.filter(pl.col(E) > before.ctis[1 - port])
+            if still.height and int(still[E].max()) >= INF:  # type: ignore[arg-type]
+                return None
+            for rank, s, e, payload in zip(still[POSITION], still[S], still[E], payload_objects(still, node.payload_type, naive)):
+                held[port].append((position(rank), s, e, payload))
+            old_events = events_frame(node.payload_type, kept).with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(POSITION))
+            sides.append(pl.concat([fresh, old_events.select(names)]).lazy())
+        ls, le, rs, re = pl.col(f"__l_{S}"), pl.col(f"__l_{E}"), pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
+        lpos, rpos = pl.col(f"__l_{POSITION}"), pl.col(f"__r_{POSITION}")
+        fresh_pair = (lpos >= first) | (rpos >= first)  # two held events were paired before
+        candidates = matched(join, prefixed(sides[0], "__l_"), prefixed(sides[1], "__r_")).filter((ls < re) & (rs < le) & fresh_pair)
+        pairs = candidates.with_columns(
+            pl.max_horizontal(ls, rs).alias("__start"), pl.max_horizontal(lpos, rpos).alias("__later"),
+            pl.min_horizontal(lpos, rpos).alias("__earlier"),
+        ).collect()
+        out = before.out_cti
+        waiting = pairs.filter(pl.col("__start") >= out)
+        payloads = [
+            payload_objects(waiting.select(pl.col(f"{prefix}{n}").alias(n) for n in field_names(node.payload_type)), node.payload_type, naive)
+            for prefix, node in (("__l_", join.left), ("__r_", join.right))
+        ]
+        pending = [
+            ((position(later), position(earlier)), l_s, l_e, l_p, r_s, r_e, r_p)
+            for later, earlier, l_s, l_e, r_s, r_e, l_p, r_p in zip(
+                waiting["__later"], waiting["__earlier"], waiting[f"__l_{S}"], waiting[f"__l_{E}"], waiting[f"__r_{S}"],
+                waiting[f"__r_{E}"], *payloads,
+            )
+        ]
+        # What the window receives: the waiting pairs the batch releases, then the batch's own
+        # it releases, each in emission order, (start, later, earlier), the old first among
+        # equal starts (``released_key``), ranked in that order.
+        released = pairs.lazy().filter(pl.col("__start") < out)
+        names = [S, E, "__old", "__later", "__earlier", *field_names(join.payload_type)]
+        new = released.select(
+            pl.col("__start").alias(S), pl.min_horizontal(le, re).alias(E), pl.lit(1).alias("__old"), pl.col("__later"),
+            pl.col("__earlier"), *record_exprs(join.projection, Scope(("__l_", "__r_"))),
+        )
+        old = events_frame(join.payload_type, before.released).lazy().with_columns(
+            pl.lit(0).alias("__old"), pl.int_range(pl.len(), dtype=pl.Int64).alias("__later"), pl.lit(0, pl.Int64).alias("__earlier"),
+        )
+        emitted = pl.concat([old.select(names), new.select(names)]).sort(S, "__old", "__later", "__earlier")
+        compiler.built[id(join)] = emitted.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(FIRST)).drop("__old", "__later", "__earlier")
+        found = _partials(self.shape.window, compiler.relation(self.shape.window.input), _renamed(compiler, join))
+        return found, JoinAfter(held, pending, pairs.height - waiting.height)
+
+
+def _partials(window: p.WindowNode, df: pl.LazyFrame, renamed: int) -> Found | None:
+    """The window's partial aggregates over its input ``df`` (with ``FIRST``): per window and
+    group the count, the least ``FIRST`` and each aggregate's value (an average as its total
+    and count of values); the latest time the window operator sees; None when an event spans
+    ``EAGER_WINDOWS`` windows or more or reaches infinity, or a float group key is NaN or
+    -0.0 (item by item keeps such keys as the first event gives them)."""
+    spec = window.spec
+    assert isinstance(spec, HoppingWindow)
+    grid: Any = spec  # the spec's formulas over ints apply to polars expressions
+    keys = [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
+    names = [f"__key{i}" for i in range(len(keys))]
+    values = [expr(a.arg, Scope()).alias(f"__v{i}") for i, a in enumerate(window.aggregates) if a.arg is not None]
+    spans = df.select(
+        pl.col(S), pl.col(E), pl.col(FIRST), grid.first_window(pl.col(S)).alias("__klo"), grid.last_window(pl.col(E)).alias("__khi"),
+        *keys, *values,
+    ).collect()
+    if not spans.height:
+        return [], None, renamed
+    floats = [n for n, k in zip(names, window.keys or ()) if k.dtype is float]
+    checks = spans.select(
+        pl.col(S).max(), pl.col(E).max(), (pl.col("__khi") - pl.col("__klo")).max(),
+        pl.any_horizontal(pl.lit(False), *[(pl.col(n).is_nan() | ((pl.col(n) == 0.0) & (1.0 / pl.col(n) < 0))).any() for n in floats]),
+    ).row(0)
+    s_max, e_max, widest, odd_key = checks
+    if e_max >= INF or widest >= WindowOperator.EAGER_WINDOWS or odd_key:
+        return None
+    aggs = [pl.len().alias("__n"), pl.col(FIRST).min().alias("__first")]
+    parts: list[tuple[str, ...]] = []
+    for i, a in enumerate(window.aggregates):
+        if a.arg is None:
+            continue
+        v = pl.col(f"__v{i}")
+        if a.kind is p.AggregateKind.AVG:  # merged as (total, count of values)
+            aggs += [v.sum().alias(f"__a{i}"), v.count().alias(f"__c{i}")]
+            parts.append((f"__a{i}", f"__c{i}"))
+        else:  # mergeable kinds only (bulk_shape): sum, min, max, with nulls and NaN as over the values
+            aggs.append(_AGGREGATES[a.kind](v, a).alias(f"__a{i}"))
+            parts.append((f"__a{i}",))
+    exploded = spans.lazy().filter(pl.col("__klo") <= pl.col("__khi")).with_columns(
+        pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k")
+    ).explode("__k")
+    grouped = exploded.group_by("__k", *names).agg(aggs).collect()
+    column = {name: grouped[name].to_list() for name in grouped.columns}
+    value_columns = [
+        column[c[0]] if len(c) == 1 else [(t if n else 0, n) for t, n in zip(column[c[0]], column[c[1]])] for c in parts
+    ]
+    partials: list[Partial] = list(zip(
+        column["__k"], zip(*[column[n] for n in names]) if names else itertools.repeat(()), column["__first"], column["__n"],
+        zip(*value_columns) if value_columns else itertools.repeat(()),
+    ))
+    return partials, max(int(s_max), int(e_max)), renamed
+
+
+def _renamed(compiler: Compiler, below: p.Node) -> int:
+    """The batch's events that a union below ``below`` takes on its second input (each gets a
+    fresh event id there, whatever later operators do with it)."""
+    unions = [node for node in below.subtree() if isinstance(node, p.UnionNode)]
+    if not unions:
+        return 0
+    counts = pl.concat([compiler.relation(node.right).select(pl.len().cast(pl.Int64)) for node in unions]).sum().collect()
+    return int(counts.item())
+
+
+def _payloads_of_rows(node: p.SourceNode, table: Any, frame: pl.DataFrame, rows: list[int]) -> list[Any]:
+    """The payloads of the batch's rows ``rows`` (places in input order), read as item by
+    item reads them (``tempo.tables.read_columns``), for their rejections."""
+    import pyarrow as pa
+
+    from tempo.tables import read_columns
+
+    source = node.source
+    picked = table.take(pa.array(frame[ROW].gather(rows).to_list(), pa.int64()))
+    payloads = read_columns(source, picked, node.shape, node.name)[4]
+    return [payloads[i] for i in range(len(rows))]
