@@ -33,7 +33,7 @@ import polars as pl
 from tempo.api.stream import Stream
 from tempo.errors import TempoError
 from tempo.expr.nodes import udf_error
-from tempo.expr.schema import is_record_type, record_fields
+from tempo.expr.schema import record_fields
 from tempo.plan.query import Query
 from tempo.result import END_COLUMN, START_COLUMN, EventCounts, InputMetrics, Result, Withheld, warn_withheld
 from tempo.runtime.engine import rejection

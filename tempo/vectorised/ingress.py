@@ -27,7 +27,7 @@ from tempo.tables import Span
 from tempo.ticks import INF, NEG_INF, from_ticks
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
-from tempo.vectorised.expressions import events_frame, payload_schema, to_column
+from tempo.vectorised.expressions import events_frame, payload_schema
 
 ARR = "__tempo_arr"
 """The arrival column (ticks) of an input with ordering settings, among its narrow columns."""

@@ -43,7 +43,7 @@ from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.bulk import BatchEngine, BulkShape, batch_engine, bulk_shape
 from tempo.runtime.live import LiveEngine, Released
 from tempo.sources import CsvSource, JsonSource, ParquetSource, TableSource
-from tempo.expr.nodes import marked_fields, udf_error
+from tempo.expr.nodes import udf_error
 from tempo.spark.columns import worker_errors
 from tempo.spark.sources import DataFrameSource, json_spark_schema
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
@@ -61,8 +61,8 @@ BULK_ROWS = 100_000
 VECTOR_ROWS = 2_000
 """With ``engine="auto"``, smaller batches collected to the driver go item by item, larger
 ones in bulk by polars (the vectorised executor's ``BatchEngine``, when it is installed):
-polars costs a few milliseconds a batch, item by item some microseconds a row, even at
-about 1,300 rows of W2 (bench/README.md, "Live queries")."""
+polars costs about 5 ms a batch, item by item about 4 µs a row, and the two broke even
+near 1,300 rows of W2 (docs/streaming.md, "Three engines")."""
 BULK_GUESS = 4
 """With ``engine="auto"``, a batch after one of fewer than ``BULK_ROWS / BULK_GUESS`` rows
 goes to the driver without being sized first."""
