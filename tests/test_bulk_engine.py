@@ -683,3 +683,23 @@ def test_the_vectorised_batch_engine_leaves_nan_and_negative_zero_keys_to_item_b
     for keys in ([1.0, float("nan"), float("nan")], [0.0, -0.0, 1.0]):
         done, engine = _one_batch(stream(table(keys)), table(keys))
         assert not done
+
+
+def test_a_timestamp_order_column_is_kept_in_ticks_and_state_saved_before_is_read() -> None:
+    """The live engine keeps a timestamp order column's last value as ticks (what the bulk
+    engines compare their order columns with), names a row going back with the instants,
+    and reads state saved when it kept the instant itself."""
+    from tempo.errors import InputError
+    from tempo.sources import ArrowSource
+
+    table = _timeline(0, ("point", 1, 1, 0, 1), ("point", 2, 2, 1, 2))
+    stream = _by_key(ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr"), GEN)  # ordered by "arr"
+    query = Query.build(stream.node)
+    engine = LiveEngine(query, TimestampMode())
+    engine.push_rows(0, table)
+    assert engine.feeds[0].last_order == int((T0 + timedelta(seconds=2)).timestamp() * 1_000_000)
+    with pytest.raises(InputError, match=r"comes before datetime.datetime\(2026, 1, 1, 0, 0, 2, tzinfo"):
+        engine.push_rows(0, _timeline(5, ("point", 1, 1, 0, 1)))
+    engine.feeds[0].last_order = T0 + timedelta(seconds=2)  # type: ignore[assignment]  # as state saved before kept it
+    restored = LiveEngine.restore(query, engine.snapshot())
+    assert restored.feeds[0].last_order == int((T0 + timedelta(seconds=2)).timestamp() * 1_000_000)

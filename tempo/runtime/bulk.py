@@ -179,7 +179,8 @@ class BatchPlan:
     events_before: Any
     """Per row, the received events of the batch before it."""
     orders: Any
-    last_order: int
+    last_order: int | None
+    """The input's largest order value after the batch (``tempo.runtime.live.order_value``)."""
     first_position: int
     cti: int
     """The input's CTI after the batch."""

@@ -48,7 +48,7 @@ from tempo.plan.nodes import SourceNode
 from tempo.rules import InputRule, message
 from tempo.runtime.ingress import Ingress, Prepared, SequenceChecks, TimestampMode, checked_rows, plain_rows
 from tempo.sources import TableSource
-from tempo.ticks import INF, NEG_INF, from_ticks
+from tempo.ticks import INF, NEG_INF, from_ticks, to_ticks
 
 STATE_FORMAT = 1
 """Bumped when the saved state's layout changes: older state is then refused, not misread."""
@@ -80,7 +80,8 @@ class RowFeed:
         self.stamper = None if node.time is TimeDomain.EVENT else Stamper(node)
         """For an input in ingestion or processing time: its stamping, carried across batches."""
         self.next_position = 0
-        self.last_order: Any = None
+        self.last_order: int | None = None
+        """The largest order value taken so far (``order_value``)."""
         source = node.source
         self.next_order: int | None = source.dense_order_from if isinstance(source, TableSource) else None
         """With a dense order column: the order value of the next row to take."""
@@ -104,15 +105,17 @@ class RowFeed:
                 raise  # about the columns, not a row
             raise InputError(exc.input_name, first + exc.position, exc.item, exc.rule) from None
         if source.order is not None and table.num_rows:
+            import pyarrow as pa
             import pyarrow.compute as pc
 
             values = table.column(source.order)
             lowest = pc.min(values).as_py()
-            if self.last_order is not None and lowest <= self.last_order:
-                rule = message(InputRule.ORDER_BACK, column=source.order, value=lowest, last=self.last_order)
+            if self.last_order is not None and order_value(lowest) <= self.last_order:
+                last = from_ticks(self.last_order, naive=values.type.tz is None) if pa.types.is_timestamp(values.type) else self.last_order
+                rule = message(InputRule.ORDER_BACK, column=source.order, value=lowest, last=last)
                 row = table.slice(pc.index(values, lowest).as_py(), 1).to_pylist()[0]
                 raise InputError(node.name, first, row, rule)
-            self.last_order = pc.max(values).as_py()
+            self.last_order = order_value(pc.max(values).as_py())
         needs_arrival = self.sequence.needs_arrival
         plain = plain_rows(columns, node, needs_arrival, self.sequence.last_arrival, first)
         if plain is None:
@@ -149,6 +152,12 @@ class RowFeed:
         self.next_order = expected
         self.held = table.slice(taken)
         return table.slice(0, taken)
+
+
+def order_value(value: Any) -> int:
+    """An order column's value as the live engine keeps it (``RowFeed.last_order``) and the
+    bulk paths compare it: an integer as it is, an instant in ticks (naive means UTC)."""
+    return to_ticks(value) if isinstance(value, datetime) else int(value)
 
 
 class StateError(Exception):
@@ -357,7 +366,8 @@ class LiveEngine:
         engine.finished = state["finished"]
         engine.given_last = state["given_last"]
         for feed, saved in zip(engine.feeds, state["feeds"]):
-            feed.sequence.last_arrival, feed.sequence.open_edges, feed.next_position, feed.last_order = saved[:4]
+            feed.sequence.last_arrival, feed.sequence.open_edges, feed.next_position, last_order = saved[:4]
+            feed.last_order = None if last_order is None else order_value(last_order)  # a datetime in state saved before
             feed.next_order, feed.held = saved[4:6]
             if feed.stamper is not None:
                 feed.stamper.restore(saved[6])

@@ -7,9 +7,9 @@ event. For queries of the bulk shape (``tempo.runtime.bulk.bulk_shape``) this en
 the same tables column by column instead:
 
 1. each input's rows become columns of ticks and codes (order, kind, lifetime, arrival)
-   beside the payload columns; a null where a rule forbids one, a kind that is not one, an
-   order column that does not hold integers, or columns that do not fit the source send the
-   batch item by item, which names the rule and the row;
+   beside the payload columns; a null where a rule forbids one, a kind that is not one, or
+   columns that do not fit the source send the batch item by item, which names the rule and
+   the row;
 2. ``plan_batch`` applies each input's time rules over those columns, and ``frontier_cut``
    says what the arrival frontier holds;
 3. the stateless operators and unions below the window (the vectorised compiler's own
@@ -70,8 +70,6 @@ POSITION = "__tempo_position"
 first (by their rank there), then the batch's own (``FIRST``, shifted past those)."""
 ROW, ORDER, KIND, ARR = "__tempo_row", "__tempo_order", "__tempo_kind", "__tempo_arr"
 """A row's place in its input's Arrow table, its order value, kind code and arrival (ticks)."""
-INTEGERS = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
-"""Order columns read here: their values are those item by item keeps (``RowFeed.last_order``)."""
 Found = tuple[list[Partial], int | None, int]
 """The window's partials, the latest time it sees and the events renamed by unions."""
 
@@ -191,17 +189,15 @@ class VectorisedBatches:
         start = ticks(source.start) if source.start else None
         end = ticks(source.end) if node.shape is EventShape.INTERVAL and source.end else None
         arrival = ticks(source.arrival) if source.arrival else None
+        order = _ticks_of(schema, 0)(source.order)  # the values item by item keeps (``order_value``)
         kind = kind_codes(node, schema)
-        if (
-            schema[source.order] not in INTEGERS or kind is None or start is None or (source.arrival and arrival is None)
-            or (node.shape is EventShape.INTERVAL and end is None)
-        ):
+        if order is None or kind is None or start is None or (source.arrival and arrival is None) or (node.shape is EventShape.INTERVAL and end is None):
             return None
         event = POINT if node.shape is EventShape.POINT else INTERVAL
         required = [f.name for f in record_fields(node.payload_type) if not f.nullable]
         k, own = pl.col(KIND), pl.col("__start")
         rows = frame.select(
-            pl.int_range(pl.len(), dtype=pl.Int64).alias(ROW), pl.col(source.order).cast(pl.Int64).alias(ORDER), kind.alias(KIND),
+            pl.int_range(pl.len(), dtype=pl.Int64).alias(ROW), order.alias(ORDER), kind.alias(KIND),
             start.alias("__start"), (end if end is not None else start + 1).alias("__end"),
             (arrival if arrival is not None else pl.lit(None)).alias(ARR),
             pl.any_horizontal(pl.lit(False), *[pl.col(n).is_null() for n in required]).alias("__null"),

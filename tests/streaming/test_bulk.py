@@ -355,3 +355,46 @@ def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path
     assert _items(read_committed(str(out)), Stat) == whole.raw
     assert len(whole.rejected) > 0
     assert engines[:2] == ["driver", "driver"] and engines.count(bulk) >= 3 and set(engines) == {bulk, "driver"}, engines
+
+
+ORDERED_BY = {
+    "a timestamp (the arrival column)": dict(start="ts", arrival="arrived"),
+    "an integer time column, with time_origin": dict(start="tick", order="tick", time_origin=T0),
+}
+
+
+@pytest.mark.parametrize("bulk", BULK_ENGINES)
+@pytest.mark.parametrize("ordered_by", list(ORDERED_BY), ids=["timestamp", "integer-time"])
+def test_the_engines_take_turns_on_any_order_column(spark_session: Any, tmp_path: Path, bulk: str, ordered_by: str) -> None:
+    """The input's order is a timestamp column (``order`` defaults to ``arrival``), or an
+    integer time column counted from ``time_origin``: the engines keep its last value alike
+    (``order_value``), so small batches item by item and large ones in bulk follow each
+    other, and the output is the in-memory executor's."""
+    from tempo.spark.streaming import ParquetSink, read_committed
+
+    rows = _rows(60, 31, ctis=False, intervals=False)
+    for row in rows:
+        row["tick"] = (row["arrived"] - T0) // timedelta(microseconds=1) + 7
+    schema = SCHEMA.append(pa.field("tick", pa.int64()))
+    gen = AdvanceTimeGenerationSettings(frequency=4, delay=timedelta(seconds=5), advance_to_infinity_on_shutdown=True)
+
+    def query(source: Any) -> Stream[Stat]:
+        readings = Stream.create("readings", source(**ORDERED_BY[ordered_by]), EventShape.POINT,
+                                 AdvanceTimeSettings(gen, policy=AdvanceTimePolicy.DROP), payload_type=Reading)
+        return _by_device(readings)
+
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    write = lambda index, part: land(inputs, index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=schema), tmp))  # noqa: E731
+    write(0, rows[:2])
+    live = _executor(spark_session, str(tmp_path / "ck"), bulk).start(query(lambda **kw: ParquetSource(str(inputs), Reading, **kw)), ParquetSink(str(out)))
+    try:
+        live.process_all_available()
+        for index, (a, b) in enumerate([(2, 4), (4, 20), (20, 22), (22, 40), (40, 60)], start=1):
+            write(index, rows[a:b])
+            live.process_all_available()
+        live.flush()
+    finally:
+        live.stop()
+    whole = InMemoryExecutor().run(query(lambda **kw: tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), Reading, **kw)))
+    assert _items(read_committed(str(out)), Stat) == whole.raw
+    assert [p.engine for p in live.progress if not p.final] == ["driver", "driver", bulk, "driver", bulk, bulk]

@@ -77,21 +77,29 @@ class BulkRunner:
     query: Query
     shape: BulkShape
     replay: CtiReplay = attrs.field(init=False)
-    _columns: dict[int, tuple[list[Column], list[Column]]] = attrs.field(init=False, factory=dict)
+    _columns: dict[int, tuple[list[Column], list[Column], int]] = attrs.field(init=False, factory=dict)
     _threads: Any = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self.replay = CtiReplay(self.query)  # the compiler's stateless rules never read it
 
     def rows(self, batch: DataFrame, index: int) -> DataFrame:
-        """Input ``index``'s rows of the live query's batch, as the ingress's rows."""
+        """Input ``index``'s rows of the live query's batch, as the ingress's rows, with the
+        order values the live engine keeps (``tempo.runtime.live.order_value``: an integer
+        order column that is also a time column is not shifted by the time origin here)."""
         if index not in self._columns:  # the same for every batch: built (and checked) once
             prefix = input_prefix(index)
             own = [F.col(f"`{c}`").alias(c[len(prefix):]) for c in batch.columns if c.startswith(prefix)]
-            self._columns[index] = own, table_columns(self.shape.sources[index], batch.select(*own).schema, False)
-        own, columns = self._columns[index]
+            schema = batch.select(*own).schema
+            source = self.shape.sources[index].source
+            assert isinstance(source, TableSource) and source.order is not None
+            columns = table_columns(self.shape.sources[index], schema, False)
+            shifted = source.order in (source.start, source.end, source.arrival) and isinstance(schema[source.order].dataType, st.IntegralType)
+            self._columns[index] = own, columns, source.origin_ticks() if shifted else 0
+        own, columns, shift = self._columns[index]
         mine = batch if len(self.shape.sources) == 1 else batch.filter(F.col(INPUT_COLUMN) == index)
-        return mine.select(*own).select(*columns)
+        rows = mine.select(*own).select(*columns)
+        return rows.withColumn(ORDER, F.col(ORDER) - F.lit(shift)) if shift else rows
 
     def run(self, engine: LiveEngine, batch: DataFrame, min_rows: int, speculate: bool) -> tuple[list[int], bool]:
         """Compute the batch into ``engine`` when it has at least ``min_rows`` rows: (its rows
