@@ -16,6 +16,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.ticks import INF
 from tempo.spark.ingress.local_scan import count_if_clean
+from tempo.spark.ingress.read import quoted
 from tempo.spark.ingress.rows import KIND, ORDER, FILE, EVENT_KINDS, DROPPED, ADJUSTED, InputFrame, _breaks_a_rule
 from tempo.spark.ingress.verdicts import Verdicts, _received_columns, decide
 
@@ -37,12 +38,12 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     assert frame.df is not None
     names = field_names(node.payload_type)
     payload = [F.col(f"`{n}`") for n in names]
+    as_read = [S, f"least({E}, {INF}) AS {E}", *map(quoted, names)]  # SQL: one JVM call for the projection
     kind = F.col(KIND)
     if frame.static:
         received = count_if_clean(frame)
         if received is not None:  # the driver proved every row good: the plan reads only what the query needs
-            out = frame.df.select(F.col(S), F.least(F.col(E), F.lit(INF)).alias(E), *payload)
-            return Admitted(out, None, frame, None, received)
+            return Admitted(frame.df.selectExpr(*as_read), None, frame, None, received)
         # A row that breaks a rule fails the query where it is read; run() and metrics()
         # check first and name it (see ``finish``).
         bad = _breaks_a_rule(node)
@@ -54,7 +55,7 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     df = frame.df
     if not verdicts.events and node.shape is not EventShape.EDGE:  # every event admitted as read
         read = df.filter(kind.isin(*EVENT_KINDS)) if frame.kinds_vary else df
-        return Admitted(read.select(F.col(S), F.least(F.col(E), F.lit(INF)).alias(E), *payload), None, frame, verdicts)
+        return Admitted(read.selectExpr(*as_read), None, frame, verdicts)
     events = df.filter(kind.isin(*EVENT_KINDS))
     if verdicts.events:
         schema = f"{ORDER} long, {FILE} long, __status int, __adm_s long, __adm_e long"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
@@ -96,7 +96,7 @@ def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival:
     source = node.source
     assert isinstance(source, TableSource)
     raw = read_table(spark, node.name, source)
-    df = raw.select(*table_columns(node, raw.schema, needs_arrival))
+    df = raw.selectExpr(*table_columns(node, raw.schema, needs_arrival))
     frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
     # a kind column or CTIs from settings, there is nothing to check but each row itself.
@@ -104,8 +104,10 @@ def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival:
     return frame
 
 
-def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) -> list[Column]:
-    """The ``InputFrame`` columns of a table input's rows of ``schema``, after checking the
+def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) -> list[str]:
+    """The ``InputFrame`` columns of a table input's rows of ``schema`` as SQL expressions
+    (for ``selectExpr``: the JVM parses the whole projection in one call, where building it
+    of Columns takes one or more calls per function and operator), after checking the
     columns against the source's arguments and payload fields."""
     from tempo.spark.types import frame_columns
     from tempo.tables import KINDS, check_columns
@@ -119,62 +121,51 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
         raise ImportOrderError(node.name, 0, None, message(InputRule.IMPORT_ARRIVAL))
     origin = source.origin_ticks()
 
-    def ticks(name: str, shift: bool = True) -> Column:
-        col = schema[name].dataType
-        c = F.col(f"`{name}`")
-        if isinstance(col, (st.TimestampType, st.TimestampNTZType)):
-            return F.unix_micros(c.cast("timestamp"))
-        return c.cast("long") + F.lit(origin) if shift else c.cast("long")
+    def ticks(name: str, shift: bool = True) -> str:
+        if isinstance(schema[name].dataType, (st.TimestampType, st.TimestampNTZType)):
+            return f"unix_micros(CAST({quoted(name)} AS TIMESTAMP))"
+        return f"(CAST({quoted(name)} AS BIGINT) + {origin})" if shift else f"CAST({quoted(name)} AS BIGINT)"
 
     if source.kind is not None:
-        k = F.lower(F.col(f"`{source.kind}`").cast("string"))
-        kind = F.lit(None).cast("int")
-        for name, code in KINDS.items():
-            kind = F.when(k == name, F.lit(code)).otherwise(kind)
+        words = " ".join(f"WHEN '{name}' THEN {code}" for name, code in KINDS.items())
+        kind = f"(CASE lower(CAST({quoted(source.kind)} AS STRING)) {words} ELSE CAST(NULL AS INT) END)"
     elif node.shape is EventShape.POINT:
-        kind = F.lit(POINT)
+        kind = str(POINT)
     elif node.shape is EventShape.INTERVAL:
-        kind = F.lit(INTERVAL)
+        kind = str(INTERVAL)
     else:
         raise InputSchemaError(node.name, message(InputRule.EDGE_KIND_COLUMN, source=repr(source)))
-    arrival = ticks(source.arrival) if source.arrival else F.lit(NEG_INF)
-    start = F.when(kind == HEARTBEAT, arrival).otherwise(ticks(source.start))  # a heartbeat's time is its arrival
-    end_col = ticks(source.end) if source.end else F.lit(None).cast("long")
-    end = F.when(kind == POINT, start + 1).when(kind == START, F.lit(INF)).when(kind.isin(CTI, HEARTBEAT), start).otherwise(end_col)
+    arrival = ticks(source.arrival) if source.arrival else f"CAST({NEG_INF} AS BIGINT)"
+    start = f"(CASE WHEN {kind} = {HEARTBEAT} THEN {arrival} ELSE {ticks(source.start)} END)"  # a heartbeat's time is its arrival
+    end_col = ticks(source.end) if source.end else "CAST(NULL AS BIGINT)"
+    end = (
+        f"CASE WHEN {kind} = {POINT} THEN {start} + 1 WHEN {kind} = {START} THEN CAST({INF} AS BIGINT) "
+        f"WHEN {kind} IN ({CTI}, {HEARTBEAT}) THEN {start} ELSE {end_col} END"
+    )
     # Without an order column the file order counts: a Parquet file's own row index, else
     # monotonically_increasing_id, which follows the partitions' order. (The row index is
     # read only then: it costs the scan a column.)
     by_index = source.order is None and single_parquet_file(source)
-    file_order = F.col("_metadata.row_index") if by_index else F.monotonically_increasing_id()
+    file_order = "_metadata.row_index" if by_index else "monotonically_increasing_id()"
     order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else file_order
-    return [
-        kind.alias(KIND), start.alias(S), end.alias(E), arrival.alias(ARR), order.alias(ORDER),
-        file_order.alias(FILE), *_payload_columns(node.payload_type), _null_field(node.payload_type),
-    ]
-
-
-def _payload_columns(payload_type: type) -> list[Column]:
-    """A table's payload columns as the fields declare them: an integer column widened for
-    a float field, a timestamp without time zone read as UTC (as the in-memory executor
-    reads them; ``check_columns`` has checked the types)."""
-    out = []
-    for f in record_fields(payload_type):
-        c = F.col(f"`{f.name}`")
-        if f.dtype is float:
-            c = c.cast("double")
-        elif f.dtype is datetime:
-            c = c.cast("timestamp")
-        out.append(c.alias(f.name))
-    return out
-
-
-def _null_field(payload_type: type) -> Column:
-    """``NULLF`` of a table's rows."""
-    first: Column = F.lit(None).cast("int")
-    for i, f in reversed(list(enumerate(record_fields(payload_type)))):
+    payload = []
+    first_null = []  # NULLF: the index of the first field not declared optional that is null
+    for i, f in enumerate(record_fields(node.payload_type)):
+        # As the fields declare them: an integer column widened for a float field, a
+        # timestamp without time zone read as UTC (as the in-memory executor reads them;
+        # ``check_columns`` has checked the types).
+        cast = "DOUBLE" if f.dtype is float else "TIMESTAMP" if f.dtype is datetime else None
+        payload.append(f"{quoted(f.name) if cast is None else f'CAST({quoted(f.name)} AS {cast})'} AS {quoted(f.name)}")
         if not f.nullable:
-            first = F.when(F.col(f"`{f.name}`").isNull(), F.lit(i)).otherwise(first)
-    return first.alias(NULLF)
+            first_null.append(f"WHEN {quoted(f.name)} IS NULL THEN {i}")
+    null_field = f"CASE {' '.join(first_null)} ELSE CAST(NULL AS INT) END" if first_null else "CAST(NULL AS INT)"
+    named = [(kind, KIND), (start, S), (end, E), (arrival, ARR), (order, ORDER), (file_order, FILE)]
+    return [f"{sql} AS {quoted(name)}" for sql, name in named] + payload + [f"{null_field} AS {quoted(NULLF)}"]
+
+
+def quoted(name: str) -> str:
+    """A column name as SQL text."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[Any]]) -> DataFrame:

@@ -77,7 +77,7 @@ class BulkRunner:
     query: Query
     shape: BulkShape
     replay: CtiReplay = attrs.field(init=False)
-    _columns: dict[int, tuple[list[Column], list[Column], int]] = attrs.field(init=False, factory=dict)
+    _columns: dict[int, tuple[list[Column], list[str], int]] = attrs.field(init=False, factory=dict)
     _threads: Any = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -98,7 +98,7 @@ class BulkRunner:
             self._columns[index] = own, columns, source.origin_ticks() if shifted else 0
         own, columns, shift = self._columns[index]
         mine = batch if len(self.shape.sources) == 1 else batch.filter(F.col(INPUT_COLUMN) == index)
-        rows = mine.select(*own).select(*columns)
+        rows = mine.select(*own).selectExpr(*columns)
         return rows.withColumn(ORDER, F.col(ORDER) - F.lit(shift)) if shift else rows
 
     def run(self, engine: LiveEngine, batch: DataFrame, min_rows: int, speculate: bool) -> tuple[list[int], bool]:
