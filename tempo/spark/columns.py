@@ -45,6 +45,12 @@ EXPRESSIONS: Registry[Scope, Column] = Registry("Spark", "expression", lambda e:
 rule = EXPRESSIONS.rule
 
 
+def quoted(name: str) -> str:
+    """A column name as SQL text (for ``selectExpr`` and ``F.expr``, which build a whole
+    projection or expression in one JVM call)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def column(e: x.Expr, scope: Scope) -> Column:
     """The Column computing ``e`` in ``scope``."""
     return EXPRESSIONS(scope, e)

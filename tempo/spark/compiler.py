@@ -17,26 +17,19 @@ keeps exactly each key's released events (``output``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from tempo.dispatch import Registry
-from tempo.errors import UnsupportedError
-from tempo.events import EventShape
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
 from tempo.runtime.replay import CtiReplay
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import _floor_div
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark import windows
-from tempo.spark.columns import EXPRESSIONS, Scope, column, numeric_operands, record_columns
+from tempo.spark.columns import EXPRESSIONS, Scope, column, numeric_operands, quoted, record_columns
 from tempo.tables import Span, cut_buckets
 from tempo.ticks import INF, NEG_INF
 
@@ -255,8 +248,8 @@ def join_sides(c: Compiler, node: p.MatchingNode) -> tuple[DataFrame, DataFrame,
     """Both inputs with prefixed columns, and the join condition: keys, residual, overlap."""
     left = c.relation(node.left)
     right = c.relation(node.right)
-    left = left.select(*[F.col(f"`{n}`").alias(f"__l_{n}") for n in left.columns])
-    right = right.select(*[F.col(f"`{n}`").alias(f"__r_{n}") for n in right.columns])
+    left = left.selectExpr(*[f"{quoted(n)} AS {quoted('__l_' + n)}" for n in left.columns])  # SQL: one JVM call
+    right = right.selectExpr(*[f"{quoted(n)} AS {quoted('__r_' + n)}" for n in right.columns])
     scope = Scope(("__l_", "__r_"))
     cond: Column = F.lit(True)
     for a, b in node.keys:
@@ -318,34 +311,35 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: Dat
         median = side.filter(F.col(f"{other}{E}") < INF).agg(F.percentile_approx(length, 0.5).alias("m")).collect()[0]["m"]
         width = max(width, median or 1)
 
-    def bucket(t: Column) -> Column:
-        return _floor_div(t, width)
+    # The bucket columns as SQL text: each a single JVM call to build.
+    long_bucket = f"CAST({LONG_BUCKET} AS BIGINT)"
 
-    def listed(prefix: str) -> Column:
-        s, e = F.col(f"{prefix}{S}"), F.least(F.col(f"{prefix}{E}"), F.lit(INF))
+    def bucket(t: str) -> str:
+        return f"((({t}) - pmod({t}, {width})) div {width})"  # floor(t / width) in integers
+
+    def listed(prefix: str) -> str:
+        s, e = f"{prefix}{S}", f"least({prefix}{E}, {INF})"
         if prefix == other and cut is not None:
-            s, e = F.greatest(s, F.lit(cut[0])), F.least(e, F.lit(cut[1]))
-        lo, hi = bucket(s), bucket(e - 1)
+            s, e = f"greatest({s}, {cut[0]})", f"least({e}, {cut[1]})"
+        lo, hi = bucket(s), bucket(f"{e} - 1")
         if prefix == other and unbounded and cut is None:
-            return F.when(hi - lo < SPAN_BUCKETS, F.sequence(lo, hi)).otherwise(F.array(F.lit(LONG_BUCKET)))
+            return f"CASE WHEN {hi} - {lo} < {SPAN_BUCKETS} THEN sequence({lo}, {hi}) ELSE array({long_bucket}) END"
         if prefix == probe and unbounded and cut is None:  # its buckets and the long bucket
-            return F.array(lo, F.lit(LONG_BUCKET)) if longest == 1 else F.concat(F.sequence(lo, hi), F.array(F.lit(LONG_BUCKET)))
-        return F.sequence(lo, hi)
+            return f"array({lo}, {long_bucket})" if longest == 1 else f"concat(sequence({lo}, {hi}), array({long_bucket}))"
+        return f"sequence({lo}, {hi})"
 
     def with_buckets(df: DataFrame, prefix: str) -> DataFrame:
         if prefix == probe and longest == 1 and (cut is not None or not unbounded):  # a point is in one bucket
-            return df.withColumn(f"{prefix}bucket", bucket(F.col(f"{prefix}{S}")))
+            return df.withColumn(f"{prefix}bucket", F.expr(bucket(f"{prefix}{S}")))
         if prefix == other and cut is not None:  # events wholly outside the cut meet nothing
-            s, e = F.col(f"{prefix}{S}"), F.col(f"{prefix}{E}")
-            df = df.filter((s < F.lit(cut[1])) & (e > F.lit(cut[0])))
-        return df.withColumn(f"{prefix}bucket", F.explode(listed(prefix)))
+            df = df.filter(F.expr(f"{prefix}{S} < {cut[1]} AND {prefix}{E} > {cut[0]}"))
+        return df.withColumn(f"{prefix}bucket", F.expr(f"explode({listed(prefix)})"))
 
     left, right = with_buckets(left, "__l_"), with_buckets(right, "__r_")
-    lb, rb = F.col("__l_bucket"), F.col("__r_bucket")
-    joined = cond & (lb == rb)
+    same = "__l_bucket = __r_bucket"
     if longest > 1 or (unbounded and cut is None):  # a pair may meet in several buckets
-        joined = joined & ((lb == F.lit(LONG_BUCKET)) | (lb == bucket(F.greatest(F.col(f"__l_{S}"), F.col(f"__r_{S}")))))
-    return left.join(right, joined, "inner")
+        same += f" AND (__l_bucket = {long_bucket} OR __l_bucket = {bucket(f'greatest(__l_{S}, __r_{S})')})"
+    return left.join(right, cond & F.expr(same), "inner")
 
 
 @compiles(p.JoinNode)

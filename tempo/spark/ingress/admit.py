@@ -14,9 +14,9 @@ from tempo.runtime.replay import CtiReplay
 from tempo.runtime.ingress import END, START
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
+from tempo.spark.columns import quoted
 from tempo.ticks import INF
 from tempo.spark.ingress.local_scan import count_if_clean
-from tempo.spark.ingress.read import quoted
 from tempo.spark.ingress.rows import KIND, ORDER, FILE, EVENT_KINDS, DROPPED, ADJUSTED, InputFrame, _breaks_a_rule
 from tempo.spark.ingress.verdicts import Verdicts, _received_columns, decide
 

@@ -21,6 +21,7 @@ from tempo.clocks import TimeDomain
 from tempo.runtime.stamping import stamped
 from tempo.sources import ItemSource, TableSource
 from tempo.spark.columns import END as E
+from tempo.spark.columns import quoted
 from tempo.spark.columns import START as S
 from tempo.spark.types import driver_frame, to_wire
 from tempo.ticks import INF, NEG_INF
@@ -161,11 +162,6 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
     null_field = f"CASE {' '.join(first_null)} ELSE CAST(NULL AS INT) END" if first_null else "CAST(NULL AS INT)"
     named = [(kind, KIND), (start, S), (end, E), (arrival, ARR), (order, ORDER), (file_order, FILE)]
     return [f"{sql} AS {quoted(name)}" for sql, name in named] + payload + [f"{null_field} AS {quoted(NULLF)}"]
-
-
-def quoted(name: str) -> str:
-    """A column name as SQL text."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[Any]]) -> DataFrame:
