@@ -212,7 +212,7 @@ def check_columns(name: str, source: Any, columns: Mapping[str, str]) -> None:
         found = columns[f.name]
         if accepted_types is None or found in accepted_types or found == NULL:
             continue
-        optional = f" | None" if f.nullable else ""
+        optional = " | None" if f.nullable else ""
         declared = f.dtype.__name__ if f.element is None else f"{f.dtype.__name__}[{f.element.__name__}]"
         raise InputSchemaError(
             name,

@@ -40,7 +40,7 @@ import attrs
 from tempo.api.stream import Stream
 from tempo.errors import TempoError, UnsupportedError
 from tempo.events import Point
-from tempo.result import Action, Rejection, Result, Rule
+from tempo.result import Rejection, Result, Rule
 from tempo.ticks import INF, from_ticks, is_infinite, to_ticks
 
 if TYPE_CHECKING:

@@ -300,8 +300,8 @@ def test_points_join_open_intervals_on_cut_buckets(spark_executor: Any, tmp_path
     ref = _reference([(0, 10, 1, 1.0), (10, None, 1, 2.0), (5, 20, 2, 3.0)])
     readings = [(12.499999, 1, 1.0), (13, 2, 8.0), (21, 2, 4.0), (25, 1, 16.0)]
     # Read by the driver's proof (from a table, or a Parquet file's statistics), or by its scan.
-    for settings, parquet in ((FLUSHED, None), (FLUSHED, str(tmp_path / "readings.parquet")), (EVERY_2, None)):
-        events = _events(readings, settings, parquet)
+    for advance, parquet in ((FLUSHED, None), (FLUSHED, str(tmp_path / "readings.parquet")), (EVERY_2, None)):
+        events = _events(readings, advance, parquet)
         query = events.join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Match(e.value * r.r))
         assert _bucketed(spark_executor, query)
         result = spark_executor.run(query)

@@ -359,8 +359,8 @@ def test_points_join_open_intervals_on_cut_buckets(monkeypatch: pytest.MonkeyPat
     used = _bucket_spy(monkeypatch)
     ref = _reference([(0, 10, 1, 1.0), (10, None, 1, 2.0), (5, 20, 2, 3.0)])
     readings = [(12.499999, 1, 1.0), (13, 2, 8.0), (21, 2, 4.0), (25, 1, 16.0)]
-    for settings, parquet in ((FLUSHED, None), (FLUSHED, str(tmp_path / "readings.parquet")), (EVERY_2, None)):
-        query = _events(readings, settings, parquet).join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Match(e.value * r.r))
+    for advance, parquet in ((FLUSHED, None), (FLUSHED, str(tmp_path / "readings.parquet")), (EVERY_2, None)):
+        query = _events(readings, advance, parquet).join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Match(e.value * r.r))
         result = VectorisedExecutor().run(query)
         assert used and used[-1], "the join was not on time buckets"
         assert sorted((e.start, e.payload.product) for e in result.events) == [(at(12.499999), 2.0), (at(13), 24.0), (at(25), 32.0)]

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from tempo.runtime.codegen import Accumulator, Order
 from tempo.runtime.operators import Key, Operator
-from tempo.ticks import INF, NEG_INF
+from tempo.ticks import NEG_INF
 
 class Analytic(Operator):
     """``previous`` lists, per ``Previous`` analytic, its index among the analytics and its

@@ -13,7 +13,6 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from typing import Any, TypeVar
 
 import attrs

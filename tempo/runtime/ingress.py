@@ -668,7 +668,7 @@ def item_kind_rule(shape: EventShape, item: object) -> str:
     """The rule an item of a kind its input's shape does not take breaks, with what to
     write instead: the shape that takes an event item of another kind, or the item that
     gives a bare payload its lifetime."""
-    from tempo.expr.schema import is_record, record_fields
+    from tempo.expr.schema import is_record
 
     takes = ", ".join(k.__name__ for k in SHAPE_ITEMS[shape] + (Cti, Heartbeat))
     rule = message(InputRule.ITEM_KIND, shape=shape.name, takes=takes, got=type(item).__name__)

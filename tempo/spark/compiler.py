@@ -244,12 +244,16 @@ def _window(c: Compiler, node: p.WindowNode) -> DataFrame:
     return windows.window(c, node)
 
 
-def join_sides(c: Compiler, node: p.MatchingNode) -> tuple[DataFrame, DataFrame, Column]:
-    """Both inputs with prefixed columns, and the join condition: keys, residual, overlap."""
+def join_sides(c: Compiler, node: p.MatchingNode, extra: tuple[str, str] | None = None) -> tuple[DataFrame, DataFrame, Column]:
+    """Both inputs with prefixed columns, and the join condition: keys and residual.
+
+    ``extra``: one more column for each side, as SQL over its own (unprefixed) columns, in
+    the same projection (Spark analyses one operation, not two)."""
     left = c.relation(node.left)
     right = c.relation(node.right)
-    left = left.selectExpr(*[f"{quoted(n)} AS {quoted('__l_' + n)}" for n in left.columns])  # SQL: one JVM call
-    right = right.selectExpr(*[f"{quoted(n)} AS {quoted('__r_' + n)}" for n in right.columns])
+    more = ([extra[0]], [extra[1]]) if extra is not None else ([], [])
+    left = left.selectExpr(*[f"{quoted(n)} AS {quoted('__l_' + n)}" for n in left.columns], *more[0])  # SQL: one JVM call
+    right = right.selectExpr(*[f"{quoted(n)} AS {quoted('__r_' + n)}" for n in right.columns], *more[1])
     scope = Scope(("__l_", "__r_"))
     cond: Column = F.lit(True)
     for a, b in node.keys:
@@ -266,8 +270,9 @@ SPAN_BUCKETS = 4
 """An event of the unbounded side overlapping more buckets than this is long."""
 
 
-def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: DataFrame, cond: Column) -> DataFrame:
-    """The pairs of ``left`` and ``right`` meeting ``cond`` (which requires the overlap).
+def overlapping_pairs(c: Compiler, node: p.JoinNode, also: Column | None = None) -> DataFrame:
+    """The pairs of the join's inputs (``join_sides``' prefixed columns) whose lifetimes
+    overlap and which meet its keys, its residual and ``also``.
 
     Open-source Spark has no range join: an overlap join is a hash join on the keys (a
     nested loop without them) with the overlap tested on every pair of a key. So when one
@@ -288,9 +293,17 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: Dat
     say) go to one extra bucket, ``LONG_BUCKET``, which every event of the bounded side also
     lists; with keys, the plain hash join on them.
     """
+    overlap = F.expr(f"__l_{S} < __r_{E} AND __r_{S} < __l_{E}")  # SQL: one JVM call
+    if also is not None:
+        overlap = overlap & also
+
+    def unbucketed() -> DataFrame:
+        left, right, cond = join_sides(c, node)
+        return left.join(right, cond & overlap, "inner")
+
     bounds = c.query.longest_lifetime(node.left), c.query.longest_lifetime(node.right)
     if bounds == (None, None):
-        return left.join(right, cond, "inner")
+        return unbucketed()
     probe = "__l_" if bounds[0] is not None else "__r_"  # a bounded side
     other = "__r_" if probe == "__l_" else "__l_"
     longest = max(b for b in bounds if b is not None)
@@ -304,21 +317,21 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: Dat
     if cut is None and unbounded and node.keys:
         # A key's events meet every event of the key, but the extra rows of ``LONG_BUCKET``
         # were measured to cost what the buckets saved on the benchmark's reference join.
-        return left.join(right, cond, "inner")
+        return unbucketed()
     if cut is None and unbounded:
-        side = right if other == "__r_" else left
-        length = F.col(f"{other}{E}") - F.col(f"{other}{S}")
-        median = side.filter(F.col(f"{other}{E}") < INF).agg(F.percentile_approx(length, 0.5).alias("m")).collect()[0]["m"]
+        side = c.relation(node.right if other == "__r_" else node.left)
+        median = side.filter(F.col(E) < INF).agg(F.percentile_approx(F.col(E) - F.col(S), 0.5).alias("m")).collect()[0]["m"]
         width = max(width, median or 1)
 
-    # The bucket columns as SQL text: each a single JVM call to build.
+    # The bucket columns as SQL text over each side's own columns, added to its prefixing
+    # projection: one JVM call and one operation for Spark to analyse per side.
     long_bucket = f"CAST({LONG_BUCKET} AS BIGINT)"
 
     def bucket(t: str) -> str:
         return f"((({t}) - pmod({t}, {width})) div {width})"  # floor(t / width) in integers
 
     def listed(prefix: str) -> str:
-        s, e = f"{prefix}{S}", f"least({prefix}{E}, {INF})"
+        s, e = S, f"least({E}, {INF})"
         if prefix == other and cut is not None:
             s, e = f"greatest({s}, {cut[0]})", f"least({e}, {cut[1]})"
         lo, hi = bucket(s), bucket(f"{e} - 1")
@@ -328,18 +341,19 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, left: DataFrame, right: Dat
             return f"array({lo}, {long_bucket})" if longest == 1 else f"concat(sequence({lo}, {hi}), array({long_bucket}))"
         return f"sequence({lo}, {hi})"
 
-    def with_buckets(df: DataFrame, prefix: str) -> DataFrame:
+    def buckets(prefix: str) -> str:
         if prefix == probe and longest == 1 and (cut is not None or not unbounded):  # a point is in one bucket
-            return df.withColumn(f"{prefix}bucket", F.expr(bucket(f"{prefix}{S}")))
-        if prefix == other and cut is not None:  # events wholly outside the cut meet nothing
-            df = df.filter(F.expr(f"{prefix}{S} < {cut[1]} AND {prefix}{E} > {cut[0]}"))
-        return df.withColumn(f"{prefix}bucket", F.expr(f"explode({listed(prefix)})"))
+            return f"{bucket(S)} AS {prefix}bucket"
+        listing = listed(prefix)
+        if prefix == other and cut is not None:  # events wholly outside the cut meet nothing: no bucket
+            listing = f"CASE WHEN {S} >= {cut[1]} OR {E} <= {cut[0]} THEN CAST(array() AS ARRAY<BIGINT>) ELSE {listing} END"
+        return f"explode({listing}) AS {prefix}bucket"
 
-    left, right = with_buckets(left, "__l_"), with_buckets(right, "__r_")
+    left, right, cond = join_sides(c, node, (buckets("__l_"), buckets("__r_")))
     same = "__l_bucket = __r_bucket"
     if longest > 1 or (unbounded and cut is None):  # a pair may meet in several buckets
         same += f" AND (__l_bucket = {long_bucket} OR __l_bucket = {bucket(f'greatest(__l_{S}, __r_{S})')})"
-    return left.join(right, cond & F.expr(same), "inner")
+    return left.join(right, cond & overlap & F.expr(same), "inner")
 
 
 @compiles(p.JoinNode)
@@ -350,9 +364,8 @@ def _join(c: Compiler, node: p.JoinNode) -> DataFrame:
     if the other side (still open) has a CTI at or past it, else it stays open, exactly as
     the in-memory join decides when to send the end edge.
     """
-    left, right, cond = join_sides(c, node)
     ls, le, rs, re = F.col(f"__l_{S}"), F.col(f"__l_{E}"), F.col(f"__r_{S}"), F.col(f"__r_{E}")
-    joined = overlapping_pairs(c, node, left, right, cond & (ls < re) & (rs < le))
+    joined = overlapping_pairs(c, node)
     start = F.greatest(ls, rs)
     known = F.least(le, re)
     cti_l, cti_r = c.final_cti(node.left), c.final_cti(node.right)

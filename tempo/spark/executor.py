@@ -23,7 +23,7 @@ from tempo.result import END_COLUMN, START_COLUMN, InputMetrics, Result, Withhel
 from tempo.spark import ingress
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import spark_action
+from tempo.spark.columns import quoted, spark_action
 from tempo.spark.compiler import Compiler, check_supported
 from tempo.spark.types import from_wire, wire_columns
 from tempo.ticks import from_ticks
@@ -139,10 +139,10 @@ class SparkExecutor:
             self._finish(prepared, self._outcomes(prepared)[1], with_items=False)
         out = prepared.compiler.output()
         names = [f.name for f in record_fields(stream.payload_type)]
-        return out.select(
-            F.timestamp_micros(F.col(S)).alias(START_COLUMN),
-            F.timestamp_micros(F.col(E)).alias(END_COLUMN),
-            *[F.col(f"`{n}`") for n in names],
+        return out.selectExpr(  # SQL: one JVM call for the projection
+            f"timestamp_micros({S}) AS {quoted(START_COLUMN)}",
+            f"timestamp_micros({E}) AS {quoted(END_COLUMN)}",
+            *map(quoted, names),
         )
 
     @spark_action

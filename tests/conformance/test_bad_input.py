@@ -35,7 +35,6 @@ from tempo import (
     EdgeStart,
     EventOrderingSettings,
     EventShape,
-    Heartbeat,
     ImportOrderError,
     InputError,
     InputSchemaError,

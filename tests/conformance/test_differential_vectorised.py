@@ -11,7 +11,6 @@ it runs is asserted, so that a rule lost shows as a failure, not as fewer exampl
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, reject, settings

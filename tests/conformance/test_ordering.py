@@ -42,7 +42,6 @@ from tempo import (
     AdvanceTimeSettings,
     Cti,
     EdgeStart,
-    EventCounts,
     EventOrderingSettings,
     EventShape,
     Heartbeat,

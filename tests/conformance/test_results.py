@@ -41,7 +41,6 @@ from tempo import (
     QueryBuildError,
     Result,
     Stream,
-    TICK,
     UnreleasedResultsWarning,
     Withheld,
 )

@@ -179,3 +179,38 @@ def test_a_table_event_cannot_start_at_infinity(spark_session: Any, tmp_path: Pa
             with pytest.raises(InputError, match="cannot start at infinity") as error:
                 executor.run(Stream.create("in", source, EventShape.POINT, adv))
             assert error.value.position == 1, executor
+
+
+def test_a_table_end_past_infinity_is_an_open_end(spark_session: Any, tmp_path: Path) -> None:
+    """An end column may mark "never ends" by any value at or past infinity (the shared
+    benchmark's reference table writes 2**62 microseconds since its origin): the event is
+    open, its end infinity, on every executor and whether Spark admits the table as read
+    (flush only, its projection straight from the file) or through its ingress (CTIs).
+
+    Timeline (seconds since ORIGIN): [0, 10) v1, [5, forever) v2, [7, 12) v3.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tempo.spark import SparkExecutor
+    from tempo.ticks import INFINITY
+
+    path = tmp_path / "forever.parquet"
+    second = 1_000_000
+    pq.write_table(pa.table({
+        "seq": [0, 1, 2], "start": [0, 5 * second, 7 * second], "end": [10 * second, 2**62, 12 * second],
+        "key": [1, 1, 2], "value": [1, 2, 3],
+    }), path)
+    source = ParquetSource(str(path), Ev, start="start", end="end", order="seq", time_origin=ORIGIN)
+    at = lambda s: ORIGIN + timedelta(seconds=s)  # noqa: E731
+    expected = [(at(0), at(10), 1), (at(5), INFINITY, 2), (at(7), at(12), 3)]
+    for adv in (AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)),
+                AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True))):
+        for executor in (InMemoryExecutor(), SparkExecutor(spark_session), SparkExecutor(spark_session, local_scan_rows=0)):
+            query = Stream.create("in", source, EventShape.INTERVAL, adv)
+            result = executor.run(query)
+            assert sorted((e.start, e.end, e.payload.value) for e in result.events) == expected, (executor, adv)
+            if isinstance(executor, SparkExecutor):  # the lazy frame's open end is infinity too
+                rows = executor.to_dataframe(query).collect()
+                ends = sorted((r["value"], r["tempo_end"].replace(tzinfo=None)) for r in rows)
+                assert ends == [(v, e.replace(tzinfo=None)) for _, e, v in expected], (executor, adv)

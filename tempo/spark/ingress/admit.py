@@ -35,27 +35,27 @@ class Admitted:
 def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admitted:
     """The admitted events: rows as read, less the verdicts, with end edges paired."""
     node = frame.node
-    assert frame.df is not None
-    names = field_names(node.payload_type)
-    payload = [F.col(f"`{n}`") for n in names]
-    as_read = [S, f"least({E}, {INF}) AS {E}", *map(quoted, names)]  # SQL: one JVM call for the projection
+    assert frame.in_spark
     kind = F.col(KIND)
     if frame.static:
         received = count_if_clean(frame)
         if received is not None:  # the driver proved every row good: the plan reads only what the query needs
-            return Admitted(frame.df.selectExpr(*as_read), None, frame, None, received)
+            return Admitted(frame.as_read(), None, frame, None, received)
         # A row that breaks a rule fails the query where it is read; run() and metrics()
         # check first and name it (see ``finish``).
         bad = _breaks_a_rule(node)
         message = f"tempo: input {node.name!r} has a row with a null time or payload value, a start at infinity or an end not after its start (SparkExecutor.run names it)"
         start = F.when(bad, F.raise_error(F.lit(message)).cast("long")).otherwise(F.col(S))
+        payload = [F.col(quoted(n)) for n in field_names(node.payload_type)]
+        assert frame.df is not None
         out = frame.df.select(start.alias(S), F.least(F.col(E), F.lit(INF)).alias(E), *payload)
         return Admitted(out, None, frame, None)
     verdicts = decide(spark, frame, cti_replay)
-    df = frame.df
     if not verdicts.events and node.shape is not EventShape.EDGE:  # every event admitted as read
-        read = df.filter(kind.isin(*EVENT_KINDS)) if frame.kinds_vary else df
-        return Admitted(read.selectExpr(*as_read), None, frame, verdicts)
+        return Admitted(frame.as_read(), None, frame, verdicts)
+    df = frame.df
+    assert df is not None
+    payload = [F.col(quoted(n)) for n in field_names(node.payload_type)]
     events = df.filter(kind.isin(*EVENT_KINDS))
     if verdicts.events:
         schema = f"{ORDER} long, {FILE} long, __status int, __adm_s long, __adm_e long"

@@ -60,7 +60,7 @@ def replay(spark: SparkSession, query: Query, frames: Sequence[InputFrame]) -> t
     while pending:
         frame = next(f for f in pending if exporters.get(f.node.name) not in {p.node.name for p in pending})
         pending.remove(frame)
-        if frame.df is not None and not frame.static and not frame.scanned:
+        if frame.in_spark and not frame.static and not frame.scanned:
             if _ordering(frame):
                 scan_ordered(spark, frame)
             else:

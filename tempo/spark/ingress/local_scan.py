@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import functions as F
 
 from tempo.events import EventShape
 from tempo.expr.schema import record_fields
@@ -81,7 +80,7 @@ def scan_locally(frame: InputFrame) -> bool:
     node, policy, limit = frame.node, frame.policy, frame.scan_limit
     source = node.source
     if (
-        limit <= 0 or frame.df is None or frame.kinds_vary or _imports(frame) or _ordering(frame) or not policy.generates
+        limit <= 0 or not frame.in_spark or frame.kinds_vary or _imports(frame) or _ordering(frame) or not policy.generates
         or node.shape not in (EventShape.POINT, EventShape.INTERVAL)
         or not isinstance(source, (ParquetSource, ArrowSource))
         or (source.order is None and not single_parquet_file(source))  # else file order is Spark's partitions'
@@ -102,7 +101,7 @@ def scan_locally(frame: InputFrame) -> bool:
     frame.blocks, frame.collected, frame.scanned = blocks, collected, True
     # The order column names a row alone (it strictly increases): the verdicts and the
     # rejected items find rows by (order, 0).
-    frame.df = frame.df.withColumn(FILE, F.lit(0).cast("long"))
+    frame.replace_column(FILE, "CAST(0 AS BIGINT)")
     return True
 
 
@@ -115,7 +114,7 @@ def count_if_clean(frame: InputFrame) -> int | None:
     infinity. Otherwise the narrow columns are read as ``scan_locally`` reads them."""
     node, source, limit = frame.node, frame.node.source, frame.scan_limit
     if (
-        limit <= 0 or frame.df is None or frame.kinds_vary or frame.has_arrival
+        limit <= 0 or not frame.in_spark or frame.kinds_vary or frame.has_arrival
         or node.shape not in (EventShape.POINT, EventShape.INTERVAL) or not isinstance(source, (ParquetSource, ArrowSource))
     ):
         return None
@@ -144,8 +143,9 @@ def count_if_clean(frame: InputFrame) -> int | None:
 def _utc_session(frame: InputFrame) -> bool:
     """Whether the session's time zone is UTC, in which Spark reads a timestamp without zone
     as the driver does."""
-    assert frame.df is not None
-    zone = frame.df.sparkSession.conf.get("spark.sql.session.timeZone") or ""
+    spark = frame.projection.raw.sparkSession if frame.projection is not None else frame.df.sparkSession if frame.df is not None else None
+    assert spark is not None
+    zone = spark.conf.get("spark.sql.session.timeZone") or ""
     return zone.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00:00")
 
 

@@ -27,7 +27,7 @@ from tempo.spark.types import driver_frame, to_wire
 from tempo.ticks import INF, NEG_INF
 from tempo.spark.ingress.blocks import _cut
 from tempo.spark.ingress.local_scan import LOCAL_SCAN_ROWS, scan_locally
-from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, InputFrame, single_parquet_file
+from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, InputFrame, TableProjection, single_parquet_file
 
 
 LOCAL_ITEMS = 100_000
@@ -97,8 +97,8 @@ def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival:
     source = node.source
     assert isinstance(source, TableSource)
     raw = read_table(spark, node.name, source)
-    df = raw.selectExpr(*table_columns(node, raw.schema, needs_arrival))
-    frame = InputFrame(node, decl, df, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None)
+    projection = TableProjection(raw, tuple(table_column_sql(node, raw.schema, needs_arrival)))
+    frame = InputFrame(node, decl, None, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None, projection=projection)
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
     # a kind column or CTIs from settings, there is nothing to check but each row itself.
     frame.static = frame.policy.nothing_can_be_late and source.kind is None and source.arrival is None
@@ -110,6 +110,11 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
     (for ``selectExpr``: the JVM parses the whole projection in one call, where building it
     of Columns takes one or more calls per function and operator), after checking the
     columns against the source's arguments and payload fields."""
+    return [f"{sql} AS {quoted(name)}" for name, sql in table_column_sql(node, schema, needs_arrival)]
+
+
+def table_column_sql(node: SourceNode, schema: st.StructType, needs_arrival: bool) -> list[tuple[str, str]]:
+    """``table_columns`` as (name, SQL expression) pairs."""
     from tempo.spark.types import frame_columns
     from tempo.tables import KINDS, check_columns
 
@@ -137,12 +142,16 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
     else:
         raise InputSchemaError(node.name, message(InputRule.EDGE_KIND_COLUMN, source=repr(source)))
     arrival = ticks(source.arrival) if source.arrival else f"CAST({NEG_INF} AS BIGINT)"
-    start = f"(CASE WHEN {kind} = {HEARTBEAT} THEN {arrival} ELSE {ticks(source.start)} END)"  # a heartbeat's time is its arrival
     end_col = ticks(source.end) if source.end else "CAST(NULL AS BIGINT)"
-    end = (
-        f"CASE WHEN {kind} = {POINT} THEN {start} + 1 WHEN {kind} = {START} THEN CAST({INF} AS BIGINT) "
-        f"WHEN {kind} IN ({CTI}, {HEARTBEAT}) THEN {start} ELSE {end_col} END"
-    )
+    if source.kind is None:  # every row one kind: its start and end as they are (Spark analyses less)
+        start = ticks(source.start)
+        end = f"{start} + 1" if node.shape is EventShape.POINT else end_col
+    else:
+        start = f"(CASE WHEN {kind} = {HEARTBEAT} THEN {arrival} ELSE {ticks(source.start)} END)"  # a heartbeat's time is its arrival
+        end = (
+            f"CASE WHEN {kind} = {POINT} THEN {start} + 1 WHEN {kind} = {START} THEN CAST({INF} AS BIGINT) "
+            f"WHEN {kind} IN ({CTI}, {HEARTBEAT}) THEN {start} ELSE {end_col} END"
+        )
     # Without an order column the file order counts: a Parquet file's own row index, else
     # monotonically_increasing_id, which follows the partitions' order. (The row index is
     # read only then: it costs the scan a column.)
@@ -156,12 +165,11 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
         # timestamp without time zone read as UTC (as the in-memory executor reads them;
         # ``check_columns`` has checked the types).
         cast = "DOUBLE" if f.dtype is float else "TIMESTAMP" if f.dtype is datetime else None
-        payload.append(f"{quoted(f.name) if cast is None else f'CAST({quoted(f.name)} AS {cast})'} AS {quoted(f.name)}")
+        payload.append((f.name, quoted(f.name) if cast is None else f"CAST({quoted(f.name)} AS {cast})"))
         if not f.nullable:
             first_null.append(f"WHEN {quoted(f.name)} IS NULL THEN {i}")
     null_field = f"CASE {' '.join(first_null)} ELSE CAST(NULL AS INT) END" if first_null else "CAST(NULL AS INT)"
-    named = [(kind, KIND), (start, S), (end, E), (arrival, ARR), (order, ORDER), (file_order, FILE)]
-    return [f"{sql} AS {quoted(name)}" for sql, name in named] + payload + [f"{null_field} AS {quoted(NULLF)}"]
+    return [(KIND, kind), (S, start), (E, end), (ARR, arrival), (ORDER, order), (FILE, file_order), *payload, (NULLF, null_field)]
 
 
 def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[Any]]) -> DataFrame:

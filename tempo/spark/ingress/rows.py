@@ -10,6 +10,7 @@ import attrs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from tempo.expr.schema import field_names
 from tempo.runtime.ingress import INTERVAL, POINT, START
 from tempo.plan.nodes import SourceNode
 from tempo.runtime.policy import TimePolicy
@@ -18,6 +19,7 @@ from tempo.tables import Span
 from tempo.rules import InputRule
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
+from tempo.spark.columns import quoted
 from tempo.ticks import INF
 
 if TYPE_CHECKING:
@@ -46,13 +48,33 @@ DROPPED, ADJUSTED = 2, 1
 """A verdict's status (0: admitted as read)."""
 
 
+@attrs.frozen
+class TableProjection:
+    """A table input's rows as read (``raw``) and each ``InputFrame`` column as SQL over them
+    (name, SQL), not yet a DataFrame: Spark analyses every DataFrame operation when it is
+    built, so an input admitted as read takes its events' columns straight from ``raw``
+    (``InputFrame.as_read``), one operation rather than two."""
+
+    raw: DataFrame
+    columns: tuple[tuple[str, str], ...]
+
+    def frame(self) -> DataFrame:
+        return self.raw.selectExpr(*(f"{sql} AS {quoted(name)}" for name, sql in self.columns))  # SQL: one JVM call
+
+    def sql(self, name: str) -> str:
+        return next(sql for n, sql in self.columns if n == name)
+
+    def replaced(self, name: str, sql: str) -> TableProjection:
+        return TableProjection(self.raw, tuple((n, sql if n == name else s) for n, s in self.columns))
+
+
 @attrs.define
 class InputFrame:
     """One input as rows, with what the driver knows of it."""
 
     node: SourceNode
     decl: int
-    df: DataFrame | None
+    _df: DataFrame | None  # the rows (``df``), built from ``projection`` when first asked for
     items: dict[int, Any] | None  # position -> received item, for item lists
     prepared: list[Any] | None = None  # records admitted on the driver (small item lists)
     rows: int | None = None  # known for item lists
@@ -65,10 +87,48 @@ class InputFrame:
     scanned: bool = False  # collected on the driver already (``local_scan``)
     scan_limit: int = 0  # rows the driver may read to scan or check this input (``local_scan``)
     span: Span | None = None  # where its rows lie, when the driver read them (``local_scan``)
+    projection: TableProjection | None = None  # a table's rows, before ``df`` is built
     policy: TimePolicy = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.policy = TimePolicy.of_input(self.node)
+
+    @property
+    def df(self) -> DataFrame | None:
+        """The rows in Spark (None: an item list admitted on the driver)."""
+        if self._df is None and self.projection is not None:
+            self._df = self.projection.frame()
+        return self._df
+
+    @df.setter
+    def df(self, value: DataFrame | None) -> None:
+        self._df = value
+
+    @property
+    def in_spark(self) -> bool:
+        """Whether the rows are in Spark (``df`` is not None), without building them."""
+        return self._df is not None or self.projection is not None
+
+    def replace_column(self, name: str, constant: str) -> None:
+        """Column ``name`` of the rows becomes ``constant`` (SQL), in the projection while
+        the rows are not built yet."""
+        if self._df is None and self.projection is not None:
+            self.projection = self.projection.replaced(name, constant)
+        else:
+            assert self._df is not None
+            self._df = self._df.withColumn(name, F.expr(constant))
+
+    def as_read(self) -> DataFrame:
+        """The events as read, each row of an event kind one: start, end (at most infinity),
+        payload fields."""
+        names = field_names(self.node.payload_type)
+        if self._df is None and self.projection is not None and not self.kinds_vary:
+            p = self.projection
+            columns = [f"{p.sql(S)} AS {S}", f"least({p.sql(E)}, {INF}) AS {E}", *(f"{p.sql(n)} AS {quoted(n)}" for n in names)]
+            return p.raw.selectExpr(*columns)
+        assert self.df is not None
+        events = self.df.filter(F.col(KIND).isin(*EVENT_KINDS)) if self.kinds_vary else self.df
+        return events.selectExpr(S, f"least({E}, {INF}) AS {E}", *map(quoted, names))  # SQL: one JVM call
 
 
 def _counted() -> Column:

@@ -47,7 +47,6 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
     inputs it imports from).
     """
     assert frame.df is not None and frame.blocks is not None
-    node = frame.node
     policy = frame.policy
     df = _imported_in_force(spark, frame, imported) if _imports(frame) else frame.df.withColumn("__imp", F.lit(None).cast("long"))
     w = Window.partitionBy(BLOCK).orderBy(ORDER, FILE)

@@ -52,7 +52,7 @@ from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
-from tempo.spark.compiler import FIRST, Compiler, join_sides, overlapping_pairs
+from tempo.spark.compiler import FIRST, Compiler, overlapping_pairs
 from tempo.spark.windows import aggregate_column
 from tempo.spark.columns import record_columns
 from tempo.spark.ingress.read import table_columns
@@ -300,11 +300,10 @@ class BulkRunner:
             if held_end >= INF:  # a shift took its end to infinity: open, which item by item handles
                 return None, JoinAfter(([], []), [], 0)
             held[port].append((position, held_start, held_end, from_wire((join.left, join.right)[port].payload_type, payloads[port], naive)))
-        left, right, cond = join_sides(compiler, join)
         ls, le, rs, re = F.col(f"__l_{S}"), F.col(f"__l_{E}"), F.col(f"__r_{S}"), F.col(f"__r_{E}")
         lpos, rpos = F.col(f"__l_{POSITION}"), F.col(f"__r_{POSITION}")
         fresh_pair = (lpos["t"] == 1) | (rpos["t"] == 1)  # two held events were paired before
-        pairs = overlapping_pairs(compiler, join, left, right, cond & (ls < re) & (rs < le) & fresh_pair)
+        pairs = overlapping_pairs(compiler, join, fresh_pair)
         start = F.greatest(ls, rs)
         later, earlier = F.greatest(lpos, rpos), F.least(lpos, rpos)
         out = F.lit(before.out_cti)
