@@ -143,9 +143,9 @@ def count_if_clean(frame: InputFrame) -> int | None:
 def _utc_session(frame: InputFrame) -> bool:
     """Whether the session's time zone is UTC, in which Spark reads a timestamp without zone
     as the driver does."""
-    spark = frame.projection.raw.sparkSession if frame.projection is not None else frame.df.sparkSession if frame.df is not None else None
-    assert spark is not None
-    zone = spark.conf.get("spark.sql.session.timeZone") or ""
+    rows = frame.projection.raw if frame.projection is not None else frame.df
+    assert rows is not None
+    zone = rows.sparkSession.conf.get("spark.sql.session.timeZone") or ""
     return zone.upper() in ("UTC", "ETC/UTC", "GMT", "Z", "+00:00")
 
 

@@ -97,7 +97,7 @@ def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival:
     source = node.source
     assert isinstance(source, TableSource)
     raw = read_table(spark, node.name, source)
-    projection = TableProjection(raw, tuple(table_column_sql(node, raw.schema, needs_arrival)))
+    projection = TableProjection(raw, tuple(table_columns(node, raw.schema, needs_arrival)))
     frame = InputFrame(node, decl, None, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None, projection=projection)
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
     # a kind column or CTIs from settings, there is nothing to check but each row itself.
@@ -105,16 +105,11 @@ def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival:
     return frame
 
 
-def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) -> list[str]:
-    """The ``InputFrame`` columns of a table input's rows of ``schema`` as SQL expressions
-    (for ``selectExpr``: the JVM parses the whole projection in one call, where building it
-    of Columns takes one or more calls per function and operator), after checking the
-    columns against the source's arguments and payload fields."""
-    return [f"{sql} AS {quoted(name)}" for name, sql in table_column_sql(node, schema, needs_arrival)]
-
-
-def table_column_sql(node: SourceNode, schema: st.StructType, needs_arrival: bool) -> list[tuple[str, str]]:
-    """``table_columns`` as (name, SQL expression) pairs."""
+def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) -> list[tuple[str, str]]:
+    """The ``InputFrame`` columns of a table input's rows of ``schema`` as (name, SQL
+    expression) pairs (for ``TableProjection``: the JVM parses the whole projection in one
+    call, where building it of Columns takes one or more calls per function and operator),
+    after checking the columns against the source's arguments and payload fields."""
     from tempo.spark.types import frame_columns
     from tempo.tables import KINDS, check_columns
 

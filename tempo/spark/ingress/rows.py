@@ -121,14 +121,16 @@ class InputFrame:
     def as_read(self) -> DataFrame:
         """The events as read, each row of an event kind one: start, end (at most infinity),
         payload fields."""
+        rows: DataFrame | None
+        if self._df is None and self.projection is not None and not self.kinds_vary:  # straight from the table
+            rows, sql = self.projection.raw, self.projection.sql
+        else:
+            rows, sql = self.df, quoted
+            assert rows is not None
+            rows = rows.filter(F.col(KIND).isin(*EVENT_KINDS)) if self.kinds_vary else rows
         names = field_names(self.node.payload_type)
-        if self._df is None and self.projection is not None and not self.kinds_vary:
-            p = self.projection
-            columns = [f"{p.sql(S)} AS {S}", f"least({p.sql(E)}, {INF}) AS {E}", *(f"{p.sql(n)} AS {quoted(n)}" for n in names)]
-            return p.raw.selectExpr(*columns)
-        assert self.df is not None
-        events = self.df.filter(F.col(KIND).isin(*EVENT_KINDS)) if self.kinds_vary else self.df
-        return events.selectExpr(S, f"least({E}, {INF}) AS {E}", *map(quoted, names))  # SQL: one JVM call
+        columns = [f"{sql(S)} AS {S}", f"least({sql(E)}, {INF}) AS {E}", *(f"{sql(n)} AS {quoted(n)}" for n in names)]
+        return rows.selectExpr(*columns)  # SQL: one JVM call
 
 
 def _counted() -> Column:

@@ -51,12 +51,12 @@ from tempo.runtime.operators import Window as WindowOperator
 from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, column
+from tempo.spark.columns import Scope, column, quoted
 from tempo.spark.compiler import FIRST, Compiler, overlapping_pairs
 from tempo.spark.windows import aggregate_column
 from tempo.spark.columns import record_columns
 from tempo.spark.ingress.read import table_columns
-from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
+from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER, TableProjection
 from tempo.sources import TableSource
 from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
 from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
@@ -77,7 +77,7 @@ class BulkRunner:
     query: Query
     shape: BulkShape
     replay: CtiReplay = attrs.field(init=False)
-    _columns: dict[int, tuple[list[Column], list[str], int]] = attrs.field(init=False, factory=dict)
+    _columns: dict[int, tuple[list[Column], tuple[tuple[str, str], ...]]] = attrs.field(init=False, factory=dict)
     _threads: Any = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -93,13 +93,13 @@ class BulkRunner:
             schema = batch.select(*own).schema
             source = self.shape.sources[index].source
             assert isinstance(source, TableSource) and source.order is not None
-            columns = table_columns(self.shape.sources[index], schema, False)
-            shifted = source.order in (source.start, source.end, source.arrival) and isinstance(schema[source.order].dataType, st.IntegralType)
-            self._columns[index] = own, columns, source.origin_ticks() if shifted else 0
-        own, columns, shift = self._columns[index]
+            sql = dict(table_columns(self.shape.sources[index], schema, False))
+            if isinstance(schema[source.order].dataType, st.IntegralType):  # as it is, even a time column
+                sql[ORDER] = f"CAST({quoted(source.order)} AS BIGINT)"
+            self._columns[index] = own, tuple(sql.items())
+        own, columns = self._columns[index]
         mine = batch if len(self.shape.sources) == 1 else batch.filter(F.col(INPUT_COLUMN) == index)
-        rows = mine.select(*own).selectExpr(*columns)
-        return rows.withColumn(ORDER, F.col(ORDER) - F.lit(shift)) if shift else rows
+        return TableProjection(mine.select(*own), columns).frame()
 
     def run(self, engine: LiveEngine, batch: DataFrame, min_rows: int, speculate: bool) -> tuple[list[int], bool]:
         """Compute the batch into ``engine`` when it has at least ``min_rows`` rows: (its rows
