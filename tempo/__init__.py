@@ -4,12 +4,14 @@ Build a query with ``Stream.create(...)`` and fluent operators over your own pay
 classes; run it with ``InMemoryExecutor`` (or, with the ``spark`` extra, on Spark).
 """
 
-from tempo.api.functions import coalesce, col, is_in, is_not_null, is_null, lit, not_, udf, when
+from tempo.api.functions import coalesce, col, is_in, is_not_null, is_null, lit, not_, try_divide, udf, when
 from tempo.api.stream import Analytics, GroupedStream, GroupedWindowedStream, Stream, Window, WindowedStream
 from tempo.clocks import ArrivalClock, EventTime, IngestionTime, ProcessingTime, ScriptedClock, SystemClock, TimeDomain
 from tempo.errors import (
     CompileError,
     CtiViolationError,
+    EvaluationError,
+    EvaluationRule,
     ImportOrderError,
     InputSchemaError,
     InputError,
@@ -65,6 +67,8 @@ __all__ = [
     "CompileError",
     "Cti",
     "CtiViolationError",
+    "EvaluationError",
+    "EvaluationRule",
     "EdgeEnd",
     "EdgeStart",
     "EventCounts",
@@ -114,6 +118,7 @@ __all__ = [
     "lit",
     "not_",
     "spark_available",
+    "try_divide",
     "udf",
     "when",
 ]

@@ -6,6 +6,8 @@ failing pipeline says what to fix rather than where the interpreter tripped.
 
 from __future__ import annotations
 
+import enum
+
 
 class TempoError(Exception):
     """Base class of every error tempo raises on purpose."""
@@ -108,3 +110,30 @@ class UdfResultError(TempoError):
 
     def __reduce__(self) -> tuple[type[UdfResultError], tuple[str, str, str, str, str]]:
         return (UdfResultError, (self.udf, self.declared, self.actual, self.value, self.arguments))
+
+
+class EvaluationRule(str, enum.Enum):
+    """What an expression's evaluation may break, on every executor (docs/semantics.md 7.4)."""
+
+    DIVISION_BY_ZERO = "division by zero"
+    INTEGER_OVERFLOW = "integer overflow: the result is outside 64-bit integers (-2**63 to 2**63 - 1)"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class EvaluationError(TempoError):
+    """An expression or aggregate could not be evaluated for an event or window: a division by
+    zero, or an integer result outside 64 bits (``rule``: an ``EvaluationRule``). The same
+    error on every executor, naming the expression as written (with the lambda's parameter
+    names), the rule, and the operands of a failing event (on Spark and the vectorised
+    executor one such event, whichever the engine met first)."""
+
+    def __init__(self, expression: str, rule: EvaluationRule, values: str) -> None:
+        self.expression = expression
+        self.rule = rule
+        self.values = values
+        super().__init__(f"{rule} in {expression} (for the values {values})")
+
+    def __reduce__(self) -> tuple[type[EvaluationError], tuple[str, EvaluationRule, str]]:
+        return (EvaluationError, (self.expression, self.rule, self.values))

@@ -1,5 +1,5 @@
 """Functions usable inside traced lambdas: ``tempo.col``, ``when``, ``is_in``, ``not_``, ``lit``,
-``is_null``, ``is_not_null``, ``coalesce``, ``udf``.
+``is_null``, ``is_not_null``, ``coalesce``, ``try_divide``, ``udf``.
 
 Their signatures are typed on plain values so that mypy checks lambdas as ordinary
 Python; at trace time they receive and return ``Traced`` proxies.
@@ -84,6 +84,19 @@ def coalesce(value: Any, *defaults: Any) -> Any:
     if not defaults:
         raise QueryBuildError("tempo.coalesce needs a value and at least one default, e.g. tempo.coalesce(e.v, 0.0)")
     return Traced(n.Coalesce(tuple(expr_of(v) for v in (value, *defaults))))
+
+
+def try_divide(dividend: float | None, divisor: float | None) -> float | None:
+    """``dividend / divisor``, or null (None) where ``divisor`` is zero (SQL's and Spark's
+    ``try_divide``); typed ``float | None`` so that mypy asks the code downstream to handle
+    the null (``tempo.coalesce(tempo.try_divide(r.a, r.b), 0.0)``). ``/`` itself raises
+    ``tempo.EvaluationError`` on a zero divisor, as Python does (docs/semantics.md 7.4)."""
+    a, b = expr_of(dividend), expr_of(divisor)
+    for side in (a, b):
+        if side.dtype not in (int, float, bool, object):
+            raise QueryBuildError(f"tempo.try_divide divides numbers, got {side.dtype.__name__} in {n.render(side)}")
+    divides = n.Binary("!=", b, n.Lit(0))
+    return cast("float | None", Traced(n.When(divides, n.Binary("/", a, b), n.Lit(None))))
 
 
 def udf(fn: Callable[P, R], returns: type[R]) -> Callable[P, R]:

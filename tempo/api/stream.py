@@ -398,7 +398,10 @@ class Aggregates(Generic[T]):
         else:
             index = len(self._aggregates)
             self._aggregates.append(analytic)
-        return Traced(x.AggRef(index, analytic.result_type))
+        checked = ""
+        if isinstance(analytic, p.Aggregate) and analytic.kind is p.AggregateKind.SUM and analytic.wide_integers:
+            checked = f"{self._NAME}.{analytic.describe()}"
+        return Traced(x.AggRef(index, analytic.result_type, checked))
 
     def _add(self, kind: str, fn: Callable[[T], Any] | None, fraction: float | None = None, accuracy: int | None = None) -> Any:
         what = f"the argument of {self._NAME}.{kind}()"

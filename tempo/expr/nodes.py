@@ -339,6 +339,38 @@ UDF_RAISED_MARKER = "[tempo udf raised]"
 or polars, carried as text, so that the driver can raise it as ``UdfError``."""
 
 
+EVALUATION_MARKER = "[tempo evaluation]"
+"""Marks an ``EvaluationError`` raised inside polars or by Spark's ``raise_error``, carried as
+text, so that the driver can raise it again as the error it is."""
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+"""tempo's integers are 64-bit (Arrow's, Parquet's, Spark's ``long``, polars' ``Int64``): a
+result outside these bounds is an ``EvaluationError`` on every executor (docs/semantics.md 7.4)."""
+
+
+def evaluation_rules(e: Expr) -> tuple[Any, ...]:
+    """The ``EvaluationRule`` values evaluating ``e`` itself (not its operands) may break: a
+    division (``/``, ``//``, ``%``) by zero; an integer ``+``, ``-``, ``*``, ``//`` (the least
+    integer by -1), negation or ``abs`` (of the least integer) outside 64 bits. The one
+    statement of what fails, which every executor's expression compiler reads."""
+    from tempo.errors import EvaluationRule
+
+    rules: list[EvaluationRule] = []
+    if isinstance(e, Binary) and e.op in ("/", "//", "%"):
+        rules.append(EvaluationRule.DIVISION_BY_ZERO)
+    integer = e.dtype is int
+    if integer and ((isinstance(e, Binary) and e.op in ("+", "-", "*", "//")) or (isinstance(e, Unary) and e.op in ("neg", "abs"))):
+        rules.append(EvaluationRule.INTEGER_OVERFLOW)
+    return tuple(rules)
+
+
+def evaluation_text(expression: str, rule: Any, values: str) -> str:
+    """An ``EvaluationError``'s fields as marked text, for an engine that can only raise text."""
+    import json
+
+    return EVALUATION_MARKER + json.dumps([expression, rule.name, values]) + EVALUATION_MARKER
+
+
 def marked_fields(exc: BaseException, marker: str, count: int) -> list[str] | None:
     """The ``count`` fields a worker wrote as a JSON list between two ``marker`` into the
     message of the error it raised, if ``exc`` (an engine's failure carrying the worker's
@@ -361,14 +393,20 @@ def marked_fields(exc: BaseException, marker: str, count: int) -> list[str] | No
 
 def udf_error(exc: BaseException) -> Any:
     """The ``UdfResultError`` or ``UdfError`` a udf raised in an engine's worker
-    (``checked_udf`` with ``local=False``), if ``exc`` carries one; else None."""
-    from tempo.errors import UdfError, UdfResultError
+    (``checked_udf`` with ``local=False``), or the ``EvaluationError`` an expression raised
+    there (``evaluation_text``), if ``exc`` carries one; else None."""
+    from tempo.errors import EvaluationError, EvaluationRule, UdfError, UdfResultError
 
     fields = marked_fields(exc, UDF_MARKER, 5)
     if fields is not None:
         return UdfResultError(*fields)
     raised = marked_fields(exc, UDF_RAISED_MARKER, 4)
-    return None if raised is None else UdfError(*raised)
+    if raised is not None:
+        return UdfError(*raised)
+    failed = marked_fields(exc, EVALUATION_MARKER, 3)
+    if failed is None or failed[1] not in EvaluationRule.__members__:
+        return None
+    return EvaluationError(failed[0], EvaluationRule[failed[1]], failed[2])
 
 
 def checked_udf(fn: Callable[..., Any], returns: type, name: str, local: bool) -> Callable[..., Any]:
@@ -487,6 +525,9 @@ class AggRef(Expr):
 
     index: int
     result_type: type
+    checked: str = attrs.field(default="", eq=False)
+    """For a sum of integers (``Aggregate.wide_integers``): the aggregate as written, which an
+    executor adding wider than 64 bits names when the value does not fit them."""
 
     @property
     def dtype(self) -> type:
@@ -575,7 +616,7 @@ def render(e: Expr) -> str:
         inner = ", ".join(f"{n}={render(v)}" for n, v in zip(e.names, e.values))
         return f"{e.cls.__name__}({inner})"
     if isinstance(e, AggRef):
-        return f"agg{e.index}"
+        return e.checked or f"agg{e.index}"
     if isinstance(e, KeyRef):
         return e.name or f"key{e.index}"
     if isinstance(e, WindowBound):

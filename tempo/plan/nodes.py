@@ -541,6 +541,13 @@ class Aggregate:
             raise QueryBuildError(f"{self.kind} needs numbers, got {t.__name__}: {x.render(self.arg)}")
 
     @property
+    def wide_integers(self) -> bool:
+        """A sum or average of integers: added exactly (wider than 64 bits) by every executor,
+        the sum's value then required to fit 64 bits (docs/semantics.md 7.4), the average
+        the exact total made a float and divided by the count."""
+        return self.kind in (AggregateKind.SUM, AggregateKind.AVG) and self.arg is not None and self.arg.dtype in (int, bool)
+
+    @property
     def result_type(self) -> type:
         if self.kind is AggregateKind.UDA:
             returns: type = self.function.returns

@@ -2,8 +2,9 @@
 
 Generated code runs per event, so it avoids interpretation overhead: one Python function
 per traced lambda. Null semantics follow SQL (and Spark), so both executors agree:
-arithmetic and comparisons with a null operand give null, division by zero gives null,
-``&``/``|`` are three-valued, and a null condition counts as false.
+arithmetic and comparisons with a null operand give null, ``&``/``|`` are three-valued,
+and a null condition counts as false. Division by zero and integer results outside 64 bits
+raise ``EvaluationError``, and floats compare in Spark's total order (docs/semantics.md 7.4).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+import operator
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from tempo.dispatch import Registry
+from tempo.errors import EvaluationError, EvaluationRule
 from tempo.expr import nodes as x
 from tempo.expr.aggregator import aggregator_runner
 from tempo.expr.schema import is_record_type, record_fields
@@ -24,6 +27,9 @@ from tempo.ticks import to_ticks
 
 _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%",
            "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+_NAN = float("nan")
 
 
 def _and3(a: Any, b: Any) -> Any:
@@ -46,30 +52,118 @@ def _not3(a: Any) -> Any:
     return None if a is None else not a
 
 
-def _div(a: Any, b: Any) -> Any:
-    if a is None or b is None or b == 0:
+def _div(a: Any, b: Any, fail: Any) -> Any:
+    if a is None or b is None:
         return None
-    return a / b
+    if b == 0:
+        fail(a, b)
+    return float(a) / b  # both as floats first, as Spark and polars divide
 
 
-def _floordiv(a: Any, b: Any) -> Any:
-    if a is None or b is None or b == 0:
+def _ifloordiv(a: Any, b: Any, fail: Any, overflow: Any) -> Any:
+    if a is None or b is None:
         return None
-    return a // b
+    if b == 0:
+        fail(a, b)
+    v = a // b
+    return v if v <= x.INT_MAX else overflow(a, b)  # the least integer by -1
 
 
-def _mod(a: Any, b: Any) -> Any:
-    if a is None or b is None or b == 0:
+def _ffloordiv(a: Any, b: Any, fail: Any) -> Any:
+    """``floor(a / b)`` as a float (SQL's and polars' rule; Python's own ``//`` on floats
+    corrects the quotient's rounding, which no engine does)."""
+    if a is None or b is None:
         return None
-    return a % b
+    if b == 0:
+        fail(a, b)
+    q = float(a) / b
+    return float(math.floor(q)) if math.isfinite(q) else q
+
+
+def _mod(a: Any, b: Any, fail: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if b == 0:
+        fail(a, b)
+    return a % b  # the divisor's sign: C's fmod, then the divisor added when the signs differ
+
+
+def _int_op(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    def checked(a: Any, b: Any, fail: Any) -> Any:
+        if a is None or b is None:
+            return None
+        v = op(a, b)
+        return v if x.INT_MIN <= v <= x.INT_MAX else fail(a, b)
+
+    return checked
+
+
+def _int_unary(op: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
+    def checked(a: Any, fail: Any) -> Any:
+        if a is None:
+            return None
+        v = op(a)
+        return v if v <= x.INT_MAX else fail(a)
+
+    return checked
+
+
+def _failure(expression: str, rule: EvaluationRule) -> Callable[..., Any]:
+    def fail(*values: Any) -> Any:
+        raise EvaluationError(expression, rule, repr(values))
+
+    return fail
+
+
+# Floats compare in one total order on every executor, as Spark and polars compare them:
+# NaN equals NaN and is greater than every other number (-0.0 equals 0.0 already).
+def _feq(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    return a == b or (a != a and b != b)
+
+
+def _fne(a: Any, b: Any) -> Any:
+    eq = _feq(a, b)
+    return None if eq is None else not eq
+
+
+def _flt(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if a != a:
+        return False
+    return b != b or a < b
+
+
+def _fle(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if b != b:
+        return True
+    return a == a and a <= b
 
 
 def _instant(v: Any) -> Any:
     return to_ticks(v) if isinstance(v, datetime) else v
 
 
+def _key(v: Any) -> Any:
+    """A float group or join key as every engine groups it: one NaN, and 0.0 for -0.0."""
+    if v is None:
+        return None
+    return _NAN if v != v else v + 0.0
+
+
 _HELPERS: dict[str, Any] = {"_and3": _and3, "_or3": _or3, "_not3": _not3,
-                            "_div": _div, "_floordiv": _floordiv, "_mod": _mod, "_instant": _instant}
+                            "_div": _div, "_ifloordiv": _ifloordiv, "_ffloordiv": _ffloordiv, "_mod": _mod,
+                            "_iadd": _int_op(operator.add), "_isub": _int_op(operator.sub), "_imul": _int_op(operator.mul),
+                            "_ineg": _int_unary(operator.neg), "_iabs": _int_unary(abs),
+                            "_feq": _feq, "_fne": _fne, "_flt": _flt, "_fle": _fle,
+                            "_fgt": lambda a, b: _flt(b, a), "_fge": lambda a, b: _fle(b, a),
+                            "_instant": _instant, "_key": _key}
+_FLOAT_COMPARISON = {"==": "_feq", "!=": "_fne", "<": "_flt", "<=": "_fle", ">": "_fgt", ">=": "_fge"}
+_INT_ARITHMETIC = {"+": "_iadd", "-": "_isub", "*": "_imul"}
 
 
 class _Gen:
@@ -110,6 +204,14 @@ class _Gen:
             return repr(_instant(e.value))
         return f"_instant({code})"
 
+    def failure(self, e: x.Expr, rule: EvaluationRule) -> str:
+        """The name of a function raising ``e``'s ``EvaluationError`` for ``rule``."""
+        return self.const(_failure(x.render(e), rule))
+
+    def temp(self) -> str:
+        self.temps += 1
+        return f"_t{self.temps}"
+
     def binary(self, e: x.Binary) -> str:
         a, b = self.gen(e.left), self.gen(e.right)
         nullable = e.left.nullable or e.right.nullable
@@ -117,16 +219,32 @@ class _Gen:
             # Datetimes compare as instants (naive means UTC), as on Spark: naive against aware
             # works. A constant is made an instant once, here, not for every event.
             a, b = (self.instant(side, code) for side, code in ((e.left, a), (e.right, b)))
+        # ``&`` and ``|`` evaluate their right side only when the left does not decide (as
+        # Python's ``and``/``or`` and Spark's AND/OR): a division guarded by the left side
+        # is not evaluated where the guard fails.
         if e.op == "&":
-            return f"_and3({a}, {b})" if nullable else f"({a} and {b})"
+            if not nullable:
+                return f"({a} and {b})"
+            t = self.temp()
+            return f"(False if ({t} := {a}) is False else _and3({t}, {b}))"
         if e.op == "|":
-            return f"_or3({a}, {b})" if nullable else f"({a} or {b})"
+            if not nullable:
+                return f"({a} or {b})"
+            t = self.temp()
+            return f"(True if ({t} := {a}) is True else _or3({t}, {b}))"
+        zero = EvaluationRule.DIVISION_BY_ZERO
         if e.op == "/":
-            return f"_div({a}, {b})"
+            return f"_div({a}, {b}, {self.failure(e, zero)})"
         if e.op == "//":
-            return f"_floordiv({a}, {b})"
+            if e.dtype is int:
+                return f"_ifloordiv({a}, {b}, {self.failure(e, zero)}, {self.failure(e, EvaluationRule.INTEGER_OVERFLOW)})"
+            return f"_ffloordiv({a}, {b}, {self.failure(e, zero)})"
         if e.op == "%":
-            return f"_mod({a}, {b})"
+            return f"_mod({a}, {b}, {self.failure(e, zero)})"
+        if e.op in _INT_ARITHMETIC and e.dtype is int:
+            return f"{_INT_ARITHMETIC[e.op]}({a}, {b}, {self.failure(e, EvaluationRule.INTEGER_OVERFLOW)})"
+        if e.op in x.COMPARISON and float in (e.left.dtype, e.right.dtype):
+            return f"{_FLOAT_COMPARISON[e.op]}({a}, {b})"
         op = _PY_OPS[e.op]
         if nullable:
             return f"(lambda _a, _b: None if _a is None or _b is None else _a {op} _b)({a}, {b})"
@@ -162,6 +280,9 @@ def _unary(g: _Gen, e: x.Unary) -> str:
     v = g.gen(e.operand)
     if e.op == "not":
         return f"_not3({v})" if e.operand.nullable else f"(not {v})"
+    if e.dtype is int:
+        checked = {"neg": "_ineg", "abs": "_iabs"}[e.op]
+        return f"{checked}({v}, {g.failure(e, EvaluationRule.INTEGER_OVERFLOW)})"
     fn = {"neg": "-", "abs": "abs"}[e.op]
     if e.operand.nullable:
         return f"(lambda _v: None if _v is None else {fn}(_v))({v})"
@@ -254,8 +375,12 @@ def compile_expression(expr: x.Expr, arity: int) -> Callable[..., Any]:
 
 
 def compile_keys(exprs: Sequence[x.Expr], side: int = 0) -> Callable[[Any], tuple[Any, ...]]:
-    """A key tuple of one payload: traced lambda argument ``side`` (a join's right side is 1)."""
-    return compile_function(exprs, ["a0"], as_tuple=True, inputs=["None"] * side + ["a0"])
+    """A key tuple of one payload: traced lambda argument ``side`` (a join's right side is 1).
+    Float keys are made what every engine groups and joins by (``_key``: one NaN, 0.0 for -0.0)."""
+    g = _Gen(["None"] * side + ["a0"])
+    body = [f"_key({g.gen(k)})" if k.dtype is float else g.gen(k) for k in exprs]
+    fn: Callable[[Any], tuple[Any, ...]] = _define(f"def _f(a0):\n    return ({', '.join(body)},)\n", g.env)
+    return fn
 
 
 def compile_aggregate_values(aggregates: Sequence[Aggregate], payload_type: type) -> Callable[[Any, int], tuple[Any, ...]]:
@@ -366,9 +491,6 @@ def _finisher(item: Aggregate | AggregateKind | str, kind: AggregateKind) -> Cal
     return None
 
 
-_NAN = float("nan")
-
-
 def _distinct(v: Any) -> Any:
     """One NaN for every NaN (a set tells NaN objects apart), as Spark groups them."""
     return _NAN if v != v else v
@@ -411,7 +533,8 @@ class Accumulator:
                 merged += [f"    total, count = {part}", "    if count:", f"        state[{slot}] += total", f"        state[{slot + 1}] += count"]
                 initial += ["0", "0"]
                 update += [f"            state[{slot}] += {v}", f"            state[{slot + 1}] += 1"]
-                results.append(f"(state[{slot}] / state[{slot + 1}] if state[{slot + 1}] else None)")
+                # An integer total is made a float before dividing, as Spark and polars divide.
+                results.append(f"(float(state[{slot}]) / state[{slot + 1}] if state[{slot + 1}] else None)")
                 continue
             if kind in (AggregateKind.VAR, AggregateKind.VAR_POP, AggregateKind.STDDEV, AggregateKind.STDDEV_POP):
                 n, mean, m2 = slot, slot + 1, slot + 2
@@ -445,7 +568,13 @@ class Accumulator:
             if kind is AggregateKind.SUM:
                 update.append(f"            state[{slot}] = {v} if c is None else c + {v}")
                 merged.append(f"        state[{slot}] = v if c is None else c + v")
-                results.append(f"state[{slot}]")
+                if isinstance(item, Aggregate) and item.arg is not None and item.arg.dtype in (int, bool):
+                    # Integers add exactly; only the window's sum must fit in 64 bits.
+                    env[f"_fits{slot}"] = _int_unary(lambda v: v if v >= x.INT_MIN else x.INT_MAX + 1)
+                    env[f"_fail{slot}"] = _failure(f"w.{item.describe()}", EvaluationRule.INTEGER_OVERFLOW)
+                    results.append(f"_fits{slot}(state[{slot}], _fail{slot})")
+                else:
+                    results.append(f"state[{slot}]")
             elif kind in (AggregateKind.FIRST, AggregateKind.LAST):  # v: (order, value)
                 less = "<" if kind is AggregateKind.FIRST else ">"
                 update += [f"            if c is None or {v}[0] {less} c[0]:", f"                state[{slot}] = {v}"]

@@ -1,8 +1,8 @@
 """Expression IR to native Spark Columns: a visitor keyed by node class.
 
-Python semantics are kept where Spark's differ: ``/`` is true division and gives null
-on a zero divisor (as the in-memory executor does), ``//`` floors and ``%`` takes the
-sign of the divisor. ``IsNull`` and ``Coalesce`` are Spark's ``isnull`` / ``isnotnull``
+Python semantics are kept where Spark's differ: ``/`` is true division, ``//`` floors and
+``%`` takes the sign of the divisor; a zero divisor or an integer result outside 64 bits is
+an ``EvaluationError`` (``checked``; docs/semantics.md 7.4). ``IsNull`` and ``Coalesce`` are Spark's ``isnull`` / ``isnotnull``
 and ``coalesce``. Only ``PyCall`` (``tempo.udf``, the documented escape hatch) becomes a
 Python UDF, which checks each result against the declared type inside the worker (a
 mismatch is raised there, not turned into a silent NULL) and ``udf_errors`` raises that
@@ -21,7 +21,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from tempo.dispatch import Registry
-from tempo.errors import CompileError, TempoError, UnsupportedError
+from tempo.errors import CompileError, EvaluationRule, TempoError, UnsupportedError
 from tempo.expr import nodes as x
 from tempo.expr.nodes import udf_error
 from tempo.spark.types import spark_type
@@ -102,20 +102,32 @@ def _binary(scope: Scope, e: x.Binary) -> Column:
         if op in x.COMPARISON:
             return _compare(op, a, b)
         raise UnsupportedError("Spark", f"the expression {x.render(e)}", "it does not compile datetime arithmetic yet")
-    if op == "+":
-        return F.concat(a, b) if e.dtype is str else a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
+    integer = e.dtype is int
+    if op in ("+", "-", "*"):
+        if e.dtype is str:
+            return F.concat(a, b)
+        if not integer:
+            return {"+": a + b, "-": a - b, "*": a * b}[op]
+        # Spark's try_ functions give null where a long result overflows (ANSI mode or not).
+        result = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](a, b)
+        return checked(e, result, result.isNull() & a.isNotNull() & b.isNotNull(), _OVERFLOW, (a, b))
+    zero = (b == 0) & a.isNotNull()
     if op == "/":
-        return F.try_divide(a.cast("double"), b)
+        return checked(e, F.try_divide(a.cast("double"), b), zero, _ZERO, (a, b))
     if op == "//":
-        floored = F.floor(F.try_divide(a.cast("double"), b))  # exact below 2**53
-        return floored.cast("double") if _is_float(e.left) or _is_float(e.right) else floored
+        if integer:  # Spark's ``div`` truncates; a remainder against the divisor's sign floors it
+            truncated = F.call_function("div", a, b)
+            floored = F.when((a % b != 0) & ((a < 0) != (b < 0)), truncated - 1).otherwise(truncated)
+            floored = checked(e, floored, (a == F.lit(x.INT_MIN)) & (b == -1), _OVERFLOW, (a, b))
+        else:  # floor(a / b) as a double: inf and NaN stay, and so does a double past 2**52 (whole)
+            q = a.cast("double") / b
+            floored = F.when(F.isnan(q) | (F.abs(q) >= 2.0**52), q).otherwise(F.floor(q).cast("double"))
+        return checked(e, floored, zero, _ZERO, (a, b))
     if op == "%":
-        # Python's remainder takes the divisor's sign; Spark's (Java's) the dividend's.
-        return F.when(b == 0, F.lit(None)).otherwise(((a % b) + b) % b)
+        # Java's remainder (exact, the dividend's sign), then the divisor added where the signs
+        # differ: Python's rule, never overflowing.
+        r = a % b
+        return checked(e, F.when((r != 0) & ((r < 0) != (b < 0)), r + b).otherwise(r), zero, _ZERO, (a, b))
     if op in x.COMPARISON:
         return _compare(op, a, b)
     if op == "&":
@@ -141,9 +153,26 @@ def _unary(scope: Scope, e: x.Unary) -> Column:
     v = column(e.operand, scope)
     if e.op == "not":
         return ~v
-    if e.op == "neg":
-        return -v
-    return F.abs(v)
+    result = -v if e.op == "neg" else F.abs(v)
+    if e.dtype is int:
+        return checked(e, result, v == F.lit(x.INT_MIN), _OVERFLOW, (v,))
+    return result
+
+
+_OVERFLOW, _ZERO = EvaluationRule.INTEGER_OVERFLOW, EvaluationRule.DIVISION_BY_ZERO
+
+
+def checked(e: x.Expr, result: Column, fails: Column, rule: EvaluationRule, operands: tuple[Column, ...]) -> Column:
+    """``result``, or ``e``'s ``EvaluationError`` where ``fails`` holds: Spark's ``raise_error``
+    with the error's fields as marked text (``tempo.expr.nodes.evaluation_text``), raised again
+    on the driver by ``udf_errors``. Spark evaluates a CASE's branches, AND's and OR's right
+    sides and COALESCE's later values only where they decide, as the in-memory executor does,
+    so the check fails only where that executor's does."""
+    marker = "@@values@@"  # their place in the text, filled in per row
+    head, tail = x.evaluation_text(x.render(e), rule, marker).split(marker)
+    values = F.concat_ws(", ", *(v.cast("string") for v in operands))
+    message = F.concat(F.lit(head + "("), F.coalesce(values, F.lit("")), F.lit(")" + tail))
+    return F.when(fails, F.raise_error(message)).otherwise(result)
 
 
 def _as(dtype: type, value: x.Expr, c: Column) -> Column:

@@ -20,13 +20,14 @@ from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql.types import StructField, StructType
 from pyspark.sql import functions as F
 
+from tempo.errors import EvaluationRule
 from tempo.expr.aggregator import ARROW_TYPES, aggregator_runner
 from tempo.expr.schema import field_names
 from tempo.plan import nodes as p
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp, _floor_div
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, column, record_columns
+from tempo.spark.columns import Scope, checked, column, record_columns
 from tempo.spark.types import spark_type
 from tempo.ticks import INF, NEG_INF
 
@@ -64,8 +65,25 @@ def aggregate_column(a: p.Aggregate, v: Column, over: WindowSpec | None = None) 
         return F.when(n == 0, F.lit(None).cast("double")).when(rank > n - nans, F.lit(float("nan"))).otherwise(summary)
     if a.kind is K.COLLECT:  # structs (order, value), sorted by their order
         return F.transform(F.array_sort(framed(F.collect_list(v))), lambda e: e["v"])
+    if a.wide_integers:
+        total = framed(F.sum(v))
+        if a.kind is K.AVG:  # the exact total made a double, then divided (as in memory)
+            return F.try_divide(total.cast("double"), framed(F.count(v)))
+        return fits_64_bits(a, total)
     agg = framed(_SIMPLE_COLUMNS[a.kind](v))
     return agg["v"] if a.kind.ordered else agg  # first, last: the least or greatest (order, value)
+
+
+WIDE = "decimal(38,0)"
+"""Integers added exactly: sums of ints and bools (``Aggregate.wide_integers``)."""
+
+
+def fits_64_bits(a: p.Aggregate, total: Column) -> Column:
+    """A sum of integers (``WIDE``) as a long, or ``a``'s ``EvaluationError`` where it does not fit."""
+    from tempo.expr.nodes import AggRef, INT_MAX, INT_MIN
+
+    ref = AggRef(0, int, f"w.{a.describe()}")
+    return checked(ref, total.cast("long"), (total > F.lit(INT_MAX)) | (total < F.lit(INT_MIN)), EvaluationRule.INTEGER_OVERFLOW, (total,))
 
 
 def window(c: Compiler, node: p.WindowNode) -> DataFrame:
@@ -95,7 +113,9 @@ def argument_column(a: p.Aggregate, payload_type: type) -> Column:
     field, nulls first, as ``codegen.payload_order``) and the value; null for a null value."""
     assert a.arg is not None
     v = column(a.arg, Scope())
-    if a.arg.dtype is bool and a.kind in (K.SUM, K.AVG, K.MIN, K.MAX):  # the kinds taking bools as numbers
+    if a.wide_integers:  # added exactly, as decimals: the sum checked to fit 64 bits (``fits_64_bits``)
+        v = v.cast(WIDE)
+    elif a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):  # the kinds taking bools as numbers
         v = v.cast("long")
     if not a.kind.ordered:
         return v
@@ -250,7 +270,9 @@ def _pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
         if a.kind is K.COUNT:
             merges.append(({names[0]: F.count(F.lit(1))}, F.sum(part)))
         elif a.kind is K.AVG:  # a sum and a count of the values, divided once merged
-            merges.append(({names[0]: F.sum(v), names[1]: F.count(v)}, F.when(F.sum(count) > 0, F.sum(part) / F.sum(count))))
+            merges.append(({names[0]: F.sum(v), names[1]: F.count(v)}, F.when(F.sum(count) > 0, F.sum(part).cast("double") / F.sum(count))))
+        elif a.wide_integers:  # a sum of integers: exact per pane, checked once merged
+            merges.append(({names[0]: F.sum(v)}, fits_64_bits(a, F.sum(part))))
         elif a.kind in _MERGED:
             merged = _MERGED[a.kind](part)
             merges.append(({names[0]: _MERGED[a.kind](v)}, merged["v"] if a.kind.ordered else merged))

@@ -332,7 +332,10 @@ def _partials(window: p.WindowNode, df: pl.LazyFrame, renamed: int) -> Found | N
     grid: Any = spec  # the spec's formulas over ints apply to polars expressions
     keys = [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
     names = [f"__key{i}" for i in range(len(keys))]
-    values = [expr(a.arg, Scope()).alias(f"__v{i}") for i, a in enumerate(window.aggregates) if a.arg is not None]
+    values = [  # sums of integers exactly, as the engine's state keeps them
+        (expr(a.arg, Scope()).cast(pl.Int128) if a.wide_integers else expr(a.arg, Scope())).alias(f"__v{i}")
+        for i, a in enumerate(window.aggregates) if a.arg is not None
+    ]
     spans = df.select(
         pl.col(S), pl.col(E), pl.col(FIRST), grid.first_window(pl.col(S)).alias("__klo"), grid.last_window(pl.col(E)).alias("__khi"),
         *keys, *values,

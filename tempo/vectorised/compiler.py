@@ -336,8 +336,8 @@ def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
         return pl.int_range(1, pl.len() + 1)
     if a.kind is K.SUM:
         return pl.when(seen > 0).then(v.fill_null(0).cum_sum())
-    if a.kind is K.AVG:
-        return pl.when(seen > 0).then(v.cast(pl.Float64).fill_null(0.0).cum_sum() / seen)
+    if a.kind is K.AVG:  # an integer total is made a float only to divide, as in memory
+        return pl.when(seen > 0).then(v.fill_null(0).cum_sum().cast(pl.Float64) / seen)
     if a.kind in (K.MIN, K.MAX):
         if not _is_float(a):
             return (v.cum_min() if a.kind is K.MIN else v.cum_max()).forward_fill()
@@ -396,7 +396,9 @@ def _analytic(c: Compiler, node: p.AnalyticNode) -> pl.LazyFrame:
             rows = rows.with_columns(pl.when(near).then(pl.col("__pv")).alias(f"__agg{i}")).drop("__ps", "__pv")
         else:
             v = pl.lit(None) if a.arg is None else expr(a.arg, Scope())
-            if a.arg is not None and a.arg.dtype is bool and a.kind in (K.SUM, K.AVG, K.MIN, K.MAX):
+            if a.wide_integers:
+                v = v.cast(pl.Int128)
+            elif a.arg is not None and a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):
                 v = v.cast(pl.Int64)
             rows = rows.with_columns(per_key(_running(a, v)).alias(f"__agg{i}"))
             rows = rows.with_columns(pl.col(f"__agg{i}").last().over(peers).alias(f"__agg{i}"))
@@ -409,7 +411,7 @@ _AGGREGATES: dict[p.AggregateKind, Callable[[pl.Expr, p.Aggregate], pl.Expr]] = 
     K.COUNT: lambda v, a: pl.len(),
     # null when every value is null (polars' sum would give 0)
     K.SUM: lambda v, a: pl.when(v.count() > 0).then(v.sum()).otherwise(None),
-    K.AVG: lambda v, a: v.mean(),
+    K.AVG: lambda v, a: pl.when(v.count() > 0).then(v.sum().cast(pl.Float64) / v.count()) if a.wide_integers else v.mean(),
     # NaN orders after every number (docs/semantics.md 5.6.5): polars' max skips it.
     K.MIN: lambda v, a: pl.when(v.fill_nan(None).count() > 0).then(v.fill_nan(None).min()).otherwise(v.min()) if _is_float(a) else v.min(),
     K.MAX: lambda v, a: pl.when(v.is_nan().any()).then(float("nan")).otherwise(v.max()) if _is_float(a) else v.max(),
@@ -491,7 +493,9 @@ def _values(node: p.WindowNode) -> list[pl.Expr]:
         if a.arg is None:
             continue
         v = expr(a.arg, Scope())
-        if a.arg.dtype is bool and a.kind in (K.SUM, K.AVG, K.MIN, K.MAX):
+        if a.wide_integers:  # added exactly: the sum checked where it is used (``_agg_ref``)
+            v = v.cast(pl.Int128)
+        elif a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):
             v = v.cast(pl.Int64)
         out.append(v.alias(f"__v{i}"))
     return out + [expr(e, Scope()).alias(n) for n, e in _ranked_by(node)]
@@ -603,7 +607,7 @@ def _pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
             merges.append(([pl.len().cast(pl.Int64).alias(f"__pa{i}_0")], part.sum()))
         elif a.kind is K.AVG:
             merges.append(([v.sum().alias(f"__pa{i}_0"), v.count().alias(f"__pa{i}_1")],
-                           pl.when(count.sum() > 0).then(part.sum() / count.sum()).otherwise(None)))
+                           pl.when(count.sum() > 0).then(part.sum().cast(pl.Float64) / count.sum()).otherwise(None)))
         elif a.kind in (K.SUM, K.MIN, K.MAX):
             merges.append(([_AGGREGATES[a.kind](v, a).alias(f"__pa{i}_0")], _AGGREGATES[a.kind](part, a)))
         else:

@@ -1,8 +1,10 @@
 """Expression IR to polars expressions: a visitor keyed by node class.
 
-Python's semantics are kept where polars' differ, as the Spark compiler keeps them: ``/`` is
-true division and gives null on a zero divisor (as the in-memory executor does), ``//``
-floors and ``%`` takes the sign of the divisor; a bool meeting a number is that number.
+The in-memory executor's semantics are kept where polars' differ, as the Spark compiler keeps
+them (docs/semantics.md 7.4): ``/`` is true division, ``//`` floors and ``%`` takes the sign
+of the divisor; a zero divisor or an integer result outside 64 bits is an ``EvaluationError``
+where the in-memory executor evaluates the expression (``Scope.guard``); a bool meeting a
+number is that number.
 Datetime values are integer ticks in every relation (``tempo.ticks``), turned into
 datetimes only when results are assembled. ``PyCall`` (``tempo.udf``) runs the checked
 function over each row's values, the one place a Python call per row is made.
@@ -17,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from tempo.dispatch import Registry
-from tempo.errors import CompileError, UnsupportedError
+from tempo.errors import CompileError, EvaluationRule, UnsupportedError
 from tempo.expr import nodes as x
 from tempo.expr.schema import FieldInfo, field_names, is_record_type, record_fields
 from tempo.ticks import INF, duration_ticks, from_ticks, to_ticks
@@ -110,11 +112,19 @@ class Scope:
     """What the names of an expression refer to in one relation: a column prefix per lambda
     argument."""
 
-    def __init__(self, prefixes: tuple[str, ...] = ("",)) -> None:
+    def __init__(self, prefixes: tuple[str, ...] = ("",), guard: pl.Expr | None = None) -> None:
         self.prefixes = prefixes
+        self.guard = guard
+        """Where the expression being compiled is evaluated (None: every row). polars computes
+        every branch of a ``when`` and both sides of ``&`` over the whole column; the guard
+        keeps an ``EvaluationError`` to the rows where the in-memory executor evaluates it."""
 
     def field(self, index: int, name: str) -> pl.Expr:
         return pl.col(f"{self.prefixes[index]}{name}")
+
+    def guarded(self, condition: pl.Expr) -> Scope:
+        """This scope, evaluated only where ``condition`` (not null) also holds."""
+        return Scope(self.prefixes, condition if self.guard is None else self.guard & condition)
 
 
 EXPRESSIONS: Registry[Scope, pl.Expr] = Registry(EXECUTOR, "expression", lambda e: f"the expression {x.render(e)}")
@@ -167,33 +177,84 @@ _COMPARE: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
 }
 
 
+def _raise_first(frame: pl.Series, expression: str, rule: EvaluationRule) -> pl.Series:
+    """The failing rows' flags (all false) unless a row fails: then its ``EvaluationError``,
+    raised through polars as text (``tempo.expr.nodes.evaluation_text``)."""
+    columns = frame.struct.unnest()
+    failing = columns["__fails"].fill_null(False)
+    if failing.any():
+        row = columns.filter(failing).row(0)
+        raise ValueError(x.evaluation_text(expression, rule, repr(tuple(row[1:]))))
+    return failing
+
+
+def _checked(e: x.Expr, scope: Scope, result: pl.Expr, fails: pl.Expr, rule: EvaluationRule, operands: Sequence[pl.Expr]) -> pl.Expr:
+    """``result``, raising ``e``'s ``EvaluationError`` where ``fails`` holds in the rows the
+    expression is evaluated in (``scope.guard``)."""
+    fails = fails.fill_null(False)
+    if scope.guard is not None:
+        fails = fails & scope.guard.fill_null(False)
+    text = x.render(e)
+    values = pl.struct([fails.alias("__fails"), *(v.alias(f"__v{i}") for i, v in enumerate(operands))])
+    check = values.map_batches(lambda frame: _raise_first(frame, text, rule), return_dtype=pl.Boolean)
+    return pl.when(check).then(None).otherwise(result)
+
+
+def _fmod(frame: pl.Series) -> pl.Series:
+    """C's ``fmod`` (exact: the remainder with the dividend's sign), which polars lacks: its
+    ``%`` on floats is ``a - b * floor(a / b)``, rounded."""
+    import numpy as np
+
+    columns = frame.struct.unnest()
+    a, b = (columns[n].cast(pl.Float64).to_numpy() for n in ("a", "b"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return pl.Series(np.fmod(a, b), dtype=pl.Float64).set(columns["a"].is_null() | columns["b"].is_null(), None)
+
+
+_OVERFLOW, _ZERO = EvaluationRule.INTEGER_OVERFLOW, EvaluationRule.DIVISION_BY_ZERO
+
+
+def _outside_64_bits(wide: pl.Expr) -> pl.Expr:
+    return (wide > x.INT_MAX) | (wide < x.INT_MIN)
+
+
 @rule(x.Binary)
 def _binary(scope: Scope, e: x.Binary) -> pl.Expr:
     op = e.op
-    a, b = numeric_operands(e.left, e.right, expr(e.left, scope), expr(e.right, scope), op not in x.COMPARISON and op not in x.LOGICAL)
+    left = expr(e.left, scope)
+    if op == "&":  # the right side is evaluated only where the left is not false
+        return left & expr(e.right, scope.guarded(left.fill_null(True)))
+    if op == "|":  # ... and only where the left is not true
+        return left | expr(e.right, scope.guarded(~left.fill_null(False)))
+    a, b = numeric_operands(e.left, e.right, left, expr(e.right, scope), op not in x.COMPARISON)
     if op in x.COMPARISON:
         return _COMPARE[op](a, b)
     if e.left.dtype in (datetime, timedelta) or e.right.dtype in (datetime, timedelta):
         raise UnsupportedError(EXECUTOR, f"the expression {x.render(e)}", "it does not compile datetime arithmetic yet")
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    zero = b == 0
+    integer = e.dtype is int
+    if op in ("+", "-", "*"):
+        if e.dtype is str:
+            return a + b
+        if not integer:
+            return {"+": a + b, "-": a - b, "*": a * b}[op]
+        wide = {"+": lambda p, q: p + q, "-": lambda p, q: p - q, "*": lambda p, q: p * q}[op](a.cast(pl.Int128), b.cast(pl.Int128))
+        return _checked(e, scope, wide.cast(pl.Int64, strict=False), _outside_64_bits(wide), _OVERFLOW, (a, b))
+    zero = (b == 0) & a.is_not_null()
     if op == "/":
-        return pl.when(zero).then(None).otherwise(a.cast(pl.Float64) / b)
+        return _checked(e, scope, pl.when(b == 0).then(None).otherwise(a.cast(pl.Float64) / b), zero, _ZERO, (a, b))
     if op == "//":
-        floored = (a.cast(pl.Float64) / b).floor()  # exact below 2**53, as Spark's
-        as_float = e.left.dtype is float or e.right.dtype is float
-        return pl.when(zero).then(None).otherwise(floored if as_float else floored.cast(pl.Int64))
+        if integer:  # polars' integer ``//`` floors, exactly
+            floored = _checked(e, scope, a // b, (a == x.INT_MIN) & (b == -1), _OVERFLOW, (a, b))
+        else:  # floor(a / b), as SQL: inf and NaN stay
+            floored = (a.cast(pl.Float64) / b).floor()
+        return _checked(e, scope, pl.when(b == 0).then(None).otherwise(floored), zero, _ZERO, (a, b))
     if op == "%":
-        return pl.when(zero).then(None).otherwise(((a % b) + b) % b)  # the divisor's sign, as Python
-    if op == "&":
-        return a & b
-    if op == "|":
-        return a | b
+        if integer:  # polars' integer ``%`` takes the divisor's sign, exactly, as Python's
+            remainder = a % b
+        else:  # C's fmod, then the divisor added where the signs differ (Python's rule)
+            r = pl.struct([a.alias("a"), b.alias("b")]).map_batches(_fmod, return_dtype=pl.Float64)
+            remainder = pl.when((r != 0) & ((r < 0) != (b < 0))).then(r + b).otherwise(r)
+        return _checked(e, scope, pl.when(b == 0).then(None).otherwise(remainder), zero, _ZERO, (a, b))
     raise UnsupportedError(EXECUTOR, f"the expression {x.render(e)}", f"it has no rule for the operator {op}")
 
 
@@ -202,9 +263,10 @@ def _unary(scope: Scope, e: x.Unary) -> pl.Expr:
     v = expr(e.operand, scope)
     if e.op == "not":
         return ~v
-    if e.op == "neg":
-        return -v
-    return v.abs()
+    result = -v if e.op == "neg" else v.abs()
+    if e.dtype is int:
+        return _checked(e, scope, result, v == x.INT_MIN, _OVERFLOW, (v,))
+    return result
 
 
 def _as(dtype: type, value: x.Expr, c: pl.Expr) -> pl.Expr:
@@ -218,8 +280,11 @@ def _as(dtype: type, value: x.Expr, c: pl.Expr) -> pl.Expr:
 
 @rule(x.When)
 def _when(scope: Scope, e: x.When) -> pl.Expr:
-    then, otherwise = _as(e.dtype, e.then, expr(e.then, scope)), _as(e.dtype, e.otherwise, expr(e.otherwise, scope))
-    return pl.when(expr(e.condition, scope)).then(then).otherwise(otherwise)
+    condition = expr(e.condition, scope)
+    holds = condition.fill_null(False)
+    then = _as(e.dtype, e.then, expr(e.then, scope.guarded(holds)))
+    otherwise = _as(e.dtype, e.otherwise, expr(e.otherwise, scope.guarded(~holds)))
+    return pl.when(condition).then(then).otherwise(otherwise)
 
 
 @rule(x.IsIn)
@@ -236,7 +301,12 @@ def _is_null(scope: Scope, e: x.IsNull) -> pl.Expr:
 
 @rule(x.Coalesce)
 def _coalesce(scope: Scope, e: x.Coalesce) -> pl.Expr:
-    return pl.coalesce([_as(e.dtype, v, expr(v, scope)) for v in e.values])
+    values: list[pl.Expr] = []
+    inner = scope
+    for v in e.values:  # each evaluated only where those before it are null
+        values.append(_as(e.dtype, v, expr(v, inner)))
+        inner = inner.guarded(values[-1].is_null())
+    return pl.coalesce(values)
 
 
 @rule(x.PyCall)
@@ -258,7 +328,11 @@ def _record(scope: Scope, e: x.Record) -> pl.Expr:
 
 @rule(x.AggRef)
 def _agg_ref(scope: Scope, e: x.AggRef) -> pl.Expr:
-    return pl.col(f"__agg{e.index}")
+    value = pl.col(f"__agg{e.index}")
+    if not e.checked:
+        return value
+    # A sum of integers, added as Int128: its value must fit 64 bits (``Aggregate.wide_integers``).
+    return _checked(e, scope, value.cast(pl.Int64, strict=False), _outside_64_bits(value), _OVERFLOW, (value,))
 
 
 @rule(x.KeyRef)

@@ -53,7 +53,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column, quoted
 from tempo.spark.compiler import FIRST, Compiler, overlapping_pairs
-from tempo.spark.windows import aggregate_column
+from tempo.spark.windows import WIDE, aggregate_column
 from tempo.spark.columns import record_columns
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER, TableProjection
@@ -346,7 +346,10 @@ class BulkRunner:
         assert isinstance(spec, HoppingWindow)
         k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
         keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
-        values = [column(a.arg, Scope()).alias(f"__v{i}") for i, a in enumerate(window.aggregates) if a.arg is not None]
+        values = [  # sums of integers exactly, as the engine's state keeps them (Decimals made ints below)
+            (column(a.arg, Scope()).cast(WIDE) if a.wide_integers else column(a.arg, Scope())).alias(f"__v{i}")
+            for i, a in enumerate(window.aggregates) if a.arg is not None
+        ]
         spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
         # An event in no window (a gap between hopping windows) still counts for the
         # operator's latest time: it goes to a window null.
@@ -368,11 +371,17 @@ class BulkRunner:
             if a.kind is AggregateKind.AVG:  # merged as (total, count of values)
                 aggs += [F.sum(v).alias(f"__a{i}"), F.count(v).alias(f"__c{i}")]
                 parts.append((f"__a{i}", f"__c{i}"))
+            elif a.wide_integers:  # a partial sum: only the window's whole sum must fit 64 bits
+                aggs.append(F.sum(v).alias(f"__a{i}"))
+                parts.append((f"__a{i}",))
             else:
                 aggs.append(aggregate_column(a, v).alias(f"__a{i}"))  # mergeable kinds only
                 parts.append((f"__a{i}",))
         grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).toArrow()
         col = {name: grouped.column(name).to_pylist() for name in grouped.column_names if name != "__first"}
+        for i, a in enumerate(window.aggregates):
+            if a.wide_integers:
+                col[f"__a{i}"] = [None if t is None else int(t) for t in col[f"__a{i}"]]
         renamed = sum(r for r in col["__renamed"] if r is not None) if renames is not None else 0
         ends = [e for e in col["__emax"] if e is not None]  # none in the renames' row alone
         if not ends:
