@@ -27,7 +27,7 @@ from tempo.plan.query import Query
 from tempo.runtime.bulk import BatchPlan, BulkShape, JoinAfter, Partial, Position, apply_batch, bulk_shape, frontier_cut, WHY_NOT, join_before, plan_batch, plan_order, released_key
 from tempo.runtime.ingress import CTI, HEARTBEAT, TimestampMode
 from tempo.runtime.live import LiveEngine
-from tempo.runtime.operators import Join
+from tempo.runtime.operators import Join, Window
 from tempo.tables import read_columns
 from tests.strategies import Ev
 
@@ -663,9 +663,11 @@ class Reading:
     value: int
 
 
-def test_the_vectorised_batch_engine_leaves_nan_and_negative_zero_keys_to_item_by_item() -> None:
-    """Item by item keys a group by the first event's key, and NaN keys never meet; polars
-    groups NaN with NaN and -0.0 with 0.0: such batches go item by item."""
+def test_the_vectorised_batch_engine_keys_nan_and_negative_zero_as_item_by_item() -> None:
+    """Every engine keys a float group as Spark does (docs/semantics.md 7.4): all NaN in one
+    group, -0.0 with 0.0. polars groups them so too, and ``apply_batch`` keys its partials
+    as the engine does: the batch goes in bulk and the state is item by item's (keys NaN,
+    1.0, NaN: groups 1.0 (1) and NaN (2); keys 0.0, -0.0, 1.0: 0.0 (2) and 1.0 (1))."""
     from tempo.sources import ArrowSource
 
     def stream(table: Any) -> Stream[Any]:
@@ -679,10 +681,14 @@ def test_the_vectorised_batch_engine_leaves_nan_and_negative_zero_keys_to_item_b
         return pa.table({"seq": list(range(len(keys))), "ts": pa.array([T0 + timedelta(seconds=i) for i in range(len(keys))], STAMP),
                          "key": pa.array(keys, pa.float64()), "value": [1] * len(keys)})
 
-    assert _one_batch(stream(table([1.0, 2.0, 1.0])), table([1.0, 2.0, 1.0]))[0]
-    for keys in ([1.0, float("nan"), float("nan")], [0.0, -0.0, 1.0]):
+    for keys, counts in (([1.0, float("nan"), float("nan")], [1, 2]), ([0.0, -0.0, 1.0], [2, 1])):
         done, engine = _one_batch(stream(table(keys)), table(keys))
-        assert not done
+        items_only = LiveEngine(Query.build(stream(table(keys)).node), TimestampMode())
+        items_only.push_rows(0, table(keys))
+        items_only.run()
+        assert done and _state(engine) == _state(items_only)
+        window = next(op for op in engine.operators if isinstance(op, Window))
+        assert sorted(state[0] for groups in window.acc.values() for state in groups.values()) == sorted(counts)
 
 
 def test_a_timestamp_order_column_is_kept_in_ticks_and_state_saved_before_is_read() -> None:

@@ -67,7 +67,7 @@ def general_results(kinds: list[str], events: list[tuple[Any, ...]]) -> list[Any
         if kind == "count":
             out.append(state[0])
         elif kind == "avg":
-            out.append(state[i][0] / state[i][1] if state[i][1] else None)
+            out.append(float(state[i][0]) / state[i][1] if state[i][1] else None)  # the total made a float first (semantics.md 7.4)
         else:
             out.append(state[i])
     return out

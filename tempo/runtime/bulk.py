@@ -55,6 +55,7 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.clocks import TimeDomain
 from tempo.plan.windows import HoppingWindow, WindowTimestamp
+from tempo.runtime.codegen import canonical_key
 from tempo.runtime import operators as ops
 from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared, adjusted_lifetime
 from tempo.runtime.policy import TimePolicy
@@ -493,7 +494,8 @@ def apply_batch(
     merge = window.accumulator.merge
     acc, heap = window.acc, window.acc_heap
     for k, key, _, n, values in sorted(partials, key=lambda part: (part[0], part[2])):
-        merge(acc, heap, key, k, n, values)
+        # A float key as the engine keys it (one NaN object, 0.0 for -0.0), whichever engine grouped.
+        merge(acc, heap, tuple(canonical_key(v) if isinstance(v, float) else v for v in key), k, n, values)
     if t_max is not None and t_max > window.t_max:
         window.t_max = t_max
     if join is not None:  # before the CTIs: they find the released pairs gone

@@ -144,11 +144,15 @@ def _fle(a: Any, b: Any) -> Any:
     return a == a and a <= b
 
 
+def _as_float(v: Any) -> Any:
+    return None if v is None else float(v)
+
+
 def _instant(v: Any) -> Any:
     return to_ticks(v) if isinstance(v, datetime) else v
 
 
-def _key(v: Any) -> Any:
+def canonical_key(v: Any) -> Any:
     """A float group or join key as every engine groups it: one NaN, and 0.0 for -0.0."""
     if v is None:
         return None
@@ -161,7 +165,7 @@ _HELPERS: dict[str, Any] = {"_and3": _and3, "_or3": _or3, "_not3": _not3,
                             "_ineg": _int_unary(operator.neg), "_iabs": _int_unary(abs),
                             "_feq": _feq, "_fne": _fne, "_flt": _flt, "_fle": _fle,
                             "_fgt": lambda a, b: _flt(b, a), "_fge": lambda a, b: _fle(b, a),
-                            "_instant": _instant, "_key": _key}
+                            "_instant": _instant, "_key": canonical_key, "_as_float": _as_float}
 _FLOAT_COMPARISON = {"==": "_feq", "!=": "_fne", "<": "_flt", "<=": "_fle", ">": "_fgt", ">=": "_fge"}
 _INT_ARITHMETIC = {"+": "_iadd", "-": "_isub", "*": "_imul"}
 
@@ -244,6 +248,9 @@ class _Gen:
         if e.op in _INT_ARITHMETIC and e.dtype is int:
             return f"{_INT_ARITHMETIC[e.op]}({a}, {b}, {self.failure(e, EvaluationRule.INTEGER_OVERFLOW)})"
         if e.op in x.COMPARISON and float in (e.left.dtype, e.right.dtype):
+            # An integer meets a float as a float, as Spark and polars compare them (Python
+            # compares the exact values: 2**53 + 1 > 2.0**53 there, not here).
+            a, b = (f"_as_float({code})" if side.dtype in (int, bool) else code for side, code in ((e.left, a), (e.right, b)))
             return f"{_FLOAT_COMPARISON[e.op]}({a}, {b})"
         op = _PY_OPS[e.op]
         if nullable:
@@ -376,7 +383,7 @@ def compile_expression(expr: x.Expr, arity: int) -> Callable[..., Any]:
 
 def compile_keys(exprs: Sequence[x.Expr], side: int = 0) -> Callable[[Any], tuple[Any, ...]]:
     """A key tuple of one payload: traced lambda argument ``side`` (a join's right side is 1).
-    Float keys are made what every engine groups and joins by (``_key``: one NaN, 0.0 for -0.0)."""
+    Float keys are made what every engine groups and joins by (``canonical_key``: one NaN, 0.0 for -0.0)."""
     g = _Gen(["None"] * side + ["a0"])
     body = [f"_key({g.gen(k)})" if k.dtype is float else g.gen(k) for k in exprs]
     fn: Callable[[Any], tuple[Any, ...]] = _define(f"def _f(a0):\n    return ({', '.join(body)},)\n", g.env)

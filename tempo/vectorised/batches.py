@@ -325,8 +325,8 @@ def _partials(window: p.WindowNode, df: pl.LazyFrame, renamed: int) -> Found | N
     """The window's partial aggregates over its input ``df`` (with ``FIRST``): per window and
     group the count, the least ``FIRST`` and each aggregate's value (an average as its total
     and count of values); the latest time the window operator sees; None when an event spans
-    ``EAGER_WINDOWS`` windows or more or reaches infinity, or a float group key is NaN or
-    -0.0 (item by item keeps such keys as the first event gives them)."""
+    ``EAGER_WINDOWS`` windows or more or reaches infinity. Float keys go as polars groups them
+    (every NaN together, -0.0 with 0.0), and ``apply_batch`` keys them as the engine does."""
     spec = window.spec
     assert isinstance(spec, HoppingWindow)
     grid: Any = spec  # the spec's formulas over ints apply to polars expressions
@@ -342,13 +342,8 @@ def _partials(window: p.WindowNode, df: pl.LazyFrame, renamed: int) -> Found | N
     ).collect()
     if not spans.height:
         return [], None, renamed
-    floats = [n for n, k in zip(names, window.keys or ()) if k.dtype is float]
-    checks = spans.select(
-        pl.col(S).max(), pl.col(E).max(), (pl.col("__khi") - pl.col("__klo")).max(),
-        pl.any_horizontal(pl.lit(False), *[(pl.col(n).is_nan() | ((pl.col(n) == 0.0) & (1.0 / pl.col(n) < 0))).any() for n in floats]),
-    ).row(0)
-    s_max, e_max, widest, odd_key = checks
-    if e_max >= INF or widest >= WindowOperator.EAGER_WINDOWS or odd_key:
+    s_max, e_max, widest = spans.select(pl.col(S).max(), pl.col(E).max(), (pl.col("__khi") - pl.col("__klo")).max()).row(0)
+    if e_max >= INF or widest >= WindowOperator.EAGER_WINDOWS:
         return None
     aggs = [pl.len().alias("__n"), pl.col(FIRST).min().alias("__first")]
     parts: list[tuple[str, ...]] = []

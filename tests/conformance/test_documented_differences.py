@@ -27,7 +27,6 @@ LISTED = {
     "Float sums and averages": "test_float_sums_agree_to_a_tolerance",
     "Order of `events`": "cannot fail: an order left unspecified (semantics.md 5.7)",
     "`raw`": "test_raw_shows_an_edge_pair_as_one_interval",
-    "`//` on integers beyond 2**53": "test_floor_division_beyond_2_53_goes_through_a_double",
     "`tempo.udf` datetime arguments": "needs Python workers in a time zone other than UTC, which the shared session is not",
 }
 """Each bold bullet title of the list, and the test that shows it (or why none can)."""
@@ -104,14 +103,17 @@ def test_raw_shows_an_edge_pair_as_one_interval(spark_executor: Any) -> None:
     assert event_multiset(memory) == event_multiset(spark)
 
 
-def test_floor_division_beyond_2_53_goes_through_a_double(spark_executor: Any) -> None:
-    items = [Point(T(0), V("a", 2**60 + 1)), Cti(datetime.max)]
-    query = lambda: Stream.create("big", items, EventShape.POINT).select(lambda r: Q(r.x // 1))  # noqa: E731
-    assert InMemoryExecutor().run(query()).payloads() == [Q(2**60 + 1)]
-    assert spark_executor.run(query()).payloads() == [Q(2**60)]
-
-
 # Differences once listed, now gone: both executors agree.
+
+
+def test_floor_division_of_integers_is_exact_beyond_2_53(spark_executor: Any) -> None:
+    """Once through a double on Spark ((2**60 + 1) // 1 gave 2**60); now Spark's ``div``,
+    floored: exact (-(2**60 + 1) // 2 = -(2**59) - 1 as in Python)."""
+    items = [Point(T(0), V("a", 2**60 + 1)), Point(T(1), V("b", -(2**60 + 1))), Cti(datetime.max)]
+    query = lambda: Stream.create("big", items, EventShape.POINT).select(lambda r: Q(r.x // 2 + r.x // 1))  # noqa: E731
+    want = [Q((2**60 + 1) // 2 + 2**60 + 1), Q(-(2**60 + 1) // 2 - 2**60 - 1)]
+    assert InMemoryExecutor().run(query()).payloads() == want
+    assert spark_executor.run(query()).payloads() == want
 
 
 def test_remainder_with_a_negative_divisor_follows_python(spark_executor: Any) -> None:

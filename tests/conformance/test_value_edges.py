@@ -261,3 +261,19 @@ def test_floats_compare_in_one_total_order(executor: Any) -> None:
     assert kept(lambda r: r.k == r.k) == ["r0", "r1", "r2", "r3"]
     assert kept(lambda r: r.k >= math.inf) == ["r0", "r3"]
     assert kept(lambda r: r.k < tempo.lit(NAN)) == ["r1", "r2", "r3"]
+
+
+@attrs.frozen
+class Mixed:
+    name: str
+    i: int
+    f: float
+
+
+def test_an_integer_meets_a_float_as_a_float(executor: Any) -> None:
+    """i = 2**53 + 1 against f = 2.0**53: as floats both are 2**53 (the integer rounds to it),
+    so ``i > f`` is false and ``i == f`` true on every executor, as Spark and polars compare
+    (Python alone compares the exact values)."""
+    s = Stream.create("m", [Point(T(1), Mixed("x", 2**53 + 1, 2.0**53)), Cti(T(10))], EventShape.POINT)
+    assert run(executor, s.where(lambda r: r.i > r.f)).events == []
+    assert [e.payload.name for e in run(executor, s.where(lambda r: r.i == r.f)).events] == ["x"]

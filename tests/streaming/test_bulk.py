@@ -11,6 +11,7 @@ the inputs' metrics. Values are multiples of 1/16 so that sums are exact in any 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -398,3 +399,51 @@ def test_the_engines_take_turns_on_any_order_column(spark_session: Any, tmp_path
     whole = InMemoryExecutor().run(query(lambda **kw: tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), Reading, **kw)))
     assert _items(read_committed(str(out)), Stat) == whole.raw
     assert [p.engine for p in live.progress if not p.final] == ["driver", "driver", bulk, "driver", bulk, bulk]
+
+
+@attrs.frozen
+class ByValue:
+    value: float | None
+    n: int
+    devices: int | None
+
+
+@pytest.mark.parametrize("bulk", BULK_ENGINES)
+def test_float_keys_are_keyed_alike_by_every_engine(spark_session: Any, tmp_path: Path, bulk: str) -> None:
+    """Grouped by a float field holding NaN, -0.0 and 0.0 (docs/semantics.md 7.4: one NaN
+    group, -0.0 with 0.0 shown as 0.0), in batches on ``bulk`` and item by item by turns:
+    within the first 10 s, values NaN, -0.0, NaN, 0.0, 1.5, NaN, -0.0, 0.0 give NaN (3
+    events), 0.0 (4) and 1.5 (1); the output is the in-memory executor's, item for item."""
+    from tempo.spark.streaming import ParquetSink, read_committed
+
+    values = [math.nan, -0.0, math.nan, 0.0, 1.5, math.nan, -0.0, 0.0, 2.0, math.nan, -0.0]
+    rows = [
+        {"seq": i, "kind": "point", "ts": T0 + timedelta(seconds=i if i < 8 else 10 + i), "te": None, "arrived": T0 + timedelta(seconds=i),
+         "device": i % 3, "value": v, "site": None}
+        for i, v in enumerate(values)
+    ]
+
+    def query(source: Any) -> Stream[ByValue]:
+        gen = AdvanceTimeSettings(AdvanceTimeGenerationSettings(3, advance_to_infinity_on_shutdown=True))
+        return Stream.create("readings", source(start="ts", order="seq"), EventShape.POINT, gen, payload_type=Reading).group_by(
+            lambda r: r.value
+        ).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: ByValue(value=k, n=w.count(), devices=w.sum(lambda r: r.device)))
+
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    _write(inputs, 0, rows[:7])  # in bulk
+    live = _executor(spark_session, str(tmp_path / "ck"), bulk).start(query(lambda **kw: ParquetSource(str(inputs), Reading, **kw)), ParquetSink(str(out)))
+    try:
+        live.process_all_available()
+        _write(inputs, 1, rows[7:9])  # item by item
+        live.process_all_available()
+        _write(inputs, 2, rows[9:])
+        live.process_all_available()
+        live.flush()
+    finally:
+        live.stop()
+    whole = InMemoryExecutor().run(query(lambda **kw: tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=SCHEMA), Reading, **kw)))
+    got = _items(read_committed(str(out)), ByValue)
+    assert repr(got) == repr(whole.raw)
+    first = sorted((repr(e.payload.value), e.payload.n) for e in whole.events if e.start == T0)
+    assert first == [("0.0", 4), ("1.5", 1), ("nan", 3)]
+    assert [p.engine for p in live.progress if not p.final][:2] == [bulk, "driver"]
