@@ -24,7 +24,7 @@ from tempo.errors import (
 )
 from tempo.expr.aggregator import Aggregator
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point, SubstreamCti
-from tempo.executors import Executor, get_executor, spark_available
+from tempo.executors import EmbeddedExecutor, Executor, get_executor, spark_available
 from tempo.memory import InMemoryExecutor
 from tempo.plan.windows import WindowTimestamp
 from tempo.result import (
@@ -71,6 +71,7 @@ __all__ = [
     "EvaluationRule",
     "EdgeEnd",
     "EdgeStart",
+    "EmbeddedExecutor",
     "EventCounts",
     "EventOrderingSettings",
     "EventShape",

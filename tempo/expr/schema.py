@@ -76,6 +76,7 @@ def record_fields(cls: type) -> tuple[FieldInfo, ...]:
         names = [f.name for f in dataclasses.fields(cls)]
     out = []
     for name in names:
+        _refuse(cls, name, hints.get(name, object))
         dtype, nullable = _strip_optional(hints.get(name, object))
         element = _list_element(dtype)
         if element is not None:
@@ -87,6 +88,47 @@ def record_fields(cls: type) -> tuple[FieldInfo, ...]:
     result = tuple(out)
     _FIELDS_CACHE[cls] = result
     return result
+
+
+def _refused_types() -> dict[Any, str]:
+    import collections.abc
+    import datetime as dt
+    import decimal
+
+    return {
+        decimal.Decimal: "float (or str to keep the exact digits)",
+        dict: "a record class (attrs or dataclass) for fixed keys, or a list of records for pairs",
+        collections.abc.Mapping: "a record class (attrs or dataclass) for fixed keys, or a list of records for pairs",
+        set: "list[X] (a list field; the set semantics are then the query's to keep)",
+        frozenset: "list[X] (a list field; the set semantics are then the query's to keep)",
+        collections.abc.Set: "list[X] (a list field)",
+        bytes: "str", bytearray: "str", complex: "two float fields",
+        dt.date: "datetime (a date at midnight UTC)", dt.time: "timedelta since midnight, or int microseconds",
+    }
+
+
+def _refuse(cls: type, name: str, annotation: Any) -> None:
+    """A field of a type some executor has no column for is refused when the query is built,
+    on every executor alike, naming it (docs/semantics.md 2.5): not a silent run in memory and
+    a failure later elsewhere."""
+    refused = _refused_types()
+    pending = [annotation]
+    while pending:  # the annotation and what it is made of: X | None, list[X], tuple[X, ...]
+        tp = pending.pop()
+        origin = typing.get_origin(tp)
+        if origin is typing.Union or origin is types.UnionType or origin in (list, tuple):
+            pending.extend(a for a in typing.get_args(tp) if a is not Ellipsis and a is not type(None))
+            continue
+        base = origin if origin is not None else tp
+        if base is datetime or base is bool:
+            continue
+        use = refused.get(base)
+        if use is not None:
+            raise QueryBuildError(
+                f"payload field {cls.__qualname__}.{name} is typed {tp.__qualname__ if isinstance(tp, type) else tp}, which "
+                f"tempo's executors do not all hold (the vectorised and Spark executors have no column for it), so "
+                f"no executor takes it; use {use}"
+            )
 
 
 def _list_element(annotation: Any) -> tuple[type, bool] | None:

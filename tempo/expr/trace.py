@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import contextvars
 import dis
+import inspect
 import linecache
 import os
 import types
@@ -369,10 +370,49 @@ def _located(exc: BaseException, fn: Callable[..., Any], what: str) -> BaseExcep
     return new
 
 
+def _role(arg: object, records: int) -> str:
+    """What an argument of a traced lambda is, as the expected form names it."""
+    if isinstance(arg, Traced):
+        e = arg._expr
+        if isinstance(e, n.Input):
+            return ("left", "right")[e.index] if records == 2 and e.index < 2 else "event"
+        if isinstance(e, n.KeyRef):
+            return "key"
+        return "value"
+    if isinstance(arg, tuple):
+        return "key"
+    return {"Window": "w", "Analytics": "a", "Stream": "group"}.get(type(arg).__name__, "arg")
+
+
+_FORMS = {("key", "w"): "a grouped aggregate takes (key, w)", ("w",): "an aggregate without group_by takes (w) alone",
+          ("key", "event", "a"): "a grouped analytic takes (key, event, a)", ("event", "a"): "an analytic without group_by takes (event, a)"}
+
+
+def _check_arity(fn: Callable[..., Any], args: Sequence[object], what: str) -> None:
+    """A lambda taking another number of arguments than ``what`` passes is refused with the
+    form it must have, not Python's message about positional arguments."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or a callable without one: let the call say
+        return
+    try:
+        signature.bind(*args)
+    except TypeError:
+        records = sum(1 for a in args if isinstance(a, Traced) and isinstance(a._expr, n.Input))
+        roles = tuple(_role(a, records) for a in args)
+        given = [p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        form = _FORMS.get(roles, f"{what} takes ({', '.join(roles)})")
+        raise QueryBuildError(
+            f"{form}, as in lambda {', '.join(roles)}: ...; the function given for {what} takes "
+            f"({', '.join(given)})"
+        ) from None
+
+
 def call_traced(fn: Callable[..., Any], args: Sequence[object], what: str) -> object:
     """Call ``fn`` once on ``args`` (proxies, built by the caller); a failure names its spot."""
     if not callable(fn):
         raise QueryBuildError(f"{what} must be a function (a lambda), got {fn!r}")
+    _check_arity(fn, args, what)
     inputs = tuple(a._expr for a in args if isinstance(a, Traced))
     token = _current_inputs.set(inputs)
     try:

@@ -68,12 +68,50 @@ class Node:
         """The notion of time of this node's output, given its inputs': theirs, which must be
         one (docs/semantics.md 3.11: a query mixes notions only through ``as_event_time``)."""
         if any(d is not domains[0] for d in domains):
-            raise QueryBuildError(
-                f"{self.describe()} meets streams in {domains[0].value} and {domains[1].value}: "
-                "a stream in ingestion time meets one in event time after as_event_time(); processing "
-                "time meets no other"
-            )
+            raise QueryBuildError(_MIXED_TIME.format(what=type(self).__name__, a=domains[0].value, b=domains[1].value, inputs=""))
         return domains[0]
+
+
+_MIXED_TIME = (
+    "{what} brings together a stream in {a} and one in {b}{inputs}: streams meet only in one notion "
+    "of time (docs/semantics.md 3.11); a stream in ingestion time meets one in event time after "
+    "as_event_time(), and processing time meets no other"
+)
+
+
+def check_meeting(node: Node, what: str) -> None:
+    """What a node bringing streams together (a join, an anti-join, a pattern, a union) needs
+    of them, checked when it is built, not when the query runs: no two different inputs of
+    one name, and one notion of time (``Node.time_domain``)."""
+    named: dict[str, Node] = {}
+    domains: dict[int, TimeDomain | None] = {}
+    sources: dict[int, list[str]] = {}
+
+    def visit(n: Node) -> TimeDomain | None:  # each node once: a stream may be used twice
+        if id(n) in domains:
+            return domains[id(n)]
+        below = tuple(visit(i) for i in n.inputs())
+        if isinstance(n, SourceNode):
+            other = named.setdefault(n.name, n)
+            if other is not n:
+                raise QueryBuildError(
+                    f"{what} brings together two different inputs named {n.name!r}: input names must be unique "
+                    "in a query (they name the input in results, metrics and errors); give one another name in Stream.create"
+                )
+        sources[id(n)] = sorted({name for i in n.inputs() for name in sources[id(i)]} | ({n.name} if isinstance(n, SourceNode) else set()))
+        # None where it is not known yet: below a group's stream inside apply(), which
+        # group_apply keys by the outer input's notion when it rewrites the plan.
+        known = n is not node and (isinstance(n, SourceNode) or (bool(below) and None not in below))
+        domains[id(n)] = n.time_domain(below) if known else None  # type: ignore[arg-type]
+        return domains[id(n)]
+
+    visit(node)
+    sides = node.inputs()
+    found = [domains[id(i)] for i in sides]
+    if None not in found and any(d is not found[0] for d in found):
+        names = " and ".join(f"input{'s' if len(sources[id(i)]) > 1 else ''} {', '.join(repr(n) for n in sources[id(i)])}" for i in sides)
+        a, b = (d.value for d in found if d is not None)
+        raise QueryBuildError(_MIXED_TIME.format(what=what, a=a, b=b, inputs=f" ({names})"))
 
 
 @attrs.frozen(eq=False)
@@ -763,6 +801,7 @@ class MatchingNode(Node):
     residual: x.Expr | None = attrs.field(init=False)
 
     def _split(self, what: str) -> None:
+        check_meeting(self, what.split()[1])
         _require_bool(self.predicate, what)
         keys, residual = split_join_predicate(self.predicate)
         object.__setattr__(self, "keys", keys)
@@ -889,6 +928,7 @@ class UnionNode(Node):
     right: Node
 
     def __attrs_post_init__(self) -> None:
+        check_meeting(self, "union")
         if self.left.payload_type is not self.right.payload_type:
             raise QueryBuildError(
                 f"union needs the same payload type on both sides, got "

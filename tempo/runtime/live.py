@@ -41,7 +41,7 @@ from tempo.result import InputMetrics, RawItem, Rejection
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_ingresses, build_operators, rejection
 from tempo.runtime.engine import _output_key as output_key
-from tempo.errors import InputError
+from tempo.errors import InputError, TempoError
 from tempo.clocks import TimeDomain
 from tempo.runtime.stamping import Stamper
 from tempo.plan.nodes import SourceNode
@@ -160,9 +160,23 @@ def order_value(value: Any) -> int:
     return to_ticks(value) if isinstance(value, datetime) else int(value)
 
 
-class StateError(Exception):
+class StateError(TempoError):
     """Saved live state that cannot be used: another query's, another format, or not
     picklable (a payload class that cannot be imported by name)."""
+
+
+def check_importable(query: Query) -> None:
+    """Every payload class of a live query is importable by name, as its saved state needs
+    (``LiveEngine.snapshot``): refused when the query starts, naming the class, rather than at
+    the first batch whose state holds one of its payloads."""
+    for node in query.nodes:
+        cls = node.payload_type
+        if "<locals>" in getattr(cls, "__qualname__", ""):
+            raise StateError(
+                f"the payload class {cls.__qualname__} (of {node.describe().splitlines()[0]}) is defined inside a "
+                "function: a live query saves its state after every batch and reads it back on a restart, "
+                "which needs every payload class importable by name; define it at module level"
+            )
 
 
 class LiveEngine:

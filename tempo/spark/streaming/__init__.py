@@ -1,11 +1,12 @@
 """Live queries on Spark Structured Streaming: a started query over unbounded inputs,
 releasing each micro-batch's results to a sink exactly once (docs/streaming.md)."""
 
-from tempo.spark.streaming.checkpoint import CheckpointMismatchError
+from tempo.spark.streaming.checkpoint import CheckpointInUseError, CheckpointMismatchError
 from tempo.spark.streaming.executor import BatchProgress, LiveQuery, StreamingExecutor, read_progress
-from tempo.spark.streaming.sinks import CallbackSink, ParquetSink, Sink, read_committed, released_items
+from tempo.runtime.live import StateError
+from tempo.spark.streaming.sinks import CallbackSink, NoCommittedOutputError, ParquetSink, Sink, read_committed, released_items
 
 __all__ = [
-    "BatchProgress", "CallbackSink", "CheckpointMismatchError", "LiveQuery", "ParquetSink", "Sink",
+    "BatchProgress", "CallbackSink", "CheckpointInUseError", "CheckpointMismatchError", "LiveQuery", "NoCommittedOutputError", "ParquetSink", "Sink", "StateError",
     "StreamingExecutor", "read_committed", "read_progress", "released_items",
 ]

@@ -8,6 +8,8 @@ makes each batch take effect exactly once with its own records under
 
 * ``query.json``: the query's fingerprint, written on the first start; a later start with
   another query is refused (``CheckpointMismatchError``).
+* ``lock``: held (``flock``) by the running query, naming it (``CheckpointLock``); a second
+  start while it runs is refused (``CheckpointInUseError``).
 * ``state/N.bin``: the live engine's state after batch N.
 * ``commits/N.json``: batch N's commit record. Its presence is the commit point: written
   (to a temporary name, flushed to disk, then renamed) only after batch N's outputs and
@@ -35,6 +37,45 @@ from tempo.errors import TempoError
 class CheckpointMismatchError(TempoError):
     """A live query was started on a checkpoint written by another query (or one that was
     flushed and ended): continuing would mix two queries' state and output."""
+
+
+class CheckpointInUseError(TempoError):
+    """A live query was started on a checkpoint that a running query holds: two queries on one
+    checkpoint would take turns on its batches and split the output between their sinks."""
+
+
+class CheckpointLock:
+    """A running live query's hold on its checkpoint: an exclusive ``flock`` on
+    ``<checkpoint>/tempo/lock``, which holds who took it. The kernel drops the lock when the
+    holding process dies (a kill -9 included), so a restart after a crash takes it at once;
+    a second start while the holder runs, in this process or another, is refused naming it."""
+
+    def __init__(self, root: str, description: str) -> None:
+        import datetime
+        import fcntl
+        import socket
+
+        self.path = os.path.join(root, "lock")
+        self.fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(self.fd, 4096).decode(errors="replace").strip() or "a process that has not written its name yet"
+            os.close(self.fd)
+            self.fd = None
+            raise CheckpointInUseError(
+                f"the checkpoint {os.path.dirname(root)!r} is held by a running live query ({holder}); "
+                "stop that query first, or start this one on another checkpoint"
+            ) from None
+        first_line = description.splitlines()[0] if description else ""
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"process {os.getpid()} on {socket.gethostname()}, started {now}: {first_line}".encode(), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = None
 
 
 def write_atomically(path: str, data: bytes) -> None:

@@ -41,14 +41,14 @@ from tempo.plan.query import Query
 from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.bulk import BatchEngine, BulkShape, batch_engine, bulk_shape
-from tempo.runtime.live import LiveEngine, Released
+from tempo.runtime.live import LiveEngine, Released, check_importable
 from tempo.sources import CsvSource, JsonSource, ParquetSource, TableSource
 from tempo.expr.nodes import udf_error
 from tempo.spark.columns import worker_errors
 from tempo.spark.sources import DataFrameSource, json_spark_schema
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
 from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
-from tempo.spark.streaming.checkpoint import BatchLog
+from tempo.spark.streaming.checkpoint import BatchLog, CheckpointLock
 from tempo.spark.streaming.redis import redis_entry_error
 from tempo.spark.streaming.sinks import Sink
 
@@ -376,9 +376,14 @@ class LiveQuery(Generic[T]):
     tempo's engine behind it. Errors of the query (bad input, a udf) are raised by these
     methods as the tempo errors they are."""
 
-    def __init__(self, handle: Any, runner: _Runner[T]) -> None:
+    def __init__(self, handle: Any, runner: _Runner[T], lock: CheckpointLock) -> None:
         self._handle = handle
         self._runner = runner
+        self._lock = lock
+
+    def release(self) -> None:
+        """Give up the checkpoint (``stop`` and ``flush`` do; the process's end does too)."""
+        self._lock.release()
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -405,6 +410,10 @@ class LiveQuery(Generic[T]):
         """Stop the query, after the batch in progress (if any) has committed. What committed
         stays committed; a restart on the same checkpoint continues after the last committed
         batch."""
+        self._halt()
+        self.release()
+
+    def _halt(self) -> None:
         runner = self._runner
         runner.stopping = True
         with runner.lock:  # wait for the batch in progress; no other starts now
@@ -416,8 +425,11 @@ class LiveQuery(Generic[T]):
         at infinity where its settings flush) and commit what that releases as a last batch.
         The checkpoint then belongs to a finished query: it cannot be continued."""
         self.process_all_available()
-        self.stop()
-        self._runner.finish()
+        self._halt()
+        try:
+            self._runner.finish()
+        finally:
+            self.release()
 
     @property
     def is_active(self) -> bool:
@@ -479,8 +491,23 @@ class StreamingExecutor:
         """Start ``stream`` over its live inputs, writing released results to ``sink``."""
         query = Query.build(stream.node)
         _check_live_inputs(query)
+        check_importable(query)
         log = BatchLog(self.checkpoint)
-        log.claim(_description(query))
+        description = _description(query)
+        held = _HOLDERS.get(log.root)
+        if held is not None and not held.is_active:  # this process's query that failed or ended
+            held.release()
+        lock = CheckpointLock(log.root, description)
+        try:
+            live = self._start(stream, sink, query, log, description, lock)
+        except BaseException:
+            lock.release()
+            raise
+        _HOLDERS[log.root] = live
+        return live
+
+    def _start(self, stream: Stream[T], sink: Sink, query: Query, log: BatchLog, description: str, lock: CheckpointLock) -> LiveQuery[T]:
+        log.claim(description)
         shape = bulk_shape(query)
         if self.engine in ("spark", "vectorised") and isinstance(shape, str):
             raise UnsupportedError(EXECUTOR, f"engine={self.engine!r}", f"this query's batches cannot be computed in bulk: {shape}")
@@ -508,7 +535,12 @@ class StreamingExecutor:
         if self.trigger:
             writer = writer.trigger(**self.trigger)
         os.makedirs(log.spark_checkpoint, exist_ok=True)
-        return LiveQuery(writer.start(), runner)
+        return LiveQuery(writer.start(), runner, lock)
+
+
+_HOLDERS: dict[str, LiveQuery[Any]] = {}
+"""This process's live queries by checkpoint, so that a start after one of them failed takes
+the checkpoint over rather than waiting for the process to end."""
 
 
 def _vectorised(query: Query, shape: BulkShape | str, engine: str) -> BatchEngine | None:

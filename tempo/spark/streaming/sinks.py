@@ -23,6 +23,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from tempo.errors import TempoError
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.result import KEY_COLUMN, RawItem
@@ -47,11 +48,18 @@ class Sink:
         """Batch ``batch`` has committed: make its output visible (again, after a crash)."""
 
 
+class NoCommittedOutputError(TempoError, FileNotFoundError):
+    """``read_committed`` was given a path that holds no ``ParquetSink`` output (a typo would
+    otherwise read as an output with nothing committed)."""
+
+
 class ParquetSink(Sink):
     """A directory of Parquet files, one per committed batch (see the module's docstring)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
+        for what in (EVENTS, REJECTIONS):  # an output with nothing committed yet reads as empty
+            os.makedirs(os.path.join(path, what), exist_ok=True)
 
     def _dirs(self, what: str) -> tuple[str, str]:
         final = os.path.join(self.path, what)
@@ -102,7 +110,13 @@ def read_committed(path: str, rejections: bool = False) -> Any:
     import pyarrow.parquet as pq
 
     folder = os.path.join(path, REJECTIONS if rejections else EVENTS)
-    names = sorted(n for n in os.listdir(folder) if n.startswith("part-") and n.endswith(".parquet")) if os.path.isdir(folder) else []
+    if not os.path.isdir(folder):
+        why = "the path does not exist" if not os.path.exists(path) else f"it has no {REJECTIONS}/ folder"
+        raise NoCommittedOutputError(
+            f"{path!r} is no ParquetSink's output ({why}); read the path the query's ParquetSink was given "
+            "(a sink makes its folders when it is made, so an output with nothing committed yet reads as empty)"
+        )
+    names = sorted(n for n in os.listdir(folder) if n.startswith("part-") and n.endswith(".parquet"))
     tables = []
     for name in names:
         table = pq.read_table(os.path.join(folder, name))
