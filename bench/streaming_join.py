@@ -99,7 +99,7 @@ def query(events: str, sensors: str) -> Any:
     )
 
     def source(path: str, payload: type) -> Any:
-        return ParquetSource(path, payload, start="start", kind="kind", order="seq", arrival="arrival", time_origin=ORIGIN)
+        return ParquetSource(path, payload, start="start", kind="kind", order="seq", arrival="arrival", time_origin=ORIGIN, time_unit="us")
 
     e = Stream.create("events", source(events, Event), EventShape.POINT, settings)
     s = Stream.create("sensors", source(sensors, Sensor), EventShape.POINT, settings).alter_event_duration(timedelta(microseconds=SPAN))

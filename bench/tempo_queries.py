@@ -130,14 +130,14 @@ def _settings(reference: bool = False) -> AdvanceTimeSettings:
 
 def _events_source(path: str) -> ParquetSource[Event]:
     arrival = {"arrival": "arrival_time"} if CTIS == "import" else {}
-    return ParquetSource(path, payload_type=Event, start="event_time", order="seq", time_origin=ORIGIN, **arrival)
+    return ParquetSource(path, payload_type=Event, start="event_time", order="seq", time_origin=ORIGIN, time_unit="us", **arrival)
 
 
 def _reference_source(path: str) -> ParquetSource[Ref]:
     # The file's row order is the arrival order (valid_from, key); valid_to = 2**62 marks the
     # last row of each key, valid for ever.
     arrival = {"arrival": "arrival_time"} if CTIS == "import" else {}
-    return ParquetSource(path, payload_type=Ref, start="valid_from", end="valid_to", time_origin=ORIGIN, **arrival)
+    return ParquetSource(path, payload_type=Ref, start="valid_from", end="valid_to", time_origin=ORIGIN, time_unit="us", **arrival)
 
 
 def w1(events: str) -> Stream[Event]:

@@ -7,6 +7,7 @@ failing pipeline says what to fix rather than where the interpreter tripped.
 from __future__ import annotations
 
 import enum
+from typing import overload
 
 
 class TempoError(Exception):
@@ -21,36 +22,146 @@ class TraceError(QueryBuildError, TypeError):
     """A lambda used Python control flow that cannot be traced into an expression."""
 
 
-class InputError(TempoError):
-    """An input item broke a rule of the temporal model (lifetime, edge pairing, order...)."""
+class Rule(str, enum.Enum):
+    """The rule that caught a rejected (dropped or adjusted) input event (``tempo.result.Rule``;
+    a ``CtiViolationError``'s ``rule`` on an input without a policy)."""
 
-    def __init__(self, input_name: str, position: int, item: object, rule: str) -> None:
+    START_BEFORE_CTI = "start before CTI"
+    """A point, interval or start edge started before the input's current CTI."""
+    END_BEFORE_CTI = "end before CTI"
+    """An end edge ended before the input's current CTI."""
+    START_EDGE_DROPPED = "start edge dropped"
+    """An end edge whose start edge had been dropped."""
+    EARLY_ARRIVAL = "early arrival"
+    """An event starting more than the early-arrival window after its arrival (dropped)."""
+    LATE_ARRIVAL = "late arrival"
+    """An event starting more than the late-arrival tolerance before its arrival."""
+
+
+class InputRule(enum.IntEnum):
+    """A rule of input items and table rows, by its code (0 is no rule broken)."""
+
+    LIFETIME = 1
+    ROW_KIND = 2
+    ARRIVAL_ORDER = 3
+    IMPORT_ARRIVAL = 4
+    START_AT_INFINITY = 5
+    ORDERING_ARRIVAL = 6
+    UNKNOWN_KIND = 7
+    NULL_START = 8
+    NULL_END = 9
+    END_WITHOUT_START = 10
+    IMPORT_ITEM_ARRIVAL = 11
+    HEARTBEAT_ARRIVAL = 12
+    """A heartbeat row without an arrival time."""
+    ORDERING_ARRIVAL_COLUMN = 13
+    NO_END_COLUMN = 14
+    ITEM_KIND = 15
+    NULL_ORDER = 16
+    CTI_VIOLATION = 17
+    """The words of an event breaking the CTI rule on an input without ``AdvanceTimeSettings``;
+    the ``CtiViolationError``'s ``rule`` is the ``tempo.result.Rule`` it broke
+    (``START_BEFORE_CTI`` or ``END_BEFORE_CTI``, as a policy would reject it)."""
+    PAYLOAD_TYPE = 18
+    EDGE_KIND_COLUMN = 19
+    """An EDGE input read from a table without a ``kind=`` column."""
+    ORDER_BACK = 20
+    """A live input's micro-batch holds a row ordered before rows already processed."""
+    STAMP_ARRIVAL = 21
+    """An item or row without an arrival time in an input stamped with its arrivals."""
+    LIST_FIELD = 22
+    """An item's payload holding something else than a list in a list field."""
+    FIELD_TYPE = 23
+    """An item's payload holding a value of another type than its field's (an int in a float
+    field is widened, not refused)."""
+    ORDER_REPEAT = 24
+    """A dense order value given to two rows (``dense_order_from``): each row has its own number."""
+    TIME_TYPE = 25
+    """An item's start, end or arrival that is not a datetime."""
+    CLOCK_EXHAUSTED = 26
+    """A ``ScriptedClock`` with no reading left for an item in processing time."""
+    STAMPED_CTI = 27
+    """A ``Cti`` item in an input stamped by arrival or a clock, whose CTIs follow its stamps."""
+    COLUMNS = 28
+    """A table's columns do not fit its input (``InputSchemaError``: before any row is read)."""
+    STREAM_ENTRY = 29
+    """An entry of a live source's stream (Redis) that cannot be read as a row of its input."""
+    SOURCE_MISSING = 30
+    """A table source naming a path, table or view that does not exist, or a live file input
+    with no file yet to take its columns' types from (``InputSchemaError``)."""
+    SUB_MICROSECOND = 50
+    """A table row's time or payload value (timestamp, duration, or integer time in ``time_unit="ns"``)
+    with a part below a microsecond, which tempo's ticks cannot hold."""
+    NULL_FIELD = 100
+    """``NULL_FIELD + i`` (Spark's code): a null in the i-th payload field, not declared optional."""
+
+
+class RuleText(str):
+    """A rule's words that know their rule (``tempo.rules.message`` makes them): an
+    ``InputError`` raised with them takes the rule as its ``rule``."""
+
+    rule: InputRule | Rule
+
+    def __new__(cls, text: str, rule: InputRule | Rule) -> RuleText:
+        made = super().__new__(cls, text)
+        made.rule = rule
+        return made
+
+    def __add__(self, more: str) -> RuleText:  # words added (a hint) keep the rule
+        return RuleText(str(self) + more, self.rule)
+
+    def __reduce__(self) -> tuple[type[RuleText], tuple[str, InputRule | Rule]]:
+        return (RuleText, (str(self), self.rule))
+
+
+class InputError(TempoError):
+    """An input item broke a rule of the temporal model (lifetime, edge pairing, order...):
+    ``rule`` is the rule (an ``InputRule``; for a ``CtiViolationError`` the
+    ``tempo.result.Rule`` it broke), ``message`` its words with the details, the item at
+    ``position`` of input ``input_name``. ``str(error)`` says all of it."""
+
+    @overload
+    def __init__(self, input_name: str, position: int, item: object, message: RuleText, rule: InputRule | Rule | None = None) -> None: ...
+    @overload
+    def __init__(self, input_name: str, position: int, item: object, message: str, rule: InputRule | Rule) -> None: ...
+    def __init__(self, input_name: str, position: int, item: object, message: str, rule: InputRule | Rule | None = None) -> None:
+        # The words made by ``tempo.rules.message`` know their rule; other words come with it
+        # (the overloads make mypy refuse words without a rule).
         self.input_name = input_name
         self.position = position
         self.item = item
-        self.rule = rule
-        super().__init__(f"input {input_name!r}, item #{position} {item!r}: {rule}")
+        self.message = str(message)
+        found = rule if rule is not None else getattr(message, "rule", None)
+        if not isinstance(found, (InputRule, Rule)):
+            raise TypeError(f"an InputError needs its rule (an InputRule or tempo.result.Rule): {message}")
+        self.rule: InputRule | Rule = found
+        super().__init__(f"input {input_name!r}, item #{position} {item!r}: {message}")
+
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, int, object, str, InputRule | Rule]]:
+        return (type(self), (self.input_name, self.position, self.item, self.message, self.rule))
 
 
 class InputSchemaError(InputError):
     """A table source's columns do not fit its input: a column argument (``start=``,
     ``order=``...) or a payload field names no column, or a column's type cannot fill the
     time or field it is read into. Raised before any row is read, so it names no row
-    (``position`` is -1, ``item`` None)."""
+    (``position`` is -1, ``item`` None); ``rule`` is ``InputRule.COLUMNS`` unless the words
+    name another."""
 
-    def __init__(self, input_name: str, rule: str) -> None:
-        super().__init__(input_name, -1, None, rule)
-        self.args = (f"input {input_name!r}: {rule}",)
+    def __init__(self, input_name: str, message: str, rule: InputRule | Rule | None = None) -> None:
+        super().__init__(input_name, -1, None, message, rule or getattr(message, "rule", None) or InputRule.COLUMNS)
+        self.args = (f"input {input_name!r}: {message}",)
 
     def __str__(self) -> str:
-        return f"input {self.input_name!r}: {self.rule}"
+        return f"input {self.input_name!r}: {self.message}"
 
-    def __reduce__(self) -> tuple[type[InputSchemaError], tuple[str, str]]:
-        return (InputSchemaError, (self.input_name, self.rule))
+    def __reduce__(self) -> tuple[type[InputSchemaError], tuple[str, str, InputRule | Rule]]:  # type: ignore[override]
+        return (InputSchemaError, (self.input_name, self.message, self.rule))
 
 
 class CtiViolationError(InputError):
-    """An event broke the CTI rule on an input that has no violation policy."""
+    """An event broke the CTI rule on an input that has no violation policy: ``rule`` is the
+    ``tempo.result.Rule`` it broke (``START_BEFORE_CTI`` or ``END_BEFORE_CTI``)."""
 
 
 class ImportOrderError(InputError):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, Union
 import attrs
 
 from tempo.errors import QueryBuildError
+from tempo.errors import Rule as Rule  # tempo.result.Rule, defined beside InputRule (an InputError may carry it)
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import FieldInfo, is_record_type, record_fields
 from tempo.ticks import INFINITY as _INFINITY
@@ -95,21 +96,6 @@ class OutputEvent(Generic[T]):
     end: datetime
     """``tempo.INFINITY`` (or naive ``datetime.max``) when the lifetime never closed."""
     payload: T
-
-
-class Rule(str, enum.Enum):
-    """The rule that caught a rejected (dropped or adjusted) input event."""
-
-    START_BEFORE_CTI = "start before CTI"
-    """A point, interval or start edge started before the input's current CTI."""
-    END_BEFORE_CTI = "end before CTI"
-    """An end edge ended before the input's current CTI."""
-    START_EDGE_DROPPED = "start edge dropped"
-    """An end edge whose start edge had been dropped."""
-    EARLY_ARRIVAL = "early arrival"
-    """An event starting more than the early-arrival window after its arrival (dropped)."""
-    LATE_ARRIVAL = "late arrival"
-    """An event starting more than the late-arrival tolerance before its arrival."""
 
 
 class Action(str, enum.Enum):
@@ -228,6 +214,19 @@ class Result(Generic[T]):
     input_types: dict[str, type] = attrs.Factory(dict)
     """Each input's payload class, by input name in declaration order: the payload columns
     of ``rejections_table``."""
+
+    if not TYPE_CHECKING:  # at run time only: mypy keeps refusing attributes a Result lacks
+
+        def __getattr__(self, name: str) -> Any:
+            """A name a reader may guess from the docs' words ("rejections") is an
+            ``AttributeError`` naming the attribute that holds them."""
+            if name == "rejections":
+                raise AttributeError(
+                    "'Result' object has no attribute 'rejections': the dropped and adjusted input events are "
+                    "result.rejected (a list of Rejection), or result.rejections_table() as a pyarrow table",
+                    name=name, obj=self,
+                )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
 
     def payloads(self) -> list[T]:
         """The payloads of ``events``, in order."""

@@ -10,54 +10,17 @@ for those are ``CTI_RULE_CODES``.
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
-from tempo.errors import ImportOrderError, InputError
+from tempo.errors import ImportOrderError, InputError, InputRule, RuleText
 from tempo.result import Rule
 
-
-class InputRule(enum.IntEnum):
-    """A rule of input items and table rows, by its code (0 is no rule broken)."""
-
-    LIFETIME = 1
-    ROW_KIND = 2
-    ARRIVAL_ORDER = 3
-    IMPORT_ARRIVAL = 4
-    START_AT_INFINITY = 5
-    ORDERING_ARRIVAL = 6
-    UNKNOWN_KIND = 7
-    NULL_START = 8
-    NULL_END = 9
-    END_WITHOUT_START = 10
-    IMPORT_ITEM_ARRIVAL = 11
-    HEARTBEAT_ARRIVAL = 12
-    """A heartbeat row without an arrival time."""
-    ORDERING_ARRIVAL_COLUMN = 13
-    NO_END_COLUMN = 14
-    ITEM_KIND = 15
-    NULL_ORDER = 16
-    CTI_VIOLATION = 17
-    """An event breaking the CTI rule on an input without ``AdvanceTimeSettings``."""
-    PAYLOAD_TYPE = 18
-    EDGE_KIND_COLUMN = 19
-    """An EDGE input read from a table without a ``kind=`` column."""
-    ORDER_BACK = 20
-    """A live input's micro-batch holds a row ordered before rows already processed."""
-    STAMP_ARRIVAL = 21
-    """An item or row without an arrival time in an input stamped with its arrivals."""
-    LIST_FIELD = 22
-    """An item's payload holding something else than a list in a list field."""
-    FIELD_TYPE = 23
-    """An item's payload holding a value of another type than its field's (an int in a float
-    field is widened, not refused)."""
-    NULL_FIELD = 100
-    """``NULL_FIELD + i`` (Spark's code): a null in the i-th payload field, not declared optional."""
+__all__ = ["CHECK_ORDER", "CTI_RULE_CODES", "InputRule", "MESSAGES", "error_class", "message"]
 
 
 CHECK_ORDER: tuple[InputRule, ...] = (
     InputRule.ITEM_KIND,
-    InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.ROW_KIND,
+    InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.SUB_MICROSECOND, InputRule.ROW_KIND,
     InputRule.LIFETIME,
     InputRule.START_AT_INFINITY,
     InputRule.PAYLOAD_TYPE, InputRule.LIST_FIELD, InputRule.FIELD_TYPE, InputRule.NULL_FIELD,
@@ -68,7 +31,9 @@ CHECK_ORDER: tuple[InputRule, ...] = (
 """The order in which an item or table row is checked, on both executors: its kind, its
 times (an item's times are checked for their type between its kind and its lifetime), its
 lifetime, a start at infinity, its payload (type, nulls), its arrival, then end-edge
-pairing. An item or row breaking several rules gets the first one's message. The
+pairing. A table row's values are read with its times: a value below a microsecond in any
+time or payload column it uses (``SUB_MICROSECOND``) comes right after its null times. An
+item or row breaking several rules gets the first one's message. The
 reference ingress (``tempo.runtime.ingress``: items and rows) checks in this order; the
 Spark ingress builds its ``__bad`` column from it (``tempo.spark.ingress.scan._bad_row``)."""
 
@@ -119,6 +84,14 @@ MESSAGES: dict[InputRule, str] = {
         "its {column!r} value {value!r} comes before {last!r}, the last value of rows already processed "
         "in an earlier micro-batch: a live input must deliver its rows in the order of that column"
     ),
+    InputRule.ORDER_REPEAT: (
+        "a repeat of {column!r} value {value!r}, first seen in {where}: the column counts the input's rows "
+        "from {first!r} (dense_order_from), one number each, so no two rows may have the same"
+    ),
+    InputRule.SUB_MICROSECOND: (
+        "column {column!r} ({type}), read into {what}, holds a value with a part below a microsecond: tempo's "
+        "times are whole microseconds, so it cannot be read exactly; round or truncate the column to microseconds"
+    ),
     InputRule.NULL_FIELD: (
         "column {column!r} is null, but the payload field {cls}.{field} is not optional: "
         "declare it `... | None`, or fill or filter out the nulls"
@@ -126,9 +99,10 @@ MESSAGES: dict[InputRule, str] = {
 }
 
 
-def message(rule: InputRule, **details: Any) -> str:
-    """The words of ``rule``, with the details its message names filled in."""
-    return MESSAGES[rule].format(**details) if details else MESSAGES[rule]
+def message(rule: InputRule, **details: Any) -> RuleText:
+    """The words of ``rule``, with the details its message names filled in; the text carries
+    the rule (``RuleText``), so the ``InputError`` raised with it has it as ``rule``."""
+    return RuleText(MESSAGES[rule].format(**details) if details else MESSAGES[rule], rule)
 
 
 def error_class(rule: InputRule) -> type[InputError]:

@@ -10,13 +10,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
-from tempo.errors import InputSchemaError, QueryBuildError, UnsupportedError
+from tempo.errors import InputRule, InputSchemaError, QueryBuildError, UnsupportedError
 from tempo.events import EdgeEnd, EdgeStart, EventShape, InputItem, Interval, Point
 from tempo.settings import AdvanceTimeSettings
+from tempo.tables import TIME_UNITS
 
 T = TypeVar("T")
+
+TimeUnit = Literal["s", "ms", "us", "ns"]
+"""What an integer time column counts (``TableSource(time_unit=...)``): seconds,
+milliseconds, microseconds or nanoseconds since ``time_origin``."""
 
 
 class Source(Generic[T]):
@@ -92,8 +97,9 @@ class TableSource(Source[T]):
     """A source whose items are the rows of a table, mapped onto items by column names.
 
     Payload fields are read from the columns of the same names. ``start`` (and ``end``,
-    ``arrival``) hold times: a timestamp column, or an integer count of microseconds since
-    ``time_origin``. ``kind`` names a column saying what each row is (``"point"``,
+    ``arrival``) hold times: a timestamp column (of any unit, read exactly), or an integer
+    count of ``time_unit`` (``"s"``, ``"ms"``, ``"us"`` or ``"ns"``, required for an integer
+    time column) since ``time_origin``. ``kind`` names a column saying what each row is (``"point"``,
     ``"interval"``, ``"start"``, ``"end"`` or ``"cti"``); without it every row is an event of
     the input's shape. ``order`` names the column that gives the input order (default: the
     arrival column if given, else the table's row order). ``dense_order_from``: the order
@@ -120,8 +126,12 @@ class TableSource(Source[T]):
         time_origin: datetime = datetime(1970, 1, 1, tzinfo=timezone.utc),
         settings: AdvanceTimeSettings | None = None,
         dense_order_from: int | None = None,
+        time_unit: TimeUnit | None = None,
     ) -> None:
         self.payload_type = payload_type
+        if time_unit is not None and time_unit not in TIME_UNITS:
+            raise QueryBuildError(f"time_unit= is what integer time columns count: \"s\", \"ms\", \"us\" or \"ns\", got {time_unit!r}")
+        self.time_unit: TimeUnit | None = time_unit
         time_column = start if start is not None else arrival
         if time_column is None:
             raise QueryBuildError("a table source needs a start column, or an arrival column to take the time from")
@@ -153,6 +163,12 @@ class TableSource(Source[T]):
 
         return to_ticks(self.time_origin)
 
+    def integer_ticks(self, value: int) -> int:
+        """An integer time column's ``value`` in ticks: scaled by ``time_unit`` (floored, for a
+        nanosecond count that is not a whole tick) and counted from ``time_origin``."""
+        multiply, divide = TIME_UNITS[self.time_unit or "us"]
+        return value * multiply // divide + self.origin_ticks()
+
     def arrow_table(self) -> Any:
         """The rows as a pyarrow Table (used by the in-memory executor)."""
         raise UnsupportedError("in-memory", repr(self), "it reads a source only through its arrow_table(), which this one does not have")
@@ -162,7 +178,7 @@ class TableSource(Source[T]):
         read (a local file that does not exist); both executors call it first."""
         path = getattr(self, "path", None)
         if isinstance(path, str) and "://" not in path and not os.path.exists(path):
-            raise InputSchemaError(name, f"{self!r} reads {path!r}, which does not exist")
+            raise InputSchemaError(name, f"{self!r} reads {path!r}, which does not exist", InputRule.SOURCE_MISSING)
 
     def items(self) -> Iterator[InputItem[T]]:
         """The rows as input items, in input order (the in-memory executor reads them so)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from tempo.errors import InputError, InputSchemaError
+from tempo.errors import InputError, InputSchemaError, RuleText
 from tempo.events import Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, InputItem, Interval, Point
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.rules import InputRule, message
@@ -32,6 +32,11 @@ KINDS = {"point": 0, "interval": 1, "start": 2, "end": 3, "cti": 4, "heartbeat":
 KIND_NAMES = {code: name for name, code in KINDS.items()}
 
 _SHAPE_KIND = {EventShape.POINT: 0, EventShape.INTERVAL: 1}
+
+TIME_UNITS: dict[str, tuple[int, int]] = {"s": (1_000_000, 1), "ms": (1_000, 1), "us": (1, 1), "ns": (1, 1_000)}
+"""What an integer time column may count (``TableSource(time_unit=...)``), each as
+``(multiply, divide)``: a count in it is ``count * multiply / divide`` ticks (microseconds).
+A nanosecond count that is not a multiple of 1000 is no whole tick (``SUB_MICROSECOND``)."""
 
 
 @attrs.frozen
@@ -101,12 +106,12 @@ FIELD_COLUMN_TYPES: dict[type, tuple[str, ...]] = {
 }
 """The column types that may fill a payload field of each type. An integer column fills a
 ``float`` field (widened); a column whose every value is null (type ``null``, as a CSV reader
-infers for an empty column) fills any field. Fields of other types (``object``, records)
-take any column."""
+infers for an empty column) fills any field. A record field takes a struct column (payload
+fields of other types are refused when the query is built: ``tempo.expr.schema``)."""
 
 TIME_COLUMN_TYPES = (TIMESTAMP, INTEGER)
-"""A time column (``start``, ``end``, ``arrival``): a timestamp, or integer microseconds
-since ``time_origin``."""
+"""A time column (``start``, ``end``, ``arrival``): a timestamp (of any unit), or an integer
+count of the source's ``time_unit`` (which it must give) since ``time_origin``."""
 
 ORDER_COLUMN_TYPES = (INTEGER, TIMESTAMP)
 
@@ -183,19 +188,26 @@ def check_columns(name: str, source: Any, columns: Mapping[str, str]) -> None:
         found = columns[column]
         if found not in accepted and found != NULL:
             want = {
-                TIME_COLUMN_TYPES: "a time column must be a timestamp or an integer count of microseconds since time_origin",
+                TIME_COLUMN_TYPES: "a time column must be a timestamp, or an integer count of time_unit since time_origin",
                 ORDER_COLUMN_TYPES: "an order column must be an integer or a timestamp",
                 KIND_COLUMN_TYPES: "a kind column must be a string column (point, interval, start, end or cti)",
             }[accepted]
             raise InputSchemaError(name, f"{arg}={column!r} is {_a(found)} column of {source!r}: {want}")
-    if source.origin_ticks() != 0:
-        time_columns = [c for arg, c, accepted in column_arguments(source) if accepted is TIME_COLUMN_TYPES]
-        if not any(columns.get(c) == INTEGER for c in time_columns):
+        if accepted is TIME_COLUMN_TYPES and found == INTEGER and getattr(source, "time_unit", None) is None:
             raise InputSchemaError(
                 name,
-                f"time_origin is set, but no time column of {source!r} is an integer column "
-                f"({', '.join(f'{c} is {_a(columns[c])}' for c in time_columns)}): time_origin is what integer "
-                "time columns count from; leave it out for timestamp columns",
+                f"{arg}={column!r} is an integer column of {source!r}, but the source has no time_unit: an integer "
+                'time counts seconds, milliseconds, microseconds or nanoseconds, so say which, as in time_unit="s" '
+                '(or "ms", "us", "ns"), counted from time_origin (the Unix epoch unless given)',
+            )
+    for given, what in ((source.origin_ticks() != 0, "time_origin"), (getattr(source, "time_unit", None) is not None, "time_unit")):
+        time_columns = [c for arg, c, accepted in column_arguments(source) if accepted is TIME_COLUMN_TYPES]
+        if given and not any(columns.get(c) == INTEGER for c in time_columns):
+            raise InputSchemaError(
+                name,
+                f"{what} is set, but no time column of {source!r} is an integer column "
+                f"({', '.join(f'{c} is {_a(columns[c])}' for c in time_columns)}): {what} says what integer "
+                "time columns count; leave it out for timestamp columns",
             )
     cls = source.payload_type
     fields = record_fields(cls)
@@ -222,24 +234,24 @@ def check_columns(name: str, source: Any, columns: Mapping[str, str]) -> None:
         )
 
 
-def null_field_rule(cls: type, field: str, column: str) -> str:
+def null_field_rule(cls: type, field: str, column: str) -> RuleText:
     """The rule a null value breaks in a column that fills a field not declared ``X | None``."""
     return message(InputRule.NULL_FIELD, column=column, cls=cls.__qualname__, field=field)
 
 
-def null_time_rule(arg: str, column: str) -> str:
+def null_time_rule(arg: str, column: str) -> RuleText:
     """The rule a null time breaks."""
     return message(InputRule.NULL_END if arg == "end" else InputRule.NULL_START, arg=arg, column=column)
 
 
-def null_order_rule(source: Any, count: int) -> str:
+def null_order_rule(source: Any, count: int) -> RuleText:
     """The rule rows with a null in the column that orders the input break."""
     column = source.order
     arg = "arrival" if column == source.arrival else "start" if column == source.start else "end" if column == source.end else "order"
     return message(InputRule.NULL_ORDER, arg=arg, column=column, count=count, plural="s" if count > 1 else "")
 
 
-def kind_rule(shape: EventShape, kind: int) -> str:
+def kind_rule(shape: EventShape, kind: int) -> RuleText:
     """The rule a row of a kind its input's shape does not take breaks."""
     takes = {EventShape.POINT: "point", EventShape.INTERVAL: "interval", EventShape.EDGE: "start, end"}[shape] + ", cti, heartbeat"
     return message(InputRule.ROW_KIND, shape=shape.name, takes=takes, kind=KIND_NAMES.get(kind, kind))
@@ -267,15 +279,18 @@ def parquet_proves_no_nulls(file: Any, columns: list[str]) -> bool:
 def points_proved_by_statistics(files: list[Any], source: Any) -> tuple[int, Span | None] | None:
     """The row count and span of a table source of points read from ``files``
     (``pyarrow.parquet.ParquetFile``s), when their statistics prove every row good: an
-    integer start column, no null in it, in the order column or in a payload field not
-    declared optional, and no start at infinity. Else None: the rows must be read."""
+    integer start column (not in nanoseconds), no null in it, in the order column or in a
+    payload field not declared optional, no start at infinity, and no column whose values may
+    hold a part below a microsecond. Else None: the rows must be read."""
     import pyarrow.types as pt
 
     if not files or not pt.is_integer(files[0].schema_arrow.field(source.start).type):
         return None
+    if nanosecond_columns(source, {f.name: f.type for f in files[0].schema_arrow}):
+        return None
     required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
     checked = list(dict.fromkeys([source.start, *([source.order] if source.order else []), *required]))
-    rows, first, last, origin = 0, INF, NEG_INF, source.origin_ticks()
+    rows, first, last = 0, INF, NEG_INF
     for file in files:
         if not parquet_proves_no_nulls(file, checked):
             return None
@@ -286,10 +301,10 @@ def points_proved_by_statistics(files: list[Any], source: Any) -> tuple[int, Spa
             if not group.num_rows:
                 continue
             stats = group.column(column).statistics
-            if stats is None or not stats.has_min_max or stats.max + origin >= INF:
+            if stats is None or not stats.has_min_max or source.integer_ticks(stats.max) >= INF:
                 return None
             rows += group.num_rows
-            first, last = min(first, stats.min + origin), max(last, stats.max + origin + 1)
+            first, last = min(first, source.integer_ticks(stats.min)), max(last, source.integer_ticks(stats.max) + 1)
     return rows, (Span(rows, first, last, rows, float(rows)) if rows else None)
 
 
@@ -308,28 +323,92 @@ def _require_pyarrow() -> Any:
 
 def _as_field(column: Any, dtype: type) -> Any:
     """A payload column as its field declares it: integers widened for a float field,
-    timestamps as UTC (aware datetimes, as the Spark executor gives them back)."""
+    timestamps of any unit as UTC microseconds (aware datetimes, as the Spark executor gives
+    them back), durations of any unit as microseconds (``timedelta``). A nanosecond value
+    with a part below a microsecond is cut here; ``sub_microsecond_rows`` finds it first."""
     import pyarrow as pa
 
     if dtype is float and pa.types.is_integer(column.type):
         return column.cast(pa.float64())
     if dtype is datetime and pa.types.is_timestamp(column.type):
-        return column.cast(pa.timestamp("us", tz="UTC"))
+        return column.cast(pa.timestamp("us", tz="UTC"), safe=False)
+    if dtype is timedelta and pa.types.is_duration(column.type):
+        return column.cast(pa.duration("us"), safe=False)
     return column
 
 
-def _ticks(table: Any, column: str, origin: int) -> list[int | None]:
+def _ticks(table: Any, column: str, source: Any) -> list[int | None]:
+    """A time column as ticks: a timestamp of any unit (cut to the microsecond: see
+    ``sub_microsecond_rows``), or an integer count of the source's ``time_unit`` since its
+    ``time_origin``."""
     pa = _require_pyarrow()
     import pyarrow.compute as pc
 
     col = table.column(column)
     if pa.types.is_timestamp(col.type):
-        col = pc.cast(pc.cast(col, pa.timestamp("us", tz="UTC")), pa.int64())
+        col = pc.cast(pc.cast(col, pa.timestamp("us", tz="UTC"), safe=False), pa.int64())
         return col.to_pylist()  # type: ignore[no-any-return]
     if pa.types.is_null(col.type):
         return [None] * len(col)
     values: list[int | None] = col.to_pylist()  # an integer column (check_columns has seen to it)
-    return values if origin == 0 else [None if v is None else v + origin for v in values]
+    multiply, divide = TIME_UNITS[getattr(source, "time_unit", None) or "us"]
+    origin = source.origin_ticks()
+    if (multiply, divide, origin) == (1, 1, 0):
+        return values
+    return [None if v is None else v * multiply // divide + origin for v in values]
+
+
+def nanosecond_columns(source: Any, types: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """The columns ``source`` reads whose values may hold a part below a microsecond, by the
+    Arrow types of the table's columns (``types``: name -> ``pyarrow.DataType``): a time
+    column or a payload ``datetime`` or ``timedelta`` field of a nanosecond timestamp or
+    duration, or an integer time column with ``time_unit="ns"``. Each as column -> (what it
+    fills: ``start``, ``end``, ``arrival`` or ``payload field C.f``, its type as the
+    ``SUB_MICROSECOND`` rule names it)."""
+    import pyarrow as pa
+
+    def nanos(t: Any) -> str | None:
+        if (pa.types.is_timestamp(t) or pa.types.is_duration(t)) and t.unit == "ns":
+            return f"{'timestamp' if pa.types.is_timestamp(t) else 'duration'}[ns]"
+        return None
+
+    out: dict[str, tuple[str, str]] = {}
+    start_arg = "start" if getattr(source, "start_given", True) else "arrival"
+    for arg, column in ((start_arg, source.start), ("end", source.end), ("arrival", source.arrival)):
+        t = types.get(column) if column else None
+        if t is None or column in out:
+            continue
+        if pa.types.is_integer(t) and getattr(source, "time_unit", None) == "ns":
+            out[column] = (arg, 'integer, time_unit="ns"')
+        elif nanos(t) is not None:
+            out[column] = (arg, nanos(t) or "")
+    cls = source.payload_type
+    for f in record_fields(cls):
+        t = types.get(f.name)
+        if f.dtype in (datetime, timedelta) and t is not None and nanos(t) is not None and f.name not in out:
+            out[f.name] = (f"payload field {cls.__qualname__}.{f.name}", nanos(t) or "")
+    return out
+
+
+def sub_microsecond_rule(what: str, column: str, type_text: str) -> RuleText:
+    """The rule a value with a part below a microsecond breaks."""
+    return message(InputRule.SUB_MICROSECOND, what=what if what.startswith("payload") else f"the {what} time", column=column, type=type_text)
+
+
+def sub_microsecond_rows(table: Any, columns: Mapping[str, tuple[str, str]]) -> dict[str, list[int]]:
+    """The rows of a pyarrow ``table`` (in its order) whose value in each of ``columns``
+    (``nanosecond_columns``) has a part below a microsecond."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: dict[str, list[int]] = {}
+    for name in columns:
+        values = pc.cast(table.column(name), pa.int64())
+        below = pc.not_equal(pc.subtract(values, pc.multiply(pc.divide(values, 1000), 1000)), 0)
+        rows = pc.indices_nonzero(pc.fill_null(below, False)).to_pylist()
+        if rows:
+            out[name] = rows
+    return out
 
 
 class Payloads:
@@ -385,13 +464,13 @@ class RowError(InputError):
     order on both executors. ``before_rules``: raised before the row's other checks (kind
     and times) or after its lifetime checks (a null payload value)."""
 
-    def __init__(self, input_name: str, position: int, item: object, rule: str, before_rules: bool) -> None:
-        super().__init__(input_name, position, item, rule)
+    def __init__(self, input_name: str, position: int, item: object, message: RuleText, before_rules: bool) -> None:
+        super().__init__(input_name, position, item, message)
         self.before_rules = before_rules
 
     def plain(self) -> InputError:
         """The error as raised: a plain ``InputError``."""
-        return InputError(self.input_name, self.position, self.item, self.rule)
+        return InputError(self.input_name, self.position, self.item, self.message, self.rule)
 
 
 def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table") -> Columns:
@@ -408,10 +487,17 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
             raise InputError(name, table.num_rows - nulls, None, null_order_rule(source, nulls))
         table = table.take(pc.sort_indices(table, sort_keys=[(source.order, "ascending")]))
     n = table.num_rows
-    origin = source.origin_ticks()
-    starts = _ticks(table, source.start, origin)
-    ends = _ticks(table, source.end, origin) if source.end else [None] * n
-    arrivals = _ticks(table, source.arrival, origin) if source.arrival else None
+    starts = _ticks(table, source.start, source)
+    ends = _ticks(table, source.end, source) if source.end else [None] * n
+    arrivals = _ticks(table, source.arrival, source) if source.arrival else None
+    # Values below a microsecond, by row: the first column (start, end, arrival, then the
+    # payload fields) where the row uses it (a heartbeat no start, only an interval or an end
+    # edge its end, only an event its payload).
+    nanos = nanosecond_columns(source, {f.name: f.type for f in table.schema})
+    below: dict[int, list[str]] = {}
+    for column, rows in sub_microsecond_rows(table, nanos).items():
+        for i in rows:
+            below.setdefault(i, []).append(column)
     fields = record_fields(source.payload_type)
     cls = source.payload_type
     payload_columns = [_as_field(table.column(f.name), f.dtype) for f in fields]
@@ -455,7 +541,7 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
             raise  # the class's own error, as the Spark executor raises it when it builds the row
         raise InputError(name, i, row(i), null_field_rule(cls, null_rows[i], null_rows[i])) from exc
     # Rows of one shape without nulls all at once; otherwise row by row, to find the null.
-    if bad is None and not null_rows and source.kind is None and None not in starts and (shape is EventShape.POINT or None not in ends):
+    if bad is None and not null_rows and not below and source.kind is None and None not in starts and (shape is EventShape.POINT or None not in ends):
         same_shape = [s + 1 for s in starts] if shape is EventShape.POINT else ends  # type: ignore[operator]
         return kinds, starts, same_shape, arrivals, payloads, None  # type: ignore[return-value]
     start_arg = "start" if getattr(source, "start_given", True) else "arrival"
@@ -469,11 +555,25 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
         elif k in (1, 3) and e is None:
             rule = null_time_rule("end", source.end) if source.end else message(InputRule.NO_END_COLUMN, kind=KIND_NAMES[k])
             bad = RowError(name, i, row(i), rule, True)
+        elif i in below and (cut := _used_below(below[i], nanos, k)) is not None:
+            bad = RowError(name, i, row(i), sub_microsecond_rule(nanos[cut][0], cut, nanos[cut][1]), True)
         elif k < 4 and i in null_rows:
             bad = RowError(name, i, row(i), null_field_rule(source.payload_type, null_rows[i], null_rows[i]), False)
         ends_out.append(s + 1 if k == 0 and s is not None else INF if k == 2 else s if k >= 4 else e)  # type: ignore[arg-type]
     ends_out.extend(ends[len(ends_out):])  # type: ignore[arg-type]
     return kinds, starts, ends_out, arrivals, payloads, bad  # type: ignore[return-value]
+
+
+def _used_below(columns: list[str], nanos: Mapping[str, tuple[str, str]], kind: int) -> str | None:
+    """The first of a row's ``columns`` holding a value below a microsecond that a row of
+    ``kind`` uses (a heartbeat no start, only an interval or an end edge its end, only an
+    event its payload: as null values count), in ``nanos`` order."""
+    for column in nanos:
+        if column in columns:
+            what = nanos[column][0]
+            if what == "arrival" or (what == "start" and kind != 5) or (what == "end" and kind in (1, 3)) or (what.startswith("payload") and kind < 4):
+                return column
+    return None
 
 
 def items_from_arrow(source: Any, table: Any) -> Iterator[InputItem[Any]]:

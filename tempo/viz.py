@@ -504,8 +504,9 @@ def _stream_lanes(stream: Stream[Any], result: Result[Any] | None, key: _KeySpec
     output_key_of = key.function(None if output_key is None else compile_expression(output_key, 1))
     if key.mode == "substream" and output_key is None and all(s.over is None for s in query.sources):
         raise PlotError(
-            "by_key=True splits lanes by substream key, but no input of this query has one (over=); "
-            "pass a function of the payload instead, e.g. by_key=lambda p: p.device"
+            "by_key=True draws one lane per substream key, the key an input is given with over= in "
+            "Stream.create (docs/semantics.md 3.10), and no input of this query has one; to split lanes "
+            "by a field, pass a function of the payload instead, e.g. by_key=lambda p: p.device"
         )
     if not inputs:
         output = result if result is not None else run_query(query)
@@ -518,8 +519,10 @@ def _stream_lanes(stream: Stream[Any], result: Result[Any] | None, key: _KeySpec
 def _result_lanes(result: Result[Any], names: Sequence[str] | None, key: _KeySpec) -> list[Lane]:
     if key.mode == "substream":
         raise PlotError(
-            "by_key=True needs the query to know its substream keys: pass the query too, plot(stream, result), "
-            "or a function of the payload, by_key=lambda p: p.device"
+            "by_key=True draws one lane per substream key, the key an input is given with over= in "
+            "Stream.create (docs/semantics.md 3.10), which only the query knows, not a Result: pass the query "
+            "too, result.plot(stream, by_key=True) when its inputs use over=, or split lanes by a field with "
+            "a function of the payload, by_key=lambda p: p.device"
         )
     return _rejection_lanes(result, list(names or result.metrics), key.fn) + _output_lanes(result, key.fn)
 

@@ -76,8 +76,15 @@ def test_streams_of_two_notions_of_time_are_refused_by_the_operator() -> None:
         (lambda s: s.join(stream("y"), lambda l: l.k == 1, lambda l, r: Out(l.k, r.v)), r"^the join on= predicate takes \(left, right\)"),
         (lambda s: s.analytic(lambda a: Out(0, a.count())), r"^an analytic without group_by takes \(event, a\)"),
         (lambda s: s.group_by(lambda r: r.k).analytic(lambda r, a: Out(0, a.count())), r"^a grouped analytic takes \(key, event, a\)"),
+        (lambda s: s.tumbling(timedelta(minutes=1)).top_k(2, lambda r: r.v, lambda r: r), r"^the top_k select= takes \(event, rank\)"),
+        (lambda s: s.group_by(lambda r: r.k).apply(lambda g: g, lambda r: r), r"^the apply\(\) select= takes \(key, result\)"),
+        (lambda s: s.left_outer_join(stream("y"), lambda l, r: l.k == r.k, lambda l: Out(l.k, 0), R(0, 0)),
+         r"^the left_outer_join select= takes \(left, right\)"),
+        (lambda s: s.left_outer_join(stream("y"), lambda l, r: l.k == r.k, lambda l, r: Out(l.k, r.v), unmatched=lambda l, r: Out(l.k, 0)),
+         r"^the left_outer_join unmatched= takes \(left\), as in lambda left: \.\.\."),
     ],
-    ids=["grouped-aggregate", "aggregate", "where", "join-on", "analytic", "grouped-analytic"],
+    ids=["grouped-aggregate", "aggregate", "where", "join-on", "analytic", "grouped-analytic", "top_k-select", "apply-select",
+         "left_outer_join-select", "left_outer_join-unmatched"],
 )
 def test_a_lambda_of_the_wrong_arity_is_told_the_form_to_write(build: object, words: str) -> None:
     with pytest.raises(QueryBuildError, match=words):
@@ -108,3 +115,16 @@ def test_a_payload_field_no_executor_holds_is_refused_when_the_query_is_built(an
         Stream.create("odd", [], EventShape.POINT, payload_type=odd)  # type: ignore[call-overload]
     with pytest.raises(QueryBuildError, match=r"^payload field Odd\.x is typed"):  # an operator's output record too
         stream("x").select(lambda r: odd(name="a", x=None))  # type: ignore[operator]
+
+
+def test_result_rejections_names_the_attribute_that_holds_them() -> None:
+    """The docs speak of a run's "rejections" (and ``rejections_table()``); the list is
+    ``Result.rejected``, and ``result.rejections`` says so rather than a bare AttributeError."""
+    from tempo import InMemoryExecutor
+
+    result = InMemoryExecutor().run(stream("x"))
+    with pytest.raises(AttributeError, match=r"no attribute 'rejections': the dropped and adjusted input events are result\.rejected"):
+        result.rejections  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(AttributeError, match=r"no attribute 'evnts'"):
+        result.evnts  # type: ignore[attr-defined]  # noqa: B018
+    assert result.rejected == [] and not hasattr(result, "rejections")

@@ -7,8 +7,9 @@ share no code: one is the plan rewrite, the other plain operators per key."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -22,17 +23,25 @@ from tests.strategies import T, Ev, Pair, Ref, generation, input_items
 SEC = timedelta(seconds=1)
 
 
-@attrs.frozen
-class Tagged:
-    group: object
-    inner: object
+def tagged(inner: type) -> Any:
+    """A record of a group's tag and a sub-query's output (each field of one type: every
+    executor holds it, docs/semantics.md 2.5)."""
+    if inner not in _TAGGED:
+        made: Any = dataclasses.make_dataclass(f"Tagged_{inner.__name__}", [("group", int), ("inner", inner)], frozen=True)
+        made.__module__ = __name__
+        globals()[made.__name__] = made
+        _TAGGED[inner] = made
+    return _TAGGED[inner]
+
+
+_TAGGED: dict[type, Any] = {}
 
 
 @attrs.frozen
 class Stat:
     n: int
     total: int
-    start: object
+    start: datetime
 
 
 Sub = Callable[[Stream[Ev], Stream[Ref]], Stream[Any]]
@@ -102,6 +111,7 @@ def test_apply_is_the_union_of_the_sub_query_run_per_group(name: str, key_name: 
         return s, Stream.create("out", outside, EventShape.INTERVAL, settings_, payload_type=Ref)
 
     s, o = inputs()
+    Tagged = tagged(sub(s, o).payload_type)
     applied = s.group_by(key).apply(lambda g: sub(g, o), lambda k, r: Tagged(tag(k), r))
 
     s, o = inputs()

@@ -201,8 +201,54 @@ def test_rows_after_a_gap_in_a_dense_order_wait_for_the_missing_ones() -> None:
     assert received == [0, 2, 6]
     starts = [item.start for item in engine.take().items if isinstance(item, Point)]
     assert starts == [(T0 + timedelta(seconds=s)).replace(tzinfo=timezone.utc) for s in range(5)]  # each released by the next one's CTI
-    with pytest.raises(InputError, match=r"item #6 .*'seq' value 4 comes before 5"):
+    with pytest.raises(InputError, match=r"item #4 .*a repeat of 'seq' value 4, first seen in item #4, taken in an earlier micro-batch"):
         engine.push_rows(0, rows(4, 6))
+
+
+def test_a_dense_order_value_given_twice_is_reported_when_it_arrives() -> None:
+    """A dense order value given to a second row is an InputError (ORDER_REPEAT) as soon as
+    that row arrives, saying where the value was first seen: a row of an earlier batch still
+    waiting behind the gap at 0 and 1, another row of the same batch (waiting or not), or a
+    row taken already. (Issue 30: the first two waited for the gap, then read as "comes
+    before 2, the last value of rows already processed in an earlier micro-batch".)"""
+    import pyarrow as pa
+
+    from tempo.errors import InputError
+    from tempo.rules import InputRule
+    from tempo.sources import ArrowSource
+
+    def rows(*seqs: int) -> Any:
+        return pa.table({
+            "seq": pa.array(seqs, pa.int64()),
+            "ts": pa.array([T0 + timedelta(seconds=s) for s in seqs], pa.timestamp("us", tz="UTC")),
+            "key": pa.array([1] * len(seqs), pa.int64()), "value": pa.array(list(seqs), pa.int64()),
+        })
+
+    settings_ = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0)))
+    cases = [
+        ([[2, 5], [2]], 2, "a row of an earlier micro-batch, which waits for the rows before it"),
+        ([[3, 5, 3]], 3, "another row of this micro-batch"),
+        ([[0, 1, 0]], 0, "another row of this micro-batch"),
+        ([[0, 1], [2, 1]], 1, "item #1, taken in an earlier micro-batch"),
+    ]
+    for batches, value, where in cases:
+        source = ArrowSource(rows(), Ev, start="ts", order="seq", dense_order_from=0)
+        engine = LiveEngine(Query.build(Stream.create("left", source, EventShape.POINT, settings_).node), TimestampMode())
+        with pytest.raises(InputError) as caught:
+            for batch in batches:
+                engine.push_rows(0, rows(*batch))
+                engine.run()
+        assert caught.value.rule is InputRule.ORDER_REPEAT and caught.value.position == value
+        assert caught.value.message == (
+            f"a repeat of 'seq' value {value}, first seen in {where}: the column counts the input's rows from 0 "
+            "(dense_order_from), one number each, so no two rows may have the same"
+        ), batches
+        assert "comes before" not in str(caught.value)
+    source = ArrowSource(rows(), Ev, start="ts", order="seq", dense_order_from=1)
+    engine = LiveEngine(Query.build(Stream.create("left", source, EventShape.POINT, settings_).node), TimestampMode())
+    with pytest.raises(InputError, match=r"'seq' value 0 is lower than 1, where the column starts counting") as below:
+        engine.push_rows(0, rows(2, 0))
+    assert below.value.rule is InputRule.ORDER_BACK
 
 
 def test_a_heartbeat_row_lets_the_other_input_through_the_frontier() -> None:

@@ -272,7 +272,7 @@ def _write(tmp_path: Any, rows: list[dict[str, Any]], name: str = "t") -> str:
 
 
 def _node(path: str, cls: type, shape: EventShape, **columns: Any) -> SourceNode:
-    source = ParquetSource(path, cls, start="start", time_origin=ORIGIN, **columns)
+    source = ParquetSource(path, cls, start="start", time_origin=ORIGIN, time_unit="us", **columns)
     return Stream.create("t", source, shape).node  # type: ignore[return-value]
 
 
@@ -345,7 +345,7 @@ def test_a_payload_that_may_fail_to_build_is_built_before_any_row_is_used(tmp_pa
     rows[8]["value"] = None
     path = _write(tmp_path, rows)
     for cls, error in ((Checked, TypeError), (Plain, tempo.UdfError)):  # the udf's ValueError, as a UdfError
-        source = ParquetSource(path, cls, start="start", time_origin=ORIGIN)
+        source = ParquetSource(path, cls, start="start", time_origin=ORIGIN, time_unit="us")
         stream = Stream.create("t", source, EventShape.POINT).where(lambda e: tempo.udf(fails_on_2, returns=bool)(e.key))
         with pytest.raises(error):
             InMemoryExecutor().run(stream)

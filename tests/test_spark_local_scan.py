@@ -105,7 +105,7 @@ def test_late_rows_dropped_on_the_driver_scan(spark_session: Any, tmp_path: Path
 
     path = _write(_table([10, 12, 3, 15, 20, 8], seq=[0, 1, 2, 3, 4, 5]), tmp_path / "in.parquet")
     stream = Stream.create(
-        "in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN), EventShape.POINT, EVERY_2_DROP
+        "in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, time_unit="us"), EventShape.POINT, EVERY_2_DROP
     )
     result = SparkExecutor(spark_session).run(stream)
     assert scans == ["driver"]
@@ -122,7 +122,7 @@ def test_file_order_of_one_parquet_file(spark_session: Any, tmp_path: Path, scan
     from tempo.spark import SparkExecutor
 
     path = _write(_table([10, 12, 3, 15, 20, 8]), tmp_path / "in.parquet")
-    stream = Stream.create("in", ParquetSource(path, Reading, start="t", time_origin=ORIGIN), EventShape.POINT, EVERY_2_DROP)
+    stream = Stream.create("in", ParquetSource(path, Reading, start="t", time_origin=ORIGIN, time_unit="us"), EventShape.POINT, EVERY_2_DROP)
     result = SparkExecutor(spark_session).run(stream)
     assert scans == ["driver"]
     assert [j.position for j in result.rejected] == [2, 5]
@@ -141,7 +141,7 @@ def test_adjusted_intervals_from_an_arrow_table(spark_session: Any, scans: list[
         AdvanceTimeGenerationSettings(frequency=timedelta(seconds=10), advance_to_infinity_on_shutdown=True),
         policy=AdvanceTimePolicy.ADJUST,
     )
-    source = ArrowSource(table, Reading, start="t", end="e", order="seq", time_origin=ORIGIN)
+    source = ArrowSource(table, Reading, start="t", end="e", order="seq", time_origin=ORIGIN, time_unit="us")
     stream = Stream.create("in", source, EventShape.INTERVAL, adv)
     result = SparkExecutor(spark_session).run(stream)
     assert scans == ["driver"]
@@ -158,14 +158,14 @@ def test_gives_up_and_the_spark_scan_names_the_row(spark_session: Any, tmp_path:
 
     shuffled = _write(_table([10, 12, 3, 15], seq=[0, 2, 1, 3]), tmp_path / "shuffled.parquet")
     stream = Stream.create(
-        "in", ParquetSource(shuffled, Reading, start="t", order="seq", time_origin=ORIGIN), EventShape.POINT, EVERY_2_DROP
+        "in", ParquetSource(shuffled, Reading, start="t", order="seq", time_origin=ORIGIN, time_unit="us"), EventShape.POINT, EVERY_2_DROP
     )
     assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), "shuffled", lambda: stream)
     assert scans == ["spark"]
     scans.clear()
 
     bad = _write(_table([10, 12, 3, 15], seq=[0, 1, 2, 3], ends_s=[11, 13, 3, 16]), tmp_path / "bad.parquet")
-    source = ParquetSource(bad, Reading, start="t", end="e", order="seq", time_origin=ORIGIN)
+    source = ParquetSource(bad, Reading, start="t", end="e", order="seq", time_origin=ORIGIN, time_unit="us")
     with pytest.raises(InputError, match=r"item #2 .*end must be after start"):
         SparkExecutor(spark_session).run(Stream.create("in", source, EventShape.INTERVAL, EVERY_2_DROP))
     assert scans == ["spark"]
@@ -213,7 +213,7 @@ def test_driver_scan_agrees_with_the_spark_scan_and_memory(spark_session: Any, t
         columns["order"] = "seq"
 
     def build() -> Stream[Any]:
-        source = ParquetSource(path, Reading, start="t", time_origin=ORIGIN, **columns)
+        source = ParquetSource(path, Reading, start="t", time_origin=ORIGIN, time_unit="us", **columns)
         return Stream.create("in", source, shape, adv).where(lambda r: r.value >= 0)
 
     scans.clear()
@@ -254,7 +254,7 @@ def test_nothing_late_rows_are_proven_good_on_the_driver(spark_session: Any, tmp
     intervals = _write(_table([10, 12, 3, 15], seq=[0, 1, 2, 3], ends_s=[11, 20, 4, 16]), tmp_path / "intervals.parquet")
     for path, shape, columns in ((points, EventShape.POINT, {}), (intervals, EventShape.INTERVAL, {"end": "e"})):
         checks.clear()
-        stream = Stream.create("in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, **columns), shape, FLUSH_ONLY)
+        stream = Stream.create("in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, time_unit="us", **columns), shape, FLUSH_ONLY)
         result = SparkExecutor(spark_session).run(stream)
         assert checks == [4] and result.metrics["in"].received == result.metrics["in"].admitted == 4
         assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), str(shape), lambda: stream)
@@ -276,7 +276,7 @@ def test_a_bad_row_where_nothing_is_late_is_left_to_spark_to_name(spark_session:
     ]
     for path, shape, columns, message in cases:
         checks.clear()
-        stream = Stream.create("in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, **columns), shape, FLUSH_ONLY)
+        stream = Stream.create("in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, time_unit="us", **columns), shape, FLUSH_ONLY)
         errors = []
         for executor in (InMemoryExecutor(), SparkExecutor(spark_session)):
             with pytest.raises(InputError, match=message) as info:
@@ -346,8 +346,8 @@ def test_driver_scan_of_a_table_with_arrivals_feeds_its_importer(
     importing = AdvanceTimeSettings(import_=AdvanceTimeImportSettings("in"), policy=AdvanceTimePolicy.ADJUST)
 
     def build() -> Stream[Any]:
-        readings = Stream.create("in", ParquetSource(path, Reading, start="t", arrival="arr", time_origin=ORIGIN, **columns), shape, adv)
-        level = Stream.create("levels", ArrowSource(levels, Reading, start="t", arrival="arr", time_origin=ORIGIN), EventShape.POINT, importing)
+        readings = Stream.create("in", ParquetSource(path, Reading, start="t", arrival="arr", time_origin=ORIGIN, time_unit="us", **columns), shape, adv)
+        level = Stream.create("levels", ArrowSource(levels, Reading, start="t", arrival="arr", time_origin=ORIGIN, time_unit="us"), EventShape.POINT, importing)
         return readings.join(level, on=lambda r, l: r.key == l.key, select=lambda r, l: Reading(r.key, r.value + l.value))
 
     scans.clear()

@@ -257,10 +257,10 @@ def _events(rows: list[tuple[float, int, float]], settings: AdvanceTimeSettings,
         "value": pa.array([v for _, _, v in rows], pa.float64()), "seq": pa.array(range(len(rows)), pa.int64()),
     })
     if parquet is None:
-        source: Any = ArrowSource(table, Event, start="t", order="seq", time_origin=ORIGIN)
+        source: Any = ArrowSource(table, Event, start="t", order="seq", time_origin=ORIGIN, time_unit="us")
     else:
         pq.write_table(table, parquet)
-        source = ParquetSource(parquet, Event, start="t", order="seq", time_origin=ORIGIN)
+        source = ParquetSource(parquet, Event, start="t", order="seq", time_origin=ORIGIN, time_unit="us")
     return Stream.create("events", source, EventShape.POINT, settings)
 
 
@@ -272,7 +272,7 @@ def _reference(rows: list[tuple[float, float | None, int, float]]) -> Stream[Ref
         "valid_to": pa.array([OPEN if e is None else round(e * US) for _, e, _, _ in rows], pa.int64()),
         "key": pa.array([k for _, _, k, _ in rows], pa.int64()), "r": pa.array([r for _, _, _, r in rows], pa.float64()),
     })
-    source = ArrowSource(table, Ref, start="valid_from", end="valid_to", time_origin=ORIGIN)
+    source = ArrowSource(table, Ref, start="valid_from", end="valid_to", time_origin=ORIGIN, time_unit="us")
     return Stream.create("reference", source, EventShape.INTERVAL, FLUSHED)
 
 

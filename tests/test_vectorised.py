@@ -667,8 +667,8 @@ def test_a_table_without_ctis_in_any_order_agrees_with_the_reference(
     settings_value = FLUSH if settings_ == "flush" else None
 
     def build() -> Stream[Any]:
-        source: Any = (ParquetSource(path, Span, start="t", order="seq", time_origin=T0) if path
-                       else ArrowSource(table, Span, start="t", order="seq", time_origin=T0))
+        source: Any = (ParquetSource(path, Span, start="t", order="seq", time_origin=T0, time_unit="us") if path
+                       else ArrowSource(table, Span, start="t", order="seq", time_origin=T0, time_unit="us"))
         s = Stream.create("in", source, EventShape.POINT, settings_value)
         window = s.group_by(lambda e: e.key).tumbling(timedelta(seconds=5))
         if ranked:

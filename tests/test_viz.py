@@ -151,8 +151,20 @@ def test_by_key_function_splits_every_lane() -> None:
 
 
 def test_by_key_errors() -> None:
-    with pytest.raises(PlotError, match="no input of this query has one"):
+    with pytest.raises(PlotError, match=r"^by_key=True draws one lane per substream key, the key an input is given with over=.*"
+                                        r"no input of this query has one; .*by_key=lambda p: p\.device"):
         plot(illustration(ADJUST, early=True), by_key=True)
+
+
+def test_by_key_true_on_a_result_alone_says_why_and_what_to_write() -> None:
+    """``result.plot(by_key=True)`` has no plan to take substream keys from: the error says so,
+    that they come from over=, and both ways on (the query too, or a function of the payload)."""
+    stream = illustration(ADJUST, early=True)
+    result = InMemoryExecutor().run(stream)
+    with pytest.raises(PlotError, match=r"^by_key=True draws one lane per substream key, the key an input is given with over=.*"
+                                        r"not a Result: pass the query too, result\.plot\(stream, by_key=True\).*by_key=lambda p: p\.device"):
+        result.plot(by_key=True)
+    assert [lane.title for lane in result.plot(by_key=lambda r: r.device).lanes][-1] == "output · d3"
     with pytest.raises(PlotError, match=r"by_key could not take the key of input 'readings'.*AttributeError"):
         plot(illustration(ADJUST, early=True), by_key=lambda r: r.sensor)
     with pytest.raises(PlotError, match="by_key must be True, False or a function"):

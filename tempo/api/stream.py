@@ -17,7 +17,7 @@ from tempo.events import EventShape, InputItem
 from tempo.expr import nodes as x
 from tempo.expr.aggregator import Aggregator
 from tempo.expr.schema import is_record_type, record_fields
-from tempo.expr.trace import Traced, call_traced, param_names, record_proxies, require_traced, trace, trace_records
+from tempo.expr.trace import Traced, call_traced, check_arity, param_names, record_proxies, require_traced, trace, trace_records
 from tempo.plan import nodes as p
 from tempo.plan.group_apply import GroupInputNode, apply_per_group
 from tempo.plan.query import Query
@@ -307,6 +307,9 @@ class Stream(Generic[T]):
                 "left_outer_join takes either default= (a right-side record standing in where nothing "
                 "matches) or unmatched= (a projection of the left event alone), not both or neither"
             )
+        check_arity(select, ("left", "right"), "the left_outer_join select=")
+        if unmatched is not None:
+            check_arity(unmatched, ("left",), "the left_outer_join unmatched=")
         if default is not None:
             if isinstance(default, (Stream, Traced)) or not is_record_type(type(default)) or not isinstance(default, right.payload_type):
                 raise QueryBuildError(

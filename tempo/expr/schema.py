@@ -7,6 +7,7 @@ its type for checking is ``X``.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from collections.abc import Callable
@@ -110,25 +111,44 @@ def _refused_types() -> dict[Any, str]:
 def _refuse(cls: type, name: str, annotation: Any) -> None:
     """A field of a type some executor has no column for is refused when the query is built,
     on every executor alike, naming it (docs/semantics.md 2.5): not a silent run in memory and
-    a failure later elsewhere."""
+    a failure later elsewhere. Every executor holds ``SCALARS`` and records, each maybe
+    ``| None``, and lists of them (``list[X]``, ``tuple[X, ...]``); nothing else."""
     refused = _refused_types()
-    pending = [annotation]
-    while pending:  # the annotation and what it is made of: X | None, list[X], tuple[X, ...]
-        tp = pending.pop()
+
+    def shown(tp: Any) -> str:
+        return tp.__qualname__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
+
+    def refuse(tp: Any, use: str) -> None:
+        raise QueryBuildError(
+            f"payload field {cls.__qualname__}.{name} is typed {shown(tp)}, which tempo's executors do not all hold "
+            f"(the vectorised and Spark executors have no column for it), so no executor takes it; use {use}"
+        )
+
+    def check(tp: Any, outer: Any) -> None:
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            if len([a for a in typing.get_args(tp) if a is not type(None)]) > 1:  # X | Y: a column holds one type
+                refuse(tp, "one type per field (a str, or a record with a field per kind)")
+            tp = _strip_optional(tp)[0]
         origin = typing.get_origin(tp)
-        if origin is typing.Union or origin is types.UnionType or origin in (list, tuple):
-            pending.extend(a for a in typing.get_args(tp) if a is not Ellipsis and a is not type(None))
-            continue
+        if _list_element(tp) is not None:
+            if outer is not None:
+                refuse(outer, "a list of records, each holding a list")
+            check(typing.get_args(tp)[0], tp)
+            return
         base = origin if origin is not None else tp
-        if base is datetime or base is bool:
-            continue
-        use = refused.get(base)
-        if use is not None:
-            raise QueryBuildError(
-                f"payload field {cls.__qualname__}.{name} is typed {tp.__qualname__ if isinstance(tp, type) else tp}, which "
-                f"tempo's executors do not all hold (the vectorised and Spark executors have no column for it), so "
-                f"no executor takes it; use {use}"
-            )
+        if base in refused:
+            refuse(tp, refused[base])
+        if origin is typing.Literal:
+            refuse(tp, "the values' own type (str, int, ...)")
+        if base in (list, tuple) or origin is not None:
+            refuse(tp, "list[X] or tuple[X, ...] of one element type")
+        if base in SCALARS or is_record_type(base):
+            return
+        if isinstance(base, type) and issubclass(base, enum.Enum):
+            refuse(tp, "str (the member's name) or int (its value)")
+        refuse(tp, f"one of {', '.join(t.__name__ for t in SCALARS)}, a record class (attrs or dataclass), or a list of one")
+
+    check(annotation, None)
 
 
 def _list_element(annotation: Any) -> tuple[type, bool] | None:

@@ -387,21 +387,30 @@ def _role(arg: object, records: int) -> str:
 _FORMS = {("key", "w"): "a grouped aggregate takes (key, w)", ("w",): "an aggregate without group_by takes (w) alone",
           ("key", "event", "a"): "a grouped analytic takes (key, event, a)", ("event", "a"): "an analytic without group_by takes (event, a)"}
 
+_ROLES = {"the top_k select=": ("event", "rank"), "the apply() select=": ("key", "result")}
+"""The arguments' names where their proxies do not tell them (fields of a record tempo builds)."""
+
 
 def _check_arity(fn: Callable[..., Any], args: Sequence[object], what: str) -> None:
     """A lambda taking another number of arguments than ``what`` passes is refused with the
     form it must have, not Python's message about positional arguments."""
+    records = sum(1 for a in args if isinstance(a, Traced) and isinstance(a._expr, n.Input))
+    check_arity(fn, _ROLES.get(what) or tuple(_role(a, records) for a in args), what)
+
+
+def check_arity(fn: Callable[..., Any], roles: Sequence[str], what: str) -> None:
+    """``fn`` can be called with one argument per role, else a ``QueryBuildError`` giving the
+    form to write: for an operator that calls ``fn`` later, through another (whose own name
+    would mislead), as ``left_outer_join``'s ``select`` and ``unmatched``."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin or a callable without one: let the call say
         return
     try:
-        signature.bind(*args)
+        signature.bind(*roles)
     except TypeError:
-        records = sum(1 for a in args if isinstance(a, Traced) and isinstance(a._expr, n.Input))
-        roles = tuple(_role(a, records) for a in args)
         given = [p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        form = _FORMS.get(roles, f"{what} takes ({', '.join(roles)})")
+        form = _FORMS.get(tuple(roles), f"{what} takes ({', '.join(roles)})")
         raise QueryBuildError(
             f"{form}, as in lambda {', '.join(roles)}: ...; the function given for {what} takes "
             f"({', '.join(given)})"

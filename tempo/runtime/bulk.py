@@ -187,6 +187,9 @@ class BatchPlan:
     """The input's CTI after the batch."""
     ctis: Any
     """Its CTI after each row, from its own rows (what an importer takes)."""
+    added: int = 0
+    """1 when the batch's last row is a heartbeat the source added (``RowFeed.positioned``):
+    it takes no position."""
 
     def arrival(self, row: int) -> int:
         """Row ``row``'s arrival (the earliest without an arrival column, as item by item)."""
@@ -281,7 +284,7 @@ def plan_batch(
     return BatchPlan(
         index, n, np.flatnonzero(special_mask).tolist(), moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
         ends, arrivals, events_before, orders, int(orders[-1]) if n else feed.last_order, feed.next_position,
-        final, after,
+        final, after, n - feed.positioned(n, int(kinds[-1]), int(orders[-1])) if n else 0,
     )
 
 
@@ -533,7 +536,7 @@ def apply_batch(
         ingress.metrics.received += plain
         ingress.metrics.admitted += plain
         ids += plan.events - len(plan.dropped)
-        feed.next_position = plan.first_position + plan.rows
+        feed.next_position = plan.first_position + plan.rows - plan.added
         feed.last_order = plan.last_order
         if plan.arrivals is not None and plan.rows:
             feed.sequence.last_arrival = max(feed.sequence.last_arrival, int(plan.arrivals[-1]))

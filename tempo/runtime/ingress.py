@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from tempo.clocks import TimeDomain
-from tempo.errors import CtiViolationError, InputError, InputSchemaError
+from tempo.errors import CtiViolationError, InputError, InputSchemaError, RuleText
 from tempo.events import SHAPE_ITEMS, Cti, EdgeEnd, EdgeStart, EventShape, Heartbeat, Interval, Point
 from tempo.expr.schema import FieldInfo, is_record_type, record_fields
 from tempo.plan.nodes import SourceNode
@@ -82,7 +82,7 @@ class TimestampMode:
         """``t`` in ticks, or an ``InputError`` when it is not a datetime."""
         if not isinstance(t, datetime):
             hint = " (a date has no time of day: use datetime(y, m, d))" if isinstance(t, date) else ""
-            raise InputError(name, position, item, f"{what} must be a datetime, got {type(t).__name__} {t!r}{hint}")
+            raise InputError(name, position, item, f"{what} must be a datetime, got {type(t).__name__} {t!r}{hint}", InputRule.TIME_TYPE)
         if t.replace(tzinfo=None) == datetime.max:
             return INF  # infinity is the same instant either way: tempo.INFINITY suits naive inputs too
         self.saw(t.tzinfo is not None)
@@ -132,7 +132,7 @@ def _read_table(node: SourceNode, mode: TimestampMode) -> Columns:
     return table
 
 
-def ordering_needs_arrival_column(source: TableSource[Any]) -> str:
+def ordering_needs_arrival_column(source: TableSource[Any]) -> RuleText:
     """The rule a table source without an arrival column breaks on an input with ordering settings."""
     return message(InputRule.ORDERING_ARRIVAL_COLUMN, source=repr(source))
 
@@ -184,7 +184,7 @@ def checked_rows(
             return item_of((at, kind, start, end, None if kind >= CTI else payload, position, None))
 
         if at_bad is not None and at_bad.before_rules:
-            raise InputError(name, position, at_bad.item, at_bad.rule)
+            raise InputError(name, position, at_bad.item, at_bad.message, at_bad.rule)
         if kind not in allowed:
             raise InputError(name, position, item(), kind_rule(shape, kind))
         if kind in (INTERVAL, END) and end <= start:
@@ -192,7 +192,7 @@ def checked_rows(
         if kind < CTI and start >= INF:
             raise InputError(name, position, item(), message(InputRule.START_AT_INFINITY))
         if at_bad is not None:
-            raise InputError(name, position, item(), at_bad.rule)
+            raise InputError(name, position, item(), at_bad.message, at_bad.rule)
         arrival = None if arrivals is None else arrivals[row]
         if kind == HEARTBEAT:
             if arrival is None and not sequence.ordered:  # with ordering settings: ORDERING_ARRIVAL
@@ -497,8 +497,8 @@ class Ingress:
             sub = self.metrics.substreams[key] = SubstreamMetrics()
         return sub
 
-    def _violation(self, rec: Prepared, what: str) -> None:
-        raise CtiViolationError(self.name, rec[5], rec[6] or item_of(rec), cti_violation_rule(what, self.cti))
+    def _violation(self, rec: Prepared, rule: Rule) -> None:
+        raise CtiViolationError(self.name, rec[5], rec[6] or item_of(rec), cti_violation_rule(rule, self.cti))
 
     def process(self, rec: Prepared) -> None:
         kind = rec[1]
@@ -543,7 +543,7 @@ class Ingress:
             self.metrics.admitted += 1
             return start, end
         if not self.has_policy:
-            self._violation(rec, "the event starts")
+            self._violation(rec, Rule.START_BEFORE_CTI)
         lifetime = adjusted_lifetime(kind, end, self.cti) if self.adjust else None
         if lifetime is None:
             self._reject(rec, Rule.START_BEFORE_CTI, Action.DROPPED)
@@ -620,14 +620,14 @@ class Ingress:
         start, end, payload = rec[2], rec[3], rec[4]
         entry = _take(self.open_edges, start, payload)
         if entry is None:  # prepare() has checked the pairing already
-            raise InputError(self.name, rec[5], rec[6], "end edge without its start edge")
+            raise InputError(self.name, rec[5], rec[6], message(InputRule.END_WITHOUT_START))
         _, eid, admitted_start = entry
         if eid is None:
             self._reject(rec, Rule.START_EDGE_DROPPED, Action.DROPPED)
             return
         if end < self.cti:
             if not self.has_policy:
-                self._violation(rec, "the end edge ends")
+                self._violation(rec, Rule.END_BEFORE_CTI)
             if not self.adjust:
                 # Dropped: the event stays open, as the rule says; it is on record here.
                 self._reject(rec, Rule.END_BEFORE_CTI, Action.DROPPED)
@@ -664,7 +664,7 @@ def count_rejection(counts: EventCounts, rule: Rule, action: Action, ordered: bo
             counts.out_of_order_adjusted += 1
 
 
-def item_kind_rule(shape: EventShape, item: object) -> str:
+def item_kind_rule(shape: EventShape, item: object) -> RuleText:
     """The rule an item of a kind its input's shape does not take breaks, with what to
     write instead: the shape that takes an event item of another kind, or the item that
     gives a bare payload its lifetime."""
@@ -682,9 +682,11 @@ def item_kind_rule(shape: EventShape, item: object) -> str:
     return rule
 
 
-def cti_violation_rule(what: str, cti: int) -> str:
-    """The rule an event breaks that violates the CTI on an input without settings."""
-    return message(InputRule.CTI_VIOLATION, what=what, cti=format_time(cti))
+def cti_violation_rule(rule: Rule, cti: int) -> RuleText:
+    """The words of an event breaking ``rule`` (``START_BEFORE_CTI`` or ``END_BEFORE_CTI``)
+    against the CTI on an input without settings; the error's rule is ``rule``."""
+    what = "the end edge ends" if rule is Rule.END_BEFORE_CTI else "the event starts"
+    return RuleText(message(InputRule.CTI_VIOLATION, what=what, cti=format_time(cti)), rule)
 
 
 def adjusted_lifetime(kind: int, end: int, cti: int) -> tuple[int, int] | None:

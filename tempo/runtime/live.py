@@ -41,12 +41,12 @@ from tempo.result import InputMetrics, RawItem, Rejection
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_ingresses, build_operators, rejection
 from tempo.runtime.engine import _output_key as output_key
-from tempo.errors import InputError, TempoError
+from tempo.errors import InputError, RuleText, TempoError
 from tempo.clocks import TimeDomain
 from tempo.runtime.stamping import Stamper
 from tempo.plan.nodes import SourceNode
 from tempo.rules import InputRule, message
-from tempo.runtime.ingress import Ingress, Prepared, SequenceChecks, TimestampMode, checked_rows, plain_rows
+from tempo.runtime.ingress import HEARTBEAT, Ingress, Prepared, SequenceChecks, TimestampMode, checked_rows, plain_rows
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF, from_ticks, to_ticks
 
@@ -77,6 +77,7 @@ class RowFeed:
 
     def __init__(self, node: SourceNode, needs_arrival: bool) -> None:
         self.sequence = SequenceChecks(node, needs_arrival, InputRule.IMPORT_ARRIVAL)
+        self.source = node.source
         self.stamper = None if node.time is TimeDomain.EVENT else Stamper(node)
         """For an input in ingestion or processing time: its stamping, carried across batches."""
         self.next_position = 0
@@ -103,7 +104,7 @@ class RowFeed:
         except InputError as exc:
             if type(exc) is not InputError or exc.position is None:
                 raise  # about the columns, not a row
-            raise InputError(exc.input_name, first + exc.position, exc.item, exc.rule) from None
+            raise InputError(exc.input_name, first + exc.position, exc.item, exc.message, exc.rule) from None
         if source.order is not None and table.num_rows:
             import pyarrow as pa
             import pyarrow.compute as pc
@@ -125,28 +126,62 @@ class RowFeed:
             arrivals = columns[3]
             if arrivals:
                 self.sequence.last_arrival = arrivals[-1]
-        self.next_position = first + len(prepared)
+        self.next_position = first + (self.positioned(len(prepared), prepared[-1][1], self.last_order) if prepared else 0)
         return prepared if self.stamper is None else list(self.stamper.stamp(prepared))
+
+    def positioned(self, rows: int, last_kind: int, last_order: int | None) -> int:
+        """How many of a batch's ``rows`` take a position: all but a last row that is a
+        heartbeat the source added rather than a row of the data it reads (the Redis source's
+        heartbeat rows: a source with such rows tells them by their order value with
+        ``added_heartbeat(order) -> bool``). Positions count the input's rows as written,
+        whatever the batches and the heartbeats between them; an added heartbeat has the
+        position of the row after it."""
+        added = getattr(self.source, "added_heartbeat", None)
+        if added is not None and last_kind == HEARTBEAT and last_order is not None and added(last_order):
+            return rows - 1
+        return rows
 
 
     def _gapless(self, node: SourceNode, table: Any) -> Any:
         """The rows that continue the dense order without a gap (with those held before);
-        the rest is held. A value already taken is an ``InputError`` (ORDER_BACK)."""
+        the rest is held. A value given to a row before is an ``InputError`` (ORDER_REPEAT)
+        as soon as the repeat arrives, whether the first row was taken, waits behind a gap,
+        or came in the same batch."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         source = node.source
         assert isinstance(source, TableSource) and source.order is not None and self.next_order is not None
+        first, expected = source.dense_order_from, self.next_order
+        assert first is not None
+        waiting = set(self.held.column(source.order).to_pylist()) if self.held is not None else set()
+        fresh: set[int] = set()
+        for row, value in enumerate(table.column(source.order).to_pylist()):
+            if value is None:
+                continue  # nulls sort last; read_columns names them once they are reached
+            if value < first:
+                where = f"lower than {first!r}, where the column starts counting (dense_order_from)"
+                words = RuleText(f"its {source.order!r} value {value!r} is {where}: the column counts the input's rows "
+                                 f"from {first!r}, one number each", InputRule.ORDER_BACK)
+                raise InputError(node.name, self.next_position, table.slice(row, 1).to_pylist()[0], words)
+            if value < expected:
+                where = f"item #{value - first}, taken in an earlier micro-batch"
+            elif value in waiting:
+                where = "a row of an earlier micro-batch, which waits for the rows before it"
+            elif value in fresh:
+                where = "another row of this micro-batch"
+            else:
+                fresh.add(value)
+                continue
+            words = message(InputRule.ORDER_REPEAT, column=source.order, value=value, where=where, first=first)
+            raise InputError(node.name, value - first, table.slice(row, 1).to_pylist()[0], words)
         if self.held is not None and self.held.num_rows:
             table = pa.concat_tables([self.held, table.select(self.held.column_names)])
         table = table.take(pc.sort_indices(table, sort_keys=[(source.order, "ascending")]))
-        expected, taken = self.next_order, 0
+        taken = 0
         for value in table.column(source.order).to_pylist():
             if value is None or value > expected:
-                break  # a gap (nulls sort last; read_columns names them once they are reached)
-            if value < expected:
-                rule = message(InputRule.ORDER_BACK, column=source.order, value=value, last=expected - 1)
-                raise InputError(node.name, self.next_position + taken, table.slice(taken, 1).to_pylist()[0], rule)
+                break  # a gap
             taken += 1
             expected += 1
         self.next_order = expected

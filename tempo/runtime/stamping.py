@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tempo.clocks import ScriptedClock, SystemClock, TimeDomain, arrival_lag
-from tempo.errors import InputError
+from tempo.errors import InputError, InputRule
 from tempo.plan.nodes import SourceNode
 from tempo.runtime.ingress import CTI, END, HEARTBEAT, START, Prepared
 from tempo.ticks import duration_ticks, to_ticks
@@ -48,7 +48,7 @@ class Stamper:
         clock = getattr(self.notion, "clock", None)
         if isinstance(clock, ScriptedClock):
             if self.used >= len(clock.times):
-                raise InputError(self.name, rec[5], rec[6], "the ScriptedClock has no reading left for this item")
+                raise InputError(self.name, rec[5], rec[6], "the ScriptedClock has no reading left for this item", InputRule.CLOCK_EXHAUSTED)
             self.used += 1
             return to_ticks(clock.times[self.used - 1])
         assert isinstance(clock, SystemClock)
@@ -62,7 +62,8 @@ class Stamper:
                 continue
             if kind == CTI:
                 raise InputError(
-                    self.name, position, item, f"an input in {self.notion.domain.value} takes no Cti items: its CTIs follow its stamps"
+                    self.name, position, item, f"an input in {self.notion.domain.value} takes no Cti items: its CTIs follow its stamps",
+                    InputRule.STAMPED_CTI,
                 )
             reading = self._reading(rec)
             if self.latest is not None and reading < self.latest:

@@ -4,6 +4,6 @@ Needs the ``spark`` extra (``pip install tempo-streams[spark]``) and a Java runt
 """
 
 from tempo.spark.executor import SparkExecutor
-from tempo.spark.session import spark_session
+from tempo.spark.session import quiet_task_failures, spark_session
 
-__all__ = ["SparkExecutor", "spark_session"]
+__all__ = ["SparkExecutor", "quiet_task_failures", "spark_session"]

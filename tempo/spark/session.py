@@ -7,6 +7,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -58,3 +59,26 @@ def spark_session(master: str | None = None, app_name: str = "tempo", **conf: st
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",  # its package in later Spark 4 releases
+)
+"""The driver's loggers that write a failed task's (or a failed live query's) Java trace to
+stderr: off in ``LOG_CONFIG``, since the failure reaches the caller as an exception anyway
+(tempo's error, or Spark's with its message)."""
+
+
+def quiet_task_failures(spark: SparkSession) -> None:
+    """Turn off ``TASK_FAILURE_LOGGERS`` in a session that was not made by ``spark_session``
+    (a ``SparkSession.builder`` of the user's, a notebook's), as ``LOG_CONFIG`` has them: a
+    tempo error raised in a Spark task then reaches the caller with nothing else on stderr.
+    Spark's other logging is left as the session has it. A session's driver JVM is one per
+    process: this holds for every session of the process, until it ends."""
+    jvm: Any = getattr(spark.sparkContext, "_jvm")
+    off = jvm.org.apache.logging.log4j.Level.OFF
+    for name in TASK_FAILURE_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)

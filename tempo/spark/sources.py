@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import pyarrow.types as pa_types
 from pyspark.sql import DataFrame, SparkSession
 
-from tempo.errors import InputSchemaError, UnsupportedError
+from tempo.errors import InputRule, InputSchemaError, UnsupportedError
 from tempo.sources import ArrowSource, CsvSource, JsonSource, ParquetSource, TableSource
 
 T = TypeVar("T")
@@ -50,6 +51,22 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
     own readers, Arrow tables through ``createDataFrame``)."""
     source.check_readable(input_name)
     if isinstance(source, ParquetSource):
+        if any(pa_types.is_timestamp(t) and t.unit == "ns" for t in arrow_types(source).values()):
+            # Spark has no nanosecond timestamp: it refuses to infer the schema of a Parquet
+            # TIMESTAMP(NANOS) column (PARQUET_TYPE_ILLEGAL) unless told to read it as the
+            # long it is stored as. Only the inference needs the setting (the scan reads the
+            # long as asked), so it is set for this read alone; ``table_columns`` reads the
+            # longs as nanoseconds, exactly (``arrow_types`` says which columns they are).
+            key = "spark.sql.legacy.parquet.nanosAsLong"
+            before = spark.conf.get(key, None)
+            spark.conf.set(key, "true")
+            try:
+                return spark.read.parquet(source.path)
+            finally:
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)
         return spark.read.parquet(source.path)
     if isinstance(source, CsvSource):
         return spark.read.option("header", True).option("inferSchema", True).csv(source.path)
@@ -60,11 +77,37 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
         return df
     if isinstance(source, SparkTableSource):
         if not spark.catalog.tableExists(source.name):
-            raise InputSchemaError(input_name, f"{source!r} names no table or view of the Spark catalog")
+            raise InputSchemaError(input_name, f"{source!r} names no table or view of the Spark catalog", InputRule.SOURCE_MISSING)
         return spark.table(source.name)
     if isinstance(source, ArrowSource):
-        return spark.createDataFrame(source.table)
+        # Nanosecond timestamps and durations go as the longs they hold (Spark's Arrow
+        # conversion would cut or refuse a value below a microsecond): ``table_columns`` reads
+        # them exactly, as it reads a Parquet file's.
+        table = source.table
+        for i, f in enumerate(table.schema):
+            if (pa_types.is_timestamp(f.type) or pa_types.is_duration(f.type)) and f.type.unit == "ns":
+                import pyarrow as pa
+
+                table = table.set_column(i, f.name, table.column(i).cast(pa.int64()))
+        return spark.createDataFrame(table)
     raise UnsupportedError("Spark", repr(source), "it is not a table source the Spark executor knows (Parquet, CSV, JSON, Arrow, DataFrame, catalog table)")
+
+
+def arrow_types(source: TableSource[Any]) -> dict[str, Any]:
+    """The Arrow types of a Parquet or Arrow source's columns, as pyarrow reads them (a
+    Parquet file's footer, with the Arrow schema pyarrow writes there), or empty for other
+    sources and files the driver cannot open: what Spark reads as a long but is a
+    nanosecond timestamp or a duration (of any unit) is read as one (``table_columns``)."""
+    if isinstance(source, ArrowSource):
+        return {f.name: f.type for f in source.table.schema}
+    if not isinstance(source, ParquetSource):
+        return {}
+    try:
+        import pyarrow.parquet as pq
+
+        return {f.name: f.type for f in pq.ParquetDataset(source.path).schema}
+    except Exception:  # a path pyarrow cannot open: Spark's own types stand
+        return {}
 
 
 def json_spark_schema(source: JsonSource[Any]) -> Any:

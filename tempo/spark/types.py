@@ -6,7 +6,7 @@ integer microseconds, so no local time zone can shift them.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -22,6 +22,7 @@ _SCALARS: dict[type, st.DataType] = {
     float: st.DoubleType(),
     str: st.StringType(),
     datetime: st.TimestampType(),
+    timedelta: st.DayTimeIntervalType(),  # microseconds, as a timedelta holds them: exact both ways
 }
 
 
@@ -31,7 +32,7 @@ def spark_type(tp: type) -> st.DataType:
         return _SCALARS[tp]
     if is_record_type(tp):
         return payload_schema(tp)
-    raise UnsupportedError("Spark", f"a payload field of type {getattr(tp, '__qualname__', tp)!r}", "it has no column type for it (supported: bool, int, float, str, datetime and records)")
+    raise UnsupportedError("Spark", f"a payload field of type {getattr(tp, '__qualname__', tp)!r}", "it has no column type for it (supported: bool, int, float, str, datetime, timedelta and records)")
 
 
 def field_type(f: FieldInfo) -> st.DataType:

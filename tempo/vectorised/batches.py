@@ -56,7 +56,7 @@ from tempo.vectorised.compiler import _AGGREGATES, Compiler, check_nodes, matche
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
 from tempo.vectorised.expressions import EXECUTOR, Scope, events_frame, expr, payload_objects, record_exprs
-from tempo.vectorised.ingress import _payload_columns, _scalar_table, _ticks_of, kind_codes, respelled_kinds
+from tempo.vectorised.ingress import _below_microsecond, _payload_columns, _scalar_table, _ticks_of, kind_codes, respelled_kinds
 
 if TYPE_CHECKING:
     from tempo.runtime.live import LiveEngine
@@ -185,7 +185,7 @@ class VectorisedBatches:
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
         schema = frame.schema
-        ticks = _ticks_of(schema, source.origin_ticks())
+        ticks = _ticks_of(schema, source.origin_ticks(), source.time_unit)
         start = ticks(source.start) if source.start else None
         end = ticks(source.end) if node.shape is EventShape.INTERVAL and source.end else None
         arrival = ticks(source.arrival) if source.arrival else None
@@ -209,7 +209,8 @@ class VectorisedBatches:
         bad = pl.col(ORDER).is_null() | k.is_null() | pl.col(S).is_null() | pl.col(E).is_null() | ((k == event) & pl.col("__null"))
         if arrival is not None:
             bad = bad | pl.col(ARR).is_null()
-        if rows.select(bad.any()).item():
+        below = _below_microsecond(source, schema)  # a value below a microsecond: item by item names it
+        if rows.select(bad.any()).item() or (below is not None and frame.select(below.any()).item()):
             return None
         if not rows[ORDER].is_sorted():
             rows = rows.sort(ORDER, maintain_order=True)

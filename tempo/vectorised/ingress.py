@@ -128,8 +128,14 @@ class _Table:
         return _span(self.rows) if self.count else None
 
 
-def _ticks_of(schema: pl.Schema, origin: int) -> Callable[[str], pl.Expr | None]:
-    """A time column of the table as ticks (None for a column of nulls only)."""
+def _ticks_of(schema: pl.Schema, origin: int, unit: str | None = None) -> Callable[[str], pl.Expr | None]:
+    """A time column of the table as ticks (None for a column of nulls only): a timestamp of
+    any unit, or an integer count of ``unit`` (``TableSource.time_unit``; None: as it is, for
+    an order column) since ``origin``, scaled by one multiply. A nanosecond value below a
+    microsecond is cut here: ``_below_microsecond`` finds it first."""
+    from tempo.tables import TIME_UNITS
+
+    multiply, divide = TIME_UNITS[unit or "us"]
 
     def ticks(name: str) -> pl.Expr | None:
         dtype = schema[name]
@@ -137,9 +143,33 @@ def _ticks_of(schema: pl.Schema, origin: int) -> Callable[[str], pl.Expr | None]
             return None
         if isinstance(dtype, pl.Datetime):  # an instant: a naive one is UTC
             return pl.col(name).dt.epoch("us")
-        return pl.col(name).cast(pl.Int64) + origin if origin else pl.col(name).cast(pl.Int64)
+        c = pl.col(name).cast(pl.Int64)
+        c = c * multiply if multiply != 1 else c // divide if divide != 1 else c
+        return c + origin if origin else c
 
     return ticks
+
+
+def _below_microsecond(source: TableSource[Any], schema: pl.Schema) -> pl.Expr | None:
+    """Whether a row holds a value with a part below a microsecond in a column it reads
+    (``tempo.tables.nanosecond_columns``: a nanosecond timestamp or duration in a time
+    column or a datetime or timedelta field, an integer time in ``time_unit="ns"``), or None
+    when no column may: such a table goes item by item, where the reference ingress names
+    the row (docs/semantics.md 2.5)."""
+    from tempo.tables import nanosecond_columns
+
+    def arrow(dtype: Any) -> Any:
+        import pyarrow as pa
+
+        if isinstance(dtype, (pl.Datetime, pl.Duration)):
+            unit = dtype.time_unit or "us"
+            return pa.timestamp(unit) if isinstance(dtype, pl.Datetime) else pa.duration(unit)
+        return pa.int64() if dtype.is_integer() else pa.null()
+
+    columns = nanosecond_columns(source, {name: arrow(dtype) for name, dtype in schema.items()})
+    if not columns:
+        return None
+    return pl.any_horizontal(*[(pl.col(n).cast(pl.Int64) % 1000 != 0).fill_null(False) for n in columns])
 
 
 def _payload_columns(node: SourceNode, schema: pl.Schema) -> list[pl.Expr]:
@@ -150,6 +180,8 @@ def _payload_columns(node: SourceNode, schema: pl.Schema) -> list[pl.Expr]:
         c = pl.col(f.name)
         if isinstance(schema[f.name], pl.Datetime):
             c = c.dt.epoch("us")
+        elif isinstance(schema[f.name], pl.Duration):  # any unit, as microseconds
+            c = c.dt.total_microseconds()
         columns.append(c.cast(payload[f.name]).alias(f.name))
     return columns
 
@@ -162,7 +194,7 @@ def _open_table(node: SourceNode) -> tuple[TableSource[Any], pl.LazyFrame, list[
     source.check_readable(node.name)
     raw, nullable = _scan_table(node)
     schema = raw.collect_schema()
-    return source, raw, nullable, schema, _ticks_of(schema, source.origin_ticks())
+    return source, raw, nullable, schema, _ticks_of(schema, source.origin_ticks(), source.time_unit)
 
 
 def _read_columns(node: SourceNode, follows_order: bool = True) -> _Table | None:
@@ -224,6 +256,9 @@ def _read_columns(node: SourceNode, follows_order: bool = True) -> _Table | None
         bad = bad or any(null_order)
     if nullable:
         bad = bad or any(raw.select(pl.col(n).null_count() for n in nullable).collect(engine="streaming").row(0))
+    below = _below_microsecond(source, schema)
+    if below is not None:
+        bad = bad or raw.select(below.any()).collect(engine="streaming").item()
     if bad or (narrow is not None and order is not None and narrow["__order"].null_count()):
         return None
     if narrow is not None and order is not None:
@@ -645,6 +680,9 @@ def _read_items(node: SourceNode, needs_arrival: bool) -> _Items | None:
         return None
     order = [pl.col(source.order).alias("__order")] if source.order is not None else []
     null = pl.any_horizontal(pl.col(n).is_null() for n in nullable) if nullable else pl.lit(False)
+    below = _below_microsecond(source, schema)
+    if below is not None and raw.select(below.any()).collect().item():
+        return None
     narrow = raw.select(
         kind.alias("__kind"), start.alias("__s"), (end if end is not None else pl.lit(None, pl.Int64)).alias("__e"),
         (arrival if arrival is not None else pl.lit(None, pl.Int64)).alias("__arr"), null.alias("__null"), *order,

@@ -13,6 +13,7 @@ an aware constant against naive payload times (docs/semantics.md 2.5 and 8).
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
@@ -43,6 +44,8 @@ from tempo import (
     QueryBuildError,
     Stream,
 )
+from tempo.result import Rule
+from tempo.rules import InputRule
 from tempo.sources import ArrowSource, CsvSource, ParquetSource
 
 
@@ -196,9 +199,9 @@ CASES: list[Case] = [
     Case("table-integer-for-datetime", table_input({"ts": ts(1, 2), "k": [1, 2], "t": [5, 6]}, payload=Stamp), InputSchemaError,
          ("Stamp.t is declared datetime", "is an integer column", "takes timestamp columns")),
     Case("table-string-start", table_input(with_good(ts=["a", "b", "c"])), InputSchemaError,
-         ("input 'readings'", "start='ts' is a string column", "timestamp or an integer count of microseconds")),
+         ("input 'readings'", "start='ts' is a string column", "a timestamp, or an integer count of time_unit since time_origin")),
     Case("table-float-end", table_input(with_good(te=[2.0, 3.0, 4.0]), EventShape.INTERVAL, end="te"), InputSchemaError,
-         ("end='te' is a float column", "timestamp or an integer count of microseconds")),
+         ("end='te' is a float column", "a timestamp, or an integer count of time_unit since time_origin")),
     Case("table-date-start", table_input(with_good(ts=[date(2024, 1, 1)] * 3)), InputSchemaError,
          ("start='ts' is a date column",)),
     Case("table-string-order", table_input(with_good(seq=["a", "b", "c"]), order="seq"), InputSchemaError,
@@ -351,6 +354,37 @@ CASES: list[Case] = [
 ]
 
 
+RULES: dict[str, InputRule | Rule] = {
+    "items-cti-violation-without-settings": Rule.START_BEFORE_CTI,
+    "items-end-edge-cti-violation": Rule.END_BEFORE_CTI,
+    "items-bare-payload": InputRule.ITEM_KIND,
+    "items-string-in-an-int-field": InputRule.FIELD_TYPE,
+    "items-end-edge-without-start": InputRule.END_WITHOUT_START,
+    "table-end-edge-without-start": InputRule.END_WITHOUT_START,
+    "table-null-order": InputRule.NULL_ORDER,
+    "table-null-start": InputRule.NULL_START,
+    "table-unknown-kind": InputRule.UNKNOWN_KIND,
+    "table-heartbeat-null-arrival": InputRule.HEARTBEAT_ARRIVAL,
+    "table-import-without-arrival": InputRule.IMPORT_ARRIVAL,
+    "table-ordering-without-arrival": InputRule.ORDERING_ARRIVAL_COLUMN,
+    "table-edge-without-kind": InputRule.EDGE_KIND_COLUMN,
+    "table-file-missing": InputRule.SOURCE_MISSING,
+    "table-string-for-float": InputRule.COLUMNS,
+    "items-arrival-decreasing": InputRule.ARRIVAL_ORDER,
+    "items-two-rules-lifetime-before-payload-type": InputRule.LIFETIME,
+    "items-two-rules-payload-type-before-arrival": InputRule.PAYLOAD_TYPE,
+    "items-two-rules-start-before-arrival": InputRule.TIME_TYPE,
+    "items-ordering-without-arrival": InputRule.ORDERING_ARRIVAL,
+    "table-two-rules-null-field-before-arrival": InputRule.NULL_FIELD,
+    "table-two-rules-kind-before-lifetime": InputRule.ROW_KIND,
+    "table-two-rules-lifetime-before-arrival": InputRule.LIFETIME,
+    "table-missing-start": InputRule.COLUMNS,
+}
+"""The rule (``InputError.rule``) some cases' errors carry, the same on every executor; every
+``InputError`` carries one (an ``InputRule``, or the ``tempo.result.Rule`` a CTI violation
+broke), its words in ``InputError.message`` (issue 30: ``rule`` used to hold the words)."""
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(case: Case, executor: Any, tmp_path: Path) -> None:
     with pytest.raises(Exception) as info:
@@ -363,6 +397,11 @@ def test_bad_input(case: Case, executor: Any, tmp_path: Path) -> None:
     assert "Traceback" not in message and "org.apache" not in message
     if case.position is not None:
         assert isinstance(error, InputError) and error.position == case.position
+    if isinstance(error, InputError):
+        assert isinstance(error.rule, (InputRule, Rule)) and error.message in message, (error.rule, error.message)
+        assert error.rule is RULES.get(case.id, error.rule), f"{case.id}: {error.rule!r}"
+        again = pickle.loads(pickle.dumps(error))  # as errors cross from Spark's workers
+        assert (type(again), again.rule, again.message, str(again)) == (type(error), error.rule, error.message, message)
 
 
 def test_ids_are_unique() -> None:
@@ -413,7 +452,7 @@ def test_nulls_fill_an_optional_field(executor: Any, tmp_path: Path) -> None:
 
 def test_integer_times_count_from_time_origin(executor: Any, tmp_path: Path) -> None:
     columns = {"us": [0, 1_500_000], "k": [1, 2], "v": [1.0, 2.0]}
-    source = ParquetSource(parquet(tmp_path, columns), R, start="us", time_origin=T0)  # naive origin: UTC
+    source = ParquetSource(parquet(tmp_path, columns), R, start="us", time_origin=T0, time_unit="us")  # naive origin: UTC
     out = _events(executor, Stream.create("readings", source, EventShape.POINT, FLUSH))
     assert [e[0] for e in out] == [UTC0, UTC0 + timedelta(seconds=1.5)]
 

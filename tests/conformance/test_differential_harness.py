@@ -21,6 +21,7 @@ from tempo import (
     Result,
     Rule,
 )
+from tempo.rules import InputRule
 from tests.conformance.compare import Outcome, assert_executors_agree, assert_same_outcome, outcome
 from tests.conformance.test_differential import DIFFERENTIAL
 from tests.strategies import Builder, queries
@@ -60,7 +61,7 @@ def test_comparison_tolerates_order_but_not_differences() -> None:
     j2 = Rejection("in", 2, "y", Rule.START_BEFORE_CTI, Action.DROPPED, t[1])
     same: list[tuple[Outcome, Outcome]] = [
         (_result([e1, e2], [j1, j2]), _result([e2, e1], [j2, j1])),
-        (CtiViolationError("in", 1, "x", "r"), CtiViolationError("in", 2, "y", "other rule")),
+        (CtiViolationError("in", 1, "x", "r", Rule.START_BEFORE_CTI), CtiViolationError("in", 2, "y", "other words", Rule.END_BEFORE_CTI)),
     ]
     for a, b in same:
         assert_same_outcome(a, b)
@@ -71,8 +72,8 @@ def test_comparison_tolerates_order_but_not_differences() -> None:
         (_result([], [j1]), _result([], [j2])),
         (_result([e1]), Result([e1], [t[1]], {"in": InputMetrics(1, 1)}, [], [])),
         (_result([e1]), Result([e1], _result([e1]).ctis, {"in": InputMetrics(1, 0, dropped=1)}, [], [])),
-        (CtiViolationError("in", 1, "x", "r"), InputError("in", 1, "x", "r")),
-        (_result([]), InputError("in", 1, "x", "r")),
+        (CtiViolationError("in", 1, "x", "r", Rule.START_BEFORE_CTI), InputError("in", 1, "x", "r", InputRule.LIFETIME)),
+        (_result([]), InputError("in", 1, "x", "r", InputRule.LIFETIME)),
     ]
     for a, b in different:
         with pytest.raises(AssertionError):

@@ -64,7 +64,7 @@ def write_table(items: list[Any], path: Path, shuffle_seed: int | None) -> dict[
         })
     if shuffle_seed is not None:
         random.Random(shuffle_seed).shuffle(rows)
-    columns: dict[str, Any] = {"order": "seq", "time_origin": ORIGIN}
+    columns: dict[str, Any] = {"order": "seq", "time_origin": ORIGIN, "time_unit": "us"}
     names = ["seq", "start", "key", "value"]
     if any(isinstance(it, (Cti, EdgeStart, EdgeEnd, Heartbeat)) for it in items):
         names.append("kind")
@@ -135,7 +135,7 @@ def test_nothing_late_table_reads_without_ingress_jobs_and_still_checks_rows(spa
     settings_ = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
     path = tmp_path / "good.parquet"
     columns = write_table(good, path, None)
-    assert set(columns) == {"order", "time_origin", "end"}  # no kind, no arrival column
+    assert set(columns) == {"order", "time_origin", "time_unit", "end"}  # no kind, no arrival column
     query = lambda p: Stream.create("in", ParquetSource(str(p), Ev, start="start", **columns), EventShape.INTERVAL, settings_)  # noqa: E731
     spark = SparkExecutor(spark_session)
     result = spark.run(query(path))
@@ -172,7 +172,7 @@ def test_a_table_event_cannot_start_at_infinity(spark_session: Any, tmp_path: Pa
     origin_us = (ORIGIN - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
     path = tmp_path / "inf.parquet"
     pq.write_table(pa.table({"seq": [0, 1, 2], "start": [5, INF - origin_us, 7], "key": [1, 1, 1], "value": [1, 2, 3]}), path)
-    source = ParquetSource(str(path), Ev, start="start", order="seq", time_origin=ORIGIN)
+    source = ParquetSource(str(path), Ev, start="start", order="seq", time_origin=ORIGIN, time_unit="us")
     for adv in (AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)),
                 AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True))):
         for executor in (InMemoryExecutor(), SparkExecutor(spark_session)):
@@ -201,7 +201,7 @@ def test_a_table_end_past_infinity_is_an_open_end(spark_session: Any, tmp_path: 
         "seq": [0, 1, 2], "start": [0, 5 * second, 7 * second], "end": [10 * second, 2**62, 12 * second],
         "key": [1, 1, 2], "value": [1, 2, 3],
     }), path)
-    source = ParquetSource(str(path), Ev, start="start", end="end", order="seq", time_origin=ORIGIN)
+    source = ParquetSource(str(path), Ev, start="start", end="end", order="seq", time_origin=ORIGIN, time_unit="us")
     at = lambda s: ORIGIN + timedelta(seconds=s)  # noqa: E731
     expected = [(at(0), at(10), 1), (at(5), INFINITY, 2), (at(7), at(12), 3)]
     for adv in (AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)),

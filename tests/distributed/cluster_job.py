@@ -87,7 +87,7 @@ def live_run(spark: Any, rows: list[tuple[int, int, int, int]]) -> tuple[list[st
         os.replace(tmp, os.path.join(landing, f"part-{index}.parquet"))
 
     write(0)
-    source = ParquetSource(landing, Reading, start="t", order="seq", time_origin=T0)
+    source = ParquetSource(landing, Reading, start="t", order="seq", time_origin=T0, time_unit="us")
     started = StreamingExecutor(spark, os.path.join(work, "ck")).start(query(source), ParquetSink(os.path.join(work, "out")))
     for index in (1, 2):
         write(index)
@@ -95,7 +95,7 @@ def live_run(spark: Any, rows: list[tuple[int, int, int, int]]) -> tuple[list[st
     started.flush()
     committed = released_items(read_committed(os.path.join(work, "out")).drop_columns(["tempo_batch"]), Stats)
     whole = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
-    expected = InMemoryExecutor().run(query(ArrowSource(whole, Reading, start="t", order="seq", time_origin=T0)))
+    expected = InMemoryExecutor().run(query(ArrowSource(whole, Reading, start="t", order="seq", time_origin=T0, time_unit="us")))
     return [repr(i) for i in committed], [repr(i) for i in expected.raw]
 
 
@@ -103,7 +103,7 @@ def main() -> None:
     spark = spark_session(master="local-cluster[2,1,1024]", spark_executor_memory="1g")
     rows = [(i, i % 5, (i * 37) % 101, (i * 1_000_000) - ((i * 7919) % 13) * 1_000_000) for i in range(2000)]
     df = spark.createDataFrame(rows, "seq long, device long, value long, t long").repartition(3)
-    source = DataFrameSource(df, Reading, start="t", order="seq", time_origin=T0)
+    source = DataFrameSource(df, Reading, start="t", order="seq", time_origin=T0, time_unit="us")
     on_cluster = SparkExecutor(spark, local_items=0).run(query(source))
     in_memory = InMemoryExecutor().run(query(source))
     pids = spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getpid()).distinct().collect()

@@ -360,7 +360,7 @@ def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path
 
 ORDERED_BY = {
     "a timestamp (the arrival column)": dict(start="ts", arrival="arrived"),
-    "an integer time column, with time_origin": dict(start="tick", order="tick", time_origin=T0),
+    "an integer time column, with time_origin": dict(start="tick", order="tick", time_origin=T0, time_unit="us"),
 }
 
 

@@ -98,6 +98,19 @@ def test_reading_a_path_that_holds_no_output_is_an_error(tmp_path: Path) -> None
     assert read_committed(str(tmp_path / "out"), rejections=True).num_rows == 0
 
 
+def test_reading_the_progress_of_a_path_that_is_no_checkpoint_is_an_error(tmp_path: Path) -> None:
+    """``read_progress`` of a typo was an empty list, and made the typo a checkpoint's folders."""
+    pytest.importorskip("pyspark")
+    from tempo.spark.streaming import NoCommittedOutputError, read_progress
+    from tempo.spark.streaming.checkpoint import BatchLog
+
+    with pytest.raises(NoCommittedOutputError, match=r"'.*typo' is no live query's checkpoint \(the path does not exist\)"):
+        read_progress(str(tmp_path / "typo"))
+    assert not (tmp_path / "typo").exists()
+    BatchLog(str(tmp_path / "ck"))  # as a start makes it: nothing committed yet reads as no batches
+    assert read_progress(str(tmp_path / "ck")) == []
+
+
 @pytest.mark.spark
 def test_a_payload_class_defined_in_a_function_is_refused_when_the_query_starts(spark_session: Any, tmp_path: Path) -> None:
     from tempo.spark.streaming import ParquetSink, StateError, StreamingExecutor

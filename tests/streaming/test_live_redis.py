@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("pyspark")
@@ -192,3 +193,48 @@ def test_an_idle_reference_stream_with_heartbeats_lets_the_readings_through(spar
     assert _committed(out) == whole
     assert sum(isinstance(i, Point) for i in whole) > 10
     client.close()
+
+
+@attrs.frozen
+class Count:
+    n: int
+
+
+@pytest.mark.parametrize("engine", ["driver", "vectorised"])
+def test_a_rejections_position_counts_the_streams_entries_not_the_sources_heartbeats(
+    spark_session: Any, redis_server: str, tmp_path: Path, engine: str,
+) -> None:
+    """Positions count the rows of an input as written (docs/semantics.md 2.5, 4.3): for a
+    Redis input, the stream's entries. The heartbeat rows the source adds to its batches
+    (``batch_heartbeat``, as many as the batches' timing makes) take none, so the late 5th
+    entry is rejected at position 4 however many heartbeats came before it (issue 30: they
+    were counted, on the driver and in bulk)."""
+    import redis
+
+    from tempo import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    client = redis.Redis.from_url(redis_server)
+    key = f"late-{next(_keys)}-{uuid.uuid4().hex[:8]}"
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, delay=timedelta(0)), policy=AdvanceTimePolicy.DROP)
+    source = redis_source(spark_session, key, Reading, url=redis_server)
+    query = Stream.create("readings", source, EventShape.POINT, settings).tumbling(timedelta(seconds=10)).aggregate(lambda w: Count(w.count()))
+    out = tmp_path / "out"
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(query, ParquetSink(str(out)))
+    try:
+        for batch in ((10, 20, 30), (40,), (5,)):  # 5 s comes before the CTI at 40 s: dropped
+            for seconds in batch:
+                add_event(client, key, Reading(1, 1.0), start=T0 + timedelta(seconds=seconds))
+            time.sleep(0.05)  # the broker's clock passes the last entry: the batch ends with a heartbeat
+            live.process_all_available()
+        last = live.last_committed_batch
+        assert last is not None
+        offsets = [o[0] for o in _logged_offsets(live._runner.log.spark_checkpoint, last)]
+        beats = sum(batch_heartbeat(a, b) is not None for a, b in zip([{"id": "0-0", "clock_ms": 0}, *offsets], offsets))
+        assert beats == 3, offsets  # heartbeat rows came before the late entry
+    finally:
+        live.stop()
+        client.close()
+    rejected = read_committed(str(out), rejections=True)
+    assert rejected.column("tempo_position").to_pylist() == [4]
+    assert rejected.column("tempo_rule").to_pylist() == ["start before CTI"]

@@ -282,6 +282,72 @@ def test_bad_input_stops_the_query_with_the_tempo_error_naming_the_row(spark_ses
         live.stop()
 
 
+@pytest.mark.parametrize("engine", ["driver", "spark"])
+def test_a_new_file_whose_column_type_changed_is_an_input_schema_error(spark_session: Any, tmp_path: Path, engine: str) -> None:
+    """Schema drift (issue 30): a file landing with a string ``value`` column where the files
+    at the start had doubles stops the query with an InputSchemaError naming the input, the
+    file, the column and both types, from process_all_available and await_termination alike
+    (it was Spark's StreamingQueryException, the cause deep in its stack trace)."""
+    from tempo.errors import InputSchemaError
+    from tempo.rules import InputRule
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor
+
+    rows = _rows(8, seed=5)
+    inputs = tmp_path / "in"
+    _write(inputs, 0, rows[:4])
+    source = ParquetSource(str(inputs), Reading, start="ts", order="seq")
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+    try:
+        live.process_all_available()
+        drifted = pa.Table.from_pylist([dict(r, value=str(r["value"])) for r in rows[4:]])
+        land(inputs, 1, lambda tmp: pq.write_table(drifted, tmp))
+        expected = (
+            rf"input 'readings': the file {inputs / 'part-00001.parquet'} has column 'value' of type string, but the input "
+            r"reads it as float, its type in the files there when the query started \(it fills payload field Reading.value\)"
+        )
+        with pytest.raises(InputSchemaError, match=expected) as caught:
+            live.process_all_available()
+        assert caught.value.rule is InputRule.COLUMNS and "org.apache" not in str(caught.value)
+        with pytest.raises(InputSchemaError, match=expected):
+            live.await_termination(30)
+        # The failed query gave up its checkpoint: a start with the file written again with
+        # the input's types runs the batch again, and goes on.
+        _write(inputs, 1, rows[4:])
+        again = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+        again.process_all_available()
+        assert sum(p.rows_in.get("readings", 0) for p in again.progress) == 4
+        again.stop()
+    finally:
+        live.stop()
+
+
+def test_a_dense_order_value_seen_twice_is_reported_when_its_file_lands(spark_session: Any, tmp_path: Path) -> None:
+    """A dense order (``dense_order_from=0``): the first file holds rows 2 to 4 (0 and 1 are
+    missing: they wait), the second repeats 3. The repeat stops the query as it arrives,
+    saying what happened (issue 30: it waited for the gap, then read as a row going back)."""
+    from tempo.errors import InputError
+    from tempo.rules import InputRule
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor
+
+    rows = _rows(6, seed=6)
+    inputs = tmp_path / "in"
+    _write(inputs, 0, rows[2:5])
+    source = ParquetSource(str(inputs), Reading, start="ts", order="seq", dense_order_from=0)
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+    try:
+        live.process_all_available()
+        assert live.metrics["readings"].received == 0  # 2 to 4 wait for 0 and 1
+        _write(inputs, 1, [rows[3], rows[5]])
+        with pytest.raises(InputError, match=(
+            r"input 'readings', item #3 .*: a repeat of 'seq' value 3, first seen in a row of an earlier micro-batch, "
+            r"which waits for the rows before it"
+        )) as caught:
+            live.process_all_available()
+        assert caught.value.rule is InputRule.ORDER_REPEAT
+    finally:
+        live.stop()
+
+
 @attrs.frozen
 class Limit:
     device: int

@@ -35,6 +35,7 @@ from tempo.spark.streaming.redis import (  # noqa: E402
     heartbeat_order,
     order_of,
     raising_redis_errors,
+    redis_entry_error,
     redis_source,
 )
 
@@ -223,6 +224,35 @@ def test_decode_names_the_stream_entry_field_and_rule() -> None:
         layout.decode("s", "3-4", {k: v for k, v in good.items() if k != b"kind"})
     with pytest.raises(RedisEntryError, match="entry 3-1, field 'start': the field is missing: every entry needs its start time"):
         layout.decode("s", "3-1", {k: v for k, v in good.items() if k != b"start"})
+
+
+def test_redis_errors_carry_their_rule_across_workers() -> None:
+    """``rule`` is the rule (issue 30: it held the words, now in ``message``), the same after
+    pickling and after the text a worker raises (``for_driver``) is read on the driver."""
+    import pickle
+
+    from tempo.rules import InputRule
+
+    layout = Layout.of(Reading, "start", None, "kind")
+    good = {b"sensor": b"a", b"count": b"1", b"value": b"0.5", b"ok": b"true", b"seen": b"7", b"start": b"9", b"kind": b"point"}
+    cases = [
+        ({**good, b"count": b"12x"}, InputRule.STREAM_ENTRY, "'12x' is not a 64-bit decimal integer"),
+        ({k: v for k, v in good.items() if k != b"count"}, InputRule.NULL_FIELD, "the field is missing: the payload field is not Optional"),
+        ({k: v for k, v in good.items() if k != b"start"}, InputRule.NULL_START, "the field is missing: every entry needs its start time"),
+        ({**good, b"kind": b"later"}, InputRule.UNKNOWN_KIND, "'later' is no kind"),
+    ]
+    for fields, rule, words in cases:
+        with pytest.raises(RedisEntryError) as info:
+            layout.decode("s", "3-1", fields)
+        error = info.value
+        assert error.rule is rule and error.message.startswith(words) and str(error).endswith(error.message)
+        for again in (pickle.loads(pickle.dumps(error)), redis_entry_error(error.for_driver())):
+            assert again is not None and (type(again), again.rule, again.message, str(again)) == (RedisEntryError, rule, error.message, str(error))
+    with pytest.raises(RedisEventError) as event:
+        add_event(None, "s", Reading("a", None, 0.5, True, T0, None), start=T0)  # type: ignore[arg-type]
+    assert event.value.rule is InputRule.NULL_FIELD and event.value.message == "field 'count' is None, and it is not Optional"
+    again = pickle.loads(pickle.dumps(event.value))
+    assert (again.rule, again.message, str(again)) == (InputRule.NULL_FIELD, event.value.message, str(event.value))
 
 
 def test_layouts_refuse_colliding_names_and_unsupported_fields() -> None:

@@ -147,8 +147,9 @@ def _parquet_range(frame: InputFrame) -> tuple[int, int, int] | None:
     if lo is None or hi is None:
         return None
     # A time column as the order column is shifted to ticks (see ``table_frame``).
-    shift = source.origin_ticks() if source.order in (source.arrival, source.start, source.end) else 0
-    return lo + shift, hi + shift, n
+    if source.order in (source.arrival, source.start, source.end):  # scaled to ticks too (``table_columns``)
+        return source.integer_ticks(lo), source.integer_ticks(hi), n
+    return lo, hi, n
 
 
 def _block_table(spark: SparkSession, frame: InputFrame) -> DataFrame:

@@ -28,7 +28,7 @@ from tempo.events import EventShape
 from tempo.expr.schema import record_fields
 from tempo.runtime.ingress import INTERVAL, POINT
 from tempo.sources import ArrowSource, ParquetSource, TableSource
-from tempo.tables import Span, parquet_proves_no_nulls, points_proved_by_statistics
+from tempo.tables import TIME_UNITS, Span, nanosecond_columns, parquet_proves_no_nulls, points_proved_by_statistics
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.ingress.blocks import Blocks
@@ -183,12 +183,15 @@ def _narrow_batches(
             return None
         schema = files[0].schema_arrow
         batches = (b for f in files for b in f.iter_batches(batch_size=_BATCH_ROWS, columns=columns))
+    if nanosecond_columns(source, {f.name: f.type for f in schema}):
+        return None  # values that may lie below a microsecond: the Spark scan names the row
     origin = source.origin_ticks()
+    multiply = TIME_UNITS[source.time_unit or "us"][0]
     shifts: list[int | None] = []
     for name in names:
         t = schema.field(name).type
         if pa.types.is_integer(t):
-            # A time column as the order column is shifted to ticks, as ``table_columns`` does.
+            # A time column as the order column is scaled and shifted to ticks, as ``table_columns`` does.
             shifts.append(origin if name in (source.start, source.end, source.arrival) else 0)
         elif pa.types.is_timestamp(t) and t.unit != "ns" and (t.tz is not None or utc_session):
             shifts.append(None)  # Spark reads a timestamp without zone in the session's zone
@@ -197,10 +200,13 @@ def _narrow_batches(
     if source.order is not None and pa.types.is_timestamp(schema.field(source.order).type):
         return None  # Spark orders by the ticks; keep to integer order columns
 
-    def ticks(column: Any, shift: int | None) -> Any:
+    scaled = {n: multiply for n in (source.start, source.end, source.arrival) if n and multiply != 1}
+
+    def ticks(column: Any, shift: int | None, scale: int = 1) -> Any:
         if shift is None:
             return column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64()).to_numpy()
         values = column.cast(pa.int64()).to_numpy()
+        values = values * scale if scale != 1 else values
         return values + shift if shift else values
 
     def narrow() -> Iterator[tuple[Any, Any, Any, Any]]:
@@ -211,7 +217,7 @@ def _narrow_batches(
             read = [batch.column(columns.index(name)) for name in names]
             if any(c.null_count for c in read):
                 raise ValueError("a null time or order")
-            arrays = [ticks(c, s) for c, s in zip(read, shifts)]
+            arrays = [ticks(c, s, scaled.get(name, 1)) for c, s, name in zip(read, shifts, names)]
             if source.order is None:  # file order: the row's index in the one file
                 arrays.insert(0, np.arange(index, index + batch.num_rows, dtype=np.int64))
                 index += batch.num_rows

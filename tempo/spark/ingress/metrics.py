@@ -57,7 +57,7 @@ def finish(
         if not frame.policy.has_settings:
             raise CtiViolationError(
                 node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k],
-                cti_violation_rule("the end edge ends", late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))),
+                cti_violation_rule(Rule.END_BEFORE_CTI, late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))),
             )
         cti = late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))
         rule = Rule.START_EDGE_DROPPED if r["__status"] == 3 else Rule.END_BEFORE_CTI

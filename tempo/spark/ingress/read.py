@@ -3,7 +3,8 @@ Spark, a table by Spark's own readers; and the events admitted on the driver as 
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -13,7 +14,7 @@ from pyspark.sql import types as st
 from tempo.errors import ImportOrderError, InputSchemaError
 from tempo.events import EventShape
 from tempo.expr.schema import record_fields
-from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, START, TimestampMode, ordering_needs_arrival_column, prepare
+from tempo.runtime.ingress import CTI, END, HEARTBEAT, INTERVAL, POINT, START, TimestampMode, ordering_needs_arrival_column, prepare
 from tempo.runtime.policy import TimePolicy
 from tempo.plan.nodes import SourceNode
 from tempo.rules import InputRule, message
@@ -27,7 +28,21 @@ from tempo.spark.types import driver_frame, to_wire
 from tempo.ticks import INF, NEG_INF
 from tempo.spark.ingress.blocks import _cut
 from tempo.spark.ingress.local_scan import LOCAL_SCAN_ROWS, scan_locally
-from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, InputFrame, TableProjection, single_parquet_file
+from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, SUB_MICRO, InputFrame, TableProjection, single_parquet_file
+
+
+def below_microsecond_columns(source: TableSource[Any], schema: st.StructType, arrow: Mapping[str, Any] | None) -> dict[str, tuple[str, str]]:
+    """``tempo.tables.nanosecond_columns`` of a table Spark reads with ``schema`` (its
+    columns' Arrow types, ``arrow``, where the driver knows them)."""
+    import pyarrow as pa
+
+    from tempo.tables import nanosecond_columns
+
+    types = {n: t for n, t in (arrow or {}).items() if n in schema.names}
+    for field in schema.fields:
+        if field.name not in types and isinstance(field.dataType, (st.LongType, st.IntegerType, st.ShortType, st.ByteType)):
+            types[field.name] = pa.int64()
+    return nanosecond_columns(source, types)
 
 
 LOCAL_ITEMS = 100_000
@@ -92,40 +107,71 @@ def input_frame(
 
 def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival: bool) -> InputFrame:
     """The rows of a table input as ``InputFrame`` columns."""
-    from tempo.spark.sources import read_table
+    from tempo.spark.sources import arrow_types, read_table
 
     source = node.source
     assert isinstance(source, TableSource)
     raw = read_table(spark, node.name, source)
-    projection = TableProjection(raw, tuple(table_columns(node, raw.schema, needs_arrival)))
+    arrow = arrow_types(source)
+    projection = TableProjection(raw, tuple(table_columns(node, raw.schema, needs_arrival, arrow)))
     frame = InputFrame(node, decl, None, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None, projection=projection)
+    frame.below = tuple((name, *told) for name, told in below_microsecond_columns(source, raw.schema, arrow).items())
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
     # a kind column or CTIs from settings, there is nothing to check but each row itself.
     frame.static = frame.policy.nothing_can_be_late and source.kind is None and source.arrival is None
     return frame
 
 
-def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) -> list[tuple[str, str]]:
+def table_columns(
+    node: SourceNode, schema: st.StructType, needs_arrival: bool, arrow: Mapping[str, Any] | None = None
+) -> list[tuple[str, str]]:
     """The ``InputFrame`` columns of a table input's rows of ``schema`` as (name, SQL
     expression) pairs (for ``TableProjection``: the JVM parses the whole projection in one
     call, where building it of Columns takes one or more calls per function and operator),
-    after checking the columns against the source's arguments and payload fields."""
+    after checking the columns against the source's arguments and payload fields.
+
+    ``arrow``: the columns' Arrow types where the driver knows them (``arrow_types``): a
+    column Spark holds as a long that is a nanosecond timestamp, or a duration of any unit
+    (as Parquet stores them, and as ``read_table`` hands an Arrow table's nanoseconds over),
+    is read as one, exactly; a nanosecond value with a part below a microsecond is
+    ``SUB_MICROSECOND`` (in ``NULLF``, before the row's nulls)."""
+    import pyarrow.types as pa_types
+
     from tempo.spark.types import frame_columns
-    from tempo.tables import KINDS, check_columns
+    from tempo.tables import DURATION, KINDS, TIME_UNITS, TIMESTAMP, check_columns
 
     source = node.source
     assert isinstance(source, TableSource)
     if TimePolicy.of_input(node).ordered and not source.arrival:
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
-    check_columns(node.name, source, frame_columns(schema))
+    longs = {  # columns Spark holds as longs that are timestamps or durations: name -> Arrow type
+        name: t for name, t in (arrow or {}).items()
+        if name in schema.names and isinstance(schema[name].dataType, st.LongType) and (pa_types.is_timestamp(t) or pa_types.is_duration(t))
+    }
+    column_words = frame_columns(schema)
+    column_words.update((name, TIMESTAMP if pa_types.is_timestamp(t) else DURATION) for name, t in longs.items())
+    check_columns(node.name, source, column_words)
     if needs_arrival and not source.arrival:
         raise ImportOrderError(node.name, 0, None, message(InputRule.IMPORT_ARRIVAL))
     origin = source.origin_ticks()
+    multiply, divide = TIME_UNITS[source.time_unit or "us"]
+
+    def micros(name: str, per_tick: tuple[int, int]) -> str:
+        """A long count of a unit (``(multiply, divide)`` per tick) as whole ticks, floored."""
+        c = f"CAST({quoted(name)} AS BIGINT)"
+        return f"({c} * {per_tick[0]})" if per_tick[0] != 1 else f"(({c} - pmod({c}, {per_tick[1]})) div {per_tick[1]})" if per_tick[1] != 1 else c
+
+    def long_unit(name: str) -> tuple[int, int]:
+        return TIME_UNITS[longs[name].unit]
 
     def ticks(name: str, shift: bool = True) -> str:
         if isinstance(schema[name].dataType, (st.TimestampType, st.TimestampNTZType)):
             return f"unix_micros(CAST({quoted(name)} AS TIMESTAMP))"
-        return f"(CAST({quoted(name)} AS BIGINT) + {origin})" if shift else f"CAST({quoted(name)} AS BIGINT)"
+        if not shift:  # an order column: its values as they are (a nanosecond timestamp's exact order)
+            return f"CAST({quoted(name)} AS BIGINT)"
+        if name in longs:
+            return micros(name, long_unit(name))
+        return f"({micros(name, (multiply, divide))} + {origin})" if origin else micros(name, (multiply, divide))
 
     if source.kind is not None:
         words = " ".join(f"WHEN '{name}' THEN {code}" for name, code in KINDS.items())
@@ -160,10 +206,23 @@ def table_columns(node: SourceNode, schema: st.StructType, needs_arrival: bool) 
         # timestamp without time zone read as UTC (as the in-memory executor reads them;
         # ``check_columns`` has checked the types).
         cast = "DOUBLE" if f.dtype is float else "TIMESTAMP" if f.dtype is datetime else None
-        payload.append((f.name, quoted(f.name) if cast is None else f"CAST({quoted(f.name)} AS {cast})"))
+        if f.name in longs and f.dtype is datetime:  # a nanosecond timestamp
+            payload.append((f.name, f"timestamp_micros({micros(f.name, long_unit(f.name))})"))
+        elif f.name in longs and f.dtype is timedelta:  # a duration, in its unit
+            payload.append((f.name, f"({micros(f.name, long_unit(f.name))} * INTERVAL '0.000001' SECOND)"))
+        else:
+            payload.append((f.name, quoted(f.name) if cast is None else f"CAST({quoted(f.name)} AS {cast})"))
         if not f.nullable:
             first_null.append(f"WHEN {quoted(f.name)} IS NULL THEN {i}")
-    null_field = f"CASE {' '.join(first_null)} ELSE CAST(NULL AS INT) END" if first_null else "CAST(NULL AS INT)"
+    # A value below a microsecond in a column the row uses comes first (SUB_MICROSECOND is
+    # checked with the times, before the nulls of the payload): SUB_MICRO + j, j its place
+    # among ``nanosecond_columns`` (as ``tempo.tables.read_columns`` checks them).
+    below = []
+    for j, (name, (what, _)) in enumerate(below_microsecond_columns(source, schema, arrow).items()):
+        uses = "TRUE" if what == "arrival" else f"{kind} <> {HEARTBEAT}" if what == "start" else f"{kind} IN ({INTERVAL}, {END})" if what == "end" else f"{kind} < {CTI}"
+        below.append(f"WHEN {uses} AND pmod(CAST({quoted(name)} AS BIGINT), 1000) <> 0 THEN {SUB_MICRO + j}")
+    cases = below + first_null
+    null_field = f"CASE {' '.join(cases)} ELSE CAST(NULL AS INT) END" if cases else "CAST(NULL AS INT)"
     return [(KIND, kind), (S, start), (E, end), (ARR, arrival), (ORDER, order), (FILE, file_order), *payload, (NULLF, null_field)]
 
 

@@ -30,7 +30,11 @@ POS, KIND, ARR, BLOCK = "__pos", "__kind", "__arr", "__block"
 ORDER, FILE = "__order", "__file"
 """Input order of a row (the order column, or file order), and the tie-break (file order)."""
 NULLF = "__nullf"
-"""The index of a row's first payload field that is null but not declared optional, else null."""
+"""The index of a row's first payload field that is null but not declared optional, else null;
+or, before it, ``SUB_MICRO + j`` for a value below a microsecond in the j-th column of
+``tempo.tables.nanosecond_columns`` that the row uses."""
+SUB_MICRO = 1000
+"""Where ``NULLF``'s codes of values below a microsecond begin (``__bad``: ``NULL_FIELD + NULLF``)."""
 EVENT_KINDS = (POINT, INTERVAL, START)
 """Kinds that are received events with a start (counted by count generation)."""
 
@@ -88,6 +92,7 @@ class InputFrame:
     scan_limit: int = 0  # rows the driver may read to scan or check this input (``local_scan``)
     span: Span | None = None  # where its rows lie, when the driver read them (``local_scan``)
     projection: TableProjection | None = None  # a table's rows, before ``df`` is built
+    below: tuple[tuple[str, str, str], ...] = ()  # (column, what, type) of ``SUB_MICRO + j`` (``below_microsecond_columns``)
     policy: TimePolicy = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:

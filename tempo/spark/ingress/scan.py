@@ -19,7 +19,7 @@ from tempo.spark.columns import Scope, column
 from tempo.ticks import INF, NEG_INF
 from tempo.spark.ingress.blocks import _block_table
 from tempo.spark.ingress.rows import (
-    POS, KIND, ARR, BLOCK, ORDER, FILE, NULLF, EVENT_KINDS, BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START,
+    POS, KIND, ARR, BLOCK, ORDER, FILE, NULLF, SUB_MICRO, EVENT_KINDS, BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START,
     NO_ORDER_ARRIVAL, NO_HEARTBEAT_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD, DROPPED, ADJUSTED, InputFrame, _counted,
     _period_column, _imports, _ordering, _tolerances, _early_late, _ordered_start,
 )
@@ -110,7 +110,8 @@ def _bad_row(frame: InputFrame) -> Column:
         InputRule.ROW_KIND: (~kind.isin(*allowed), F.lit(BAD_KIND)),
         InputRule.LIFETIME: (kind.isin(INTERVAL, END) & (F.col(E) <= F.col(S)), F.lit(BAD_ROW)),
         InputRule.START_AT_INFINITY: (~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START)),
-        InputRule.NULL_FIELD: (~kind.isin(CTI, HEARTBEAT) & F.col(NULLF).isNotNull(), F.col(NULLF) + NULL_FIELD),
+        InputRule.SUB_MICROSECOND: (F.col(NULLF) >= SUB_MICRO, F.col(NULLF) + NULL_FIELD),  # its kind is in NULLF
+        InputRule.NULL_FIELD: (~kind.isin(CTI, HEARTBEAT) & (F.col(NULLF) < SUB_MICRO), F.col(NULLF) + NULL_FIELD),
         InputRule.ORDERING_ARRIVAL: (F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL)),
         InputRule.HEARTBEAT_ARRIVAL: (
             (kind == HEARTBEAT) & (F.col(ARR).isNull() | F.lit(not frame.has_arrival)), F.lit(NO_HEARTBEAT_ARRIVAL)

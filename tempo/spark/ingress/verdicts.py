@@ -12,7 +12,7 @@ import attrs
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from tempo.errors import CtiViolationError, ImportOrderError, InputError
+from tempo.errors import CtiViolationError, ImportOrderError, InputError, RuleText
 from tempo.expr.schema import field_names, record_fields
 from tempo.runtime.replay import CtiReplay, Key
 from tempo.runtime.ingress import CTI, END, HEARTBEAT, INTERVAL, adjusted_lifetime, count_rejection, cti_violation_rule, item_of
@@ -25,7 +25,7 @@ from tempo.spark.columns import START as S
 from tempo.ticks import NEG_INF
 from tempo.spark.ingress.rows import (
     POS, KIND, ARR, BLOCK, ORDER, FILE, BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, NO_HEARTBEAT_ARRIVAL,
-    UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD, DROPPED, ADJUSTED, InputFrame, _ordering,
+    UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD, SUB_MICRO, DROPPED, ADJUSTED, InputFrame, _ordering,
 )
 
 
@@ -50,7 +50,7 @@ def _in_force(steps: list[tuple[Key, int]]) -> Any:
     return at
 
 
-def _bad_rule(frame: InputFrame, code: int, kind: int | None) -> str:
+def _bad_rule(frame: InputFrame, code: int, kind: int | None) -> RuleText:
     """The rule a row collected with ``__bad`` = ``code`` breaks (the in-memory executor's words)."""
     from tempo.tables import kind_rule, null_field_rule, null_time_rule
 
@@ -68,6 +68,11 @@ def _bad_rule(frame: InputFrame, code: int, kind: int | None) -> str:
         if not source.end:
             return message(InputRule.NO_END_COLUMN, kind="interval" if kind == INTERVAL else "end")
         return null_time_rule("end", source.end)
+    if code >= NULL_FIELD + SUB_MICRO:  # a value below a microsecond (``below_microsecond_columns``)
+        from tempo.tables import sub_microsecond_rule
+
+        column, what, type_text = frame.below[code - NULL_FIELD - SUB_MICRO]
+        return sub_microsecond_rule(what, column, type_text)
     name = record_fields(frame.node.payload_type)[code - NULL_FIELD].name
     return null_field_rule(frame.node.payload_type, name, name)
 
@@ -99,7 +104,7 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
             continue
         if not frame.policy.has_settings:
             raise CtiViolationError(
-                node.name, r[POS], _items(spark, frame, [r])[_key(r)], cti_violation_rule("the event starts", cti),
+                node.name, r[POS], _items(spark, frame, [r])[_key(r)], cti_violation_rule(Rule.START_BEFORE_CTI, cti),
             )
         lifetime = adjusted_lifetime(kind, e, cti) if adjust else None
         if lifetime is not None:

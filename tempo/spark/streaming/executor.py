@@ -21,6 +21,7 @@ published; Spark has not yet recorded the batch as done).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -34,7 +35,7 @@ from pyspark.sql import functions as F
 
 from tempo.api.stream import Stream
 from tempo.events import Cti
-from tempo.errors import InputSchemaError, QueryBuildError, TempoError, UnsupportedError
+from tempo.errors import InputRule, InputSchemaError, QueryBuildError, TempoError, UnsupportedError
 from tempo.expr.schema import field_names, record_fields
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
@@ -50,7 +51,7 @@ from tempo.spark.streaming.bulk import ENGINES, BulkRunner
 from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
 from tempo.spark.streaming.checkpoint import BatchLog, CheckpointLock
 from tempo.spark.streaming.redis import redis_entry_error
-from tempo.spark.streaming.sinks import Sink
+from tempo.spark.streaming.sinks import NoCommittedOutputError, Sink
 
 T = TypeVar("T")
 
@@ -121,6 +122,7 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
             raise InputSchemaError(
                 node.name, f"{source!r} reads {source.path!r}, which holds no file yet: a live Parquet or CSV input takes its "
                 f"columns' types from the files there when the query starts, so land a first file before starting it",
+                InputRule.SOURCE_MISSING,
             )
         # A directory that keeps receiving files. The schema is the one of the files there now;
         # maxFileAge would silently skip files with old modification times.
@@ -193,6 +195,65 @@ def _recognized(exc: BaseException) -> TempoError | None:
     return redis_entry_error(exc) or udf_error(exc)
 
 
+_DRIFT = re.compile(
+    r"Encountered error while reading file (\S+?)\. Data type mismatches when reading Parquet column "
+    r"\[([^\]]+)\]\. Expected Spark type (\S+?), actual Parquet type (\S+?)\."
+)
+_DRIFT_CAUSE = re.compile(
+    r"Encountered error while reading file (\S+?)\.(?:\s|$).*?SchemaColumnConvertNotSupportedException: "
+    r"column: \[([^\]]+)\], physicalType: (\S+?), logicalType: (\S+)",
+    re.S,
+)
+_SPARK_WORDS = {
+    "double": "float", "float": "float", "bigint": "integer", "int": "integer", "smallint": "integer", "tinyint": "integer",
+    "string": "string", "boolean": "boolean", "timestamp": "timestamp", "timestamp_ntz": "timestamp", "date": "date",
+}
+
+
+def schema_drift_error(exc: BaseException, query: Query) -> InputSchemaError | None:
+    """The ``InputSchemaError`` for a live file input's new file whose column has another
+    type than the input's files had when the query started (its schema), if ``exc`` (the
+    failure of the Spark job reading the batch) is Spark's refusal to read it: naming the
+    input, the file, the column and both types."""
+    text = str(exc)
+    found = _DRIFT.search(text)
+    if found is not None:
+        url, column, expected, physical = found.groups()
+    else:
+        cause = _DRIFT_CAUSE.search(text)
+        if cause is None:
+            return None
+        url, column, physical, expected = cause.groups()
+    path = url[len("file://"):] if url.startswith("file://") else url
+    path = "/" + path.lstrip("/") if url.startswith("file:") else path
+    actual = f"a Parquet {physical}"
+    if "://" not in path and os.path.exists(path):
+        try:
+            import pyarrow.parquet as pq
+
+            from tempo.tables import arrow_column_type
+
+            actual = arrow_column_type(pq.read_schema(path).field(column).type)
+        except Exception:  # unreadable here too: Spark's word for it
+            pass
+    word = _SPARK_WORDS.get(expected.lower(), expected)
+    files = [n for n in query.sources if isinstance(n.source, (ParquetSource, CsvSource, JsonSource))]
+    within = [n for n in files if os.path.abspath(path).startswith(os.path.abspath(n.source.path))]  # type: ignore[attr-defined]
+    node = within[0] if within else files[0] if len(files) == 1 else None
+    name = node.name if node is not None else " or ".join(repr(n.name) for n in query.sources)
+    fills = ""
+    if node is not None:
+        field = next((f for f in record_fields(node.payload_type) if f.name == column), None)
+        if field is not None:
+            fills = f" (it fills payload field {node.payload_type.__qualname__}.{column})"
+    return InputSchemaError(
+        name,
+        f"the file {path} has column {column!r} of type {actual}, but the input reads it as {word}, its type in the "
+        f"files there when the query started{fills}: every new file of a live input must keep those column types; "
+        f"write {column!r} as {word} (or start a query for the new types on a new checkpoint)",
+    )
+
+
 class _Runner(Generic[T]):
     """What runs inside ``foreachBatch`` (on the driver): one batch at a time."""
 
@@ -231,6 +292,11 @@ class _Runner(Generic[T]):
             return LiveEngine(self.query, mode)
         return LiveEngine.restore(self.query, self.log.state(batch))
 
+    def _recognized(self, exc: BaseException) -> TempoError | None:
+        """The tempo error a failed Spark job of a batch carries (a worker's, or a new file
+        that cannot be read with the input's column types)."""
+        return _recognized(exc) or schema_drift_error(exc, self.query)
+
     def _crash_point(self, phase: str, batch: int) -> None:
         """The testing hook: kill -9 this process here if ``TEMPO_CRASH_AT`` says so."""
         if self.crash_at == f"{phase}:{batch}":
@@ -262,7 +328,7 @@ class _Runner(Generic[T]):
         sized = self.previous_rows is None or self.previous_rows * BULK_GUESS >= self.bulk_rows
         if self.bulk is not None and sized:
             speculate = self.previous_rows is not None and self.previous_rows >= self.bulk_rows
-            with worker_errors(_recognized):
+            with worker_errors(self._recognized):
                 counts, done = self.bulk.run(engine, df, self.bulk_rows, speculate)
             self.previous_rows = sum(counts) or self.previous_rows
             if done:
@@ -273,7 +339,7 @@ class _Runner(Generic[T]):
                 self._crash_point("engine", batch)
                 self._commit(engine, batch, engine.take(), rows_in, began, final=False, used="spark")
                 return
-        with worker_errors(_recognized):
+        with worker_errors(self._recognized):
             table = df.toArrow()
         self.previous_rows = table.num_rows or self.previous_rows  # an empty batch says nothing of the next
         self._crash_point("read", batch)
@@ -366,7 +432,14 @@ def _metrics_record(metrics: dict[str, InputMetrics]) -> dict[str, Any]:
 def read_progress(checkpoint: str) -> list[dict[str, Any]]:
     """The commit records of a live query's checkpoint, in batch order: each batch's
     ``BatchProgress`` fields and ``metrics`` (each input's ``InputMetrics`` counts since the
-    query first started, substream keys by their repr) - for monitoring from another process."""
+    query first started, substream keys by their repr) - for monitoring from another process.
+    A path where no live query started is ``NoCommittedOutputError`` (and is left as it is)."""
+    if not os.path.isdir(os.path.join(checkpoint, "tempo", "commits")):
+        why = "the path does not exist" if not os.path.exists(checkpoint) else "it has no tempo/commits/ folder"
+        raise NoCommittedOutputError(
+            f"{checkpoint!r} is no live query's checkpoint ({why}); read the checkpoint the query was started with "
+            "(a query's start makes <checkpoint>/tempo/commits/, so a query with nothing committed yet reads as no batches)"
+        )
     log = BatchLog(checkpoint)
     return [log.record(batch) for batch in log.committed()]
 
@@ -390,6 +463,8 @@ class LiveQuery(Generic[T]):
         try:
             yield
         except Exception:
+            if not self._handle.isActive:  # the query failed and stopped: the checkpoint is free
+                self.release()
             failure = self._runner.failure
             if isinstance(failure, TempoError):
                 raise failure from None

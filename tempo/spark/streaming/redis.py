@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from tempo.errors import InputError, QueryBuildError, UnsupportedError
+from tempo.errors import InputError, InputRule, QueryBuildError, UnsupportedError
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.settings import AdvanceTimeSettings
 from tempo.expr.nodes import marked_fields
@@ -82,12 +82,15 @@ _ERROR_MARKER = "[tempo redis entry]"
 class RedisEntryError(InputError):
     """An entry of a Redis stream that the source cannot read as a row of its input: a field
     that does not parse as its declared type, a missing required field, an entry ID outside
-    what ``ORDER_COLUMN`` holds. Names the stream, the entry ID, the field and the rule.
+    what ``ORDER_COLUMN`` holds. Names the stream, the entry ID, the field and the rule
+    (``rule``: ``STREAM_ENTRY``, or ``NULL_FIELD``, ``NULL_START``, ``UNKNOWN_KIND`` for a
+    missing payload field, start or kind, and an unknown kind), its words in ``message``.
 
     Raised in a Spark worker; ``raising_redis_errors`` raises it again on the driver."""
 
-    def __init__(self, stream_key: str, entry_id: str, field: str, rule: str) -> None:
-        super().__init__(f"redis stream {stream_key!r}", -1, entry_id, rule)
+    def __init__(self, stream_key: str, entry_id: str, field: str, message: str, rule: InputRule = InputRule.STREAM_ENTRY) -> None:
+        super().__init__(f"redis stream {stream_key!r}", -1, entry_id, message, rule)
+        self._rule = rule
         self.stream_key = stream_key
         self.entry_id = entry_id
         self.field = field
@@ -95,39 +98,44 @@ class RedisEntryError(InputError):
 
     def __str__(self) -> str:
         where = f", field {self.field!r}" if self.field else ""
-        return f"redis stream {self.stream_key!r}, entry {self.entry_id}{where}: {self.rule}"
+        return f"redis stream {self.stream_key!r}, entry {self.entry_id}{where}: {self.message}"
 
-    def __reduce__(self) -> tuple[type[RedisEntryError], tuple[str, str, str, str]]:
-        return (RedisEntryError, (self.stream_key, self.entry_id, self.field, self.rule))
+    def __reduce__(self) -> tuple[type[RedisEntryError], tuple[str, str, str, str, InputRule]]:  # type: ignore[override]
+        return (RedisEntryError, (self.stream_key, self.entry_id, self.field, self.message, self._rule))
 
     def for_driver(self) -> ValueError:
         """The error as a worker raises it: its message, then its fields as JSON between two
         markers, which ``redis_entry_error`` finds in the text of the Spark failure."""
-        fields = json.dumps([self.stream_key, self.entry_id, self.field, self.rule])
+        fields = json.dumps([self.stream_key, self.entry_id, self.field, self.message, int(self._rule)])
         return ValueError(f"{self} {_ERROR_MARKER}{fields}{_ERROR_MARKER}")
 
 
 class RedisEventError(InputError):
     """An event ``add_event`` refuses to write: a payload field value not of its declared
-    type, None in a field not declared Optional. Names the stream, the event and the rule."""
+    type, None in a field not declared Optional. Names the stream, the event and the rule
+    (``rule``: ``PAYLOAD_TYPE``, ``NULL_FIELD`` or ``FIELD_TYPE``)."""
 
-    def __init__(self, stream_key: str, event: object, rule: str) -> None:
-        super().__init__(f"redis stream {stream_key!r}", -1, event, rule)
+    def __init__(self, stream_key: str, event: object, message: str, rule: InputRule) -> None:
+        super().__init__(f"redis stream {stream_key!r}", -1, event, message, rule)
+        self._rule = rule
         self.stream_key = stream_key
         self.args = (str(self),)
 
     def __str__(self) -> str:
-        return f"redis stream {self.stream_key!r}, event {self.item!r}: {self.rule}"
+        return f"redis stream {self.stream_key!r}, event {self.item!r}: {self.message}"
 
-    def __reduce__(self) -> tuple[type[RedisEventError], tuple[str, object, str]]:
-        return (RedisEventError, (self.stream_key, self.item, self.rule))
+    def __reduce__(self) -> tuple[type[RedisEventError], tuple[str, object, str, InputRule]]:  # type: ignore[override]
+        return (RedisEventError, (self.stream_key, self.item, self.message, self._rule))
 
 
 def redis_entry_error(exc: BaseException) -> RedisEntryError | None:
     """The ``RedisEntryError`` a worker raised, if ``exc`` (a Spark failure: a job's error or
     a ``StreamingQueryException``) carries one."""
-    fields = marked_fields(exc, _ERROR_MARKER, 4)
-    return None if fields is None else RedisEntryError(*fields)
+    fields = marked_fields(exc, _ERROR_MARKER, 5)
+    if fields is None:
+        return None
+    stream_key, entry_id, field, words, rule = fields
+    return RedisEntryError(stream_key, entry_id, field, words, InputRule(int(rule)))
 
 
 def raising_redis_errors() -> contextlib.AbstractContextManager[None]:
@@ -289,13 +297,13 @@ class Layout:
         """One entry as a row of ``schema()``; a ``RedisEntryError`` when it breaks a rule.
         Fields the layout does not name are ignored (producers may add their own)."""
 
-        def value(name: str, value_type: str, missing: str | None) -> Any:
-            """The field's value; ``missing``: the rule an entry without it breaks (None:
+        def value(name: str, value_type: str, missing: str | None, rule: InputRule = InputRule.STREAM_ENTRY) -> Any:
+            """The field's value; ``missing``: why an entry without it breaks ``rule`` (None:
             it may be left out, and reads as null)."""
             text = entry.get(name.encode("utf-8"))
             if text is None:
                 if missing is not None:
-                    raise RedisEntryError(stream_key, entry_id, name, f"the field is missing: {missing}")
+                    raise RedisEntryError(stream_key, entry_id, name, f"the field is missing: {missing}", rule)
                 return None
             try:
                 return decode_value(text, value_type)
@@ -305,13 +313,16 @@ class Layout:
         if self.kind is None:
             kind = "point" if self.end is None else "interval"
         else:
-            kind = value(self.kind, "str", "the source reads each entry's kind from it")
+            kind = value(self.kind, "str", "the source reads each entry's kind from it", InputRule.UNKNOWN_KIND)
             if kind.lower() not in KINDS:
-                raise RedisEntryError(stream_key, entry_id, self.kind, f"{kind!r} is no kind: write point, interval, start, end, cti or heartbeat")
+                raise RedisEntryError(
+                    stream_key, entry_id, self.kind, f"{kind!r} is no kind: write point, interval, start, end, cti or heartbeat",
+                    InputRule.UNKNOWN_KIND,
+                )
         no_payload = kind.lower() in ("cti", "heartbeat")  # a heartbeat is its entry's arrival alone
         required = "the payload field is not Optional"
-        row = [value(n, t, None if nullable or no_payload else required) for n, t, nullable in self.fields]
-        row.append(value(self.start, _DATETIME, None if kind.lower() == "heartbeat" else "every entry needs its start time"))
+        row = [value(n, t, None if nullable or no_payload else required, InputRule.NULL_FIELD) for n, t, nullable in self.fields]
+        row.append(value(self.start, _DATETIME, None if kind.lower() == "heartbeat" else "every entry needs its start time", InputRule.NULL_START))
         if self.end is not None:
             row.append(value(self.end, _DATETIME, None))
         row.append(kind)
@@ -355,7 +366,10 @@ def add_event(
     its field's type, or None in a field not declared Optional, is a ``RedisEventError``
     (and nothing is written)."""
     if payload is not None and not is_record_type(type(payload)):
-        raise RedisEventError(stream_key, payload, f"a payload must be an attrs class or dataclass instance, got a {type(payload).__qualname__}")
+        raise RedisEventError(
+            stream_key, payload, f"a payload must be an attrs class or dataclass instance, got a {type(payload).__qualname__}",
+            InputRule.PAYLOAD_TYPE,
+        )
     if payload is None:
         layout = Layout([], start_field, end_field, kind_field)
     else:
@@ -365,11 +379,11 @@ def add_event(
     fields: dict[str, str] = {}
     for name, v, value_type, nullable in values:
         if v is None and not nullable:
-            raise RedisEventError(stream_key, payload, f"field {name!r} is None, and it is not Optional")
+            raise RedisEventError(stream_key, payload, f"field {name!r} is None, and it is not Optional", InputRule.NULL_FIELD)
         try:
             text = encode_value(v, value_type)
         except ValueError as exc:
-            raise RedisEventError(stream_key, payload, f"field {name!r}: {exc}") from None
+            raise RedisEventError(stream_key, payload, f"field {name!r}: {exc}", InputRule.FIELD_TYPE) from None
         if text is not None:
             fields[name] = text
     entry_id = client.xadd(stream_key, dict[Any, Any](fields))  # redis-py types its dict invariantly
@@ -545,6 +559,20 @@ class RedisStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: ign
             self._client = None
 
 
+class RedisSource(DataFrameSource[T]):
+    """The live input ``redis_source`` makes: a ``DataFrameSource`` over the stream whose
+    heartbeat rows (``batch_heartbeat``) are the source's own, not entries of the stream. Its
+    positions (of rejections and errors) count the stream's entries read, from 0, as a file
+    input's count its rows: the heartbeat rows take none, so an entry's position is the same
+    whatever the batches and the heartbeats between them."""
+
+    @staticmethod
+    def added_heartbeat(order: int) -> bool:
+        """Whether a heartbeat row of this ``ORDER_COLUMN`` value is one the source added (even:
+        ``heartbeat_order``) rather than a heartbeat entry a producer wrote (odd, as every entry)."""
+        return order % 2 == 0
+
+
 class RedisStreamDataSource(DataSource):
     """The ``tempo_redis`` streaming source; its options are written by ``redis_source``:
     ``url``, ``stream_key``, ``layout`` (``Layout`` as JSON), optionally
@@ -604,4 +632,4 @@ def redis_source(
     if heartbeat is not None:
         reader = reader.option("heartbeat_ms", str(duration_ticks(heartbeat) // 1000))
     df = reader.load()
-    return DataFrameSource(df, payload_type, start=start, end=end, kind=layout.kind_column, order=ORDER_COLUMN, arrival=ARRIVAL_COLUMN, settings=settings)
+    return RedisSource(df, payload_type, start=start, end=end, kind=layout.kind_column, order=ORDER_COLUMN, arrival=ARRIVAL_COLUMN, settings=settings)

@@ -49,8 +49,9 @@ class Sink:
 
 
 class NoCommittedOutputError(TempoError, FileNotFoundError):
-    """``read_committed`` was given a path that holds no ``ParquetSink`` output (a typo would
-    otherwise read as an output with nothing committed)."""
+    """``read_committed`` was given a path that holds no ``ParquetSink`` output, or
+    ``read_progress`` one that is no live query's checkpoint (a typo would otherwise read as
+    an output with nothing committed)."""
 
 
 class ParquetSink(Sink):
