@@ -169,32 +169,34 @@ def test_state_with_an_unimportable_payload_class_says_why() -> None:
         engine.snapshot()
 
 
+def _dense_rows(*seqs: int) -> Any:
+    """Rows of an input whose ``seq`` column counts them (its start and value follow it)."""
+    import pyarrow as pa
+
+    return pa.table({
+        "seq": pa.array(seqs, pa.int64()),
+        "ts": pa.array([T0 + timedelta(seconds=s) for s in seqs], pa.timestamp("us", tz="UTC")),
+        "key": pa.array([1] * len(seqs), pa.int64()), "value": pa.array(list(seqs), pa.int64()),
+    })
+
+
 def test_rows_after_a_gap_in_a_dense_order_wait_for_the_missing_ones() -> None:
     """An input whose order column counts rows 0, 1, 2, ... (``dense_order_from=0``) gets its
     rows in three batches out of order: [3, 4], [0, 1], [2, 5]. Nothing is processed until
     row 0 is there; then 0 and 1; then 2 to 5: the input as it was written. A row number
     seen twice is an InputError naming it."""
-    import pyarrow as pa
-
     from tempo.errors import InputError
     from tempo.sources import ArrowSource
 
-    def rows(*seqs: int) -> Any:
-        return pa.table({
-            "seq": pa.array(seqs, pa.int64()),
-            "ts": pa.array([T0 + timedelta(seconds=s) for s in seqs], pa.timestamp("us", tz="UTC")),
-            "key": pa.array([1] * len(seqs), pa.int64()), "value": pa.array(list(seqs), pa.int64()),
-        })
-
     settings_ = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0)))
-    source = ArrowSource(rows(), Ev, start="ts", order="seq", dense_order_from=0)
+    source = ArrowSource(_dense_rows(), Ev, start="ts", order="seq", dense_order_from=0)
     query = Query.build(Stream.create("left", source, EventShape.POINT, settings_).node)
     mode = TimestampMode()
     mode.saw(aware=True)
     engine = LiveEngine(query, mode)
     received = []
     for batch in ([3, 4], [0, 1], [2, 5]):
-        engine.push_rows(0, rows(*batch))
+        engine.push_rows(0, _dense_rows(*batch))
         engine.run()
         received.append(engine.ingresses[0].metrics.received)
         engine = LiveEngine.restore(query, engine.snapshot())  # held rows are state too
@@ -202,7 +204,7 @@ def test_rows_after_a_gap_in_a_dense_order_wait_for_the_missing_ones() -> None:
     starts = [item.start for item in engine.take().items if isinstance(item, Point)]
     assert starts == [(T0 + timedelta(seconds=s)).replace(tzinfo=timezone.utc) for s in range(5)]  # each released by the next one's CTI
     with pytest.raises(InputError, match=r"item #4 .*a repeat of 'seq' value 4, first seen in item #4, taken in an earlier micro-batch"):
-        engine.push_rows(0, rows(4, 6))
+        engine.push_rows(0, _dense_rows(4, 6))
 
 
 def test_a_dense_order_value_given_twice_is_reported_when_it_arrives() -> None:
@@ -211,18 +213,9 @@ def test_a_dense_order_value_given_twice_is_reported_when_it_arrives() -> None:
     waiting behind the gap at 0 and 1, another row of the same batch (waiting or not), or a
     row taken already. (Issue 30: the first two waited for the gap, then read as "comes
     before 2, the last value of rows already processed in an earlier micro-batch".)"""
-    import pyarrow as pa
-
     from tempo.errors import InputError
     from tempo.rules import InputRule
     from tempo.sources import ArrowSource
-
-    def rows(*seqs: int) -> Any:
-        return pa.table({
-            "seq": pa.array(seqs, pa.int64()),
-            "ts": pa.array([T0 + timedelta(seconds=s) for s in seqs], pa.timestamp("us", tz="UTC")),
-            "key": pa.array([1] * len(seqs), pa.int64()), "value": pa.array(list(seqs), pa.int64()),
-        })
 
     settings_ = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0)))
     cases = [
@@ -232,11 +225,11 @@ def test_a_dense_order_value_given_twice_is_reported_when_it_arrives() -> None:
         ([[0, 1], [2, 1]], 1, "item #1, taken in an earlier micro-batch"),
     ]
     for batches, value, where in cases:
-        source = ArrowSource(rows(), Ev, start="ts", order="seq", dense_order_from=0)
+        source = ArrowSource(_dense_rows(), Ev, start="ts", order="seq", dense_order_from=0)
         engine = LiveEngine(Query.build(Stream.create("left", source, EventShape.POINT, settings_).node), TimestampMode())
         with pytest.raises(InputError) as caught:
             for batch in batches:
-                engine.push_rows(0, rows(*batch))
+                engine.push_rows(0, _dense_rows(*batch))
                 engine.run()
         assert caught.value.rule is InputRule.ORDER_REPEAT and caught.value.position == value
         assert caught.value.message == (
@@ -244,10 +237,10 @@ def test_a_dense_order_value_given_twice_is_reported_when_it_arrives() -> None:
             "(dense_order_from), one number each, so no two rows may have the same"
         ), batches
         assert "comes before" not in str(caught.value)
-    source = ArrowSource(rows(), Ev, start="ts", order="seq", dense_order_from=1)
+    source = ArrowSource(_dense_rows(), Ev, start="ts", order="seq", dense_order_from=1)
     engine = LiveEngine(Query.build(Stream.create("left", source, EventShape.POINT, settings_).node), TimestampMode())
     with pytest.raises(InputError, match=r"'seq' value 0 is lower than 1, where the column starts counting") as below:
-        engine.push_rows(0, rows(2, 0))
+        engine.push_rows(0, _dense_rows(2, 0))
     assert below.value.rule is InputRule.ORDER_BACK
 
 

@@ -108,6 +108,11 @@ def _int_unary(op: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
     return checked
 
 
+def _fits_64_bits(v: Any, fail: Any) -> Any:
+    """An exact integer total (a window's sum) as it is, if it fits 64 bits; else ``fail``."""
+    return v if v is None or x.INT_MIN <= v <= x.INT_MAX else fail(v)
+
+
 def _failure(expression: str, rule: EvaluationRule) -> Callable[..., Any]:
     def fail(*values: Any) -> Any:
         raise EvaluationError(expression, rule, repr(values))
@@ -577,7 +582,7 @@ class Accumulator:
                 merged.append(f"        state[{slot}] = v if c is None else c + v")
                 if isinstance(item, Aggregate) and item.arg is not None and item.arg.dtype in (int, bool):
                     # Integers add exactly; only the window's sum must fit in 64 bits.
-                    env[f"_fits{slot}"] = _int_unary(lambda v: v if v >= x.INT_MIN else x.INT_MAX + 1)
+                    env[f"_fits{slot}"] = _fits_64_bits
                     env[f"_fail{slot}"] = _failure(f"w.{item.describe()}", EvaluationRule.INTEGER_OVERFLOW)
                     results.append(f"_fits{slot}(state[{slot}], _fail{slot})")
                 else:
