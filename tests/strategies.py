@@ -35,6 +35,14 @@ BASE = datetime(2024, 1, 1)
 ARRIVAL_BASE = datetime(2024, 6, 1)
 
 
+EDGE_INTS = [2**63 - 1, -(2**63), 2**62, -(2**62), 2**62 + 1, 2**53 + 1, -(2**53 + 1), 2**31, -1]
+"""Integers at the edges of 64 bits and of a double's exact integers, for ``queries(edges=True)``."""
+
+EDGE_BASES = [datetime(1970, 1, 1), datetime(1969, 12, 31, 23, 59, 30), datetime(1, 1, 1, 0, 30), datetime(9999, 12, 31, 23, 0)]
+"""Where ``queries(edges=True)`` may move the events' time line (``BASE``): the epoch and just
+before it (negative ticks), and half an hour from either end of Python's calendar."""
+
+
 def T(seconds: float) -> datetime:
     return BASE + timedelta(seconds=seconds)
 
@@ -100,18 +108,24 @@ def input_items(
     max_events: int = 14,
     keys: int = 3,
     min_events: int = 0,
+    edges: bool = False,
 ) -> list[Any]:
     """Events of one shape with some disorder, a few explicit CTIs, edges paired later.
 
     Keys are drawn from ``range(keys)``: few keys give many matches and big groups, many
-    keys give many groups and few matches.
+    keys give many groups and few matches. ``edges``: now and then a key or a value is one
+    of ``EDGE_INTS`` instead.
     """
     n = draw(st.integers(min_events, max_events))
     items: list[Any] = []
     open_edges: list[Any] = []
+    key_values, values = st.integers(0, keys - 1), st.integers(0, 9)
+    if edges:
+        key_values = st.one_of(key_values, key_values, key_values, st.sampled_from(EDGE_INTS))
+        values = st.one_of(values, values, st.sampled_from(EDGE_INTS))
     for _ in range(n):
         start = T(draw(st.integers(0, 60)))
-        p = payload(draw(st.integers(0, keys - 1)), draw(st.integers(0, 9)))
+        p = payload(draw(key_values), draw(values))
         if shape is EventShape.POINT:
             items.append(Point(start, p))
         elif shape is EventShape.INTERVAL:
@@ -478,9 +492,31 @@ def _missing_arrival(draw: st.DrawFn, items: list[Any]) -> list[Any]:
     return items
 
 
+def moved(items: list[Any], base: datetime) -> list[Any]:
+    """``items`` with the events' time line moved from ``BASE`` to ``base``: every event time,
+    CTI and arrival on that line (within minutes of ``BASE``) by the same amount, and the
+    arrivals on the line of ``ARRIVAL_BASE``, which only order the items, to 20 minutes
+    after ``base`` (so that they stay inside the calendar)."""
+    if base == BASE:
+        return items
+    by = base - BASE
+
+    def move(t: datetime | None) -> datetime | None:
+        if t is None:
+            return None
+        return t + by if t < ARRIVAL_BASE else base + timedelta(minutes=20) + (t - ARRIVAL_BASE)
+
+    out = []
+    for item in items:
+        times = {f: move(getattr(item, f)) for f in ("start", "end", "timestamp", "arrival") if hasattr(item, f)}
+        out.append(attrs.evolve(item, **times))
+    return out
+
+
 @st.composite
 def queries(
-    draw: st.DrawFn, errors: bool = False, inputs: int | None = None, min_events: int = 0, keyed: bool = False
+    draw: st.DrawFn, errors: bool = False, inputs: int | None = None, min_events: int = 0, keyed: bool = False,
+    edges: bool = False,
 ) -> tuple[str, Builder]:
     """A description and a builder of a random query over one or two random inputs.
 
@@ -502,11 +538,13 @@ def queries(
     keys = 40 if draw(st.integers(0, 9)) in (4, 5) else 3
     shapes = [EventShape.POINT, EventShape.INTERVAL] if keyed else list(EventShape)
     left_shape = draw(st.sampled_from(shapes))
-    left_items = draw(input_items(left_shape, Ev, keys=keys, min_events=min_events))
+    left_items = draw(input_items(left_shape, Ev, keys=keys, min_events=min_events, edges=edges))
+    base = draw(st.sampled_from([BASE, *EDGE_BASES])) if edges else BASE
+    where = "" if base == BASE else f"; from {base}"
     first = draw(st.sampled_from(sorted(UNARY)))
     if inputs == 2 or (inputs is None and draw(st.booleans())):
         right_shape = draw(st.sampled_from(shapes))
-        right_items = draw(input_items(right_shape, Ref, keys=keys, min_events=min_events))
+        right_items = draw(input_items(right_shape, Ref, keys=keys, min_events=min_events, edges=edges))
         links = ["none", "arrival"] if keyed else ["none", "none", "arrival", "right imports left", "left imports right"]
         link = draw(st.sampled_from(links))
         left_settings = draw(advance_settings("right" if link == "left imports right" else None, left_shape, keyed))
@@ -532,6 +570,7 @@ def queries(
             right_items = draw(bad_item(right_items, right_shape, Ref))
         second = draw(st.sampled_from(sorted(BINARY)))
         pre = draw(st.sampled_from(["identity", "where", "shift", "duration"]))
+        left_items, right_items = moved(left_items, base), moved(right_items, base)
 
         def build2(flush: bool | None = None) -> Stream[Any]:
             left = _create("left", left_items, left_shape, _flush(left_settings, flush), Ev, left_over)
@@ -540,7 +579,7 @@ def queries(
 
         desc = (
             f"{second}({pre}(left {left_shape.name} {left_settings}{' over key' if left_over else ''}),"
-            f" right {right_shape.name} {right_settings}{' over key' if right_over else ''}); {link}; keys {keys}"
+            f" right {right_shape.name} {right_settings}{' over key' if right_over else ''}); {link}; keys {keys}{where}"
             f"\n  left:  {left_items!r}\n  right: {right_items!r}"
         )
         return desc, build2
@@ -564,6 +603,8 @@ def queries(
             ProcessingTime(ArrivalClock(timedelta(seconds=every % 4))),
         ]))
 
+    left_items = moved(left_items, base)
+
     def build1(flush: bool | None = None) -> Stream[Any]:
         if notion is None:
             left = _create("left", left_items, left_shape, _flush(left_settings, flush), Ev, left_over)
@@ -577,4 +618,4 @@ def queries(
 
     over = " over key" if left_over else ""
     described = left_settings if notion is None else notion
-    return f"{then}({first}(left {left_shape.name} {described}{over})); keys {keys}\n  left: {left_items!r}", build1
+    return f"{then}({first}(left {left_shape.name} {described}{over})); keys {keys}{where}\n  left: {left_items!r}", build1

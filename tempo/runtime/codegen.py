@@ -29,7 +29,20 @@ _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%",
            "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
-_NAN = float("nan")
+class _OneNaN(float):
+    """The NaN that float keys and distinct values are made (``canonical_key``): dicts and
+    sets find NaN by identity, so there is one, and it stays the one when a live engine's
+    state is pickled and read back."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (_one_nan, ())
+
+
+def _one_nan() -> float:
+    return _NAN
+
+
+_NAN: float = _OneNaN("nan")
 
 
 def _and3(a: Any, b: Any) -> Any:
@@ -153,6 +166,10 @@ def _as_float(v: Any) -> Any:
     return None if v is None else float(v)
 
 
+def _as_int(v: Any) -> Any:
+    return None if v is None else int(v)
+
+
 def _instant(v: Any) -> Any:
     return to_ticks(v) if isinstance(v, datetime) else v
 
@@ -170,7 +187,7 @@ _HELPERS: dict[str, Any] = {"_and3": _and3, "_or3": _or3, "_not3": _not3,
                             "_ineg": _int_unary(operator.neg), "_iabs": _int_unary(abs),
                             "_feq": _feq, "_fne": _fne, "_flt": _flt, "_fle": _fle,
                             "_fgt": lambda a, b: _flt(b, a), "_fge": lambda a, b: _fle(b, a),
-                            "_instant": _instant, "_key": canonical_key, "_as_float": _as_float}
+                            "_instant": _instant, "_key": canonical_key, "_as_float": _as_float, "_as_int": _as_int}
 _FLOAT_COMPARISON = {"==": "_feq", "!=": "_fne", "<": "_flt", "<=": "_fle", ">": "_fgt", ">=": "_fge"}
 _INT_ARITHMETIC = {"+": "_iadd", "-": "_isub", "*": "_imul"}
 
@@ -329,8 +346,19 @@ def _is_null(g: _Gen, e: x.IsNull) -> str:
 @_CODE.rule(x.Record)
 def _record(g: _Gen, e: x.Record) -> str:
     cls = g.const(e.cls)
-    inner = ", ".join(f"{n}={g.gen(v)}" for n, v in zip(e.names, e.values))
-    return f"{cls}({inner})"
+    fields = {f.name: f.dtype for f in record_fields(e.cls)}
+    values = []
+    for n, v in zip(e.names, e.values):
+        code = g.gen(v)
+        want = fields[n]
+        # A field holds the type it declares (an int or bool in a float field a float, a bool
+        # in an int field an int), as the other executors' columns do.
+        if want is float and v.dtype in (int, bool):
+            code = f"_as_float({code})"
+        elif want is int and v.dtype is bool:
+            code = f"_as_int({code})"
+        values.append(f"{n}={code}")
+    return f"{cls}({', '.join(values)})"
 
 
 @_CODE.rule(x.AggRef)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import attrs
 
 from tempo.dispatch import Registry
-from tempo.errors import UnsupportedError
+from tempo.errors import EvaluationError, UnsupportedError
 from tempo.expr.schema import datetime_conformer
 from tempo.expr import nodes as x
 from tempo.plan import nodes as p
@@ -218,9 +218,13 @@ def run_query(query: Query) -> Result[Any]:
     built[id(query.root)].connect(egress, 0)
 
     ingresses = [build.ingresses[s.name] for s in query.sources]
-    process_in_arrival_order(streams, [ingress.process for ingress in ingresses])
-    for ingress in ingresses:
-        ingress.shutdown()
+    try:
+        process_in_arrival_order(streams, [ingress.process for ingress in ingresses])
+        for ingress in ingresses:
+            ingress.shutdown()
+    except EvaluationError as error:
+        check_inputs(query)  # an input breaking a rule is the run's error (docs/semantics.md 7.4)
+        raise error
     result = result_of(egress, build, query)
     withheld = _withheld(egress, ingresses, build.to_datetime)
     if withheld is None:
@@ -228,6 +232,20 @@ def run_query(query: Query) -> Result[Any]:
     result = attrs.evolve(result, withheld=withheld)
     warn_withheld(result)
     return result
+
+
+def check_inputs(query: Query) -> None:
+    """Every input read through its ingress again, with no operator after it: raises the
+    ``InputError`` of the first input item breaking a rule, if any. A run that met an
+    ``EvaluationError`` calls this first, so that bad input is reported as a batch executor
+    reports it, whatever the operators meet on the way (it checks the inputs whole before
+    computing anything)."""
+    build = Build(TimestampMode(), query)
+    build_ingresses(build, query)
+    ingresses = [build.ingresses[s.name] for s in query.sources]
+    process_in_arrival_order(prepared_inputs(query, build.mode), [ingress.process for ingress in ingresses])
+    for ingress in ingresses:
+        ingress.shutdown()
 
 
 def prepared_inputs(query: Query, mode: TimestampMode) -> list[Iterator[Prepared]]:

@@ -24,6 +24,7 @@ from tempo.dispatch import Registry
 from tempo.errors import CompileError, EvaluationRule, TempoError, UnsupportedError
 from tempo.expr import nodes as x
 from tempo.expr.nodes import udf_error
+from tempo.expr.schema import record_fields
 from tempo.spark.types import spark_type
 from tempo.ticks import to_ticks
 
@@ -279,7 +280,20 @@ def spark_action(method: F_) -> F_:
 
 @rule(x.Record)
 def _record(scope: Scope, e: x.Record) -> Column:
-    return F.struct(*[column(v, scope).alias(n) for n, v in zip(e.names, e.values)])
+    return F.struct(*_fields(e, scope))
+
+
+def _fields(e: x.Record, scope: Scope) -> list[Column]:
+    """A record's field columns, each of the type its field declares (an int or bool in a
+    float field a double, a bool in an int field a long), as the in-memory executor makes them."""
+    declared = {f.name: f.dtype for f in record_fields(e.cls)}
+    out = []
+    for n, v in zip(e.names, e.values):
+        c, want = column(v, scope), declared[n]
+        if want is float and v.dtype in (int, bool):
+            c = c.cast("double")
+        out.append(_as(want, v, c).alias(n))
+    return out
 
 
 @rule(x.AggRef)
@@ -305,7 +319,7 @@ def _window_bound(scope: Scope, e: x.WindowBound) -> Column:
 def record_columns(projection: x.Expr, scope: Scope) -> list[Column]:
     """The payload columns of a projection (a record, or an argument passed through)."""
     if isinstance(projection, x.Record):
-        return [column(v, scope).alias(n) for n, v in zip(projection.names, projection.values)]
+        return _fields(projection, scope)
     if isinstance(projection, x.Input):
         from tempo.expr.schema import field_names
 

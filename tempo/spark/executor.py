@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import attrs
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tempo.api.stream import Stream
@@ -19,11 +19,12 @@ from tempo.runtime.release import ResultAssembly, release_order
 from tempo.runtime.replay import MERGED, CtiReplay
 from tempo.runtime.ingress import TimestampMode
 from tempo.plan.query import Query
+from tempo.errors import EvaluationError
 from tempo.result import END_COLUMN, START_COLUMN, InputMetrics, Result, Withheld, warn_withheld
 from tempo.spark import ingress
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import quoted, spark_action
+from tempo.spark.columns import quoted, spark_action, udf_errors
 from tempo.spark.compiler import Compiler, check_supported
 from tempo.spark.types import from_wire, wire_columns
 from tempo.ticks import from_ticks
@@ -171,14 +172,21 @@ class SparkExecutor:
             if admitted.verdicts is None:
                 ingress.validate(self.spark, admitted, prepared.replay)
         output = prepared.compiler.output().select(*cols)
-        summary = _withheld_summary(self.spark, prepared)
-        if summary is not None:  # collected in the same job, marked by a last column
+        summary = _withheld_summary(self.spark, prepared, cols)
+        if summary is not None:  # collected in the same job, marked by the last two columns
             output = output.withColumn(_WITHHELD, F.lit(False)).unionByName(summary, allowMissingColumns=True)
-        rows, by_input = self._outcomes(prepared, output)
+        try:
+            with udf_errors():
+                rows, by_input = self._outcomes(prepared, output)
+        except EvaluationError:
+            # An input breaking a rule is the run's error, whatever the operators met on the way
+            # (docs/semantics.md 7.4): the inputs' own outcomes first, raising it if there is one.
+            self._finish(prepared, self._outcomes(prepared)[1])
+            raise
         withheld = None
         if summary is not None:
-            counts = [r for r in rows if r[-1]]
-            rows = [r[:-1] for r in rows if not r[-1]]
+            counts = [r for r in rows if r[-2]]
+            rows = [r[:-2] for r in rows if not r[-2]]
             if counts and counts[0][1]:
                 withheld = Withheld(counts[0][1], from_ticks(counts[0][0], naive))
         finished = self._finish(prepared, by_input)
@@ -213,20 +221,29 @@ class SparkExecutor:
 
 _WITHHELD = "__tempo_withheld"
 """Marks the row of ``_withheld_summary`` among the output rows collected with it."""
+_EVALUATED = "__tempo_evaluated"
+"""The summary's hash of the withheld results' payloads (computed, never read)."""
 
 
-def _withheld_summary(spark: SparkSession, prepared: _Prepared) -> DataFrame | None:
+def _withheld_summary(spark: SparkSession, prepared: _Prepared, cols: list[Column]) -> DataFrame | None:
     """What the query would still release if every input's time then advanced to infinity,
     as one row: the earliest start (``S``) and the count (``E``). The plan is compiled again
     as the in-memory executor's flush after the run would leave it (``CtiReplay.at_infinity``:
     every node ends with a CTI at infinity, so windows close and joins end their overlaps),
     and its rows the release rule did not let out are counted. None when the final output
-    CTI is at infinity: nothing is withheld then."""
+    CTI is at infinity: nothing is withheld then.
+
+    Counting them computes their payloads (``cols``) too, as the in-memory flush does: an
+    ``EvaluationError`` in a withheld result fails the run (docs/semantics.md 7.4). A hash
+    of every payload column, kept in the row, stops Spark from pruning them."""
     released = prepared.compiler.released()
     if released is None:
         return None
     inputs = prepared.compiler.inputs
     flushed = Compiler(spark, prepared.query, prepared.replay.at_infinity(), inputs, prepared.compiler.spans).output()
-    return flushed.filter(~released).agg(
-        F.min(F.col(S)).alias(S), F.count(F.lit(1)).alias(E)
-    ).withColumn(_WITHHELD, F.lit(True))
+    withheld = flushed.filter(~released).select(*cols)
+    payload = [F.col(f"`{c}`") for c in withheld.columns[2:]]
+    evaluated = F.max(F.xxhash64(*payload) if payload else F.lit(0))
+    return withheld.agg(
+        F.min(F.col(S)).alias(S), F.count(F.lit(1)).alias(E), evaluated.alias(_EVALUATED)
+    ).withColumn(_WITHHELD, F.lit(True)).select(S, E, _WITHHELD, _EVALUATED)

@@ -173,7 +173,8 @@ def _withheld(query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame], 
     released = compiler.released()
     if released is None:
         return None
-    flushed = Compiler(query, replay.at_infinity(), inputs, compiler.spans).output().filter(~released)
-    stats = flushed.select(pl.col(S).min().alias("s"), pl.len().alias("n")).collect()
-    n = int(stats["n"][0])
-    return (int(stats["s"][0]), n) if n else None
+    # Collected whole: counting the withheld results computes their payloads too, as the
+    # in-memory flush does, so an EvaluationError in one fails the run (semantics.md 7.4).
+    flushed = Compiler(query, replay.at_infinity(), inputs, compiler.spans).output().filter(~released).collect()
+    n = flushed.height
+    return (int(flushed[S].min()), n) if n else None  # type: ignore[arg-type]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import attrs
@@ -24,10 +23,10 @@ from tempo.runtime.replay import CtiReplay, Key
 from tempo.runtime.stamping import stamped
 from tempo.sources import ParquetSource, TableSource
 from tempo.tables import Span
-from tempo.ticks import INF, NEG_INF, from_ticks
+from tempo.ticks import INF, NEG_INF
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
-from tempo.vectorised.expressions import events_frame, payload_schema
+from tempo.vectorised.expressions import events_frame, from_column, payload_schema
 
 ARR = "__tempo_arr"
 """The arrival column (ticks) of an input with ordering settings, among its narrow columns."""
@@ -360,8 +359,8 @@ def _payloads_at(rows: pl.LazyFrame, positions: pl.Series) -> list[dict[str, Any
 
 
 def _payload(node: SourceNode, fields: Any, row: dict[str, Any]) -> Any:
-    values = [from_ticks(row[f.name]) if f.dtype is datetime and row[f.name] is not None else row[f.name] for f in fields]
-    return node.payload_type(*values)
+    """A rejected row's payload, as the reference ingress makes it (a table's times are aware)."""
+    return node.payload_type(*(from_column(row[f.name], f.dtype, f.element, naive=False) for f in fields))
 
 
 def _admitted(table: _Table, changes: dict[str, list[Any]]) -> pl.LazyFrame:

@@ -91,11 +91,17 @@ def test_spark_agrees_on_per_key_progress(spark_session: Any, query: tuple[str, 
     shifts, windows grouped by it, joins and unions on it) release each key's results on
     its own CTIs. Spark computes the results in bulk and must release them at the same
     CTIs, input's or key's (``release_steps``), half on each Spark ingress path."""
+    agree_on_either_ingress(spark_session, query)
+
+
+def agree_on_either_ingress(spark_session: Any, query: tuple[str, Builder]) -> None:
+    """``agree``, with a fixed half of the examples (by their description: draws are
+    derandomized) admitted by the Spark ingress itself, in blocks of three rows."""
     from tempo.spark import SparkExecutor, ingress
 
     desc, build = query
     saved = ingress.BLOCK_ROWS
-    on_ingress = len(desc) % 2 == 0  # derandomized draws: a fixed half of the examples
+    on_ingress = len(desc) % 2 == 0
     if on_ingress:
         ingress.BLOCK_ROWS = 3
     try:
@@ -103,3 +109,16 @@ def test_spark_agrees_on_per_key_progress(spark_session: Any, query: tuple[str, 
         assert_executors_agree(InMemoryExecutor(), spark, desc, lambda: build(None))
     finally:
         ingress.BLOCK_ROWS = saved
+
+
+EDGE_EXAMPLES = int(os.environ.get("TEMPO_EDGE_EXAMPLES", str(max(1, EXAMPLES // 2))))
+
+
+@settings(DIFFERENTIAL, max_examples=EDGE_EXAMPLES)
+@given(query=queries(errors=True, min_events=1, edges=True))
+def test_spark_agrees_on_edge_values(spark_session: Any, query: tuple[str, Builder]) -> None:
+    """The random query graphs over keys and values at the edges of 64 bits and times at the
+    epoch and the ends of the calendar (``queries(edges=True)``), half on each Spark ingress
+    path: the same results, or the same error (an ``EvaluationError`` where an integer
+    leaves 64 bits). ``TEMPO_EDGE_EXAMPLES`` sets how many."""
+    agree_on_either_ingress(spark_session, query)

@@ -54,3 +54,11 @@ def test_vectorised_agrees(query: tuple[str, Builder]) -> None:
 @given(query=queries(errors=True, min_events=1, keyed=True))
 def test_vectorised_agrees_on_per_key_progress(query: tuple[str, Builder]) -> None:
     agree(query)
+
+
+@settings(VECTORISED, max_examples=int(os.environ.get("TEMPO_EDGE_EXAMPLES", str(EXAMPLES))))
+@given(query=queries(errors=True, min_events=1, edges=True))
+def test_vectorised_agrees_on_edge_values(query: tuple[str, Builder]) -> None:
+    """The random query graphs over keys and values at the edges of 64 bits and times at the
+    epoch and the ends of the calendar (``queries(edges=True)``)."""
+    agree(query)

@@ -273,3 +273,24 @@ def test_timedelta_fields_run_on_every_executor(executor: Any) -> None:
     items = [Point(T0, Lap(1, timedelta(seconds=90), None)), Point(T0 + timedelta(seconds=1), Lap(2, timedelta(microseconds=-1), timedelta(0)))]
     out = executor.run(Stream.create("laps", items, EventShape.POINT, FLUSH).where(lambda r: r.k > 0)).payloads()
     assert sorted(out, key=lambda r: r.k) == [Lap(1, timedelta(seconds=90), None), Lap(2, timedelta(microseconds=-1), timedelta(0))]
+
+
+def test_a_rejected_rows_payload_holds_its_fields_as_declared(executor: Any) -> None:
+    """Rows k=1 at 0 s, k=2 at 10 s, k=3 at 0 s, a CTI generated after every event (DROP):
+    k=3 starts before the CTI at 10 s and is dropped. Its rejection's item is the payload as
+    the row gives it, on every executor: its time an aware datetime, its duration a timedelta
+    (not the microseconds a column holds)."""
+    import pyarrow as pa
+
+    from tempo import AdvanceTimePolicy
+
+    table = pa.table({
+        "ts": pa.array([UTC0, UTC0 + timedelta(seconds=10), UTC0], pa.timestamp("us", tz="UTC")),
+        "k": pa.array([1, 2, 3], pa.int64()),
+        "at": pa.array([UTC0 + timedelta(hours=k) for k in (1, 2, 3)], pa.timestamp("ms", tz="UTC")),
+        "took": pa.array([timedelta(seconds=k) for k in (1, 2, 3)], pa.duration("us")),
+    })
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP)
+    result = executor.run(Stream.create("timed", ArrowSource(table, Timed, start="ts"), EventShape.POINT, settings))
+    assert [j.item for j in result.rejected] == [Point(UTC0, Timed(3, UTC0 + timedelta(hours=3), timedelta(seconds=3)))]
+    assert [type(j.item.payload.took) for j in result.rejected] == [timedelta]

@@ -205,6 +205,56 @@ def test_a_sum_past_64_bits_is_an_evaluation_error_naming_the_aggregate(executor
     assert raised.value.expression == "w.sum(r.v)"
 
 
+def test_a_withheld_result_is_computed_as_a_flush_would_compute_it(executor: Any) -> None:
+    """2**62 at 1 s and 2**62 at 2 s, with no CTI at all: nothing is released, but counting
+    what a flush would release (``Result.withheld``) computes the window [0, 60) whose sum
+    2**63 does not fit 64 bits: every executor raises. Below 64 bits (2**62 and 1) the run
+    gives no events and counts one withheld result from 0 s."""
+    def unflushed(*values: int) -> Stream[Sums]:
+        items = [Point(T(i + 1), Num(f"v{i}", v)) for i, v in enumerate(values)]
+        return window_sums(Stream.create("numbers", items, EventShape.POINT))
+
+    with pytest.raises(EvaluationError) as raised:
+        executor.run(unflushed(BIG, BIG))
+    assert raised.value.expression == "w.sum(r.v)"
+    with pytest.warns(tempo.UnreleasedResultsWarning):
+        result = executor.run(unflushed(BIG, 1))
+    assert result.events == [] and result.withheld == tempo.Withheld(1, T(0))
+
+
+def test_bad_input_is_the_error_of_a_run_that_also_overflows(executor: Any) -> None:
+    """v0 = 2**62 at 1 s overflows in v * 2 when it is selected; the third item, a point at
+    0 s after the CTI at 5 s, breaks the input's rule (no settings: a CTI violation is an
+    error). A batch executor checks its inputs before it computes: the run's error is the
+    CtiViolationError naming item #2, on every executor."""
+    items: list[Any] = [Point(T(1), Num("v0", BIG)), Cti(T(5)), Point(T(0), Num("v1", 1))]
+    query = Stream.create("numbers", items, EventShape.POINT).select(lambda r: Num(r.name, r.v * 2))
+    with pytest.raises(tempo.CtiViolationError) as raised:
+        executor.run(query)
+    assert raised.value.position == 2
+
+
+@attrs.frozen
+class Widened:
+    name: str
+    x: float
+    top: float | None
+    flag: int
+
+
+def test_an_integer_in_a_float_field_is_a_float(executor: Any) -> None:
+    """A record's field holds the type it declares: v0 = 3 put in a float field is 3.0 and
+    True in an int field is 1 (not the int 3, nor True, which compare equal but print
+    otherwise), in a select and in a window's result (max of the ints 3 and 2**53 + 1 is
+    2**53 + 1, as a float 2**53)."""
+    selected = run(executor, numbers(3).select(lambda r: Widened(r.name, r.v, r.v, r.v > 0)))
+    assert [repr(e.payload) for e in selected.events] == ["Widened(name='v0', x=3.0, top=3.0, flag=1)"]
+    windowed = run(executor, numbers(3, 2**53 + 1).tumbling(timedelta(minutes=1)).aggregate(
+        lambda w: Widened("w", w.count(), w.max(lambda r: r.v), w.count() > 1)
+    ))
+    assert [repr(e.payload) for e in windowed.events] == ["Widened(name='w', x=2.0, top=9007199254740992.0, flag=1)"]
+
+
 def test_integer_sums_add_exactly_whatever_the_order(executor: Any) -> None:
     """2**62 + 2**62 - 2**62 - 2**62 + 5 = 5, though the first two already pass 2**63: only
     the window's sum must fit. In the next window [60, 120), 2**62 - 1 and 2**62 sum to
