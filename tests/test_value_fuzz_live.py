@@ -17,7 +17,7 @@ failure budget of zero.
   ``tests/streaming/test_value_fuzz_spark.py`` runs the same tables on Spark's bulk engine,
   and through live Spark queries taking turns between it and the driver.
 
-``TEMPO_VALUE_EXAMPLES`` sets the examples (default 150 each); the closing note of issue 30
+``TEMPO_VALUE_EXAMPLES`` sets the examples (default 100 each); the closing note of issue 30
 gives the counts of the long run.
 """
 
@@ -41,7 +41,7 @@ from tempo.runtime.live import LiveEngine
 from tests.test_bulk_engine import _lockstep
 from tests.value_strategies import canonical, value_queries, value_tables
 
-EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", "100"))
 
 LIVE_FUZZ = settings(
     max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,

@@ -467,11 +467,20 @@ def percentile(values: list[Any], fraction: float) -> float | None:
 def percentile_approx(values: list[Any], fraction: float) -> Any:
     """The smallest value with at least ``fraction`` of the values at or below it (rank
     ``ceil(fraction·n)``, at least 1): what Spark's ``percentile_approx`` gives while its
-    summary is exact, and within its accuracy of that rank beyond."""
+    summary is exact, and within its accuracy of that rank beyond. Values rank as doubles,
+    as the summary holds them, so an integer result is that value made a double and back
+    (``long_of_double``): beyond ±2**53 it loses its last bits (docs/semantics.md 5.6.5)."""
     if not values:
         return None
     ranked = sorted(values, key=_value_order(float))  # NaN after every number
-    return ranked[max(1, math.ceil(fraction * len(ranked))) - 1]
+    value = ranked[max(1, math.ceil(fraction * len(ranked))) - 1]
+    return long_of_double(float(value)) if type(value) is int else value
+
+
+def long_of_double(v: float) -> int:
+    """A double made a 64-bit integer as the JVM's ``toLong`` makes it: toward zero, and at
+    the nearest bound beyond them (2**63 - 1 for the double 2**63)."""
+    return max(x.INT_MIN, min(x.INT_MAX, int(v)))
 
 
 def top_ranker(a: Aggregate) -> Callable[[list[tuple[tuple[Any, ...], Any]]], list[Any]]:

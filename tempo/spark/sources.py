@@ -7,6 +7,7 @@ the Spark executor reads every table source into a DataFrame.
 
 from __future__ import annotations
 
+import os
 from typing import Any, TypeVar
 
 import pyarrow.types as pa_types
@@ -46,6 +47,16 @@ class SparkTableSource(TableSource[T]):
         return f"SparkTableSource({self.name!r}, {self.payload_type.__name__})"
 
 
+def spark_path(path: str) -> str:
+    """``path`` as Spark is given it: a local path made absolute against Python's working
+    directory, where tempo's own checks read it. Spark would resolve a relative path against
+    its JVM's working directory, which is where the JVM started, not where the script has
+    moved since. A URI (``file:``, ``hdfs://``, ``s3a://``) is Hadoop's to resolve."""
+    if ":" in path.split("/", 1)[0]:
+        return path
+    return os.path.abspath(path)
+
+
 def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -> DataFrame:
     """The rows of a table source as Spark reads them (files and catalog tables by Spark's
     own readers, Arrow tables through ``createDataFrame``)."""
@@ -61,17 +72,17 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
             before = spark.conf.get(key, None)
             spark.conf.set(key, "true")
             try:
-                return spark.read.parquet(source.path)
+                return spark.read.parquet(spark_path(source.path))
             finally:
                 if before is None:
                     spark.conf.unset(key)
                 else:
                     spark.conf.set(key, before)
-        return spark.read.parquet(source.path)
+        return spark.read.parquet(spark_path(source.path))
     if isinstance(source, CsvSource):
-        return spark.read.option("header", True).option("inferSchema", True).csv(source.path)
+        return spark.read.option("header", True).option("inferSchema", True).csv(spark_path(source.path))
     if isinstance(source, JsonSource):
-        return spark.read.schema(json_spark_schema(source)).json(source.path)
+        return spark.read.schema(json_spark_schema(source)).json(spark_path(source.path))
     if isinstance(source, DataFrameSource):
         df: DataFrame = source.df
         return df

@@ -464,11 +464,16 @@ def _percentile(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
 
 
 def _nearest_rank(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
-    """``codegen.percentile_approx``: the value of rank ``ceil(fraction·n)``, at least 1."""
+    """``codegen.percentile_approx``: the value of rank ``ceil(fraction·n)``, at least 1,
+    an integer made a double and back (``codegen.long_of_double``)."""
     assert a.fraction is not None
     ranked, n = _ranked(v)
     rank = pl.max_horizontal((n.cast(pl.Float64) * a.fraction).ceil().cast(pl.Int64), pl.lit(1))
-    return pl.when(n == 0).then(None).otherwise(ranked.get(rank - 1, null_on_oob=True))
+    value = ranked.get(rank - 1, null_on_oob=True)
+    if a.arg is not None and a.arg.dtype is int:
+        double = value.cast(pl.Float64)
+        value = pl.when(double >= 2.0**63).then(pl.lit(x.INT_MAX, pl.Int64)).otherwise(double.cast(pl.Int64, strict=False))
+    return pl.when(n == 0).then(None).otherwise(value)
 
 
 def _is_float(a: p.Aggregate) -> bool:

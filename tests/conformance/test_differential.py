@@ -111,7 +111,7 @@ def agree_on_either_ingress(spark_session: Any, query: tuple[str, Builder]) -> N
         ingress.BLOCK_ROWS = saved
 
 
-EDGE_EXAMPLES = int(os.environ.get("TEMPO_EDGE_EXAMPLES", str(max(1, EXAMPLES // 2))))
+EDGE_EXAMPLES = int(os.environ.get("TEMPO_EDGE_EXAMPLES", str(max(1, EXAMPLES // 4))))
 
 
 @settings(DIFFERENTIAL, max_examples=EDGE_EXAMPLES)

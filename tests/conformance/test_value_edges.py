@@ -255,6 +255,25 @@ def test_an_integer_in_a_float_field_is_a_float(executor: Any) -> None:
     assert [repr(e.payload) for e in windowed.events] == ["Widened(name='w', x=2.0, top=9007199254740992.0, flag=1)"]
 
 
+@attrs.frozen
+class Quartiles:
+    q1: int | None
+    q2: int | None
+    q3: int | None
+    q4: int | None
+
+
+def test_percentile_approx_ranks_integers_as_doubles(executor: Any) -> None:
+    """Values 5, 2**53 + 1, 2**62 + 1 and 2**63 - 1 in the window [0, 60). percentile_approx
+    ranks values as doubles, as Spark's summary holds them: the values of rank 1, 2, 3 and 4
+    (fractions 0.25 to 1) are 5, then 2**53 + 1 and 2**62 + 1 made doubles (2**53 and 2**62)
+    and back, and 2**63 - 1, whose double 2**63 comes back as the largest long."""
+    result = run(executor, numbers(5, 2**53 + 1, 2**62 + 1, 2**63 - 1).tumbling(timedelta(minutes=1)).aggregate(
+        lambda w: Quartiles(*(w.percentile_approx(lambda r: r.v, f) for f in (0.25, 0.5, 0.75, 1.0)))
+    ))
+    assert [e.payload for e in result.events] == [Quartiles(5, 2**53, 2**62, 2**63 - 1)]
+
+
 def test_integer_sums_add_exactly_whatever_the_order(executor: Any) -> None:
     """2**62 + 2**62 - 2**62 - 2**62 + 5 = 5, though the first two already pass 2**63: only
     the window's sum must fit. In the next window [60, 120), 2**62 - 1 and 2**62 sum to

@@ -231,6 +231,34 @@ def test_a_restart_continues_after_the_last_committed_batch(spark_session: Any, 
     assert records[-1]["metrics"]["readings"]["dropped"] + records[-1]["metrics"]["readings"]["adjusted"] == len(whole.rejected)
 
 
+def test_relative_paths_are_read_where_the_script_runs(spark_session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script that moved to another directory after Spark started (the JVM keeps the one
+    it started in) gives tempo relative paths: the input, the checkpoint and the output are
+    all the ones under the script's directory, for a live query and a batch run alike, and
+    nothing lands where the JVM started."""
+    from tempo.spark import SparkExecutor
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    jvm_dir = Path.cwd()
+    before = set(os.listdir(jvm_dir))
+    monkeypatch.chdir(tmp_path)
+    rows = _rows(20, seed=5)
+    _write(Path("in"), 0, rows[:12])
+    source = ParquetSource("in", Reading, start="ts", order="seq")
+    live = StreamingExecutor(spark_session, "ck").start(_counts(source, flush=True), ParquetSink("out"))
+    try:
+        _write(Path("in"), 1, rows[12:])
+        live.process_all_available()
+        live.flush()
+    finally:
+        live.stop()
+    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    assert _items(read_committed("out"), Count) == whole.raw
+    assert (tmp_path / "ck" / "spark").is_dir() and (tmp_path / "ck" / "tempo").is_dir()
+    assert SparkExecutor(spark_session).run(_counts(source, flush=True)).events == whole.events
+    assert set(os.listdir(jvm_dir)) == before
+
+
 def test_a_changed_query_or_a_flushed_one_is_refused(spark_session: Any, tmp_path: Path) -> None:
     from tempo.spark.streaming import CheckpointMismatchError, ParquetSink, StreamingExecutor
 

@@ -36,7 +36,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 from pyspark.storagelevel import StorageLevel
 
+from tempo.errors import EvaluationError, UdfResultError
 from tempo.events import EventShape
+from tempo.expr.nodes import udf_error
 from tempo.expr.schema import field_names
 from tempo.plan.nodes import AggregateKind, Node, UnionNode
 from tempo.plan.query import Query
@@ -51,7 +53,7 @@ from tempo.runtime.operators import Window as WindowOperator
 from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, column, quoted
+from tempo.spark.columns import Scope, column, quoted, worker_errors
 from tempo.spark.compiler import FIRST, Compiler, overlapping_pairs
 from tempo.spark.windows import WIDE, aggregate_column
 from tempo.spark.columns import record_columns
@@ -125,16 +127,23 @@ class BulkRunner:
                 return counts, False
             plans, cut = planned
             naive = engine.mode.naive is True
-            payloads = self._late_payloads(rows, plans, naive)
-            join = None
-            if self.shape.join is not None:
-                before = join_before(engine, self.shape, plans)
-                found, after = self._join_partials(rows, plans, before, naive)
-                join = before, after
-            elif guess is not None and not any(plan.late for plan in plans):
-                found, guess = guess.result(), None
-            else:
-                found = self._partials(rows, plans)
+            try:
+                with worker_errors(udf_error):
+                    payloads = self._late_payloads(rows, plans, naive)
+                    join = None
+                    if self.shape.join is not None:
+                        before = join_before(engine, self.shape, plans)
+                        found, after = self._join_partials(rows, plans, before, naive)
+                        join = before, after
+                    elif guess is not None and not any(plan.late for plan in plans):
+                        found, guess = guess.result(), None
+                    else:
+                        found = self._partials(rows, plans)
+            except (EvaluationError, UdfResultError):
+                # Spark computed an expression over rows item by item may never evaluate (a
+                # row the ingress drops, one a guard skips): the batch goes item by item,
+                # which raises the error where the reference does, as the polars engine does.
+                return counts, False
             if found is None:
                 return counts, False
             apply_batch(engine, self.shape, plans, cut, payloads, *found, join)

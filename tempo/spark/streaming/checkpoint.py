@@ -101,7 +101,9 @@ class BatchLog:
     """The records under ``<checkpoint>/tempo``."""
 
     def __init__(self, checkpoint: str) -> None:
-        self.root = os.path.join(checkpoint, "tempo")
+        # Absolute, so that Spark's part of it is where tempo's is (Spark would resolve a
+        # relative path against the JVM's working directory).
+        self.root = os.path.join(os.path.abspath(checkpoint), "tempo")
         self.states = os.path.join(self.root, "state")
         self.commits = os.path.join(self.root, "commits")
         os.makedirs(self.states, exist_ok=True)

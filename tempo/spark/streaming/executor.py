@@ -46,7 +46,7 @@ from tempo.runtime.live import LiveEngine, Released, check_importable
 from tempo.sources import CsvSource, JsonSource, ParquetSource, TableSource
 from tempo.expr.nodes import udf_error
 from tempo.spark.columns import worker_errors
-from tempo.spark.sources import DataFrameSource, json_spark_schema
+from tempo.spark.sources import DataFrameSource, json_spark_schema, spark_path
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
 from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
 from tempo.spark.streaming.checkpoint import BatchLog, CheckpointLock
@@ -115,7 +115,7 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
     if isinstance(source, JsonSource):
         source.check_readable(node.name)
         schema = json_spark_schema(source)
-        return spark.readStream.schema(schema).option("maxFileAge", "36500d").json(source.path)
+        return spark.readStream.schema(schema).option("maxFileAge", "36500d").json(spark_path(source.path))
     if isinstance(source, (ParquetSource, CsvSource)):
         source.check_readable(node.name)
         if "://" not in source.path and os.path.isdir(source.path) and not _data_files(source.path):
@@ -126,11 +126,12 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
             )
         # A directory that keeps receiving files. The schema is the one of the files there now;
         # maxFileAge would silently skip files with old modification times.
+        path = spark_path(source.path)
         if isinstance(source, ParquetSource):
-            schema = spark.read.parquet(source.path).schema
-            return spark.readStream.schema(schema).option("maxFileAge", "36500d").parquet(source.path)
-        schema = spark.read.option("header", True).option("inferSchema", True).csv(source.path).schema
-        return spark.readStream.schema(schema).option("header", True).option("maxFileAge", "36500d").csv(source.path)
+            schema = spark.read.parquet(path).schema
+            return spark.readStream.schema(schema).option("maxFileAge", "36500d").parquet(path)
+        schema = spark.read.option("header", True).option("inferSchema", True).csv(path).schema
+        return spark.readStream.schema(schema).option("header", True).option("maxFileAge", "36500d").csv(path)
     raise UnsupportedError(
         EXECUTOR, repr(source), f"input {node.name!r}: a live query reads a directory of Parquet, CSV or JSON files, Redis Streams "
         f"(tempo.spark.streaming.redis_source) or a streaming DataFrame (DataFrameSource)",
