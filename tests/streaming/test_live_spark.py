@@ -255,7 +255,8 @@ def test_relative_paths_are_read_where_the_script_runs(spark_session: Any, tmp_p
     whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
     assert _items(read_committed("out"), Count) == whole.raw
     assert (tmp_path / "ck" / "spark").is_dir() and (tmp_path / "ck" / "tempo").is_dir()
-    assert SparkExecutor(spark_session).run(_counts(source, flush=True)).events == whole.events
+    batch = SparkExecutor(spark_session).run(_counts(source, flush=True))
+    assert sorted(map(repr, batch.events)) == sorted(map(repr, whole.events))  # events of one release: any order
     assert set(os.listdir(jvm_dir)) == before
 
 
