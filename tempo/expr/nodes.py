@@ -481,6 +481,13 @@ class PyCall(Expr):
         return self.args
 
 
+def widened(want: type, got: type) -> bool:
+    """Whether a value of type ``got`` put in a record field declared ``want`` becomes a
+    ``want``: an int or bool in a float field, a bool in an int field. Every executor makes it
+    the declared type (docs/semantics.md 7.4), as a column holds one type."""
+    return (want is float and got in (int, bool)) or (want is int and got is bool)
+
+
 @attrs.frozen
 class Record(Expr):
     """A payload record built from field expressions: ``Alert(device=e.device, ...)``."""
@@ -498,8 +505,7 @@ class Record(Expr):
                 want is object
                 or got is object
                 or got is want
-                or (want is float and got in (int, bool))
-                or (want is int and got is bool)
+                or widened(want, got)
                 or (isinstance(got, type) and isinstance(want, type) and issubclass(got, want))
             )
             if not ok:

@@ -350,13 +350,8 @@ def _record(g: _Gen, e: x.Record) -> str:
     values = []
     for n, v in zip(e.names, e.values):
         code = g.gen(v)
-        want = fields[n]
-        # A field holds the type it declares (an int or bool in a float field a float, a bool
-        # in an int field an int), as the other executors' columns do.
-        if want is float and v.dtype in (int, bool):
-            code = f"_as_float({code})"
-        elif want is int and v.dtype is bool:
-            code = f"_as_int({code})"
+        if x.widened(fields[n], v.dtype):  # a field holds the type it declares
+            code = f"{'_as_float' if fields[n] is float else '_as_int'}({code})"
         values.append(f"{n}={code}")
     return f"{cls}({', '.join(values)})"
 

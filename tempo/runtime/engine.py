@@ -219,9 +219,7 @@ def run_query(query: Query) -> Result[Any]:
 
     ingresses = [build.ingresses[s.name] for s in query.sources]
     try:
-        process_in_arrival_order(streams, [ingress.process for ingress in ingresses])
-        for ingress in ingresses:
-            ingress.shutdown()
+        _read(streams, ingresses)
     except EvaluationError as error:
         check_inputs(query)  # an input breaking a rule is the run's error (docs/semantics.md 7.4)
         raise error
@@ -242,8 +240,12 @@ def check_inputs(query: Query) -> None:
     computing anything)."""
     build = Build(TimestampMode(), query)
     build_ingresses(build, query)
-    ingresses = [build.ingresses[s.name] for s in query.sources]
-    process_in_arrival_order(prepared_inputs(query, build.mode), [ingress.process for ingress in ingresses])
+    _read(prepared_inputs(query, build.mode), [build.ingresses[s.name] for s in query.sources])
+
+
+def _read(streams: list[Iterator[Prepared]], ingresses: list[Ingress]) -> None:
+    """Every item through its input's ingress, in arrival order, then each input's end."""
+    process_in_arrival_order(streams, [ingress.process for ingress in ingresses])
     for ingress in ingresses:
         ingress.shutdown()
 

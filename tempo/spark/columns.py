@@ -289,10 +289,10 @@ def _fields(e: x.Record, scope: Scope) -> list[Column]:
     declared = {f.name: f.dtype for f in record_fields(e.cls)}
     out = []
     for n, v in zip(e.names, e.values):
-        c, want = column(v, scope), declared[n]
-        if want is float and v.dtype in (int, bool):
-            c = c.cast("double")
-        out.append(_as(want, v, c).alias(n))
+        c = column(v, scope)
+        if x.widened(declared[n], v.dtype):
+            c = c.cast(spark_type(declared[n]))
+        out.append(c.alias(n))
     return out
 
 

@@ -86,6 +86,16 @@ def _run(executor: Any, source: Any, shape: EventShape = EventShape.INTERVAL) ->
     return sorted((e.start, e.end, e.payload) for e in result.events)
 
 
+def _source(table: Any, how: str, tmp_path: Path) -> Any:
+    """``table`` of intervals as an input: written to a Parquet file, or as it is."""
+    if how == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, tmp_path / "in.parquet")
+        return ParquetSource(str(tmp_path / "in.parquet"), Timed, start="ts", end="te")
+    return ArrowSource(table, Timed, start="ts", end="te")
+
+
 @pytest.mark.parametrize("zone", [None, "Europe/Paris"], ids=["naive", "zoned"])
 @pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
 @pytest.mark.parametrize("how", ["parquet", "arrow"])
@@ -93,14 +103,7 @@ def test_timestamps_and_durations_of_every_unit_are_read_exactly(executor: Any, 
     """Before: a nanosecond Parquet file was Spark's PARQUET_TYPE_ILLEGAL, a duration column in
     Parquet an "integer column" on Spark, durations of another unit than us misread by the
     vectorised executor, and ``timedelta`` fields had no Spark column."""
-    import pyarrow.parquet as pq
-
-    table = _table(unit, zone)
-    if how == "parquet":
-        pq.write_table(table, tmp_path / "in.parquet")
-        source: Any = ParquetSource(str(tmp_path / "in.parquet"), Timed, start="ts", end="te")
-    else:
-        source = ArrowSource(table, Timed, start="ts", end="te")
+    source = _source(_table(unit, zone), how, tmp_path)
     assert _run(executor, source) == _expected(unit)
 
 
@@ -143,14 +146,7 @@ def _nanos(column: str, row: int, extra: int = 1) -> Any:
 def test_a_value_below_a_microsecond_is_an_input_error(executor: Any, tmp_path: Path, column: str, row: int, what: str, how: str) -> None:
     """Before: a raw ``ArrowInvalid`` in memory, the value cut silently on the vectorised
     executor, PARQUET_TYPE_ILLEGAL on Spark."""
-    import pyarrow.parquet as pq
-
-    table = _nanos(column, row)
-    if how == "parquet":
-        pq.write_table(table, tmp_path / "in.parquet")
-        source: Any = ParquetSource(str(tmp_path / "in.parquet"), Timed, start="ts", end="te")
-    else:
-        source = ArrowSource(table, Timed, start="ts", end="te")
+    source = _source(_nanos(column, row), how, tmp_path)
     with pytest.raises(InputError) as info:
         executor.run(Stream.create("timed", source, EventShape.INTERVAL, FLUSH))
     error = info.value
