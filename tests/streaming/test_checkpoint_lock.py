@@ -56,8 +56,8 @@ def test_a_second_start_on_a_running_checkpoint_is_refused_naming_the_holder(spa
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from tempo.spark.streaming.checkpoint import CheckpointLock
-    lock = CheckpointLock(sys.argv[1], "held by the test's second process")
+    from tempo.spark.streaming.checkpoint import BatchLog
+    lock = BatchLog(sys.argv[1]).lock("held by the test's second process")
     print("holding", flush=True)
     time.sleep(120)
     """
@@ -66,21 +66,20 @@ HOLDER = textwrap.dedent(
 
 def test_a_checkpoint_held_by_a_killed_process_is_free_at_once(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
-    from tempo.spark.streaming.checkpoint import CheckpointInUseError, CheckpointLock
+    from tempo.spark.streaming.checkpoint import BatchLog, CheckpointInUseError
 
     root = tmp_path / "ck" / "tempo"
-    root.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "ck")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         with pytest.raises(CheckpointInUseError, match=rf"\(process {holder.pid} on .*: held by the test's second process\)"):
-            CheckpointLock(str(root), "the restart")
+            BatchLog(str(tmp_path / "ck")).lock("the restart")
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
     finally:
         if holder.poll() is None:
             holder.kill()
-    taken = CheckpointLock(str(root), "the restart")  # the kernel dropped the dead holder's lock
+    taken = BatchLog(str(tmp_path / "ck")).lock("the restart")  # the kernel dropped the dead holder's lock
     assert f"process {os.getpid()} " in (root / "lock").read_text()
     taken.release()
 

@@ -17,10 +17,10 @@ makes each batch take effect exactly once with its own records under
   is recomputed from the state of the last committed batch, and everything it wrote before
   the crash is overwritten with the same content.
 
-Files are written whole: to ``<name>.tmp``, ``fsync``, then an atomic ``os.replace`` (and
-the directory is synced), so a kill -9 at any moment leaves either the old file or the new.
-The checkpoint must be on a file system the driver writes with POSIX semantics (a local
-disk, or a shared one mounted on the driver).
+Files are written whole (``store.py``): a kill -9 at any moment leaves either the old file
+or the new, or, for a file rewritten before its batch commits, none, which reads as a batch
+not yet run. The checkpoint is a local path or a Hadoop URI (``hdfs://``, ``s3a://``, ...),
+as Spark's own checkpoint may be; the commit protocol needs no atomic rename of folders.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tempo.errors import TempoError
+from tempo.spark.streaming.store import Store, absolute, store_for
 
 
 class CheckpointMismatchError(TempoError):
@@ -45,17 +46,19 @@ class CheckpointInUseError(TempoError):
 
 
 class CheckpointLock:
-    """A running live query's hold on its checkpoint: an exclusive ``flock`` on
-    ``<checkpoint>/tempo/lock``, which holds who took it. The kernel drops the lock when the
-    holding process dies (a kill -9 included), so a restart after a crash takes it at once;
-    a second start while the holder runs, in this process or another, is refused naming it."""
+    """A running live query's hold on its checkpoint: an exclusive ``flock`` on a local file
+    (``<checkpoint>/tempo/lock``, or for a checkpoint on a Hadoop path one of the driver's
+    temporary folder: ``store.py``), which holds who took it. The kernel drops the lock when
+    the holding process dies (a kill -9 included), so a restart after a crash takes it at
+    once; a second start while the holder runs, in this process or another, is refused
+    naming it."""
 
-    def __init__(self, root: str, description: str) -> None:
+    def __init__(self, path: str, checkpoint: str, description: str) -> None:
         import datetime
         import fcntl
         import socket
 
-        self.path = os.path.join(root, "lock")
+        self.path = path
         self.fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -64,7 +67,7 @@ class CheckpointLock:
             os.close(self.fd)
             self.fd = None
             raise CheckpointInUseError(
-                f"the checkpoint {os.path.dirname(root)!r} is held by a running live query ({holder}); "
+                f"the checkpoint {checkpoint!r} is held by a running live query ({holder}); "
                 "stop that query first, or start this one on another checkpoint"
             ) from None
         first_line = description.splitlines()[0] if description else ""
@@ -78,53 +81,42 @@ class CheckpointLock:
             self.fd = None
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace ``path`` by ``data`` so that a crash leaves the old content or the new."""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def fingerprint(description: str) -> str:
     return hashlib.sha256(description.encode()).hexdigest()
 
 
 class BatchLog:
-    """The records under ``<checkpoint>/tempo``."""
+    """The records under ``<checkpoint>/tempo``, on the checkpoint's store."""
 
-    def __init__(self, checkpoint: str) -> None:
+    def __init__(self, checkpoint: str, spark: Any = None, store: Store | None = None) -> None:
         # Absolute, so that Spark's part of it is where tempo's is (Spark would resolve a
         # relative path against the JVM's working directory).
-        self.root = os.path.join(os.path.abspath(checkpoint), "tempo")
-        self.states = os.path.join(self.root, "state")
-        self.commits = os.path.join(self.root, "commits")
-        os.makedirs(self.states, exist_ok=True)
-        os.makedirs(self.commits, exist_ok=True)
+        self.checkpoint = absolute(checkpoint)
+        self.store = store or store_for(checkpoint, spark)
+        self.root = self.store.join(self.checkpoint, "tempo")
+        self.states = self.store.join(self.root, "state")
+        self.commits = self.store.join(self.root, "commits")
+        self.store.makedirs(self.states)
+        self.store.makedirs(self.commits)
 
     @property
     def spark_checkpoint(self) -> str:
-        return os.path.join(os.path.dirname(self.root), "spark")
+        return self.store.join(self.checkpoint, "spark")
+
+    def lock(self, description: str) -> CheckpointLock:
+        return CheckpointLock(self.store.lock_file(self.root), self.checkpoint, description)
 
     def claim(self, description: str) -> None:
         """Record the query on a new checkpoint, or check that it is the recorded one."""
-        path = os.path.join(self.root, "query.json")
+        path = self.store.join(self.root, "query.json")
         mine = {"fingerprint": fingerprint(description), "query": description}
-        if not os.path.exists(path):
-            write_atomically(path, json.dumps(mine, indent=1).encode())
+        if not self.store.exists(path):
+            self.store.write(path, json.dumps(mine, indent=1).encode())
             return
-        with open(path) as f:
-            recorded = json.load(f)
+        recorded = json.loads(self.store.read(path))
         if recorded.get("fingerprint") != mine["fingerprint"]:
             raise CheckpointMismatchError(
-                f"the checkpoint {os.path.dirname(self.root)!r} belongs to another query; a live query "
+                f"the checkpoint {self.checkpoint!r} belongs to another query; a live query "
                 f"continues only the query that wrote its checkpoint (start a changed query on a new "
                 f"checkpoint). Recorded:\n{recorded.get('query')}\nStarting:\n{description}"
             )
@@ -134,40 +126,38 @@ class BatchLog:
         final = self.last_committed()
         if final is not None and self.record(final).get("final"):
             raise CheckpointMismatchError(
-                f"the live query of checkpoint {os.path.dirname(self.root)!r} was flushed (its inputs "
+                f"the live query of checkpoint {self.checkpoint!r} was flushed (its inputs "
                 f"ended, batch {final}): it cannot continue; start it again on a new checkpoint"
             )
 
     def committed(self) -> list[int]:
         """The committed batch ids, in order."""
-        return sorted(int(n[:-5]) for n in os.listdir(self.commits) if n.endswith(".json"))
+        return sorted(int(n[:-5]) for n in self.store.names(self.commits) if n.endswith(".json"))
 
     def last_committed(self, before: int | None = None) -> int | None:
         ids = [n for n in self.committed() if before is None or n < before]
         return ids[-1] if ids else None
 
     def is_committed(self, batch: int) -> bool:
-        return os.path.exists(self._commit(batch))
+        return self.store.exists(self._commit(batch))
 
     def record(self, batch: int) -> dict[str, Any]:
-        with open(self._commit(batch)) as f:
-            record: dict[str, Any] = json.load(f)
+        record: dict[str, Any] = json.loads(self.store.read(self._commit(batch)))
         return record
 
     def state(self, batch: int) -> bytes:
-        with open(os.path.join(self.states, f"{batch}.bin"), "rb") as f:
-            return f.read()
+        return self.store.read(self.store.join(self.states, f"{batch}.bin"))
 
     def commit(self, batch: int, state: bytes, record: dict[str, Any], saved: Callable[[], None] = lambda: None) -> None:
         """Save batch ``batch``'s state, then its commit record (the commit point); drop
         the states no restart can need any more (all but this one and the one before).
         ``saved`` is called between the two (the executor's crash hook for tests)."""
-        write_atomically(os.path.join(self.states, f"{batch}.bin"), state)
+        self.store.write(self.store.join(self.states, f"{batch}.bin"), state)
         saved()
-        write_atomically(self._commit(batch), json.dumps(record, default=str).encode())
-        for name in os.listdir(self.states):
+        self.store.write(self._commit(batch), json.dumps(record, default=str).encode())
+        for name in self.store.names(self.states):
             if name.endswith(".bin") and int(name[:-4]) < batch - 1:
-                os.remove(os.path.join(self.states, name))
+                self.store.remove(self.store.join(self.states, name))
 
     def _commit(self, batch: int) -> str:
-        return os.path.join(self.commits, f"{batch}.json")
+        return self.store.join(self.commits, f"{batch}.json")

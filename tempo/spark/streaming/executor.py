@@ -50,6 +50,7 @@ from tempo.spark.sources import DataFrameSource, json_spark_schema, spark_path
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
 from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
 from tempo.spark.streaming.checkpoint import BatchLog, CheckpointLock
+from tempo.spark.streaming.store import store_for
 from tempo.spark.streaming.redis import redis_entry_error
 from tempo.spark.streaming.sinks import NoCommittedOutputError, Sink
 
@@ -435,13 +436,14 @@ def read_progress(checkpoint: str) -> list[dict[str, Any]]:
     ``BatchProgress`` fields and ``metrics`` (each input's ``InputMetrics`` counts since the
     query first started, substream keys by their repr) - for monitoring from another process.
     A path where no live query started is ``NoCommittedOutputError`` (and is left as it is)."""
-    if not os.path.isdir(os.path.join(checkpoint, "tempo", "commits")):
-        why = "the path does not exist" if not os.path.exists(checkpoint) else "it has no tempo/commits/ folder"
+    store = store_for(checkpoint)
+    if not store.isdir(store.join(checkpoint, "tempo", "commits")):
+        why = "the path does not exist" if not store.exists(checkpoint) else "it has no tempo/commits/ folder"
         raise NoCommittedOutputError(
             f"{checkpoint!r} is no live query's checkpoint ({why}); read the checkpoint the query was started with "
             "(a query's start makes <checkpoint>/tempo/commits/, so a query with nothing committed yet reads as no batches)"
         )
-    log = BatchLog(checkpoint)
+    log = BatchLog(checkpoint, store=store)
     return [log.record(batch) for batch in log.committed()]
 
 
@@ -568,12 +570,12 @@ class StreamingExecutor:
         query = Query.build(stream.node)
         _check_live_inputs(query)
         check_importable(query)
-        log = BatchLog(self.checkpoint)
+        log = BatchLog(self.checkpoint, self.spark)
         description = _description(query)
         held = _HOLDERS.get(log.root)
         if held is not None and not held.is_active:  # this process's query that failed or ended
             held.release()
-        lock = CheckpointLock(log.root, description)
+        lock = log.lock(description)
         try:
             live = self._start(stream, sink, query, log, description, lock)
         except BaseException:
@@ -610,7 +612,7 @@ class StreamingExecutor:
         writer = merged.writeStream.foreachBatch(runner).option("checkpointLocation", log.spark_checkpoint)
         if self.trigger:
             writer = writer.trigger(**self.trigger)
-        os.makedirs(log.spark_checkpoint, exist_ok=True)
+        log.store.makedirs(log.spark_checkpoint)
         return LiveQuery(writer.start(), runner, lock)
 
 

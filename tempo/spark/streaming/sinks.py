@@ -16,7 +16,6 @@ input events its ingress dropped or adjusted (``Result.rejections_table``'s colu
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -27,6 +26,7 @@ from tempo.errors import TempoError
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.result import KEY_COLUMN, RawItem
+from tempo.spark.streaming.store import absolute, store_for
 
 EVENTS = ""
 REJECTIONS = "_rejections"
@@ -55,35 +55,35 @@ class NoCommittedOutputError(TempoError, FileNotFoundError):
 
 
 class ParquetSink(Sink):
-    """A directory of Parquet files, one per committed batch (see the module's docstring)."""
+    """A directory of Parquet files, one per committed batch (see the module's docstring):
+    a local path, or a Hadoop URI (``hdfs://``, ``s3a://``, ...) written through the Spark
+    session's file systems (``store.py``)."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
+        self.path = absolute(path)
+        self.store = store_for(path, what="a ParquetSink")
         for what in (EVENTS, REJECTIONS):  # an output with nothing committed yet reads as empty
-            os.makedirs(os.path.join(path, what), exist_ok=True)
+            self.store.makedirs(self.store.join(self.path, what) if what else self.path)
 
     def _dirs(self, what: str) -> tuple[str, str]:
-        final = os.path.join(self.path, what)
-        return os.path.join(final, "_staging"), final
+        final = self.store.join(self.path, what) if what else self.path
+        return self.store.join(final, "_staging"), final
 
     def write(self, spark: SparkSession, batch: int, events: Any, rejections: Any) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         for what, table in ((EVENTS, events), (REJECTIONS, rejections)):
             staging, _ = self._dirs(what)
-            os.makedirs(staging, exist_ok=True)
-            tmp = os.path.join(staging, _part(batch) + ".tmp")
-            pq.write_table(table, tmp)
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, os.path.join(staging, _part(batch)))
+            self.store.makedirs(staging)
+            buffer = pa.BufferOutputStream()
+            pq.write_table(table, buffer)
+            self.store.write(self.store.join(staging, _part(batch)), buffer.getvalue().to_pybytes())
 
     def publish(self, batch: int) -> None:
         for what in (EVENTS, REJECTIONS):
             staging, final = self._dirs(what)
-            staged = os.path.join(staging, _part(batch))
-            if os.path.exists(staged):
-                os.replace(staged, os.path.join(final, _part(batch)))
+            self.store.publish(self.store.join(staging, _part(batch)), self.store.join(final, _part(batch)))
 
     def __repr__(self) -> str:
         return f"ParquetSink({self.path!r})"
@@ -110,17 +110,18 @@ def read_committed(path: str, rejections: bool = False) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    folder = os.path.join(path, REJECTIONS if rejections else EVENTS)
-    if not os.path.isdir(folder):
-        why = "the path does not exist" if not os.path.exists(path) else f"it has no {REJECTIONS}/ folder"
+    store = store_for(path, what="a ParquetSink's output")
+    folder = store.join(path, REJECTIONS) if rejections else path
+    if not store.isdir(folder):
+        why = "the path does not exist" if not store.exists(path) else f"it has no {REJECTIONS}/ folder"
         raise NoCommittedOutputError(
             f"{path!r} is no ParquetSink's output ({why}); read the path the query's ParquetSink was given "
             "(a sink makes its folders when it is made, so an output with nothing committed yet reads as empty)"
         )
-    names = sorted(n for n in os.listdir(folder) if n.startswith("part-") and n.endswith(".parquet"))
+    names = sorted(n for n in store.names(folder) if n.startswith("part-") and n.endswith(".parquet"))
     tables = []
     for name in names:
-        table = pq.read_table(os.path.join(folder, name))
+        table = pq.read_table(pa.BufferReader(store.read(store.join(folder, name))))
         batch = int(name[len("part-"):-len(".parquet")])
         tables.append(table.add_column(0, "tempo_batch", pa.array([batch] * table.num_rows, pa.int64())))
     if not tables:

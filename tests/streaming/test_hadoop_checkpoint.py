@@ -1,0 +1,113 @@
+"""A live query's checkpoint and ParquetSink on a Hadoop path: S3 through s3a.
+
+``HadoopStore`` is tempo's file access through Hadoop's ``FileSystem`` API (store.py); its
+operations are checked here on Hadoop's local file system with the shared Spark session.
+Then a live query in a process of its own (live_worker.py, as test_kill.py) keeps its
+checkpoint (Spark's records and tempo's) and its output on a real S3 server (moto's, on
+127.0.0.1), is killed with kill -9 after saving a batch's state and before its commit
+record, and is restarted: the output read back from S3 with pyarrow (not through tempo) must
+be the in-memory executor's whole run, item for item.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import skip_without_spark
+from tests.streaming.conftest import ROOT, S3Server
+from tests.streaming.live_worker import FLUSHED
+from tests.streaming.test_kill import FILES, MIDDLE, RUN_SECONDS, _assert_whole_run, _write_files
+from tests.streaming.test_live_spark import _rows
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(autouse=True)
+def _needs_spark() -> None:
+    skip_without_spark()
+
+
+def test_the_hadoop_store_writes_whole_files_and_publishes_once(spark_session: Any, tmp_path: Path) -> None:
+    from tempo.spark.streaming.store import HadoopStore
+
+    store = HadoopStore(spark_session)
+    root = tmp_path.as_uri()  # file:///...: Hadoop's local file system, through the JVM
+    folder = store.join(root, "a", "b")
+    assert not store.exists(folder) and store.names(folder) == []
+    store.makedirs(folder)
+    assert store.isdir(folder) and not store.isdir(store.join(folder, "none"))
+    path = store.join(folder, "1.bin")
+    store.write(path, b"first")
+    store.write(path, bytes(range(256)) * 1000)  # replaced whole, binary content intact
+    assert store.read(path) == bytes(range(256)) * 1000
+    assert sorted(store.names(folder)) == ["1.bin"]  # no temporary file left behind
+    assert (tmp_path / "a" / "b" / "1.bin").read_bytes() == bytes(range(256)) * 1000
+
+    staged, final = store.join(folder, "staged"), store.join(root, "a", "final")
+    store.write(staged, b"output")
+    store.publish(staged, final)
+    assert store.read(final) == b"output" and not store.exists(staged)
+    store.write(staged, b"output")  # a crash after the publish and before Spark's commit: staged again
+    store.publish(staged, final)
+    assert store.read(final) == b"output" and not store.exists(staged)
+    store.publish(staged, final)  # nothing staged: nothing to do
+    store.remove(path)
+    store.remove(path)
+    assert not store.exists(path)
+
+
+def test_a_hadoop_uri_without_a_spark_session_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark.sql import SparkSession
+
+    from tempo import TempoError
+    from tempo.spark.streaming import ParquetSink, read_progress
+    from tempo.spark.streaming.store import StoreUnavailableError
+
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    with pytest.raises(StoreUnavailableError, match=r"a ParquetSink at 's3a://bucket/out' is reached through Spark's Hadoop file systems"):
+        ParquetSink("s3a://bucket/out")
+    with pytest.raises(StoreUnavailableError, match=r"checkpoint at 'hdfs://nn/ck' .* no Spark session is active"):
+        read_progress("hdfs://nn/ck")
+    assert issubclass(StoreUnavailableError, TempoError)
+
+
+def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TEMPO_CRASH_AT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    if crash_at is not None:
+        env["TEMPO_CRASH_AT"] = crash_at
+    conf = [f"--conf={key}={value}" for key, value in s3.spark_conf().items()]
+    return subprocess.run(
+        [sys.executable, "-m", "tests.streaming.live_worker", str(tmp / "in"), f"s3a://{s3.bucket}/ck", f"s3a://{s3.bucket}/out", "--flush", *conf],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_SECONDS, start_new_session=True,
+    )
+
+
+def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path) -> None:
+    from pyarrow import fs
+
+    rows = _rows(60, seed=11)
+    _write_files(tmp_path / "in", rows, [10] * FILES)
+    killed = _worker(tmp_path, s3_server, crash_at=f"state:{MIDDLE}")
+    assert killed.returncode == -9, killed.stdout[-3000:] + killed.stderr[-3000:]
+    s3 = s3_server.filesystem()
+    tempo_records = f"{s3_server.bucket}/ck/tempo"
+    listed = {info.path.rsplit("/", 1)[1] for info in s3.get_file_info(fs.FileSelector(tempo_records, recursive=True)) if info.is_file}
+    # batch MIDDLE's state is saved, its commit record is not: the batch has not happened
+    assert {f"{b}.json" for b in range(MIDDLE)} <= listed and f"{MIDDLE}.bin" in listed and f"{MIDDLE}.json" not in listed
+    assert "query.json" in listed
+    assert not (ROOT / "s3a:").exists()  # nothing written to a local folder named like the URI (the worker's cwd)
+
+    restarted = _worker(tmp_path, s3_server)
+    assert restarted.returncode == 0, restarted.stdout[-3000:] + restarted.stderr[-3000:]
+    assert _worker(tmp_path, s3_server).returncode == FLUSHED  # flushed: a checkpoint on S3 refuses to continue too
+
+    local = tmp_path / "downloaded"
+    fs.copy_files(f"{s3_server.bucket}/out", str(local), source_filesystem=s3)
+    _assert_whole_run(local, rows)
