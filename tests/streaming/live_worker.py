@@ -7,7 +7,7 @@ so that batch ids are the same in every run) into ``ParquetSink(OUTPUT)`` on CHE
 and processes what INPUT holds. ``--until STOP``: keep processing new files until the file
 STOP exists, then process what is left. ``--flush``: then end the inputs (``flush``).
 ``--conf KEY=VALUE`` (repeated): a Spark setting of the session (s3a's, for a CHECKPOINT and
-OUTPUT on S3). ``--engine``: ``StreamingExecutor``'s engine (``spark``, ``vectorised``: every batch in bulk). ``--join LIMITS``:
+OUTPUT on S3). ``--master URL``: run on that cluster (a standalone master) instead of locally. ``--engine``: ``StreamingExecutor``'s engine (``spark``, ``vectorised``: every batch in bulk). ``--join LIMITS``:
 the two-input query of test_live_spark.py instead (readings joined with the limits arriving
 in the directory LIMITS, which import the readings' CTIs), merged at the arrival frontier.
 The environment variable ``TEMPO_CRASH_AT`` (tempo.spark.streaming.executor) makes the
@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--engine", default="auto", help="driver, vectorised, spark or auto")
     parser.add_argument("--join", help="the directory of the limits (the two-input query)")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting KEY=VALUE")
+    parser.add_argument("--master", help="Spark's master URL (default: local)")
     args = parser.parse_args()
 
     import tempo.spark
@@ -66,7 +67,7 @@ def main() -> None:
 
     conf = dict(setting.split("=", 1) for setting in args.conf)
     spark = tempo.spark.spark_session(
-        spark_sql_shuffle_partitions="1", spark_driver_memory="1g", **{key.replace(".", "_"): value for key, value in conf.items()},
+        args.master, spark_sql_shuffle_partitions="1", spark_driver_memory="1g", **{key.replace(".", "_"): value for key, value in conf.items()},
     )
     os.makedirs(args.input, exist_ok=True)
     try:

@@ -1,0 +1,80 @@
+"""A live query on a real standalone cluster survives the loss of a worker, then of its driver.
+
+The query (live_worker.py's counts, every batch computed by Spark's plan: ``engine="spark"``,
+so the executors scan the files and compute each batch's partial aggregates) runs on a
+master with two one-core workers (conftest.py) while files keep arriving. One worker and its
+executor are killed with SIGKILL during the run: Spark runs the lost tasks again on the other
+executor and the query goes on to the end. In the longer version (``slow``) the driver then
+kills itself with SIGKILL after saving a batch's state and before its commit record, and a new
+driver on the same cluster (one worker left) and checkpoint finishes the run. The committed
+output must be the in-memory executor's whole run item for item, with the same rejections.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.distributed.conftest import StandaloneCluster
+from tests.streaming.live_worker import FLUSHED
+from tests.streaming.test_kill import Worker, _assert_whole_run, _write_files
+from tests.streaming.test_live_spark import _rows
+
+pytestmark = pytest.mark.spark
+
+FILES = 8
+KILL_WORKER_AFTER = 2
+"""The batch whose commit the worker's kill follows (the next file is written at the same moment)."""
+DRIVER_CRASH = 5
+"""The batch at whose ``state`` phase the driver kills itself."""
+WAIT_SECONDS = 240.0
+
+
+def _wait_for(path: Path, driver: Worker) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not path.exists():
+        assert driver.process.poll() is None, f"the driver ended before {path.name}: {driver.output()}"
+        assert time.monotonic() < deadline, f"no {path.name} after {WAIT_SECONDS} s: {driver.output()}"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("driver_crash", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["worker", "worker-then-driver"])
+def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
+    standalone_cluster: StandaloneCluster, tmp_path: Path, driver_crash: bool,
+) -> None:
+    rows = _rows(10 * FILES, seed=13)
+    stop = tmp_path / "stop"
+    options = (
+        "--until", str(stop), "--flush", "--engine", "spark", f"--master={standalone_cluster.url}",
+        "--conf=spark.executor.memory=512m", "--conf=spark.cores.max=2",
+    )
+    commits = tmp_path / "ck" / "tempo" / "commits"
+
+    _write_files(tmp_path / "in", rows[:30], [10, 10, 10])
+    driver = Worker(tmp_path, *options, crash_at=f"state:{DRIVER_CRASH}" if driver_crash else None)
+    try:
+        _wait_for(commits / f"{KILL_WORKER_AFTER}.json", driver)
+        [app] = standalone_cluster.state()["activeapps"]
+        assert app["cores"] == 2, app  # both workers' executors serve the query
+        _write_files(tmp_path / "in", rows[30:40], [10], first=3)
+        standalone_cluster.kill_worker(0)  # while batch 3 is read and computed
+        for index in range(4, FILES):
+            _write_files(tmp_path / "in", rows[index * 10:(index + 1) * 10], [10], first=index)
+            time.sleep(1.0)
+        if driver_crash:
+            assert driver.wait() == -9, driver.output()  # it went on past the lost worker, to its own crash
+        else:
+            stop.touch()
+            assert driver.wait() == 0, driver.output()  # it went on past the lost worker, to the end
+    finally:
+        driver.kill()
+    assert standalone_cluster.alive_workers() == 1
+    if driver_crash:
+        assert (commits / f"{DRIVER_CRASH - 1}.json").exists() and not (commits / f"{DRIVER_CRASH}.json").exists()
+        stop.touch()  # every file is written: the new driver processes them all, then flushes
+        restarted = Worker(tmp_path, *options)
+        assert restarted.wait() == 0, restarted.output()
+        assert Worker(tmp_path, *options).wait() == FLUSHED
+    _assert_whole_run(tmp_path / "out", rows)
