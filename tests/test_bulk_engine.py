@@ -288,14 +288,14 @@ def _state(engine: LiveEngine) -> Any:
     the frontier, the unions' CTIs, the join's held events and waiting pairs (in order; the
     ids of the events it holds are its own business), the window's open windows (groups in
     order) and the next event id."""
-    from tempo.runtime.live import _state_of
+    from tempo.runtime.live import state_of
     from tempo.runtime.bulk import _waiting
     from tempo.runtime.operators import Join, Union, Window
 
     window = next(op for op in engine.operators if isinstance(op, Window))
     inputs = []
     for ingress, feed in zip(engine.ingresses, engine.feeds):
-        own = {k: v for k, v in _state_of(ingress, ingress.WIRING).items() if k != "metrics"}
+        own = {k: v for k, v in state_of(ingress, ingress.WIRING).items() if k != "metrics"}
         inputs.append((own, repr(ingress.metrics), feed.next_position, feed.last_order, feed.sequence.last_arrival))
     unions = [(op.ctis, op.out_cti) for op in engine.operators if isinstance(op, Union)]
     joins = [

@@ -298,11 +298,16 @@ def build_ingresses(build: Build, query: Query) -> dict[str, Ingress]:
     return build.ingresses
 
 
+def build_operator(build: Build, node: p.Node) -> ops.Operator:
+    """The operator of one plan node, not yet connected to any other."""
+    return _COMPILERS(build, node)
+
+
 def build_operators(build: Build, query: Query) -> dict[int, ops.Operator]:
     """Every node's operator, wired to its consumers (inputs before consumers)."""
     built: dict[int, ops.Operator] = {}
     for node in query.nodes:
-        op = _COMPILERS(build, node)
+        op = build_operator(build, node)
         built[id(node)] = op
         for port, child in enumerate(node.inputs()):
             built[id(child)].connect(op, port)

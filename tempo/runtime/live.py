@@ -369,8 +369,8 @@ class LiveEngine:
             "next_id": _next_of(self.build.ids),  # read, not taken: the engine may go on after a snapshot
             "clock": self.build.clock.now,
             "naive": self.mode.naive,
-            "ingresses": [_state_of(i, i.WIRING) for i in self.ingresses],
-            "operators": [_state_of(op, op.WIRING) for op in self.operators],
+            "ingresses": [state_of(i, i.WIRING) for i in self.ingresses],
+            "operators": [state_of(op, op.WIRING) for op in self.operators],
             "buffers": [list(b) for b in self.buffers],
             "reached": list(self.reached),
             "finished": self.finished,
@@ -383,7 +383,7 @@ class LiveEngine:
         }
         buffer = io.BytesIO()
         try:
-            _StatePickler(buffer).dump(state)
+            StatePickler(buffer).dump(state)
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
             raise StateError(
                 f"the live query's state cannot be saved: {exc}. Payload classes (and values in "
@@ -407,9 +407,9 @@ class LiveEngine:
         engine = cls(query, mode, state["next_id"])
         engine.build.clock.now = state["clock"]
         for ingress, saved in zip(engine.ingresses, state["ingresses"]):
-            _put_state(ingress, saved)
+            put_state(ingress, saved)
         for op, saved in zip(engine.operators, state["operators"]):
-            _put_state(op, saved)
+            put_state(op, saved)
         engine.buffers = [deque(b) for b in state["buffers"]]
         engine.reached = state["reached"]
         engine.finished = state["finished"]
@@ -428,11 +428,13 @@ def _shape(query: Query) -> list[str]:
     return [type(node).__name__ for node in query.nodes]
 
 
-def _state_of(obj: object, wiring: frozenset[str]) -> dict[str, Any]:
+def state_of(obj: object, wiring: frozenset[str]) -> dict[str, Any]:
+    """An operator's (or ingress's) state: its attributes that are not its wiring."""
     return {k: v for k, v in vars(obj).items() if k not in wiring}
 
 
-def _put_state(obj: object, state: dict[str, Any]) -> None:
+def put_state(obj: object, state: dict[str, Any]) -> None:
+    """Put ``state_of``'s state into a freshly built operator (or ingress)."""
     for name, value in state.items():
         if isinstance(value, ops.KeyedByStart):  # its key function is compiled: the fresh one's
             value.key_of = getattr(obj, name).key_of
@@ -444,7 +446,7 @@ def _next_of(counter: itertools.count[int]) -> int:
     return int(repr(counter)[len("count("):-1])
 
 
-class _StatePickler(pickle.Pickler):
+class StatePickler(pickle.Pickler):
     """Pickles engine state; ``itertools.count`` (the operators' tie-breaking sequences) by
     its next value, since counters cannot be pickled on every supported Python."""
 

@@ -23,7 +23,7 @@ import functools
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -49,6 +49,10 @@ class Operator:
     """
 
     WIRING: ClassVar[frozenset[str]] = frozenset({"outs", "emit_insert", "emit_end", "emit_cti", "emit_key_cti"})
+    SHARED: ClassVar[Mapping[str, Callable[[Any, Any], Any]]] = {}
+    """State that is not any one group's but the operator's over all of them (beside the CTIs
+    it receives), each with how two values combine: an operator run one key at a time
+    (``tempo.runtime.keyed``) gets it from whoever sees every key's events."""
 
     def __init__(self) -> None:
         self.outs: list[tuple[Operator, int]] = []
@@ -508,6 +512,7 @@ class Window(Operator):
     """
 
     EAGER_WINDOWS = 64
+    SHARED = {"t_max": max}  # where open lifetimes end when the input ends: over every group's events
     WIRING = Operator.WIRING | {
         "keys_count", "substream_index", "spec", "_k_lo", "_k_hi", "key_fn", "values_fn", "accumulator",
         "projection", "to_datetime", "new_id", "timestamp", "with_start", "passes_ctis",

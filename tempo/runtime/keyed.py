@@ -1,0 +1,156 @@
+"""A stateful operator run one key at a time: the cluster engine's keyed operators.
+
+On the cluster (docs/streaming.md, "Live queries on the cluster") a stateful operator's work
+is spread over Spark's executors by its group key, each key's state kept in Spark's state
+store, while the driver decides time. ``KeyedOperator`` is the runtime's side of that: the
+operator the in-memory engine builds for the plan node (``tempo.runtime.operators``, the one
+implementation of its rules), built once, into which one key's saved state is put, that
+key's items are pushed, and whose state is taken out again.
+
+What a key is fed, and why the results are the in-memory engine's:
+
+* its events (inserts, and the ends of its open ones) in arrival order, each event id
+  unique over the whole input (its position serves);
+* every CTI the operator's input receives, in order, up to the key's last item and then up
+  to the CTI its results are wanted at. A CTI's effect on one group depends only on that
+  group's events and the CTIs before it (a window closes a group's windows ending at or
+  before it), so a key sees exactly what it would see beside the other keys;
+* the operator's ``SHARED`` state, computed over every key's events by whoever sees them
+  all (for the window, the latest finite time, where open lifetimes end when the input
+  ends): combined into the key's own before its items.
+
+Each result comes with the CTI that released it. The results of all keys, sorted by (that
+CTI, start, end, group key), are the in-memory engine's, but for the order of a window's
+groups among themselves, which the semantics leave open (docs/semantics.md 5.7).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from tempo.errors import UnsupportedError
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.plan.windows import HoppingWindow
+from tempo.runtime import operators as ops
+from tempo.runtime.engine import Build, build_operator
+from tempo.runtime.ingress import TimestampMode
+from tempo.runtime.live import StatePickler, put_state, state_of
+from tempo.ticks import NEG_INF
+
+EXECUTOR = "keyed"
+
+
+@attrs.frozen
+class Insert:
+    """An event of the key reaching the operator: ``eid`` unique over the whole input."""
+
+    eid: int
+    start: int
+    end: int | None
+    payload: Any
+
+
+@attrs.frozen
+class End:
+    """The end of the key's open event ``eid``."""
+
+    eid: int
+    end: int
+
+
+@attrs.frozen
+class Cti:
+    """A CTI of the operator's input."""
+
+    t: int
+
+
+KeyedItem = Insert | End | Cti
+
+
+@attrs.frozen
+class KeyedResult:
+    """A result the key's part of the operator released, at ``cti``."""
+
+    cti: int
+    start: int
+    end: int | None
+    payload: Any
+
+
+class Collector(ops.Operator):
+    """Records what an operator connected to it emits, with the CTI being processed
+    (``cti_now``, set by whoever feeds the operator)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cti_now = NEG_INF
+        self.results: list[KeyedResult] = []
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self.results.append(KeyedResult(self.cti_now, start, end, payload))
+
+    def end(self, port: int, eid: int, end: int) -> None:  # a window's results are whole lifetimes
+        raise AssertionError("a keyed window emits no end edges")
+
+    def cti(self, port: int, t: int) -> None:  # the operator's output CTI is the driver's to decide
+        return None
+
+
+def keyed_unsupported(node: p.Node) -> str | None:
+    """Why ``node``'s operator cannot run one key at a time yet, or None."""
+    if not isinstance(node, p.WindowNode):
+        return f"{type(node).__name__} has no keyed form yet"
+    if not isinstance(node.spec, HoppingWindow):
+        return f"{node.spec.describe()} has no keyed form yet"
+    return None
+
+
+class KeyedOperator:
+    """The operator of one plan node, run one key at a time (see the module's docstring)."""
+
+    def __init__(self, query: Query, node: p.Node, mode: TimestampMode | None = None) -> None:
+        why = keyed_unsupported(node)
+        if why is not None:
+            raise UnsupportedError(EXECUTOR, node.describe().splitlines()[0], why)
+        if mode is None:
+            mode = TimestampMode()
+            mode.saw(aware=True)  # live inputs are tables: their times are instants, given as aware UTC
+        self.operator = build_operator(Build(mode, query), node)
+        self.collector = Collector()
+        self.operator.connect(self.collector, 0)
+        self.fresh = self._save()
+
+    def _save(self) -> bytes:
+        buffer = io.BytesIO()
+        StatePickler(buffer).dump(state_of(self.operator, self.operator.WIRING))
+        return buffer.getvalue()
+
+    def run(self, state: bytes | None, items: Iterable[KeyedItem], shared: Mapping[str, Any] | None = None) -> tuple[list[KeyedResult], bytes]:
+        """Put the key's ``state`` (None: a key not seen before) into the operator, combine
+        ``shared`` into it, push ``items`` in order: the results released, and the state after."""
+        op, collector = self.operator, self.collector
+        put_state(op, pickle.loads(self.fresh if state is None else state))
+        for name, value in (shared or {}).items():
+            setattr(op, name, op.SHARED[name](getattr(op, name), value))
+        collector.results = []
+        feed(op, collector, items)
+        return collector.results, self._save()
+
+
+def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> None:
+    """Push ``items`` into ``op`` (connected to ``collector``) in order."""
+    for item in items:
+        if isinstance(item, Insert):
+            op.insert(0, item.eid, item.start, item.end, item.payload)
+        elif isinstance(item, End):
+            op.end(0, item.eid, item.end)
+        else:
+            collector.cti_now = item.t
+            op.cti(0, item.t)

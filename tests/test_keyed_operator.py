@@ -1,0 +1,205 @@
+"""A window operator run one key at a time (``tempo.runtime.keyed``) releases what the
+operator run over all keys releases.
+
+The reference is the in-memory engine's own window operator fed a random sequence of
+events of several keys (points, intervals, lifetimes spanning more than the operator adds
+on arrival, open events ended later or never) and CTIs, the CTI at infinity last at times.
+The keyed side cuts the same sequence into random batches and, batch by batch, runs each key
+seen so far through one ``KeyedOperator``: its saved state, its own events and every CTI,
+and the latest finite time over all keys' events (``SHARED``). Both sides' results, with the
+CTI that released each, sorted by (CTI, start, end, group key), must be equal, payloads
+exactly (a key's float sums add its events in arrival order on both sides).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tempo import EventShape, Stream, UnsupportedError
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.runtime.engine import Build, build_operator
+from tempo.runtime.ingress import TimestampMode
+from tempo.runtime.keyed import Collector, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed
+from tempo.ticks import INF, NEG_INF
+
+SECOND = 1_000_000
+
+
+@attrs.frozen
+class Reading:
+    key: int
+    value: float
+
+
+@attrs.frozen
+class Stats:
+    key: int
+    n: int
+    total: float | None
+    low: float | None
+
+
+def _window_node(size: int = 4, hop: int = 2) -> tuple[Query, p.WindowNode]:
+    from tempo.sources import ArrowSource
+
+    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    stream = (
+        Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
+        .group_by(lambda r: r.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
+        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value)))
+    )
+    query = Query.build(stream.node)
+    [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
+    return query, node
+
+
+Op = tuple[int, KeyedItem]
+"""A key (-1 for a CTI, which every key gets) and what it is fed."""
+
+
+@st.composite
+def feeds(draw: st.DrawFn) -> tuple[list[Op], list[int]]:
+    """A sequence of events and CTIs as a window's input receives them, and batch cuts."""
+    ops: list[Op] = []
+    cti = 0
+    open_events: dict[int, tuple[int, int]] = {}  # eid -> (key, start)
+    for eid in range(draw(st.integers(1, 40))):
+        action = draw(st.sampled_from(["point", "point", "interval", "long", "open", "end", "cti", "cti"]))
+        if action == "cti":
+            cti += draw(st.integers(0, 5)) * SECOND + draw(st.sampled_from([0, 0, 1, SECOND // 2]))
+            ops.append((-1, Cti(cti)))
+            continue
+        if action == "end":
+            if open_events:
+                ended = draw(st.sampled_from(sorted(open_events)))
+                key, start = open_events.pop(ended)
+                ops.append((key, End(ended, max(start + 1, cti) + draw(st.integers(0, 150)) * SECOND)))
+            continue
+        key = draw(st.integers(0, 3))
+        start = cti + draw(st.integers(0, 6)) * SECOND + draw(st.sampled_from([0, 0, 1, 999_999]))
+        value = draw(st.sampled_from([0.1, 0.2, 1.5, -3.25, 1e16, 7.0]))
+        end: int | None
+        if action == "point":
+            end = start + 1
+        elif action == "interval":
+            end = start + draw(st.integers(1, 9 * SECOND))
+        elif action == "long":
+            end = start + draw(st.integers(130, 400)) * SECOND  # more windows than are added on arrival
+        else:
+            end = None
+            open_events[eid] = (key, start)
+        ops.append((key, Insert(eid, start, end, Reading(key, value))))
+    if draw(st.booleans()):
+        ops.append((-1, Cti(INF)))
+    cuts = sorted(set(draw(st.lists(st.integers(0, len(ops)), max_size=6))) | {len(ops)})
+    return ops, cuts
+
+
+def _reference(query: Query, node: p.WindowNode, ops: list[Op]) -> list[KeyedResult]:
+    mode = TimestampMode()
+    mode.saw(aware=True)
+    window = build_operator(Build(mode, query), node)
+    recorder = Collector()
+    window.connect(recorder, 0)
+    feed(window, recorder, [item for _, item in ops])
+    return recorder.results
+
+
+def _time(item: KeyedItem) -> int:
+    if isinstance(item, Insert):
+        return max(item.start, item.end if item.end is not None and item.end < INF else NEG_INF)
+    return item.end if isinstance(item, End) and item.end < INF else NEG_INF
+
+
+def _keyed(query: Query, node: p.WindowNode, ops: list[Op], cuts: list[int]) -> list[KeyedResult]:
+    keyed = KeyedOperator(query, node)
+    states: dict[int, bytes] = {}
+    results: list[KeyedResult] = []
+    last_cti = NEG_INF
+    t_max = NEG_INF
+    begin = 0
+    for cut in cuts:
+        batch = ops[begin:cut]
+        begin = cut
+        t_max = max([t_max, *(_time(item) for _, item in batch)])
+        per_key: dict[int, list[KeyedItem]] = defaultdict(list)
+        for key in states:
+            per_key[key]  # every key seen so far hears the batch's CTIs
+        for key, item in batch:
+            if key >= 0 and key not in per_key:
+                per_key[key].append(Cti(last_cti))  # a key new in the batch: the CTI in force first
+            if key < 0:
+                for items in per_key.values():
+                    items.append(item)
+            else:
+                per_key[key].append(item)
+        # A key that first appears after some of the batch's CTIs missed them: they were before
+        # its events, and the CTI in force when it appeared was given first.
+        for item in (i for k, i in batch if k < 0):
+            assert isinstance(item, Cti)
+            last_cti = max(last_cti, item.t)
+        for key, items in per_key.items():
+            released, states[key] = keyed.run(states.get(key), items, {"t_max": t_max})
+            results += released
+    return results
+
+
+def _order(result: KeyedResult) -> tuple[Any, ...]:
+    return (result.cti, result.start, result.end, result.payload.key)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1), (3, 2)]))
+def test_a_window_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(feed: tuple[list[Op], list[int]], spec: tuple[int, int]) -> None:
+    ops, cuts = feed
+    query, node = _window_node(*spec)
+    expected = sorted(_reference(query, node, ops), key=_order)
+    got = sorted(_keyed(query, node, ops, cuts), key=_order)
+    assert got == expected
+
+
+def test_a_timeline_by_hand() -> None:
+    """Tumbling windows of 2 s; key 1 has an event in [0, 2) and one open from 3 s; key 2 one in
+    [2, 4). The CTI at 2 s releases key 1's first window; the CTI at 5 s key 2's [2, 4) and key 1's
+    [2, 4) (the open event, alive there); at infinity the open event ends after the latest finite
+    time seen over both keys, 6 s (key 2's event ends there), so key 1's windows [4, 6) and [6, 8)
+    come out, though key 1 saw nothing past 3 s itself."""
+    query, node = _window_node(2, 2)
+    keyed = KeyedOperator(query, node)
+    s = SECOND
+    one, state1 = keyed.run(None, [Cti(0), Insert(0, 1 * s, 1 * s + 1, Reading(1, 1.0)), Cti(2 * s)])
+    two, state2 = keyed.run(None, [Cti(2 * s), Insert(1, 2 * s, 6 * s, Reading(2, 2.0))])
+    assert [(r.cti, r.start, r.payload) for r in one] == [(2 * s, 0, Stats(1, 1, 1.0, 1.0))]
+    assert two == []
+    one, state1 = keyed.run(state1, [Insert(2, 3 * s, None, Reading(1, 5.0)), Cti(5 * s)], {"t_max": 6 * s})
+    two, state2 = keyed.run(state2, [Cti(5 * s)], {"t_max": 6 * s})
+    assert [(r.cti, r.start, r.end, r.payload) for r in one] == [(5 * s, 2 * s, 4 * s, Stats(1, 1, 5.0, 5.0))]
+    assert [(r.cti, r.start, r.end, r.payload) for r in two] == [(5 * s, 2 * s, 4 * s, Stats(2, 1, 2.0, 2.0))]
+    one, _ = keyed.run(state1, [Cti(INF)], {"t_max": 6 * s})
+    assert [(r.start, r.end, r.payload) for r in one] == [(4 * s, 6 * s, Stats(1, 1, 5.0, 5.0)), (6 * s, 8 * s, Stats(1, 1, 5.0, 5.0))]
+    two, _ = keyed.run(state2, [Cti(INF)], {"t_max": 6 * s})
+    assert [(r.start, r.end, r.payload) for r in two] == [(4 * s, 6 * s, Stats(2, 1, 2.0, 2.0))]
+
+
+def test_other_operators_are_refused_until_they_have_a_keyed_form() -> None:
+    from tempo.sources import ArrowSource
+
+    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    stream = (
+        Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.POINT)
+        .group_by(lambda r: r.key).session(timedelta(seconds=5))
+        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=None))
+    )
+    query = Query.build(stream.node)
+    [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
+    with pytest.raises(UnsupportedError, match="has no keyed form yet"):
+        KeyedOperator(query, node)
