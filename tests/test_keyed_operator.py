@@ -6,7 +6,8 @@ events of several keys (points, intervals, lifetimes spanning more than the oper
 on arrival, open events ended later or never) and CTIs, the CTI at infinity last at times.
 The keyed side cuts the same sequence into random batches and, batch by batch, runs each key
 seen so far through one ``KeyedOperator``: its saved state, its own events and every CTI,
-and the latest finite time over all keys' events (``SHARED``). Both sides' results, with the
+and the latest finite time over all keys' events (``SHARED``); after each, the key's
+``next_release`` must be the first CTI that releases something of it. Both sides' results, with the
 CTI that released each, sorted by (CTI, start, end, group key), must be equal, payloads
 exactly (a key's float sums add its events in arrival order on both sides).
 """
@@ -150,7 +151,18 @@ def _keyed(query: Query, node: p.WindowNode, ops: list[Op], cuts: list[int]) -> 
         for key, items in per_key.items():
             released, states[key] = keyed.run(states.get(key), items, {"t_max": t_max})
             results += released
+            _check_next_release(keyed, states[key], t_max)
     return results
+
+
+def _check_next_release(keyed: KeyedOperator, state: bytes, t_max: int) -> None:
+    """The key's timer time: a CTI just before it releases nothing, one at it something."""
+    due = keyed.next_release()
+    if due is None:
+        assert keyed.run(state, [Cti(INF)], {"t_max": t_max})[0] == []
+        return
+    assert keyed.run(state, [Cti(due - 1)], {"t_max": t_max})[0] == []
+    assert keyed.run(state, [Cti(due)], {"t_max": t_max})[0] != []
 
 
 def _order(result: KeyedResult) -> tuple[Any, ...]:

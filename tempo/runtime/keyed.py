@@ -143,6 +143,12 @@ class KeyedOperator:
         feed(op, collector, items)
         return collector.results, self._save()
 
+    def next_release(self) -> int | None:
+        """The least CTI at which the key whose state ``run`` just left would release a
+        result (None: it holds nothing), where its timer goes."""
+        assert isinstance(self.operator, ops.Window)
+        return self.operator.next_release()
+
 
 def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> None:
     """Push ``items`` into ``op`` (connected to ``collector``) in order."""

@@ -625,6 +625,19 @@ class Window(Operator):
             self.out_cti = out
             self.emit_cti(out)
 
+    def next_release(self) -> int | None:
+        """The least CTI at which this operator would emit a result, None while it holds
+        nothing: the end of its first window holding an event, or that a long or open
+        lifetime reaches (a keyed operator's timer: ``tempo.runtime.keyed``)."""
+        if self.in_cti >= INF:  # the input ended: nothing is released any more
+            return None
+        firsts = [min(self.acc)] if self.acc else []
+        for rec in self.long.values():
+            lo = rec[2] if self.next_k is None else max(rec[2], self.next_k)
+            if rec[3] is None or rec[3] >= lo:
+                firsts.append(lo)
+        return self.spec.bounds(min(firsts))[1] if firsts else None
+
     def key_cti(self, port: int, key: Any, t: int) -> None:
         """A substream's CTI ahead of the input's: that key's groups close their windows
         ending at or before ``t``, and its CTI is pulled back like the input's."""

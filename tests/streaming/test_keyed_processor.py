@@ -1,0 +1,173 @@
+"""The keyed window's ``transformWithState`` processor (tempo/spark/streaming/keyed.py), run by
+pyspark's ``TwsTester`` (its state and event-time timers in memory, the watermark set by hand
+as Spark sets it), releases what the window operator over all keys releases, and each
+micro-batch only what CTIs up to its watermark release.
+
+The random sequences are test_keyed_operator.py's (without the CTI at infinity, which the
+watermark cannot carry to keys without rows: docs/streaming.md), moved into 2023. Batch by
+batch, each key's rows go to ``handleInputRows`` with the watermark Spark would have (the
+greatest CTI of the batches before, less the delay), which then also fires the timers due;
+after the last batch the watermark moves once more, as in Spark's batch without data.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tempo.runtime.keyed import Cti, End, Insert, KeyedResult
+from tempo.ticks import INF
+from tests.test_keyed_operator import SECOND, Op, Stats, _order, _reference, _window_node, feeds
+
+pytest.importorskip("pyspark.sql.streaming.tws_tester")
+
+BASE = 1_700_000_000 * SECOND
+"""2023-11-14: the sequences' times moved to where Spark's watermark carries them."""
+
+
+def _moved(ops: list[Op]) -> list[Op]:
+    out: list[Op] = []
+    for key, item in ops:
+        if isinstance(item, Cti):
+            if item.t >= INF:
+                continue
+            out.append((key, Cti(item.t + BASE)))
+        elif isinstance(item, Insert):
+            out.append((key, Insert(item.eid, item.start + BASE, None if item.end is None else item.end + BASE, item.payload)))
+        else:
+            out.append((key, End(item.eid, item.end + BASE)))
+    return out
+
+
+def _row(position: int, item: Insert | End, cti: int) -> Any:
+    from pyspark.sql import Row
+
+    from tempo.spark.streaming.keyed import CTI, EID, END, END_EDGE, INSERT, ITEM, POSITION, START
+
+    if isinstance(item, Insert):
+        fields = {ITEM: INSERT, START: item.start, "key": item.payload.key, "value": item.payload.value}
+    else:
+        fields = {ITEM: END_EDGE, START: None, "key": None, "value": None}
+    return Row(**{POSITION: position, EID: item.eid, END: item.end, CTI: cti, **fields})
+
+
+def _results(rows: list[Any]) -> list[KeyedResult]:
+    return [KeyedResult(r.tempo_released_by, r.tempo_start, r.tempo_end, Stats(r.key, r.n, r.total, r.low)) for r in rows]
+
+
+def _released_by(expected: list[KeyedResult]) -> dict[tuple[Any, ...], int]:
+    """Each result of the operator over all keys by (start, end, group key): the CTI that released it."""
+    return {(r.start, r.end, r.payload.key): r.cti for r in expected}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1)]))
+def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(feed: tuple[list[Op], list[int]], spec: tuple[int, int]) -> None:
+    from pyspark.sql.streaming.tws_tester import TwsTester
+
+    from tempo.spark.streaming.keyed import CTI, KeyedProcessor, cti_of_watermark, timer_ms
+
+    raw, cuts = feed
+    ops = _moved(raw)
+    cuts = [min(c, len(ops)) for c in cuts]
+    query, node = _window_node(*spec)
+    tester = TwsTester(KeyedProcessor(query, query.nodes.index(node)), timeMode="EventTime", eventTimeExtractor=lambda r: r[CTI])
+    expected = _reference(query, node, ops)
+    released_by = _released_by(expected)
+    got: list[KeyedResult] = []
+    cti = BASE  # the CTI in force: the sequences' first CTI is at their time 0
+    latest = cti
+    begin = 0
+    watermark = 0  # Spark's, before any batch
+    for cut in [*cuts, len(ops)]:
+        before = cti_of_watermark(watermark)
+        fired: list[KeyedResult] = []
+        if timer_ms(latest) > watermark:  # Spark's: the greatest CTI of the batches before, less the delay
+            watermark = timer_ms(latest)
+            fired = _results(tester.setWatermark(watermark))
+        per_key: dict[int, list[Any]] = defaultdict(list)
+        for position, (key, item) in enumerate(ops[begin:cut], start=begin):
+            if isinstance(item, Cti):
+                cti = max(cti, item.t)
+            else:
+                per_key[key].append(_row(position, item, cti))
+        begin = max(begin, cut)
+        for key, rows in per_key.items():
+            fired += _results(tester.test((key,), rows))
+        # Each batch releases the stretch of the release sequence its watermark adds.
+        assert all(before < released_by[(r.start, r.end, r.payload.key)] <= cti_of_watermark(watermark) for r in fired)
+        got += fired
+        latest = cti
+    if timer_ms(latest) > watermark:  # the batch without data that moves the watermark
+        got += _results(tester.setWatermark(timer_ms(latest)))
+    final = [(r.start, r.end, r.payload) for r in sorted(expected, key=_order) if r.cti <= latest]
+    assert sorted(((r.start, r.end, r.payload) for r in got), key=lambda r: (r[0], r[1], r[2].key)) == sorted(final, key=lambda r: (r[0], r[1], r[2].key))
+
+
+def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, tmp_path: Any) -> None:
+    """The processor in a real query: stage files read as a stream, Spark's watermark from the
+    rows' CTIs (as milliseconds, behind one), ``groupBy(key).transformWithState`` on RocksDB.
+    Tumbling windows of 2 s; times in seconds after BASE:
+
+        file 0: key 1 at 1, key 2 at 2.5 (CTI in force 0); a CTI row at 3
+        file 1: key 1 at 3.5 (CTI 3); a CTI row at 6
+
+    Micro-batch 0 releases nothing (no watermark yet); batch 1 (watermark: CTI 3) key 1's
+    [0, 2), by its timer; the batch without data after it (CTI 6) key 1's [2, 4) and key 2's
+    [2, 4), by their timers, though neither has rows there."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from tempo.spark.streaming.keyed import CTI, CTI_ROW, EID, END, ITEM, POSITION, START, KeyedProcessor
+    from tempo.runtime.keyed import Insert
+    from tests.test_keyed_operator import Reading
+
+    s = SECOND
+    files = [
+        [(0, Insert(0, BASE + 1 * s, BASE + 1 * s + 1, Reading(1, 1.0)), BASE), (1, Insert(1, BASE + 2 * s + s // 2, BASE + 2 * s + s // 2 + 1, Reading(2, 2.0)), BASE),
+         (2, None, BASE + 3 * s)],
+        [(3, Insert(2, BASE + 3 * s + s // 2, BASE + 3 * s + s // 2 + 1, Reading(1, 4.0)), BASE + 3 * s), (4, None, BASE + 6 * s)],
+    ]
+    schema = pa.schema([(POSITION, pa.int64()), (ITEM, pa.int32()), (EID, pa.int64()), (START, pa.int64()), (END, pa.int64()), (CTI, pa.int64()), ("key", pa.int64()), ("value", pa.float64())])
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    for index, rows in enumerate(files):
+        table = [
+            {POSITION: pos, ITEM: CTI_ROW, EID: None, START: None, END: None, CTI: cti, "key": None, "value": None} if item is None
+            else {POSITION: pos, ITEM: 0, EID: item.eid, START: item.start, END: item.end, CTI: cti, "key": item.payload.key, "value": item.payload.value}
+            for pos, item, cti in rows
+        ]
+        pq.write_table(pa.Table.from_pylist(table, schema=schema), stage / f"part-{index}.parquet")
+    query, node = _window_node(2, 2)
+    provider = "spark.sql.streaming.stateStore.providerClass"
+    previous = spark_session.conf.get(provider, None)
+    spark_session.conf.set(provider, "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+    try:
+        rows = (
+            spark_session.readStream.schema(spark_session.read.parquet(str(stage)).schema).option("maxFilesPerTrigger", 1).parquet(str(stage))
+            .withColumn("tempo_watermark", F.timestamp_millis(F.col(CTI))).withWatermark("tempo_watermark", "1 millisecond")
+            .drop("tempo_watermark")  # its instants lie past the years Python's datetime holds
+        )
+        out = rows.groupBy("key").transformWithState(
+            KeyedProcessor(query, query.nodes.index(node)),
+            "tempo_released_by long, tempo_start long, tempo_end long, key long, n long, total double, low double", "Append", "EventTime",
+        )
+        batches: dict[int, list[Any]] = {}
+        handle = out.writeStream.foreachBatch(lambda df, batch: batches.__setitem__(batch, df.collect())).option(
+            "checkpointLocation", str(tmp_path / "ck")).start()
+        try:
+            handle.processAllAvailable()
+        finally:
+            handle.stop()
+    finally:
+        if previous is None:
+            spark_session.conf.unset(provider)
+        else:
+            spark_session.conf.set(provider, previous)
+    released = {b: sorted((r.key, (r.tempo_start - BASE) // s, r.n, r.total) for r in rows) for b, rows in batches.items()}
+    assert released == {0: [], 1: [(1, 0, 1, 1.0)], 2: [(1, 2, 1, 4.0), (2, 2, 1, 2.0)]}
