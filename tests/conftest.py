@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import functools
+from pathlib import Path
 import os
 import shutil
 import sys
@@ -24,6 +25,15 @@ import attrs
 import pytest
 
 from tempo import InMemoryExecutor
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def with_repo_on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the repository first on ``PYTHONPATH``, for a process (a worker, a Spark
+    daemon) that must import the tests' modules as this one does."""
+    return {**env, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])}
 
 
 @functools.cache

@@ -47,14 +47,18 @@ class SparkTableSource(TableSource[T]):
         return f"SparkTableSource({self.name!r}, {self.payload_type.__name__})"
 
 
+def is_uri(path: str) -> bool:
+    """Whether ``path`` is a URI (``file:``, ``hdfs://``, ``s3a://``: a scheme before its first
+    slash) rather than a path of the local file system."""
+    return ":" in path.split("/", 1)[0]
+
+
 def spark_path(path: str) -> str:
     """``path`` as Spark is given it: a local path made absolute against Python's working
     directory, where tempo's own checks read it. Spark would resolve a relative path against
     its JVM's working directory, which is where the JVM started, not where the script has
-    moved since. A URI (``file:``, ``hdfs://``, ``s3a://``) is Hadoop's to resolve."""
-    if ":" in path.split("/", 1)[0]:
-        return path
-    return os.path.abspath(path)
+    moved since. A URI is Hadoop's to resolve."""
+    return path if is_uri(path) else os.path.abspath(path)
 
 
 def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -> DataFrame:

@@ -24,10 +24,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import spark_unavailable
+from tests.conftest import spark_unavailable, with_repo_on_path
 from tests.streaming.conftest import _free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 START_SECONDS = 90.0
 """How long the master and its workers may take to start and register (JVMs, on a busy machine)."""
 
@@ -42,11 +41,10 @@ class StandaloneCluster:
         self.spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
         self.port, self.ui_port = _free_port(), _free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
-        self.env = {
+        self.env = with_repo_on_path({
             **os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
             "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-        }
+        })
         self.processes: list[subprocess.Popen[bytes]] = []
         self.master = self._daemon("master", "org.apache.spark.deploy.master.Master",
                                    "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui_port))

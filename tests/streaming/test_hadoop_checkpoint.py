@@ -11,9 +11,6 @@ be the in-memory executor's whole run, item for item.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ import pytest
 from tests.conftest import skip_without_spark
 from tests.streaming.conftest import ROOT, S3Server
 from tests.streaming.live_worker import FLUSHED
-from tests.streaming.test_kill import FILES, MIDDLE, RUN_SECONDS, _assert_whole_run, _write_files
+from tests.streaming.test_kill import FILES, MIDDLE, Worker, _assert_whole_run, _write_files
 from tests.streaming.test_live_spark import _rows
 
 pytestmark = pytest.mark.spark
@@ -77,16 +74,13 @@ def test_a_hadoop_uri_without_a_spark_session_is_a_clear_error(monkeypatch: pyte
     assert issubclass(StoreUnavailableError, TempoError)
 
 
-def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TEMPO_CRASH_AT"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    if crash_at is not None:
-        env["TEMPO_CRASH_AT"] = crash_at
+def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None) -> int:
+    """The query with its checkpoint and output on S3, run to its end (or its crash): its exit status."""
     conf = [f"--conf={key}={value}" for key, value in s3.spark_conf().items()]
-    return subprocess.run(
-        [sys.executable, "-m", "tests.streaming.live_worker", str(tmp / "in"), f"s3a://{s3.bucket}/ck", f"s3a://{s3.bucket}/out", "--flush", *conf],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_SECONDS, start_new_session=True,
-    )
+    worker = Worker(tmp, "--flush", *conf, crash_at=crash_at, checkpoint=f"s3a://{s3.bucket}/ck", output=f"s3a://{s3.bucket}/out")
+    status = worker.wait()
+    assert status in (-9, 0, FLUSHED), worker.output()
+    return status
 
 
 def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path) -> None:
@@ -94,8 +88,7 @@ def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_se
 
     rows = _rows(60, seed=11)
     _write_files(tmp_path / "in", rows, [10] * FILES)
-    killed = _worker(tmp_path, s3_server, crash_at=f"state:{MIDDLE}")
-    assert killed.returncode == -9, killed.stdout[-3000:] + killed.stderr[-3000:]
+    assert _worker(tmp_path, s3_server, crash_at=f"state:{MIDDLE}") == -9
     s3 = s3_server.filesystem()
     tempo_records = f"{s3_server.bucket}/ck/tempo"
     listed = {info.path.rsplit("/", 1)[1] for info in s3.get_file_info(fs.FileSelector(tempo_records, recursive=True)) if info.is_file}
@@ -104,9 +97,8 @@ def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_se
     assert "query.json" in listed
     assert not (ROOT / "s3a:").exists()  # nothing written to a local folder named like the URI (the worker's cwd)
 
-    restarted = _worker(tmp_path, s3_server)
-    assert restarted.returncode == 0, restarted.stdout[-3000:] + restarted.stderr[-3000:]
-    assert _worker(tmp_path, s3_server).returncode == FLUSHED  # flushed: a checkpoint on S3 refuses to continue too
+    assert _worker(tmp_path, s3_server) == 0
+    assert _worker(tmp_path, s3_server) == FLUSHED  # flushed: a checkpoint on S3 refuses to continue too
 
     local = tmp_path / "downloaded"
     fs.copy_files(f"{s3_server.bucket}/out", str(local), source_filesystem=s3)

@@ -29,7 +29,7 @@ import pytest
 
 import tempo
 from tempo import InMemoryExecutor
-from tests.conftest import skip_without_spark
+from tests.conftest import skip_without_spark, with_repo_on_path
 from tests.streaming.live_worker import FLUSHED
 from tests.streaming.test_live_spark import Count, Reading, _counts, _items, _rows, _write, land
 
@@ -53,15 +53,19 @@ class Worker:
     """One live_worker.py process, the leader of a process group of its own (with its JVM
     and Python workers)."""
 
-    def __init__(self, tmp: Path, *options: str, crash_at: str | None = None) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "TEMPO_CRASH_AT"}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    def __init__(
+        self, tmp: Path, *options: str, crash_at: str | None = None, checkpoint: str | None = None, output: str | None = None,
+    ) -> None:
+        """The query over ``tmp/in``, on ``checkpoint`` and into ``output`` (by default
+        ``tmp/ck`` and ``tmp/out``)."""
+        env = with_repo_on_path({k: v for k, v in os.environ.items() if k != "TEMPO_CRASH_AT"})
         if crash_at is not None:
             env["TEMPO_CRASH_AT"] = crash_at
         self.log = tmp / "worker.log"
+        where = [checkpoint or str(tmp / "ck"), output or str(tmp / "out")]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.streaming.live_worker", str(tmp / "in"), str(tmp / "ck"), str(tmp / "out"), *options],
+                [sys.executable, "-m", "tests.streaming.live_worker", str(tmp / "in"), *where, *options],
                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
 

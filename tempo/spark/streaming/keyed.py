@@ -122,8 +122,8 @@ class KeyedProcessor(StatefulProcessor):
         return self._run([Cti(now)], now)
 
     def _run(self, items: list[KeyedItem], now: int) -> Iterator[Row]:
-        saved = self.operator.get() if self.operator.exists() else None
-        held = self.waiting.get() if self.waiting.exists() else None
+        saved = self.operator.get()  # None for a key not seen before: no exists() call to the JVM
+        held = self.waiting.get()
         waiting: list[KeyedResult] = [] if held is None else pickle.loads(held[0])
         released, state = self.keyed.run(None if saved is None else saved[0], items)
         due = self.keyed.next_release()

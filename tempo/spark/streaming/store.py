@@ -36,6 +36,7 @@ import tempfile
 from typing import Any
 
 from tempo.errors import TempoError
+from tempo.spark.sources import is_uri
 
 
 class StoreUnavailableError(TempoError):
@@ -46,8 +47,7 @@ class StoreUnavailableError(TempoError):
 
 def is_local(path: str) -> bool:
     """Whether ``path`` is a path of the driver's own file system (not a URI, or ``file:``)."""
-    head = path.split("/", 1)[0]
-    return ":" not in head or head.lower() == "file:"
+    return not is_uri(path) or path.split("/", 1)[0].lower() == "file:"
 
 
 def _local_path(path: str) -> str:
