@@ -1,7 +1,7 @@
-"""W2 as a live query: tempo's StreamingExecutor against hand-written Structured Streaming.
+"""W2 (or W5) as a live query: tempo's StreamingExecutor against hand-written Structured Streaming.
 
     python bench/streaming.py --n 2000000 [--batches 10000,100000,1000000] [--max-files 20]
-                              [--engines tempo,handwritten]
+                              [--engines tempo,handwritten] [--workload W2|W5]
 
 The first N events of the shared data set (``../shared/bench/``) are cut into Parquet files
 of one batch size each, written beforehand outside the watched directory. For each batch
@@ -26,6 +26,8 @@ windows released as event time passes. tempo: the query of ``bench/tempo_queries
 a CTI after every 1000th event 120 s behind it (``--ctis every-1000``); Spark: a watermark
 120 s behind the largest event time. No event is later than 120 s, so neither drops a row
 (the Spark row counts it dropped are shown) and the final windows are the same.
+With ``--workload W5`` both run per-key sessions with a 5 s gap instead (tempo: W5 of
+``bench/tempo_queries.py``; Spark: ``session_window``), checked by W5's checksum.
 See bench/README.md, "Live queries".
 """
 
@@ -56,9 +58,10 @@ from bench.run import RESULTS, default_data_dir, ensure_data, fmt_rate, make_spa
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ENGINES = ("tempo", "tempo-driver", "tempo-vectorised", "tempo-spark", "handwritten")
+ENGINES = ("tempo", "tempo-driver", "tempo-vectorised", "tempo-spark", "tempo-cluster", "handwritten")
 """``tempo``: ``StreamingExecutor``'s default engine choice (``auto``); ``tempo-driver`` /
-``tempo-vectorised`` / ``tempo-spark``: every batch on that engine."""
+``tempo-vectorised`` / ``tempo-spark``: every batch on that engine; ``tempo-cluster``: the
+cluster engine (the windows' state on Spark's executors, docs/streaming.md)."""
 DEFAULT_ENGINES = ("tempo", "handwritten")
 ORIGIN_US = 1_704_067_200 * 1_000_000
 """2024-01-01T00:00:00Z in Unix microseconds: the data's event times are offsets from it."""
@@ -174,10 +177,17 @@ class Run:
         return statistics.median(self.engine_batch_seconds) if self.engine_batch_seconds else None
 
 
-def window_checksum(df: DataFrame) -> Checksum:
-    """W2's checksum of a DataFrame of windows (``key``, ``n``, ``total``, ``tempo_start``)."""
-    from bench.engines import _window_checksum
+WORKLOAD = "W2"
+"""The workload the runs compute (``--workload``): W2 or W5."""
 
+
+def window_checksum(df: DataFrame) -> Checksum:
+    """The workload's checksum of a DataFrame of its results: W2's windows (``key``, ``n``,
+    ``total``, ``tempo_start``), or W5's sessions (``key``, ``n``, ``total``, ``start``, ``end``)."""
+    from bench.engines import _event_window_checksum, _window_checksum
+
+    if WORKLOAD == "W5":
+        return normalize("W5", _event_window_checksum(df, "sessions", ORIGIN_US))
     return normalize("W2", _window_checksum(df, with_count=True, origin_us=ORIGIN_US))
 
 
@@ -206,15 +216,17 @@ def run_tempo(spark: SparkSession, files: Files, work: Path, name: str = "tempo"
     watched, out = work / "tempo-in", work / "tempo-out"
     lander = Lander(watched)
     lander.land(files.empty)  # the schema comes from the files there at the start
-    engine = {"tempo": "auto", "tempo-driver": "driver", "tempo-vectorised": "vectorised", "tempo-spark": "spark"}[name]
+    engine = {"tempo": "auto", "tempo-driver": "driver", "tempo-vectorised": "vectorised", "tempo-spark": "spark", "tempo-cluster": "cluster"}[name]
     executor = StreamingExecutor(spark, str(work / "tempo-checkpoint"), engine=engine)
-    live = executor.start(tempo_queries.w2(str(watched)), ParquetSink(str(out)))
+    query = tempo_queries.w5(str(watched)) if WORKLOAD == "W5" else tempo_queries.w2(str(watched))
+    live = executor.start(query, ParquetSink(str(out)))
     try:
         live.process_all_available()
         before = len(live.progress)
         stream_files(run, files, lander, live.process_all_available)
         streamed = live.progress[before:]
-        run.engine_batch_seconds = [p.seconds for p in streamed if sum(p.rows_in.values())]
+        # The cluster engine's progress is its output batches (rows_in is the time query's).
+        run.engine_batch_seconds = [p.seconds for p in streamed if sum(p.rows_in.values()) or p.engine == "cluster"]
         run.micro_batches = len(streamed)
         began = time.perf_counter()
         live.flush()
@@ -222,7 +234,7 @@ def run_tempo(spark: SparkSession, files: Files, work: Path, name: str = "tempo"
         run.dropped = sum(m.dropped for m in live.metrics.values())
     finally:
         live.stop()
-    windows = spark.read.parquet(str(out)).where("tempo_kind = 'interval'")
+    windows = spark.read.parquet(str(out)).where("tempo_kind = 'point'" if WORKLOAD == "W5" else "tempo_kind = 'interval'")
     run.checksum = window_checksum(windows)
     return run
 
@@ -235,6 +247,13 @@ def handwritten_query(spark: SparkSession, watched: str, schema: Any) -> DataFra
 
     src = spark.readStream.schema(schema).option("maxFileAge", "36500d").parquet(watched)
     timed = src.select("key", "value", F.timestamp_micros(F.col("event_time") + F.lit(ORIGIN_US)).alias("ts"))
+    if WORKLOAD == "W5":  # sessions: [first event, last event + gap), emitted once the watermark passes the end
+        return (
+            timed.withWatermark("ts", WATERMARK_DELAY)
+            .groupBy("key", F.session_window("ts", "5 seconds"))
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))
+            .select("key", "n", "total", F.col("session_window.start").alias("start"), F.col("session_window.end").alias("end"))
+        )
     return (
         timed.withWatermark("ts", WATERMARK_DELAY)
         .groupBy("key", F.window("ts", "60 seconds"))
@@ -288,7 +307,8 @@ def run_handwritten(spark: SparkSession, files: Files, work: Path) -> Run:
 RUNNERS: dict[str, Any] = {
     "tempo": run_tempo, "tempo-driver": functools.partial(run_tempo, name="tempo-driver"),
     "tempo-vectorised": functools.partial(run_tempo, name="tempo-vectorised"),
-    "tempo-spark": functools.partial(run_tempo, name="tempo-spark"), "handwritten": run_handwritten,
+    "tempo-spark": functools.partial(run_tempo, name="tempo-spark"),
+    "tempo-cluster": functools.partial(run_tempo, name="tempo-cluster"), "handwritten": run_handwritten,
 }
 
 
@@ -300,7 +320,7 @@ def judge(runs: list[Run], n_data: int) -> None:
         if r.status:
             continue
         assert r.checksum is not None
-        expected = reference(n_data, "W2") if r.events == n_data else None
+        expected = reference(n_data, WORKLOAD) if r.events == n_data else None
         if expected is not None:
             diff = differences(expected, r.checksum)
             r.status = "exact" if not diff else "FAIL"
@@ -344,8 +364,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     ap.add_argument("--driver-memory", default="8g")
-    ap.add_argument("--out", type=Path, default=RESULTS / "streaming.json", help="JSON results (default bench/results/streaming.json)")
+    ap.add_argument("--workload", default="W2", choices=("W2", "W5"), help="W2 (tumbling windows, default) or W5 (sessions)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON results (default bench/results/streaming.json, streaming-w5.json for W5)")
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = RESULTS / ("streaming-w5.json" if args.workload == "W5" else "streaming.json")
     args.batches = [int(b) for b in args.batches.split(",") if b.strip()]
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     for e in args.engines:
@@ -376,7 +399,9 @@ def run_all(spark: SparkSession, args: argparse.Namespace, events: Path, work: P
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global WORKLOAD
     args = parse_args(argv)
+    WORKLOAD = args.workload
     load_start = list(os.getloadavg())
     data = ensure_data(args.n, args.data_dir)
     print(f"starting Spark ({args.master}, {args.shuffle_partitions} shuffle partitions)", flush=True)
@@ -396,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{', '.join(f'{x:.1f}' for x in load_end)} at the end, on {os.cpu_count()} CPUs")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "n": args.n, "max_files": args.max_files, "master": args.master, "shuffle_partitions": args.shuffle_partitions,
+        "n": args.n, "workload": args.workload, "max_files": args.max_files, "master": args.master, "shuffle_partitions": args.shuffle_partitions,
         "load_average": {"start": load_start, "end": load_end},
         "runs": [attrs.asdict(r) | {"events_per_s": r.events_per_s, "median_latency": r.median_latency} for r in runs],
     }, indent=2) + "\n")

@@ -79,6 +79,27 @@ _MIXED_TIME = (
 )
 
 
+def detached(node: Node) -> Node:
+    """``node``'s plan with each input's source replaced by an empty ``ItemSource`` of its
+    payload type: the plan as it travels to Spark's workers, which build operators from it
+    and never read the inputs (a source may hold a Spark DataFrame, which only the driver
+    has). A node reached twice stays one node."""
+    from tempo.sources import ItemSource
+
+    done: dict[int, Node] = {}
+
+    def rebuild(n: Node) -> Node:
+        if id(n) not in done:
+            if isinstance(n, SourceNode):
+                done[id(n)] = attrs.evolve(n, source=ItemSource([], n.payload_type))
+            else:
+                changes = {f.name: rebuild(v) for f in attrs.fields(type(n)) if isinstance(v := getattr(n, f.name), Node)}
+                done[id(n)] = attrs.evolve(n, **changes) if changes else n
+        return done[id(n)]
+
+    return rebuild(node)
+
+
 def check_meeting(node: Node, what: str) -> None:
     """What a node bringing streams together (a join, an anti-join, a pattern, a union) needs
     of them, checked when it is built, not when the query runs: no two different inputs of

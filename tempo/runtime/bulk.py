@@ -93,8 +93,11 @@ class BulkShape:
     join_position: int = -1
 
 
-def bulk_shape(query: Query) -> BulkShape | str:
-    """The query's ``BulkShape``, or why its batches must go item by item."""
+def window_shape(query: Query) -> BulkShape | str:
+    """The query's inputs, its one window and the join below it, when every input's events
+    reach that window through stateless operators and unions (and at most one join of them
+    all) and every input's time rules can be planned over whole columns; else why not. What
+    the window and the join may be is for each engine to say (``bulk_shape``)."""
     for source in query.sources:
         policy = TimePolicy.of_input(source)
         if policy.ordered:
@@ -133,6 +136,21 @@ def bulk_shape(query: Query) -> BulkShape | str:
     window = reached[0]
     if not isinstance(window, p.WindowNode) or any(node is not window for node in reached):
         return WHY_NOT
+    if query.substream_key(window) is not None:
+        return "its window keeps a substream key"
+    for key in window.keys or ():
+        if key.dtype not in KEY_TYPES:
+            return f"a group key is of type {key.dtype.__name__}"
+    position = {id(n): i for i, n in enumerate(query.nodes)}
+    return BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)])
+
+
+def bulk_shape(query: Query) -> BulkShape | str:
+    """The query's ``BulkShape``, or why its batches must go item by item."""
+    shape = window_shape(query)
+    if isinstance(shape, str):
+        return shape
+    join, window = shape.join, shape.window
     if join is not None:
         if query.substream_key(join) is not None:
             return "its join keeps a substream key"
@@ -144,18 +162,12 @@ def bulk_shape(query: Query) -> BulkShape | str:
         return f"its window is {window.spec.describe()}"
     if window.timestamp is not WindowTimestamp.LIFETIME:
         return f"its window's results are stamped {window.timestamp.name}"
-    if query.substream_key(window) is not None:
-        return "its window keeps a substream key"
-    for key in window.keys or ():
-        if key.dtype not in KEY_TYPES:
-            return f"a group key is of type {key.dtype.__name__}"
     for a in window.aggregates:
         if not a.kind.mergeable:
             return f"it aggregates {a.kind}, which the bulk path does not merge"
         if a.arg is not None and a.arg.dtype not in ARGUMENT_TYPES:
             return f"an aggregate's argument is of type {a.arg.dtype.__name__}"
-    position = {id(n): i for i, n in enumerate(query.nodes)}
-    return BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)])
+    return shape
 
 
 @attrs.frozen
@@ -503,6 +515,15 @@ def apply_batch(
         window.t_max = t_max
     if join is not None:  # before the CTIs: they find the released pairs gone
         _put_join(engine, shape, *join)
+    apply_times(engine, plans, cut, payloads, renamed + (0 if join is None else len(join[0].released) + join[1].released))
+
+
+def apply_times(engine: LiveEngine, plans: list[BatchPlan], cut: FrontierCut, payloads: dict[tuple[int, int], Any], ids: int) -> None:
+    """The time part of ``apply_batch``: the batch's special rows through their ingresses in
+    the merged arrival order (rejections recorded, CTIs through the operators), then each
+    input's counts, positions and arrival, the heartbeats ``cut`` holds at the frontier, and
+    the event ids the batch's events took, beyond ``ids`` more (renamed events, join pairs).
+    The cluster engine applies only this: its window's events go to Spark's executors."""
     counts = [engine.ingresses[plan.index].count for plan in plans]
     special = sorted(
         (plan.arrival(i), n, i) for n, plan in enumerate(plans) for i in plan.special
@@ -525,9 +546,6 @@ def apply_batch(
         if admitted != expected:
             raise AssertionError(f"bulk ingress: row {rec[5]} of input {ingress.name!r} planned {expected}, the ingress gives {admitted}")
         ingress.generate(start)
-    ids = renamed
-    if join is not None:
-        ids += len(join[0].released) + join[1].released  # a pair takes an id as it goes out
     for n, plan in enumerate(plans):
         ingress, feed = engine.ingresses[plan.index], engine.feeds[plan.index]
         plain = plan.events - special_events[n]

@@ -32,6 +32,7 @@ class EventWindows(Operator):
     WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
         "spec", "timestamp", "key_fn", "values_fn", "accumulator", "projection", "to_datetime", "new_id", "order",
     }
+    SHARED = {"t_max": max}  # where open lifetimes end when the input ends: over every group's events
 
     def __init__(
         self,
@@ -204,6 +205,19 @@ class Sessions(EventWindows):
             elif act.cut <= c:  # the session is final; the activity may go on past the cut
                 self._close_session(act, c)
 
+    def next_release(self) -> int | None:
+        """A CTI at or before the least at which this operator would emit a result, None while
+        it holds nothing (a keyed operator's timer: ``tempo.runtime.keyed``): a current
+        session's end (its activity's, or its cut), or for an event waiting to be folded in, the
+        least end a session it opens may have (its start + gap; with a cut, just after its
+        start, where a cut may fall)."""
+        if self.in_cti >= INF:  # the input ended: nothing is released any more
+            return None
+        gap, cap = self.spec.gap, self.spec.max_duration
+        ends = [min(a.until(gap), a.cut) for a in self.activities.values() if a.state is not None]
+        ends += [heap[0][0] + (gap if cap is None else 1) for heap in self.waiting.values() if heap]
+        return min(ends) if ends else None
+
     def _close_session(self, act: _Activity, c: int) -> None:
         if act.state is not None:
             self.result(act.key, act.state, act.begin, min(act.until(self.spec.gap), act.cut), c)
@@ -232,6 +246,23 @@ class CountWindows(EventWindows):
 
     def end(self, port: int, eid: int, end: int) -> None:
         return None  # a count window's events and bounds are their starts
+
+    def next_release(self) -> int | None:
+        """The least CTI at which this operator would emit a result, None while no group
+        holds enough waiting events to fill its next window (a keyed operator's timer:
+        ``tempo.runtime.keyed``): just after the start of the event that fills it."""
+        if self.in_cti >= INF:  # the input ended: nothing is released any more
+            return None
+        size, slide = self.spec.size, self.spec.slide
+        dues = []
+        for key, heap in self.waiting.items():
+            count = self.ranked[key][0] if key in self.ranked else 0
+            filled = max(count + 1, size)  # the count at which the group's next window is full
+            filled += -(filled - size) % slide
+            need = filled - count
+            if len(heap) >= need:
+                dues.append(heapq.nsmallest(need, heap)[-1][0] + 1)
+        return min(dues) if dues else None
 
     def advance(self, c: int) -> None:
         size, slide = self.spec.size, self.spec.slide

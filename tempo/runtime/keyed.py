@@ -19,7 +19,8 @@ What a key is fed, and why the results are the in-memory engine's:
   all (for the window, the latest finite time, where open lifetimes end when the input
   ends): combined into the key's own before its items.
 
-Each result comes with the CTI that released it. The results of all keys, sorted by (that
+The operators with a keyed form: hopping and tumbling windows, sessions and count windows
+(``KEYED_STAMPS``). Each result comes with the CTI that released it. The results of all keys, sorted by (that
 CTI, start, end, group key), are the in-memory engine's, but for the order of a window's
 groups among themselves, which the semantics leave open (docs/semantics.md 5.7).
 """
@@ -36,7 +37,8 @@ import attrs
 from tempo.errors import UnsupportedError
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import HoppingWindow
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, WindowTimestamp
+from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
@@ -103,12 +105,27 @@ class Collector(ops.Operator):
         return None
 
 
+_W = WindowTimestamp
+KEYED_STAMPS: dict[type, frozenset[WindowTimestamp]] = {
+    HoppingWindow: frozenset({_W.LIFETIME, _W.END}),
+    SessionWindow: frozenset({_W.END}),
+    CountWindow: frozenset({_W.END, _W.LATEST}),  # a count window's latest start is its last tick
+}
+"""The windows with a keyed form, each with the result stamps it takes: those whose results
+end where the window ends, so that the CTI that released a result is the first at or after
+its end, whoever learns it (a key without rows in a batch hears only the batch's last CTI)."""
+
+
 def keyed_unsupported(node: p.Node) -> str | None:
     """Why ``node``'s operator cannot run one key at a time yet, or None."""
     if not isinstance(node, p.WindowNode):
         return f"{type(node).__name__} has no keyed form yet"
-    if not isinstance(node.spec, HoppingWindow):
+    stamps = KEYED_STAMPS.get(type(node.spec))
+    if stamps is None:
         return f"{node.spec.describe()} has no keyed form yet"
+    if node.timestamp not in stamps:
+        taken = " or ".join(sorted(t.name for t in stamps))
+        return f"its window's results are stamped {node.timestamp.name} (a keyed {node.spec.describe()} stamps them {taken})"
     return None
 
 
@@ -146,7 +163,7 @@ class KeyedOperator:
     def next_release(self) -> int | None:
         """The least CTI at which the key whose state ``run`` just left would release a
         result (None: it holds nothing), where its timer goes."""
-        assert isinstance(self.operator, ops.Window)
+        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows))
         return self.operator.next_release()
 
 

@@ -163,20 +163,23 @@ def _executor(spark: Any, checkpoint: str, bulk: str, **kw: Any) -> Any:
     return StreamingExecutor(spark, checkpoint, vector_rows=kw.pop("bulk_rows", BULK_ROWS), **kw)
 
 
-@pytest.mark.parametrize("bulk", BULK_ENGINES)
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_session: Any, tmp_path: Path, case: Case, bulk: str) -> None:
+def in_lockstep(
+    tmp_path: Path, case: Case, seed: int, files: int, start: Callable[[Stream[Any], Any], Any], same: Callable[[list[Any]], Any] = list,
+) -> Any:
+    """The case's query started by ``start(query, sink)`` over random rows cut into
+    ``files`` + 2 random files: after each file its committed output must be the in-memory
+    executor's release for the rows so far, after the flush the whole run's, with its
+    rejections and metrics (output items compared as ``same`` makes them). The live query."""
     from tempo.spark.streaming import ParquetSink, read_committed
 
-    seed = CASES.index(case)
     rnd = random.Random(seed)
     rows = _rows(90, seed, case.ctis, case.shape is EventShape.INTERVAL)
-    cuts = sorted({0, 1, len(rows)} | {rnd.randrange(2, len(rows)) for _ in range(8)})
+    cuts = sorted({0, 1, len(rows)} | {rnd.randrange(2, len(rows)) for _ in range(files)})
     inputs, out = tmp_path / "in", tmp_path / "out"
     _write(inputs, 0, rows[:1])
     parquet = lambda **kw: ParquetSource(str(inputs), Reading, **kw)  # noqa: E731
     query = _stream(case, parquet, flush=True)
-    live = _executor(spark_session, str(tmp_path / "ck"), bulk).start(query, ParquetSink(str(out)))
+    live = start(query, ParquetSink(str(out)))
     try:
         for index, (a, b) in enumerate(zip(cuts[1:], cuts[2:]), start=1):
             _write(inputs, index, rows[a:b])
@@ -185,16 +188,24 @@ def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_sessi
             arrow = lambda **kw: tempo.sources.ArrowSource(prefix, Reading, **kw)  # noqa: E731
             expected = InMemoryExecutor().run(_stream(case, arrow, flush=False))
             payload = query.payload_type
-            assert _items(read_committed(str(out)), payload) == expected.raw, f"after {b} rows"
+            assert same(_items(read_committed(str(out)), payload)) == same(expected.raw), f"after {b} rows"
         live.flush()
     finally:
         live.stop()
     whole_source = lambda **kw: tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=SCHEMA), Reading, **kw)  # noqa: E731
     whole = InMemoryExecutor().run(_stream(case, whole_source, flush=True))
-    assert _items(read_committed(str(out)), query.payload_type) == whole.raw
+    assert same(_items(read_committed(str(out)), query.payload_type)) == same(whole.raw)
     rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
     assert live.metrics["readings"] == attrs.evolve(whole.metrics["readings"], watermark_delays=[])
+    return live
+
+
+@pytest.mark.parametrize("bulk", BULK_ENGINES)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_session: Any, tmp_path: Path, case: Case, bulk: str) -> None:
+    executor = _executor(spark_session, str(tmp_path / "ck"), bulk)
+    live = in_lockstep(tmp_path, case, CASES.index(case), 8, executor.start)
     engines = [p.engine for p in live.progress if not p.final]
     assert bulk in engines and "driver" in engines and set(engines) == {bulk, "driver"}, engines  # the engines took turns
 

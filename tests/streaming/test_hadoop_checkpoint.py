@@ -74,21 +74,31 @@ def test_a_hadoop_uri_without_a_spark_session_is_a_clear_error(monkeypatch: pyte
     assert issubclass(StoreUnavailableError, TempoError)
 
 
-def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None) -> int:
+def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None, engine: str = "auto") -> int:
     """The query with its checkpoint and output on S3, run to its end (or its crash): its exit status."""
     conf = [f"--conf={key}={value}" for key, value in s3.spark_conf().items()]
-    worker = Worker(tmp, "--flush", *conf, crash_at=crash_at, checkpoint=f"s3a://{s3.bucket}/ck", output=f"s3a://{s3.bucket}/out")
+    worker = Worker(
+        tmp, "--flush", "--engine", engine, *conf, crash_at=crash_at, checkpoint=f"s3a://{s3.bucket}/ck", output=f"s3a://{s3.bucket}/out",
+    )
     status = worker.wait()
     assert status in (-9, 0, FLUSHED), worker.output()
     return status
 
 
-def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", [pytest.param("auto", marks=pytest.mark.slow), "cluster"])
+def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path, engine: str) -> None:
+    """Killed between a batch's state and its commit record (on the cluster engine: the time
+    query's), with every record and output file on S3; the restart finishes the run."""
     from pyarrow import fs
 
+    if engine == "cluster":
+        from tests.streaming.test_cluster import _skip_without_tws
+
+        _skip_without_tws()
     rows = _rows(60, seed=11)
     _write_files(tmp_path / "in", rows, [10] * FILES)
-    assert _worker(tmp_path, s3_server, crash_at=f"state:{MIDDLE}") == -9
+    phase = "time-state" if engine == "cluster" else "state"
+    assert _worker(tmp_path, s3_server, crash_at=f"{phase}:{MIDDLE}", engine=engine) == -9
     s3 = s3_server.filesystem()
     tempo_records = f"{s3_server.bucket}/ck/tempo"
     listed = {info.path.rsplit("/", 1)[1] for info in s3.get_file_info(fs.FileSelector(tempo_records, recursive=True)) if info.is_file}
@@ -97,9 +107,14 @@ def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_se
     assert "query.json" in listed
     assert not (ROOT / "s3a:").exists()  # nothing written to a local folder named like the URI (the worker's cwd)
 
-    assert _worker(tmp_path, s3_server) == 0
-    assert _worker(tmp_path, s3_server) == FLUSHED  # flushed: a checkpoint on S3 refuses to continue too
+    assert _worker(tmp_path, s3_server, engine=engine) == 0
+    assert _worker(tmp_path, s3_server, engine=engine) == FLUSHED  # flushed: a checkpoint on S3 refuses to continue too
 
     local = tmp_path / "downloaded"
     fs.copy_files(f"{s3_server.bucket}/out", str(local), source_filesystem=s3)
-    _assert_whole_run(local, rows)
+    if engine == "cluster":
+        from tests.streaming.test_cluster import _assert_whole_run_as_sets
+
+        _assert_whole_run_as_sets(local, rows)
+    else:
+        _assert_whole_run(local, rows)

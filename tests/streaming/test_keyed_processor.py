@@ -56,7 +56,10 @@ def _row(position: int, item: Insert | End, cti: int) -> Any:
 
 
 def _results(rows: list[Any]) -> list[KeyedResult]:
-    return [KeyedResult(r.tempo_released_by, r.tempo_start, r.tempo_end, Stats(r.key, r.n, r.total, r.low)) for r in rows]
+    """The results among the processor's rows (not the CTI lane's markers)."""
+    from tempo.spark.streaming.keyed import RESULT
+
+    return [KeyedResult(r.tempo_released_by, r.tempo_start, r.tempo_end, Stats(r.key, r.n, r.total, r.low)) for r in rows if r.tempo_kind == RESULT]
 
 
 def _released_by(expected: list[KeyedResult]) -> dict[tuple[Any, ...], int]:
@@ -69,7 +72,7 @@ def _released_by(expected: list[KeyedResult]) -> dict[tuple[Any, ...], int]:
 def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(feed: tuple[list[Op], list[int]], spec: tuple[int, int]) -> None:
     from pyspark.sql.streaming.tws_tester import TwsTester
 
-    from tempo.spark.streaming.keyed import CTI, KeyedProcessor, cti_of_watermark, timer_ms
+    from tempo.spark.streaming.keyed import CTI, EVENT_LANE, KeyedProcessor, cti_of_watermark, timer_ms
 
     raw, cuts = feed
     ops = _moved(raw)
@@ -97,7 +100,7 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
                 per_key[key].append(_row(position, item, cti))
         begin = max(begin, cut)
         for key, rows in per_key.items():
-            fired += _results(tester.test((key,), rows))
+            fired += _results(tester.test((EVENT_LANE, key), rows))
         # Each batch releases the stretch of the release sequence its watermark adds.
         assert all(before < released_by[(r.start, r.end, r.payload.key)] <= cti_of_watermark(watermark) for r in fired)
         got += fired
@@ -110,7 +113,7 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
 
 def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, tmp_path: Any) -> None:
     """The processor in a real query: stage files read as a stream, Spark's watermark from the
-    rows' CTIs (as milliseconds, behind one), ``groupBy(key).transformWithState`` on RocksDB.
+    rows' CTIs (as milliseconds, behind one), ``groupBy(lane, key).transformWithState`` on RocksDB.
     Tumbling windows of 2 s; times in seconds after BASE:
 
         file 0: key 1 at 1, key 2 at 2.5 (CTI in force 0); a CTI row at 3
@@ -118,7 +121,8 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
 
     Micro-batch 0 releases nothing (no watermark yet); batch 1 (watermark: CTI 3) key 1's
     [0, 2), by its timer; the batch without data after it (CTI 6) key 1's [2, 4) and key 2's
-    [2, 4), by their timers, though neither has rows there."""
+    [2, 4), by their timers, though neither has rows there. Each file's CTI row comes back
+    from the CTI lane once the watermark has reached its CTI."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql import GroupedData
@@ -127,7 +131,7 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
     if not hasattr(GroupedData, "transformWithState"):
         pytest.skip("transformWithState over rows needs pyspark 4.1 or later")
 
-    from tempo.spark.streaming.keyed import CTI, CTI_ROW, EID, END, ITEM, POSITION, START, KeyedProcessor
+    from tempo.spark.streaming.keyed import CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, ITEM, LANE, MARKER, POSITION, RESULT, START, KeyedProcessor, output_schema
     from tempo.runtime.keyed import Insert
     from tests.test_keyed_operator import Reading
 
@@ -137,13 +141,16 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
          (2, None, BASE + 3 * s)],
         [(3, Insert(2, BASE + 3 * s + s // 2, BASE + 3 * s + s // 2 + 1, Reading(1, 4.0)), BASE + 3 * s), (4, None, BASE + 6 * s)],
     ]
-    schema = pa.schema([(POSITION, pa.int64()), (ITEM, pa.int32()), (EID, pa.int64()), (START, pa.int64()), (END, pa.int64()), (CTI, pa.int64()), ("key", pa.int64()), ("value", pa.float64())])
+    schema = pa.schema([
+        (POSITION, pa.int64()), (ITEM, pa.int32()), (EID, pa.int64()), (START, pa.int64()), (END, pa.int64()), (CTI, pa.int64()), (LANE, pa.int32()),
+        ("key", pa.int64()), ("value", pa.float64()),
+    ])
     stage = tmp_path / "stage"
     stage.mkdir()
     for index, rows in enumerate(files):
         table = [
-            {POSITION: pos, ITEM: CTI_ROW, EID: None, START: None, END: None, CTI: cti, "key": None, "value": None} if item is None
-            else {POSITION: pos, ITEM: 0, EID: item.eid, START: item.start, END: item.end, CTI: cti, "key": item.payload.key, "value": item.payload.value}
+            {POSITION: pos, ITEM: CTI_ROW, EID: index, START: None, END: None, CTI: cti, LANE: CTI_LANE, "key": None, "value": None} if item is None
+            else {POSITION: pos, ITEM: 0, EID: item.eid, START: item.start, END: item.end, CTI: cti, LANE: EVENT_LANE, "key": item.payload.key, "value": item.payload.value}
             for pos, item, cti in rows
         ]
         pq.write_table(pa.Table.from_pylist(table, schema=schema), stage / f"part-{index}.parquet")
@@ -157,10 +164,8 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
             .withColumn("tempo_watermark", F.timestamp_millis(F.col(CTI))).withWatermark("tempo_watermark", "1 millisecond")
             .drop("tempo_watermark")  # its instants lie past the years Python's datetime holds
         )
-        out = rows.groupBy("key").transformWithState(
-            KeyedProcessor(query, query.nodes.index(node)),
-            "tempo_released_by long, tempo_start long, tempo_end long, key long, n long, total double, low double", "Append", "EventTime",
-        )
+        index = query.nodes.index(node)
+        out = rows.groupBy(LANE, "key").transformWithState(KeyedProcessor(query, index), output_schema(query, index), "Append", "EventTime")
         batches: dict[int, list[Any]] = {}
         handle = out.writeStream.foreachBatch(lambda df, batch: batches.__setitem__(batch, df.collect())).option(
             "checkpointLocation", str(tmp_path / "ck")).start()
@@ -173,5 +178,8 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
             spark_session.conf.unset(provider)
         else:
             spark_session.conf.set(provider, previous)
-    released = {b: sorted((r.key, (r.tempo_start - BASE) // s, r.n, r.total) for r in rows) for b, rows in batches.items()}
+    released = {b: sorted((r.key, (r.tempo_start - BASE) // s, r.n, r.total) for r in rows if r.tempo_kind == RESULT) for b, rows in batches.items()}
     assert released == {0: [], 1: [(1, 0, 1, 1.0)], 2: [(1, 2, 1, 4.0), (2, 2, 1, 2.0)]}
+    # The CTI rows come back once the watermark has reached them: file 0's in batch 1, file 1's in batch 2.
+    markers = {b: [(r.tempo_start, (r.tempo_released_by - BASE) // s) for r in rows if r.tempo_kind == MARKER] for b, rows in batches.items()}
+    assert markers == {0: [], 1: [(0, 3)], 2: [(1, 6)]}

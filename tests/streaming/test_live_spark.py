@@ -278,18 +278,25 @@ def test_a_changed_query_or_a_flushed_one_is_refused(spark_session: Any, tmp_pat
         StreamingExecutor(spark_session, str(checkpoint)).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
 
 
-def test_bad_input_stops_the_query_with_the_tempo_error_naming_the_row(spark_session: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["auto", "cluster"])
+def test_bad_input_stops_the_query_with_the_tempo_error_naming_the_row(spark_session: Any, tmp_path: Path, engine: str) -> None:
     """A row whose order goes back behind rows of an earlier batch, and then (on a fresh
     query) a null start: the query stops with the InputError, naming the input and the
-    row's position in the whole input; what committed before stays."""
+    row's position in the whole input; what committed before stays. The cluster engine
+    says the same as the driver's."""
     from tempo.errors import InputError
     from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    if engine == "cluster":
+        from tests.streaming.test_cluster import _skip_without_tws
+
+        _skip_without_tws()
 
     rows = _rows(10, seed=4)
     inputs, out = tmp_path / "in", tmp_path / "out"
     source = ParquetSource(str(inputs), Reading, start="ts", order="seq")
     _write(inputs, 0, rows[5:])
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(_counts(source, flush=True), ParquetSink(str(out)))
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(_counts(source, flush=True), ParquetSink(str(out)))
     try:
         live.process_all_available()
         _write(inputs, 1, rows[:5])  # seq 0..4 after seq 5..9 were processed
@@ -303,7 +310,7 @@ def test_bad_input_stops_the_query_with_the_tempo_error_naming_the_row(spark_ses
     broken = [dict(rows[0]), dict(rows[1], ts=None)]
     _write(tmp_path / "in2", 0, broken)
     source2 = ParquetSource(str(tmp_path / "in2"), Reading, start="ts", order="seq")
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck2")).start(_counts(source2, flush=True), ParquetSink(str(tmp_path / "out2")))
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck2"), engine=engine).start(_counts(source2, flush=True), ParquetSink(str(tmp_path / "out2")))
     try:
         with pytest.raises(InputError, match=r"input 'readings', item #1 .*the start column 'ts' is null"):
             live.process_all_available()

@@ -64,11 +64,13 @@ from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
 from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
 from tempo.ticks import INF
 
-ENGINES = ("auto", "driver", "vectorised", "spark")
+ENGINES = ("auto", "driver", "vectorised", "spark", "cluster")
 """A live query's engines: ``driver`` runs every batch item by item on the driver;
 ``vectorised`` every batch of a bulk-shaped query in bulk on the driver, by polars (the
 vectorised executor's ``BatchEngine``); ``spark`` every batch of such a query in Spark;
-``auto`` each batch on the one that suits its size (``tempo.spark.streaming.executor``)."""
+``auto`` each batch on the one that suits its size (``tempo.spark.streaming.executor``);
+``cluster`` the window's state and work on Spark's executors, the driver deciding time only
+(``tempo.spark.streaming.cluster``)."""
 
 
 @attrs.define
@@ -122,14 +124,14 @@ class BulkRunner:
             counts = self._counts(table)
             if table.num_rows < max(min_rows, 1):
                 return counts, table.num_rows == 0
-            planned = self._plans(engine, table)
+            planned = self.plans(engine, table)
             if planned is None:
                 return counts, False
             plans, cut = planned
             naive = engine.mode.naive is True
             try:
                 with worker_errors(udf_error):
-                    payloads = self._late_payloads(rows, plans, naive)
+                    payloads = self.late_payloads(rows, plans, naive)
                     join = None
                     if self.shape.join is not None:
                         before = join_before(engine, self.shape, plans)
@@ -164,7 +166,7 @@ class BulkRunner:
 
         return np.bincount(table.column(INPUT_COLUMN).to_numpy(), minlength=len(self.shape.sources)).tolist() if table.num_rows else [0] * len(self.shape.sources)
 
-    def _plans(self, engine: LiveEngine, table: Any) -> tuple[list[BatchPlan], FrontierCut] | None:
+    def plans(self, engine: LiveEngine, table: Any) -> tuple[list[BatchPlan], FrontierCut] | None:
         """Each input's batch plan from the time columns and what the arrival frontier holds,
         or None when the rows break a rule or the frontier holds more than heartbeats."""
         import numpy as np
@@ -199,7 +201,7 @@ class BulkRunner:
         cut = frontier_cut(engine, plans)
         return None if cut is None else (plans, cut)
 
-    def _late_payloads(self, rows: list[DataFrame], plans: list[BatchPlan], naive: bool) -> dict[tuple[int, int], Any]:
+    def late_payloads(self, rows: list[DataFrame], plans: list[BatchPlan], naive: bool) -> dict[tuple[int, int], Any]:
         """The payloads of the late rows (for their rejections), by (input, row)."""
         out: dict[tuple[int, int], Any] = {}
         for plan in plans:
@@ -211,7 +213,7 @@ class BulkRunner:
             out.update({(plan.index, by_order[r[0]]): from_wire(payload_type, list(r)[1:], naive) for r in found})
         return out
 
-    def _events(self, rows: DataFrame, index: int, plan: BatchPlan | None) -> DataFrame:
+    def events(self, rows: DataFrame, index: int, plan: BatchPlan | None) -> DataFrame:
         """Input ``index``'s admitted events of the batch as its relation, with their place
         in the merged arrival order (``plan`` None: as if no row were late)."""
         node = self.shape.sources[index]
@@ -239,7 +241,7 @@ class BulkRunner:
         events renamed by unions; None when an event spans too many windows for bulk (or
         reaches infinity)."""
         inputs = {
-            node.name: self._events(rows[index], index, None if plans is None else plans[index])
+            node.name: self.events(rows[index], index, None if plans is None else plans[index])
             for index, node in enumerate(self.shape.sources)
         }
         compiler = Compiler(self.spark, self.query, self.replay, inputs)
@@ -269,7 +271,7 @@ class BulkRunner:
         come back to the driver."""
         join = self.shape.join
         assert join is not None
-        inputs = {node.name: self._events(rows[index], index, plans[index]) for index, node in enumerate(self.shape.sources)}
+        inputs = {node.name: self.events(rows[index], index, plans[index]) for index, node in enumerate(self.shape.sources)}
         compiler = Compiler(self.spark, self.query, self.replay, inputs)
         # Each side's events of the batch are read by three jobs (those the join still holds,
         # the pairs waiting, the window's partials): they are computed once.

@@ -256,6 +256,16 @@ def schema_drift_error(exc: BaseException, query: Query) -> InputSchemaError | N
     )
 
 
+def committed_engine(query: Query, log: BatchLog, batch: int | None) -> LiveEngine:
+    """A live engine for ``query`` in the state ``log`` holds after committed batch ``batch``
+    (None: a fresh one)."""
+    if batch is None:
+        mode = TimestampMode()
+        mode.saw(aware=True)  # live inputs are tables: their times are instants, given as aware UTC
+        return LiveEngine(query, mode)
+    return LiveEngine.restore(query, log.state(batch))
+
+
 class _Runner(Generic[T]):
     """What runs inside ``foreachBatch`` (on the driver): one batch at a time."""
 
@@ -288,11 +298,7 @@ class _Runner(Generic[T]):
         """The engine in its state after committed batch ``batch`` (None: at the start)."""
         if self.engine is not None and self.engine_batch == batch:
             return self.engine
-        if batch is None:
-            mode = TimestampMode()
-            mode.saw(aware=True)  # live inputs are tables: their times are instants, given as aware UTC
-            return LiveEngine(self.query, mode)
-        return LiveEngine.restore(self.query, self.log.state(batch))
+        return committed_engine(self.query, self.log, batch)
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
         """The tempo error a failed Spark job of a batch carries (a worker's, or a new file
@@ -466,12 +472,16 @@ class LiveQuery(Generic[T]):
         try:
             yield
         except Exception:
-            if not self._handle.isActive:  # the query failed and stopped: the checkpoint is free
+            if not self.is_active:  # the query failed and stopped: the checkpoint is free
                 self.release()
-            failure = self._runner.failure
-            if isinstance(failure, TempoError):
-                raise failure from None
+            for failure in self._failures():
+                if isinstance(failure, TempoError):
+                    raise failure from None
             raise
+
+    def _failures(self) -> list[BaseException | None]:
+        """What made the query's batches fail, if anything."""
+        return [self._runner.failure]
 
     def process_all_available(self) -> None:
         """Block until every row the inputs hold now has been processed and committed."""
@@ -549,7 +559,11 @@ class StreamingExecutor:
     is installed, and Spark for batches of at least ``bulk_rows`` rows (``JOIN_BULK_FACTOR``
     times as many with a join; by default ``BULK_ROWS`` when polars is not installed, else
     never: polars on the driver was faster at every batch size measured on one machine),
-    else the driver item by item. docs/streaming.md, "Three engines".
+    else the driver item by item. docs/streaming.md, "Three engines". ``"cluster"``: the
+    window's state and work on Spark's executors, in Spark's state store, the driver deciding
+    time only (a query with one input reaching a hopping, tumbling, session or count window
+    through where / select / shift operators; pyspark 4.1 or later): docs/streaming.md, "Live queries on the
+    cluster".
     """
 
     def __init__(
@@ -572,6 +586,8 @@ class StreamingExecutor:
         check_importable(query)
         log = BatchLog(self.checkpoint, self.spark)
         description = _description(query)
+        if self.engine == "cluster":  # its state is of another form: the checkpoint says which engine wrote it
+            description += "\nengine: cluster"
         held = _HOLDERS.get(log.root)
         if held is not None and not held.is_active:  # this process's query that failed or ended
             held.release()
@@ -585,6 +601,12 @@ class StreamingExecutor:
         return live
 
     def _start(self, stream: Stream[T], sink: Sink, query: Query, log: BatchLog, description: str, lock: CheckpointLock) -> LiveQuery[T]:
+        if self.engine == "cluster":
+            from tempo.spark.streaming.cluster import required_shape, start_cluster
+
+            required_shape(query)  # before the checkpoint is claimed for it
+            log.claim(description)
+            return start_cluster(self.spark, query, stream.payload_type, sink, log, description, lock, self._merged(query), self.trigger)
         log.claim(description)
         shape = bulk_shape(query)
         if self.engine in ("spark", "vectorised") and isinstance(shape, str):
@@ -603,17 +625,23 @@ class StreamingExecutor:
                 bulk_rows *= JOIN_BULK_FACTOR
         runner = _Runner(self.spark, query, stream.payload_type, sink, log, bulk, bulk_rows or 0, vectorised, vector_rows)
         log.check_open()  # after the runner published what committed: a crash may have come between the flush's commit and its publishing
+        merged = self._merged(query)
+        writer = merged.writeStream.foreachBatch(runner).option("checkpointLocation", log.spark_checkpoint)
+        if self.trigger:
+            writer = writer.trigger(**self.trigger)
+        log.store.makedirs(log.spark_checkpoint)
+        return LiveQuery(writer.start(), runner, lock)
+
+
+    def _merged(self, query: Query) -> DataFrame:
+        """The inputs' streams as one, each input's columns prefixed, with its index."""
         merged: DataFrame | None = None
         for index, node in enumerate(query.sources):
             df = _live_table_source(self.spark, node)
             part = df.select(F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in _columns_read(node, df)])
             merged = part if merged is None else merged.unionByName(part, allowMissingColumns=True)
         assert merged is not None
-        writer = merged.writeStream.foreachBatch(runner).option("checkpointLocation", log.spark_checkpoint)
-        if self.trigger:
-            writer = writer.trigger(**self.trigger)
-        log.store.makedirs(log.spark_checkpoint)
-        return LiveQuery(writer.start(), runner, lock)
+        return merged
 
 
 _HOLDERS: dict[str, LiveQuery[Any]] = {}

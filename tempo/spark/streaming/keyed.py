@@ -1,6 +1,6 @@
 """The cluster engine's keyed operators in Spark: a ``transformWithState`` processor around the
-runtime's ``KeyedOperator`` (docs/streaming.md, "Live queries on the cluster"; built so far:
-the processor, not yet the queries around it).
+runtime's ``KeyedOperator`` (docs/streaming.md, "Live queries on the cluster"; the queries
+around it are ``tempo.spark.streaming.cluster``'s).
 
 The work query's rows (``COLUMNS``) are the stage's: each an item of the stateful operator's
 input in the merged arrival order (its ``POSITION``), an event (``INSERT``) or the end of an
@@ -25,10 +25,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import Row
+from pyspark.sql import types as st
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from tempo.errors import UnsupportedError
 from tempo.expr.schema import field_names
+from tempo.spark.types import from_wire, to_wire
+from tempo.plan.nodes import detached
 from tempo.plan.query import Query
 from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult
 from tempo.ticks import INF, NEG_INF
@@ -38,11 +41,20 @@ INSERT, END_EDGE, CTI_ROW = 0, 1, 2
 COLUMNS = (POSITION, ITEM, EID, START, END, CTI)
 """The stage's columns before the payload's fields: the item's place in the merged arrival
 order, its kind (``INSERT``, ``END_EDGE``, or ``CTI_ROW``: a row carrying only a CTI, to move
-the watermark, under a key of its own that the processor leaves alone), the event's id (an end's: the event it ends),
-its lifetime in ticks (``END`` null: open), and the CTI in force at the operator when it
-arrives."""
-RESULT_COLUMNS = ("tempo_released_by", "tempo_start", "tempo_end")
-"""A result's columns before its payload's fields: the CTI that released it and its lifetime."""
+the watermark, in the CTI lane, its ``EID`` the stage batch that wrote it), the event's id
+(an end's: the event it ends), its lifetime in ticks (``END`` null: open), and the CTI in
+force at the operator when it arrives (or, at most, before it: ``KeyedOperator``)."""
+EVENT_LANE, CTI_LANE = 0, 1
+"""The first part of every group key of the work query (``LANE``): the operator's events go by
+``(EVENT_LANE, *group key)``, the CTI rows all under ``(CTI_LANE, None, ...)``."""
+LANE = "tempo_lane"
+RESULT, MARKER = 0, 1
+OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP = "tempo_kind", "tempo_released_by", "tempo_start", "tempo_end", "tempo_group"
+RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP)
+"""An output row's columns before its payload's fields (in ``wire_schema`` form): ``RESULT``
+(a result of the operator: the CTI that released it, its lifetime and its group key's
+``repr``) or ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
+``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``)."""
 
 WATERMARK_DELAY_MS = 1
 WATERMARK_LIMIT_MS = (2**63 - 1) // 1000
@@ -74,18 +86,28 @@ def cti_of_watermark(ms: int) -> int:
 
 
 def timer_ms(cti: int) -> int:
-    """The timer that fires once Spark's watermark stands for ``cti`` or later."""
+    """The timer that fires once Spark's watermark stands for ``cti`` or later. A CTI the
+    watermark cannot carry needs no timer of its own: one before the first it carries is
+    reached by that first one, and one after the last it carries only by the CTI at infinity."""
+    if cti <= WATERMARK_DELAY_MS + 1:
+        cti = WATERMARK_DELAY_MS + 1
+    elif cti >= WATERMARK_LIMIT_MS - WATERMARK_DELAY_MS:
+        cti = INF
     return watermark_ms(cti) - WATERMARK_DELAY_MS
 
 
 class KeyedProcessor(StatefulProcessor):
-    """One stateful node of a query, per key, in ``groupBy(key).transformWithState(...,
-    "Append", "EventTime")`` (see the module's docstring)."""
+    """One stateful node of a query, per key, in ``groupBy(LANE, *group
+    key).transformWithState(..., "Append", "EventTime")`` (see the module's docstring).
+
+    Under the CTI lane's one key the CTI rows wait, as markers, until Spark's watermark
+    reaches their CTI: the work query's sink learns from them which CTIs a micro-batch's
+    results were released by, in order (``tempo.spark.streaming.cluster``)."""
 
     def __init__(self, query: Query, node_index: int) -> None:
-        # The plan travels to Spark's Python workers; the query's properties, kept by node
-        # identity, are derived there again.
-        self.root = query.root
+        # The plan travels to Spark's Python workers, without its inputs' sources; the query's
+        # properties, kept by node identity, are derived there again.
+        self.root = detached(query.root)
         self.node_index = node_index
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -96,32 +118,47 @@ class KeyedProcessor(StatefulProcessor):
         self.payload_type = node.inputs()[0].payload_type
         self.fields = field_names(self.payload_type)
         self.output_fields = field_names(node.payload_type)
+        self.blank = [None] * len(self.output_fields)
+        self.out = Row(*RESULT_COLUMNS, *self.output_fields)  # a Row class: Spark maps fields by name
         self.operator = handle.getValueState("operator", "state binary")
         self.waiting = handle.getValueState("waiting", "results binary")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
+        if key[0] == CTI_LANE:
+            markers = [(row[EID], row[CTI]) for row in rows]
+            return self._markers(markers, now)
         items: list[KeyedItem] = []
         last = NEG_INF
+        fields = self.fields
         for row in sorted(rows, key=lambda r: r[POSITION]):
-            if row[ITEM] == CTI_ROW:
-                continue
             if row[CTI] > last:
                 items.append(Cti(row[CTI]))
                 last = row[CTI]
             if row[ITEM] == INSERT:
-                payload = self.payload_type(**{f: row[f] for f in self.fields})
+                payload = from_wire(self.payload_type, [row[f] for f in fields], False)
                 items.append(Insert(row[EID], row[START], row[END], payload))
             else:
                 items.append(End(row[EID], row[END]))
-        if not items:  # the CTI rows' key
-            return iter(())
-        return self._run(items, cti_of_watermark(timerValues.getCurrentWatermarkInMs()))
+        return self._run(key, items, now)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
-        return self._run([Cti(now)], now)
+        if key[0] == CTI_LANE:
+            return self._markers([], now)
+        return self._run(key, [Cti(now)], now)
 
-    def _run(self, items: list[KeyedItem], now: int) -> Iterator[Row]:
+    def _markers(self, markers: list[tuple[int, int]], now: int) -> Iterator[Row]:
+        """The CTI lane: the CTI rows (stage batch, CTI) wait until the watermark reaches them."""
+        held = self.waiting.get()
+        waiting: list[tuple[int, int]] = ([] if held is None else pickle.loads(held[0])) + markers
+        out = sorted(m for m in waiting if m[1] <= now)
+        waiting = [m for m in waiting if m[1] > now]
+        self._wait(waiting and pickle.dumps(waiting), min((m[1] for m in waiting), default=None))
+        for batch, cti in out:
+            yield self.out(MARKER, cti, batch, None, None, *self.blank)
+
+    def _run(self, key: Any, items: list[KeyedItem], now: int) -> Iterator[Row]:
         saved = self.operator.get()  # None for a key not seen before: no exists() call to the JVM
         held = self.waiting.get()
         waiting: list[KeyedResult] = [] if held is None else pickle.loads(held[0])
@@ -132,16 +169,31 @@ class KeyedProcessor(StatefulProcessor):
         out = [r for r in waiting if r.cti <= now]
         waiting = [r for r in waiting if r.cti > now]
         if waiting:
-            self.waiting.update((pickle.dumps(waiting),))
             due = min([r.cti for r in waiting] + ([] if due is None else [due]))
+        self._wait(waiting and pickle.dumps(waiting), due)
+        group = repr(tuple(key[1:]))
+        for r in out:
+            yield self.out(RESULT, r.cti, r.start, r.end, group, *to_wire(r.payload))
+
+    def _wait(self, waiting: bytes | list[Any], due: int | None) -> None:
+        """Keep what waits (nothing: an empty value) and the key's one timer, at ``due``."""
+        if waiting:
+            self.waiting.update((waiting,))
         else:
             self.waiting.clear()
         for old in list(self.handle.listTimers()):
             self.handle.deleteTimer(old)
         if due is not None:
             self.handle.registerTimer(timer_ms(due))
-        for r in out:
-            yield Row(**dict(zip(RESULT_COLUMNS, (r.cti, r.start, r.end))), **{f: getattr(r.payload, f) for f in self.output_fields})
 
     def close(self) -> None:
         pass
+
+
+def output_schema(query: Query, node_index: int) -> st.StructType:
+    """The schema of ``KeyedProcessor``'s rows for the query's node ``node_index``."""
+    from tempo.spark.types import wire_schema
+
+    leading = [st.IntegerType(), st.LongType(), st.LongType(), st.LongType(), st.StringType()]
+    fields = [st.StructField(name, dtype, True) for name, dtype in zip(RESULT_COLUMNS, leading)]
+    return st.StructType(fields + list(wire_schema(query.nodes[node_index].payload_type).fields))

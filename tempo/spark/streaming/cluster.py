@@ -1,0 +1,617 @@
+"""The cluster engine of a live query: the driver decides time, Spark's executors hold the
+window's state and do its work (``engine="cluster"``; docs/streaming.md, "Live queries on the
+cluster").
+
+Two Spark queries make one live query:
+
+* The **time query** reads the inputs. In its ``foreachBatch`` only the time columns come to
+  the driver, where the bulk engine's ``plan_batch`` applies the input's time rules to them
+  (CTIs, drops, adjustments) and ``apply_batch``, given no partials, moves the driver's
+  engine on: its ingress state, and the CTIs through its operators, whose window stays empty
+  (a ``_CtiTap`` records each CTI the window receives). Spark computes the stateless
+  operators below the window and writes the batch's **stage file**: the window's input
+  events, each with its group key, stamped with the window's CTI before the batch, and one
+  CTI row per CTI the window received in the batch (none received: the CTI before it again),
+  carrying the batch's id. The batch's rejections go to a side file beside it, then tempo's
+  commit record (``BatchLog``) with the driver engine's state, as on the other engines.
+* The **work query** reads the stage folder as a file stream, sets Spark's watermark from
+  the rows' CTIs (``tempo.spark.streaming.keyed``) and runs the window one key at a time in
+  ``groupBy(lane, *group key).transformWithState`` (``KeyedProcessor``), its state in Spark's
+  RocksDB state store, on the executors. A micro-batch gives back the results and the CTI
+  rows of the CTIs Spark's watermark passed since the previous one. In its ``foreachBatch``
+  the driver gives each result the first of those CTIs at or after its end, the one that
+  released it in memory, and pushes the results (by start, end, group key) and the CTIs in
+  order through the operators above the window (``LiveEngine``'s, run on the driver, their
+  state in the work query's own commit records under ``cluster/work``); the output goes to
+  the sink with tempo's commit protocol, the rejections of each stage batch with its last
+  CTI row.
+
+Each query is exactly-once on its own: the time query by tempo's records and stage files
+written once under their batch id (a batch run again after a crash finds its file there);
+the work query by Spark's checkpoint of the file source and the state store, and its own
+commit records. What a restart reads is therefore what each left, and the output is the
+in-memory executor's: each micro-batch of the work query a stretch of its release sequence,
+but for the order of a window's groups among themselves, which the semantics leave open
+(docs/semantics.md 5.7) and which this engine gives by group key.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import pickle
+import signal
+import threading
+import time
+from typing import Any, Generic, TypeVar
+
+import attrs
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
+
+from tempo.errors import EvaluationError, TempoError, UdfResultError, UnsupportedError
+from tempo.events import Cti
+from tempo.expr.nodes import udf_error
+from tempo.plan.query import Query
+from tempo.result import InputMetrics, Result, released_table
+from tempo.runtime import event_windows as ew
+from tempo.runtime import operators as ops
+from tempo.runtime.bulk import BulkShape, apply_times, window_shape
+from tempo.runtime.keyed import keyed_unsupported
+from tempo.runtime.live import LiveEngine
+from tempo.spark.columns import END as E
+from tempo.spark.columns import START as S
+from tempo.spark.columns import Scope, column, worker_errors
+from tempo.spark.compiler import FIRST, Compiler
+from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
+from tempo.spark.sources import spark_path
+from tempo.spark.streaming.bulk import BulkRunner
+from tempo.spark.streaming.checkpoint import BatchLog
+from tempo.spark.streaming.executor import (
+    BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, schema_drift_error,
+)
+from tempo.spark.streaming.keyed import (
+    CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, OUT_END, OUT_KIND, OUT_START, POSITION,
+    RELEASED_BY, RESULT_COLUMNS, GROUP, START, KeyedProcessor, output_schema, watermark_ms,
+)
+from tempo.spark.streaming.layout import INPUT_COLUMN
+from tempo.spark.streaming.sinks import Sink
+from tempo.spark.types import from_wire, wire_columns
+from tempo.ticks import NEG_INF
+
+T = TypeVar("T")
+
+EXECUTOR = "Spark streaming"
+WATERMARK = "tempo_watermark"
+"""The stage's column of each row's CTI as Spark's watermark reads it (``watermark_ms``)."""
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+STATE_CONF = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+    # Each batch checkpoints the keys it changed, not every key's state (docs/streaming.md).
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
+"""Settings the work query runs with (``transformWithState`` needs RocksDB's state store);
+set on the session when a cluster query starts."""
+WAIT_SECONDS = 600.0
+"""How long ``process_all_available`` waits for the work query to release a stage batch."""
+
+
+def cluster_shape(query: Query) -> BulkShape | str:
+    """The query's shape when the cluster engine runs it, or why it cannot yet: one input
+    without ordering settings reaching one window with a keyed form (hopping, tumbling,
+    session or count window; ``tempo.runtime.keyed``) through where / select / shift operators, its state and
+    work on the executors; anything may follow the window (run on the driver, on the
+    window's results)."""
+    shape = window_shape(query)
+    if isinstance(shape, str):
+        return shape
+    if shape.join is not None:
+        return "it joins below its window (the cluster engine has no keyed join yet)"
+    if len(shape.sources) != 1:
+        return "it has several inputs (the cluster engine reads one yet)"
+    why = keyed_unsupported(shape.window)
+    return shape if why is None else why
+
+
+def required_shape(query: Query) -> BulkShape:
+    """The query's shape on the cluster engine; ``UnsupportedError`` saying why it has none."""
+    shape = cluster_shape(query)
+    if isinstance(shape, str):
+        raise UnsupportedError(EXECUTOR, "engine='cluster'", f"this query does not run on the cluster engine yet: {shape}")
+    return shape
+
+
+def stage_watermark(cti: int) -> int:
+    """The watermark column's value for a row whose CTI is ``cti``: none yet is 0, where
+    Spark's watermark starts."""
+    return 0 if cti <= NEG_INF else watermark_ms(cti)
+
+
+class _CtiTap(ops.Operator):
+    """Beside the window of the driver's engine: records each CTI the window receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ctis: list[int] = []
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        raise AssertionError("the cluster engine's driver sends no event to its window")
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        raise AssertionError("the cluster engine's driver sends no event to its window")
+
+    def cti(self, port: int, t: int) -> None:
+        if not self.ctis or t > self.ctis[-1]:
+            self.ctis.append(t)
+
+
+@attrs.frozen
+class StageBatch:
+    """What a stage batch's side file holds: its rejections, and whether it flushed the query."""
+
+    rejections: list[Any]
+    final: bool
+
+
+class Stage:
+    """The stage folder of a cluster query (``<checkpoint>/cluster/stage``, a file per time
+    batch) and the side files beside it (``<checkpoint>/cluster/batches``)."""
+
+    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape, log: BatchLog) -> None:
+        self.spark = spark
+        self.query = query
+        self.shape = shape
+        store = self.store = log.store
+        self.root = store.join(log.checkpoint, "cluster")
+        self.folder = store.join(self.root, "stage")
+        self.scratch = store.join(self.root, "_scratch")
+        self.sides = store.join(self.root, "batches")
+        for path in (self.folder, self.sides):
+            store.makedirs(path)
+        self.keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(shape.window.keys or ())]
+        self.payload_type = shape.window.input.payload_type
+        self.schema: st.StructType | None = None
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [f"__key{i}" for i in range(len(self.keys))]
+
+    def events(self, relation: DataFrame, before: int) -> DataFrame:
+        """The window's input events ``relation`` (start, end, first place, payload) as stage rows."""
+        return relation.select(
+            F.col(FIRST).cast("long").alias(POSITION), F.lit(INSERT).cast("int").alias(ITEM), F.col(FIRST).cast("long").alias(EID),
+            F.col(S).alias(START), F.col(E).alias(END), F.lit(before).cast("long").alias(CTI),
+            F.lit(stage_watermark(before)).cast("long").alias(WATERMARK), F.lit(EVENT_LANE).cast("int").alias(LANE),
+            *self.keys, *wire_columns(self.payload_type),
+        )
+
+    def markers(self, batch: int, ctis: list[int]) -> DataFrame:
+        """The batch's CTI rows."""
+        assert self.schema is not None
+        blank = [None] * (len(self.schema.fields) - 8)
+        rows = [(None, CTI_ROW, batch, None, None, c, stage_watermark(c), CTI_LANE, *blank) for c in ctis]
+        return self.spark.createDataFrame(rows, self.schema)
+
+    def fix_schema(self, events: DataFrame) -> None:
+        """The stage's schema, from the stage rows of a batch (every column nullable)."""
+        self.schema = st.StructType([st.StructField(f.name, f.dataType, True) for f in events.schema.fields])
+
+    def path(self, batch: int) -> str:
+        return self.store.join(self.folder, f"{batch:012d}.parquet")
+
+    def side(self, batch: int) -> str:
+        return self.store.join(self.sides, f"{batch}.bin")
+
+    def write(self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch) -> None:
+        """Stage batch ``batch``, once: its side file, then its stage file, which a reader of
+        the folder sees whole or not at all (written aside, then moved in). A batch run again
+        finds both there, with the content it would write."""
+        if self.store.exists(self.path(batch)):
+            return
+        self.store.write(self.side(batch), pickle.dumps(side))
+        rows = self.markers(batch, ctis)
+        if events is not None:
+            rows = events.select(*[F.col(f"`{f.name}`") for f in rows.schema.fields]).unionByName(rows)
+        scratch = self.store.join(self.scratch, str(batch))
+        rows.coalesce(1).write.mode("overwrite").parquet(spark_path(scratch))
+        parts = [n for n in self.store.names(scratch) if n.endswith(".parquet")]
+        assert len(parts) == 1, parts
+        self.store.publish(self.store.join(scratch, parts[0]), self.path(batch))
+        for name in self.store.names(scratch):
+            self.store.remove(self.store.join(scratch, name))
+
+    def read_side(self, batch: int) -> StageBatch:
+        side: StageBatch = pickle.loads(self.store.read(self.side(batch)))
+        return side
+
+
+class _Crashes:
+    """The testing hook of ``tempo.spark.streaming.executor`` (``TEMPO_CRASH_AT``)."""
+
+    def __init__(self) -> None:
+        self.at = os.environ.get("TEMPO_CRASH_AT")
+
+    def point(self, phase: str, batch: int) -> None:
+        if self.at == f"{phase}:{batch}":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _Batches:
+    """What both runners share: one batch at a time under a lock, stop and failure."""
+
+    def __init__(self, query: Query, log: BatchLog) -> None:
+        self.query = query
+        self.log = log
+        self.lock = threading.Lock()
+        self.failure: BaseException | None = None
+        self.stopping = False
+        self.crash = _Crashes()
+        self.engine: LiveEngine | None = None
+        self.engine_batch: int | None = None
+
+    def guarded(self, run: Any, df: DataFrame, batch: int) -> None:
+        if self.stopping:
+            raise StoppedDuringBatch(batch)
+        try:
+            with self.lock:
+                run(df, batch)
+        except BaseException as exc:
+            self.forget()
+            if self.stopping:
+                raise StoppedDuringBatch(batch) from None
+            self.failure = exc
+            raise
+
+    def forget(self) -> None:
+        """A batch failed: the engine held in memory may hold part of it."""
+        self.engine = None
+
+    def engine_after(self, batch: int | None) -> LiveEngine:
+        """The engine after committed batch ``batch`` (None: at the start)."""
+        if self.engine is not None and self.engine_batch == batch:
+            return self.engine
+        return committed_engine(self.query, self.log, batch)
+
+
+class TimeRunner(_Batches):
+    """The time query's ``foreachBatch`` (see the module's docstring)."""
+
+    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape, log: BatchLog, stage: Stage) -> None:
+        super().__init__(query, log)
+        self.spark = spark
+        self.shape = shape
+        self.stage = stage
+        self.bulk = BulkRunner(spark, query, shape)
+        self.tap = _CtiTap()
+        self.progress: list[dict[str, Any]] = []
+
+    def engine_after(self, batch: int | None) -> LiveEngine:
+        """The driver's engine after committed batch ``batch``, the tap beside its window."""
+        if self.engine is not None and self.engine_batch == batch:
+            return self.engine
+        engine = committed_engine(self.query, self.log, batch)
+        below = self.query.nodes.index(self.shape.window.input)
+        self.tap = _CtiTap()
+        engine.operators[below].connect(self.tap, 0)
+        return engine
+
+    def window_cti(self, engine: LiveEngine) -> int:
+        """The last CTI the window of the driver's engine received."""
+        window = engine.operators[self.shape.position]
+        assert isinstance(window, (ops.Window, ew.EventWindows))
+        return window.in_cti
+
+    def _recognized(self, exc: BaseException) -> TempoError | None:
+        return _recognized(exc) or schema_drift_error(exc, self.query)
+
+    def __call__(self, df: DataFrame, batch: int) -> None:
+        self.guarded(self._run, df, batch)
+
+    def empty_rows(self, merged: DataFrame) -> None:
+        """Fix the stage's schema from the stage rows the inputs' columns make."""
+        empty = self.spark.createDataFrame([], merged.schema)
+        rows = self.bulk.rows(empty, 0)
+        self.stage.fix_schema(self.stage.events(self._relation(rows, None), NEG_INF))
+
+    def _relation(self, rows: DataFrame, plan: Any) -> DataFrame:
+        events = self.bulk.events(rows, 0, plan)
+        compiler = Compiler(self.spark, self.query, self.bulk.replay, {self.shape.sources[0].name: events})
+        return compiler.relation(self.shape.window.input)
+
+    def _run(self, df: DataFrame, batch: int) -> None:
+        if self.log.is_committed(batch):
+            return
+        began = time.perf_counter()
+        engine = self.engine_after(self.log.last_committed(before=batch))
+        rows = self.bulk.rows(df, 0)
+        with worker_errors(self._recognized):
+            times = rows.select(F.lit(0).alias(INPUT_COLUMN), ORDER, KIND, S, E, ARR, NULLF).toArrow()
+        self.crash.point("time-read", batch)
+        events: DataFrame | None = None
+        before = self.window_cti(engine)
+        self.tap.ctis = []
+        rejections: list[Any] = []
+        if times.num_rows:
+            planned = self.bulk.plans(engine, times)
+            if planned is None:
+                self._refuse(df, batch, "its rows break a rule of their own")
+            assert planned is not None
+            plans, cut = planned
+            try:
+                with worker_errors(udf_error):
+                    payloads = self.bulk.late_payloads([rows], plans, False)
+                apply_times(engine, plans, cut, payloads, 0)
+                engine.run()
+                rejections = engine.take().rejections
+                events = self.stage.events(self._relation(rows, plans[0]), before)
+                ctis = list(self.tap.ctis) or [before]
+                with worker_errors(udf_error):
+                    self.stage.write(batch, events, ctis, StageBatch(rejections, False))
+            except (EvaluationError, UdfResultError):
+                self._refuse(df, batch, "an expression below its window failed")
+        else:
+            self.stage.write(batch, None, [before], StageBatch([], False))
+        self.crash.point("time-stage", batch)
+        self._commit(engine, batch, {"rows": times.num_rows, "rejected": len(rejections)}, began, final=False)
+
+    def _refuse(self, df: DataFrame, batch: int, why: str) -> None:
+        """A batch the plan cannot take: run item by item on a copy of the driver's engine,
+        which raises the error the in-memory executor gives; else say what is unsupported."""
+        last = self.log.last_committed(before=batch)
+        engine = LiveEngine.restore(self.query, self.log.state(last)) if last is not None else self.engine_after(None)
+        with worker_errors(self._recognized):
+            table = df.toArrow()
+        from tempo.spark.streaming.layout import input_prefix
+
+        prefix = input_prefix(0)
+        names = [n for n in table.column_names if n.startswith(prefix)]
+        engine.push_rows(0, table.select(names).rename_columns([n[len(prefix):] for n in names]))
+        engine.run()
+        raise UnsupportedError(EXECUTOR, "engine='cluster'", f"batch {batch} cannot be computed on the cluster: {why}")
+
+    def finish(self) -> int:
+        """The inputs have ended: end them on the driver's engine (a CTI at infinity where
+        the settings flush) and stage that as a last batch; its id."""
+        with self.lock:
+            last = self.log.last_committed()
+            batch = 0 if last is None else last + 1
+            engine = self.engine_after(last)
+            before = self.window_cti(engine)
+            self.tap.ctis = []
+            engine.finish()
+            rejections = engine.take().rejections
+            self.stage.write(batch, None, list(self.tap.ctis) or [before], StageBatch(rejections, True))
+            self.crash.point("time-stage", batch)
+            self._commit(engine, batch, {"rows": 0, "rejected": len(rejections)}, time.perf_counter(), final=True)
+            return batch
+
+    def _commit(self, engine: LiveEngine, batch: int, record: dict[str, Any], began: float, final: bool) -> None:
+        record = record | {"batch": batch, "final": final, "seconds": time.perf_counter() - began, "metrics": _metrics_record(engine.metrics())}
+        self.log.commit(batch, engine.snapshot(), record, saved=lambda: self.crash.point("time-state", batch))
+        self.crash.point("time-commit", batch)
+        self.engine, self.engine_batch = engine, batch
+        self.progress.append(record)
+
+
+class WorkRunner(_Batches, Generic[T]):
+    """The work query's ``foreachBatch`` (see the module's docstring)."""
+
+    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape, payload_type: type[T], sink: Sink, log: BatchLog, stage: Stage) -> None:
+        super().__init__(query, log)
+        self.spark = spark
+        self.shape = shape
+        self.payload_type = payload_type
+        self.sink = sink
+        self.stage = stage
+        self.result_type = shape.window.payload_type
+        self.progress: list[BatchProgress] = []
+        last = log.last_committed()
+        self.staged_through: int = -1 if last is None else int(log.record(last)["staged_through"])
+        """The last stage batch whose CTI rows have all come back (its rejections written)."""
+        for batch in log.committed():  # a crash may have come between a commit and its publishing
+            sink.publish(batch)
+
+    def __call__(self, df: DataFrame, batch: int) -> None:
+        self.guarded(self._run, df, batch)
+
+    def _run(self, df: DataFrame, batch: int) -> None:
+        if self.log.is_committed(batch):  # Spark runs a batch again when it crashed before its own commit
+            # Its state stores must commit the batch again (Spark checks that each did): the
+            # plan runs, its output (what was committed) goes nowhere.
+            with worker_errors(_recognized):
+                df.write.format("noop").mode("overwrite").save()
+            self.sink.publish(batch)
+            return
+        began = time.perf_counter()
+        with worker_errors(_recognized):
+            table = df.toArrow()
+        self.crash.point("read", batch)
+        engine = self.engine_after(self.log.last_committed(before=batch))
+        window = engine.operators[self.shape.position]
+        assert isinstance(window, (ops.Window, ew.EventWindows))
+        col = {name: table.column(name).to_pylist() for name in table.column_names}
+        kinds = col[OUT_KIND]
+        markers = sorted((col[OUT_START][i], col[RELEASED_BY][i]) for i in range(table.num_rows) if kinds[i] == MARKER)
+        ctis = [cti for _, cti in markers]
+        fields = [f for f in table.column_names if f not in RESULT_COLUMNS]
+        released: list[list[tuple[int, int, str, Any]]] = [[] for _ in markers]
+        for i in range(table.num_rows):
+            if kinds[i] == MARKER:
+                continue
+            end = col[OUT_END][i]
+            at = bisect.bisect_left(ctis, end)  # the first CTI at or after the window's end closed it
+            if at == len(ctis):
+                raise AssertionError(f"cluster engine: a result ending at {end} came back with no CTI releasing it (CTIs {ctis})")
+            payload = from_wire(self.result_type, [col[f][i] for f in fields], False)
+            released[at].append((col[OUT_START][i], end, col[GROUP][i], payload))
+        rejections: list[Any] = []
+        final = False
+        for at, (stage_batch, cti) in enumerate(markers):
+            for start, end, _, payload in sorted(released[at], key=lambda r: (r[0], r[1], r[2])):
+                window.emit_insert(window.new_id(), start, end, payload)
+            window.cti(0, cti)
+            if at + 1 == len(markers) or markers[at + 1][0] != stage_batch:  # the stage batch's last CTI row
+                side = self.stage.read_side(stage_batch)
+                rejections += side.rejections
+                final = final or side.final
+                self.staged_through = max(self.staged_through, stage_batch)
+        self.crash.point("engine", batch)
+        out = engine.take()
+        events = released_table(out.items, self.payload_type)
+        inputs = {s.name: s.payload_type for s in self.query.sources}
+        rejected = Result([], [], {}, rejections, [], {}, None, self.payload_type, inputs).rejections_table()
+        self.sink.write(self.spark, batch, events, rejected)
+        self.crash.point("sink", batch)
+        state = engine.snapshot()
+        out_ctis = [item.timestamp.isoformat() for item in out.items if isinstance(item, Cti)]
+        previous = self.progress[-1].output_cti if self.progress else None
+        progress = BatchProgress(
+            batch, {}, len(out.items), len(rejections), out_ctis[-1] if out_ctis else previous, 0, len(state),
+            time.perf_counter() - began, final, "cluster",
+        )
+        record = attrs.asdict(progress) | {"staged_through": self.staged_through}
+        self.log.commit(batch, state, record, saved=lambda: self.crash.point("state", batch))
+        self.crash.point("commit", batch)
+        self.sink.publish(batch)
+        self.crash.point("publish", batch)
+        self.engine, self.engine_batch = engine, batch
+        self.progress.append(progress)
+
+
+def work_frame(spark: SparkSession, query: Query, shape: BulkShape, stage: Stage) -> DataFrame:
+    """The work query: the stage as a stream, the window per key on the executors."""
+    assert stage.schema is not None
+    rows = (
+        spark.readStream.schema(stage.schema).option("maxFileAge", "36500d").parquet(spark_path(stage.folder))
+        .withColumn("__tempo_wm", F.timestamp_millis(F.col(WATERMARK))).withWatermark("__tempo_wm", "1 millisecond")
+        .drop("__tempo_wm", WATERMARK)  # its instants lie past the years Python's datetime holds
+    )
+    return rows.groupBy(LANE, *stage.key_columns).transformWithState(
+        KeyedProcessor(query, shape.position), output_schema(query, shape.position), "Append", "EventTime",
+    )
+
+
+class ClusterQuery(LiveQuery[T]):
+    """A live query on the cluster engine: its time query and work query (see the module's
+    docstring), with ``LiveQuery``'s methods."""
+
+    def __init__(self, time_handle: Any, work_handle: Any, time_runner: TimeRunner, work_runner: WorkRunner[T], lock: Any) -> None:
+        self._time = time_handle
+        self._work = work_handle
+        self._time_runner = time_runner
+        self._work_runner = work_runner
+        self._lock = lock
+
+    def _failures(self) -> list[BaseException | None]:
+        return [self._time_runner.failure, self._work_runner.failure]
+
+    def _staged(self) -> int:
+        """The last batch the time query staged."""
+        last = self._time_runner.log.last_committed()
+        return -1 if last is None else last
+
+    def _drain(self) -> None:
+        """Wait until the work query has given back every staged batch's CTIs."""
+        target = self._staged()
+        deadline = time.monotonic() + WAIT_SECONDS
+        while self._work_runner.staged_through < target:
+            self._work.processAllAvailable()
+            if self._work_runner.staged_through >= target:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the work query has not released stage batch {target} after {WAIT_SECONDS:.0f} s")
+            time.sleep(0.05)
+
+    def process_all_available(self) -> None:
+        """Block until every row the inputs hold now has been processed and its output committed."""
+        with self._errors():
+            if self._time is not None:
+                self._time.processAllAvailable()
+            self._drain()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        with self._errors():
+            handle = self._time if self._time is not None else self._work
+            stopped = handle.awaitTermination(timeout) if timeout is not None else handle.awaitTermination()
+        return stopped is None or bool(stopped)
+
+    def _halt(self, runner: _Batches | None = None, handle: Any = None) -> None:
+        if runner is None or handle is None:
+            return
+        runner.stopping = True
+        with runner.lock:
+            pass
+        handle.stop()
+
+    def stop(self) -> None:
+        """Stop both queries after their batches in progress; a restart continues them."""
+        self._halt(self._time_runner, self._time)
+        self._halt(self._work_runner, self._work)
+        self.release()
+
+    def flush(self) -> None:
+        """The inputs have ended: as ``LiveQuery.flush``, the flush staged by the time query
+        and released by the work query."""
+        try:
+            self.process_all_available()
+            if self._time is not None:
+                self._halt(self._time_runner, self._time)
+                self._time_runner.finish()
+            with self._errors():
+                self._drain()
+            self._halt(self._work_runner, self._work)
+        finally:
+            self.release()
+
+    @property
+    def is_active(self) -> bool:
+        return bool(self._work.isActive) and (self._time is None or bool(self._time.isActive))
+
+    @property
+    def last_committed_batch(self) -> int | None:
+        return self._work_runner.log.last_committed()
+
+    @property
+    def progress(self) -> list[BatchProgress]:
+        return list(self._work_runner.progress)
+
+    @property
+    def metrics(self) -> dict[str, InputMetrics]:
+        runner = self._time_runner
+        with runner.lock:
+            return runner.engine_after(runner.log.last_committed()).metrics()
+
+
+def start_cluster(
+    spark: SparkSession, query: Query, payload_type: type[T], sink: Sink, log: BatchLog, description: str, lock: Any,
+    merged: DataFrame, trigger: dict[str, Any],
+) -> ClusterQuery[T]:
+    """Start ``query``'s time and work queries over the inputs' stream ``merged``."""
+    shape = required_shape(query)
+    for key, value in STATE_CONF.items():
+        spark.conf.set(key, value)
+    work_log = BatchLog(log.store.join(log.checkpoint, "cluster", "work"), store=log.store)
+    work_log.claim(description)
+    stage = Stage(spark, query, shape, log)
+    time_runner = TimeRunner(spark, query, shape, log, stage)
+    time_runner.empty_rows(merged)
+    work_runner: WorkRunner[T] = WorkRunner(spark, query, shape, payload_type, sink, work_log, stage)
+    work_log.check_open()  # the flush was released: the query has ended
+    time_handle = None
+    last = log.last_committed()
+    if last is None or not log.record(last).get("final"):  # else only the flush is left to release
+        writer = merged.writeStream.foreachBatch(time_runner).option("checkpointLocation", log.spark_checkpoint)
+        if trigger:
+            writer = writer.trigger(**trigger)
+        log.store.makedirs(log.spark_checkpoint)
+        time_handle = writer.start()
+    work = work_frame(spark, query, shape, stage).writeStream.foreachBatch(work_runner).option("checkpointLocation", work_log.spark_checkpoint)
+    log.store.makedirs(work_log.spark_checkpoint)
+    try:
+        work_handle = work.start()
+    except BaseException:
+        if time_handle is not None:
+            time_handle.stop()
+        raise
+    return ClusterQuery(time_handle, work_handle, time_runner, work_runner, lock)

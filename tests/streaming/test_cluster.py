@@ -1,0 +1,213 @@
+"""The cluster engine (``engine="cluster"``, tempo/spark/streaming/cluster.py): the driver
+decides time, the window runs per key in ``transformWithState`` on Spark's executors, against
+the in-memory executor.
+
+test_bulk.py's queries and rows, cut into random files: after every file the committed
+output must be the in-memory executor's release for the rows so far, item for item and in
+release order, but for the order of one window's groups among themselves, which the
+semantics leave open (docs/semantics.md 5.7): both sides' results of one window and one
+releasing CTI are compared as a set. After the flush, the whole run's, with the rejections
+and the input's metrics.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pytest
+
+import tempo
+from tempo import InMemoryExecutor
+from tempo.events import Cti
+from tempo.sources import ParquetSource
+from tempo import AdvanceTimePolicy, EventShape, Stream
+from tests.streaming.test_bulk import CASES, Case, Overall, Reading, in_lockstep
+
+pytestmark = pytest.mark.spark
+
+
+def _skip_without_tws() -> None:
+    from pyspark.sql import GroupedData
+
+    if not hasattr(GroupedData, "transformWithState"):
+        pytest.skip("the cluster engine needs transformWithState over rows: pyspark 4.1 or later")
+
+
+def groups_as_sets(items: list[Any]) -> list[Any]:
+    """``items`` with each run of events of one lifetime between two CTIs in a fixed order
+    (by repr): the order of a window's groups is not specified."""
+    out: list[Any] = []
+    run: list[Any] = []
+
+    def flush() -> None:
+        out.extend(sorted(run, key=repr))
+        run.clear()
+
+    def lifetime(item: Any) -> tuple[Any, Any]:
+        return item.start, getattr(item, "end", None)  # a point has no end of its own
+
+    for item in items:
+        if run and (isinstance(item, Cti) or lifetime(item) != lifetime(run[0])):
+            flush()
+        if isinstance(item, Cti):
+            out.append(item)
+        else:
+            run.append(item)
+    flush()
+    return out
+
+
+@attrs.frozen
+class Session:
+    device: int
+    n: int
+    total: float | None
+    high: float | None
+
+
+def _sessions(s: Stream[Reading]) -> Stream[Session]:
+    return (
+        s.where(lambda r: r.site != "b").group_by(lambda r: r.device).session(timedelta(seconds=7), max_duration=timedelta(seconds=30))
+        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+    )
+
+
+def _sessions_then_count(s: Stream[Reading]) -> Stream[Any]:
+    """Sessions without a cut, then on the driver a count of them per 20 s."""
+    return (
+        s.shift_event_time(timedelta(seconds=2)).group_by(lambda r: r.device).session(timedelta(seconds=5))
+        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+        .tumbling(timedelta(seconds=20)).aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.total)))
+    )
+
+
+def _count_windows(s: Stream[Reading]) -> Stream[Session]:
+    return (
+        s.group_by(lambda r: r.device).count_window(3, slide=2)
+        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+    )
+
+
+SESSION_CASES = [
+    Case("sessions, count, drop, cut", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions),
+    Case("sessions, period, adjust, intervals, then a window", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _sessions_then_count),
+    Case("count windows, count, adjust", 3, 4, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _count_windows),
+]
+SLOW_CASES = {"count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence"}
+"""Run with ``--run-slow``: the default suite runs one hopping case and the sessions."""
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.slow) if c.name in SLOW_CASES else c for c in CASES + SESSION_CASES],
+    ids=[c.name for c in CASES + SESSION_CASES],
+)
+def test_the_cluster_engine_gives_the_in_memory_release_after_every_file(spark_session: Any, tmp_path: Path, case: Case) -> None:
+    from tempo.spark.streaming import StreamingExecutor
+
+    _skip_without_tws()
+    executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster")
+    live = in_lockstep(tmp_path, case, (CASES + SESSION_CASES).index(case), 5, executor.start, groups_as_sets)
+    assert {p.engine for p in live.progress} == {"cluster"}
+
+
+FILES = 6
+"""Files written before the kill runs: time batches 0 to 5, then the flush is time batch 6."""
+
+
+def _assert_whole_run_as_sets(out: Path, rows: list[dict[str, Any]]) -> None:
+    from tempo.spark.streaming import read_committed
+    from tests.streaming.test_live_spark import Count, _counts
+    from tests.streaming.test_live_spark import Reading as Plain
+    from tests.streaming.test_live_spark import _items as items
+
+    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Plain, start="ts", order="seq"), flush=True))
+    assert groups_as_sets(items(read_committed(str(out)), Count)) == groups_as_sets(whole.raw)
+    rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
+    assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
+
+
+def _kill_then_restart(tmp_path: Path, phase: str, batch: int) -> None:
+    """A worker on the cluster engine killed with kill -9 at ``phase`` of ``batch``: of the
+    time query (``time-...``: its batch ``batch`` is the input's file ``batch``; FILES is the
+    flush) or of the work query (its micro-batch ``batch``)."""
+    from tests.streaming.test_kill import Worker
+
+    crashed = Worker(tmp_path, "--flush", "--engine", "cluster", crash_at=f"{phase}:{batch}")
+    assert crashed.wait() == -9, crashed.output()
+
+
+def _finish(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    """A restart finishes the run: the whole run once, as in memory; a start after that is
+    refused as flushed."""
+    from tests.streaming.live_worker import FLUSHED
+    from tests.streaming.test_kill import Worker
+
+    restarted = Worker(tmp_path, "--flush", "--engine", "cluster")
+    assert restarted.wait() == 0, restarted.output()
+    _assert_whole_run_as_sets(tmp_path / "out", rows)
+    again = Worker(tmp_path, "--flush", "--engine", "cluster")
+    assert again.wait() == FLUSHED, again.output()
+
+
+def _input(tmp_path: Path, seed: int) -> list[dict[str, Any]]:
+    from tests.streaming.test_kill import _write_files
+    from tests.streaming.test_live_spark import _rows as plain_rows
+
+    _skip_without_tws()
+    rows = plain_rows(60, seed=seed)
+    _write_files(tmp_path / "in", rows, [10] * FILES)
+    return rows
+
+
+def test_kills_of_the_cluster_engine_at_two_phases_then_a_restart_commits_the_whole_run_once(tmp_path: Path) -> None:
+    """Two kills in a row, the second run going on from what the first left: a work batch
+    killed after its commit record (Spark runs it again: its state stores commit it again,
+    its output is only published); the flush killed after its commit record (the restart
+    starts the work query alone, which releases the flush). The slow tests kill each phase
+    once, and check that a start after the end is refused."""
+    from tests.streaming.test_kill import Worker
+
+    rows = _input(tmp_path, seed=13)
+    for phase, batch in [("commit", 2), ("time-commit", FILES)]:
+        _kill_then_restart(tmp_path, phase, batch)
+    restarted = Worker(tmp_path, "--flush", "--engine", "cluster")
+    assert restarted.wait() == 0, restarted.output()
+    _assert_whole_run_as_sets(tmp_path / "out", rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("phase", "batch"),
+    [
+        *[(phase, 2) for phase in ("time-read", "time-stage", "time-state", "time-commit", "read", "engine", "sink", "state", "commit", "publish")],
+        *[(phase, FILES) for phase in ("time-stage", "time-state", "time-commit")],
+    ],
+)
+def test_a_kill_of_the_cluster_engine_at_a_phase_then_a_restart_commits_the_whole_run_once(tmp_path: Path, phase: str, batch: int) -> None:
+    """One kill at ``phase`` of ``batch`` (``_kill_then_restart``), then a restart."""
+    rows = _input(tmp_path, seed=13)
+    _kill_then_restart(tmp_path, phase, batch)
+    _finish(tmp_path, rows)
+
+
+def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any, tmp_path: Path) -> None:
+    """Analytics have no keyed form yet: the start says so, and leaves the checkpoint free."""
+    from tempo.errors import UnsupportedError
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor
+    from tests.streaming.test_live_spark import Reading as Plain
+    from tests.streaming.test_live_spark import _rows as plain_rows
+    from tests.streaming.test_live_spark import _analytics
+    from tests.streaming.test_live_spark import _write as write_plain
+
+    _skip_without_tws()
+    write_plain(tmp_path / "in", 0, plain_rows(4, seed=1))
+    query = _analytics(ParquetSource(str(tmp_path / "in"), Plain, start="ts", order="seq"), flush=True)
+    with pytest.raises(UnsupportedError, match="engine=.cluster.*only a window aggregate"):
+        StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query, ParquetSink(str(tmp_path / "out")))
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(query, ParquetSink(str(tmp_path / "out")))
+    live.stop()
