@@ -8,7 +8,8 @@ The keyed side cuts the same sequence into random batches and, batch by batch, r
 seen so far through one ``KeyedOperator``: its saved state, its own events and every CTI,
 and the latest finite time over all keys' events (``SHARED``); after each, the key's
 ``next_release`` must be the first CTI that releases something of it (for sessions, at or
-before it, and a CTI at it must change the key's state: the timer moves on). Both sides' results, with the
+before it, and a CTI at it must change the key's state: the timer moves on). A key that holds
+nothing after a batch (``idle``) is forgotten, and comes back as a new key. Both sides' results, with the
 CTI that released each, sorted by (CTI, start, end, group key), must be equal, payloads
 exactly (a key's float sums add its events in arrival order on both sides).
 """
@@ -184,7 +185,10 @@ def _keyed(query: Query, node: p.WindowNode, sequence: list[Op], cuts: list[int]
         for key, items in per_key.items():
             released, states[key] = keyed.run(states.get(key), items, {"t_max": t_max})
             results += released
+            idle = keyed.idle()
             _check_next_release(keyed, states[key], t_max)
+            if idle:  # forgotten, as the state store forgets it: it comes back as a new key
+                del states[key]
     return results
 
 

@@ -205,6 +205,10 @@ class Sessions(EventWindows):
             elif act.cut <= c:  # the session is final; the activity may go on past the cut
                 self._close_session(act, c)
 
+    def idle(self) -> bool:
+        """Whether it holds no group's state (``Window.idle``)."""
+        return not self.activities and not self.waiting and not self.open_edges
+
     def next_release(self) -> int | None:
         """A CTI at or before the least at which this operator would emit a result, None while
         it holds nothing (a keyed operator's timer: ``tempo.runtime.keyed``): a current
@@ -246,6 +250,10 @@ class CountWindows(EventWindows):
 
     def end(self, port: int, eid: int, end: int) -> None:
         return None  # a count window's events and bounds are their starts
+
+    def idle(self) -> bool:
+        """Never, once it has seen an event: a group's count of events places its windows."""
+        return not self.waiting and not self.ranked
 
     def next_release(self) -> int | None:
         """The least CTI at which this operator would emit a result, None while no group

@@ -160,6 +160,13 @@ class KeyedOperator:
         feed(op, collector, items)
         return collector.results, self._save()
 
+    def idle(self) -> bool:
+        """Whether the key whose state ``run`` just left holds nothing: its state may be
+        dropped, and a fresh operator, given the CTI in force before the key's next items,
+        does what it would."""
+        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows))
+        return self.operator.idle()
+
     def next_release(self) -> int | None:
         """The least CTI at which the key whose state ``run`` just left would release a
         result (None: it holds nothing), where its timer goes."""

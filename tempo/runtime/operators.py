@@ -625,6 +625,11 @@ class Window(Operator):
             self.out_cti = out
             self.emit_cti(out)
 
+    def idle(self) -> bool:
+        """Whether it holds no group's state: a keyed operator forgets such a key, and a
+        fresh operator given the CTI in force behaves alike (``tempo.runtime.keyed``)."""
+        return not self.acc and not self.long
+
     def next_release(self) -> int | None:
         """The least CTI at which this operator would emit a result, None while it holds
         nothing: the end of its first window holding an event, or that a long or open

@@ -283,18 +283,18 @@ class TimeRunner(_Batches):
         self.shape = shape
         self.stage = stage
         self.bulk = BulkRunner(spark, query, shape)
-        self.tap = _CtiTap()
         self.progress: list[dict[str, Any]] = []
 
-    def engine_after(self, batch: int | None) -> LiveEngine:
-        """The driver's engine after committed batch ``batch``, the tap beside its window."""
-        if self.engine is not None and self.engine_batch == batch:
-            return self.engine
-        engine = committed_engine(self.query, self.log, batch)
-        below = self.query.nodes.index(self.shape.window.input)
-        self.tap = _CtiTap()
-        engine.operators[below].connect(self.tap, 0)
-        return engine
+    def tap(self, engine: LiveEngine) -> _CtiTap:
+        """The tap beside the window of ``engine`` (connected the first time it is asked for),
+        emptied: it records the CTIs the window receives from now on."""
+        upstream = engine.operators[self.query.nodes.index(self.shape.window.input)]
+        taps = [op for op, _ in upstream.outs if isinstance(op, _CtiTap)]
+        if not taps:
+            taps = [_CtiTap()]
+            upstream.connect(taps[0], 0)
+        taps[0].ctis = []
+        return taps[0]
 
     def window_cti(self, engine: LiveEngine) -> int:
         """The last CTI the window of the driver's engine received."""
@@ -330,7 +330,7 @@ class TimeRunner(_Batches):
         self.crash.point("time-read", batch)
         events: DataFrame | None = None
         before = self.window_cti(engine)
-        self.tap.ctis = []
+        tap = self.tap(engine)
         rejections: list[Any] = []
         if times.num_rows:
             planned = self.bulk.plans(engine, times)
@@ -345,7 +345,7 @@ class TimeRunner(_Batches):
                 engine.run()
                 rejections = engine.take().rejections
                 events = self.stage.events(self._relation(rows, plans[0]), before)
-                ctis = list(self.tap.ctis) or [before]
+                ctis = list(tap.ctis) or [before]
                 with worker_errors(udf_error):
                     self.stage.write(batch, events, ctis, StageBatch(rejections, False))
             except (EvaluationError, UdfResultError):
@@ -378,10 +378,10 @@ class TimeRunner(_Batches):
             batch = 0 if last is None else last + 1
             engine = self.engine_after(last)
             before = self.window_cti(engine)
-            self.tap.ctis = []
+            tap = self.tap(engine)
             engine.finish()
             rejections = engine.take().rejections
-            self.stage.write(batch, None, list(self.tap.ctis) or [before], StageBatch(rejections, True))
+            self.stage.write(batch, None, list(tap.ctis) or [before], StageBatch(rejections, True))
             self.crash.point("time-stage", batch)
             self._commit(engine, batch, {"rows": 0, "rejected": len(rejections)}, time.perf_counter(), final=True)
             return batch
@@ -447,6 +447,7 @@ class WorkRunner(_Batches, Generic[T]):
             released[at].append((col[OUT_START][i], end, col[GROUP][i], payload))
         rejections: list[Any] = []
         final = False
+        staged_through = self.staged_through
         for at, (stage_batch, cti) in enumerate(markers):
             for start, end, _, payload in sorted(released[at], key=lambda r: (r[0], r[1], r[2])):
                 window.emit_insert(window.new_id(), start, end, payload)
@@ -455,7 +456,7 @@ class WorkRunner(_Batches, Generic[T]):
                 side = self.stage.read_side(stage_batch)
                 rejections += side.rejections
                 final = final or side.final
-                self.staged_through = max(self.staged_through, stage_batch)
+                staged_through = max(staged_through, stage_batch)
         self.crash.point("engine", batch)
         out = engine.take()
         events = released_table(out.items, self.payload_type)
@@ -470,12 +471,13 @@ class WorkRunner(_Batches, Generic[T]):
             batch, {}, len(out.items), len(rejections), out_ctis[-1] if out_ctis else previous, 0, len(state),
             time.perf_counter() - began, final, "cluster",
         )
-        record = attrs.asdict(progress) | {"staged_through": self.staged_through}
+        record = attrs.asdict(progress) | {"staged_through": staged_through}
         self.log.commit(batch, state, record, saved=lambda: self.crash.point("state", batch))
         self.crash.point("commit", batch)
         self.sink.publish(batch)
         self.crash.point("publish", batch)
         self.engine, self.engine_batch = engine, batch
+        self.staged_through = staged_through
         self.progress.append(progress)
 
 

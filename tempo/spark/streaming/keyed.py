@@ -9,8 +9,9 @@ force at the operator when the item reaches it. The watermark column holds each 
 milliseconds (``watermark_ms``), behind a delay of one millisecond, so Spark's watermark is
 the latest CTI of the earlier micro-batches less one tick (``cti_of_watermark``).
 
-Per key, one value state holds the operator's state for the key (``KeyedOperator``'s bytes)
-and one the results waiting for their CTI. A key's rows are run in position order, each
+Per key, one value state (``KeyState``) holds the operator's state for the key
+(``KeyedOperator``'s bytes; none once the key holds nothing, ``KeyedOperator.idle``), the
+results waiting for their CTI and the key's timer. A key's rows are run in position order, each
 preceded by the CTI in force when it arrived; results released by a CTI beyond Spark's
 watermark wait in state, so that a micro-batch emits only results released by CTIs up to its
 watermark: the stretch of the release sequence since the previous batch. One event-time
@@ -24,6 +25,8 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
+
 from pyspark.sql import Row
 from pyspark.sql import types as st
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
@@ -33,7 +36,7 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult
+from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator
 from tempo.ticks import INF, NEG_INF
 
 POSITION, ITEM, EID, START, END, CTI = "tempo_position", "tempo_item", "tempo_eid", "tempo_start", "tempo_end", "tempo_cti"
@@ -96,6 +99,17 @@ def timer_ms(cti: int) -> int:
     return watermark_ms(cti) - WATERMARK_DELAY_MS
 
 
+@attrs.frozen
+class KeyState:
+    """What the state store holds for one key: its operator's state (``KeyedOperator``'s
+    bytes, None when it holds nothing), what waits for a later CTI (results, or in the CTI
+    lane the CTI rows), and the timer registered for it."""
+
+    operator: bytes | None
+    waiting: list[Any]
+    timer: int | None
+
+
 class KeyedProcessor(StatefulProcessor):
     """One stateful node of a query, per key, in ``groupBy(LANE, *group
     key).transformWithState(..., "Append", "EventTime")`` (see the module's docstring).
@@ -120,14 +134,15 @@ class KeyedProcessor(StatefulProcessor):
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
         self.out = Row(*RESULT_COLUMNS, *self.output_fields)  # a Row class: Spark maps fields by name
-        self.operator = handle.getValueState("operator", "state binary")
-        self.waiting = handle.getValueState("waiting", "results binary")
+        # One value state per key, read once and written once per call: each state call is a
+        # message to the JVM, and they were most of a key's cost (bench/README.md).
+        self.state = handle.getValueState("key", "state binary")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
         if key[0] == CTI_LANE:
             markers = [(row[EID], row[CTI]) for row in rows]
-            return self._markers(markers, now)
+            return self._markers(markers, now, fired=False)
         items: list[KeyedItem] = []
         last = NEG_INF
         fields = self.fields
@@ -140,51 +155,58 @@ class KeyedProcessor(StatefulProcessor):
                 items.append(Insert(row[EID], row[START], row[END], payload))
             else:
                 items.append(End(row[EID], row[END]))
-        return self._run(key, items, now)
+        return self._run(key, items, now, fired=False)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
         if key[0] == CTI_LANE:
-            return self._markers([], now)
-        return self._run(key, [Cti(now)], now)
+            return self._markers([], now, fired=True)
+        return self._run(key, [Cti(now)], now, fired=True)
 
-    def _markers(self, markers: list[tuple[int, int]], now: int) -> Iterator[Row]:
+    def _load(self) -> KeyState:
+        held = self.state.get()  # None for a key not seen before (or forgotten): no exists() call
+        return KeyState(None, [], None) if held is None else pickle.loads(held[0])
+
+    def _markers(self, markers: list[tuple[int, int]], now: int, fired: bool) -> Iterator[Row]:
         """The CTI lane: the CTI rows (stage batch, CTI) wait until the watermark reaches them."""
-        held = self.waiting.get()
-        waiting: list[tuple[int, int]] = ([] if held is None else pickle.loads(held[0])) + markers
+        saved = self._load()
+        waiting: list[tuple[int, int]] = saved.waiting + markers
         out = sorted(m for m in waiting if m[1] <= now)
         waiting = [m for m in waiting if m[1] > now]
-        self._wait(waiting and pickle.dumps(waiting), min((m[1] for m in waiting), default=None))
+        self._save(KeyState(None, waiting, saved.timer), min((m[1] for m in waiting), default=None), fired)
         for batch, cti in out:
             yield self.out(MARKER, cti, batch, None, None, *self.blank)
 
-    def _run(self, key: Any, items: list[KeyedItem], now: int) -> Iterator[Row]:
-        saved = self.operator.get()  # None for a key not seen before: no exists() call to the JVM
-        held = self.waiting.get()
-        waiting: list[KeyedResult] = [] if held is None else pickle.loads(held[0])
-        released, state = self.keyed.run(None if saved is None else saved[0], items)
+    def _run(self, key: Any, items: list[KeyedItem], now: int, fired: bool) -> Iterator[Row]:
+        saved = self._load()
+        released, state = self.keyed.run(saved.operator, items)
         due = self.keyed.next_release()
-        self.operator.update((state,))
-        waiting += released
+        waiting = saved.waiting + released
         out = [r for r in waiting if r.cti <= now]
         waiting = [r for r in waiting if r.cti > now]
         if waiting:
             due = min([r.cti for r in waiting] + ([] if due is None else [due]))
-        self._wait(waiting and pickle.dumps(waiting), due)
+        # The state store keeps only what a key holds: nothing for an idle operator.
+        self._save(KeyState(None if self.keyed.idle() else state, waiting, saved.timer), due, fired)
         group = repr(tuple(key[1:]))
         for r in out:
             yield self.out(RESULT, r.cti, r.start, r.end, group, *to_wire(r.payload))
 
-    def _wait(self, waiting: bytes | list[Any], due: int | None) -> None:
-        """Keep what waits (nothing: an empty value) and the key's one timer, at ``due``."""
-        if waiting:
-            self.waiting.update((waiting,))
+    def _save(self, state: KeyState, due: int | None, fired: bool) -> None:
+        """Keep ``state`` (nothing held: no value) and the key's one timer, moved to ``due``
+        (a timer that fired is gone already)."""
+        registered = None if fired else state.timer
+        wanted = None if due is None else timer_ms(due)
+        if registered != wanted:
+            if registered is not None:
+                self.handle.deleteTimer(registered)
+            if wanted is not None:
+                self.handle.registerTimer(wanted)
+        state = KeyState(state.operator, state.waiting, wanted)
+        if state.operator is None and not state.waiting and wanted is None:
+            self.state.clear()
         else:
-            self.waiting.clear()
-        for old in list(self.handle.listTimers()):
-            self.handle.deleteTimer(old)
-        if due is not None:
-            self.handle.registerTimer(timer_ms(due))
+            self.state.update((pickle.dumps(state),))
 
     def close(self) -> None:
         pass
