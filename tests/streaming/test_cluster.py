@@ -113,6 +113,12 @@ def test_the_cluster_engine_gives_the_in_memory_release_after_every_file(spark_s
     executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster")
     live = in_lockstep(tmp_path, case, (CASES + SESSION_CASES).index(case), 5, executor.start, groups_as_sets)
     assert {p.engine for p in live.progress} == {"cluster"}
+    # What was released is dropped: every side file, and all stage files but the last output batch's.
+    staged = tmp_path / "ck" / "cluster"
+    time_batches = len(list((tmp_path / "ck" / "tempo" / "commits").glob("*.json")))
+    assert list((staged / "batches").iterdir()) == []
+    left = sorted(p.name for p in (staged / "stage").glob("*.parquet"))
+    assert time_batches >= 6 and len(left) <= 2, left
 
 
 FILES = 6

@@ -69,7 +69,7 @@ from tempo.spark.sources import spark_path
 from tempo.spark.streaming.bulk import BulkRunner
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.executor import (
-    BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, schema_drift_error,
+    CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
     CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, OUT_END, OUT_KIND, OUT_START, POSITION,
@@ -158,14 +158,15 @@ class Stage:
     """The stage folder of a cluster query (``<checkpoint>/cluster/stage``, a file per time
     batch) and the side files beside it (``<checkpoint>/cluster/batches``)."""
 
-    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape, log: BatchLog) -> None:
+    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape, log: BatchLog, work_log: BatchLog) -> None:
         self.spark = spark
+        self.work_log = work_log
         self.query = query
         self.shape = shape
         store = self.store = log.store
         self.root = store.join(log.checkpoint, "cluster")
         self.folder = store.join(self.root, "stage")
-        self.scratch = store.join(self.root, "_scratch")
+        self.scratch = store.join(self.root, "_scratch")  # one batch at a time: overwritten by each
         self.sides = store.join(self.root, "batches")
         for path in (self.folder, self.sides):
             store.makedirs(path)
@@ -197,6 +198,11 @@ class Stage:
         """The stage's schema, from the stage rows of a batch (every column nullable)."""
         self.schema = st.StructType([st.StructField(f.name, f.dataType, True) for f in events.schema.fields])
 
+    def released(self) -> int:
+        """The last stage batch whose CTI rows have all come back in committed output."""
+        last = self.work_log.last_committed()
+        return -1 if last is None else int(self.work_log.record(last)["staged_through"])
+
     def path(self, batch: int) -> str:
         return self.store.join(self.folder, f"{batch:012d}.parquet")
 
@@ -207,19 +213,28 @@ class Stage:
         """Stage batch ``batch``, once: its side file, then its stage file, which a reader of
         the folder sees whole or not at all (written aside, then moved in). A batch run again
         finds both there, with the content it would write."""
-        if self.store.exists(self.path(batch)):
-            return
+        if self.store.exists(self.path(batch)) or batch <= self.released():
+            return  # written before a crash (and maybe read, released and dropped since)
         self.store.write(self.side(batch), pickle.dumps(side))
         rows = self.markers(batch, ctis)
         if events is not None:
             rows = events.select(*[F.col(f"`{f.name}`") for f in rows.schema.fields]).unionByName(rows)
-        scratch = self.store.join(self.scratch, str(batch))
-        rows.coalesce(1).write.mode("overwrite").parquet(spark_path(scratch))
-        parts = [n for n in self.store.names(scratch) if n.endswith(".parquet")]
+        rows.coalesce(1).write.mode("overwrite").parquet(spark_path(self.scratch))
+        parts = [n for n in self.store.names(self.scratch) if n.endswith(".parquet")]
         assert len(parts) == 1, parts
-        self.store.publish(self.store.join(scratch, parts[0]), self.path(batch))
-        for name in self.store.names(scratch):
-            self.store.remove(self.store.join(scratch, name))
+        self.store.publish(self.store.join(self.scratch, parts[0]), self.path(batch))
+
+    def forget(self, sides_through: int, stage_through: int) -> None:
+        """Drop what no run reads again: the side files of the stage batches up to
+        ``sides_through`` (their CTI rows all came back in committed output batches), and
+        the stage files up to ``stage_through`` (theirs came back before the output batch
+        now committing: the work query's micro-batches that read them are committed too)."""
+        for name in self.store.names(self.sides):
+            if name.endswith(".bin") and int(name[:-4]) <= sides_through:
+                self.store.remove(self.store.join(self.sides, name))
+        for name in self.store.names(self.folder):
+            if name.endswith(".parquet") and int(name[:-8]) <= stage_through:
+                self.store.remove(self.store.join(self.folder, name))
 
     def read_side(self, batch: int) -> StageBatch:
         side: StageBatch = pickle.loads(self.store.read(self.side(batch)))
@@ -230,7 +245,7 @@ class _Crashes:
     """The testing hook of ``tempo.spark.streaming.executor`` (``TEMPO_CRASH_AT``)."""
 
     def __init__(self) -> None:
-        self.at = os.environ.get("TEMPO_CRASH_AT")
+        self.at = os.environ.get(CRASH_AT)
 
     def point(self, phase: str, batch: int) -> None:
         if self.at == f"{phase}:{batch}":
@@ -406,8 +421,7 @@ class WorkRunner(_Batches, Generic[T]):
         self.stage = stage
         self.result_type = shape.window.payload_type
         self.progress: list[BatchProgress] = []
-        last = log.last_committed()
-        self.staged_through: int = -1 if last is None else int(log.record(last)["staged_through"])
+        self.staged_through = stage.released()
         """The last stage batch whose CTI rows have all come back (its rejections written)."""
         for batch in log.committed():  # a crash may have come between a commit and its publishing
             sink.publish(batch)
@@ -477,6 +491,7 @@ class WorkRunner(_Batches, Generic[T]):
         self.sink.publish(batch)
         self.crash.point("publish", batch)
         self.engine, self.engine_batch = engine, batch
+        self.stage.forget(staged_through, self.staged_through)
         self.staged_through = staged_through
         self.progress.append(progress)
 
@@ -595,7 +610,7 @@ def start_cluster(
         spark.conf.set(key, value)
     work_log = BatchLog(log.store.join(log.checkpoint, "cluster", "work"), store=log.store)
     work_log.claim(description)
-    stage = Stage(spark, query, shape, log)
+    stage = Stage(spark, query, shape, log, work_log)
     time_runner = TimeRunner(spark, query, shape, log, stage)
     time_runner.empty_rows(merged)
     work_runner: WorkRunner[T] = WorkRunner(spark, query, shape, payload_type, sink, work_log, stage)
