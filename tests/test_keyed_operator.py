@@ -17,6 +17,7 @@ exactly (a key's float sums add its events in arrival order on both sides).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -53,48 +54,32 @@ class Stats:
     low: float | None
 
 
-def _window_node(size: int = 4, hop: int = 2) -> tuple[Query, p.WindowNode]:
+def _stats_node(windowed: Callable[[Any], Any]) -> tuple[Query, p.WindowNode]:
+    """The window ``windowed`` makes of the readings grouped by key, aggregated into Stats."""
     from tempo.sources import ArrowSource
 
     table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    stream = (
-        Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
-        .group_by(lambda r: r.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
-        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value)))
+    grouped = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL).group_by(lambda r: r.key)
+    stream = windowed(grouped).aggregate(
+        lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value))
     )
     query = Query.build(stream.node)
     [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
     return query, node
+
+
+def _window_node(size: int = 4, hop: int = 2) -> tuple[Query, p.WindowNode]:
+    return _stats_node(lambda g: g.hopping(timedelta(seconds=size), timedelta(seconds=hop)))
 
 
 def _session_node(gap: int = 3, cap: int | None = None) -> tuple[Query, p.WindowNode]:
     """Per-key sessions, ``gap`` seconds, cut every ``cap`` seconds when given."""
-    from tempo.sources import ArrowSource
-
-    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    stream = (
-        Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
-        .group_by(lambda r: r.key).session(timedelta(seconds=gap), max_duration=None if cap is None else timedelta(seconds=cap))
-        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value)))
-    )
-    query = Query.build(stream.node)
-    [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
-    return query, node
+    return _stats_node(lambda g: g.session(timedelta(seconds=gap), max_duration=None if cap is None else timedelta(seconds=cap)))
 
 
 def _count_node(size: int = 3, slide: int = 2) -> tuple[Query, p.WindowNode]:
     """Per-key count windows of ``size`` events every ``slide``."""
-    from tempo.sources import ArrowSource
-
-    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    stream = (
-        Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
-        .group_by(lambda r: r.key).count_window(size, slide=slide)
-        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value)))
-    )
-    query = Query.build(stream.node)
-    [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
-    return query, node
+    return _stats_node(lambda g: g.count_window(size, slide=slide))
 
 
 Op = tuple[int, KeyedItem]
