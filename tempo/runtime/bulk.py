@@ -158,16 +158,23 @@ def bulk_shape(query: Query) -> BulkShape | str:
             for key in pair:
                 if key.dtype not in JOIN_KEY_TYPES:
                     return f"a join key is of type {key.dtype.__name__}"
+    if window.timestamp is not WindowTimestamp.LIFETIME and isinstance(window.spec, HoppingWindow):
+        return f"its window's results are stamped {window.timestamp.name}"
+    why = unmergeable(window)
+    return shape if why is None else why
+
+
+def unmergeable(window: p.WindowNode) -> str | None:
+    """Why the window's aggregates over part of its events cannot be computed apart and
+    merged into its state (``Partial``, ``tempo.runtime.operators.Window.merge``), or None."""
     if not isinstance(window.spec, HoppingWindow):
         return f"its window is {window.spec.describe()}"
-    if window.timestamp is not WindowTimestamp.LIFETIME:
-        return f"its window's results are stamped {window.timestamp.name}"
     for a in window.aggregates:
         if not a.kind.mergeable:
             return f"it aggregates {a.kind}, which the bulk path does not merge"
         if a.arg is not None and a.arg.dtype not in ARGUMENT_TYPES:
             return f"an aggregate's argument is of type {a.arg.dtype.__name__}"
-    return shape
+    return None
 
 
 @attrs.frozen
@@ -506,16 +513,19 @@ def apply_batch(
     found of the batch's join events and pairs."""
     window = engine.operators[shape.position]
     assert isinstance(window, ops.Window)
-    merge = window.accumulator.merge
-    acc, heap = window.acc, window.acc_heap
     for k, key, _, n, values in sorted(partials, key=lambda part: (part[0], part[2])):
-        # A float key as the engine keys it (one NaN object, 0.0 for -0.0), whichever engine grouped.
-        merge(acc, heap, tuple(canonical_key(v) if isinstance(v, float) else v for v in key), k, n, values)
+        window.merge(grouped_key(key), k, n, values, NEG_INF)
     if t_max is not None and t_max > window.t_max:
         window.t_max = t_max
     if join is not None:  # before the CTIs: they find the released pairs gone
         _put_join(engine, shape, *join)
     apply_times(engine, plans, cut, payloads, renamed + (0 if join is None else len(join[0].released) + join[1].released))
+
+
+def grouped_key(key: Sequence[Any]) -> tuple[Any, ...]:
+    """A group key an executor grouped by, as the in-memory engine keys it: a float as
+    ``canonical_key`` makes it (one NaN object, 0.0 for -0.0), whichever engine grouped."""
+    return tuple(canonical_key(v) if isinstance(v, float) else v for v in key)
 
 
 def apply_times(engine: LiveEngine, plans: list[BatchPlan], cut: FrontierCut, payloads: dict[tuple[int, int], Any], ids: int) -> None:

@@ -10,7 +10,10 @@ key's items are pushed, and whose state is taken out again.
 What a key is fed, and why the results are the in-memory engine's:
 
 * its events (inserts, and the ends of its open ones) in arrival order, each event id
-  unique over the whole input (its position serves);
+  unique over the whole input (its position serves); for a hopping window, in their place,
+  the aggregates of a batch's events per window (``Merge``), as the bulk engines merge them
+  (``tempo.runtime.bulk``: exact, since every event a batch admits reaches only windows its
+  CTIs have not closed);
 * every CTI the operator's input receives, in order, up to the key's last item and then up
   to the CTI its results are wanted at. A CTI's effect on one group depends only on that
   group's events and the CTIs before it (a window closes a group's windows ending at or
@@ -73,7 +76,19 @@ class Cti:
     t: int
 
 
-KeyedItem = Insert | End | Cti
+@attrs.frozen
+class Merge:
+    """A hopping window's aggregates over some of the key's events, computed apart
+    (``tempo.runtime.operators.Window.merge`` states the terms)."""
+
+    key: tuple[Any, ...]
+    k: int | None
+    n: int
+    values: tuple[Any, ...]
+    t_max: int
+
+
+KeyedItem = Insert | End | Cti | Merge
 
 
 @attrs.frozen
@@ -181,6 +196,9 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
             op.insert(0, item.eid, item.start, item.end, item.payload)
         elif isinstance(item, End):
             op.end(0, item.eid, item.end)
+        elif isinstance(item, Merge):
+            assert isinstance(op, ops.Window)
+            op.merge(item.key, item.k, item.n, item.values, item.t_max)
         else:
             collector.cti_now = item.t
             op.cti(0, item.t)

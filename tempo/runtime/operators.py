@@ -625,6 +625,17 @@ class Window(Operator):
             self.out_cti = out
             self.emit_cti(out)
 
+    def merge(self, key: Key, k: int | None, n: int, values: tuple[Any, ...], t_max: int) -> None:
+        """Window ``k``'s aggregates of ``n`` events of group ``key`` computed apart (a
+        ``tempo.runtime.bulk.Partial``), as if those events had arrived now, with
+        ``t_max`` the latest finite time among them; ``k`` None: events in no window, which
+        only move ``t_max``. The events each span fewer than ``EAGER_WINDOWS`` windows and
+        none reaches infinity (those arrive one by one)."""
+        if k is not None:
+            self.accumulator.merge(self.acc, self.acc_heap, key, k, n, values)
+        if t_max > self.t_max:
+            self.t_max = t_max
+
     def idle(self) -> bool:
         """Whether it holds no group's state: a keyed operator forgets such a key, and a
         fresh operator given the CTI in force behaves alike (``tempo.runtime.keyed``)."""

@@ -93,25 +93,39 @@ def _count_windows(s: Stream[Reading]) -> Stream[Session]:
     )
 
 
-SESSION_CASES = [
+def _fine_windows(s: Stream[Reading]) -> Stream[Session]:
+    """Tumbling 450 ms windows over intervals of 1, 5 and 30 s: the events of 30 s span 67
+    windows, more than a window adds up front (``Window.EAGER_WINDOWS``), and reach the
+    executors as events, the others as each window's partial aggregates."""
+    return (
+        s.group_by(lambda r: r.device).tumbling(timedelta(milliseconds=450))
+        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+    )
+
+
+OWN_CASES = [  # sessions, count windows, and windows whose events reach the executors both ways
     Case("sessions, count, drop, cut", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions),
     Case("sessions, period, adjust, intervals, then a window", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _sessions_then_count),
     Case("count windows, count, adjust", 3, 4, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _count_windows),
+    Case("tumbling 450 ms over intervals, the long ones as events", timedelta(seconds=8), 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _fine_windows),
 ]
-SLOW_CASES = {"count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence"}
-"""Run with ``--run-slow``: the default suite runs one hopping case and the sessions."""
+SLOW_CASES = {
+    "count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence",
+    "sessions, period, adjust, intervals, then a window",
+}
+"""Run with ``--run-slow``: the default suite runs two hopping cases, one of sessions and one of count windows."""
 
 
 @pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=pytest.mark.slow) if c.name in SLOW_CASES else c for c in CASES + SESSION_CASES],
-    ids=[c.name for c in CASES + SESSION_CASES],
+    "case", [pytest.param(c, marks=pytest.mark.slow) if c.name in SLOW_CASES else c for c in CASES + OWN_CASES],
+    ids=[c.name for c in CASES + OWN_CASES],
 )
 def test_the_cluster_engine_gives_the_in_memory_release_after_every_file(spark_session: Any, tmp_path: Path, case: Case) -> None:
     from tempo.spark.streaming import StreamingExecutor
 
     _skip_without_tws()
     executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster")
-    live = in_lockstep(tmp_path, case, (CASES + SESSION_CASES).index(case), 5, executor.start, groups_as_sets)
+    live = in_lockstep(tmp_path, case, (CASES + OWN_CASES).index(case), 5, executor.start, groups_as_sets)
     assert {p.engine for p in live.progress} == {"cluster"}
     # What was released is dropped: every side file, and all stage files but the last output batch's.
     staged = tmp_path / "ck" / "cluster"

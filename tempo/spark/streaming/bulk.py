@@ -40,7 +40,7 @@ from tempo.errors import EvaluationError, UdfResultError
 from tempo.events import EventShape
 from tempo.expr.nodes import udf_error
 from tempo.expr.schema import field_names
-from tempo.plan.nodes import AggregateKind, Node, UnionNode
+from tempo.plan.nodes import AggregateKind, Node, UnionNode, WindowNode
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 from tempo.runtime.bulk import (
@@ -353,46 +353,8 @@ class BulkRunner:
         first events are structs (of several inputs, or a join's pairs); ``renames``: counted
         in the same job (``_renames``)."""
         window = self.shape.window
-        spec = window.spec
-        assert isinstance(spec, HoppingWindow)
-        k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
-        keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
-        values = [  # sums of integers exactly, as the engine's state keeps them (Decimals made ints below)
-            (column(a.arg, Scope()).cast(WIDE) if a.wide_integers else column(a.arg, Scope())).alias(f"__v{i}")
-            for i, a in enumerate(window.aggregates) if a.arg is not None
-        ]
-        spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
-        # An event in no window (a gap between hopping windows) still counts for the
-        # operator's latest time: it goes to a window null.
-        exploded = spans.select(
-            "*", F.explode(F.when(F.col("__klo") <= F.col("__khi"), F.sequence(F.col("__klo"), F.col("__khi")))
-                           .otherwise(F.array(F.lit(None).cast("long")))).alias("__k"),
-        )
-        if renames is not None:  # rows of their own, in the group of no window: the other columns null
-            exploded = exploded.unionByName(renames, allowMissingColumns=True)
-        aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(F.col("__khi") - F.col("__klo")).alias("__span"),
-                F.max(S).alias("__smax"), F.max(E).alias("__emax")]
-        if renames is not None:
-            aggs.append(F.sum(RENAME).alias("__renamed"))
-        parts: list[tuple[str, ...]] = []
-        for i, a in enumerate(window.aggregates):
-            if a.arg is None:
-                continue
-            v = F.col(f"__v{i}")
-            if a.kind is AggregateKind.AVG:  # merged as (total, count of values)
-                aggs += [F.sum(v).alias(f"__a{i}"), F.count(v).alias(f"__c{i}")]
-                parts.append((f"__a{i}", f"__c{i}"))
-            elif a.wide_integers:  # a partial sum: only the window's whole sum must fit 64 bits
-                aggs.append(F.sum(v).alias(f"__a{i}"))
-                parts.append((f"__a{i}",))
-            else:
-                aggs.append(aggregate_column(a, v).alias(f"__a{i}"))  # mergeable kinds only
-                parts.append((f"__a{i}",))
-        grouped = exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs).toArrow()
+        grouped = window_partials(window, df, renames).toArrow()
         col = {name: grouped.column(name).to_pylist() for name in grouped.column_names if name != "__first"}
-        for i, a in enumerate(window.aggregates):
-            if a.wide_integers:
-                col[f"__a{i}"] = [None if t is None else int(t) for t in col[f"__a{i}"]]
         renamed = sum(r for r in col["__renamed"] if r is not None) if renames is not None else 0
         ends = [e for e in col["__emax"] if e is not None]  # none in the renames' row alone
         if not ends:
@@ -405,17 +367,86 @@ class BulkRunner:
             firsts = (_as_tuple(first) for first in firsts)
         else:
             firsts = ((0, 0, order) for order in firsts)
-        key_columns = [col[f"__key{i}"] for i in range(len(keys))]
-        value_columns = [col[c[0]] if len(c) == 1 else [(t if n else 0, n) for t, n in zip(col[c[0]], col[c[1]])] for c in parts]
+        keys = len(window.keys or ())
+        key_columns = [col[f"__key{i}"] for i in range(keys)]
         partials: list[Partial] = [
             (k, key, first, n, values)
             for k, key, first, n, values in zip(
-                col["__k"], zip(*key_columns) if key_columns else itertools.repeat(()), firsts, col["__n"],
-                zip(*value_columns) if value_columns else itertools.repeat(()),
+                col["__k"], zip(*key_columns) if key_columns else itertools.repeat(()), firsts, col["__n"], partial_values(window, col),
             )
             if k is not None  # events in no window count only for the latest time
         ]
         return partials, t_max, renamed
+
+
+def window_partials(window: WindowNode, df: DataFrame, renames: DataFrame | None = None) -> DataFrame:
+    """A hopping window's partial aggregates over its input events ``df`` (start, end, their
+    first place ``FIRST``, payload): a row per window (``__k``, null for events in no window,
+    which count only for the latest time) and group (``__key0``, ...), with the count of its
+    events (``__n``), the first place (``__first``), the most windows one event spans
+    (``__span``), the latest start and end (``__smax``, ``__emax``) and the aggregates'
+    partial values (``partial_values`` reads them). ``renames``: rows of their own in the
+    group of no window, summed as ``__renamed`` (``BulkRunner._renames``)."""
+    spec = window.spec
+    assert isinstance(spec, HoppingWindow)
+    k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
+    keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
+    values = [  # sums of integers exactly, as the engine's state keeps them (Decimals made ints by partial_values)
+        (column(a.arg, Scope()).cast(WIDE) if a.wide_integers else column(a.arg, Scope())).alias(f"__v{i}")
+        for i, a in enumerate(window.aggregates) if a.arg is not None
+    ]
+    spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
+    # An event in no window (a gap between hopping windows) still counts for the
+    # operator's latest time: it goes to a window null.
+    exploded = spans.select(
+        "*", F.explode(F.when(F.col("__klo") <= F.col("__khi"), F.sequence(F.col("__klo"), F.col("__khi")))
+                       .otherwise(F.array(F.lit(None).cast("long")))).alias("__k"),
+    )
+    if renames is not None:  # rows of their own, in the group of no window: the other columns null
+        exploded = exploded.unionByName(renames, allowMissingColumns=True)
+    aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(F.col("__khi") - F.col("__klo")).alias("__span"),
+            F.max(S).alias("__smax"), F.max(E).alias("__emax")]
+    if renames is not None:
+        aggs.append(F.sum(RENAME).alias("__renamed"))
+    for i, a in enumerate(window.aggregates):
+        if a.arg is None:
+            continue
+        v = F.col(f"__v{i}")
+        if a.kind is AggregateKind.AVG:  # merged as (total, count of values)
+            aggs += [F.sum(v).alias(f"__a{i}"), F.count(v).alias(f"__c{i}")]
+        elif a.wide_integers:  # a partial sum: only the window's whole sum must fit 64 bits
+            aggs.append(F.sum(v).alias(f"__a{i}"))
+        else:
+            aggs.append(aggregate_column(a, v).alias(f"__a{i}"))  # mergeable kinds only
+    return exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs)
+
+
+def partial_columns(window: WindowNode) -> list[str]:
+    """The columns of ``window_partials``' rows holding the aggregates' partial values."""
+    names: list[str] = []
+    for i, a in enumerate(window.aggregates):
+        if a.arg is not None:
+            names += [f"__a{i}", f"__c{i}"] if a.kind is AggregateKind.AVG else [f"__a{i}"]
+    return names
+
+
+def partial_values(window: WindowNode, col: dict[str, list[Any]]) -> list[tuple[Any, ...]]:
+    """Per row of ``window_partials`` (given as columns ``col``), the aggregates' partial
+    values as ``Accumulator.merge`` takes them: per aggregate with an argument, its sum, min
+    or max (an exact integer sum as an int), or for an average (total, count of values)."""
+    rows = len(col["__n"])
+    parts: list[list[Any]] = []
+    for i, a in enumerate(window.aggregates):
+        if a.arg is None:
+            continue
+        total = col[f"__a{i}"]
+        if a.kind is AggregateKind.AVG:
+            parts.append([(t if n else 0, n) for t, n in zip(total, col[f"__c{i}"])])
+        elif a.wide_integers:
+            parts.append([None if t is None else int(t) for t in total])
+        else:
+            parts.append(total)
+    return list(zip(*parts)) if parts else [()] * rows
 
 
 def _collect(df: DataFrame) -> list[tuple[Any, ...]]:

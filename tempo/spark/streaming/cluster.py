@@ -54,10 +54,11 @@ from tempo.errors import EvaluationError, TempoError, UdfResultError, Unsupporte
 from tempo.events import Cti
 from tempo.expr.nodes import udf_error
 from tempo.plan.query import Query
+from tempo.plan.windows import HoppingWindow
 from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
-from tempo.runtime.bulk import BulkShape, apply_times, window_shape
+from tempo.runtime.bulk import BulkShape, apply_times, unmergeable, window_shape
 from tempo.runtime.keyed import keyed_unsupported
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
@@ -66,19 +67,19 @@ from tempo.spark.columns import Scope, column, worker_errors
 from tempo.spark.compiler import FIRST, Compiler
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.spark.sources import spark_path
-from tempo.spark.streaming.bulk import BulkRunner
+from tempo.spark.streaming.bulk import BulkRunner, partial_columns, window_partials
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.executor import (
     CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
-    CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, OUT_END, OUT_KIND, OUT_START, POSITION,
+    CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
     RELEASED_BY, RESULT_COLUMNS, GROUP, START, KeyedProcessor, output_schema, watermark_ms,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
 from tempo.spark.types import from_wire, wire_columns
-from tempo.ticks import NEG_INF
+from tempo.ticks import INF, NEG_INF
 
 T = TypeVar("T")
 
@@ -172,14 +173,38 @@ class Stage:
             store.makedirs(path)
         self.keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(shape.window.keys or ())]
         self.payload_type = shape.window.input.payload_type
+        self.merged = unmergeable(shape.window) is None
         self.schema: st.StructType | None = None
 
     @property
     def key_columns(self) -> list[str]:
         return [f"__key{i}" for i in range(len(self.keys))]
 
-    def events(self, relation: DataFrame, before: int) -> DataFrame:
-        """The window's input events ``relation`` (start, end, first place, payload) as stage rows."""
+    def rows(self, relation: DataFrame, before: int) -> DataFrame:
+        """The window's input events ``relation`` (start, end, first place, payload) as stage
+        rows: with a hopping window whose aggregates merge (``tempo.runtime.bulk.unmergeable``),
+        a row per window and group (``MERGE``: the events' partial aggregates, computed here by
+        Spark, so that a key's operator gets a row per window rather than per event), but for
+        events spanning ``EAGER_WINDOWS`` windows or more, or reaching infinity, which go as
+        events (the window keeps them aside: ``tempo.runtime.operators.Window``)."""
+        if not self.merged:
+            return self._events(relation, before)
+        window = self.shape.window
+        spec = window.spec
+        assert isinstance(spec, HoppingWindow)
+        span = spec.last_window_column(F.col(E)) - spec.first_window_column(F.col(S))
+        short = (span < F.lit(ops.Window.EAGER_WINDOWS)) & (F.col(E) < F.lit(INF))
+        partials = window_partials(window, relation.filter(short)).select(
+            F.col("__first").cast("long").alias(POSITION), F.lit(MERGE).cast("int").alias(ITEM), F.col("__k").alias(EID),
+            F.lit(None).cast("long").alias(START), F.greatest(F.col("__smax"), F.col("__emax")).alias(END),
+            F.lit(before).cast("long").alias(CTI), F.lit(stage_watermark(before)).cast("long").alias(WATERMARK),
+            F.lit(EVENT_LANE).cast("int").alias(LANE), *[F.col(c) for c in self.key_columns], F.col("__n"),
+            *[F.col(c) for c in partial_columns(window)],
+        )
+        return self._events(relation.filter(~short), before).unionByName(partials, allowMissingColumns=True)
+
+    def _events(self, relation: DataFrame, before: int) -> DataFrame:
+        """The window's input events ``relation`` as stage rows of their own."""
         return relation.select(
             F.col(FIRST).cast("long").alias(POSITION), F.lit(INSERT).cast("int").alias(ITEM), F.col(FIRST).cast("long").alias(EID),
             F.col(S).alias(START), F.col(E).alias(END), F.lit(before).cast("long").alias(CTI),
@@ -327,7 +352,7 @@ class TimeRunner(_Batches):
         """Fix the stage's schema from the stage rows the inputs' columns make."""
         empty = self.spark.createDataFrame([], merged.schema)
         rows = self.bulk.rows(empty, 0)
-        self.stage.fix_schema(self.stage.events(self._relation(rows, None), NEG_INF))
+        self.stage.fix_schema(self.stage.rows(self._relation(rows, None), NEG_INF))
 
     def _relation(self, rows: DataFrame, plan: Any) -> DataFrame:
         events = self.bulk.events(rows, 0, plan)
@@ -359,7 +384,7 @@ class TimeRunner(_Batches):
                 apply_times(engine, plans, cut, payloads, 0)
                 engine.run()
                 rejections = engine.take().rejections
-                events = self.stage.events(self._relation(rows, plans[0]), before)
+                events = self.stage.rows(self._relation(rows, plans[0]), before)
                 ctis = list(tap.ctis) or [before]
                 with worker_errors(udf_error):
                     self.stage.write(batch, events, ctis, StageBatch(rejections, False))

@@ -36,17 +36,23 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator
+from tempo.plan.nodes import WindowNode
+from tempo.runtime.bulk import grouped_key, unmergeable
+from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, Merge
+from tempo.spark.streaming.bulk import partial_columns, partial_values
 from tempo.ticks import INF, NEG_INF
 
 POSITION, ITEM, EID, START, END, CTI = "tempo_position", "tempo_item", "tempo_eid", "tempo_start", "tempo_end", "tempo_cti"
-INSERT, END_EDGE, CTI_ROW = 0, 1, 2
+INSERT, END_EDGE, CTI_ROW, MERGE = 0, 1, 2, 3
 COLUMNS = (POSITION, ITEM, EID, START, END, CTI)
 """The stage's columns before the payload's fields: the item's place in the merged arrival
-order, its kind (``INSERT``, ``END_EDGE``, or ``CTI_ROW``: a row carrying only a CTI, to move
-the watermark, in the CTI lane, its ``EID`` the stage batch that wrote it), the event's id
-(an end's: the event it ends), its lifetime in ticks (``END`` null: open), and the CTI in
-force at the operator when it arrives (or, at most, before it: ``KeyedOperator``)."""
+order, its kind (``INSERT``, ``END_EDGE``, ``CTI_ROW``: a row carrying only a CTI, to move
+the watermark, in the CTI lane, its ``EID`` the stage batch that wrote it, or ``MERGE``: a
+hopping window's partial aggregates over the key's events of a stage batch, its ``EID`` the
+window, ``END`` the events' latest time, and the partial values in the columns of
+``tempo.spark.streaming.bulk.window_partials``), the event's id (an end's: the event it
+ends), its lifetime in ticks (``END`` null: open), and the CTI in force at the operator when
+it arrives (or, at most, before it: ``KeyedOperator``)."""
 EVENT_LANE, CTI_LANE = 0, 1
 """The first part of every group key of the work query (``LANE``): the operator's events go by
 ``(EVENT_LANE, *group key)``, the CTI rows all under ``(CTI_LANE, None, ...)``."""
@@ -133,6 +139,8 @@ class KeyedProcessor(StatefulProcessor):
         self.fields = field_names(self.payload_type)
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
+        self.window = node if isinstance(node, WindowNode) and unmergeable(node) is None else None  # one that takes MERGE rows
+        self.partial_columns = ["__n", *partial_columns(self.window)] if self.window is not None else []
         self.out = Row(*RESULT_COLUMNS, *self.output_fields)  # a Row class: Spark maps fields by name
         # One value state per key, read once and written once per call: each state call is a
         # message to the JVM, and they were most of a key's cost (bench/README.md).
@@ -146,13 +154,21 @@ class KeyedProcessor(StatefulProcessor):
         items: list[KeyedItem] = []
         last = NEG_INF
         fields = self.fields
-        for row in sorted(rows, key=lambda r: r[POSITION]):
+        ordered = sorted(rows, key=lambda r: r[POSITION])
+        merges = [row for row in ordered if row[ITEM] == MERGE]
+        if merges:
+            assert self.window is not None
+            values = iter(partial_values(self.window, {c: [row[c] for row in merges] for c in self.partial_columns}))
+            group = grouped_key(key[1:])
+        for row in ordered:
             if row[CTI] > last:
                 items.append(Cti(row[CTI]))
                 last = row[CTI]
             if row[ITEM] == INSERT:
                 payload = from_wire(self.payload_type, [row[f] for f in fields], False)
                 items.append(Insert(row[EID], row[START], row[END], payload))
+            elif row[ITEM] == MERGE:
+                items.append(Merge(group, row[EID], row["__n"], next(values), row[END]))
             else:
                 items.append(End(row[EID], row[END]))
         return self._run(key, items, now, fired=False)
