@@ -119,6 +119,11 @@ class HoppingWindow(WindowSpec):
         """The last window starting before ``end``."""
         return (end - self.offset - 1) // self.hop
 
+    def most_windows_past_first(self, longest: int) -> int:
+        """The most windows beyond its first that a lifetime of at most ``longest`` ticks
+        overlaps (a bound on ``last_window(e) - first_window(s)``)."""
+        return (longest - 1 + self.size - 1) // self.hop
+
     def last_complete(self, cti: int) -> int:
         """The last window a CTI at ``cti`` completes (its end is at or before ``cti``)."""
         return (cti - self.size - self.offset) // self.hop

@@ -93,22 +93,22 @@ class BulkShape:
     join_position: int = -1
 
 
-def window_shape(query: Query) -> BulkShape | str:
+def window_shape(query: Query, planned: bool = True) -> BulkShape | str:
     """The query's inputs, its one window and the join below it, when every input's events
     reach that window through stateless operators and unions (and at most one join of them
-    all) and every input's time rules can be planned over whole columns; else why not. What
-    the window and the join may be is for each engine to say (``bulk_shape``)."""
+    all) and (``planned``) every input's time rules can be planned over whole columns; else
+    why not. What the window and the join may be is for each engine to say (``bulk_shape``)."""
     for source in query.sources:
         policy = TimePolicy.of_input(source)
-        if policy.ordered:
+        if planned and policy.ordered:
             return f"input {source.name!r} has ordering settings (arrival-time rules)"
-        if policy.import_from is not None:
+        if planned and policy.import_from is not None:
             exporter = next(s for s in query.sources if s.name == policy.import_from)
             if TimePolicy.of_input(exporter).import_from is not None:
                 return f"input {source.name!r} imports the CTIs of {policy.import_from!r}, which are not all its own"
         if source.shape is EventShape.EDGE:
             return f"input {source.name!r} is of edges"
-        if not isinstance(source.source, TableSource) or source.source.dense_order_from is not None:
+        if planned and (not isinstance(source.source, TableSource) or source.source.dense_order_from is not None):
             return f"input {source.name!r} holds rows after gaps in its dense order"
     # Every input's events must reach the one window through stateless operators and unions
     # (or these and one join of them all), each with no other consumer: what is above the

@@ -223,7 +223,7 @@ def _hopping(c: Compiler, node: p.WindowNode) -> DataFrame:
     starts = [F.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
     # Windows cover every instant (size >= hop) and a lifetime reaches at most one: its
     # window is k_lo, with no sequence to explode (a tumbling window over points, say).
-    one_window = longest is not None and size >= hop and (longest - 1 + size - 1) // hop == 0
+    one_window = longest is not None and size >= hop and spec.most_windows_past_first(longest) == 0
     merges = _pane_merges(node) if longest == 1 and size > hop else None
     if merges is not None:
         grouped = _by_panes(node, df, cti, keys, starts, merges)

@@ -571,7 +571,7 @@ def _hopping(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     k_lo = grid.first_window(pl.col(S))
     starts = [pl.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
     longest = c.query.longest_lifetime(node.input)
-    one_window = longest is not None and size >= hop and (longest - 1 + size - 1) // hop == 0
+    one_window = longest is not None and size >= hop and spec.most_windows_past_first(longest) == 0
     merges = _pane_merges(node) if longest == 1 and size > hop else None
     if merges is not None:
         grouped = _by_panes(node, df, cti, starts, merges)

@@ -24,7 +24,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import tempo
-from tempo import AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
+from tempo import (
+    AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventOrderingSettings, EventShape, InMemoryExecutor,
+    Stream,
+)
 from tempo.sources import ParquetSource
 from tests.streaming.test_live_spark import land
 
@@ -91,6 +94,8 @@ class Case:
     shape: EventShape
     ctis: bool
     query: Callable[[Stream[Reading]], Stream[Any]]
+    ordering: EventOrderingSettings | None = None
+    """Ordering settings (arrival-time rules, by the rows' ``arrived``), if any."""
 
 
 def _by_device(s: Stream[Reading]) -> Stream[Stat]:
@@ -136,9 +141,11 @@ def _stream(case: Case, source: Any, flush: bool) -> Stream[Any]:
     """The case's query; ``flush``: a CTI at infinity when the input ends (the whole run)."""
     end = "te" if case.shape is EventShape.INTERVAL else None
     kind = "kind" if case.ctis or end else None
-    table_source = source(start="ts", end=end, kind=kind, order="seq")
-    gen = AdvanceTimeGenerationSettings(frequency=case.frequency, delay=timedelta(seconds=case.delay), advance_to_infinity_on_shutdown=flush)
-    settings = AdvanceTimeSettings(gen, policy=case.policy)
+    arrival = {} if case.ordering is None else {"arrival": "arrived"}
+    table_source = source(start="ts", end=end, kind=kind, order="seq", **arrival)
+    frequency = case.frequency if case.ordering is None else None  # ordering settings make the CTIs
+    gen = AdvanceTimeGenerationSettings(frequency=frequency, delay=timedelta(seconds=case.delay), advance_to_infinity_on_shutdown=flush)
+    settings = AdvanceTimeSettings(gen, policy=case.policy, ordering=case.ordering)
     return case.query(Stream.create("readings", table_source, case.shape, settings, payload_type=Reading))
 
 

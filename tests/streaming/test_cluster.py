@@ -25,7 +25,7 @@ import tempo
 from tempo import InMemoryExecutor
 from tempo.events import Cti
 from tempo.sources import ParquetSource
-from tempo import AdvanceTimePolicy, EventShape, Stream
+from tempo import AdvanceTimePolicy, EventOrderingSettings, EventShape, Stream
 from tests.streaming.test_bulk import CASES, Case, Overall, Reading, in_lockstep
 
 pytestmark = pytest.mark.spark
@@ -107,6 +107,8 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     Case("sessions, count, drop, cut", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions),
     Case("sessions, period, adjust, intervals, then a window", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _sessions_then_count),
     Case("count windows, count, adjust", 3, 4, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _count_windows),
+    Case("ordering settings, adjust: item by item on the driver", 4, 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, False, _sessions,
+         EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20))),
     Case("tumbling 450 ms over intervals, the long ones as events", timedelta(seconds=8), 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _fine_windows),
 ]
 SLOW_CASES = {
@@ -231,3 +233,58 @@ def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query, ParquetSink(str(tmp_path / "out")))
     live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(query, ParquetSink(str(tmp_path / "out")))
     live.stop()
+
+
+@pytest.mark.parametrize("combine", [pytest.param("union", marks=pytest.mark.slow), "join"])
+def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: Any, tmp_path: Path, combine: str) -> None:
+    """Two inputs with arrival times merged by a union (or joined) below the window: the time
+    query runs each batch item by item up to the window on the driver (the arrival frontier,
+    the join's state), the window per key on the executors. After every pair of files the
+    committed output is what item by item releases for the rows so far (a ``LiveEngine`` fed
+    them), after the flush the in-memory executor's whole run, with its rejections."""
+    from tempo.plan.query import Query
+    from tempo.runtime.ingress import TimestampMode
+    from tempo.runtime.live import LiveEngine
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tests.streaming.test_bulk import SCHEMA, Stat, _items, _join_of_two, _rows, _union_of_two, _write
+
+    _skip_without_tws()
+    build = {"union": _union_of_two, "join": _join_of_two}[combine]
+    rnd = random.Random(21)
+    rows = _rows(100, 21, ctis=True, intervals=False)
+    steps: list[list[list[dict[str, Any]]]] = [[[], []] for _ in range(5)]
+    for i, row in enumerate(rows):
+        steps[i * len(steps) // len(rows)][rnd.randrange(2)].append(row)
+    folders, out = (tmp_path / "a", tmp_path / "b"), tmp_path / "out"
+
+    def parquet(folder: Path) -> ParquetSource[Reading]:
+        return ParquetSource(str(folder), Reading, start="ts", kind="kind", order="seq", arrival="arrived")
+
+    def arrow(part: list[dict[str, Any]]) -> Any:
+        return tempo.sources.ArrowSource(pa.Table.from_pylist(part, schema=SCHEMA), Reading, start="ts", kind="kind", order="seq", arrival="arrived")
+
+    for index, folder in enumerate(folders):
+        _write(folder, 0, steps[0][index])
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(build(*map(parquet, folders), True), ParquetSink(str(out)))
+    try:
+        for step in range(len(steps)):
+            if step:
+                for index, folder in enumerate(folders):
+                    _write(folder, step, steps[step][index])
+            live.process_all_available()
+            so_far = [[r for s in steps[: step + 1] for r in s[index]] for index in range(2)]
+            mode = TimestampMode()
+            mode.saw(aware=True)
+            reference = LiveEngine(Query.build(build(arrow(so_far[0]), arrow(so_far[1]), False).node), mode)
+            for index, part in enumerate(so_far):
+                if part:
+                    reference.push_rows(index, pa.Table.from_pylist(part, schema=SCHEMA))
+            reference.run()
+            assert groups_as_sets(_items(read_committed(str(out)), Stat)) == groups_as_sets(reference.take().items), f"after step {step}"
+        live.flush()
+    finally:
+        live.stop()
+    whole = InMemoryExecutor().run(build(*(arrow([r for s in steps for r in s[index]]) for index in range(2)), True))
+    assert groups_as_sets(_items(read_committed(str(out)), Stat)) == groups_as_sets(whole.raw)
+    rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
+    assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())

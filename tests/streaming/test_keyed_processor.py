@@ -46,13 +46,13 @@ def _moved(ops: list[Op]) -> list[Op]:
 def _row(position: int, item: Insert | End, cti: int) -> Any:
     from pyspark.sql import Row
 
-    from tempo.spark.streaming.keyed import CTI, EID, END, END_EDGE, INSERT, ITEM, POSITION, START
+    from tempo.spark.streaming.keyed import BATCH, CTI, EID, END, END_EDGE, INSERT, ITEM, POSITION, START
 
     if isinstance(item, Insert):
         fields = {ITEM: INSERT, START: item.start, "key": item.payload.key, "value": item.payload.value}
     else:
         fields = {ITEM: END_EDGE, START: None, "key": None, "value": None}
-    return Row(**{POSITION: position, EID: item.eid, END: item.end, CTI: cti, **fields})
+    return Row(**{POSITION: position, EID: item.eid, END: item.end, CTI: cti, BATCH: 0, **fields})
 
 
 def _results(rows: list[Any]) -> list[KeyedResult]:
@@ -131,7 +131,9 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
     if not hasattr(GroupedData, "transformWithState"):
         pytest.skip("transformWithState over rows needs pyspark 4.1 or later")
 
-    from tempo.spark.streaming.keyed import CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, ITEM, LANE, MARKER, POSITION, RESULT, START, KeyedProcessor, output_schema
+    from tempo.spark.streaming.keyed import (
+        BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, ITEM, LANE, MARKER, POSITION, RESULT, START, KeyedProcessor, output_schema,
+    )
     from tempo.runtime.keyed import Insert
     from tests.test_keyed_operator import Reading
 
@@ -143,14 +145,14 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
     ]
     schema = pa.schema([
         (POSITION, pa.int64()), (ITEM, pa.int32()), (EID, pa.int64()), (START, pa.int64()), (END, pa.int64()), (CTI, pa.int64()), (LANE, pa.int32()),
-        ("key", pa.int64()), ("value", pa.float64()),
+        (BATCH, pa.int64()), ("key", pa.int64()), ("value", pa.float64()),
     ])
     stage = tmp_path / "stage"
     stage.mkdir()
     for index, rows in enumerate(files):
         table = [
-            {POSITION: pos, ITEM: CTI_ROW, EID: index, START: None, END: None, CTI: cti, LANE: CTI_LANE, "key": None, "value": None} if item is None
-            else {POSITION: pos, ITEM: 0, EID: item.eid, START: item.start, END: item.end, CTI: cti, LANE: EVENT_LANE, "key": item.payload.key, "value": item.payload.value}
+            {POSITION: pos, ITEM: CTI_ROW, EID: index, START: None, END: None, CTI: cti, LANE: CTI_LANE, BATCH: index, "key": None, "value": None} if item is None
+            else {POSITION: pos, ITEM: 0, EID: item.eid, START: item.start, END: item.end, CTI: cti, LANE: EVENT_LANE, BATCH: index, "key": item.payload.key, "value": item.payload.value}
             for pos, item, cti in rows
         ]
         pq.write_table(pa.Table.from_pylist(table, schema=schema), stage / f"part-{index}.parquet")

@@ -4,15 +4,20 @@ cluster").
 
 Two Spark queries make one live query:
 
-* The **time query** reads the inputs. In its ``foreachBatch`` only the time columns come to
-  the driver, where the bulk engine's ``plan_batch`` applies the input's time rules to them
-  (CTIs, drops, adjustments) and ``apply_batch``, given no partials, moves the driver's
-  engine on: its ingress state, and the CTIs through its operators, whose window stays empty
-  (a ``_CtiTap`` records each CTI the window receives). Spark computes the stateless
-  operators below the window and writes the batch's **stage file**: the window's input
-  events, each with its group key, stamped with the window's CTI before the batch, and one
-  CTI row per CTI the window received in the batch (none received: the CTI before it again),
-  carrying the batch's id. The batch's rejections go to a side file beside it, then tempo's
+* The **time query** reads the inputs. In the driver's engine a ``_WindowFeed`` stands in the
+  window's place: it passes each CTI on to the window (which so stays empty) and records
+  the CTIs and the events that reach the window. A batch of one input without ordering
+  settings (``planned_in_bulk``) goes in bulk: only the time columns come to the driver,
+  where the bulk engine's ``plan_batch`` applies the input's time rules to them (CTIs,
+  drops, adjustments) and ``apply_times`` moves the driver's engine on; Spark computes the
+  stateless operators below the window and writes the batch's **stage file**: the window's
+  input events (for a hopping window whose aggregates merge, each window and group's
+  partial aggregates instead, ``MERGE`` rows), each with its group key, stamped with the
+  window's CTI before the batch. Any other batch runs item by item in the driver's engine
+  up to the window, and its stage file holds the events the feed recorded, each with the
+  CTI in force when it arrived. Either way the file ends with one CTI row per CTI the
+  window received in the batch (none received: the CTI before it again), carrying the
+  batch's id. The batch's rejections go to a side file beside it, then tempo's
   commit record (``BatchLog``) with the driver engine's state, as on the other engines.
 * The **work query** reads the stage folder as a file stream, sets Spark's watermark from
   the rows' CTIs (``tempo.spark.streaming.keyed``) and runs the window one key at a time in
@@ -70,15 +75,15 @@ from tempo.spark.sources import spark_path
 from tempo.spark.streaming.bulk import BulkRunner, partial_columns, window_partials
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.executor import (
-    CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, schema_drift_error,
+    CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, input_parts, schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
-    CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
+    BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
     RELEASED_BY, RESULT_COLUMNS, GROUP, START, KeyedProcessor, output_schema, watermark_ms,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
-from tempo.spark.types import from_wire, wire_columns
+from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
 from tempo.ticks import INF, NEG_INF
 
 T = TypeVar("T")
@@ -99,20 +104,25 @@ WAIT_SECONDS = 600.0
 
 
 def cluster_shape(query: Query) -> BulkShape | str:
-    """The query's shape when the cluster engine runs it, or why it cannot yet: one input
-    without ordering settings reaching one window with a keyed form (hopping, tumbling,
-    session or count window; ``tempo.runtime.keyed``) through where / select / shift operators, its state and
-    work on the executors; anything may follow the window (run on the driver, on the
+    """The query's shape when the cluster engine runs it, or why it cannot yet: inputs of
+    points or intervals in event time whose events reach one window with a keyed form
+    (hopping, tumbling, session or count window; ``tempo.runtime.keyed``) through where /
+    select / shift / union operators and at most one join of them all, the window's state
+    and work on the executors; anything may follow the window (run on the driver, on the
     window's results)."""
-    shape = window_shape(query)
+    shape = window_shape(query, planned=False)
     if isinstance(shape, str):
         return shape
-    if shape.join is not None:
-        return "it joins below its window (the cluster engine has no keyed join yet)"
-    if len(shape.sources) != 1:
-        return "it has several inputs (the cluster engine reads one yet)"
     why = keyed_unsupported(shape.window)
     return shape if why is None else why
+
+
+def planned_in_bulk(query: Query) -> bool:
+    """Whether the time query plans the query's batches over whole columns and Spark computes
+    what reaches the window (one input whose time rules ``plan_batch`` applies, no join);
+    else the driver runs each batch item by item up to the window (``TimeRunner``)."""
+    shape = window_shape(query)
+    return isinstance(shape, BulkShape) and shape.join is None and len(shape.sources) == 1
 
 
 def required_shape(query: Query) -> BulkShape:
@@ -129,20 +139,27 @@ def stage_watermark(cti: int) -> int:
     return 0 if cti <= NEG_INF else watermark_ms(cti)
 
 
-class _CtiTap(ops.Operator):
-    """Beside the window of the driver's engine: records each CTI the window receives."""
+class _WindowFeed(ops.Operator):
+    """In the window's place on its input, in the driver's engine: passes each CTI on to the
+    window (which so keeps the CTI in force, and stays empty) and records it, and records
+    each event that would reach the window, with the window's CTI when it arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: ops.Operator) -> None:
         super().__init__()
+        self.window = window
         self.ctis: list[int] = []
+        self.events: list[tuple[int, int, int | None, Any, int]] = []
+        """(event id, start, end, payload, CTI in force at the window), in arrival order."""
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        raise AssertionError("the cluster engine's driver sends no event to its window")
+        assert isinstance(self.window, (ops.Window, ew.EventWindows))
+        self.events.append((eid, start, end, payload, self.window.in_cti))
 
     def end(self, port: int, eid: int, end: int) -> None:
-        raise AssertionError("the cluster engine's driver sends no event to its window")
+        raise AssertionError("the cluster engine takes no edges (cluster_shape)")
 
     def cti(self, port: int, t: int) -> None:
+        self.window.cti(port, t)
         if not self.ctis or t > self.ctis[-1]:
             self.ctis.append(t)
 
@@ -180,7 +197,7 @@ class Stage:
     def key_columns(self) -> list[str]:
         return [f"__key{i}" for i in range(len(self.keys))]
 
-    def rows(self, relation: DataFrame, before: int) -> DataFrame:
+    def rows(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
         """The window's input events ``relation`` (start, end, first place, payload) as stage
         rows: with a hopping window whose aggregates merge (``tempo.runtime.bulk.unmergeable``),
         a row per window and group (``MERGE``: the events' partial aggregates, computed here by
@@ -188,36 +205,53 @@ class Stage:
         events spanning ``EAGER_WINDOWS`` windows or more, or reaching infinity, which go as
         events (the window keeps them aside: ``tempo.runtime.operators.Window``)."""
         if not self.merged:
-            return self._events(relation, before)
+            return self._events(batch, relation, before)
         window = self.shape.window
         spec = window.spec
         assert isinstance(spec, HoppingWindow)
-        span = spec.last_window_column(F.col(E)) - spec.first_window_column(F.col(S))
-        short = (span < F.lit(ops.Window.EAGER_WINDOWS)) & (F.col(E) < F.lit(INF))
-        partials = window_partials(window, relation.filter(short)).select(
+        longest = self.query.longest_lifetime(window.input)
+        if longest is not None and spec.most_windows_past_first(longest) < ops.Window.EAGER_WINDOWS:
+            short, long = relation, None  # every lifetime is short (points, say): one read of the batch
+        else:
+            span = spec.last_window_column(F.col(E)) - spec.first_window_column(F.col(S))
+            condition = (span < F.lit(ops.Window.EAGER_WINDOWS)) & (F.col(E) < F.lit(INF))
+            short, long = relation.filter(condition), relation.filter(~condition)
+        partials = window_partials(window, short).select(
             F.col("__first").cast("long").alias(POSITION), F.lit(MERGE).cast("int").alias(ITEM), F.col("__k").alias(EID),
             F.lit(None).cast("long").alias(START), F.greatest(F.col("__smax"), F.col("__emax")).alias(END),
             F.lit(before).cast("long").alias(CTI), F.lit(stage_watermark(before)).cast("long").alias(WATERMARK),
-            F.lit(EVENT_LANE).cast("int").alias(LANE), *[F.col(c) for c in self.key_columns], F.col("__n"),
+            F.lit(EVENT_LANE).cast("int").alias(LANE), F.lit(batch).cast("long").alias(BATCH), *[F.col(c) for c in self.key_columns], F.col("__n"),
             *[F.col(c) for c in partial_columns(window)],
         )
-        return self._events(relation.filter(~short), before).unionByName(partials, allowMissingColumns=True)
+        return partials if long is None else self._events(batch, long, before).unionByName(partials, allowMissingColumns=True)
 
-    def _events(self, relation: DataFrame, before: int) -> DataFrame:
+    def _events(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
         """The window's input events ``relation`` as stage rows of their own."""
         return relation.select(
             F.col(FIRST).cast("long").alias(POSITION), F.lit(INSERT).cast("int").alias(ITEM), F.col(FIRST).cast("long").alias(EID),
             F.col(S).alias(START), F.col(E).alias(END), F.lit(before).cast("long").alias(CTI),
             F.lit(stage_watermark(before)).cast("long").alias(WATERMARK), F.lit(EVENT_LANE).cast("int").alias(LANE),
-            *self.keys, *wire_columns(self.payload_type),
+            F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
+        )
+
+    def recorded(self, batch: int, events: list[tuple[int, int, int | None, Any, int]]) -> DataFrame:
+        """The events the driver's engine sent the window in batch ``batch``, item by item
+        (``_WindowFeed``), as stage rows: each at its place in the batch, with the CTI in
+        force at the window when it arrived."""
+        long = st.LongType()
+        leading = [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
+        rows = [(i, eid, start, end, cti, stage_watermark(cti), *to_wire(payload)) for i, (eid, start, end, payload, cti) in enumerate(events)]
+        relation = driver_frame(self.spark, leading, self.payload_type, rows)
+        return relation.select(
+            POSITION, F.lit(INSERT).cast("int").alias(ITEM), EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
+            F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
         )
 
     def markers(self, batch: int, ctis: list[int]) -> DataFrame:
         """The batch's CTI rows."""
         assert self.schema is not None
-        blank = [None] * (len(self.schema.fields) - 8)
-        rows = [(None, CTI_ROW, batch, None, None, c, stage_watermark(c), CTI_LANE, *blank) for c in ctis]
-        return self.spark.createDataFrame(rows, self.schema)
+        rows = [{ITEM: CTI_ROW, EID: batch, CTI: c, WATERMARK: stage_watermark(c), LANE: CTI_LANE, BATCH: batch} for c in ctis]
+        return self.spark.createDataFrame([tuple(row.get(f.name) for f in self.schema.fields) for row in rows], self.schema)
 
     def fix_schema(self, events: DataFrame) -> None:
         """The stage's schema, from the stage rows of a batch (every column nullable)."""
@@ -242,8 +276,9 @@ class Stage:
             return  # written before a crash (and maybe read, released and dropped since)
         self.store.write(self.side(batch), pickle.dumps(side))
         rows = self.markers(batch, ctis)
-        if events is not None:
-            rows = events.select(*[F.col(f"`{f.name}`") for f in rows.schema.fields]).unionByName(rows)
+        if events is not None:  # the columns a batch's rows lack (partial aggregates, or events' fields) null
+            have = set(events.columns)
+            rows = events.select(*[F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType).alias(f.name) for f in rows.schema.fields]).unionByName(rows)
         rows.coalesce(1).write.mode("overwrite").parquet(spark_path(self.scratch))
         parts = [n for n in self.store.names(self.scratch) if n.endswith(".parquet")]
         assert len(parts) == 1, parts
@@ -323,18 +358,24 @@ class TimeRunner(_Batches):
         self.shape = shape
         self.stage = stage
         self.bulk = BulkRunner(spark, query, shape)
+        self.planned = planned_in_bulk(query)
         self.progress: list[dict[str, Any]] = []
 
-    def tap(self, engine: LiveEngine) -> _CtiTap:
-        """The tap beside the window of ``engine`` (connected the first time it is asked for),
-        emptied: it records the CTIs the window receives from now on."""
+    def feed(self, engine: LiveEngine) -> _WindowFeed:
+        """The ``_WindowFeed`` in the window's place in ``engine`` (put there the first time it
+        is asked for), emptied: it records what reaches the window from now on."""
         upstream = engine.operators[self.query.nodes.index(self.shape.window.input)]
-        taps = [op for op, _ in upstream.outs if isinstance(op, _CtiTap)]
-        if not taps:
-            taps = [_CtiTap()]
-            upstream.connect(taps[0], 0)
-        taps[0].ctis = []
-        return taps[0]
+        feeds = [op for op, _ in upstream.outs if isinstance(op, _WindowFeed)]
+        if feeds:
+            feed = feeds[0]
+        else:
+            window = engine.operators[self.shape.position]
+            feed = _WindowFeed(window)
+            outs, upstream.outs = upstream.outs, []
+            for op, port in outs:
+                upstream.connect(feed if op is window else op, port)
+        feed.ctis, feed.events = [], []
+        return feed
 
     def window_cti(self, engine: LiveEngine) -> int:
         """The last CTI the window of the driver's engine received."""
@@ -350,9 +391,12 @@ class TimeRunner(_Batches):
 
     def empty_rows(self, merged: DataFrame) -> None:
         """Fix the stage's schema from the stage rows the inputs' columns make."""
+        if not self.planned:
+            self.stage.fix_schema(self.stage.recorded(0, []))
+            return
         empty = self.spark.createDataFrame([], merged.schema)
         rows = self.bulk.rows(empty, 0)
-        self.stage.fix_schema(self.stage.rows(self._relation(rows, None), NEG_INF))
+        self.stage.fix_schema(self.stage.rows(0, self._relation(rows, None), NEG_INF))
 
     def _relation(self, rows: DataFrame, plan: Any) -> DataFrame:
         events = self.bulk.events(rows, 0, plan)
@@ -363,52 +407,70 @@ class TimeRunner(_Batches):
         if self.log.is_committed(batch):
             return
         began = time.perf_counter()
+        done = self._in_bulk(df, batch) if self.planned else None
+        if done is None:
+            done = self._item_by_item(df, batch)
+        engine, rows, rejections = done
+        self.crash.point("time-stage", batch)
+        self._commit(engine, batch, {"rows": rows, "rejected": len(rejections)}, began, final=False)
+
+    def _in_bulk(self, df: DataFrame, batch: int) -> tuple[LiveEngine, int, list[Any]] | None:
+        """Stage the batch with its time rules planned over whole columns on the driver and
+        the window's input computed by Spark: (the driver's engine after it, the batch's rows,
+        its rejections); None when the plan cannot take it (a row breaking a rule, an
+        expression failing), nothing staged."""
         engine = self.engine_after(self.log.last_committed(before=batch))
         rows = self.bulk.rows(df, 0)
         with worker_errors(self._recognized):
             times = rows.select(F.lit(0).alias(INPUT_COLUMN), ORDER, KIND, S, E, ARR, NULLF).toArrow()
         self.crash.point("time-read", batch)
-        events: DataFrame | None = None
         before = self.window_cti(engine)
-        tap = self.tap(engine)
-        rejections: list[Any] = []
-        if times.num_rows:
-            planned = self.bulk.plans(engine, times)
-            if planned is None:
-                self._refuse(df, batch, "its rows break a rule of their own")
-            assert planned is not None
-            plans, cut = planned
-            try:
-                with worker_errors(udf_error):
-                    payloads = self.bulk.late_payloads([rows], plans, False)
+        feed = self.feed(engine)
+        if not times.num_rows:
+            self.stage.write(batch, None, [before], StageBatch([], False))
+            return engine, 0, []
+        planned = self.bulk.plans(engine, times)
+        if planned is None:
+            return None
+        plans, cut = planned
+        try:
+            with worker_errors(udf_error):
+                payloads = self.bulk.late_payloads([rows], plans, False)
                 apply_times(engine, plans, cut, payloads, 0)
                 engine.run()
                 rejections = engine.take().rejections
-                events = self.stage.rows(self._relation(rows, plans[0]), before)
-                ctis = list(tap.ctis) or [before]
-                with worker_errors(udf_error):
-                    self.stage.write(batch, events, ctis, StageBatch(rejections, False))
-            except (EvaluationError, UdfResultError):
-                self._refuse(df, batch, "an expression below its window failed")
-        else:
-            self.stage.write(batch, None, [before], StageBatch([], False))
-        self.crash.point("time-stage", batch)
-        self._commit(engine, batch, {"rows": times.num_rows, "rejected": len(rejections)}, began, final=False)
+                events = self.stage.rows(batch, self._relation(rows, plans[0]), before)
+                self.stage.write(batch, events, list(feed.ctis) or [before], StageBatch(rejections, False))
+        except (EvaluationError, UdfResultError):
+            # Spark evaluates an expression on rows item by item never reaches (a row the
+            # ingress drops, one a guard skips): item by item raises where the reference does.
+            self.forget()
+            return None
+        return engine, times.num_rows, rejections
 
-    def _refuse(self, df: DataFrame, batch: int, why: str) -> None:
-        """A batch the plan cannot take: run item by item on a copy of the driver's engine,
-        which raises the error the in-memory executor gives; else say what is unsupported."""
-        last = self.log.last_committed(before=batch)
-        engine = LiveEngine.restore(self.query, self.log.state(last)) if last is not None else self.engine_after(None)
+    def _item_by_item(self, df: DataFrame, batch: int) -> tuple[LiveEngine, int, list[Any]]:
+        """Stage the batch as the driver engine runs it item by item up to the window (the
+        inputs' time rules, and the operators below the window, their state on the driver):
+        the events that reach the window go to the stage (``Stage.recorded``)."""
+        engine = self.engine_after(self.log.last_committed(before=batch))  # the committed state: no bulk attempt left its mark
         with worker_errors(self._recognized):
             table = df.toArrow()
-        from tempo.spark.streaming.layout import input_prefix
-
-        prefix = input_prefix(0)
-        names = [n for n in table.column_names if n.startswith(prefix)]
-        engine.push_rows(0, table.select(names).rename_columns([n[len(prefix):] for n in names]))
+        self.crash.point("time-read", batch)
+        before = self.window_cti(engine)
+        feed = self.feed(engine)
+        if table.num_rows:
+            for index, part in enumerate(input_parts(self.query, table)):
+                if part.num_rows:
+                    engine.push_rows(index, part)
         engine.run()
-        raise UnsupportedError(EXECUTOR, "engine='cluster'", f"batch {batch} cannot be computed on the cluster: {why}")
+        rejections = engine.take().rejections
+        self._stage_recorded(batch, feed, before, StageBatch(rejections, False))
+        return engine, table.num_rows, rejections
+
+    def _stage_recorded(self, batch: int, feed: _WindowFeed, before: int, side: StageBatch) -> None:
+        events = self.stage.recorded(batch, feed.events) if feed.events else None
+        with worker_errors(udf_error):  # a group key's expression, evaluated by Spark
+            self.stage.write(batch, events, list(feed.ctis) or [before], side)
 
     def finish(self) -> int:
         """The inputs have ended: end them on the driver's engine (a CTI at infinity where
@@ -418,10 +480,10 @@ class TimeRunner(_Batches):
             batch = 0 if last is None else last + 1
             engine = self.engine_after(last)
             before = self.window_cti(engine)
-            tap = self.tap(engine)
-            engine.finish()
+            feed = self.feed(engine)
+            engine.finish()  # what the inputs' buffers held goes on, item by item
             rejections = engine.take().rejections
-            self.stage.write(batch, None, list(tap.ctis) or [before], StageBatch(rejections, True))
+            self._stage_recorded(batch, feed, before, StageBatch(rejections, True))
             self.crash.point("time-stage", batch)
             self._commit(engine, batch, {"rows": 0, "rejected": len(rejections)}, time.perf_counter(), final=True)
             return batch

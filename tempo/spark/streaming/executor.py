@@ -256,6 +256,20 @@ def schema_drift_error(exc: BaseException, query: Query) -> InputSchemaError | N
     )
 
 
+def input_parts(query: Query, table: Any) -> list[Any]:
+    """A micro-batch of the inputs' merged stream (a pyarrow Table) split per input, each with
+    its source's own column names."""
+    import pyarrow.compute as pc
+
+    parts = []
+    for index in range(len(query.sources)):
+        prefix = input_prefix(index)
+        part = table.filter(pc.equal(table.column(INPUT_COLUMN), index)) if len(query.sources) > 1 else table
+        names = [n for n in part.column_names if n.startswith(prefix)]
+        parts.append(part.select(names).rename_columns([n[len(prefix):] for n in names]))
+    return parts
+
+
 def committed_engine(query: Query, log: BatchLog, batch: int | None) -> LiveEngine:
     """A live engine for ``query`` in the state ``log`` holds after committed batch ``batch``
     (None: a fresh one)."""
@@ -353,15 +367,8 @@ class _Runner(Generic[T]):
         self._crash_point("read", batch)
         used = "driver"
         if table.num_rows:
-            import pyarrow.compute as pc
-
-            parts = []
-            for index, node in enumerate(self.query.sources):
-                prefix = input_prefix(index)
-                part = table.filter(pc.equal(table.column(INPUT_COLUMN), index))
-                names = [n for n in part.column_names if n.startswith(prefix)]
-                parts.append(part.select(names).rename_columns([n[len(prefix):] for n in names]))
-                rows_in[node.name] = part.num_rows
+            parts = input_parts(self.query, table)
+            rows_in.update((node.name, part.num_rows) for node, part in zip(self.query.sources, parts))
             if self.vectorised is not None and table.num_rows >= self.vector_rows and self.vectorised.run(engine, parts):
                 used = "vectorised"
             else:

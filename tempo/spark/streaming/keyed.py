@@ -53,6 +53,16 @@ window, ``END`` the events' latest time, and the partial values in the columns o
 ``tempo.spark.streaming.bulk.window_partials``), the event's id (an end's: the event it
 ends), its lifetime in ticks (``END`` null: open), and the CTI in force at the operator when
 it arrives (or, at most, before it: ``KeyedOperator``)."""
+BATCH = "tempo_batch"
+"""The stage's column of the stage batch a row belongs to: a key's rows are run in order of
+(``BATCH``, ``POSITION``), and an event's id is made of its (``BATCH``, ``EID``) (``event_id``)."""
+
+
+def event_id(batch: int, eid: int) -> int:
+    """The id a key's operator knows a stage row's event by: unique over the stage batches,
+    whose rows number their events each in their own way (by input order, or as the driver's
+    engine did)."""
+    return (batch << 64) | (eid & 0xFFFF_FFFF_FFFF_FFFF)
 EVENT_LANE, CTI_LANE = 0, 1
 """The first part of every group key of the work query (``LANE``): the operator's events go by
 ``(EVENT_LANE, *group key)``, the CTI rows all under ``(CTI_LANE, None, ...)``."""
@@ -154,7 +164,7 @@ class KeyedProcessor(StatefulProcessor):
         items: list[KeyedItem] = []
         last = NEG_INF
         fields = self.fields
-        ordered = sorted(rows, key=lambda r: r[POSITION])
+        ordered = sorted(rows, key=lambda r: (r[BATCH], r[POSITION]))
         merges = [row for row in ordered if row[ITEM] == MERGE]
         if merges:
             assert self.window is not None
@@ -166,11 +176,11 @@ class KeyedProcessor(StatefulProcessor):
                 last = row[CTI]
             if row[ITEM] == INSERT:
                 payload = from_wire(self.payload_type, [row[f] for f in fields], False)
-                items.append(Insert(row[EID], row[START], row[END], payload))
+                items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload))
             elif row[ITEM] == MERGE:
                 items.append(Merge(group, row[EID], row["__n"], next(values), row[END]))
             else:
-                items.append(End(row[EID], row[END]))
+                items.append(End(event_id(row[BATCH], row[EID]), row[END]))
         return self._run(key, items, now, fired=False)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
