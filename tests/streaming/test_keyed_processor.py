@@ -111,18 +111,10 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
     assert sorted(((r.start, r.end, r.payload) for r in got), key=lambda r: (r[0], r[1], r[2].key)) == sorted(final, key=lambda r: (r[0], r[1], r[2].key))
 
 
-def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, tmp_path: Any) -> None:
-    """The processor in a real query: stage files read as a stream, Spark's watermark from the
-    rows' CTIs (as milliseconds, behind one), ``groupBy(lane, key).transformWithState`` on RocksDB.
-    Tumbling windows of 2 s; times in seconds after BASE:
-
-        file 0: key 1 at 1, key 2 at 2.5 (CTI in force 0); a CTI row at 3
-        file 1: key 1 at 3.5 (CTI 3); a CTI row at 6
-
-    Micro-batch 0 releases nothing (no watermark yet); batch 1 (watermark: CTI 3) key 1's
-    [0, 2), by its timer; the batch without data after it (CTI 6) key 1's [2, 4) and key 2's
-    [2, 4), by their timers, though neither has rows there. Each file's CTI row comes back
-    from the CTI lane once the watermark has reached its CTI."""
+def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_trigger: int) -> dict[int, list[Any]]:
+    """Stage files of (position, Insert or None for a CTI row, CTI) rows, read ``per_trigger``
+    files a micro-batch by ``groupBy(lane, key).transformWithState`` on RocksDB, Spark's
+    watermark from the rows' CTIs: the processor's rows per micro-batch."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql import GroupedData
@@ -131,18 +123,8 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
     if not hasattr(GroupedData, "transformWithState"):
         pytest.skip("transformWithState over rows needs pyspark 4.1 or later")
 
-    from tempo.spark.streaming.keyed import (
-        BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, ITEM, LANE, MARKER, POSITION, RESULT, START, KeyedProcessor, output_schema,
-    )
-    from tempo.runtime.keyed import Insert
-    from tests.test_keyed_operator import Reading
+    from tempo.spark.streaming.keyed import BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, ITEM, LANE, POSITION, START, KeyedProcessor, output_schema
 
-    s = SECOND
-    files = [
-        [(0, Insert(0, BASE + 1 * s, BASE + 1 * s + 1, Reading(1, 1.0)), BASE), (1, Insert(1, BASE + 2 * s + s // 2, BASE + 2 * s + s // 2 + 1, Reading(2, 2.0)), BASE),
-         (2, None, BASE + 3 * s)],
-        [(3, Insert(2, BASE + 3 * s + s // 2, BASE + 3 * s + s // 2 + 1, Reading(1, 4.0)), BASE + 3 * s), (4, None, BASE + 6 * s)],
-    ]
     schema = pa.schema([
         (POSITION, pa.int64()), (ITEM, pa.int32()), (EID, pa.int64()), (START, pa.int64()), (END, pa.int64()), (CTI, pa.int64()), (LANE, pa.int32()),
         (BATCH, pa.int64()), ("key", pa.int64()), ("value", pa.float64()),
@@ -162,7 +144,7 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
     spark_session.conf.set(provider, "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
     try:
         rows = (
-            spark_session.readStream.schema(spark_session.read.parquet(str(stage)).schema).option("maxFilesPerTrigger", 1).parquet(str(stage))
+            spark_session.readStream.schema(spark_session.read.parquet(str(stage)).schema).option("maxFilesPerTrigger", per_trigger).parquet(str(stage))
             .withColumn("tempo_watermark", F.timestamp_millis(F.col(CTI))).withWatermark("tempo_watermark", "1 millisecond")
             .drop("tempo_watermark")  # its instants lie past the years Python's datetime holds
         )
@@ -180,8 +162,69 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
             spark_session.conf.unset(provider)
         else:
             spark_session.conf.set(provider, previous)
+    return batches
+
+
+@pytest.mark.slow  # the cluster engine's lockstep tests and the test below run the processor on Spark by default
+def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, tmp_path: Any) -> None:
+    """The processor in a real query: stage files read as a stream, Spark's watermark from the
+    rows' CTIs (as milliseconds, behind one), ``groupBy(lane, key).transformWithState`` on RocksDB.
+    Tumbling windows of 2 s; times in seconds after BASE:
+
+        file 0: key 1 at 1, key 2 at 2.5 (CTI in force 0); a CTI row at 3
+        file 1: key 1 at 3.5 (CTI 3); a CTI row at 6
+
+    Micro-batch 0 releases nothing (no watermark yet); batch 1 (watermark: CTI 3) key 1's
+    [0, 2), by its timer; the batch without data after it (CTI 6) key 1's [2, 4) and key 2's
+    [2, 4), by their timers, though neither has rows there. Each file's CTI row comes back
+    from the CTI lane once the watermark has reached its CTI."""
+    from tempo.spark.streaming.keyed import MARKER, RESULT
+    from tempo.runtime.keyed import Insert
+    from tests.test_keyed_operator import Reading
+
+    s = SECOND
+    files = [
+        [(0, Insert(0, BASE + 1 * s, BASE + 1 * s + 1, Reading(1, 1.0)), BASE), (1, Insert(1, BASE + 2 * s + s // 2, BASE + 2 * s + s // 2 + 1, Reading(2, 2.0)), BASE),
+         (2, None, BASE + 3 * s)],
+        [(3, Insert(2, BASE + 3 * s + s // 2, BASE + 3 * s + s // 2 + 1, Reading(1, 4.0)), BASE + 3 * s), (4, None, BASE + 6 * s)],
+    ]
+    batches = _stage_query(spark_session, tmp_path, files, 1)
     released = {b: sorted((r.key, (r.tempo_start - BASE) // s, r.n, r.total) for r in rows if r.tempo_kind == RESULT) for b, rows in batches.items()}
     assert released == {0: [], 1: [(1, 0, 1, 1.0)], 2: [(1, 2, 1, 4.0), (2, 2, 1, 2.0)]}
     # The CTI rows come back once the watermark has reached them: file 0's in batch 1, file 1's in batch 2.
     markers = {b: [(r.tempo_start, (r.tempo_released_by - BASE) // s) for r in rows if r.tempo_kind == MARKER] for b, rows in batches.items()}
     assert markers == {0: [], 1: [(0, 3)], 2: [(1, 6)]}
+
+
+def test_a_key_with_rows_beyond_the_watermark_first_releases_what_the_watermark_released(spark_session: Any, tmp_path: Any) -> None:
+    """Two stage files a micro-batch: a key's rows may carry a CTI beyond Spark's watermark
+    (the file after the one that moved it), while its timer is due. Tumbling windows of 2 s;
+    times in seconds after BASE:
+
+        file 0: key 1 at 1 (CTI in force 0); a CTI row at 3
+        file 1: key 2 at 3.5 (CTI 3); a CTI row at 4
+        file 2: key 2 at 4.5 (CTI 4); a CTI row at 6
+        file 3: key 1 at 6.5 (CTI 6); a CTI row at 8
+
+    Micro-batch 1 (files 2 and 3, watermark: CTI 4) gives back the CTI rows at 3 and 4, so key
+    2's [2, 4) and key 1's [0, 2), which the CTI at 3 released, must come in it too, though key 1's rows there say
+    CTI 6 (found late, it would come with the next batch and be taken as released at 6)."""
+    from tempo.spark.streaming.keyed import MARKER, RESULT
+    from tempo.runtime.keyed import Insert
+    from tests.test_keyed_operator import Reading
+
+    s = SECOND
+
+    def at(eid: int, key: int, t: float) -> Insert:
+        return Insert(eid, BASE + int(t * s), BASE + int(t * s) + 1, Reading(key, float(eid)))
+
+    files = [
+        [(0, at(0, 1, 1), BASE), (1, None, BASE + 3 * s)],
+        [(2, at(1, 2, 3.5), BASE + 3 * s), (3, None, BASE + 4 * s)],
+        [(4, at(2, 2, 4.5), BASE + 4 * s), (5, None, BASE + 6 * s)],
+        [(6, at(3, 1, 6.5), BASE + 6 * s), (7, None, BASE + 8 * s)],
+    ]
+    batches = _stage_query(spark_session, tmp_path, files, 2)
+    released = {b: sorted((r.key, (r.tempo_start - BASE) // s) for r in rows if r.tempo_kind == RESULT) for b, rows in batches.items()}
+    markers = {b: sorted((r.tempo_released_by - BASE) // s for r in rows if r.tempo_kind == MARKER) for b, rows in batches.items()}
+    assert markers[1] == [3, 4] and released[1] == [(1, 0), (2, 2)], (released, markers)

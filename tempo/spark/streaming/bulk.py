@@ -440,10 +440,10 @@ def partial_values(window: WindowNode, col: dict[str, list[Any]]) -> list[tuple[
         if a.arg is None:
             continue
         total = col[f"__a{i}"]
+        if a.wide_integers:  # summed exactly as Decimals (an average's total too)
+            total = [None if t is None else int(t) for t in total]
         if a.kind is AggregateKind.AVG:
             parts.append([(t if n else 0, n) for t, n in zip(total, col[f"__c{i}"])])
-        elif a.wide_integers:
-            parts.append([None if t is None else int(t) for t in total])
         else:
             parts.append(total)
     return list(zip(*parts)) if parts else [()] * rows

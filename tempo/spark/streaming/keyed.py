@@ -11,8 +11,8 @@ the latest CTI of the earlier micro-batches less one tick (``cti_of_watermark``)
 
 Per key, one value state (``KeyState``) holds the operator's state for the key
 (``KeyedOperator``'s bytes; none once the key holds nothing, ``KeyedOperator.idle``), the
-results waiting for their CTI and the key's timer. A key's rows are run in position order, each
-preceded by the CTI in force when it arrived; results released by a CTI beyond Spark's
+results waiting for their CTI and the key's timer. A key's rows are run after the CTI of the
+watermark, in position order, each preceded by the CTI in force when it arrived; results released by a CTI beyond Spark's
 watermark wait in state, so that a micro-batch emits only results released by CTIs up to its
 watermark: the stretch of the release sequence since the previous batch. One event-time
 timer per key, at the first CTI that would release something of it, brings the later CTIs
@@ -161,8 +161,12 @@ class KeyedProcessor(StatefulProcessor):
         if key[0] == CTI_LANE:
             markers = [(row[EID], row[CTI]) for row in rows]
             return self._markers(markers, now, fired=False)
-        items: list[KeyedItem] = []
-        last = NEG_INF
+        # The watermark's CTI first: what it releases goes now, as it does for the keys
+        # without rows (by their timers) and for the CTI lane's markers. A micro-batch reading
+        # several stage files gives a key rows stamped with CTIs beyond the watermark, which
+        # would otherwise close those windows at a later CTI, and hold them back with it.
+        items: list[KeyedItem] = [Cti(now)] if now > NEG_INF else []
+        last = now
         fields = self.fields
         ordered = sorted(rows, key=lambda r: (r[BATCH], r[POSITION]))
         merges = [row for row in ordered if row[ITEM] == MERGE]
