@@ -146,13 +146,13 @@ class _WindowFeed(ops.Operator):
 
     def __init__(self, window: ops.Operator) -> None:
         super().__init__()
+        assert isinstance(window, (ops.Window, ew.EventWindows))
         self.window = window
         self.ctis: list[int] = []
         self.events: list[tuple[int, int, int | None, Any, int]] = []
         """(event id, start, end, payload, CTI in force at the window), in arrival order."""
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        assert isinstance(self.window, (ops.Window, ew.EventWindows))
         self.events.append((eid, start, end, payload, self.window.in_cti))
 
     def end(self, port: int, eid: int, end: int) -> None:
@@ -395,8 +395,10 @@ class TimeRunner(_Batches):
             self.stage.fix_schema(self.stage.recorded(0, []))
             return
         empty = self.spark.createDataFrame([], merged.schema)
-        rows = self.bulk.rows(empty, 0)
-        self.stage.fix_schema(self.stage.rows(0, self._relation(rows, None), NEG_INF))
+        rows = self.stage.rows(0, self._relation(self.bulk.rows(empty, 0), None), NEG_INF)
+        # A batch the plan leaves to item by item stages events (``recorded``), whatever the
+        # planned batches stage: the stage holds the columns of both.
+        self.stage.fix_schema(rows.unionByName(self.stage.recorded(0, []), allowMissingColumns=True))
 
     def _relation(self, rows: DataFrame, plan: Any) -> DataFrame:
         events = self.bulk.events(rows, 0, plan)
