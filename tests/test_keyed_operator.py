@@ -226,6 +226,93 @@ def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(
     assert got == expected
 
 
+@st.composite
+def batches(draw: st.DrawFn) -> list[tuple[list[tuple[int, int, int, float]], list[int]]]:
+    """Batches as the cluster engine's planned path gives a window: the CTI in force before the
+    batch, its events (key, start at or after that CTI, finite end, value), then its CTIs.
+    Values add exactly, in any order."""
+    out = []
+    cti = 0
+    for _ in range(draw(st.integers(1, 6))):
+        events = []
+        for _ in range(draw(st.integers(0, 12))):
+            start = cti + draw(st.integers(0, 12)) * SECOND + draw(st.sampled_from([0, 0, 1, 999_999]))
+            end = start + (1 if draw(st.booleans()) else draw(st.integers(1, 6 * SECOND)))
+            events.append((draw(st.integers(0, 2)), start, end, draw(st.sampled_from([0.5, 1.25, -3.0, 7.0]))))
+        ctis = []
+        for _ in range(draw(st.integers(0, 3))):
+            cti += draw(st.integers(0, 6)) * SECOND + draw(st.sampled_from([0, 1, SECOND // 2]))
+            ctis.append(cti)
+        out.append((events, ctis))
+    return out
+
+
+def _runs(events: list[tuple[int, int, int, float]], gap: int) -> list[Any]:
+    """A batch's events of each key as runs, by the rule ``session_runs`` gives Spark: in
+    order of start (then place), a new run where an event starts at or after the latest last
+    tick of the run's events before it + gap."""
+    from tempo.runtime.keyed import Run
+
+    runs: list[Run] = []
+    for key in sorted({e[0] for e in events}):
+        mine = sorted(((start, place, end, value) for place, (k, start, end, value) in enumerate(events) if k == key))
+        chain: list[tuple[int, int, int, float]] = []
+        for event in [*mine, None]:
+            if chain and (event is None or event[0] >= max(e[2] for e in chain) - 1 + gap):
+                values = [e[3] for e in chain]
+                runs.append(Run((key,), chain[0][0], max(e[2] for e in chain), len(chain), (sum(values), min(values))))
+                chain = []
+            if event is not None:
+                chain.append(event)
+    return runs
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(batches(), st.sampled_from([3, 2, 5]))
+def test_sessions_given_each_batch_s_runs_release_what_its_events_release(batched: list[Any], gap: int) -> None:
+    """Per key, a batch's events as runs (aggregated apart) give the sessions its events give,
+    at the same CTIs, however the batches' CTIs fall among the runs and the runs of the
+    batches chain."""
+    query, node = _session_node(gap)
+    events_fed: list[KeyedItem] = [Cti(0)]
+    runs_fed: list[KeyedItem] = [Cti(0)]
+    eid = 0
+    for events, ctis in batched:
+        for key, start, end, value in events:
+            events_fed.append(Insert(eid, start, end, Reading(key, value)))
+            eid += 1
+        runs_fed += _runs(events, gap * SECOND)
+        events_fed += [Cti(c) for c in ctis]
+        runs_fed += [Cti(c) for c in ctis]
+    events_fed.append(Cti(INF))
+    runs_fed.append(Cti(INF))
+    keyed = KeyedOperator(query, node)
+    expected, _ = keyed.run(None, events_fed)
+    got, _ = keyed.run(None, runs_fed)
+    assert sorted(got, key=_order) == sorted(expected, key=_order)
+
+
+def test_a_timeline_of_runs_by_hand() -> None:
+    """Sessions, gap 3 s, key 1. Batch 1 (CTI 0): points at 1 and 3 s (one run: 3 < 1 + 3),
+    one at 7 s (a run of its own: 7 >= 3 + 3); its CTI at 5 s closes nothing (the session
+    from 1 s lasts until 6 s). Batch 2 (CTI 5 s): a point at 5 s, a run alone that chains the
+    first (5 < 6) and the third (7 < 8): one session [1, 10) of 4 events, a point at its last
+    tick, released by the CTI at infinity, as the events themselves give it."""
+    from tempo.runtime.keyed import Run
+
+    query, node = _session_node(3)
+    keyed = KeyedOperator(query, node)
+    s = SECOND
+    first = _runs([(1, 1 * s, 1 * s + 1, 1.0), (1, 3 * s, 3 * s + 1, 2.0), (1, 7 * s, 7 * s + 1, 4.0)], 3 * s)
+    assert first == [Run((1,), 1 * s, 3 * s + 1, 2, (3.0, 1.0)), Run((1,), 7 * s, 7 * s + 1, 1, (4.0, 4.0))]
+    out, state = keyed.run(None, [Cti(0), *first, Cti(5 * s)])
+    assert out == []
+    out, state = keyed.run(state, [Run((1,), 5 * s, 5 * s + 1, 1, (8.0, 8.0)), Cti(9 * s)])
+    assert out == []  # the session lasts until 7 s + 3 s
+    out, _ = keyed.run(state, [Cti(INF)])
+    assert [(r.cti, r.start, r.end, r.payload) for r in out] == [(INF, 10 * s - 1, 10 * s, Stats(1, 4, 15.0, 1.0))]
+
+
 def test_a_timeline_by_hand() -> None:
     """Tumbling windows of 2 s; key 1 has an event in [0, 2) and one open from 3 s; key 2 one in
     [2, 4). The CTI at 2 s releases key 1's first window; the CTI at 5 s key 2's [2, 4) and key 1's

@@ -54,7 +54,7 @@ import attrs
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.clocks import TimeDomain
-from tempo.plan.windows import HoppingWindow, WindowTimestamp
+from tempo.plan.windows import HoppingWindow, SessionWindow, WindowTimestamp
 from tempo.runtime.codegen import canonical_key
 from tempo.runtime import operators as ops
 from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared, adjusted_lifetime
@@ -169,6 +169,20 @@ def unmergeable(window: p.WindowNode) -> str | None:
     merged into its state (``Partial``, ``tempo.runtime.operators.Window.merge``), or None."""
     if not isinstance(window.spec, HoppingWindow):
         return f"its window is {window.spec.describe()}"
+    return _aggregates_unmergeable(window)
+
+
+def runs_unmergeable(window: p.WindowNode) -> str | None:
+    """Why a session window cannot take a batch's events of a group as runs, each run's
+    aggregates computed apart (``tempo.runtime.event_windows.Sessions.merge_run``), or None."""
+    if not isinstance(window.spec, SessionWindow):
+        return f"its window is {window.spec.describe()}"
+    if window.spec.max_duration is not None:
+        return "its sessions are cut at a max_duration, which may fall inside a run"
+    return _aggregates_unmergeable(window)
+
+
+def _aggregates_unmergeable(window: p.WindowNode) -> str | None:
     for a in window.aggregates:
         if not a.kind.mergeable:
             return f"it aggregates {a.kind}, which the bulk path does not merge"

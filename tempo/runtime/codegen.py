@@ -663,6 +663,13 @@ class Accumulator:
         self.results: Callable[[list[Any]], list[Any]]
         self.results = _define(f"def _f(state):\n    return [{', '.join(results)}]\n", env)
 
+    def fold_partial(self, state: list[Any] | None, n: int, parts: tuple[Any, ...]) -> list[Any]:
+        """``merge``'s partial aggregates of ``n`` events added to a single state (None: a new
+        one), as ``fold`` adds one event's values."""
+        acc: dict[int, dict[Any, list[Any]]] = {} if state is None else {0: {(): state}}
+        self.merge(acc, [], (), 0, n, parts)
+        return acc[0][()]
+
     def fold(self, state: list[Any] | None, values: tuple[Any, ...]) -> list[Any]:
         """One event's ``values`` added to a single state (None: a new one), for operators
         that keep one state per window or group rather than ``add``'s window index."""

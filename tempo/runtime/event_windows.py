@@ -131,6 +131,21 @@ class _Activity:
         return INF if self.open else self.last + gap
 
 
+class _RunParts:
+    """A run's partial aggregates (``Sessions.merge_run``), in an event record's values slot."""
+
+    __slots__ = ("n", "parts")
+
+    def __init__(self, n: int, parts: tuple[Any, ...]) -> None:
+        self.n, self.parts = n, parts
+
+    def __getstate__(self) -> tuple[int, tuple[Any, ...]]:
+        return self.n, self.parts
+
+    def __setstate__(self, state: tuple[int, tuple[Any, ...]]) -> None:
+        self.n, self.parts = state
+
+
 class Sessions(EventWindows):
     """Per group: the events not yet committed (a heap by start), and the current activity,
     into which a CTI folds the events starting before it in start order (the order of events
@@ -154,6 +169,20 @@ class Sessions(EventWindows):
         else:
             self._seen(finite)
             rec = [start, finite, self.values_fn(payload, start), None]
+        heapq.heappush(self.waiting.setdefault(key, []), (start, next(self.arrivals), rec))
+
+    def merge_run(self, key: Key, start: int, end: int, n: int, parts: tuple[Any, ...]) -> None:
+        """A run of ``n`` events of group ``key`` arriving together, their aggregates computed
+        apart (``Accumulator.merge``'s ``parts``): the first starts at ``start``, each next
+        before the latest last tick of those before it + gap, and none ends after ``end``
+        (finite). Without a max_duration this is exact: the run is folded as one event when a
+        CTI passes its start, where its events would each be folded when a CTI passes theirs,
+        and no CTI in between can end their activity (each starts before the activity's end
+        as the ones before it leave it); other events only join activities, never split them."""
+        assert self.spec.max_duration is None
+        self._seen(start)
+        self._seen(end)
+        rec = [start, end, _RunParts(n, parts), None]
         heapq.heappush(self.waiting.setdefault(key, []), (start, next(self.arrivals), rec))
 
     def end(self, port: int, eid: int, end: int) -> None:
@@ -191,7 +220,11 @@ class Sessions(EventWindows):
                 elif start >= act.cut:  # the activity goes on past a cut: a new session
                     self._close_session(act, c)
                     act.begin, act.cut = spec.piece(act.first, start)
-                act.state = self.accumulator.fold(act.state, rec[2])
+                values = rec[2]
+                if type(values) is _RunParts:
+                    act.state = self.accumulator.fold_partial(act.state, values.n, values.parts)
+                else:
+                    act.state = self.accumulator.fold(act.state, values)
                 if rec[1] is None:
                     act.open += 1
                     rec[3] = act

@@ -13,7 +13,8 @@ What a key is fed, and why the results are the in-memory engine's:
   unique over the whole input (its position serves); for a hopping window, in their place,
   the aggregates of a batch's events per window (``Merge``), as the bulk engines merge them
   (``tempo.runtime.bulk``: exact, since every event a batch admits reaches only windows its
-  CTIs have not closed);
+  CTIs have not closed); for a session window without a max_duration, the runs of a batch's
+  events (``Run``: events whose sessions would chain, aggregated apart);
 * every CTI the operator's input receives, in order, up to the key's last item and then up
   to the CTI its results are wanted at. A CTI's effect on one group depends only on that
   group's events and the CTIs before it (a window closes a group's windows ending at or
@@ -88,7 +89,20 @@ class Merge:
     t_max: int
 
 
-KeyedItem = Insert | End | Cti | Merge
+@attrs.frozen
+class Run:
+    """A session window's run of some of the key's events, its aggregates computed apart
+    (``tempo.runtime.event_windows.Sessions.merge_run`` states the terms): ``n`` events from
+    ``start``, ending by ``end``."""
+
+    key: tuple[Any, ...]
+    start: int
+    end: int
+    n: int
+    values: tuple[Any, ...]
+
+
+KeyedItem = Insert | End | Cti | Merge | Run
 
 
 @attrs.frozen
@@ -199,6 +213,9 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
         elif isinstance(item, Merge):
             assert isinstance(op, ops.Window)
             op.merge(item.key, item.k, item.n, item.values, item.t_max)
+        elif isinstance(item, Run):
+            assert isinstance(op, ew.Sessions)
+            op.merge_run(item.key, item.start, item.end, item.n, item.values)
         else:
             collector.cti_now = item.t
             op.cti(0, item.t)

@@ -77,6 +77,14 @@ def _sessions(s: Stream[Reading]) -> Stream[Session]:
     )
 
 
+def _uncut_sessions(s: Stream[Reading]) -> Stream[Session]:
+    """Sessions without a max_duration: a planned batch's events reach the executors as runs."""
+    return (
+        s.group_by(lambda r: r.device).session(timedelta(seconds=4))
+        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+    )
+
+
 def _sessions_then_count(s: Stream[Reading]) -> Stream[Any]:
     """Sessions without a cut, then on the driver a count of them per 20 s."""
     return (
@@ -109,6 +117,7 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     Case("count windows, count, adjust", 3, 4, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _count_windows),
     Case("ordering settings, adjust: item by item on the driver", 4, 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, False, _sessions,
          EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20))),
+    Case("sessions without a cut, count, drop, intervals: runs", 3, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _uncut_sessions),
     Case("tumbling 450 ms over intervals, the long ones as events", timedelta(seconds=8), 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _fine_windows),
 ]
 SLOW_CASES = {
@@ -288,3 +297,64 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
     assert groups_as_sets(_items(read_committed(str(out)), Stat)) == groups_as_sets(whole.raw)
     rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
+
+
+@attrs.frozen
+class FloatReading:
+    key: float
+    value: float
+
+
+@attrs.frozen
+class FloatCount:
+    key: float
+    n: int
+    total: float
+
+
+@pytest.mark.parametrize("window", ["tumbling", "sessions"])
+def test_a_float_group_key_is_one_key_however_it_is_written(spark_session: Any, tmp_path: Path, window: str) -> None:
+    """-0.0 and 0.0 are one group key, and so is every NaN, as in memory, though the rows are
+    bucketed by a hash of their key on the way to the executors: tumbling windows of 10 s
+    (each window and key's partial aggregates, grouped by Spark) and sessions with a gap of
+    5 s (the events themselves, their keys as written). A CTI at each event; seconds:
+
+        file 0:  1 key 0.0 (1)   2 key -0.0 (2)   3 key NaN (3)
+        file 1:  4 key NaN (4)   5 key 1.5 (5)    12 key -0.0 (6)
+
+    Either window: key 0.0 twice (n 2, total 3: [0, 10) or the session from 1; then n 1,
+    total 6: [10, 20) or the session from 12), NaN once (n 2, total 7), 1.5 once (n 1, total 5)."""
+    from datetime import datetime, timezone
+
+    import pyarrow.parquet as pq
+
+    from tempo import AdvanceTimeGenerationSettings, AdvanceTimeSettings
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tests.streaming.test_live_spark import _items, land
+
+    _skip_without_tws()
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    nan = float("nan")
+    files = [[(1, 0.0, 1.0), (2, -0.0, 2.0), (3, nan, 3.0)], [(4, nan, 4.0), (5, 1.5, 5.0), (12, -0.0, 6.0)]]
+    schema = pa.schema([("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("key", pa.float64()), ("value", pa.float64())])
+    rows = [{"seq": 3 * f + i, "ts": base + timedelta(seconds=s), "key": k, "value": v} for f, part in enumerate(files) for i, (s, k, v) in enumerate(part)]
+
+    def query(source: Any) -> Stream[FloatCount]:
+        settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0), advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.ADJUST)
+        grouped = Stream.create("readings", source, EventShape.POINT, settings, payload_type=FloatReading).group_by(lambda r: r.key)
+        windows = grouped.tumbling(timedelta(seconds=10)) if window == "tumbling" else grouped.session(timedelta(seconds=5))
+        return windows.aggregate(lambda k, w: FloatCount(key=k, n=w.count(), total=w.sum(lambda r: r.value)))
+
+    for index in range(len(files)):
+        part = rows[3 * index: 3 * index + 3]
+        land(tmp_path / "in", index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=schema), tmp))
+    source = ParquetSource(str(tmp_path / "in"), FloatReading, start="ts", order="seq")
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query(source), ParquetSink(str(tmp_path / "out")))
+    try:
+        live.flush()
+    finally:
+        live.stop()
+    got = [item for item in _items(read_committed(str(tmp_path / "out")), FloatCount) if not isinstance(item, Cti)]
+    assert sorted((repr(r.payload.key), r.payload.n, r.payload.total) for r in got) == [("0.0", 1, 6.0), ("0.0", 2, 3.0), ("1.5", 1, 5.0), ("nan", 2, 7.0)]
+    whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), FloatReading, start="ts", order="seq")))
+    assert repr(groups_as_sets(_items(read_committed(str(tmp_path / "out")), FloatCount))) == repr(groups_as_sets(whole.raw))

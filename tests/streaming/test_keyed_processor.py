@@ -43,7 +43,7 @@ def _moved(ops: list[Op]) -> list[Op]:
     return out
 
 
-def _row(position: int, item: Insert | End, cti: int) -> Any:
+def _row(position: int, key: int, item: Insert | End, cti: int) -> Any:
     from pyspark.sql import Row
 
     from tempo.spark.streaming.keyed import BATCH, CTI, EID, END, END_EDGE, INSERT, ITEM, POSITION, START
@@ -51,7 +51,7 @@ def _row(position: int, item: Insert | End, cti: int) -> Any:
     if isinstance(item, Insert):
         fields = {ITEM: INSERT, START: item.start, "key": item.payload.key, "value": item.payload.value}
     else:
-        fields = {ITEM: END_EDGE, START: None, "key": None, "value": None}
+        fields = {ITEM: END_EDGE, START: None, "key": key, "value": None}
     return Row(**{POSITION: position, EID: item.eid, END: item.end, CTI: cti, BATCH: 0, **fields})
 
 
@@ -68,8 +68,9 @@ def _released_by(expected: list[KeyedResult]) -> dict[tuple[Any, ...], int]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
-@given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1)]))
-def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(feed: tuple[list[Op], list[int]], spec: tuple[int, int]) -> None:
+@given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1)]), st.sampled_from([0.0, 2.0]))
+def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(feed: tuple[list[Op], list[int]], spec: tuple[int, int], share: float) -> None:
+    """(``share``: a bucket's keys are read all at once, or each alone.)"""
     from pyspark.sql.streaming.tws_tester import TwsTester
 
     from tempo.spark.streaming.keyed import CTI, EVENT_LANE, KeyedProcessor, cti_of_watermark, timer_ms
@@ -78,7 +79,9 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
     ops = _moved(raw)
     cuts = [min(c, len(ops)) for c in cuts]
     query, node = _window_node(*spec)
-    tester = TwsTester(KeyedProcessor(query, query.nodes.index(node)), timeMode="EventTime", eventTimeExtractor=lambda r: r[CTI])
+    processor = KeyedProcessor(query, query.nodes.index(node), ["key"])
+    processor.STREAMED_SHARE = share
+    tester = TwsTester(processor, timeMode="EventTime", eventTimeExtractor=lambda r: r[CTI])
     expected = _reference(query, node, ops)
     released_by = _released_by(expected)
     got: list[KeyedResult] = []
@@ -92,15 +95,15 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
         if timer_ms(latest) > watermark:  # Spark's: the greatest CTI of the batches before, less the delay
             watermark = timer_ms(latest)
             fired = _results(tester.setWatermark(watermark))
-        per_key: dict[int, list[Any]] = defaultdict(list)
+        per_bucket: dict[int, list[Any]] = defaultdict(list)  # two buckets: keys share them
         for position, (key, item) in enumerate(ops[begin:cut], start=begin):
             if isinstance(item, Cti):
                 cti = max(cti, item.t)
             else:
-                per_key[key].append(_row(position, item, cti))
+                per_bucket[key % 2].append(_row(position, key, item, cti))
         begin = max(begin, cut)
-        for key, rows in per_key.items():
-            fired += _results(tester.test((EVENT_LANE, key), rows))
+        for bucket, rows in per_bucket.items():
+            fired += _results(tester.test((EVENT_LANE, bucket), rows))
         # Each batch releases the stretch of the release sequence its watermark adds.
         assert all(before < released_by[(r.start, r.end, r.payload.key)] <= cti_of_watermark(watermark) for r in fired)
         got += fired
@@ -113,7 +116,7 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
 
 def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_trigger: int) -> dict[int, list[Any]]:
     """Stage files of (position, Insert or None for a CTI row, CTI) rows, read ``per_trigger``
-    files a micro-batch by ``groupBy(lane, key).transformWithState`` on RocksDB, Spark's
+    files a micro-batch by ``groupBy(lane, bucket of the key).transformWithState`` on RocksDB, Spark's
     watermark from the rows' CTIs: the processor's rows per micro-batch."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -123,7 +126,9 @@ def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_
     if not hasattr(GroupedData, "transformWithState"):
         pytest.skip("transformWithState over rows needs pyspark 4.1 or later")
 
-    from tempo.spark.streaming.keyed import BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, ITEM, LANE, POSITION, START, KeyedProcessor, output_schema
+    from tempo.spark.streaming.keyed import (
+        BATCH, BUCKET, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, ITEM, LANE, POSITION, START, KeyedProcessor, bucket_column, output_schema,
+    )
 
     schema = pa.schema([
         (POSITION, pa.int64()), (ITEM, pa.int32()), (EID, pa.int64()), (START, pa.int64()), (END, pa.int64()), (CTI, pa.int64()), (LANE, pa.int32()),
@@ -149,7 +154,8 @@ def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_
             .drop("tempo_watermark")  # its instants lie past the years Python's datetime holds
         )
         index = query.nodes.index(node)
-        out = rows.groupBy(LANE, "key").transformWithState(KeyedProcessor(query, index), output_schema(query, index), "Append", "EventTime")
+        keyed = rows.withColumn(BUCKET, bucket_column(["key"])).groupBy(LANE, BUCKET)
+        out = keyed.transformWithState(KeyedProcessor(query, index, ["key"]), output_schema(query, index), "Append", "EventTime")
         batches: dict[int, list[Any]] = {}
         handle = out.writeStream.foreachBatch(lambda df, batch: batches.__setitem__(batch, df.collect())).option(
             "checkpointLocation", str(tmp_path / "ck")).start()
@@ -168,7 +174,7 @@ def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_
 @pytest.mark.slow  # the cluster engine's lockstep tests and the test below run the processor on Spark by default
 def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, tmp_path: Any) -> None:
     """The processor in a real query: stage files read as a stream, Spark's watermark from the
-    rows' CTIs (as milliseconds, behind one), ``groupBy(lane, key).transformWithState`` on RocksDB.
+    rows' CTIs (as milliseconds, behind one), ``groupBy(lane, bucket of the key).transformWithState`` on RocksDB.
     Tumbling windows of 2 s; times in seconds after BASE:
 
         file 0: key 1 at 1, key 2 at 2.5 (CTI in force 0); a CTI row at 3

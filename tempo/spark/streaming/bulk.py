@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.window import Window as Frame
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 from pyspark.storagelevel import StorageLevel
@@ -42,7 +43,7 @@ from tempo.expr.nodes import udf_error
 from tempo.expr.schema import field_names
 from tempo.plan.nodes import AggregateKind, Node, UnionNode, WindowNode
 from tempo.plan.query import Query
-from tempo.plan.windows import HoppingWindow
+from tempo.plan.windows import HoppingWindow, SessionWindow
 from tempo.runtime.bulk import (
     BatchPlan, BulkShape, FrontierCut, JoinAfter, JoinBefore, Partial, Position, apply_batch, frontier_cut, join_before, plan_batch, plan_order,
     released_key,
@@ -390,11 +391,7 @@ def window_partials(window: WindowNode, df: DataFrame, renames: DataFrame | None
     spec = window.spec
     assert isinstance(spec, HoppingWindow)
     k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
-    keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
-    values = [  # sums of integers exactly, as the engine's state keeps them (Decimals made ints by partial_values)
-        (column(a.arg, Scope()).cast(WIDE) if a.wide_integers else column(a.arg, Scope())).alias(f"__v{i}")
-        for i, a in enumerate(window.aggregates) if a.arg is not None
-    ]
+    keys, values = _partial_inputs(window)
     spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
     # An event in no window (a gap between hopping windows) still counts for the
     # operator's latest time: it goes to a window null.
@@ -404,10 +401,48 @@ def window_partials(window: WindowNode, df: DataFrame, renames: DataFrame | None
     )
     if renames is not None:  # rows of their own, in the group of no window: the other columns null
         exploded = exploded.unionByName(renames, allowMissingColumns=True)
-    aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(F.col("__khi") - F.col("__klo")).alias("__span"),
-            F.max(S).alias("__smax"), F.max(E).alias("__emax")]
+    aggs = [F.max(F.col("__khi") - F.col("__klo")).alias("__span"), *_partial_aggregates(window)]
     if renames is not None:
         aggs.append(F.sum(RENAME).alias("__renamed"))
+    return exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs)
+
+
+def session_runs(window: WindowNode, df: DataFrame) -> DataFrame:
+    """A session window's events ``df`` (start, end before infinity, first place ``FIRST``,
+    payload) as runs: per group, its events in order of start, a new run where one starts at
+    or after the previous ones' latest last tick + gap (where the operator would open a new
+    session, were there no other events: ``tempo.runtime.event_windows.Sessions.merge_run``).
+    A row per run (``__run``) and group (``__key0``, ...), with ``window_partials``' columns
+    but ``__k`` and ``__span``: the count, the first place, the latest start and end, the
+    partial values; and the run's start (``__smin``)."""
+    spec = window.spec
+    assert isinstance(spec, SessionWindow) and spec.max_duration is None
+    keys, values = _partial_inputs(window)
+    names = [f"__key{i}" for i in range(len(keys))]
+    events = df.select(F.col(S), F.col(E), F.col(FIRST), *keys, *values)
+    ordered = Frame.partitionBy(*names).orderBy(S, FIRST)
+    reach = F.max(F.col(E) - F.lit(1 - spec.gap)).over(ordered.rowsBetween(Frame.unboundedPreceding, -1))
+    opens = F.when(reach.isNull() | (F.col(S) >= reach), F.lit(1)).otherwise(F.lit(0))
+    runs = events.withColumn("__opens", opens).withColumn("__run", F.sum("__opens").over(ordered.rowsBetween(Frame.unboundedPreceding, 0)))
+    return runs.groupBy("__run", *names).agg(F.min(S).alias("__smin"), *_partial_aggregates(window))
+
+
+def _partial_inputs(window: WindowNode) -> tuple[list[Column], list[Column]]:
+    """A window's group keys (``__key0``, ...) and its aggregates' arguments (``__v0``, ...)
+    as columns over its input events."""
+    keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
+    values = [  # sums of integers exactly, as the engine's state keeps them (Decimals made ints by partial_values)
+        (column(a.arg, Scope()).cast(WIDE) if a.wide_integers else column(a.arg, Scope())).alias(f"__v{i}")
+        for i, a in enumerate(window.aggregates) if a.arg is not None
+    ]
+    return keys, values
+
+
+def _partial_aggregates(window: WindowNode) -> list[Column]:
+    """The partial aggregates of a group of ``_partial_inputs``' rows: the count (``__n``),
+    the first place, the latest start and end, and per aggregate its partial values
+    (``partial_columns``)."""
+    aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(S).alias("__smax"), F.max(E).alias("__emax")]
     for i, a in enumerate(window.aggregates):
         if a.arg is None:
             continue
@@ -418,7 +453,7 @@ def window_partials(window: WindowNode, df: DataFrame, renames: DataFrame | None
             aggs.append(F.sum(v).alias(f"__a{i}"))
         else:
             aggs.append(aggregate_column(a, v).alias(f"__a{i}"))  # mergeable kinds only
-    return exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs)
+    return aggs
 
 
 def partial_columns(window: WindowNode) -> list[str]:

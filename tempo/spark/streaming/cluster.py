@@ -21,7 +21,7 @@ Two Spark queries make one live query:
   commit record (``BatchLog``) with the driver engine's state, as on the other engines.
 * The **work query** reads the stage folder as a file stream, sets Spark's watermark from
   the rows' CTIs (``tempo.spark.streaming.keyed``) and runs the window one key at a time in
-  ``groupBy(lane, *group key).transformWithState`` (``KeyedProcessor``), its state in Spark's
+  ``groupBy(lane, bucket of the group key).transformWithState`` (``KeyedProcessor``), its state in Spark's
   RocksDB state store, on the executors. A micro-batch gives back the results and the CTI
   rows of the CTIs Spark's watermark passed since the previous one. In its ``foreachBatch``
   the driver gives each result the first of those CTIs at or after its end, the one that
@@ -51,7 +51,7 @@ import time
 from typing import Any, Generic, TypeVar
 
 import attrs
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
@@ -63,7 +63,7 @@ from tempo.plan.windows import HoppingWindow
 from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
-from tempo.runtime.bulk import BulkShape, apply_times, unmergeable, window_shape
+from tempo.runtime.bulk import BulkShape, apply_times, runs_unmergeable, unmergeable, window_shape
 from tempo.runtime.keyed import keyed_unsupported
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
@@ -72,14 +72,14 @@ from tempo.spark.columns import Scope, column, worker_errors
 from tempo.spark.compiler import FIRST, Compiler
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.spark.sources import spark_path
-from tempo.spark.streaming.bulk import BulkRunner, partial_columns, window_partials
+from tempo.spark.streaming.bulk import BulkRunner, partial_columns, session_runs, window_partials
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.executor import (
     CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, input_parts, schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
-    RELEASED_BY, RESULT_COLUMNS, GROUP, START, KeyedProcessor, output_schema, watermark_ms,
+    RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KeyedProcessor, bucket_column, output_schema, stage_key_columns, watermark_ms,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
@@ -191,11 +191,12 @@ class Stage:
         self.keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(shape.window.keys or ())]
         self.payload_type = shape.window.input.payload_type
         self.merged = unmergeable(shape.window) is None
+        self.runs = runs_unmergeable(shape.window) is None
         self.schema: st.StructType | None = None
 
     @property
     def key_columns(self) -> list[str]:
-        return [f"__key{i}" for i in range(len(self.keys))]
+        return stage_key_columns(len(self.keys))
 
     def rows(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
         """The window's input events ``relation`` (start, end, first place, payload) as stage
@@ -203,7 +204,15 @@ class Stage:
         a row per window and group (``MERGE``: the events' partial aggregates, computed here by
         Spark, so that a key's operator gets a row per window rather than per event), but for
         events spanning ``EAGER_WINDOWS`` windows or more, or reaching infinity, which go as
-        events (the window keeps them aside: ``tempo.runtime.operators.Window``)."""
+        events (the window keeps them aside: ``tempo.runtime.operators.Window``); with a
+        session window whose events go as runs (``tempo.runtime.bulk.runs_unmergeable``), a
+        row per run and group (``MERGE``, ``START`` the run's start), but for events reaching
+        infinity."""
+        if self.runs:
+            finite = F.col(E) < F.lit(INF)
+            runs = session_runs(self.shape.window, relation.filter(finite))
+            partials = self._partials(runs, batch, before, F.lit(None).cast("long"), F.col("__smin"))
+            return self._events(batch, relation.filter(~finite), before).unionByName(partials, allowMissingColumns=True)
         if not self.merged:
             return self._events(batch, relation, before)
         window = self.shape.window
@@ -216,14 +225,19 @@ class Stage:
             span = spec.last_window_column(F.col(E)) - spec.first_window_column(F.col(S))
             condition = (span < F.lit(ops.Window.EAGER_WINDOWS)) & (F.col(E) < F.lit(INF))
             short, long = relation.filter(condition), relation.filter(~condition)
-        partials = window_partials(window, short).select(
-            F.col("__first").cast("long").alias(POSITION), F.lit(MERGE).cast("int").alias(ITEM), F.col("__k").alias(EID),
-            F.lit(None).cast("long").alias(START), F.greatest(F.col("__smax"), F.col("__emax")).alias(END),
+        partials = self._partials(window_partials(window, short), batch, before, F.col("__k"), F.lit(None).cast("long"))
+        return partials if long is None else self._events(batch, long, before).unionByName(partials, allowMissingColumns=True)
+
+    def _partials(self, partials: DataFrame, batch: int, before: int, eid: Column, start: Column) -> DataFrame:
+        """Rows of partial aggregates (``window_partials``' or ``session_runs``') as ``MERGE``
+        stage rows: ``EID`` the hopping window, ``START`` the run's start."""
+        return partials.select(
+            F.col("__first").cast("long").alias(POSITION), F.lit(MERGE).cast("int").alias(ITEM), eid.alias(EID),
+            start.alias(START), F.greatest(F.col("__smax"), F.col("__emax")).alias(END),
             F.lit(before).cast("long").alias(CTI), F.lit(stage_watermark(before)).cast("long").alias(WATERMARK),
             F.lit(EVENT_LANE).cast("int").alias(LANE), F.lit(batch).cast("long").alias(BATCH), *[F.col(c) for c in self.key_columns], F.col("__n"),
-            *[F.col(c) for c in partial_columns(window)],
+            *[F.col(c) for c in partial_columns(self.shape.window)],
         )
-        return partials if long is None else self._events(batch, long, before).unionByName(partials, allowMissingColumns=True)
 
     def _events(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
         """The window's input events ``relation`` as stage rows of their own."""
@@ -593,7 +607,7 @@ def work_frame(spark: SparkSession, query: Query, shape: BulkShape, stage: Stage
         .withColumn("__tempo_wm", F.timestamp_millis(F.col(WATERMARK))).withWatermark("__tempo_wm", "1 millisecond")
         .drop("__tempo_wm", WATERMARK)  # its instants lie past the years Python's datetime holds
     )
-    return rows.groupBy(LANE, *stage.key_columns).transformWithState(
+    return rows.withColumn(BUCKET, bucket_column(stage.key_columns)).groupBy(LANE, BUCKET).transformWithState(
         KeyedProcessor(query, shape.position), output_schema(query, shape.position), "Append", "EventTime",
     )
 

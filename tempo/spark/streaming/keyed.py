@@ -9,14 +9,18 @@ force at the operator when the item reaches it. The watermark column holds each 
 milliseconds (``watermark_ms``), behind a delay of one millisecond, so Spark's watermark is
 the latest CTI of the earlier micro-batches less one tick (``cti_of_watermark``).
 
-Per key, one value state (``KeyState``) holds the operator's state for the key
-(``KeyedOperator``'s bytes; none once the key holds nothing, ``KeyedOperator.idle``), the
-results waiting for their CTI and the key's timer. A key's rows are run after the CTI of the
-watermark, in position order, each preceded by the CTI in force when it arrived; results released by a CTI beyond Spark's
+Spark calls the processor once per bucket of group keys (``BUCKET``, ``KEY_BUCKETS``), and
+the CTI lane's one key. Per group key, one entry of the bucket's ``groups`` map state
+(``KeyState``) holds the operator's state for the key (``KeyedOperator``'s bytes; none once
+the key holds nothing, ``KeyedOperator.idle``), the results waiting for their CTI and the
+timer the key waits for; a batch so writes the entries of the keys it touched, not the
+bucket's. A key's rows are run after the CTI of the watermark, in position order, each
+preceded by the CTI in force when it arrived; results released by a CTI beyond Spark's
 watermark wait in state, so that a micro-batch emits only results released by CTIs up to its
-watermark: the stretch of the release sequence since the previous batch. One event-time
-timer per key, at the first CTI that would release something of it, brings the later CTIs
-to a key without rows.
+watermark: the stretch of the release sequence since the previous batch. A key waits for one
+event-time timer of its bucket, at the first CTI that would release something of it, which
+brings the later CTIs to a key without rows; the bucket's ``agenda`` map state says which keys
+wait for which timer (``_Agenda``), so a timer runs only the keys due at it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from typing import Any
 
 import attrs
 
-from pyspark.sql import Row
+from pyspark.sql import Column, Row
+from pyspark.sql import functions as F
 from pyspark.sql import types as st
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
@@ -37,8 +42,8 @@ from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
 from tempo.plan.nodes import WindowNode
-from tempo.runtime.bulk import grouped_key, unmergeable
-from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, Merge
+from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
+from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, Merge, Run
 from tempo.spark.streaming.bulk import partial_columns, partial_values
 from tempo.ticks import INF, NEG_INF
 
@@ -67,6 +72,29 @@ EVENT_LANE, CTI_LANE = 0, 1
 """The first part of every group key of the work query (``LANE``): the operator's events go by
 ``(EVENT_LANE, *group key)``, the CTI rows all under ``(CTI_LANE, None, ...)``."""
 LANE = "tempo_lane"
+BUCKET = "tempo_bucket"
+KEY_BUCKETS = 64
+"""The work query groups the event lane's rows by a bucket of their group key (``BUCKET``,
+``bucket_column``), one of ``KEY_BUCKETS``: PySpark's ``transformWithState`` costs about a
+millisecond a call of the processor (a message to the JVM for the key, its own Arrow batch
+of output), so the processor is called per bucket, and keeps each group key's state in an
+entry of the bucket's map state. The number is part of a checkpoint's state layout: a
+restart must bucket as the first run did."""
+
+
+def stage_key_columns(keys: int) -> list[str]:
+    """The stage's columns of a window's group key, one per key expression."""
+    return [f"__key{i}" for i in range(keys)]
+
+
+def bucket_column(key_columns: list[str]) -> Column:
+    """The bucket of a stage row's group key: the same for every row of a group key, 0 in the
+    CTI lane and for a window without keys. Spark's ``xxhash64`` reads -0.0 as 0.0 and every
+    NaN alike, as its ``groupBy`` and tempo's group keys do (test_cluster.py's float keys)."""
+    if not key_columns:
+        return F.lit(0)
+    bucket = F.pmod(F.xxhash64(*[F.col(c) for c in key_columns]), F.lit(KEY_BUCKETS))
+    return F.when(F.col(LANE) == F.lit(EVENT_LANE), bucket).otherwise(F.lit(0)).cast("int")
 RESULT, MARKER = 0, 1
 OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP = "tempo_kind", "tempo_released_by", "tempo_start", "tempo_end", "tempo_group"
 RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP)
@@ -117,28 +145,95 @@ def timer_ms(cti: int) -> int:
 
 @attrs.frozen
 class KeyState:
-    """What the state store holds for one key: its operator's state (``KeyedOperator``'s
-    bytes, None when it holds nothing), what waits for a later CTI (results, or in the CTI
-    lane the CTI rows), and the timer registered for it."""
+    """What the state store holds for one group key (or the CTI lane): its operator's state
+    (``KeyedOperator``'s bytes, None when it holds nothing), what waits for a later CTI
+    (results, or in the CTI lane the CTI rows), and the timer it waits for (milliseconds)."""
 
     operator: bytes | None
     waiting: list[Any]
     timer: int | None
 
 
+class _Agenda:
+    """A bucket's timers: which of its group keys wait for which of its event-time timers,
+    read from the ``agenda`` map state (timer -> sorted group names) as a call needs them and
+    written once at its end, each timer registered while some group waits for it."""
+
+    def __init__(self, state: Any, handle: StatefulProcessorHandle, fired: int | None) -> None:
+        self.state = state
+        self.handle = handle
+        self.fired = fired  # the timer being handled: Spark deletes it itself
+        self.entries: dict[int, set[str]] = {}
+        self.held: dict[int, bool] = {}
+        self.changed: set[int] = set()
+
+    def entry(self, ms: int) -> set[str]:
+        if ms not in self.entries:
+            held = self.state.getValue((ms,))
+            self.held[ms] = held is not None
+            self.entries[ms] = set() if held is None else set(pickle.loads(held[0]))
+        return self.entries[ms]
+
+    def move(self, name: str, old: int | None, new: int | None) -> None:
+        """Group ``name`` waits for timer ``new`` now, no longer for ``old``."""
+        if old == new:
+            return
+        if old is not None:
+            self.entry(old).discard(name)
+            self.changed.add(old)
+        if new is not None:
+            self.entry(new).add(name)
+            self.changed.add(new)
+
+    def save(self) -> None:
+        for ms in sorted(self.changed):
+            names = self.entries[ms]
+            if names:
+                self.state.updateValue((ms,), (pickle.dumps(sorted(names)),))
+                if not self.held[ms]:
+                    self.handle.registerTimer(ms)
+            elif self.held[ms]:
+                self.state.removeKey((ms,))
+                if ms != self.fired:
+                    self.handle.deleteTimer(ms)
+
+
+class _Bucket:
+    """What a call read of its bucket's group keys: their saved states (bytes, None for a
+    key not held), and the number of keys the bucket holds, written back if it changed."""
+
+    def __init__(self, state: Any, size: int, states: dict[str, bytes | None]) -> None:
+        self.state = state
+        self.read = self.size = size
+        self.states = states
+
+    def save(self) -> None:
+        if self.size != self.read:
+            if self.size:
+                self.state.update((self.size,))
+            else:
+                self.state.clear()
+
+
 class KeyedProcessor(StatefulProcessor):
-    """One stateful node of a query, per key, in ``groupBy(LANE, *group
-    key).transformWithState(..., "Append", "EventTime")`` (see the module's docstring).
+    """One stateful node of a query in ``groupBy(LANE, BUCKET).transformWithState(...,
+    "Append", "EventTime")`` (see the module's docstring): a call per bucket of group keys,
+    each group key's state an entry of the bucket's ``groups`` map state.
 
     Under the CTI lane's one key the CTI rows wait, as markers, until Spark's watermark
     reaches their CTI: the work query's sink learns from them which CTIs a micro-batch's
     results were released by, in order (``tempo.spark.streaming.cluster``)."""
 
-    def __init__(self, query: Query, node_index: int) -> None:
+    STREAMED_SHARE = 0.25
+    """The share of a bucket's keys a call must run for it to read the whole bucket's states
+    in one streamed read rather than each key's alone (``_read``)."""
+
+    def __init__(self, query: Query, node_index: int, key_columns: list[str] | None = None) -> None:
         # The plan travels to Spark's Python workers, without its inputs' sources; the query's
         # properties, kept by node identity, are derived there again.
         self.root = detached(query.root)
         self.node_index = node_index
+        self.key_columns = key_columns
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         query = Query.build(self.root)
@@ -149,22 +244,47 @@ class KeyedProcessor(StatefulProcessor):
         self.fields = field_names(self.payload_type)
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
-        self.window = node if isinstance(node, WindowNode) and unmergeable(node) is None else None  # one that takes MERGE rows
+        keys = node.keys if isinstance(node, WindowNode) else None
+        self.names = self.key_columns if self.key_columns is not None else stage_key_columns(len(keys or ()))
+        self.window: WindowNode | None = None  # one that takes MERGE rows
+        self.runs = False  # as a session window's runs (else a hopping window's)
+        if isinstance(node, WindowNode):
+            self.runs = runs_unmergeable(node) is None
+            self.window = node if self.runs or unmergeable(node) is None else None
         self.partial_columns = ["__n", *partial_columns(self.window)] if self.window is not None else []
         self.out = Row(*RESULT_COLUMNS, *self.output_fields)  # a Row class: Spark maps fields by name
-        # One value state per key, read once and written once per call: each state call is a
-        # message to the JVM, and they were most of a key's cost (bench/README.md).
-        self.state = handle.getValueState("key", "state binary")
+        # A group key's state is one value, read once and written once per call: each state
+        # call is a message to the JVM (bench/README.md).
+        self.state = handle.getValueState("key", "state binary")  # the CTI lane's
+        self.groups = handle.getMapState("groups", "name string", "state binary")
+        self.size = handle.getValueState("size", "n long")  # the bucket's entries in groups
+        self.agenda = handle.getMapState("agenda", "timer long", "names binary")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
         if key[0] == CTI_LANE:
             markers = [(row[EID], row[CTI]) for row in rows]
             return self._markers(markers, now, fired=False)
-        # The watermark's CTI first: what it releases goes now, as it does for the keys
-        # without rows (by their timers) and for the CTI lane's markers. A micro-batch reading
-        # several stage files gives a key rows stamped with CTIs beyond the watermark, which
-        # would otherwise close those windows at a later CTI, and hold them back with it.
+        by_group: dict[tuple[Any, ...], list[Row]] = {}
+        names = self.names
+        for row in rows:
+            by_group.setdefault(grouped_key([row[n] for n in names]), []).append(row)
+        agenda = _Agenda(self.agenda, self.handle, None)
+        named = {repr(group): group for group in by_group}
+        bucket = self._read(list(named))
+        out: list[Row] = []
+        for name, group in named.items():
+            out += self._run(agenda, bucket, name, self._items(group, by_group[group], now), now)
+        agenda.save()
+        bucket.save()
+        return iter(out)
+
+    def _items(self, group: tuple[Any, ...], rows: list[Row], now: int) -> list[KeyedItem]:
+        """A group key's rows as its operator's items, after the watermark's CTI: what it
+        releases goes now, as it does for the keys without rows (by their timers) and for the
+        CTI lane's markers. A micro-batch reading several stage files gives a key rows stamped
+        with CTIs beyond the watermark, which would otherwise close those windows at a later
+        CTI, and hold them back with it."""
         items: list[KeyedItem] = [Cti(now)] if now > NEG_INF else []
         last = now
         fields = self.fields
@@ -173,7 +293,6 @@ class KeyedProcessor(StatefulProcessor):
         if merges:
             assert self.window is not None
             values = iter(partial_values(self.window, {c: [row[c] for row in merges] for c in self.partial_columns}))
-            group = grouped_key(key[1:])
         for row in ordered:
             if row[CTI] > last:
                 items.append(Cti(row[CTI]))
@@ -181,17 +300,44 @@ class KeyedProcessor(StatefulProcessor):
             if row[ITEM] == INSERT:
                 payload = from_wire(self.payload_type, [row[f] for f in fields], False)
                 items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload))
+            elif row[ITEM] == MERGE and self.runs:
+                items.append(Run(group, row[START], row[END], row["__n"], next(values)))
             elif row[ITEM] == MERGE:
                 items.append(Merge(group, row[EID], row["__n"], next(values), row[END]))
             else:
                 items.append(End(event_id(row[BATCH], row[EID]), row[END]))
-        return self._run(key, items, now, fired=False)
+        return items
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
         if key[0] == CTI_LANE:
             return self._markers([], now, fired=True)
-        return self._run(key, [Cti(now)], now, fired=True)
+        fired = expiredTimerInfo.getExpiryTimeInMs()
+        agenda = _Agenda(self.agenda, self.handle, fired)
+        names = sorted(agenda.entry(fired))
+        bucket = self._read(names)
+        out: list[Row] = []
+        for name in names:
+            out += self._run(agenda, bucket, name, [Cti(now)], now)
+        agenda.save()
+        bucket.save()
+        return iter(out)
+
+    def _read(self, names: list[str]) -> _Bucket:
+        """The saved states of the bucket's group keys ``names``: each read alone, or, when
+        they are a quarter of the bucket's keys or more, all the bucket's in one streamed read
+        (each state call is a round trip to the JVM, about a millisecond: bench/README.md)."""
+        held = self.size.get()
+        size = 0 if held is None else int(held[0])
+        if size and len(names) >= self.STREAMED_SHARE * size:
+            saved = {key[0]: value[0] for key, value in self.groups.iterator()}
+            states = {name: saved.get(name) for name in names}
+        else:
+            states = {}
+            for name in names:
+                value = self.groups.getValue((name,))
+                states[name] = None if value is None else value[0]
+        return _Bucket(self.size, size, states)
 
     def _load(self) -> KeyState:
         held = self.state.get()  # None for a key not seen before (or forgotten): no exists() call
@@ -203,12 +349,27 @@ class KeyedProcessor(StatefulProcessor):
         waiting: list[tuple[int, int]] = saved.waiting + markers
         out = sorted(m for m in waiting if m[1] <= now)
         waiting = [m for m in waiting if m[1] > now]
-        self._save(KeyState(None, waiting, saved.timer), min((m[1] for m in waiting), default=None), fired)
+        due = min((m[1] for m in waiting), default=None)
+        registered = None if fired else saved.timer  # a timer that fired is gone already
+        wanted = None if due is None else timer_ms(due)
+        if registered != wanted:
+            if registered is not None:
+                self.handle.deleteTimer(registered)
+            if wanted is not None:
+                self.handle.registerTimer(wanted)
+        if not waiting and wanted is None:
+            self.state.clear()
+        else:
+            self.state.update((pickle.dumps(KeyState(None, waiting, wanted)),))
         for batch, cti in out:
             yield self.out(MARKER, cti, batch, None, None, *self.blank)
 
-    def _run(self, key: Any, items: list[KeyedItem], now: int, fired: bool) -> Iterator[Row]:
-        saved = self._load()
+    def _run(self, agenda: _Agenda, bucket: _Bucket, name: str, items: list[KeyedItem], now: int) -> list[Row]:
+        """Group key ``name``'s items through its operator: the results released up to
+        ``now``, the rest kept with its state, and its place in the agenda moved to its next
+        release."""
+        held = bucket.states[name]
+        saved = KeyState(None, [], None) if held is None else pickle.loads(held)
         released, state = self.keyed.run(saved.operator, items)
         due = self.keyed.next_release()
         waiting = saved.waiting + released
@@ -216,27 +377,18 @@ class KeyedProcessor(StatefulProcessor):
         waiting = [r for r in waiting if r.cti > now]
         if waiting:
             due = min([r.cti for r in waiting] + ([] if due is None else [due]))
-        # The state store keeps only what a key holds: nothing for an idle operator.
-        self._save(KeyState(None if self.keyed.idle() else state, waiting, saved.timer), due, fired)
-        group = repr(tuple(key[1:]))
-        for r in out:
-            yield self.out(RESULT, r.cti, r.start, r.end, group, *to_wire(r.payload))
-
-    def _save(self, state: KeyState, due: int | None, fired: bool) -> None:
-        """Keep ``state`` (nothing held: no value) and the key's one timer, moved to ``due``
-        (a timer that fired is gone already)."""
-        registered = None if fired else state.timer
         wanted = None if due is None else timer_ms(due)
-        if registered != wanted:
-            if registered is not None:
-                self.handle.deleteTimer(registered)
-            if wanted is not None:
-                self.handle.registerTimer(wanted)
-        state = KeyState(state.operator, state.waiting, wanted)
-        if state.operator is None and not state.waiting and wanted is None:
-            self.state.clear()
+        agenda.move(name, saved.timer, wanted)
+        # The state store keeps only what a key holds: nothing for an idle operator.
+        operator = None if self.keyed.idle() else state
+        if operator is None and not waiting and wanted is None:
+            if held is not None:
+                self.groups.removeKey((name,))
+                bucket.size -= 1
         else:
-            self.state.update((pickle.dumps(state),))
+            self.groups.updateValue((name,), (pickle.dumps(KeyState(operator, waiting, wanted)),))
+            bucket.size += 1 if held is None else 0
+        return [self.out(RESULT, r.cti, r.start, r.end, name, *to_wire(r.payload)) for r in out]
 
     def close(self) -> None:
         pass
