@@ -18,7 +18,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from tempo.plan import windows as w
 from tempo.plan.windows import WindowSpec, WindowTimestamp
@@ -131,19 +131,12 @@ class _Activity:
         return INF if self.open else self.last + gap
 
 
-class _RunParts:
-    """A run's partial aggregates (``Sessions.merge_run``), in an event record's values slot."""
+class _RunParts(NamedTuple):
+    """A run's partial aggregates (``Sessions.merge_run``), in an event record's values slot
+    (told from an event's values, a plain tuple, by its type)."""
 
-    __slots__ = ("n", "parts")
-
-    def __init__(self, n: int, parts: tuple[Any, ...]) -> None:
-        self.n, self.parts = n, parts
-
-    def __getstate__(self) -> tuple[int, tuple[Any, ...]]:
-        return self.n, self.parts
-
-    def __setstate__(self, state: tuple[int, tuple[Any, ...]]) -> None:
-        self.n, self.parts = state
+    n: int
+    parts: tuple[Any, ...]
 
 
 class Sessions(EventWindows):

@@ -56,7 +56,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column, quoted, worker_errors
 from tempo.spark.compiler import FIRST, Compiler, overlapping_pairs
-from tempo.spark.windows import WIDE, aggregate_column
+from tempo.spark.windows import WIDE, aggregate_column, key_columns, key_names
 from tempo.spark.columns import record_columns
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER, TableProjection
@@ -404,7 +404,7 @@ def window_partials(window: WindowNode, df: DataFrame, renames: DataFrame | None
     aggs = [F.max(F.col("__khi") - F.col("__klo")).alias("__span"), *_partial_aggregates(window)]
     if renames is not None:
         aggs.append(F.sum(RENAME).alias("__renamed"))
-    return exploded.groupBy("__k", *[f"__key{i}" for i in range(len(keys))]).agg(*aggs)
+    return exploded.groupBy("__k", *key_names(window)).agg(*aggs)
 
 
 def session_runs(window: WindowNode, df: DataFrame) -> DataFrame:
@@ -418,7 +418,7 @@ def session_runs(window: WindowNode, df: DataFrame) -> DataFrame:
     spec = window.spec
     assert isinstance(spec, SessionWindow) and spec.max_duration is None
     keys, values = _partial_inputs(window)
-    names = [f"__key{i}" for i in range(len(keys))]
+    names = key_names(window)
     events = df.select(F.col(S), F.col(E), F.col(FIRST), *keys, *values)
     ordered = Frame.partitionBy(*names).orderBy(S, FIRST)
     reach = F.max(F.col(E) - F.lit(1 - spec.gap)).over(ordered.rowsBetween(Frame.unboundedPreceding, -1))
@@ -430,7 +430,7 @@ def session_runs(window: WindowNode, df: DataFrame) -> DataFrame:
 def _partial_inputs(window: WindowNode) -> tuple[list[Column], list[Column]]:
     """A window's group keys (``__key0``, ...) and its aggregates' arguments (``__v0``, ...)
     as columns over its input events."""
-    keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
+    keys = key_columns(window)
     values = [  # sums of integers exactly, as the engine's state keeps them (Decimals made ints by partial_values)
         (column(a.arg, Scope()).cast(WIDE) if a.wide_integers else column(a.arg, Scope())).alias(f"__v{i}")
         for i, a in enumerate(window.aggregates) if a.arg is not None

@@ -68,7 +68,7 @@ from tempo.runtime.keyed import keyed_unsupported
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, column, worker_errors
+from tempo.spark.columns import worker_errors
 from tempo.spark.compiler import FIRST, Compiler
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.spark.sources import spark_path
@@ -79,9 +79,10 @@ from tempo.spark.streaming.executor import (
 )
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
-    RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KeyedProcessor, bucket_column, output_schema, stage_key_columns, watermark_ms,
+    RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KeyedProcessor, bucket_column, output_schema, watermark_ms,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
+from tempo.spark.windows import key_columns, key_names
 from tempo.spark.streaming.sinks import Sink
 from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
 from tempo.ticks import INF, NEG_INF
@@ -188,7 +189,7 @@ class Stage:
         self.sides = store.join(self.root, "batches")
         for path in (self.folder, self.sides):
             store.makedirs(path)
-        self.keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(shape.window.keys or ())]
+        self.keys = key_columns(shape.window)
         self.payload_type = shape.window.input.payload_type
         self.merged = unmergeable(shape.window) is None
         self.runs = runs_unmergeable(shape.window) is None
@@ -196,7 +197,7 @@ class Stage:
 
     @property
     def key_columns(self) -> list[str]:
-        return stage_key_columns(len(self.keys))
+        return key_names(self.shape.window)
 
     def rows(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
         """The window's input events ``relation`` (start, end, first place, payload) as stage
@@ -208,17 +209,20 @@ class Stage:
         session window whose events go as runs (``tempo.runtime.bulk.runs_unmergeable``), a
         row per run and group (``MERGE``, ``START`` the run's start), but for events reaching
         infinity."""
+        window = self.shape.window
+        longest = self.query.longest_lifetime(window.input)
         if self.runs:
-            finite = F.col(E) < F.lit(INF)
-            runs = session_runs(self.shape.window, relation.filter(finite))
-            partials = self._partials(runs, batch, before, F.lit(None).cast("long"), F.col("__smin"))
-            return self._events(batch, relation.filter(~finite), before).unionByName(partials, allowMissingColumns=True)
+            if longest is not None:  # no lifetime reaches infinity: one read of the batch
+                short, long = relation, None
+            else:
+                finite = F.col(E) < F.lit(INF)
+                short, long = relation.filter(finite), relation.filter(~finite)
+            partials = self._partials(session_runs(window, short), batch, before, F.lit(None).cast("long"), F.col("__smin"))
+            return partials if long is None else self._events(batch, long, before).unionByName(partials, allowMissingColumns=True)
         if not self.merged:
             return self._events(batch, relation, before)
-        window = self.shape.window
         spec = window.spec
         assert isinstance(spec, HoppingWindow)
-        longest = self.query.longest_lifetime(window.input)
         if longest is not None and spec.most_windows_past_first(longest) < ops.Window.EAGER_WINDOWS:
             short, long = relation, None  # every lifetime is short (points, say): one read of the batch
         else:

@@ -45,6 +45,7 @@ from tempo.plan.nodes import WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, Merge, Run
 from tempo.spark.streaming.bulk import partial_columns, partial_values
+from tempo.spark.windows import key_names
 from tempo.ticks import INF, NEG_INF
 
 POSITION, ITEM, EID, START, END, CTI = "tempo_position", "tempo_item", "tempo_eid", "tempo_start", "tempo_end", "tempo_cti"
@@ -75,16 +76,12 @@ LANE = "tempo_lane"
 BUCKET = "tempo_bucket"
 KEY_BUCKETS = 64
 """The work query groups the event lane's rows by a bucket of their group key (``BUCKET``,
-``bucket_column``), one of ``KEY_BUCKETS``: PySpark's ``transformWithState`` costs about a
-millisecond a call of the processor (a message to the JVM for the key, its own Arrow batch
-of output), so the processor is called per bucket, and keeps each group key's state in an
-entry of the bucket's map state. The number is part of a checkpoint's state layout: a
+``bucket_column``), one of ``KEY_BUCKETS``: PySpark's ``transformWithState`` costs about
+0.2 ms a call of the processor (a message to the JVM for the key, its own Arrow batch of
+output) and about a millisecond a state call (bench/README.md), so the processor is called
+per bucket, keeps each group key's state in an entry of the bucket's map state, and reads
+a bucket's states in one streamed read when it runs most of them. The number is part of a checkpoint's state layout: a
 restart must bucket as the first run did."""
-
-
-def stage_key_columns(keys: int) -> list[str]:
-    """The stage's columns of a window's group key, one per key expression."""
-    return [f"__key{i}" for i in range(keys)]
 
 
 def bucket_column(key_columns: list[str]) -> Column:
@@ -244,13 +241,10 @@ class KeyedProcessor(StatefulProcessor):
         self.fields = field_names(self.payload_type)
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
-        keys = node.keys if isinstance(node, WindowNode) else None
-        self.names = self.key_columns if self.key_columns is not None else stage_key_columns(len(keys or ()))
-        self.window: WindowNode | None = None  # one that takes MERGE rows
-        self.runs = False  # as a session window's runs (else a hopping window's)
-        if isinstance(node, WindowNode):
-            self.runs = runs_unmergeable(node) is None
-            self.window = node if self.runs or unmergeable(node) is None else None
+        assert isinstance(node, WindowNode)
+        self.names = self.key_columns if self.key_columns is not None else key_names(node)  # the stage's
+        self.runs = runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
+        self.window = node if self.runs or unmergeable(node) is None else None  # one that takes MERGE rows
         self.partial_columns = ["__n", *partial_columns(self.window)] if self.window is not None else []
         self.out = Row(*RESULT_COLUMNS, *self.output_fields)  # a Row class: Spark maps fields by name
         # A group key's state is one value, read once and written once per call: each state
