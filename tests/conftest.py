@@ -215,6 +215,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """``--run-slow`` also draws every example of the property tests (``tests/budget.py``)."""
+    if config.getoption("--run-slow"):
+        from tests.budget import THOROUGH
+
+        os.environ[THOROUGH] = "1"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` (long soak and kill loops, each with a short version that always
     runs) are skipped unless ``--run-slow`` is given: CI and the README's command run the

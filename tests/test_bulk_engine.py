@@ -30,6 +30,7 @@ from tempo.runtime.live import LiveEngine
 from tempo.runtime.operators import Join, Window
 from tempo.tables import read_columns
 from tests.strategies import Ev
+from tests.budget import examples
 
 @attrs.frozen
 class KeyTotal:
@@ -45,7 +46,7 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 STAMP = pa.timestamp("us", tz="UTC")
 
 BULK = settings(
-    max_examples=200, derandomize=True, database=None, deadline=None,
+    max_examples=examples(200), derandomize=True, database=None, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 

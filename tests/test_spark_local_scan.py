@@ -29,6 +29,7 @@ from tempo import (
 from tempo.sources import ArrowSource, ParquetSource
 from tempo.ticks import NEG_INF
 from tests.conformance.compare import assert_executors_agree
+from tests.budget import examples
 
 pytestmark = pytest.mark.spark
 
@@ -172,7 +173,7 @@ def test_gives_up_and_the_spark_scan_names_the_row(spark_session: Any, tmp_path:
 
 
 CASES = settings(
-    max_examples=10, derandomize=True, database=None, deadline=None,
+    max_examples=examples(10), derandomize=True, database=None, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
@@ -309,7 +310,7 @@ def test_rows_at_risk_by_blocks_are_those_of_the_running_maximum(
     assert at_risk(np.array(values, dtype=np.int64), latest, delay, block).tolist() == expected
 
 
-@settings(CASES, max_examples=8)
+@settings(CASES, max_examples=examples(8))
 @given(case=tables(), data=st.data())
 def test_driver_scan_of_a_table_with_arrivals_feeds_its_importer(
     spark_session: Any, tmp_path_factory: Any, scans: list[str], case: Any, data: st.DataObject

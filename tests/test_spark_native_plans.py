@@ -37,6 +37,7 @@ from tempo import (
 from tempo.sources import ArrowSource, ParquetSource
 from tests.conformance.compare import assert_executors_agree
 from tests.conformance.test_operators import T, iv, sec
+from tests.budget import examples
 
 pytestmark = pytest.mark.spark
 
@@ -170,7 +171,7 @@ def _query(events: list[tuple[int, str, int]], size: int, hop: int, offset: int,
     )
 
 
-@settings(max_examples=25, derandomize=True, deadline=None, database=None,
+@settings(max_examples=examples(25), derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     events=st.lists(st.tuples(st.integers(-20, 40), st.sampled_from("abc"), st.integers(-8, 8)), min_size=1, max_size=25),
@@ -373,7 +374,7 @@ def join_query(events: list[tuple[int, int, int]], ref: list[tuple[int, int | No
     return ev.join(_reference(rows), on=on, select=lambda e, r: Match(e.value * r.r))
 
 
-@settings(max_examples=25, derandomize=True, deadline=None, database=None,
+@settings(max_examples=examples(25), derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(drawn=JOINS)
 def test_cut_buckets_agree_with_memory(spark_session: Any, drawn: dict[str, Any]) -> None:
@@ -383,7 +384,7 @@ def test_cut_buckets_agree_with_memory(spark_session: Any, drawn: dict[str, Any]
     assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), repr(drawn), lambda: join_query(**drawn))
 
 
-@settings(max_examples=15, derandomize=True, deadline=None, database=None,
+@settings(max_examples=examples(15), derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     left=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2)), min_size=1, max_size=12),

@@ -95,7 +95,7 @@ STARTUP = re.compile(
 and (not turned off there) its progress bars; none is about a failure."""
 
 
-@pytest.mark.parametrize("session", ["tempo", "own"])
+@pytest.mark.parametrize("session", ["tempo", pytest.param("own", marks=pytest.mark.slow)])
 def test_a_failing_query_leaves_only_the_tempo_error_on_stderr(tmp_path: Path, session: str) -> None:
     """``tempo``: the session ``spark_session()`` makes; ``own``: a session the user built,
     given ``quiet_task_failures`` (docs/spark.md)."""

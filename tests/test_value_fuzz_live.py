@@ -40,8 +40,9 @@ from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.live import LiveEngine
 from tests.test_bulk_engine import _lockstep
 from tests.value_strategies import canonical, value_queries, value_tables
+from tests.budget import examples
 
-EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", str(examples(100))))
 
 LIVE_FUZZ = settings(
     max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,

@@ -18,6 +18,7 @@ from tempo.plan.query import Query
 from tempo.sources import ArrowSource, ParquetSource
 from tests.conformance.compare import assert_executors_agree
 from tests.strategies import BINARY, UNARY, Ev, Ref
+from tests.budget import examples
 
 pl = pytest.importorskip("polars")
 pa = pytest.importorskip("pyarrow")
@@ -125,7 +126,7 @@ class Span:
     value: float
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     starts=st.lists(st.integers(0, 60), min_size=1, max_size=30), lengths=st.data(), shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
     every=st.one_of(st.integers(1, 5), st.sampled_from([timedelta(seconds=3), timedelta(seconds=10)])),
@@ -220,7 +221,7 @@ def test_the_embedded_default_runs_tables_on_polars_and_the_rest_in_memory(tmp_p
         assert_same_results(embedded.run(query), InMemoryExecutor().run(query))
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     gaps=st.lists(st.integers(0, 4), min_size=1, max_size=25), data=st.data(), shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
     out_of_order=st.sampled_from([0, 3, 10]), late=st.sampled_from([None, 5, 15]), early=st.sampled_from([None, 5, 60]),
@@ -291,7 +292,7 @@ class Merged:
     high: float | None
 
 
-@settings(max_examples=120, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(120), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     rows=st.lists(st.tuples(st.integers(-20, 40), st.integers(0, 2),
                             st.one_of(st.none(), st.just(float("nan")), st.integers(-8, 8).map(lambda v: v / 2))),
@@ -382,7 +383,7 @@ def _joins() -> Any:
     return JOINS
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(150), deadline=None, derandomize=True, database=None)
 @given(drawn=_joins())
 def test_cut_buckets_agree_with_the_reference(drawn: dict[str, Any]) -> None:
     """Any join ``tests.test_spark_native_plans.JOINS`` draws: the reference's results (on
@@ -461,7 +462,7 @@ def _items_table(rows: dict[str, list[Any]], arrivals: bool) -> Any:
     return pa.table(columns)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     data=st.data(), shape=st.sampled_from(list(EventShape)), arrivals=st.booleans(),
     ctis=st.sampled_from(["none", "explicit", "count", "period"]), delay=st.integers(-1, 4),
@@ -631,7 +632,7 @@ def test_which_queries_follow_the_input_order() -> None:
     assert [Query.build(q.node).follows_input_order for q in following] == [True] * len(following)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     starts=st.lists(st.integers(0, 12), min_size=1, max_size=25), data=st.data(), parquet=st.booleans(),
     ranked=st.booleans(), settings_=st.sampled_from(["flush", "none"]),

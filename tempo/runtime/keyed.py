@@ -196,6 +196,13 @@ class KeyedOperator:
         assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows))
         return self.operator.idle()
 
+    def latest(self) -> int:
+        """The latest finite time the key whose state ``run`` just left has seen (the
+        operator's shared ``t_max``): the greatest over all keys is where the operator, had
+        it seen them all, ends open lifetimes when the input ends."""
+        assert isinstance(self.operator, (ops.Window, ew.EventWindows))
+        return self.operator.t_max
+
     def next_release(self) -> int | None:
         """The least CTI at which the key whose state ``run`` just left would release a
         result (None: it holds nothing), where its timer goes."""

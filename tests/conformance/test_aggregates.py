@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from tempo import Cti, EventShape, InMemoryExecutor, Point, QueryBuildError, Stream, WindowTimestamp
 from tests.conformance.test_operators import T, run
 from tests.conformance.test_window_kinds import Release, check, span
+from tests.budget import examples
 
 
 @attrs.frozen
@@ -296,7 +297,7 @@ def test_statistics_agree_with_pythons_statistics(values: list[float]) -> None:
     assert m.approx == sorted(values)[max(1, math.ceil(0.9 * n)) - 1]
 
 
-@settings(max_examples=12, derandomize=True, deadline=None, database=None,
+@settings(max_examples=examples(12), derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=_VALUES)
 def test_spark_statistics_agree(spark_executor: Any, values: list[float]) -> None:

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from tempo import InMemoryExecutor
 from tests.conformance.compare import assert_executors_agree
 from tests.strategies import Builder, queries
+from tests.budget import examples
 
 pytestmark = [
     pytest.mark.spark,
@@ -32,7 +33,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:The recursion limit will not be reset:hypothesis.errors.HypothesisWarning"),
 ]
 
-EXAMPLES = int(os.environ.get("TEMPO_DIFF_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("TEMPO_DIFF_EXAMPLES", str(examples(40))))
 
 DIFFERENTIAL = settings(
     max_examples=EXAMPLES,

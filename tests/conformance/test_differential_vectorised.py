@@ -19,10 +19,11 @@ from tempo import InMemoryExecutor, UnsupportedError
 from tempo.plan.query import Query
 from tests.conformance.compare import assert_executors_agree
 from tests.strategies import Builder, queries
+from tests.budget import examples
 
 polars = pytest.importorskip("polars")
 
-EXAMPLES = int(os.environ.get("TEMPO_VECTORISED_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("TEMPO_VECTORISED_EXAMPLES", str(examples(300))))
 
 VECTORISED = settings(
     max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,

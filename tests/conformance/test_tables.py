@@ -36,6 +36,7 @@ from tempo import (
 from tempo.sources import ParquetSource
 from tests.conformance.compare import assert_executors_agree
 from tests.strategies import BASE, UNARY, Ev, advance_settings, input_items, with_arrivals
+from tests.budget import examples
 
 pytestmark = pytest.mark.spark
 
@@ -82,7 +83,7 @@ def write_table(items: list[Any], path: Path, shuffle_seed: int | None) -> dict[
 
 
 TABLES = settings(
-    max_examples=12, derandomize=True, database=None, deadline=None,
+    max_examples=examples(12), derandomize=True, database=None, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 

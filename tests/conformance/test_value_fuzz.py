@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from tempo import InMemoryExecutor, Stream
 from tests.conformance.compare import Outcome, outcome
 from tests.value_strategies import canonical, value_queries
+from tests.budget import examples
 
-EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", str(examples(150))))
 
 FUZZ = settings(
     max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,

@@ -208,8 +208,18 @@ def in_lockstep(
     return live
 
 
-@pytest.mark.parametrize("bulk", BULK_ENGINES)
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+SLOW_ON_SPARK = {"count, adjust, cti rows", "period, drop, intervals"}
+"""Cases the default suite runs on the vectorised bulk engine only (``--run-slow``: on Spark's
+too), within CI's time budget; Spark's bulk engine runs the other cases."""
+
+
+@pytest.mark.parametrize(
+    ("case", "bulk"),
+    [
+        pytest.param(c, b, marks=pytest.mark.slow if b == "spark" and c.name in SLOW_ON_SPARK else (), id=f"{c.name}-{b}")
+        for c in CASES for b in BULK_ENGINES
+    ],
+)
 def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_session: Any, tmp_path: Path, case: Case, bulk: str) -> None:
     executor = _executor(spark_session, str(tmp_path / "ck"), bulk)
     live = in_lockstep(tmp_path, case, CASES.index(case), 8, executor.start)
@@ -293,8 +303,13 @@ def _join_importing(a: Any, b: Any, flush: bool) -> Stream[Stat]:
     return _join_of_two(a, b, flush, imports=True)
 
 
-@pytest.mark.parametrize("bulk", BULK_ENGINES)
-@pytest.mark.parametrize("combine", [_union_of_two, _join_of_two, _join_importing], ids=["union", "join", "join-importing"])
+@pytest.mark.parametrize(
+    ("combine", "bulk"),
+    [
+        pytest.param(c, b, marks=pytest.mark.slow if (name, b) == ("join-importing", "spark") else (), id=f"{name}-{b}")
+        for c, name in [(_union_of_two, "union"), (_join_of_two, "join"), (_join_importing, "join-importing")] for b in BULK_ENGINES
+    ],
+)
 def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path: Path, combine: Callable[[Any, Any, bool], Stream[Stat]], bulk: str) -> None:
     """Two inputs with arrival times, merged by a union (or joined) into a window. Each run of the query
     (``availableNow``, restarted on its checkpoint) takes a file of each input, which ends

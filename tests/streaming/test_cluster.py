@@ -122,9 +122,10 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
 ]
 SLOW_CASES = {
     "count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence",
-    "sessions, period, adjust, intervals, then a window",
+    "sessions, period, adjust, intervals, then a window", "ordering settings, adjust: item by item on the driver",
 }
-"""Run with ``--run-slow``: the default suite runs two hopping cases, one of sessions and one of count windows."""
+"""Run with ``--run-slow``: the default suite runs two hopping cases, two of sessions and one of count windows
+(``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs batches item by item)."""
 
 
 @pytest.mark.parametrize(
@@ -146,8 +147,8 @@ def test_the_cluster_engine_gives_the_in_memory_release_after_every_file(spark_s
     assert time_batches >= 6 and len(left) <= 2, left
 
 
-FILES = 6
-"""Files written before the kill runs: time batches 0 to 5, then the flush is time batch 6."""
+FILES = 4
+"""Files written before the kill runs: time batches 0 to 3, then the flush is time batch 4."""
 
 
 def _assert_whole_run_as_sets(out: Path, rows: list[dict[str, Any]]) -> None:
@@ -190,7 +191,7 @@ def _input(tmp_path: Path, seed: int) -> list[dict[str, Any]]:
     from tests.streaming.test_live_spark import _rows as plain_rows
 
     _skip_without_tws()
-    rows = plain_rows(60, seed=seed)
+    rows = plain_rows(10 * FILES, seed=seed)
     _write_files(tmp_path / "in", rows, [10] * FILES)
     return rows
 
@@ -299,6 +300,41 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
 
 
+def _flushed_on_the_cluster(
+    spark_session: Any, tmp_path: Path, files: list[list[dict[str, Any]]], schema: pa.Schema, shape: EventShape, window: str,
+    payload_type: type, result_type: type, **columns: str,
+) -> tuple[list[Any], list[Any]]:
+    """Each of ``files`` (rows) landed as a Parquet file of the input, whose events carry a CTI
+    at each start (adjusted), grouped by their ``key`` into tumbling windows of 10 s or
+    sessions with a gap of 5 s (``window``) counted and summed into ``result_type``, run on the
+    cluster engine to its flush: what it committed, and the in-memory run over all the rows."""
+    import pyarrow.parquet as pq
+
+    from tempo import AdvanceTimeGenerationSettings, AdvanceTimeSettings
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tests.streaming.test_live_spark import _items, land
+
+    _skip_without_tws()
+
+    def query(source: Any) -> Stream[Any]:
+        settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0), advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.ADJUST)
+        grouped = Stream.create("readings", source, shape, settings, payload_type=payload_type).group_by(lambda r: r.key)
+        windows = grouped.tumbling(timedelta(seconds=10)) if window == "tumbling" else grouped.session(timedelta(seconds=5))
+        return windows.aggregate(lambda k, w: result_type(key=k, n=w.count(), total=w.sum(lambda r: r.value)))
+
+    for index, part in enumerate(files):
+        land(tmp_path / "in", index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=schema), tmp))
+    source = ParquetSource(str(tmp_path / "in"), payload_type, start="ts", order="seq", **columns)
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query(source), ParquetSink(str(tmp_path / "out")))
+    try:
+        live.flush()
+    finally:
+        live.stop()
+    rows = [row for part in files for row in part]
+    whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), payload_type, start="ts", order="seq", **columns)))
+    return _items(read_committed(str(tmp_path / "out")), result_type), whole.raw
+
+
 @attrs.frozen
 class FloatReading:
     key: float
@@ -326,35 +362,73 @@ def test_a_float_group_key_is_one_key_however_it_is_written(spark_session: Any, 
     total 6: [10, 20) or the session from 12), NaN once (n 2, total 7), 1.5 once (n 1, total 5)."""
     from datetime import datetime, timezone
 
-    import pyarrow.parquet as pq
-
-    from tempo import AdvanceTimeGenerationSettings, AdvanceTimeSettings
-    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
-    from tests.streaming.test_live_spark import _items, land
-
-    _skip_without_tws()
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
     nan = float("nan")
     files = [[(1, 0.0, 1.0), (2, -0.0, 2.0), (3, nan, 3.0)], [(4, nan, 4.0), (5, 1.5, 5.0), (12, -0.0, 6.0)]]
     schema = pa.schema([("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("key", pa.float64()), ("value", pa.float64())])
     rows = [{"seq": 3 * f + i, "ts": base + timedelta(seconds=s), "key": k, "value": v} for f, part in enumerate(files) for i, (s, k, v) in enumerate(part)]
 
-    def query(source: Any) -> Stream[FloatCount]:
-        settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0), advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.ADJUST)
-        grouped = Stream.create("readings", source, EventShape.POINT, settings, payload_type=FloatReading).group_by(lambda r: r.key)
-        windows = grouped.tumbling(timedelta(seconds=10)) if window == "tumbling" else grouped.session(timedelta(seconds=5))
-        return windows.aggregate(lambda k, w: FloatCount(key=k, n=w.count(), total=w.sum(lambda r: r.value)))
-
-    for index in range(len(files)):
-        part = rows[3 * index: 3 * index + 3]
-        land(tmp_path / "in", index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=schema), tmp))
-    source = ParquetSource(str(tmp_path / "in"), FloatReading, start="ts", order="seq")
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query(source), ParquetSink(str(tmp_path / "out")))
-    try:
-        live.flush()
-    finally:
-        live.stop()
-    got = [item for item in _items(read_committed(str(tmp_path / "out")), FloatCount) if not isinstance(item, Cti)]
+    committed, whole = _flushed_on_the_cluster(spark_session, tmp_path, [rows[:3], rows[3:]], schema, EventShape.POINT, window, FloatReading, FloatCount)
+    got = [item for item in committed if not isinstance(item, Cti)]
     assert sorted((repr(r.payload.key), r.payload.n, r.payload.total) for r in got) == [("0.0", 1, 6.0), ("0.0", 2, 3.0), ("1.5", 1, 5.0), ("nan", 2, 7.0)]
-    whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), FloatReading, start="ts", order="seq")))
-    assert repr(groups_as_sets(_items(read_committed(str(tmp_path / "out")), FloatCount))) == repr(groups_as_sets(whole.raw))
+    assert repr(groups_as_sets(committed)) == repr(groups_as_sets(whole))
+
+
+@attrs.frozen
+class Keyed:
+    key: str
+    value: float
+
+
+@attrs.frozen
+class KeyedCount:
+    key: str
+    n: int
+    total: float
+
+
+@pytest.mark.parametrize("window", ["tumbling", "sessions"])
+def test_open_lifetimes_end_at_the_flush_after_the_latest_time_of_every_key(spark_session: Any, tmp_path: Path, window: str) -> None:
+    """When the input ends, the window ends open lifetimes after the later of its last finite
+    CTI and the latest finite time of its events, over every group: on the cluster engine
+    each key's operator sees only its own events and the CTIs that reach it, so the flush
+    brings every bucket both. Intervals (seconds), a CTI at each start, then the flush:
+
+        file 0:  a [1, infinity) 1.0     b [2, 3) 2.0
+        file 1:  b [35, 36) 3.0          b [40, 41) 4.0
+
+    The last finite CTI is 40 and the latest finite time 41 (b's), though a's own is 1 and
+    the last CTI a's timer brings it is 40 (the end of its window [30, 40)). So a's open
+    event ends at 41 + 1 tick. Tumbling 10 s: a has [0, 10) to [40, 50) (n 1, total 1.0:
+    five windows, the last released by the flush), b [0, 10) (2.0), [30, 40) (3.0) and
+    [40, 50) (4.0). Sessions with a gap of 5 s, stamped at their last tick: b's first
+    session ends at 3 - 1 tick + 5 s (n 1, 2.0), its second at 41 - 1 tick + 5 s (n 2, 7.0:
+    40 starts before 36 - 1 tick + 5 s), a's at 41 + 5 s (n 1, 1.0)."""
+    from datetime import datetime, timezone
+
+    from tempo.ticks import INFINITY
+
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def at(seconds: float) -> datetime:
+        return base + timedelta(seconds=seconds)
+
+    files = [[(1, None, "a", 1.0), (2, 3, "b", 2.0)], [(35, 36, "b", 3.0), (40, 41, "b", 4.0)]]
+    utc = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("seq", pa.int64()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
+    rows = [
+        {"seq": 2 * f + i, "ts": at(s), "until": INFINITY if e is None else at(e), "key": k, "value": v}
+        for f, part in enumerate(files) for i, (s, e, k, v) in enumerate(part)
+    ]
+
+    committed, whole = _flushed_on_the_cluster(spark_session, tmp_path, [rows[:2], rows[2:]], schema, EventShape.INTERVAL, window, Keyed, KeyedCount, end="until")
+    got = [item for item in committed if not isinstance(item, Cti)]
+    tick = timedelta(microseconds=1)
+    if window == "tumbling":
+        expected = [(at(s), at(s + 10), "a", 1, 1.0) for s in (0, 10, 20, 30, 40)]
+        expected += [(at(0), at(10), "b", 1, 2.0), (at(30), at(40), "b", 1, 3.0), (at(40), at(50), "b", 1, 4.0)]
+        assert sorted((r.start, r.end, r.payload.key, r.payload.n, r.payload.total) for r in got) == sorted(expected)
+    else:
+        last_ticks = [(at(8) - 2 * tick, "b", 1, 2.0), (at(46) - 2 * tick, "b", 2, 7.0), (at(46) - tick, "a", 1, 1.0)]
+        assert sorted((r.start, r.payload.key, r.payload.n, r.payload.total) for r in got) == sorted(last_ticks)
+    assert repr(groups_as_sets(committed)) == repr(groups_as_sets(whole))

@@ -85,7 +85,7 @@ def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None, engine: str = 
     return status
 
 
-@pytest.mark.parametrize("engine", [pytest.param("auto", marks=pytest.mark.slow), "cluster"])
+@pytest.mark.parametrize("engine", ["auto", pytest.param("cluster", marks=pytest.mark.slow)])
 def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path, engine: str) -> None:
     """Killed between a batch's state and its commit record (on the cluster engine: the time
     query's), with every record and output file on S3; the restart finishes the run."""

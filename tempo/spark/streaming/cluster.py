@@ -79,7 +79,8 @@ from tempo.spark.streaming.executor import (
 )
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
-    RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KeyedProcessor, bucket_column, output_schema, watermark_ms,
+    RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, output_schema,
+    watermark_ms,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.windows import key_columns, key_names
@@ -193,6 +194,9 @@ class Stage:
         self.payload_type = shape.window.input.payload_type
         self.merged = unmergeable(shape.window) is None
         self.runs = runs_unmergeable(shape.window) is None
+        self.open_lifetimes = query.longest_lifetime(shape.window.input) is None
+        """Whether the window's lifetimes may reach infinity: then the flush brings every
+        bucket the last finite CTI and the latest finite time over all keys (``SHARED``)."""
         self.schema: st.StructType | None = None
 
     @property
@@ -265,10 +269,18 @@ class Stage:
             F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
         )
 
-    def markers(self, batch: int, ctis: list[int]) -> DataFrame:
-        """The batch's CTI rows."""
+    def markers(self, batch: int, ctis: list[int], shared: tuple[int, int, int] | None = None) -> DataFrame:
+        """The batch's CTI rows; with ``shared`` (the CTI before the batch, the last finite
+        CTI, the latest finite time over all keys), a ``SHARED`` row for every bucket."""
         assert self.schema is not None
         rows = [{ITEM: CTI_ROW, EID: batch, CTI: c, WATERMARK: stage_watermark(c), LANE: CTI_LANE, BATCH: batch} for c in ctis]
+        if shared is not None:
+            before, last_cti, latest = shared
+            buckets = KEY_BUCKETS if self.keys else 1  # a window without keys is bucket 0's alone
+            rows += [
+                {ITEM: SHARED, EID: b, START: last_cti, END: latest, CTI: before, WATERMARK: stage_watermark(before), LANE: EVENT_LANE, BATCH: batch}
+                for b in range(buckets)
+            ]
         return self.spark.createDataFrame([tuple(row.get(f.name) for f in self.schema.fields) for row in rows], self.schema)
 
     def fix_schema(self, events: DataFrame) -> None:
@@ -280,20 +292,26 @@ class Stage:
         last = self.work_log.last_committed()
         return -1 if last is None else int(self.work_log.record(last)["staged_through"])
 
+    def latest(self) -> int:
+        """The latest finite time the window's keys have seen in committed output batches
+        (their ``LATEST`` rows; tracked when ``open_lifetimes``)."""
+        last = self.work_log.last_committed()
+        return NEG_INF if last is None else int(self.work_log.record(last).get("latest", NEG_INF))
+
     def path(self, batch: int) -> str:
         return self.store.join(self.folder, f"{batch:012d}.parquet")
 
     def side(self, batch: int) -> str:
         return self.store.join(self.sides, f"{batch}.bin")
 
-    def write(self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch) -> None:
+    def write(self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch, shared: tuple[int, int, int] | None = None) -> None:
         """Stage batch ``batch``, once: its side file, then its stage file, which a reader of
         the folder sees whole or not at all (written aside, then moved in). A batch run again
         finds both there, with the content it would write."""
         if self.store.exists(self.path(batch)) or batch <= self.released():
             return  # written before a crash (and maybe read, released and dropped since)
         self.store.write(self.side(batch), pickle.dumps(side))
-        rows = self.markers(batch, ctis)
+        rows = self.markers(batch, ctis, shared)
         if events is not None:  # the columns a batch's rows lack (partial aggregates, or events' fields) null
             have = set(events.columns)
             rows = events.select(*[F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType).alias(f.name) for f in rows.schema.fields]).unionByName(rows)
@@ -487,10 +505,10 @@ class TimeRunner(_Batches):
         self._stage_recorded(batch, feed, before, StageBatch(rejections, False))
         return engine, table.num_rows, rejections
 
-    def _stage_recorded(self, batch: int, feed: _WindowFeed, before: int, side: StageBatch) -> None:
+    def _stage_recorded(self, batch: int, feed: _WindowFeed, before: int, side: StageBatch, shared: tuple[int, int, int] | None = None) -> None:
         events = self.stage.recorded(batch, feed.events) if feed.events else None
         with worker_errors(udf_error):  # a group key's expression, evaluated by Spark
-            self.stage.write(batch, events, list(feed.ctis) or [before], side)
+            self.stage.write(batch, events, list(feed.ctis) or [before], side, shared)
 
     def finish(self) -> int:
         """The inputs have ended: end them on the driver's engine (a CTI at infinity where
@@ -503,7 +521,15 @@ class TimeRunner(_Batches):
             feed = self.feed(engine)
             engine.finish()  # what the inputs' buffers held goes on, item by item
             rejections = engine.take().rejections
-            self._stage_recorded(batch, feed, before, StageBatch(rejections, True))
+            shared = None
+            if self.stage.open_lifetimes:
+                # The window ends open lifetimes after the later of its last finite CTI and the
+                # latest finite time of its events: over every key's, which the work query
+                # gathered up to the batches drained before the flush, and this batch's own.
+                last_cti = max([before, *(c for c in feed.ctis if c < INF)])
+                times = [t for _, start, end, _, _ in feed.events for t in (start, end) if t is not None and t < INF]
+                shared = (before, last_cti, max([self.stage.latest(), *times]))
+            self._stage_recorded(batch, feed, before, StageBatch(rejections, True), shared)
             self.crash.point("time-stage", batch)
             self._commit(engine, batch, {"rows": 0, "rejected": len(rejections)}, time.perf_counter(), final=True)
             return batch
@@ -530,6 +556,8 @@ class WorkRunner(_Batches, Generic[T]):
         self.progress: list[BatchProgress] = []
         self.staged_through = stage.released()
         """The last stage batch whose CTI rows have all come back (its rejections written)."""
+        self.latest = stage.latest()
+        """The latest finite time the window's keys have seen (``Stage.latest``)."""
         for batch in log.committed():  # a crash may have come between a commit and its publishing
             sink.publish(batch)
 
@@ -557,7 +585,11 @@ class WorkRunner(_Batches, Generic[T]):
         ctis = [cti for _, cti in markers]
         fields = [f for f in table.column_names if f not in RESULT_COLUMNS]
         released: list[list[tuple[int, int, str, Any]]] = [[] for _ in markers]
+        latest = self.latest
         for i in range(table.num_rows):
+            if kinds[i] == LATEST:
+                latest = max(latest, col[OUT_END][i])
+                continue
             if kinds[i] == MARKER:
                 continue
             end = col[OUT_END][i]
@@ -592,14 +624,14 @@ class WorkRunner(_Batches, Generic[T]):
             batch, {}, len(out.items), len(rejections), out_ctis[-1] if out_ctis else previous, 0, len(state),
             time.perf_counter() - began, final, "cluster",
         )
-        record = attrs.asdict(progress) | {"staged_through": staged_through}
+        record = attrs.asdict(progress) | {"staged_through": staged_through, "latest": latest}
         self.log.commit(batch, state, record, saved=lambda: self.crash.point("state", batch))
         self.crash.point("commit", batch)
         self.sink.publish(batch)
         self.crash.point("publish", batch)
         self.engine, self.engine_batch = engine, batch
         self.stage.forget(staged_through, self.staged_through)
-        self.staged_through = staged_through
+        self.staged_through, self.latest = staged_through, latest
         self.progress.append(progress)
 
 

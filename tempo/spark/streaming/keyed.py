@@ -26,7 +26,7 @@ wait for which timer (``_Agenda``), so a timer runs only the keys due at it.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -49,14 +49,16 @@ from tempo.spark.windows import key_names
 from tempo.ticks import INF, NEG_INF
 
 POSITION, ITEM, EID, START, END, CTI = "tempo_position", "tempo_item", "tempo_eid", "tempo_start", "tempo_end", "tempo_cti"
-INSERT, END_EDGE, CTI_ROW, MERGE = 0, 1, 2, 3
+INSERT, END_EDGE, CTI_ROW, MERGE, SHARED = 0, 1, 2, 3, 4
 COLUMNS = (POSITION, ITEM, EID, START, END, CTI)
 """The stage's columns before the payload's fields: the item's place in the merged arrival
 order, its kind (``INSERT``, ``END_EDGE``, ``CTI_ROW``: a row carrying only a CTI, to move
 the watermark, in the CTI lane, its ``EID`` the stage batch that wrote it, or ``MERGE``: a
 hopping window's partial aggregates over the key's events of a stage batch, its ``EID`` the
 window, ``END`` the events' latest time, and the partial values in the columns of
-``tempo.spark.streaming.bulk.window_partials``), the event's id (an end's: the event it
+``tempo.spark.streaming.bulk.window_partials``; or ``SHARED``: at the flush, what a bucket's
+keys need of all keys at the CTI at infinity, its ``EID`` the bucket, ``START`` the last
+finite CTI, ``END`` the window's latest finite time over all keys), the event's id (an end's: the event it
 ends), its lifetime in ticks (``END`` null: open), and the CTI in force at the operator when
 it arrives (or, at most, before it: ``KeyedOperator``)."""
 BATCH = "tempo_batch"
@@ -88,17 +90,22 @@ def bucket_column(key_columns: list[str]) -> Column:
     """The bucket of a stage row's group key: the same for every row of a group key, 0 in the
     CTI lane and for a window without keys. Spark's ``xxhash64`` reads -0.0 as 0.0 and every
     NaN alike, as its ``groupBy`` and tempo's group keys do (test_cluster.py's float keys)."""
+    shared = F.col(ITEM) == F.lit(SHARED)  # addressed to its bucket (``EID``)
     if not key_columns:
-        return F.lit(0)
+        return F.when(shared, F.col(EID)).otherwise(F.lit(0)).cast("int")
     bucket = F.pmod(F.xxhash64(*[F.col(c) for c in key_columns]), F.lit(KEY_BUCKETS))
-    return F.when(F.col(LANE) == F.lit(EVENT_LANE), bucket).otherwise(F.lit(0)).cast("int")
-RESULT, MARKER = 0, 1
+    return F.when(shared, F.col(EID)).when(F.col(LANE) == F.lit(EVENT_LANE), bucket).otherwise(F.lit(0)).cast("int")
+
+
+RESULT, MARKER, LATEST = 0, 1, 2
 OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP = "tempo_kind", "tempo_released_by", "tempo_start", "tempo_end", "tempo_group"
 RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP)
 """An output row's columns before its payload's fields (in ``wire_schema`` form): ``RESULT``
 (a result of the operator: the CTI that released it, its lifetime and its group key's
-``repr``) or ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
-``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``)."""
+``repr``), ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
+``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``) or ``LATEST`` (for a window whose
+lifetimes may reach infinity: ``OUT_END`` the latest finite time of the keys a call ran,
+which the driver gathers over all keys for the flush: ``SHARED``)."""
 
 WATERMARK_DELAY_MS = 1
 WATERMARK_LIMIT_MS = (2**63 - 1) // 1000
@@ -246,6 +253,10 @@ class KeyedProcessor(StatefulProcessor):
         self.runs = runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
         self.window = node if self.runs or unmergeable(node) is None else None  # one that takes MERGE rows
         self.partial_columns = ["__n", *partial_columns(self.window)] if self.window is not None else []
+        # Open lifetimes end, when the input ends, after the latest finite time over all keys
+        # (``Window.SHARED``), which no call sees: each call reports its keys' (``LATEST``)
+        # and the flush brings every bucket the driver's maximum (``SHARED``).
+        self.open_lifetimes = query.longest_lifetime(node.input) is None
         self.out = Row(*RESULT_COLUMNS, *self.output_fields)  # a Row class: Spark maps fields by name
         # A group key's state is one value, read once and written once per call: each state
         # call is a message to the JVM (bench/README.md).
@@ -253,6 +264,7 @@ class KeyedProcessor(StatefulProcessor):
         self.groups = handle.getMapState("groups", "name string", "state binary")
         self.size = handle.getValueState("size", "n long")  # the bucket's entries in groups
         self.agenda = handle.getMapState("agenda", "timer long", "names binary")
+        self.shared = handle.getValueState("shared", "last_cti long, t_max long")  # the bucket's, from the flush
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
@@ -262,16 +274,13 @@ class KeyedProcessor(StatefulProcessor):
         by_group: dict[tuple[Any, ...], list[Row]] = {}
         names = self.names
         for row in rows:
+            if row[ITEM] == SHARED:
+                self.shared.update((row[START], row[END]))
+                continue
             by_group.setdefault(grouped_key([row[n] for n in names]), []).append(row)
-        agenda = _Agenda(self.agenda, self.handle, None)
         named = {repr(group): group for group in by_group}
-        bucket = self._read(list(named))
-        out: list[Row] = []
-        for name, group in named.items():
-            out += self._run(agenda, bucket, name, self._items(group, by_group[group], now), now)
-        agenda.save()
-        bucket.save()
-        return iter(out)
+        agenda = _Agenda(self.agenda, self.handle, None)
+        return self._run_all(agenda, list(named), lambda name: self._items(named[name], by_group[named[name]], now), now)
 
     def _items(self, group: tuple[Any, ...], rows: list[Row], now: int) -> list[KeyedItem]:
         """A group key's rows as its operator's items, after the watermark's CTI: what it
@@ -308,13 +317,28 @@ class KeyedProcessor(StatefulProcessor):
             return self._markers([], now, fired=True)
         fired = expiredTimerInfo.getExpiryTimeInMs()
         agenda = _Agenda(self.agenda, self.handle, fired)
-        names = sorted(agenda.entry(fired))
+        return self._run_all(agenda, sorted(agenda.entry(fired)), lambda name: [Cti(now)], now)
+
+    def _run_all(self, agenda: _Agenda, names: list[str], items: Callable[[str], list[KeyedItem]], now: int) -> Iterator[Row]:
+        """Run the bucket's group keys ``names`` (``items(name)``: a key's items), then save
+        the bucket's agenda and size; with ``open_lifetimes``, one ``LATEST`` row after them."""
         bucket = self._read(names)
+        shared: dict[str, Any] = {}
+        first: list[KeyedItem] = []
+        if now >= INF and self.open_lifetimes:
+            held = self.shared.get()
+            if held is not None:  # the flush's: as the window, which saw every key, ends open lifetimes
+                first, shared = [Cti(held[0])], {"t_max": held[1]}
         out: list[Row] = []
+        latest = NEG_INF
         for name in names:
-            out += self._run(agenda, bucket, name, [Cti(now)], now)
+            out += self._run(agenda, bucket, name, [*first, *items(name)], now, shared)
+            if self.open_lifetimes:
+                latest = max(latest, self.keyed.latest())
         agenda.save()
         bucket.save()
+        if latest > NEG_INF:
+            out.append(self.out(LATEST, None, None, latest, None, *self.blank))
         return iter(out)
 
     def _read(self, names: list[str]) -> _Bucket:
@@ -358,13 +382,13 @@ class KeyedProcessor(StatefulProcessor):
         for batch, cti in out:
             yield self.out(MARKER, cti, batch, None, None, *self.blank)
 
-    def _run(self, agenda: _Agenda, bucket: _Bucket, name: str, items: list[KeyedItem], now: int) -> list[Row]:
+    def _run(self, agenda: _Agenda, bucket: _Bucket, name: str, items: list[KeyedItem], now: int, shared: dict[str, Any]) -> list[Row]:
         """Group key ``name``'s items through its operator: the results released up to
         ``now``, the rest kept with its state, and its place in the agenda moved to its next
         release."""
         held = bucket.states[name]
         saved = KeyState(None, [], None) if held is None else pickle.loads(held)
-        released, state = self.keyed.run(saved.operator, items)
+        released, state = self.keyed.run(saved.operator, items, shared)
         due = self.keyed.next_release()
         waiting = saved.waiting + released
         out = [r for r in waiting if r.cti <= now]

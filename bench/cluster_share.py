@@ -1,0 +1,63 @@
+"""Which of the test suite's random queries the cluster engine runs, and why it refuses the rest.
+
+The differential and live tests draw their queries from ``tests/strategies.py``'s ``queries``;
+this counts, over ``--n`` of them (drawn as those tests draw them, derandomised), the share
+``engine="cluster"`` takes (``tempo.spark.streaming.cluster.cluster_shape``) and, for the
+others, the reason it gives, with the plan's operators when the reason is the query's shape.
+No Spark session is started: only the plan is inspected.
+
+    python bench/cluster_share.py --n 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tempo.plan import nodes as p  # noqa: E402
+from tempo.plan.query import Query  # noqa: E402
+from tempo.spark.streaming.cluster import cluster_shape  # noqa: E402
+from tests.strategies import queries  # noqa: E402
+
+
+def reason(query: Query) -> str:
+    """``OK``, or why the cluster engine refuses ``query``, its names and numbers blanked."""
+    shape = cluster_shape(query)
+    if not isinstance(shape, str):
+        return "OK"
+    if shape.startswith("only a window aggregate"):
+        kinds = sorted({type(n).__name__.removesuffix("Node") for n in query.nodes if not isinstance(n, p.SourceNode)})
+        return "its shape: " + (" + ".join(kinds) or "no operator")
+    return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'x'", shape))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000, help="random queries drawn")
+    args = parser.parse_args()
+    tally: collections.Counter[str] = collections.Counter()
+
+    @settings(max_examples=args.n, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(queries())
+    def draw(drawn: tuple[str, Any]) -> None:
+        tally[reason(Query.build(drawn[1](True).node))] += 1
+
+    draw()
+    total = sum(tally.values())
+    print(f"{total} random queries; the cluster engine runs {tally['OK']} ({100 * tally['OK'] / total:.1f} %)")
+    print("| queries | share | reason |\n|---:|---:|---|")
+    for why, n in tally.most_common():
+        print(f"| {n} | {100 * n / total:.1f} % | {why} |")
+
+
+if __name__ == "__main__":
+    main()
