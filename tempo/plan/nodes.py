@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 import attrs
@@ -86,12 +86,20 @@ def detached(node: Node) -> Node:
     has). A node reached twice stays one node."""
     from tempo.sources import ItemSource
 
+    return rebuilt(node, lambda n: attrs.evolve(n, source=ItemSource([], n.payload_type)) if isinstance(n, SourceNode) else None)
+
+
+def rebuilt(node: Node, change: Callable[[Node], Node | None]) -> Node:
+    """``node``'s plan with each node ``change`` gives a replacement for (not None) replaced,
+    and every node above a replaced one built again over its new inputs. A node reached
+    twice stays one node."""
     done: dict[int, Node] = {}
 
     def rebuild(n: Node) -> Node:
         if id(n) not in done:
-            if isinstance(n, SourceNode):
-                done[id(n)] = attrs.evolve(n, source=ItemSource([], n.payload_type))
+            replacement = change(n)
+            if replacement is not None:
+                done[id(n)] = replacement
             else:
                 changes = {f.name: rebuild(v) for f in attrs.fields(type(n)) if isinstance(v := getattr(n, f.name), Node)}
                 done[id(n)] = attrs.evolve(n, **changes) if changes else n

@@ -24,7 +24,8 @@ What a key is fed, and why the results are the in-memory engine's:
   ends): combined into the key's own before its items.
 
 The operators with a keyed form: hopping and tumbling windows, sessions and count windows
-(``KEYED_STAMPS``). Each result comes with the CTI that released it. The results of all keys, sorted by (that
+(``KEYED_STAMPS``). Each result comes with the CTI that released it, and with the window's
+end as its end (a result stamped otherwise is stamped again by ``restamp``). The results of all keys, sorted by (that
 CTI, start, end, group key), are the in-memory engine's, but for the order of a window's
 groups among themselves, which the semantics leave open (docs/semantics.md 5.7).
 """
@@ -135,14 +136,17 @@ class Collector(ops.Operator):
 
 
 _W = WindowTimestamp
-KEYED_STAMPS: dict[type, frozenset[WindowTimestamp]] = {
-    HoppingWindow: frozenset({_W.LIFETIME, _W.END}),
-    SessionWindow: frozenset({_W.END}),
-    CountWindow: frozenset({_W.END, _W.LATEST}),  # a count window's latest start is its last tick
+KEYED_STAMPS: dict[type, dict[WindowTimestamp, WindowTimestamp]] = {
+    HoppingWindow: {_W.LIFETIME: _W.LIFETIME, _W.END: _W.END, _W.START: _W.LIFETIME, _W.CTI: _W.END},
+    SessionWindow: {_W.END: _W.END, _W.CTI: _W.END},
+    CountWindow: {_W.END: _W.END, _W.LATEST: _W.LATEST, _W.CTI: _W.END},  # a count window's latest start is its last tick
 }
-"""The windows with a keyed form, each with the result stamps it takes: those whose results
-end where the window ends, so that the CTI that released a result is the first at or after
-its end, whoever learns it (a key without rows in a batch hears only the batch's last CTI)."""
+"""The windows with a keyed form, each result stamp they take mapped to the stamp a key's
+operator computes with: one whose results end where the window ends, so that the CTI that
+released a result is the first at or after its end, whoever learns it (a key without rows
+in a batch hears only the batch's last CTI). Whoever learns that CTI then stamps the result
+as the query asks (``restamp``). A hopping window's earliest or latest event need the
+window's end beside the stamp, which its results do not carry yet."""
 
 
 def keyed_unsupported(node: p.Node) -> str | None:
@@ -153,9 +157,20 @@ def keyed_unsupported(node: p.Node) -> str | None:
     if stamps is None:
         return f"{node.spec.describe()} has no keyed form yet"
     if node.timestamp not in stamps:
-        taken = " or ".join(sorted(t.name for t in stamps))
+        taken = ", ".join(sorted(t.name for t in stamps))
         return f"its window's results are stamped {node.timestamp.name} (a keyed {node.spec.describe()} stamps them {taken})"
     return None
+
+
+def restamp(timestamp: WindowTimestamp, start: int, end: int, released_by: int, last_finite: int) -> tuple[int, int]:
+    """The lifetime of a result of a key's operator (computed with ``KEYED_STAMPS``' stamp
+    for ``timestamp``: ``[start, end)``, ``end`` the window's end) stamped as ``timestamp``
+    asks, ``released_by`` the CTI that released it and ``last_finite`` the last finite CTI
+    before that one (``tempo.runtime.operators.stamp``, the one rule)."""
+    if timestamp in (_W.LIFETIME, _W.END, _W.LATEST):
+        return start, end
+    t = ops.stamp(timestamp, start, end, None, released_by, last_finite)
+    return t, t + 1
 
 
 class KeyedOperator:
@@ -168,6 +183,13 @@ class KeyedOperator:
         if mode is None:
             mode = TimestampMode()
             mode.saw(aware=True)  # live inputs are tables: their times are instants, given as aware UTC
+        assert isinstance(node, p.WindowNode)
+        computing = KEYED_STAMPS[type(node.spec)][node.timestamp]
+        if computing is not node.timestamp:  # the same plan, its window computing with that stamp
+            index = next(i for i, n in enumerate(query.nodes) if n is node)
+            computing_node = attrs.evolve(node, timestamp=computing)
+            query = Query.build(p.rebuilt(query.root, lambda n: computing_node if n is node else None))
+            node = query.nodes[index]
         self.operator = build_operator(Build(mode, query), node)
         self.collector = Collector()
         self.operator.connect(self.collector, 0)

@@ -25,7 +25,7 @@ import tempo
 from tempo import InMemoryExecutor
 from tempo.events import Cti
 from tempo.sources import ParquetSource
-from tempo import AdvanceTimePolicy, EventOrderingSettings, EventShape, Stream
+from tempo import AdvanceTimePolicy, EventOrderingSettings, EventShape, Stream, WindowTimestamp
 from tests.streaming.test_bulk import CASES, Case, Overall, Reading, in_lockstep
 
 pytestmark = pytest.mark.spark
@@ -111,6 +111,31 @@ def _fine_windows(s: Stream[Reading]) -> Stream[Session]:
     )
 
 
+def _hopping_at_starts(s: Stream[Reading]) -> Stream[Session]:
+    """Hopping windows per device stamped at their start: the keys compute with the windows'
+    lifetimes, the driver stamps each result."""
+    return (
+        s.group_by(lambda r: r.device).hopping(timedelta(seconds=12), timedelta(seconds=4))
+        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)), timestamp=WindowTimestamp.START)
+    )
+
+
+def _sessions_at_ctis(s: Stream[Reading]) -> Stream[Session]:
+    """Sessions stamped at the CTI releasing them, which a key without rows does not hear:
+    the driver stamps each result with the first CTI at or after its session's end."""
+    return (
+        s.group_by(lambda r: r.device).session(timedelta(seconds=4), max_duration=timedelta(seconds=20))
+        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)), timestamp=WindowTimestamp.CTI)
+    )
+
+
+def _count_windows_at_ctis(s: Stream[Reading]) -> Stream[Session]:
+    return (
+        s.group_by(lambda r: r.device).count_window(2)
+        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)), timestamp=WindowTimestamp.CTI)
+    )
+
+
 OWN_CASES = [  # sessions, count windows, and windows whose events reach the executors both ways
     Case("sessions, count, drop, cut", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions),
     Case("sessions, period, adjust, intervals, then a window", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _sessions_then_count),
@@ -119,12 +144,17 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
          EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20))),
     Case("sessions without a cut, count, drop, intervals: runs", 3, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _uncut_sessions),
     Case("tumbling 450 ms over intervals, the long ones as events", timedelta(seconds=8), 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _fine_windows),
+    Case("hopping stamped at window starts, period, adjust, intervals", timedelta(seconds=6), 2, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _hopping_at_starts),
+    Case("sessions stamped at releasing CTIs, count, drop", 3, 1, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions_at_ctis),
+    Case("count windows stamped at releasing CTIs, period, drop", timedelta(seconds=5), 0, AdvanceTimePolicy.DROP, EventShape.POINT, False, _count_windows_at_ctis),
 ]
 SLOW_CASES = {
     "count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence",
     "sessions, period, adjust, intervals, then a window", "ordering settings, adjust: item by item on the driver",
+    "count windows stamped at releasing CTIs, period, drop",
 }
-"""Run with ``--run-slow``: the default suite runs two hopping cases, two of sessions and one of count windows
+"""Run with ``--run-slow``: the default suite runs three hopping cases (one stamped at window
+starts), three of sessions (one stamped at releasing CTIs) and one of count windows
 (``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs batches item by item)."""
 
 
