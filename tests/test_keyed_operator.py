@@ -353,10 +353,10 @@ def test_other_operators_are_refused_until_they_have_a_keyed_form() -> None:
 
     stamped = (
         Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.POINT)
-        .group_by(lambda r: r.key).session(timedelta(seconds=5))
-        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=None), timestamp=WindowTimestamp.CTI)
+        .group_by(lambda r: r.key).hopping(timedelta(seconds=10), timedelta(seconds=5))
+        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=None), timestamp=WindowTimestamp.LATEST)
     )
     query = Query.build(stamped.node)
     [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
-    with pytest.raises(UnsupportedError, match="stamped CTI"):
+    with pytest.raises(UnsupportedError, match="stamped LATEST"):
         KeyedOperator(query, node)
