@@ -162,15 +162,22 @@ def keyed_unsupported(node: p.Node) -> str | None:
     return None
 
 
-def restamp(timestamp: WindowTimestamp, start: int, end: int, released_by: int, last_finite: int) -> tuple[int, int]:
-    """The lifetime of a result of a key's operator (computed with ``KEYED_STAMPS``' stamp
-    for ``timestamp``: ``[start, end)``, ``end`` the window's end) stamped as ``timestamp``
+def restamp(window: p.WindowNode, start: int, end: int, released_by: int, last_finite: int) -> tuple[int, int]:
+    """The lifetime of a result of ``window``'s keyed operator (computed with the stamp
+    ``KEYED_STAMPS`` gives: ``[start, end)``, ``end`` the window's end) stamped as the window
     asks, ``released_by`` the CTI that released it and ``last_finite`` the last finite CTI
     before that one (``tempo.runtime.operators.stamp``, the one rule)."""
-    if timestamp in (_W.LIFETIME, _W.END, _W.LATEST):
+    if KEYED_STAMPS[type(window.spec)][window.timestamp] is window.timestamp:
         return start, end
-    t = ops.stamp(timestamp, start, end, None, released_by, last_finite)
+    t = ops.stamp(window.timestamp, start, end, None, released_by, last_finite)
     return t, t + 1
+
+
+def may_reach_infinity(query: Query, window: p.WindowNode) -> bool:
+    """Whether ``window``'s input lifetimes may reach infinity: then its open lifetimes end,
+    when the input ends, after the latest finite time over all keys (``Window.SHARED``),
+    which the keys must be given at the flush."""
+    return query.longest_lifetime(window.input) is None
 
 
 class KeyedOperator:

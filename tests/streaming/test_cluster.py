@@ -70,10 +70,15 @@ class Session:
     high: float | None
 
 
+def _per_device(k: int, w: tempo.Window[Reading]) -> Session:
+    """What every window of these cases computes per device."""
+    return Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value))
+
+
 def _sessions(s: Stream[Reading]) -> Stream[Session]:
     return (
         s.where(lambda r: r.site != "b").group_by(lambda r: r.device).session(timedelta(seconds=7), max_duration=timedelta(seconds=30))
-        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+        .aggregate(_per_device)
     )
 
 
@@ -81,7 +86,7 @@ def _uncut_sessions(s: Stream[Reading]) -> Stream[Session]:
     """Sessions without a max_duration: a planned batch's events reach the executors as runs."""
     return (
         s.group_by(lambda r: r.device).session(timedelta(seconds=4))
-        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+        .aggregate(_per_device)
     )
 
 
@@ -89,7 +94,7 @@ def _sessions_then_count(s: Stream[Reading]) -> Stream[Any]:
     """Sessions without a cut, then on the driver a count of them per 20 s."""
     return (
         s.shift_event_time(timedelta(seconds=2)).group_by(lambda r: r.device).session(timedelta(seconds=5))
-        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+        .aggregate(_per_device)
         .tumbling(timedelta(seconds=20)).aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.total)))
     )
 
@@ -97,7 +102,7 @@ def _sessions_then_count(s: Stream[Reading]) -> Stream[Any]:
 def _count_windows(s: Stream[Reading]) -> Stream[Session]:
     return (
         s.group_by(lambda r: r.device).count_window(3, slide=2)
-        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+        .aggregate(_per_device)
     )
 
 
@@ -107,7 +112,7 @@ def _fine_windows(s: Stream[Reading]) -> Stream[Session]:
     executors as events, the others as each window's partial aggregates."""
     return (
         s.group_by(lambda r: r.device).tumbling(timedelta(milliseconds=450))
-        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)))
+        .aggregate(_per_device)
     )
 
 
@@ -116,7 +121,7 @@ def _hopping_at_starts(s: Stream[Reading]) -> Stream[Session]:
     lifetimes, the driver stamps each result."""
     return (
         s.group_by(lambda r: r.device).hopping(timedelta(seconds=12), timedelta(seconds=4))
-        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)), timestamp=WindowTimestamp.START)
+        .aggregate(_per_device, timestamp=WindowTimestamp.START)
     )
 
 
@@ -125,14 +130,14 @@ def _sessions_at_ctis(s: Stream[Reading]) -> Stream[Session]:
     the driver stamps each result with the first CTI at or after its session's end."""
     return (
         s.group_by(lambda r: r.device).session(timedelta(seconds=4), max_duration=timedelta(seconds=20))
-        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)), timestamp=WindowTimestamp.CTI)
+        .aggregate(_per_device, timestamp=WindowTimestamp.CTI)
     )
 
 
 def _count_windows_at_ctis(s: Stream[Reading]) -> Stream[Session]:
     return (
         s.group_by(lambda r: r.device).count_window(2)
-        .aggregate(lambda k, w: Session(device=k, n=w.count(), total=w.sum(lambda r: r.value), high=w.max(lambda r: r.value)), timestamp=WindowTimestamp.CTI)
+        .aggregate(_per_device, timestamp=WindowTimestamp.CTI)
     )
 
 

@@ -64,7 +64,7 @@ from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
 from tempo.runtime.bulk import BulkShape, apply_times, runs_unmergeable, unmergeable, window_shape
-from tempo.runtime.keyed import keyed_unsupported, restamp
+from tempo.runtime.keyed import keyed_unsupported, may_reach_infinity, restamp
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -194,7 +194,7 @@ class Stage:
         self.payload_type = shape.window.input.payload_type
         self.merged = unmergeable(shape.window) is None
         self.runs = runs_unmergeable(shape.window) is None
-        self.open_lifetimes = query.longest_lifetime(shape.window.input) is None
+        self.open_lifetimes = may_reach_infinity(query, shape.window)
         """Whether the window's lifetimes may reach infinity: then the flush brings every
         bucket the last finite CTI and the latest finite time over all keys (``SHARED``)."""
         self.schema: st.StructType | None = None
@@ -600,11 +600,10 @@ class WorkRunner(_Batches, Generic[T]):
             released[at].append((col[OUT_START][i], end, col[GROUP][i], payload))
         rejections: list[Any] = []
         final = False
-        stamps = self.shape.window.timestamp
         staged_through = self.staged_through
         for at, (stage_batch, cti) in enumerate(markers):
             for start, end, _, payload in sorted(released[at], key=lambda r: (r[0], r[1], r[2])):
-                start, end = restamp(stamps, start, end, cti, window.in_cti_finite)
+                start, end = restamp(self.shape.window, start, end, cti, window.in_cti_finite)
                 window.emit_insert(window.new_id(), start, end, payload)
             window.cti(0, cti)
             if at + 1 == len(markers) or markers[at + 1][0] != stage_batch:  # the stage batch's last CTI row

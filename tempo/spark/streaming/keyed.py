@@ -43,7 +43,7 @@ from tempo.plan.nodes import detached
 from tempo.plan.query import Query
 from tempo.plan.nodes import WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
-from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, Merge, Run
+from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
 from tempo.spark.windows import key_names
 from tempo.ticks import INF, NEG_INF
@@ -88,13 +88,14 @@ restart must bucket as the first run did."""
 
 def bucket_column(key_columns: list[str]) -> Column:
     """The bucket of a stage row's group key: the same for every row of a group key, 0 in the
-    CTI lane and for a window without keys. Spark's ``xxhash64`` reads -0.0 as 0.0 and every
-    NaN alike, as its ``groupBy`` and tempo's group keys do (test_cluster.py's float keys)."""
-    shared = F.col(ITEM) == F.lit(SHARED)  # addressed to its bucket (``EID``)
-    if not key_columns:
-        return F.when(shared, F.col(EID)).otherwise(F.lit(0)).cast("int")
-    bucket = F.pmod(F.xxhash64(*[F.col(c) for c in key_columns]), F.lit(KEY_BUCKETS))
-    return F.when(shared, F.col(EID)).when(F.col(LANE) == F.lit(EVENT_LANE), bucket).otherwise(F.lit(0)).cast("int")
+    CTI lane and for a window without keys; a ``SHARED`` row's, the one its ``EID`` names.
+    Spark's ``xxhash64`` reads -0.0 as 0.0 and every NaN alike, as its ``groupBy`` and
+    tempo's group keys do (test_cluster.py's float keys)."""
+    bucket: Column = F.lit(0)
+    if key_columns:
+        hashed = F.pmod(F.xxhash64(*[F.col(c) for c in key_columns]), F.lit(KEY_BUCKETS))
+        bucket = F.when(F.col(LANE) == F.lit(EVENT_LANE), hashed).otherwise(F.lit(0))
+    return F.when(F.col(ITEM) == F.lit(SHARED), F.col(EID)).otherwise(bucket).cast("int")
 
 
 RESULT, MARKER, LATEST = 0, 1, 2
@@ -256,7 +257,7 @@ class KeyedProcessor(StatefulProcessor):
         # Open lifetimes end, when the input ends, after the latest finite time over all keys
         # (``Window.SHARED``), which no call sees: each call reports its keys' (``LATEST``)
         # and the flush brings every bucket the driver's maximum (``SHARED``).
-        self.open_lifetimes = query.longest_lifetime(node.input) is None
+        self.open_lifetimes = may_reach_infinity(query, node)
         self.out = Row(*RESULT_COLUMNS, *self.output_fields)  # a Row class: Spark maps fields by name
         # A group key's state is one value, read once and written once per call: each state
         # call is a message to the JVM (bench/README.md).
