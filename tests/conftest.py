@@ -223,10 +223,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[THOROUGH] = "1"
 
 
+FIRST = ("tests/distributed/", "tests/streaming/test_hadoop_checkpoint.py", "tests/streaming/test_kill.py", "tests/test_spark_stderr.py", "tests/test_examples.py")
+"""The tests that start processes of their own (a JVM each, a minute or more a test) run
+first: the README's command splits the suite over two processes (pytest-xdist), and one that
+drew them last would run them alone while the other had nothing left."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` (long soak and kill loops, each with a short version that always
     runs) are skipped unless ``--run-slow`` is given: CI and the README's command run the
-    short versions."""
+    short versions. The tests in ``FIRST`` go first."""
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keep their order
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow (nox -s slow)")

@@ -106,7 +106,7 @@ def window_shape(query: Query, planned: bool = True) -> BulkShape | str:
             exporter = next(s for s in query.sources if s.name == policy.import_from)
             if TimePolicy.of_input(exporter).import_from is not None:
                 return f"input {source.name!r} imports the CTIs of {policy.import_from!r}, which are not all its own"
-        if source.shape is EventShape.EDGE:
+        if planned and source.shape is EventShape.EDGE:
             return f"input {source.name!r} is of edges"
         if planned and (not isinstance(source.source, TableSource) or source.source.dense_order_from is not None):
             return f"input {source.name!r} holds rows after gaps in its dense order"

@@ -241,6 +241,9 @@ class LiveEngine:
         self.finished = False
         self.given_last: set[tuple[Any, ...]] = set()
         """The watermark sample lists whose one remaining sample ``take`` has given."""
+        self.attached: dict[str, Any] = {}
+        """State an executor keeps beside the operators, by name, saved and restored with
+        them (the cluster engine's: where the ends of open events at its window go)."""
         self._conform = datetime_conformer(query.root.payload_type, mode.naive is True)
 
     # ---- feeding -----------------------------------------------------------------------
@@ -375,6 +378,7 @@ class LiveEngine:
             "reached": list(self.reached),
             "finished": self.finished,
             "given_last": self.given_last,
+            "attached": self.attached,
             "feeds": [
                 (f.sequence.last_arrival, f.sequence.open_edges, f.next_position, f.last_order, f.next_order, f.held,
                  None if f.stamper is None else f.stamper.state())
@@ -414,6 +418,7 @@ class LiveEngine:
         engine.reached = state["reached"]
         engine.finished = state["finished"]
         engine.given_last = state["given_last"]
+        engine.attached = state.get("attached", {})  # state saved before there was any: none
         for feed, saved in zip(engine.feeds, state["feeds"]):
             feed.sequence.last_arrival, feed.sequence.open_edges, feed.next_position, last_order = saved[:4]
             feed.last_order = None if last_order is None else order_value(last_order)  # a datetime in state saved before

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.budget import thorough
 from tests.distributed.conftest import StandaloneCluster
 from tests.streaming.live_worker import FLUSHED
 from tests.streaming.test_kill import Worker, _assert_whole_run, _write_files
@@ -44,7 +45,8 @@ def _wait_for(path: Path, driver: Worker) -> None:
 
 @pytest.mark.parametrize(
     ("engine", "driver_crash"),
-    [("cluster", False), pytest.param("cluster", True, marks=pytest.mark.slow), pytest.param("spark", False, marks=pytest.mark.slow),
+    # The default suite's one kill of the cluster engine's driver is the second (test_cluster.py's are slow).
+    [pytest.param("cluster", False, marks=pytest.mark.slow), ("cluster", True), pytest.param("spark", False, marks=pytest.mark.slow),
      pytest.param("spark", True, marks=pytest.mark.slow)],
     ids=["cluster-worker", "cluster-worker-then-driver", "spark-worker", "spark-worker-then-driver"],
 )
@@ -88,7 +90,8 @@ def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
         stop.touch()  # every file is written: the new driver processes them all, then flushes
         restarted = Worker(tmp_path, *options)
         assert restarted.wait() == 0, restarted.output()
-        assert Worker(tmp_path, *options).wait() == FLUSHED
+        if thorough():  # a start after the flush is refused (the default suite spares this third driver)
+            assert Worker(tmp_path, *options).wait() == FLUSHED
     if engine == "cluster":
         from tests.streaming.test_cluster import _assert_whole_run_as_sets
 

@@ -75,6 +75,27 @@ def _rows(n: int, seed: int, ctis: bool, intervals: bool) -> list[dict[str, Any]
     return rows
 
 
+def _edge_rows(n: int, seed: int, ctis: bool) -> list[dict[str, Any]]:
+    """``_rows``' readings as start edges, about four in five ended by an end edge (the same
+    start and payload, ending 1, 5 or 30 s later) 1 to 15 rows after it; some of those end
+    before the CTI in force, and the others stay open until the input ends."""
+    rnd = random.Random(seed)
+    starts = _rows(n, seed, ctis, intervals=False)
+    placed: list[tuple[float, dict[str, Any]]] = []
+    for i, row in enumerate(starts):
+        if row["kind"] == "cti":
+            placed.append((i, row))
+            continue
+        placed.append((i, {**row, "kind": "start"}))
+        if rnd.random() < 0.8:
+            end = {**row, "kind": "end", "te": row["ts"] + timedelta(seconds=rnd.choice([1, 5, 30]))}
+            placed.append((i + rnd.randrange(1, 16) + 0.5, end))
+    rows = [row for _, row in sorted(placed, key=lambda p: p[0])][:n]
+    for i, row in enumerate(rows):  # the input order, and arrivals increasing with it
+        row["seq"], row["arrived"] = i, T0 + timedelta(seconds=i * 2)
+    return rows
+
+
 SCHEMA = pa.schema([
     ("seq", pa.int64()), ("kind", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("te", pa.timestamp("us", tz="UTC")),
     ("arrived", pa.timestamp("us", tz="UTC")), ("device", pa.int64()), ("value", pa.float64()), ("site", pa.string()),
@@ -139,7 +160,7 @@ CASES = [
 
 def _stream(case: Case, source: Any, flush: bool) -> Stream[Any]:
     """The case's query; ``flush``: a CTI at infinity when the input ends (the whole run)."""
-    end = "te" if case.shape is EventShape.INTERVAL else None
+    end = "te" if case.shape in (EventShape.INTERVAL, EventShape.EDGE) else None
     kind = "kind" if case.ctis or end else None
     arrival = {} if case.ordering is None else {"arrival": "arrived"}
     table_source = source(start="ts", end=end, kind=kind, order="seq", **arrival)
@@ -180,7 +201,7 @@ def in_lockstep(
     from tempo.spark.streaming import ParquetSink, read_committed
 
     rnd = random.Random(seed)
-    rows = _rows(90, seed, case.ctis, case.shape is EventShape.INTERVAL)
+    rows = _edge_rows(90, seed, case.ctis) if case.shape is EventShape.EDGE else _rows(90, seed, case.ctis, case.shape is EventShape.INTERVAL)
     cuts = sorted({0, 1, len(rows)} | {rnd.randrange(2, len(rows)) for _ in range(files)})
     inputs, out = tmp_path / "in", tmp_path / "out"
     _write(inputs, 0, rows[:1])

@@ -26,7 +26,7 @@ from tempo import InMemoryExecutor
 from tempo.events import Cti
 from tempo.sources import ParquetSource
 from tempo import AdvanceTimePolicy, EventOrderingSettings, EventShape, Stream, WindowTimestamp
-from tests.streaming.test_bulk import CASES, Case, Overall, Reading, in_lockstep
+from tests.streaming.test_bulk import CASES, Case, Overall, Reading, _by_device, in_lockstep
 
 pytestmark = pytest.mark.spark
 
@@ -152,15 +152,20 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     Case("hopping stamped at window starts, period, adjust, intervals", timedelta(seconds=6), 2, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _hopping_at_starts),
     Case("sessions stamped at releasing CTIs, count, drop", 3, 1, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions_at_ctis),
     Case("count windows stamped at releasing CTIs, period, drop", timedelta(seconds=5), 0, AdvanceTimePolicy.DROP, EventShape.POINT, False, _count_windows_at_ctis),
+    # Edges: each end goes to the key its start went to, through a where that passes ends by id.
+    Case("edges, count, drop: tumbling", 4, 5, AdvanceTimePolicy.DROP, EventShape.EDGE, True, _by_device),
+    Case("edges, period, adjust: sessions", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _sessions),
 ]
 SLOW_CASES = {
-    "count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence",
+    "count, drop", "sessions stamped at releasing CTIs, count, drop", "count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence",
     "sessions, period, adjust, intervals, then a window", "ordering settings, adjust: item by item on the driver",
-    "count windows stamped at releasing CTIs, period, drop",
+    "count windows stamped at releasing CTIs, period, drop", "edges, period, adjust: sessions",
 }
-"""Run with ``--run-slow``: the default suite runs three hopping cases (one stamped at window
-starts), three of sessions (one stamped at releasing CTIs) and one of count windows
-(``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs batches item by item)."""
+"""Run with ``--run-slow``: the default suite runs two cases of hopping and tumbling windows
+(one stamped at window starts, one with events spanning many windows), two of sessions (one
+without a cut: runs), one of count windows and one of edges through a where into tumbling
+windows per device (``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs
+batches item by item)."""
 
 
 @pytest.mark.parametrize(
@@ -231,12 +236,14 @@ def _input(tmp_path: Path, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.slow
 def test_kills_of_the_cluster_engine_at_two_phases_then_a_restart_commits_the_whole_run_once(tmp_path: Path) -> None:
     """Two kills in a row, the second run going on from what the first left: a work batch
     killed after its commit record (Spark runs it again: its state stores commit it again,
     its output is only published); the flush killed after its commit record (the restart
-    starts the work query alone, which releases the flush). The slow tests kill each phase
-    once, and check that a start after the end is refused."""
+    starts the work query alone, which releases the flush). The other slow tests kill each
+    phase once, and check that a start after the end is refused. (The default suite kills
+    the cluster engine's driver on a standalone cluster: tests/distributed/test_standalone_live.py.)"""
     from tests.streaming.test_kill import Worker
 
     rows = _input(tmp_path, seed=13)
@@ -337,12 +344,14 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
 
 def _flushed_on_the_cluster(
     spark_session: Any, tmp_path: Path, files: list[list[dict[str, Any]]], schema: pa.Schema, shape: EventShape, window: str,
-    payload_type: type, result_type: type, **columns: str,
+    payload_type: type, result_type: type, restarts: bool = False, **columns: str,
 ) -> tuple[list[Any], list[Any]]:
     """Each of ``files`` (rows) landed as a Parquet file of the input, whose events carry a CTI
     at each start (adjusted), grouped by their ``key`` into tumbling windows of 10 s or
     sessions with a gap of 5 s (``window``) counted and summed into ``result_type``, run on the
-    cluster engine to its flush: what it committed, and the in-memory run over all the rows."""
+    cluster engine to its flush (with ``restarts``, started and stopped after each file but
+    the last, so that each start goes on from what the one before saved): what it committed,
+    and the in-memory run over all the rows."""
     import pyarrow.parquet as pq
 
     from tempo import AdvanceTimeGenerationSettings, AdvanceTimeSettings
@@ -357,10 +366,20 @@ def _flushed_on_the_cluster(
         windows = grouped.tumbling(timedelta(seconds=10)) if window == "tumbling" else grouped.session(timedelta(seconds=5))
         return windows.aggregate(lambda k, w: result_type(key=k, n=w.count(), total=w.sum(lambda r: r.value)))
 
+    source = ParquetSource(str(tmp_path / "in"), payload_type, start="ts", order="seq", **columns)
+
+    def start() -> Any:
+        return StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query(source), ParquetSink(str(tmp_path / "out")))
+
     for index, part in enumerate(files):
         land(tmp_path / "in", index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=schema), tmp))
-    source = ParquetSource(str(tmp_path / "in"), payload_type, start="ts", order="seq", **columns)
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query(source), ParquetSink(str(tmp_path / "out")))
+        if restarts and index < len(files) - 1:
+            live = start()
+            try:
+                live.process_all_available()
+            finally:
+                live.stop()
+    live = start()
     try:
         live.flush()
     finally:
@@ -466,4 +485,48 @@ def test_open_lifetimes_end_at_the_flush_after_the_latest_time_of_every_key(spar
     else:
         last_ticks = [(at(8) - 2 * tick, "b", 1, 2.0), (at(46) - 2 * tick, "b", 2, 7.0), (at(46) - tick, "a", 1, 1.0)]
         assert sorted((r.start, r.payload.key, r.payload.n, r.payload.total) for r in got) == sorted(last_ticks)
+    assert repr(groups_as_sets(committed)) == repr(groups_as_sets(whole))
+
+
+@attrs.frozen
+class Edge:
+    key: str
+    value: float
+
+
+def test_an_end_edge_reaches_its_events_key_after_a_restart(spark_session: Any, tmp_path: Path) -> None:
+    """An end edge carries no payload: the driver keeps each open event's payload (with its
+    engine's state) until its end, which it stages with it, so that the end goes to its
+    event's key, and the key's operator knows it by its event's id. The query stops after
+    file 0 and starts again, so the end in file 1 must come from what the first run saved.
+    Edges (seconds), a CTI at each start, tumbling 10 s windows per key, counted and summed:
+
+        file 0:  a starts at 1 (1.0)    b starts at 2 (2.0)
+        file 1:  a ends at 12           c starts at 25 (3.0)
+
+    The flush's last finite CTI is 25, the latest finite time 25 (c's start): the open b and
+    c end just after it. So a has [0, 10) and [10, 20), b [0, 10) to [20, 30), c [20, 30)
+    (each n 1). Had a's end gone astray, a would stay open and have [20, 30) too."""
+    from datetime import datetime, timezone
+
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def at(seconds: float) -> datetime:
+        return base + timedelta(seconds=seconds)
+
+    utc = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
+    items = [[("start", 1, None, "a", 1.0), ("start", 2, None, "b", 2.0)], [("end", 1, 12, "a", 1.0), ("start", 25, None, "c", 3.0)]]
+    files = [[{"kind": kind, "ts": at(s), "until": None if e is None else at(e), "key": k, "value": v} for kind, s, e, k, v in part] for part in items]
+    for seq, row in enumerate(row for part in files for row in part):
+        row["seq"] = seq
+
+    committed, whole = _flushed_on_the_cluster(
+        spark_session, tmp_path, files, schema, EventShape.EDGE, "tumbling", Edge, KeyedCount, restarts=True, end="until", kind="kind",
+    )
+    got = [item for item in committed if not isinstance(item, Cti)]
+    expected = [(at(0), at(10), "a", 1.0), (at(10), at(20), "a", 1.0), (at(20), at(30), "c", 3.0)]
+    expected += [(at(s), at(s + 10), "b", 2.0) for s in (0, 10, 20)]
+    assert sorted((r.start, r.end, r.payload.key, r.payload.total) for r in got) == sorted(expected)
+    assert all(r.payload.n == 1 for r in got)
     assert repr(groups_as_sets(committed)) == repr(groups_as_sets(whole))

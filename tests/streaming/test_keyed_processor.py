@@ -12,6 +12,7 @@ after the last batch the watermark moves once more, as in Spark's batch without 
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Any
 
@@ -51,7 +52,7 @@ def _row(position: int, key: int, item: Insert | End, cti: int) -> Any:
     if isinstance(item, Insert):
         fields = {ITEM: INSERT, START: item.start, "key": item.payload.key, "value": item.payload.value}
     else:
-        fields = {ITEM: END_EDGE, START: None, "key": key, "value": None}
+        fields = {ITEM: END_EDGE, START: 0, "key": key, "value": None}  # an end's START: its event's stage batch
     return Row(**{POSITION: position, EID: item.eid, END: item.end, CTI: cti, BATCH: 0, **fields})
 
 
@@ -142,7 +143,11 @@ def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_
             else {POSITION: pos, ITEM: 0, EID: item.eid, START: item.start, END: item.end, CTI: cti, LANE: EVENT_LANE, BATCH: index, "key": item.payload.key, "value": item.payload.value}
             for pos, item, cti in rows
         ]
-        pq.write_table(pa.Table.from_pylist(table, schema=schema), stage / f"part-{index}.parquet")
+        path = stage / f"part-{index}.parquet"
+        pq.write_table(pa.Table.from_pylist(table, schema=schema), path)
+        # Spark's file source takes the oldest files first: files written within one tick of
+        # the clock would come in any order (seen under load).
+        os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
     query, node = _window_node(2, 2)
     provider = "spark.sql.streaming.stateStore.providerClass"
     previous = spark_session.conf.get(provider, None)

@@ -6,11 +6,11 @@ in-memory executor's whole run item for item (nothing lost, nothing twice), with
 rejections.
 
 Each worker process starts a JVM (10-15 s) and a run takes over a minute, so the default
-suite kills one batch on Spark's bulk engine and the live production once (and
-test_cluster.py the cluster engine at three phases, test_hadoop_checkpoint.py with the
-checkpoint on S3);
-the other phases, the flush batch, the first batch, two inputs held at the frontier and a
-loop of several random kills are marked ``slow`` (``nox -s slow``).
+suite kills the live production once (and test_hadoop_checkpoint.py a batch
+with the checkpoint on S3, tests/distributed/test_standalone_live.py a worker and then the
+driver of the cluster engine); every phase, the flush batch, the first batch, batches on
+the bulk engines, two inputs held at the frontier and a loop of several random kills are
+marked ``slow`` (``nox -s slow``).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_a_kill_at_a_phase_of_a_batch_then_a_restart_commits_the_whole_run_once(
 
 @pytest.mark.parametrize(
     ("engine", "phase", "batch"), [
-        pytest.param("spark", "engine", MIDDLE, marks=slow), ("spark", "commit", MIDDLE), pytest.param("spark", "sink", MIDDLE, marks=slow),
+        pytest.param("spark", "engine", MIDDLE, marks=slow), pytest.param("spark", "commit", MIDDLE, marks=slow), pytest.param("spark", "sink", MIDDLE, marks=slow),
         pytest.param("spark", "read", 0, marks=slow), pytest.param("vectorised", "engine", MIDDLE, marks=slow), pytest.param("vectorised", "commit", MIDDLE, marks=slow),
     ],
 )

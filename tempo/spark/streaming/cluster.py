@@ -14,8 +14,9 @@ Two Spark queries make one live query:
   input events (for a hopping window whose aggregates merge, each window and group's
   partial aggregates instead, ``MERGE`` rows), each with its group key, stamped with the
   window's CTI before the batch. Any other batch runs item by item in the driver's engine
-  up to the window, and its stage file holds the events the feed recorded, each with the
-  CTI in force when it arrived. Either way the file ends with one CTI row per CTI the
+  up to the window, and its stage file holds the events the feed recorded (and the ends of
+  open ones, each with its event's payload, which the feed keeps until the end: it places
+  the end with its event's key), each with the CTI in force when it arrived. Either way the file ends with one CTI row per CTI the
   window received in the batch (none received: the CTI before it again), carrying the
   batch's id. The batch's rejections go to a side file beside it, then tempo's
   commit record (``BatchLog``) with the driver engine's state, as on the other engines.
@@ -48,7 +49,7 @@ import pickle
 import signal
 import threading
 import time
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -78,7 +79,7 @@ from tempo.spark.streaming.executor import (
     CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, input_parts, schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
-    BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
+    BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
     RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, output_schema,
     watermark_ms,
 )
@@ -107,7 +108,7 @@ WAIT_SECONDS = 600.0
 
 def cluster_shape(query: Query) -> BulkShape | str:
     """The query's shape when the cluster engine runs it, or why it cannot yet: inputs of
-    points or intervals in event time whose events reach one window with a keyed form
+    points, intervals or edges in event time whose events reach one window with a keyed form
     (hopping, tumbling, session or count window; ``tempo.runtime.keyed``) through where /
     select / shift / union operators and at most one join of them all, the window's state
     and work on the executors; anything may follow the window (run on the driver, on the
@@ -141,24 +142,57 @@ def stage_watermark(cti: int) -> int:
     return 0 if cti <= NEG_INF else watermark_ms(cti)
 
 
+class Reached(NamedTuple):
+    """An item that reached the window in the driver's engine, as ``_WindowFeed`` records it:
+    an event (``INSERT``), or the end of an open one (``END_EDGE``: ``start`` the stage batch
+    that staged its event, ``payload`` that event's, which places the end with its group
+    key); ``cti`` the CTI in force at the window when it arrived."""
+
+    item: int
+    eid: int
+    start: int
+    end: int | None
+    payload: Any
+    cti: int
+
+
+OPEN_EVENTS = "cluster.open_events"
+"""The name of the driver engine's attached state (``LiveEngine.attached``) holding the open
+events that reached the window: event id -> (the stage batch of its event, its payload)."""
+
+
 class _WindowFeed(ops.Operator):
     """In the window's place on its input, in the driver's engine: passes each CTI on to the
     window (which so keeps the CTI in force, and stays empty) and records it, and records
-    each event that would reach the window, with the window's CTI when it arrives."""
+    each item that reaches the window (``Reached``). An end carries no payload, and the
+    operators below the window pass it on by event id alone: the feed keeps each open
+    event's payload (in ``open``, the engine's attached state, saved with it) until its end,
+    so that the end reaches the key its event went to."""
 
-    def __init__(self, window: ops.Operator) -> None:
+    def __init__(self, window: ops.Operator, open_events: dict[int, tuple[int, Any]]) -> None:
         super().__init__()
         assert isinstance(window, (ops.Window, ew.EventWindows))
         self.window = window
+        self.open = open_events
+        self.batch = -1
+        """The stage batch being recorded."""
         self.ctis: list[int] = []
-        self.events: list[tuple[int, int, int | None, Any, int]] = []
-        """(event id, start, end, payload, CTI in force at the window), in arrival order."""
+        self.events: list[Reached] = []
+        """What reached the window in the batch, in arrival order."""
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        self.events.append((eid, start, end, payload, self.window.in_cti))
+        if end is None:
+            self.open[eid] = (self.batch, payload)
+        self.events.append(Reached(INSERT, eid, start, end, payload, self.window.in_cti))
 
     def end(self, port: int, eid: int, end: int) -> None:
-        raise AssertionError("the cluster engine takes no edges (cluster_shape)")
+        opened = self.open.get(eid)
+        if opened is None:  # not open at the window: the window would ignore it too
+            return
+        if end < INF:  # an end at infinity leaves the event open, as at the window
+            del self.open[eid]
+        batch, payload = opened
+        self.events.append(Reached(END_EDGE, eid, batch, end, payload, self.window.in_cti))
 
     def cti(self, port: int, t: int) -> None:
         self.window.cti(port, t)
@@ -256,16 +290,16 @@ class Stage:
             F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
         )
 
-    def recorded(self, batch: int, events: list[tuple[int, int, int | None, Any, int]]) -> DataFrame:
-        """The events the driver's engine sent the window in batch ``batch``, item by item
+    def recorded(self, batch: int, events: list[Reached]) -> DataFrame:
+        """What the driver's engine sent the window in batch ``batch``, item by item
         (``_WindowFeed``), as stage rows: each at its place in the batch, with the CTI in
         force at the window when it arrived."""
         long = st.LongType()
-        leading = [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
-        rows = [(i, eid, start, end, cti, stage_watermark(cti), *to_wire(payload)) for i, (eid, start, end, payload, cti) in enumerate(events)]
+        leading = [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
+        rows = [(r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), *to_wire(r.payload)) for i, r in enumerate(events)]
         relation = driver_frame(self.spark, leading, self.payload_type, rows)
         return relation.select(
-            POSITION, F.lit(INSERT).cast("int").alias(ITEM), EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
+            POSITION, ITEM, EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
             F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
         )
 
@@ -397,20 +431,20 @@ class TimeRunner(_Batches):
         self.planned = planned_in_bulk(query)
         self.progress: list[dict[str, Any]] = []
 
-    def feed(self, engine: LiveEngine) -> _WindowFeed:
+    def feed(self, engine: LiveEngine, batch: int) -> _WindowFeed:
         """The ``_WindowFeed`` in the window's place in ``engine`` (put there the first time it
-        is asked for), emptied: it records what reaches the window from now on."""
+        is asked for), emptied: it records what reaches the window in stage batch ``batch``."""
         upstream = engine.operators[self.query.nodes.index(self.shape.window.input)]
         feeds = [op for op, _ in upstream.outs if isinstance(op, _WindowFeed)]
         if feeds:
             feed = feeds[0]
         else:
             window = engine.operators[self.shape.position]
-            feed = _WindowFeed(window)
+            feed = _WindowFeed(window, engine.attached.setdefault(OPEN_EVENTS, {}))
             outs, upstream.outs = upstream.outs, []
             for op, port in outs:
                 upstream.connect(feed if op is window else op, port)
-        feed.ctis, feed.events = [], []
+        feed.ctis, feed.events, feed.batch = [], [], batch
         return feed
 
     def window_cti(self, engine: LiveEngine) -> int:
@@ -463,7 +497,7 @@ class TimeRunner(_Batches):
             times = rows.select(F.lit(0).alias(INPUT_COLUMN), ORDER, KIND, S, E, ARR, NULLF).toArrow()
         self.crash.point("time-read", batch)
         before = self.window_cti(engine)
-        feed = self.feed(engine)
+        feed = self.feed(engine, batch)
         if not times.num_rows:
             self.stage.write(batch, None, [before], StageBatch([], False))
             return engine, 0, []
@@ -495,7 +529,7 @@ class TimeRunner(_Batches):
             table = df.toArrow()
         self.crash.point("time-read", batch)
         before = self.window_cti(engine)
-        feed = self.feed(engine)
+        feed = self.feed(engine, batch)
         if table.num_rows:
             for index, part in enumerate(input_parts(self.query, table)):
                 if part.num_rows:
@@ -518,7 +552,7 @@ class TimeRunner(_Batches):
             batch = 0 if last is None else last + 1
             engine = self.engine_after(last)
             before = self.window_cti(engine)
-            feed = self.feed(engine)
+            feed = self.feed(engine, batch)
             engine.finish()  # what the inputs' buffers held goes on, item by item
             rejections = engine.take().rejections
             shared = None
@@ -527,7 +561,7 @@ class TimeRunner(_Batches):
                 # latest finite time of its events: over every key's, which the work query
                 # gathered up to the batches drained before the flush, and this batch's own.
                 last_cti = max([before, *(c for c in feed.ctis if c < INF)])
-                times = [t for _, start, end, _, _ in feed.events for t in (start, end) if t is not None and t < INF]
+                times = [t for r in feed.events for t in ((r.start, r.end) if r.item == INSERT else (r.end,)) if t is not None and t < INF]
                 shared = (before, last_cti, max([self.stage.latest(), *times]))
             self._stage_recorded(batch, feed, before, StageBatch(rejections, True), shared)
             self.crash.point("time-stage", batch)

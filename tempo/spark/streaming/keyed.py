@@ -58,9 +58,10 @@ hopping window's partial aggregates over the key's events of a stage batch, its 
 window, ``END`` the events' latest time, and the partial values in the columns of
 ``tempo.spark.streaming.bulk.window_partials``; or ``SHARED``: at the flush, what a bucket's
 keys need of all keys at the CTI at infinity, its ``EID`` the bucket, ``START`` the last
-finite CTI, ``END`` the window's latest finite time over all keys), the event's id (an end's: the event it
-ends), its lifetime in ticks (``END`` null: open), and the CTI in force at the operator when
-it arrives (or, at most, before it: ``KeyedOperator``)."""
+finite CTI, ``END`` the window's latest finite time over all keys), the event's id, its
+lifetime in ticks (``END`` null: open; an end's ``EID`` and ``START`` are the id and stage
+batch of the event it ends, its payload fields that event's, so that it goes to its key),
+and the CTI in force at the operator when it arrives (or, at most, before it: ``KeyedOperator``)."""
 BATCH = "tempo_batch"
 """The stage's column of the stage batch a row belongs to: a key's rows are run in order of
 (``BATCH``, ``POSITION``), and an event's id is made of its (``BATCH``, ``EID``) (``event_id``)."""
@@ -308,8 +309,8 @@ class KeyedProcessor(StatefulProcessor):
                 items.append(Run(group, row[START], row[END], row["__n"], next(values)))
             elif row[ITEM] == MERGE:
                 items.append(Merge(group, row[EID], row["__n"], next(values), row[END]))
-            else:
-                items.append(End(event_id(row[BATCH], row[EID]), row[END]))
+            else:  # an end's START is the stage batch of the event it ends
+                items.append(End(event_id(row[START], row[EID]), row[END]))
         return items
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
