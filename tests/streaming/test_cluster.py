@@ -488,12 +488,6 @@ def test_open_lifetimes_end_at_the_flush_after_the_latest_time_of_every_key(spar
     assert repr(groups_as_sets(committed)) == repr(groups_as_sets(whole))
 
 
-@attrs.frozen
-class Edge:
-    key: str
-    value: float
-
-
 def test_an_end_edge_reaches_its_events_key_after_a_restart(spark_session: Any, tmp_path: Path) -> None:
     """An end edge carries no payload: the driver keeps each open event's payload (with its
     engine's state) until its end, which it stages with it, so that the end goes to its
@@ -522,7 +516,7 @@ def test_an_end_edge_reaches_its_events_key_after_a_restart(spark_session: Any, 
         row["seq"] = seq
 
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.EDGE, "tumbling", Edge, KeyedCount, restarts=True, end="until", kind="kind",
+        spark_session, tmp_path, files, schema, EventShape.EDGE, "tumbling", Keyed, KeyedCount, restarts=True, end="until", kind="kind",
     )
     got = [item for item in committed if not isinstance(item, Cti)]
     expected = [(at(0), at(10), "a", 1.0), (at(10), at(20), "a", 1.0), (at(20), at(30), "c", 3.0)]
