@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tempo.plan import nodes as p  # noqa: E402
 from tempo.plan.query import Query  # noqa: E402
-from tempo.spark.streaming.cluster import cluster_shape  # noqa: E402
+from tempo.spark.streaming.cluster import WHY_NOT_KEYED, cluster_shape  # noqa: E402
 from tests.strategies import queries  # noqa: E402
 
 
@@ -34,7 +34,7 @@ def reason(query: Query) -> str:
     shape = cluster_shape(query)
     if not isinstance(shape, str):
         return "OK"
-    if shape.startswith("only a window aggregate"):
+    if shape == WHY_NOT_KEYED:
         kinds = sorted({type(n).__name__.removesuffix("Node") for n in query.nodes if not isinstance(n, p.SourceNode)})
         return "its shape: " + (" + ".join(kinds) or "no operator")
     return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'x'", shape))

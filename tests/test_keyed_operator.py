@@ -16,6 +16,7 @@ exactly (a key's float sums add its events in arrival order on both sides).
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
@@ -34,7 +35,8 @@ from tempo.runtime.event_windows import CountWindows
 from tempo.runtime.operators import Window as WindowOperator
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
-from tempo.runtime.keyed import Collector, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed
+from tempo.runtime.analytics import Analytic
+from tempo.runtime.keyed import Collector, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, release_order, released_from
 from tempo.ticks import INF, NEG_INF
 
 SECOND = 1_000_000
@@ -124,11 +126,13 @@ def feeds(draw: st.DrawFn) -> tuple[list[Op], list[int]]:
     return ops, cuts
 
 
-def _reference(query: Query, node: p.WindowNode, ops: list[Op]) -> list[KeyedResult]:
+def _reference(query: Query, node: p.Node, ops: list[Op]) -> list[KeyedResult]:
     mode = TimestampMode()
     mode.saw(aware=True)
     window = build_operator(Build(mode, query), node)
-    recorder = Collector()
+    recorder = Collector(ids=isinstance(window, Analytic))
+    if isinstance(window, Analytic):  # as the keyed form runs it, to compare ids and ranks
+        window.keep_ids, window.tell_rank = True, recorder.rank
     window.connect(recorder, 0)
     feed(window, recorder, [item for _, item in ops])
     return recorder.results
@@ -140,7 +144,7 @@ def _time(item: KeyedItem) -> int:
     return item.end if isinstance(item, End) and item.end < INF else NEG_INF
 
 
-def _keyed(query: Query, node: p.WindowNode, sequence: list[Op], cuts: list[int]) -> list[KeyedResult]:
+def _keyed(query: Query, node: p.Node, sequence: list[Op], cuts: list[int]) -> list[KeyedResult]:
     keyed = KeyedOperator(query, node)
     states: dict[int, bytes] = {}
     results: list[KeyedResult] = []
@@ -167,26 +171,28 @@ def _keyed(query: Query, node: p.WindowNode, sequence: list[Op], cuts: list[int]
         for item in (i for k, i in batch if k < 0):
             assert isinstance(item, Cti)
             last_cti = max(last_cti, item.t)
+        shared = {"t_max": t_max} if isinstance(node, p.WindowNode) else {}
         for key, items in per_key.items():
-            released, states[key] = keyed.run(states.get(key), items, {"t_max": t_max})
+            released, states[key] = keyed.run(states.get(key), items, shared)
             results += released
             idle = keyed.idle()
-            _check_next_release(keyed, states[key], t_max)
+            _check_next_release(keyed, states[key], shared)
             if idle:  # forgotten, as the state store forgets it: it comes back as a new key
                 del states[key]
     return results
 
 
-def _check_next_release(keyed: KeyedOperator, state: bytes, t_max: int) -> None:
+def _check_next_release(keyed: KeyedOperator, state: bytes, shared: dict[str, int]) -> None:
     """The key's timer time: a CTI just before it releases nothing, one at it something (a
-    window's is exact); a session's may come earlier, but a CTI at it moves the key on."""
+    window's and an analytic's is exact); a session's may come earlier, but a CTI at it moves
+    the key on."""
     due = keyed.next_release()
     if due is None:
-        assert keyed.run(state, [Cti(INF)], {"t_max": t_max})[0] == []
+        assert keyed.run(state, [Cti(INF)], shared)[0] == []
         return
-    assert keyed.run(state, [Cti(due - 1)], {"t_max": t_max})[0] == []
-    released, after = keyed.run(state, [Cti(due)], {"t_max": t_max})
-    if isinstance(keyed.operator, (WindowOperator, CountWindows)):
+    assert keyed.run(state, [Cti(due - 1)], shared)[0] == []
+    released, after = keyed.run(state, [Cti(due)], shared)
+    if isinstance(keyed.operator, (WindowOperator, CountWindows, Analytic)):
         assert released != []
     else:
         assert released != [] or keyed.next_release() != due
@@ -223,6 +229,51 @@ def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(
     query, node = _session_node(*spec)
     expected = sorted(_reference(query, node, sequence), key=_order)
     got = sorted(_keyed(query, node, sequence, cuts), key=_order)
+    assert got == expected
+
+
+@attrs.frozen
+class Trend:
+    key: int
+    value: float
+    previous: float | None
+    total: float
+    n: int
+
+
+def _analytic_node() -> tuple[Query, p.AnalyticNode]:
+    """Per key, the previous value within 3 s and running aggregates of the readings."""
+    from tempo.sources import ArrowSource
+
+    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    grouped = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL).group_by(lambda r: r.key)
+    stream = grouped.analytic(
+        lambda k, r, a: Trend(k, r.value, a.previous(lambda r: r.value, timedelta(seconds=3)), a.sum(lambda r: r.value), a.count())
+    )
+    query = Query.build(stream.node)
+    [node] = [n for n in query.nodes if isinstance(n, p.AnalyticNode)]
+    return query, node
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds())
+def test_an_analytic_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(feed: tuple[list[Op], list[int]]) -> None:
+    """Each key's outputs and the ends of its open ones, each before the first CTI that
+    released it (``released_from``) and in ``release_order`` among those, are the analytic's
+    over all keys in its own order: ids (the events') and payload orders alike."""
+    sequence, cuts = feed
+    sequence = [(k, attrs.evolve(item, at=i) if isinstance(item, End) else item) for i, (k, item) in enumerate(sequence)]
+    query, node = _analytic_node()
+    ctis = sorted({item.t for _, item in sequence if isinstance(item, Cti)})
+
+    def released(r: KeyedResult) -> int:  # the index of the CTI that released it (len: after the last)
+        return bisect.bisect_left(ctis, released_from(node, r))
+
+    def seen(r: KeyedResult) -> tuple[Any, ...]:
+        return (released(r), r.ended, r.start, r.end, r.payload, r.eid, r.rank[:1])
+
+    expected = [seen(r) for r in _reference(query, node, sequence)]
+    got = [seen(r) for r in sorted(_keyed(query, node, sequence, cuts), key=lambda r: (released(r), release_order(node, r, repr(r.payload and r.payload.key))))]
     assert got == expected
 
 

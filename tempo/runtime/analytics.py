@@ -28,7 +28,7 @@ class Analytic(Operator):
 
     WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
         "key_fn", "order", "previous", "previous_fn", "running", "values_fn", "accumulator", "projection",
-        "new_id", "width",
+        "new_id", "width", "keep_ids", "tell_rank",
     }
 
     def __init__(
@@ -49,6 +49,12 @@ class Analytic(Operator):
         self.running, self.values_fn, self.accumulator = running, values_fn, accumulator
         self.projection, self.new_id = projection, new_id
         self.width = len(previous) + len(running)
+        # The keyed form's (``tempo.runtime.keyed``): each output keeps its event's id, unique
+        # over all keys, and its rank among the outputs one CTI releases in its group
+        # ((payload order, arrival)) is told before it goes out, so that the results of all
+        # keys can be put in this operator's order.
+        self.keep_ids = False
+        self.tell_rank: Callable[[tuple[Any, ...]], None] | None = None
         self.waiting: dict[Key, list[tuple[int, tuple[Any, ...], int, list[Any]]]] = {}
         self.state: dict[Key, list[Any]] = {}  # group -> running aggregates' state
         self.last: dict[Key, tuple[int, tuple[Any, ...]]] = {}  # group -> (start, previous arguments) of its last event out
@@ -90,11 +96,24 @@ class Analytic(Operator):
             if not heap:
                 del self.waiting[key]
         out.sort(key=lambda o: (o[0], o[1], o[2]))
-        for start, _, _, entry, payload in out:
-            eid = entry[0] if self.projection is None else self.new_id()
+        for start, okey, seq, entry, payload in out:
+            eid = entry[0] if self.projection is None or self.keep_ids else self.new_id()
             entry[3] = eid
+            if self.tell_rank is not None:
+                self.tell_rank((okey, seq))
             self.emit_insert(eid, start, entry[1], payload)
         self.emit_cti(t)
+
+    def next_release(self) -> int | None:
+        """The least CTI that would release an event held (the first past the earliest
+        start waiting), or None."""
+        starts = [heap[0][0] for heap in self.waiting.values() if heap]
+        return min(starts) + 1 if starts else None
+
+    def idle(self) -> bool:
+        """Whether the operator holds nothing: no event waiting or open, no group's running
+        aggregates or previous value (a group's analytics run over all its history)."""
+        return not (self.waiting or self.state or self.last or self.open)
 
     def _release(self, key: Key, peers: list[tuple[int, tuple[Any, ...], int, list[Any]]], out: list[Any]) -> None:
         """One peer group of ``key``, in order: their outputs, appended to ``out``."""

@@ -47,7 +47,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import attrs
 
@@ -79,25 +79,35 @@ WHY_NOT = (
 ARGUMENT_TYPES = (int, float)
 
 
+N = TypeVar("N", bound=p.UnaryNode, covariant=True)
+"""The stateful node of a ``BulkShape``."""
+
+
 @attrs.frozen
-class BulkShape:
-    """A query whose batches can be computed in bulk: its inputs, its window and the join
-    below the window, if any."""
+class BulkShape(Generic[N]):
+    """A query whose batches can be computed in bulk: its inputs, its window (or the one
+    stateful node every input reaches, ``reaching_shape``) and the join below it, if any."""
 
     sources: tuple[p.SourceNode, ...]
     """The query's inputs, in declaration order."""
-    window: p.WindowNode
+    window: N
     position: int
     """The window's place among the query's nodes (and the live engine's operators)."""
     join: p.JoinNode | None = None
     join_position: int = -1
 
 
-def window_shape(query: Query, planned: bool = True) -> BulkShape | str:
+def window_shape(query: Query, planned: bool = True) -> BulkShape[p.WindowNode] | str:
     """The query's inputs, its one window and the join below it, when every input's events
     reach that window through stateless operators and unions (and at most one join of them
     all) and (``planned``) every input's time rules can be planned over whole columns; else
     why not. What the window and the join may be is for each engine to say (``bulk_shape``)."""
+    shape = reaching_shape(query, planned, (p.WindowNode,))
+    return shape if isinstance(shape, str) else cast("BulkShape[p.WindowNode]", shape)
+
+
+def reaching_shape(query: Query, planned: bool, kinds: tuple[type[p.UnaryNode], ...]) -> BulkShape[p.UnaryNode] | str:
+    """``window_shape`` for a stateful node of one of ``kinds`` in the window's place."""
     for source in query.sources:
         policy = TimePolicy.of_input(source)
         if planned and policy.ordered:
@@ -110,6 +120,8 @@ def window_shape(query: Query, planned: bool = True) -> BulkShape | str:
             return f"input {source.name!r} is of edges"
         if planned and (not isinstance(source.source, TableSource) or source.source.dense_order_from is not None):
             return f"input {source.name!r} holds rows after gaps in its dense order"
+        if planned and source.time is not TimeDomain.EVENT:
+            return f"input {source.name!r} is stamped as it is read (ingestion or processing time)"
     # Every input's events must reach the one window through stateless operators and unions
     # (or these and one join of them all), each with no other consumer: what is above the
     # window (any operators) sees only its results, which the engine's own window operator
@@ -124,9 +136,6 @@ def window_shape(query: Query, planned: bool = True) -> BulkShape | str:
             node = consumers[id(node)][0]
         return node
 
-    stamped = [s.name for s in query.sources if s.time is not TimeDomain.EVENT]
-    if stamped:
-        return f"input {stamped[0]!r} is stamped as it is read (ingestion or processing time)"
     reached = [climb(source, (p.SourceNode, p.UnionNode, *STATELESS)) for source in query.sources]
     join = reached[0] if isinstance(reached[0], p.JoinNode) and all(node is reached[0] for node in reached) else None
     if join is not None:
@@ -134,18 +143,18 @@ def window_shape(query: Query, planned: bool = True) -> BulkShape | str:
         above = consumers[id(join)]
         reached = [climb(above[0], STATELESS) if len(above) == 1 else join]
     window = reached[0]
-    if not isinstance(window, p.WindowNode) or any(node is not window for node in reached):
+    if not isinstance(window, kinds) or any(node is not window for node in reached):
         return WHY_NOT
     if query.substream_key(window) is not None:
-        return "its window keeps a substream key"
-    for key in window.keys or ():
+        return f"its {'window' if isinstance(window, p.WindowNode) else type(window).__name__.removesuffix('Node')} keeps a substream key"
+    for key in getattr(window, "keys", None) or ():
         if key.dtype not in KEY_TYPES:
             return f"a group key is of type {key.dtype.__name__}"
     position = {id(n): i for i, n in enumerate(query.nodes)}
     return BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)])
 
 
-def bulk_shape(query: Query) -> BulkShape | str:
+def bulk_shape(query: Query) -> BulkShape[p.WindowNode] | str:
     """The query's ``BulkShape``, or why its batches must go item by item."""
     shape = window_shape(query)
     if isinstance(shape, str):
@@ -234,7 +243,7 @@ class BatchPlan:
         return sorted(self.dropped | self.moved.keys())
 
 
-def plan_order(shape: BulkShape) -> list[tuple[int, int | None]]:
+def plan_order(shape: BulkShape[Any]) -> list[tuple[int, int | None]]:
     """The inputs in the order their batch plans are made, each with the input whose CTIs it
     imports (``plan_batch``'s ``exporter``), which comes before it."""
     index = {node.name: i for i, node in enumerate(shape.sources)}
@@ -442,7 +451,7 @@ def released_key(rank: int, start: int) -> tuple[int, Position, Position]:
     return start, (0, rank, 0, 0), (0, 0, 0, 0)
 
 
-def join_before(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan]) -> JoinBefore:
+def join_before(engine: LiveEngine, shape: BulkShape[Any], plans: list[BatchPlan]) -> JoinBefore:
     """The join's state before the batch (``plans``), as an executor needs it. Pure."""
     join = engine.operators[shape.join_position]
     assert isinstance(join, ops.Join) and shape.join is not None
@@ -478,7 +487,7 @@ def _last_cti(node: p.Node, finals: dict[str, int]) -> int:
     return min(_last_cti(node.left, finals), _last_cti(node.right, finals))
 
 
-def _put_join(engine: LiveEngine, shape: BulkShape, before: JoinBefore, after: JoinAfter) -> None:
+def _put_join(engine: LiveEngine, shape: BulkShape[Any], before: JoinBefore, after: JoinAfter) -> None:
     """Leave the join as item by item would after the batch: each side holds the events that
     end after the other side's CTI, the pairs not released wait."""
     join = engine.operators[shape.join_position]
@@ -516,7 +525,7 @@ values)."""
 
 
 def apply_batch(
-    engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], cut: FrontierCut, payloads: dict[tuple[int, int], Any],
+    engine: LiveEngine, shape: BulkShape[Any], plans: list[BatchPlan], cut: FrontierCut, payloads: dict[tuple[int, int], Any],
     partials: Iterable[Partial], t_max: int | None, renamed: int, join: tuple[JoinBefore, JoinAfter] | None = None,
 ) -> None:
     """Put a batch computed in bulk into ``engine``: the window's partials, then the special
@@ -607,7 +616,7 @@ class BatchEngine(Protocol):
         ...
 
 
-BatchEngineFactory = Callable[[Query, BulkShape], BatchEngine]
+BatchEngineFactory = Callable[[Query, BulkShape[Any]], BatchEngine]
 """Makes a query's ``BatchEngine``; raises ``tempo.errors.UnsupportedError`` saying why when
 the executor cannot compute that query's batches."""
 

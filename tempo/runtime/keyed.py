@@ -24,10 +24,13 @@ What a key is fed, and why the results are the in-memory engine's:
   ends): combined into the key's own before its items.
 
 The operators with a keyed form: hopping and tumbling windows, sessions and count windows
-(``KEYED_STAMPS``). Each result comes with the CTI that released it, and with the window's
-end as its end (a result stamped otherwise is stamped again by ``restamp``). The results of all keys, sorted by (that
-CTI, start, end, group key), are the in-memory engine's, but for the order of a window's
-groups among themselves, which the semantics leave open (docs/semantics.md 5.7).
+(``KEYED_STAMPS``), and analytics (``order_by_time``, ``analytic``). Each result comes with
+the CTI that released it; a window's with the window's end as its end (a result stamped
+otherwise is stamped again by ``restamp``), an analytic's with its event's id and rank, and
+the ends of its open outputs as results of their own. The results of all keys, each given
+the first CTI that released it (``released_from``) and sorted by that CTI, then
+``release_order``, are the in-memory engine's, but for the order of a window's groups among
+themselves, which the semantics leave open (docs/semantics.md 5.7).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, WindowTimestamp
 from tempo.runtime import event_windows as ew
+from tempo.runtime.analytics import Analytic
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
@@ -65,10 +69,12 @@ class Insert:
 
 @attrs.frozen
 class End:
-    """The end of the key's open event ``eid``."""
+    """The end of the key's open event ``eid``; ``at`` its place in the arrival order over
+    all keys (an analytic's output ends in that order)."""
 
     eid: int
     end: int
+    at: int = 0
 
 
 @attrs.frozen
@@ -108,28 +114,43 @@ KeyedItem = Insert | End | Cti | Merge | Run
 
 @attrs.frozen
 class KeyedResult:
-    """A result the key's part of the operator released, at ``cti``."""
+    """A result the key's part of the operator released, at ``cti`` (the CTI being processed,
+    the CTI in force for an end): an event (``ended`` False; ``end`` None while open) or the
+    end of one released open (``ended``: ``start`` unknown, 0). An analytic's carry the
+    event's id, unique over all keys, and ``rank``: an event's (payload order, arrival) among
+    those one CTI releases in its group, an end's (its arrival,) (``release_order``)."""
 
     cti: int
     start: int
     end: int | None
     payload: Any
+    eid: int | None = None
+    rank: tuple[Any, ...] = ()
+    ended: bool = False
 
 
 class Collector(ops.Operator):
     """Records what an operator connected to it emits, with the CTI being processed
-    (``cti_now``, set by whoever feeds the operator)."""
+    (``cti_now``, set by whoever feeds the operator), the rank the operator told (``rank``)
+    and the arrival of the end being fed (``arrival``); with ``ids``, each result's id (an
+    analytic's outputs keep their events' ids: ``Analytic.keep_ids``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ids: bool = False) -> None:
         super().__init__()
+        self.ids = ids
         self.cti_now = NEG_INF
+        self.arrival = 0
+        self.ranked: tuple[Any, ...] = ()
         self.results: list[KeyedResult] = []
 
-    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        self.results.append(KeyedResult(self.cti_now, start, end, payload))
+    def rank(self, rank: tuple[Any, ...]) -> None:
+        self.ranked = rank
 
-    def end(self, port: int, eid: int, end: int) -> None:  # a window's results are whole lifetimes
-        raise AssertionError("a keyed window emits no end edges")
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked))
+
+    def end(self, port: int, eid: int, end: int) -> None:  # an analytic's open output ending
+        self.results.append(KeyedResult(self.cti_now, 0, end, None, eid, (self.arrival,), ended=True))
 
     def cti(self, port: int, t: int) -> None:  # the operator's output CTI is the driver's to decide
         return None
@@ -149,8 +170,14 @@ as the query asks (``restamp``). A hopping window's earliest or latest event nee
 window's end beside the stamp, which its results do not carry yet."""
 
 
+KEYED_NODES = (p.WindowNode, p.AnalyticNode)
+"""The kinds of plan node with a keyed form (a window's, for the kinds in ``KEYED_STAMPS``)."""
+
+
 def keyed_unsupported(node: p.Node) -> str | None:
     """Why ``node``'s operator cannot run one key at a time yet, or None."""
+    if isinstance(node, p.AnalyticNode):
+        return None
     if not isinstance(node, p.WindowNode):
         return f"{type(node).__name__} has no keyed form yet"
     stamps = KEYED_STAMPS.get(type(node.spec))
@@ -173,11 +200,40 @@ def restamp(window: p.WindowNode, start: int, end: int, released_by: int, last_f
     return t, t + 1
 
 
-def may_reach_infinity(query: Query, window: p.WindowNode) -> bool:
+def may_reach_infinity(query: Query, window: p.Node) -> bool:
     """Whether ``window``'s input lifetimes may reach infinity: then its open lifetimes end,
     when the input ends, after the latest finite time over all keys (``Window.SHARED``),
-    which the keys must be given at the flush."""
-    return query.longest_lifetime(window.input) is None
+    which the keys must be given at the flush. An analytic ends no lifetime of its own."""
+    return isinstance(window, p.WindowNode) and query.longest_lifetime(window.input) is None
+
+
+def released_from(node: p.Node, result: KeyedResult) -> int:
+    """The least CTI that released ``result`` of ``node``'s keyed operator in memory: the
+    first CTI at or after it did (a key without rows in a batch hears only the batch's last
+    CTI, so ``result.cti`` may be later). A window's result closes with its window, at its
+    end; an analytic's output goes once a CTI passes its start, and the end of an open one
+    as it arrives, before the CTI after the one then in force."""
+    if result.ended:
+        return result.cti + 1
+    if isinstance(node, p.AnalyticNode):
+        return result.start + 1
+    assert result.end is not None
+    return result.end
+
+
+def release_order(node: p.Node, result: KeyedResult, group: str) -> tuple[Any, ...]:
+    """The place of ``result`` (of group key ``group``, by ``repr``) among the results of all
+    keys one CTI releases, as the operator over all keys orders them: a window's by start and
+    end (its groups among themselves by key: the semantics leave that order open,
+    docs/semantics.md 5.7); an analytic's ends first, in arrival order, as they went out
+    before the CTI, then its events by start, payload order and arrival (events of two groups
+    never tie on the payload, of which the group key is a function)."""
+    if result.ended:
+        return (0, result.rank)
+    if isinstance(node, p.AnalyticNode):
+        okey, arrival = result.rank
+        return (1, result.start, okey, group, arrival)
+    return (1, result.start, result.end, group)
 
 
 class KeyedOperator:
@@ -190,15 +246,17 @@ class KeyedOperator:
         if mode is None:
             mode = TimestampMode()
             mode.saw(aware=True)  # live inputs are tables: their times are instants, given as aware UTC
-        assert isinstance(node, p.WindowNode)
-        computing = KEYED_STAMPS[type(node.spec)][node.timestamp]
-        if computing is not node.timestamp:  # the same plan, its window computing with that stamp
+        if isinstance(node, p.WindowNode) and KEYED_STAMPS[type(node.spec)][node.timestamp] is not node.timestamp:
+            # The same plan, its window computing with the stamp its keyed form takes.
+            computing = KEYED_STAMPS[type(node.spec)][node.timestamp]
             index = next(i for i, n in enumerate(query.nodes) if n is node)
             computing_node = attrs.evolve(node, timestamp=computing)
             query = Query.build(p.rebuilt(query.root, lambda n: computing_node if n is node else None))
             node = query.nodes[index]
         self.operator = build_operator(Build(mode, query), node)
-        self.collector = Collector()
+        self.collector = Collector(ids=isinstance(self.operator, Analytic))
+        if isinstance(self.operator, Analytic):
+            self.operator.keep_ids, self.operator.tell_rank = True, self.collector.rank
         self.operator.connect(self.collector, 0)
         self.fresh = self._save()
 
@@ -215,6 +273,7 @@ class KeyedOperator:
         for name, value in (shared or {}).items():
             setattr(op, name, op.SHARED[name](getattr(op, name), value))
         collector.results = []
+        collector.cti_now = getattr(op, "in_cti", NEG_INF)  # the key's CTI in force, until its items bring another
         feed(op, collector, items)
         return collector.results, self._save()
 
@@ -222,7 +281,7 @@ class KeyedOperator:
         """Whether the key whose state ``run`` just left holds nothing: its state may be
         dropped, and a fresh operator, given the CTI in force before the key's next items,
         does what it would."""
-        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows))
+        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, Analytic))
         return self.operator.idle()
 
     def latest(self) -> int:
@@ -235,7 +294,7 @@ class KeyedOperator:
     def next_release(self) -> int | None:
         """The least CTI at which the key whose state ``run`` just left would release a
         result (None: it holds nothing), where its timer goes."""
-        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows))
+        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, Analytic))
         return self.operator.next_release()
 
 
@@ -245,6 +304,7 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
         if isinstance(item, Insert):
             op.insert(0, item.eid, item.start, item.end, item.payload)
         elif isinstance(item, End):
+            collector.arrival = item.at
             op.end(0, item.eid, item.end)
         elif isinstance(item, Merge):
             assert isinstance(op, ops.Window)

@@ -74,7 +74,7 @@ Found = tuple[list[Partial], int | None, int]
 """The window's partials, the latest time it sees and the events renamed by unions."""
 
 
-def vectorised_batches(query: Query, shape: BulkShape) -> VectorisedBatches:
+def vectorised_batches(query: Query, shape: BulkShape[p.WindowNode]) -> VectorisedBatches:
     """The ``tempo.runtime.bulk.BatchEngineFactory`` of this executor."""
     return VectorisedBatches(query, shape)
 
@@ -94,7 +94,7 @@ class VectorisedBatches:
     aggregates) has no rule in this executor, or an input's payload class does more than
     store scalar fields (its constructor runs for every row item by item, so it must here)."""
 
-    def __init__(self, query: Query, shape: BulkShape) -> None:
+    def __init__(self, query: Query, shape: BulkShape[p.WindowNode]) -> None:
         check_nodes(shape.window.subtree())
         for node in shape.sources:
             if not _scalar_table(node):

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import spark_unavailable, with_repo_on_path
-from tests.streaming.conftest import _free_port
+from tests.streaming.conftest import _free_ports
 
 START_SECONDS = 90.0
 """How long the master and its workers may take to start and register (JVMs, on a busy machine)."""
@@ -39,7 +39,9 @@ class StandaloneCluster:
 
         self.folder = folder
         self.spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-        self.port, self.ui_port = _free_port(), _free_port()
+        # Distinct ports, chosen at once: a master's web UI port given to a worker too (a port
+        # freed and handed out again) left the master's JSON behind another page.
+        self.port, self.ui_port, *worker_ports = _free_ports(2 + workers)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.env = with_repo_on_path({
             **os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
@@ -50,7 +52,7 @@ class StandaloneCluster:
                                    "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui_port))
         self.workers = [
             self._daemon(f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                         "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir", str(folder / f"worker{i}"))
+                         "--cores", "1", "--memory", "1g", "--webui-port", str(worker_ports[i]), "--work-dir", str(folder / f"worker{i}"))
             for i in range(workers)
         ]
         try:
@@ -74,7 +76,7 @@ class StandaloneCluster:
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
-        except OSError:
+        except (OSError, ValueError):  # not serving yet, or not the master's JSON (wait_for_workers gives up with the logs)
             return 0
 
     def wait_for_workers(self, count: int) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import skip_without_spark
 from tests.streaming.conftest import ROOT, S3Server
+from tests.budget import thorough
 from tests.streaming.live_worker import FLUSHED
 from tests.streaming.test_kill import FILES, MIDDLE, Worker, _assert_whole_run, _write_files
 from tests.streaming.test_live_spark import _rows
@@ -108,7 +109,8 @@ def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_se
     assert not (ROOT / "s3a:").exists()  # nothing written to a local folder named like the URI (the worker's cwd)
 
     assert _worker(tmp_path, s3_server, engine=engine) == 0
-    assert _worker(tmp_path, s3_server, engine=engine) == FLUSHED  # flushed: a checkpoint on S3 refuses to continue too
+    if thorough():  # flushed: a checkpoint on S3 refuses to continue too (the default suite spares this third driver)
+        assert _worker(tmp_path, s3_server, engine=engine) == FLUSHED
 
     local = tmp_path / "downloaded"
     fs.copy_files(f"{s3_server.bucket}/out", str(local), source_filesystem=s3)

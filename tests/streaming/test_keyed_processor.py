@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -63,6 +65,40 @@ def _results(rows: list[Any]) -> list[KeyedResult]:
     return [KeyedResult(r.tempo_released_by, r.tempo_start, r.tempo_end, Stats(r.key, r.n, r.total, r.low)) for r in rows if r.tempo_kind == RESULT]
 
 
+def _batches(tester: Any, ops: list[Op], cuts: list[int]) -> Iterator[tuple[int, int, list[Any]]]:
+    """Run ``ops`` cut at ``cuts`` through ``tester`` as Spark would, batch by batch: each
+    batch's rows per key (two buckets: keys share them) with the watermark Spark would have
+    (the greatest CTI of the batches before, less the delay), which fires the timers due, and
+    after the last the batch without data that moves the watermark once more. For each batch,
+    the CTIs of the watermark before it and of its own, and the processor's rows."""
+    from tempo.spark.streaming.keyed import EVENT_LANE, cti_of_watermark, timer_ms
+
+    cti = BASE  # the CTI in force: the sequences' first CTI is at their time 0
+    latest = cti
+    begin = 0
+    watermark = 0  # Spark's, before any batch
+    for cut in [*cuts, len(ops), None]:
+        before = cti_of_watermark(watermark)
+        rows: list[Any] = []
+        if timer_ms(latest) > watermark:
+            watermark = timer_ms(latest)
+            rows += tester.setWatermark(watermark)
+        if cut is None:  # the batch without data
+            yield before, cti_of_watermark(watermark), rows
+            return
+        per_bucket: dict[int, list[Any]] = defaultdict(list)
+        for position, (key, item) in enumerate(ops[begin:cut], start=begin):
+            if isinstance(item, Cti):
+                cti = max(cti, item.t)
+            else:
+                per_bucket[key % 2].append(_row(position, key, item, cti))
+        begin = max(begin, cut)
+        for bucket, bucket_rows in per_bucket.items():
+            rows += tester.test((EVENT_LANE, bucket), bucket_rows)
+        yield before, cti_of_watermark(watermark), rows
+        latest = cti
+
+
 def _released_by(expected: list[KeyedResult]) -> dict[tuple[Any, ...], int]:
     """Each result of the operator over all keys by (start, end, group key): the CTI that released it."""
     return {(r.start, r.end, r.payload.key): r.cti for r in expected}
@@ -74,7 +110,7 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
     """(``share``: a bucket's keys are read all at once, or each alone.)"""
     from pyspark.sql.streaming.tws_tester import TwsTester
 
-    from tempo.spark.streaming.keyed import CTI, EVENT_LANE, KeyedProcessor, cti_of_watermark, timer_ms
+    from tempo.spark.streaming.keyed import CTI, KeyedProcessor
 
     raw, cuts = feed
     ops = _moved(raw)
@@ -86,33 +122,74 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
     expected = _reference(query, node, ops)
     released_by = _released_by(expected)
     got: list[KeyedResult] = []
-    cti = BASE  # the CTI in force: the sequences' first CTI is at their time 0
-    latest = cti
-    begin = 0
-    watermark = 0  # Spark's, before any batch
-    for cut in [*cuts, len(ops)]:
-        before = cti_of_watermark(watermark)
-        fired: list[KeyedResult] = []
-        if timer_ms(latest) > watermark:  # Spark's: the greatest CTI of the batches before, less the delay
-            watermark = timer_ms(latest)
-            fired = _results(tester.setWatermark(watermark))
-        per_bucket: dict[int, list[Any]] = defaultdict(list)  # two buckets: keys share them
-        for position, (key, item) in enumerate(ops[begin:cut], start=begin):
-            if isinstance(item, Cti):
-                cti = max(cti, item.t)
-            else:
-                per_bucket[key % 2].append(_row(position, key, item, cti))
-        begin = max(begin, cut)
-        for bucket, rows in per_bucket.items():
-            fired += _results(tester.test((EVENT_LANE, bucket), rows))
+    for before, now, rows in _batches(tester, ops, cuts):
+        fired = _results(rows)
         # Each batch releases the stretch of the release sequence its watermark adds.
-        assert all(before < released_by[(r.start, r.end, r.payload.key)] <= cti_of_watermark(watermark) for r in fired)
+        assert all(before < released_by[(r.start, r.end, r.payload.key)] <= now for r in fired)
         got += fired
-        latest = cti
-    if timer_ms(latest) > watermark:  # the batch without data that moves the watermark
-        got += _results(tester.setWatermark(timer_ms(latest)))
+    latest = now
     final = [(r.start, r.end, r.payload) for r in sorted(expected, key=_order) if r.cti <= latest]
     assert sorted(((r.start, r.end, r.payload) for r in got), key=lambda r: (r[0], r[1], r[2].key)) == sorted(final, key=lambda r: (r[0], r[1], r[2].key))
+
+
+def _analytic_results(rows: list[Any]) -> list[KeyedResult]:
+    """The analytic's results and ends among the processor's rows, as ``KeyedResult``s."""
+    import pickle
+
+    from tempo.spark.streaming.keyed import ENDED, RESULT
+    from tests.test_keyed_operator import Trend
+
+    out = []
+    for r in rows:
+        if r.tempo_kind not in (RESULT, ENDED):
+            continue
+        eid, rank = pickle.loads(r.tempo_rank)
+        if r.tempo_kind == ENDED:
+            out.append(KeyedResult(r.tempo_released_by, 0, r.tempo_end, None, eid, rank, ended=True))
+        else:
+            out.append(KeyedResult(r.tempo_released_by, r.tempo_start, r.tempo_end, Trend(r.key, r.value, r.previous, r.total, r.n), eid, rank))
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds())
+def test_the_keyed_processor_releases_what_the_analytic_releases_batch_by_batch(feed: tuple[list[Op], list[int]]) -> None:
+    """An analytic's keys in the processor: each batch gives back the outputs the CTIs up to
+    its watermark release and the ends that arrived by then, and all of them, each before the
+    first CTI that released it and in ``release_order``, are the analytic's over all keys."""
+    import bisect
+
+    from pyspark.sql.streaming.tws_tester import TwsTester
+
+    from tempo.runtime.keyed import release_order, released_from
+    from tempo.spark.streaming.keyed import CTI, KeyedProcessor
+    from tests.test_keyed_operator import _analytic_node
+
+    raw, cuts = feed
+    ops = [(k, attrs.evolve(item, at=i) if isinstance(item, End) else item) for i, (k, item) in enumerate(_moved(raw))]
+    cuts = [min(c, len(ops)) for c in cuts]
+    query, node = _analytic_node()
+    processor = KeyedProcessor(query, query.nodes.index(node), ["key"])
+    tester = TwsTester(processor, timeMode="EventTime", eventTimeExtractor=lambda r: r[CTI])
+    ctis = sorted({item.t for _, item in ops if isinstance(item, Cti)})
+
+    def released(r: KeyedResult) -> int:
+        return bisect.bisect_left(ctis, released_from(node, r))
+
+    got: list[KeyedResult] = []
+    for before, now, rows in _batches(tester, ops, cuts):
+        fired = _analytic_results(rows)
+        for r in fired:  # an output once the watermark passed the CTI that released it; an end once it reached the CTI it came after
+            assert r.cti <= now if r.ended else before < ctis[released(r)] <= now
+        got += fired
+    latest = now
+
+    def seen(r: KeyedResult) -> tuple[Any, ...]:
+        return (released(r), r.ended, r.start, r.end, r.payload, r.eid, r.rank[:1])
+
+    expected = [seen(r) for r in _reference(query, node, ops) if r.cti <= latest]
+    ordered = sorted(got, key=lambda r: (released(r), release_order(node, r, repr(r.payload and r.payload.key))))
+    assert [seen(r) for r in ordered] == expected
 
 
 def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_trigger: int) -> dict[int, list[Any]]:

@@ -41,7 +41,7 @@ from tempo.errors import EvaluationError, UdfResultError
 from tempo.events import EventShape
 from tempo.expr.nodes import udf_error
 from tempo.expr.schema import field_names
-from tempo.plan.nodes import AggregateKind, Node, UnionNode, WindowNode
+from tempo.plan.nodes import AggregateKind, Node, UnaryNode, UnionNode, WindowNode
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow, SessionWindow
 from tempo.runtime.bulk import (
@@ -80,7 +80,9 @@ class BulkRunner:
 
     spark: SparkSession
     query: Query
-    shape: BulkShape
+    shape: BulkShape[UnaryNode]
+    """The query's shape: its window is a window for ``_aggregate`` (the cluster engine runs
+    only the inputs' rows through the runner)."""
     replay: CtiReplay = attrs.field(init=False)
     _columns: dict[int, tuple[list[Column], tuple[tuple[str, str], ...]]] = attrs.field(init=False, factory=dict)
     _threads: Any = attrs.field(init=False, default=None)
@@ -354,6 +356,7 @@ class BulkRunner:
         first events are structs (of several inputs, or a join's pairs); ``renames``: counted
         in the same job (``_renames``)."""
         window = self.shape.window
+        assert isinstance(window, WindowNode)
         grouped = window_partials(window, df, renames).toArrow()
         col = {name: grouped.column(name).to_pylist() for name in grouped.column_names if name != "__first"}
         renamed = sum(r for r in col["__renamed"] if r is not None) if renames is not None else 0

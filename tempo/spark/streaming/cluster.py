@@ -49,7 +49,7 @@ import pickle
 import signal
 import threading
 import time
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -64,8 +64,10 @@ from tempo.plan.windows import HoppingWindow
 from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
-from tempo.runtime.bulk import BulkShape, apply_times, runs_unmergeable, unmergeable, window_shape
-from tempo.runtime.keyed import keyed_unsupported, may_reach_infinity, restamp
+from tempo.plan import nodes as p
+from tempo.runtime.analytics import Analytic
+from tempo.runtime.bulk import WHY_NOT, BulkShape, apply_times, reaching_shape, runs_unmergeable, unmergeable
+from tempo.runtime.keyed import KEYED_NODES, KeyedResult, keyed_unsupported, may_reach_infinity, release_order, released_from, restamp
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -79,8 +81,8 @@ from tempo.spark.streaming.executor import (
     CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, input_parts, schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
-    BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
-    RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, output_schema,
+    BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
+    RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, output_schema,
     watermark_ms,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
@@ -106,29 +108,41 @@ WAIT_SECONDS = 600.0
 """How long ``process_all_available`` waits for the work query to release a stage batch."""
 
 
-def cluster_shape(query: Query) -> BulkShape | str:
+Keyed = p.WindowNode | p.AnalyticNode
+"""The stateful node the cluster engine runs one key at a time (``tempo.runtime.keyed``)."""
+
+
+WHY_NOT_KEYED = (
+    "only a window aggregate or an analytic over the inputs through where / select / shift / union operators, "
+    "and at most one join below it, runs on the cluster engine"
+)
+
+
+def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     """The query's shape when the cluster engine runs it, or why it cannot yet: inputs of
-    points, intervals or edges in event time whose events reach one window with a keyed form
-    (hopping, tumbling, session or count window; ``tempo.runtime.keyed``) through where /
-    select / shift / union operators and at most one join of them all, the window's state
-    and work on the executors; anything may follow the window (run on the driver, on the
-    window's results)."""
-    shape = window_shape(query, planned=False)
+    points, intervals or edges whose events reach one stateful node with a keyed form (a
+    hopping, tumbling, session or count window, or an analytic; ``tempo.runtime.keyed``)
+    through where / select / shift / union operators and at most one join of them all, the
+    node's state and work on the executors; anything may follow it (run on the driver, on
+    its results). The node is called the window below."""
+    shape = reaching_shape(query, False, KEYED_NODES)
+    if shape == WHY_NOT:
+        return WHY_NOT_KEYED
     if isinstance(shape, str):
         return shape
     why = keyed_unsupported(shape.window)
-    return shape if why is None else why
+    return cast("BulkShape[Keyed]", shape) if why is None else why
 
 
 def planned_in_bulk(query: Query) -> bool:
     """Whether the time query plans the query's batches over whole columns and Spark computes
     what reaches the window (one input whose time rules ``plan_batch`` applies, no join);
     else the driver runs each batch item by item up to the window (``TimeRunner``)."""
-    shape = window_shape(query)
+    shape = reaching_shape(query, True, KEYED_NODES)
     return isinstance(shape, BulkShape) and shape.join is None and len(shape.sources) == 1
 
 
-def required_shape(query: Query) -> BulkShape:
+def required_shape(query: Query) -> BulkShape[Keyed]:
     """The query's shape on the cluster engine; ``UnsupportedError`` saying why it has none."""
     shape = cluster_shape(query)
     if isinstance(shape, str):
@@ -161,6 +175,11 @@ OPEN_EVENTS = "cluster.open_events"
 events that reached the window: event id -> (the stage batch of its event, its payload)."""
 
 
+OPEN_OUTPUTS = "cluster.open_outputs"
+"""The name of the work query's engine's attached state holding an analytic's open outputs:
+the id of the event a key's output came from -> the id the driver gave that output."""
+
+
 class _WindowFeed(ops.Operator):
     """In the window's place on its input, in the driver's engine: passes each CTI on to the
     window (which so keeps the CTI in force, and stays empty) and records it, and records
@@ -171,7 +190,7 @@ class _WindowFeed(ops.Operator):
 
     def __init__(self, window: ops.Operator, open_events: dict[int, tuple[int, Any]]) -> None:
         super().__init__()
-        assert isinstance(window, (ops.Window, ew.EventWindows))
+        assert isinstance(window, (ops.Window, ew.EventWindows, Analytic))
         self.window = window
         self.open = open_events
         self.batch = -1
@@ -212,7 +231,7 @@ class Stage:
     """The stage folder of a cluster query (``<checkpoint>/cluster/stage``, a file per time
     batch) and the side files beside it (``<checkpoint>/cluster/batches``)."""
 
-    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape, log: BatchLog, work_log: BatchLog) -> None:
+    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], log: BatchLog, work_log: BatchLog) -> None:
         self.spark = spark
         self.work_log = work_log
         self.query = query
@@ -226,8 +245,9 @@ class Stage:
             store.makedirs(path)
         self.keys = key_columns(shape.window)
         self.payload_type = shape.window.input.payload_type
-        self.merged = unmergeable(shape.window) is None
-        self.runs = runs_unmergeable(shape.window) is None
+        window = shape.window
+        self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
+        self.runs = isinstance(window, p.WindowNode) and runs_unmergeable(window) is None
         self.open_lifetimes = may_reach_infinity(query, shape.window)
         """Whether the window's lifetimes may reach infinity: then the flush brings every
         bucket the last finite CTI and the latest finite time over all keys (``SHARED``)."""
@@ -248,6 +268,8 @@ class Stage:
         row per run and group (``MERGE``, ``START`` the run's start), but for events reaching
         infinity."""
         window = self.shape.window
+        if not isinstance(window, p.WindowNode) or not (self.runs or self.merged):
+            return self._events(batch, relation, before)
         longest = self.query.longest_lifetime(window.input)
         if self.runs:
             if longest is not None:  # no lifetime reaches infinity: one read of the batch
@@ -255,10 +277,8 @@ class Stage:
             else:
                 finite = F.col(E) < F.lit(INF)
                 short, long = relation.filter(finite), relation.filter(~finite)
-            partials = self._partials(session_runs(window, short), batch, before, F.lit(None).cast("long"), F.col("__smin"))
+            partials = self._partials(window, session_runs(window, short), batch, before, F.lit(None).cast("long"), F.col("__smin"))
             return partials if long is None else self._events(batch, long, before).unionByName(partials, allowMissingColumns=True)
-        if not self.merged:
-            return self._events(batch, relation, before)
         spec = window.spec
         assert isinstance(spec, HoppingWindow)
         if longest is not None and spec.most_windows_past_first(longest) < ops.Window.EAGER_WINDOWS:
@@ -267,10 +287,10 @@ class Stage:
             span = spec.last_window_column(F.col(E)) - spec.first_window_column(F.col(S))
             condition = (span < F.lit(ops.Window.EAGER_WINDOWS)) & (F.col(E) < F.lit(INF))
             short, long = relation.filter(condition), relation.filter(~condition)
-        partials = self._partials(window_partials(window, short), batch, before, F.col("__k"), F.lit(None).cast("long"))
+        partials = self._partials(window, window_partials(window, short), batch, before, F.col("__k"), F.lit(None).cast("long"))
         return partials if long is None else self._events(batch, long, before).unionByName(partials, allowMissingColumns=True)
 
-    def _partials(self, partials: DataFrame, batch: int, before: int, eid: Column, start: Column) -> DataFrame:
+    def _partials(self, window: p.WindowNode, partials: DataFrame, batch: int, before: int, eid: Column, start: Column) -> DataFrame:
         """Rows of partial aggregates (``window_partials``' or ``session_runs``') as ``MERGE``
         stage rows: ``EID`` the hopping window, ``START`` the run's start."""
         return partials.select(
@@ -278,7 +298,7 @@ class Stage:
             start.alias(START), F.greatest(F.col("__smax"), F.col("__emax")).alias(END),
             F.lit(before).cast("long").alias(CTI), F.lit(stage_watermark(before)).cast("long").alias(WATERMARK),
             F.lit(EVENT_LANE).cast("int").alias(LANE), F.lit(batch).cast("long").alias(BATCH), *[F.col(c) for c in self.key_columns], F.col("__n"),
-            *[F.col(c) for c in partial_columns(self.shape.window)],
+            *[F.col(c) for c in partial_columns(window)],
         )
 
     def _events(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
@@ -422,7 +442,7 @@ class _Batches:
 class TimeRunner(_Batches):
     """The time query's ``foreachBatch`` (see the module's docstring)."""
 
-    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape, log: BatchLog, stage: Stage) -> None:
+    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], log: BatchLog, stage: Stage) -> None:
         super().__init__(query, log)
         self.spark = spark
         self.shape = shape
@@ -450,7 +470,7 @@ class TimeRunner(_Batches):
     def window_cti(self, engine: LiveEngine) -> int:
         """The last CTI the window of the driver's engine received."""
         window = engine.operators[self.shape.position]
-        assert isinstance(window, (ops.Window, ew.EventWindows))
+        assert isinstance(window, (ops.Window, ew.EventWindows, Analytic))
         return window.in_cti
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
@@ -579,7 +599,7 @@ class TimeRunner(_Batches):
 class WorkRunner(_Batches, Generic[T]):
     """The work query's ``foreachBatch`` (see the module's docstring)."""
 
-    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape, payload_type: type[T], sink: Sink, log: BatchLog, stage: Stage) -> None:
+    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], payload_type: type[T], sink: Sink, log: BatchLog, stage: Stage) -> None:
         super().__init__(query, log)
         self.spark = spark
         self.shape = shape
@@ -612,13 +632,16 @@ class WorkRunner(_Batches, Generic[T]):
         self.crash.point("read", batch)
         engine = self.engine_after(self.log.last_committed(before=batch))
         window = engine.operators[self.shape.position]
-        assert isinstance(window, (ops.Window, ew.EventWindows))
+        assert isinstance(window, (ops.Window, ew.EventWindows, Analytic))
         col = {name: table.column(name).to_pylist() for name in table.column_names}
         kinds = col[OUT_KIND]
         markers = sorted((col[OUT_START][i], col[RELEASED_BY][i]) for i in range(table.num_rows) if kinds[i] == MARKER)
         ctis = [cti for _, cti in markers]
         fields = [f for f in table.column_names if f not in RESULT_COLUMNS]
-        released: list[list[tuple[int, int, str, Any]]] = [[] for _ in markers]
+        node = self.shape.window
+        # Each result goes before the first of the batch's CTIs that released it in memory;
+        # the ends an analytic's keys passed on after the batch's last CTI go after it.
+        released: list[list[tuple[tuple[Any, ...], KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
         latest = self.latest
         for i in range(table.num_rows):
             if kinds[i] == LATEST:
@@ -626,25 +649,29 @@ class WorkRunner(_Batches, Generic[T]):
                 continue
             if kinds[i] == MARKER:
                 continue
-            end = col[OUT_END][i]
-            at = bisect.bisect_left(ctis, end)  # the first CTI at or after the window's end closed it
-            if at == len(ctis):
-                raise AssertionError(f"cluster engine: a result ending at {end} came back with no CTI releasing it (CTIs {ctis})")
-            payload = from_wire(self.result_type, [col[f][i] for f in fields], False)
-            released[at].append((col[OUT_START][i], end, col[GROUP][i], payload))
+            eid, rank = (None, ()) if col[RANK][i] is None else pickle.loads(col[RANK][i])
+            if kinds[i] == ENDED:
+                result = KeyedResult(col[RELEASED_BY][i], 0, col[OUT_END][i], None, eid, rank, ended=True)
+            else:
+                payload = from_wire(self.result_type, [col[f][i] for f in fields], False)
+                result = KeyedResult(col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], payload, eid, rank)
+            at = bisect.bisect_left(ctis, released_from(node, result))
+            if at == len(ctis) and not result.ended:
+                raise AssertionError(f"cluster engine: a result {result} came back with no CTI releasing it (CTIs {ctis})")
+            released[at].append((release_order(node, result, col[GROUP][i]), result))
         rejections: list[Any] = []
         final = False
         staged_through = self.staged_through
+        opened: dict[int, int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
         for at, (stage_batch, cti) in enumerate(markers):
-            for start, end, _, payload in sorted(released[at], key=lambda r: (r[0], r[1], r[2])):
-                start, end = restamp(self.shape.window, start, end, cti, window.in_cti_finite)
-                window.emit_insert(window.new_id(), start, end, payload)
+            self._emit(window, [r for _, r in sorted(released[at], key=lambda r: r[0])], cti, opened)
             window.cti(0, cti)
             if at + 1 == len(markers) or markers[at + 1][0] != stage_batch:  # the stage batch's last CTI row
                 side = self.stage.read_side(stage_batch)
                 rejections += side.rejections
                 final = final or side.final
                 staged_through = max(staged_through, stage_batch)
+        self._emit(window, [r for _, r in sorted(released[-1], key=lambda r: r[0])], None, opened)
         self.crash.point("engine", batch)
         out = engine.take()
         events = released_table(out.items, self.payload_type)
@@ -670,7 +697,28 @@ class WorkRunner(_Batches, Generic[T]):
         self.progress.append(progress)
 
 
-def work_frame(spark: SparkSession, query: Query, shape: BulkShape, stage: Stage) -> DataFrame:
+    def _emit(self, window: ops.Window | ew.EventWindows | Analytic, results: list[KeyedResult], cti: int | None, opened: dict[int, int]) -> None:
+        """``results``, released by ``cti``, out of the driver's operator in the window's
+        place, each as a new event of its stream (a window's restamped as the query asks);
+        ``opened``: the driver's ids of an analytic's open outputs, by their event's id."""
+        node = self.shape.window
+        for r in results:
+            if r.ended:
+                assert r.eid is not None and r.end is not None
+                window.emit_end(opened.pop(r.eid), r.end)
+                continue
+            start, end = r.start, r.end
+            if isinstance(node, p.WindowNode):
+                assert isinstance(window, (ops.Window, ew.EventWindows)) and cti is not None and end is not None
+                start, end = restamp(node, start, end, cti, window.in_cti_finite)
+            eid = window.new_id()
+            if end is None:
+                assert r.eid is not None
+                opened[r.eid] = eid
+            window.emit_insert(eid, start, end, r.payload)
+
+
+def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage: Stage) -> DataFrame:
     """The work query: the stage as a stream, the window per key on the executors."""
     assert stage.schema is not None
     rows = (

@@ -37,7 +37,7 @@ from tempo.api.stream import Stream
 from tempo.events import Cti
 from tempo.errors import InputRule, InputSchemaError, QueryBuildError, TempoError, UnsupportedError
 from tempo.expr.schema import field_names, record_fields
-from tempo.plan.nodes import SourceNode
+from tempo.plan.nodes import SourceNode, WindowNode
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime.ingress import TimestampMode
@@ -656,7 +656,7 @@ _HOLDERS: dict[str, LiveQuery[Any]] = {}
 the checkpoint over rather than waiting for the process to end."""
 
 
-def _vectorised(query: Query, shape: BulkShape | str, engine: str) -> BatchEngine | None:
+def _vectorised(query: Query, shape: BulkShape[WindowNode] | str, engine: str) -> BatchEngine | None:
     """The vectorised executor's batch engine for the query when ``engine`` may use it: for
     ``"vectorised"`` it must (else ``UnsupportedError`` says why not), for ``"auto"`` when
     polars is installed and the query's inputs and operators below its window are ones it

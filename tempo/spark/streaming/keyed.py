@@ -41,7 +41,7 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import WindowNode
+from tempo.plan.nodes import AnalyticNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
@@ -99,12 +99,15 @@ def bucket_column(key_columns: list[str]) -> Column:
     return F.when(F.col(ITEM) == F.lit(SHARED), F.col(EID)).otherwise(bucket).cast("int")
 
 
-RESULT, MARKER, LATEST = 0, 1, 2
-OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP = "tempo_kind", "tempo_released_by", "tempo_start", "tempo_end", "tempo_group"
-RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP)
+RESULT, MARKER, LATEST, ENDED = 0, 1, 2, 3
+OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK = "tempo_kind", "tempo_released_by", "tempo_start", "tempo_end", "tempo_group", "tempo_rank"
+RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK)
 """An output row's columns before its payload's fields (in ``wire_schema`` form): ``RESULT``
-(a result of the operator: the CTI that released it, its lifetime and its group key's
-``repr``), ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
+(a result of the operator: the CTI that released it, its lifetime, its group key's
+``repr`` and, an analytic's, its event's id and rank pickled in ``RANK``:
+``tempo.runtime.keyed.KeyedResult``), ``ENDED`` (the end of an analytic's open result: the
+CTI in force when it arrived, its end, its group key, its event's id and rank, no payload),
+``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
 ``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``) or ``LATEST`` (for a window whose
 lifetimes may reach infinity: ``OUT_END`` the latest finite time of the keys a call ran,
 which the driver gathers over all keys for the flush: ``SHARED``)."""
@@ -250,10 +253,10 @@ class KeyedProcessor(StatefulProcessor):
         self.fields = field_names(self.payload_type)
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
-        assert isinstance(node, WindowNode)
+        assert isinstance(node, (WindowNode, AnalyticNode))
         self.names = self.key_columns if self.key_columns is not None else key_names(node)  # the stage's
-        self.runs = runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
-        self.window = node if self.runs or unmergeable(node) is None else None  # one that takes MERGE rows
+        self.runs = isinstance(node, WindowNode) and runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
+        self.window = node if isinstance(node, WindowNode) and (self.runs or unmergeable(node) is None) else None  # one that takes MERGE rows
         self.partial_columns = ["__n", *partial_columns(self.window)] if self.window is not None else []
         # Open lifetimes end, when the input ends, after the latest finite time over all keys
         # (``Window.SHARED``), which no call sees: each call reports its keys' (``LATEST``)
@@ -310,7 +313,7 @@ class KeyedProcessor(StatefulProcessor):
             elif row[ITEM] == MERGE:
                 items.append(Merge(group, row[EID], row["__n"], next(values), row[END]))
             else:  # an end's START is the stage batch of the event it ends
-                items.append(End(event_id(row[START], row[EID]), row[END]))
+                items.append(End(event_id(row[START], row[EID]), row[END], event_id(row[BATCH], row[POSITION])))
         return items
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
@@ -340,7 +343,7 @@ class KeyedProcessor(StatefulProcessor):
         agenda.save()
         bucket.save()
         if latest > NEG_INF:
-            out.append(self.out(LATEST, None, None, latest, None, *self.blank))
+            out.append(self.out(LATEST, None, None, latest, None, None, *self.blank))
         return iter(out)
 
     def _read(self, names: list[str]) -> _Bucket:
@@ -382,7 +385,7 @@ class KeyedProcessor(StatefulProcessor):
         else:
             self.state.update((pickle.dumps(KeyState(None, waiting, wanted)),))
         for batch, cti in out:
-            yield self.out(MARKER, cti, batch, None, None, *self.blank)
+            yield self.out(MARKER, cti, batch, None, None, None, *self.blank)
 
     def _run(self, agenda: _Agenda, bucket: _Bucket, name: str, items: list[KeyedItem], now: int, shared: dict[str, Any]) -> list[Row]:
         """Group key ``name``'s items through its operator: the results released up to
@@ -408,7 +411,11 @@ class KeyedProcessor(StatefulProcessor):
         else:
             self.groups.updateValue((name,), (pickle.dumps(KeyState(operator, waiting, wanted)),))
             bucket.size += 1 if held is None else 0
-        return [self.out(RESULT, r.cti, r.start, r.end, name, *to_wire(r.payload)) for r in out]
+        return [
+            self.out(ENDED, r.cti, None, r.end, name, pickle.dumps((r.eid, r.rank)), *self.blank) if r.ended
+            else self.out(RESULT, r.cti, r.start, r.end, name, None if r.eid is None else pickle.dumps((r.eid, r.rank)), *to_wire(r.payload))
+            for r in out
+        ]
 
     def close(self) -> None:
         pass
@@ -418,6 +425,6 @@ def output_schema(query: Query, node_index: int) -> st.StructType:
     """The schema of ``KeyedProcessor``'s rows for the query's node ``node_index``."""
     from tempo.spark.types import wire_schema
 
-    leading = [st.IntegerType(), st.LongType(), st.LongType(), st.LongType(), st.StringType()]
+    leading = [st.IntegerType(), st.LongType(), st.LongType(), st.LongType(), st.StringType(), st.BinaryType()]
     fields = [st.StructField(name, dtype, True) for name, dtype in zip(RESULT_COLUMNS, leading)]
     return st.StructType(fields + list(wire_schema(query.nodes[node_index].payload_type).fields))
