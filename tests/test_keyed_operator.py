@@ -272,7 +272,10 @@ def test_an_analytic_run_one_key_at_a_time_releases_what_it_releases_over_all_ke
     def seen(r: KeyedResult) -> tuple[Any, ...]:
         return (released(r), r.ended, r.start, r.end, r.payload, r.eid, r.rank[:1])
 
-    expected = [seen(r) for r in _reference(query, node, sequence)]
+    reference = _reference(query, node, sequence)
+    for r in reference:  # the rule gives the CTI that released each output, and puts each end after the CTI it came after
+        assert (ctis[released(r) - 1] if r.ended else ctis[released(r)]) == r.cti, r
+    expected = [seen(r) for r in reference]
     got = [seen(r) for r in sorted(_keyed(query, node, sequence, cuts), key=lambda r: (released(r), release_order(node, r, repr(r.payload and r.payload.key))))]
     assert got == expected
 

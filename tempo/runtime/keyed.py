@@ -150,6 +150,8 @@ class Collector(ops.Operator):
         self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked))
 
     def end(self, port: int, eid: int, end: int) -> None:  # an analytic's open output ending
+        if not self.ids:
+            raise AssertionError("a keyed window emits whole lifetimes, no end edges")
         self.results.append(KeyedResult(self.cti_now, 0, end, None, eid, (self.arrival,), ended=True))
 
     def cti(self, port: int, t: int) -> None:  # the operator's output CTI is the driver's to decide

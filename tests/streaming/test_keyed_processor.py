@@ -180,7 +180,7 @@ def test_the_keyed_processor_releases_what_the_analytic_releases_batch_by_batch(
     for before, now, rows in _batches(tester, ops, cuts):
         fired = _analytic_results(rows)
         for r in fired:  # an output once the watermark passed the CTI that released it; an end once it reached the CTI it came after
-            assert r.cti <= now if r.ended else before < ctis[released(r)] <= now
+            assert before <= r.cti <= now if r.ended else before < ctis[released(r)] <= now
         got += fired
     latest = now
 
