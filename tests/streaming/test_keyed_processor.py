@@ -134,21 +134,14 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
 
 def _analytic_results(rows: list[Any]) -> list[KeyedResult]:
     """The analytic's results and ends among the processor's rows, as ``KeyedResult``s."""
-    import pickle
-
-    from tempo.spark.streaming.keyed import ENDED, RESULT
+    from tempo.spark.streaming.keyed import ENDED, RESULT, read_result
     from tests.test_keyed_operator import Trend
 
-    out = []
-    for r in rows:
-        if r.tempo_kind not in (RESULT, ENDED):
-            continue
-        eid, rank = pickle.loads(r.tempo_rank)
-        if r.tempo_kind == ENDED:
-            out.append(KeyedResult(r.tempo_released_by, 0, r.tempo_end, None, eid, rank, ended=True))
-        else:
-            out.append(KeyedResult(r.tempo_released_by, r.tempo_start, r.tempo_end, Trend(r.key, r.value, r.previous, r.total, r.n), eid, rank))
-    return out
+    return [
+        read_result(r.tempo_kind, r.tempo_released_by, r.tempo_start, r.tempo_end, r.tempo_rank,
+                    None if r.tempo_kind == ENDED else Trend(r.key, r.value, r.previous, r.total, r.n))
+        for r in rows if r.tempo_kind in (RESULT, ENDED)
+    ]
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)

@@ -83,7 +83,7 @@ from tempo.spark.streaming.executor import (
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
     RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, output_schema,
-    watermark_ms,
+    read_result, watermark_ms,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.windows import key_columns, key_names
@@ -649,12 +649,8 @@ class WorkRunner(_Batches, Generic[T]):
                 continue
             if kinds[i] == MARKER:
                 continue
-            eid, rank = (None, ()) if col[RANK][i] is None else pickle.loads(col[RANK][i])
-            if kinds[i] == ENDED:
-                result = KeyedResult(col[RELEASED_BY][i], 0, col[OUT_END][i], None, eid, rank, ended=True)
-            else:
-                payload = from_wire(self.result_type, [col[f][i] for f in fields], False)
-                result = KeyedResult(col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], payload, eid, rank)
+            payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
+            result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             at = bisect.bisect_left(ctis, released_from(node, result))
             if at == len(ctis) and not result.ended:
                 raise AssertionError(f"cluster engine: a result {result} came back with no CTI releasing it (CTIs {ctis})")
@@ -664,14 +660,14 @@ class WorkRunner(_Batches, Generic[T]):
         staged_through = self.staged_through
         opened: dict[int, int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
         for at, (stage_batch, cti) in enumerate(markers):
-            self._emit(window, [r for _, r in sorted(released[at], key=lambda r: r[0])], cti, opened)
+            self._emit(window, released[at], cti, opened)
             window.cti(0, cti)
             if at + 1 == len(markers) or markers[at + 1][0] != stage_batch:  # the stage batch's last CTI row
                 side = self.stage.read_side(stage_batch)
                 rejections += side.rejections
                 final = final or side.final
                 staged_through = max(staged_through, stage_batch)
-        self._emit(window, [r for _, r in sorted(released[-1], key=lambda r: r[0])], None, opened)
+        self._emit(window, released[-1], None, opened)
         self.crash.point("engine", batch)
         out = engine.take()
         events = released_table(out.items, self.payload_type)
@@ -697,12 +693,16 @@ class WorkRunner(_Batches, Generic[T]):
         self.progress.append(progress)
 
 
-    def _emit(self, window: ops.Window | ew.EventWindows | Analytic, results: list[KeyedResult], cti: int | None, opened: dict[int, int]) -> None:
-        """``results``, released by ``cti``, out of the driver's operator in the window's
-        place, each as a new event of its stream (a window's restamped as the query asks);
-        ``opened``: the driver's ids of an analytic's open outputs, by their event's id."""
+    def _emit(
+        self, window: ops.Window | ew.EventWindows | Analytic, results: list[tuple[tuple[Any, ...], KeyedResult]], cti: int | None,
+        opened: dict[int, int],
+    ) -> None:
+        """``results`` (each with its ``release_order``), released by ``cti``, out of the
+        driver's operator in the window's place in that order, each as a new event of its
+        stream (a window's restamped as the query asks); ``opened``: the driver's ids of an
+        analytic's open outputs, by their event's id."""
         node = self.shape.window
-        for r in results:
+        for _, r in sorted(results, key=lambda r: r[0]):
             if r.ended:
                 assert r.eid is not None and r.end is not None
                 window.emit_end(opened.pop(r.eid), r.end)

@@ -43,7 +43,7 @@ from tempo.plan.nodes import detached
 from tempo.plan.query import Query
 from tempo.plan.nodes import AnalyticNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
-from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, Merge, Run, may_reach_infinity
+from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
 from tempo.spark.windows import key_names
 from tempo.ticks import INF, NEG_INF
@@ -412,13 +412,28 @@ class KeyedProcessor(StatefulProcessor):
             self.groups.updateValue((name,), (pickle.dumps(KeyState(operator, waiting, wanted)),))
             bucket.size += 1 if held is None else 0
         return [
-            self.out(ENDED, r.cti, None, r.end, name, pickle.dumps((r.eid, r.rank)), *self.blank) if r.ended
-            else self.out(RESULT, r.cti, r.start, r.end, name, None if r.eid is None else pickle.dumps((r.eid, r.rank)), *to_wire(r.payload))
+            self.out(ENDED, r.cti, None, r.end, name, _rank_bytes(r), *self.blank) if r.ended
+            else self.out(RESULT, r.cti, r.start, r.end, name, _rank_bytes(r), *to_wire(r.payload))
             for r in out
         ]
 
     def close(self) -> None:
         pass
+
+
+def _rank_bytes(result: KeyedResult) -> bytes | None:
+    """A result's ``RANK`` column: its event's id and rank, pickled (an analytic's; None for a window's)."""
+    return None if result.eid is None else pickle.dumps((result.eid, result.rank))
+
+
+def read_result(kind: int, released_by: int, start: int | None, end: int | None, rank: bytes | None, payload: Any) -> KeyedResult:
+    """A ``RESULT`` or ``ENDED`` row of ``KeyedProcessor`` (its columns, the payload read
+    from its fields; None for an end) as the ``KeyedResult`` it was written from."""
+    eid, ranked = (None, ()) if rank is None else pickle.loads(rank)
+    if kind == ENDED:
+        return KeyedResult(released_by, 0, end, None, eid, ranked, ended=True)
+    assert start is not None
+    return KeyedResult(released_by, start, end, payload, eid, ranked)
 
 
 def output_schema(query: Query, node_index: int) -> st.StructType:
