@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from tempo import EventShape, Stream, UnsupportedError
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.runtime.event_windows import CountWindows
+from tempo.plan.windows import WindowTimestamp
+from tempo.runtime.event_windows import CountWindows, Snapshots
 from tempo.runtime.operators import Window as WindowOperator
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
@@ -130,9 +131,11 @@ def _reference(query: Query, node: p.Node, ops: list[Op]) -> list[KeyedResult]:
     mode = TimestampMode()
     mode.saw(aware=True)
     window = build_operator(Build(mode, query), node)
-    recorder = Collector(ids=isinstance(window, Analytic))
+    recorder = Collector(ids=isinstance(window, (Analytic, Snapshots)))
     if isinstance(window, Analytic):  # as the keyed form runs it, to compare ids and ranks
         window.keep_ids, window.tell_rank = True, recorder.rank
+    if isinstance(window, Snapshots):
+        window.ids_by_start = True
     window.connect(recorder, 0)
     feed(window, recorder, [item for _, item in ops])
     return recorder.results
@@ -192,7 +195,7 @@ def _check_next_release(keyed: KeyedOperator, state: bytes, shared: dict[str, in
         return
     assert keyed.run(state, [Cti(due - 1)], shared)[0] == []
     released, after = keyed.run(state, [Cti(due)], shared)
-    if isinstance(keyed.operator, (WindowOperator, CountWindows, Analytic)):
+    if isinstance(keyed.operator, (WindowOperator, CountWindows, Snapshots, Analytic)):
         assert released != []
     else:
         assert released != [] or keyed.next_release() != due
@@ -230,6 +233,45 @@ def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(
     expected = sorted(_reference(query, node, sequence), key=_order)
     got = sorted(_keyed(query, node, sequence, cuts), key=_order)
     assert got == expected
+
+
+def _snapshot_node(timestamp: WindowTimestamp) -> tuple[Query, p.WindowNode]:
+    """Per-key snapshot windows, their results stamped ``timestamp``."""
+    return _stats_node(lambda g: _Stamped(g.snapshot(), timestamp))
+
+
+@attrs.frozen
+class _Stamped:
+    """A windowed stream whose ``aggregate`` stamps its results ``timestamp``."""
+
+    windowed: Any
+    timestamp: WindowTimestamp
+
+    def aggregate(self, fn: Any) -> Any:
+        return self.windowed.aggregate(fn, timestamp=self.timestamp)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds(), st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.LIFETIME, WindowTimestamp.START, WindowTimestamp.END, WindowTimestamp.LATEST]))
+def test_snapshots_run_one_key_at_a_time_release_what_they_release_over_all_keys(feed: tuple[list[Op], list[int]], timestamp: WindowTimestamp) -> None:
+    """Each key's results and the ends of its start edges, each placed before the first CTI
+    that released it by ``released_from`` (which must be the CTI that did, over all keys), are
+    the snapshots' over all keys: lifetimes, payloads and ids (a window's start) alike; the
+    key's timer is exact (``_check_next_release``)."""
+    sequence, cuts = feed
+    query, node = _snapshot_node(timestamp)
+    ctis = sorted({item.t for _, item in sequence if isinstance(item, Cti)})
+
+    def released(r: KeyedResult) -> int:
+        return bisect.bisect_left(ctis, released_from(node, r))
+
+    def seen(r: KeyedResult) -> tuple[Any, ...]:
+        return (released(r), r.ended, r.start, r.end, repr(r.payload), r.eid)
+
+    reference = _reference(query, node, sequence)
+    for r in reference:
+        assert ctis[released(r)] == r.cti, r
+    assert sorted(map(seen, _keyed(query, node, sequence, cuts))) == sorted(map(seen, reference))
 
 
 @attrs.frozen
@@ -394,16 +436,11 @@ def test_other_operators_are_refused_until_they_have_a_keyed_form() -> None:
     from tempo.sources import ArrowSource
 
     table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    stream = (
-        Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.POINT)
-        .group_by(lambda r: r.key).snapshot()
-        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=None))
-    )
-    query = Query.build(stream.node)
-    [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
-    with pytest.raises(UnsupportedError, match="has no keyed form yet"):
+    readings = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.POINT)
+    query = Query.build(readings.anti_join(readings.shift_event_time(timedelta(seconds=1)), lambda a, b: a.key == b.key).node)
+    [node] = [n for n in query.nodes if isinstance(n, p.AntiJoinNode)]
+    with pytest.raises(UnsupportedError, match="AntiJoinNode has no keyed form yet"):
         KeyedOperator(query, node)
-    from tempo.plan.windows import WindowTimestamp
 
     stamped = (
         Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.POINT)
@@ -414,3 +451,32 @@ def test_other_operators_are_refused_until_they_have_a_keyed_form() -> None:
     [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
     with pytest.raises(UnsupportedError, match="stamped LATEST"):
         KeyedOperator(query, node)
+
+
+def test_a_snapshot_timeline_by_hand() -> None:
+    """docs/semantics.md 5.6.4's timeline, counts: key 1 gets a = [1, 6), b = [3, 8), c = [10, 12)
+    and the CTIs 4, 7, 9, 13 s; key 2 gets d = [2, 5) and, having no rows after it, hears only
+    the CTI at 13 s. Key 1 gives the table's items at its CTIs; key 2 gives its start edge at 2 s
+    and its end at 5 s both at 13 s, and ``released_from`` places them where the operator over
+    both keys releases them: the edge at the CTI at 4 s (the first past 2 s), its end at 7 s
+    (the first past 5 s). Each start edge's id is its window's start, by which its end names it."""
+    query, node = _snapshot_node(WindowTimestamp.LIFETIME)
+    keyed = KeyedOperator(query, node)
+    s = SECOND
+    ctis = [4 * s, 7 * s, 9 * s, 13 * s]
+    one, _ = keyed.run(None, [
+        Cti(0), Insert(0, 1 * s, 6 * s, Reading(1, 1.0)), Insert(1, 3 * s, 8 * s, Reading(1, 2.0)), Cti(4 * s), Cti(7 * s), Cti(9 * s),
+        Insert(2, 10 * s, 12 * s, Reading(1, 4.0)), Cti(13 * s),
+    ])
+    two, _ = keyed.run(None, [Cti(0), Insert(3, 2 * s, 5 * s, Reading(2, 8.0)), Cti(13 * s)])
+
+    def seen(r: KeyedResult) -> tuple[Any, ...]:
+        at = ctis[bisect.bisect_left(ctis, released_from(node, r))] // s
+        return (at, r.cti // s, r.ended, r.start // s, None if r.end is None else r.end // s, r.eid and r.eid // s, r.payload and r.payload.n)
+
+    assert [seen(r) for r in one] == [
+        (4, 4, False, 1, None, 1, 1), (4, 4, True, 0, 3, 1, None),  # [1, 3): an interval out of the CTI at 4
+        (4, 4, False, 3, None, 3, 2), (7, 7, True, 0, 6, 3, None), (7, 7, False, 6, None, 6, 1), (9, 9, True, 0, 8, 6, None),
+        (13, 13, False, 10, None, 10, 1), (13, 13, True, 0, 12, 10, None),
+    ]
+    assert [seen(r) for r in two] == [(4, 13, False, 2, None, 2, 1), (7, 13, True, 0, 5, 2, None)]

@@ -30,7 +30,7 @@ class EventWindows(Operator):
     """What the three kinds share: grouping, aggregating a window's events, emitting."""
 
     WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
-        "spec", "timestamp", "key_fn", "values_fn", "accumulator", "projection", "to_datetime", "new_id", "order",
+        "spec", "timestamp", "key_fn", "values_fn", "accumulator", "projection", "to_datetime", "new_id", "order", "ids_by_start",
     }
     SHARED = {"t_max": max}  # where open lifetimes end when the input ends: over every group's events
 
@@ -54,6 +54,10 @@ class EventWindows(Operator):
         self.in_cti_finite = NEG_INF
         self.t_max = NEG_INF  # the latest finite time seen: starts and ends
         self.outbox: list[tuple[int, int, int | None, Any]] = []  # (start, eid, end, payload), in the order queued
+        self.ids_by_start = False
+        """Whether a result's id is its window's start rather than a new id: a snapshot's run
+        one key at a time (``tempo.runtime.keyed``), whose group has one window per start, so
+        that the end of a start edge names it the same in every run of the key."""
 
     def _seen(self, t: int) -> None:
         if NEG_INF < t < INF and t > self.t_max:
@@ -79,7 +83,7 @@ class EventWindows(Operator):
         is the CTI completing the window), or with ``edge`` a start edge at ``ws``. Returns
         the result's id."""
         payload = self.projection(key, self.accumulator.results(state), self.to_datetime(ws), self.to_datetime(we))
-        eid = self.new_id()
+        eid = ws if self.ids_by_start else self.new_id()
         if edge:
             self.outbox.append((ws, eid, None, payload))
         else:
@@ -355,6 +359,48 @@ class Snapshots(EventWindows):
         self._seen(end)
         self.events[key][eid][1] = end
 
+    def _points(self, key: Key) -> list[int]:
+        """The group's endpoints from ``done`` on (``done`` is one too: its event may be
+        forgotten already)."""
+        done = self.done.get(key, NEG_INF)
+        events = self.events[key]
+        return sorted({t for e in events.values() for t in (e[0], e[1]) if t is not None and t >= done} | ({done} - {NEG_INF}))
+
+    @staticmethod
+    def _alive(events: dict[int, list[Any]], t: int) -> bool:
+        return any(e[0] <= t and (e[1] is None or e[1] > t) for e in events.values())
+
+    def idle(self) -> bool:
+        """Whether it holds no group's events or waiting window (``Window.idle``): a group's
+        ``done`` lies before every event still to come, which start at or after the CTI."""
+        return not self.events and not self.pending
+
+    def next_release(self) -> int | None:
+        """The least CTI at which this operator would emit a result, None while none is due
+        (a keyed operator's timer: ``tempo.runtime.keyed``): just past the end of a window
+        whose start edge is out or whose result waits for its end, else just past the start
+        of a group's next window (its end, for a result that waits for it). A window's end
+        not known yet is where an open event ends: at the CTI at infinity."""
+        if self.in_cti >= INF:  # the input ended: nothing is released any more
+            return None
+        waits_for_end = self.timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
+        dues = []
+        for key, events in self.events.items():
+            points = self._points(key)
+            pending = self.pending.get(key)
+            due: int | None
+            if pending is None:  # the next window's start; its end, for a result that waits for it
+                due = next((t for t in points if self._alive(events, t)), None)
+                if due is not None and waits_for_end:
+                    due = next((t for t in points if t > due), INF)
+            elif waits_for_end or self.timestamp is WindowTimestamp.LIFETIME:  # the window's end
+                due = next((t for t in points if t > pending[0]), INF)
+            else:  # its result is out: the next window's start
+                due = next((t for t in points if t > pending[0] and self._alive(events, t)), None)
+            if due is not None:
+                dues.append(min(due + 1, INF))
+        return min(dues) if dues else None
+
     def advance(self, c: int) -> None:
         if c >= INF:
             end = self.horizon()
@@ -366,8 +412,7 @@ class Snapshots(EventWindows):
         for key in list(self.events):
             events = self.events[key]
             done = self.done.get(key, NEG_INF)
-            # ``done`` is an endpoint too, whose event may be forgotten already.
-            points = sorted({t for e in events.values() for t in (e[0], e[1]) if t is not None and t >= done} | ({done} - {NEG_INF}))
+            points = self._points(key)
             i = 0
             while True:
                 # the next endpoint after the pending window's start, or the next window start
@@ -387,7 +432,7 @@ class Snapshots(EventWindows):
                         self.result(key, pending[1], p, q, c)
                     done = q
                     continue
-                while i < len(points) and not any(e[0] <= points[i] and (e[1] is None or e[1] > points[i]) for e in events.values()):
+                while i < len(points) and not self._alive(events, points[i]):
                     i += 1
                 if i == len(points) or points[i] >= c:
                     break

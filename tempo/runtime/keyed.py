@@ -23,14 +23,15 @@ What a key is fed, and why the results are the in-memory engine's:
   all (for the window, the latest finite time, where open lifetimes end when the input
   ends): combined into the key's own before its items.
 
-The operators with a keyed form: hopping and tumbling windows, sessions and count windows
-(``KEYED_STAMPS``), and analytics (``order_by_time``, ``analytic``). Each result comes with
-the CTI that released it; a window's with the window's end as its end (a result stamped
-otherwise is stamped again by ``restamp``), an analytic's with its event's id and rank, and
-the ends of its open outputs as results of their own. The results of all keys, each given
-the first CTI that released it (``released_from``) and sorted by that CTI, then
-``release_order``, are the in-memory engine's, but for the order of a window's groups among
-themselves, which the semantics leave open (docs/semantics.md 5.7).
+The operators with a keyed form: hopping and tumbling windows, sessions, count windows and
+snapshots (``KEYED_STAMPS``), and analytics (``order_by_time``, ``analytic``). Each result
+comes with the CTI that released it; a window's stamped so that this CTI follows from it (a
+result stamped otherwise is stamped again by ``restamp``), an analytic's with its event's id
+and rank, a snapshot's start edges with their window's start as id (``ids_by_start``: one
+window of a group starts there), and the ends of open outputs as results of their own. The
+results of all keys, each given the first CTI that released it (``released_from``) and sorted
+by that CTI, then ``release_order``, are the in-memory engine's, but for the order of a
+window's groups among themselves, which the semantics leave open (docs/semantics.md 5.7).
 """
 
 from __future__ import annotations
@@ -45,14 +46,14 @@ import attrs
 from tempo.errors import UnsupportedError
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, WindowTimestamp
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
 from tempo.runtime import event_windows as ew
 from tempo.runtime.analytics import Analytic
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.live import StatePickler, put_state, state_of
-from tempo.ticks import NEG_INF
+from tempo.ticks import INF, NEG_INF
 
 EXECUTOR = "keyed"
 
@@ -149,9 +150,9 @@ class Collector(ops.Operator):
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked))
 
-    def end(self, port: int, eid: int, end: int) -> None:  # an analytic's open output ending
+    def end(self, port: int, eid: int, end: int) -> None:  # an analytic's or a snapshot's open output ending
         if not self.ids:
-            raise AssertionError("a keyed window emits whole lifetimes, no end edges")
+            raise AssertionError("a keyed hopping, session or count window emits whole lifetimes, no end edges")
         self.results.append(KeyedResult(self.cti_now, 0, end, None, eid, (self.arrival,), ended=True))
 
     def cti(self, port: int, t: int) -> None:  # the operator's output CTI is the driver's to decide
@@ -163,13 +164,17 @@ KEYED_STAMPS: dict[type, dict[WindowTimestamp, WindowTimestamp]] = {
     HoppingWindow: {_W.LIFETIME: _W.LIFETIME, _W.END: _W.END, _W.START: _W.LIFETIME, _W.CTI: _W.END},
     SessionWindow: {_W.END: _W.END, _W.CTI: _W.END},
     CountWindow: {_W.END: _W.END, _W.LATEST: _W.LATEST, _W.CTI: _W.END},  # a count window's latest start is its last tick
+    # A snapshot's results are start edges ended later, or points at the window's start or its
+    # last tick: each released just past a time it carries (``released_from``).
+    SnapshotWindow: {_W.LIFETIME: _W.LIFETIME, _W.START: _W.START, _W.EARLIEST: _W.EARLIEST, _W.LATEST: _W.LATEST, _W.END: _W.END, _W.CTI: _W.END},
 }
 """The windows with a keyed form, each result stamp they take mapped to the stamp a key's
-operator computes with: one whose results end where the window ends, so that the CTI that
-released a result is the first at or after its end, whoever learns it (a key without rows
-in a batch hears only the batch's last CTI). Whoever learns that CTI then stamps the result
-as the query asks (``restamp``). A hopping window's earliest or latest event need the
-window's end beside the stamp, which its results do not carry yet."""
+operator computes with: one from whose results the CTI that released each follows, whoever
+learns it (``released_from``; a key without rows in a batch hears only the batch's last
+CTI): a hopping window's, a session's and a count window's end where the window ends, a
+snapshot's start where the window starts or end where it ends. Whoever learns that CTI then
+stamps the result as the query asks (``restamp``). A hopping window's earliest or latest
+event need the window's end beside the stamp, which its results do not carry yet."""
 
 
 KEYED_NODES = (p.WindowNode, p.AnalyticNode)
@@ -214,11 +219,15 @@ def released_from(node: p.Node, result: KeyedResult) -> int:
     first CTI at or after it did (a key without rows in a batch hears only the batch's last
     CTI, so ``result.cti`` may be later). A window's result closes with its window, at its
     end; an analytic's output goes once a CTI passes its start, and the end of an open one
-    as it arrives, before the CTI after the one then in force."""
-    if result.ended:
-        return result.cti + 1
+    as it arrives, before the CTI after the one then in force. A snapshot's window is fixed
+    by a CTI past its start and ends at a CTI past its end (docs/semantics.md 5.6.4): a start
+    edge or a point at the start goes then, a point at its last tick or the edge's end then."""
     if isinstance(node, p.AnalyticNode):
-        return result.start + 1
+        return result.cti + 1 if result.ended else result.start + 1
+    assert isinstance(node, p.WindowNode)
+    if isinstance(node.spec, SnapshotWindow):
+        at_end = result.ended or KEYED_STAMPS[SnapshotWindow][node.timestamp] is _W.END
+        return result.end + 1 if at_end and result.end is not None else result.start + 1
     assert result.end is not None
     return result.end
 
@@ -227,15 +236,19 @@ def release_order(node: p.Node, result: KeyedResult, group: str) -> tuple[Any, .
     """The place of ``result`` (of group key ``group``, by ``repr``) among the results of all
     keys one CTI releases, as the operator over all keys orders them: a window's by start and
     end (its groups among themselves by key: the semantics leave that order open,
-    docs/semantics.md 5.7); an analytic's ends first, in arrival order, as they went out
-    before the CTI, then its events by start, payload order and arrival (events of two groups
-    never tie on the payload, of which the group key is a function)."""
-    if result.ended:
+    docs/semantics.md 5.7), a snapshot's ends first, by end; an analytic's ends first, in
+    arrival order, as they went out before the CTI, then its events by start, payload order
+    and arrival (events of two groups never tie on the payload, of which the group key is a
+    function). An end whose event the same CTI releases follows that event (the driver's
+    ``_emit``)."""
+    if result.ended and isinstance(node, p.AnalyticNode):
         return (0, result.rank)
+    if result.ended:  # a snapshot's edge ending: its groups among themselves as a window's
+        return (0, result.end, group, result.eid)
     if isinstance(node, p.AnalyticNode):
         okey, arrival = result.rank
         return (1, result.start, okey, group, arrival)
-    return (1, result.start, result.end, group)
+    return (1, result.start, INF if result.end is None else result.end, group)
 
 
 class KeyedOperator:
@@ -256,9 +269,11 @@ class KeyedOperator:
             query = Query.build(p.rebuilt(query.root, lambda n: computing_node if n is node else None))
             node = query.nodes[index]
         self.operator = build_operator(Build(mode, query), node)
-        self.collector = Collector(ids=isinstance(self.operator, Analytic))
+        self.collector = Collector(ids=isinstance(self.operator, (Analytic, ew.Snapshots)))
         if isinstance(self.operator, Analytic):
             self.operator.keep_ids, self.operator.tell_rank = True, self.collector.rank
+        if isinstance(self.operator, ew.Snapshots):
+            self.operator.ids_by_start = True
         self.operator.connect(self.collector, 0)
         self.fresh = self._save()
 
@@ -283,7 +298,7 @@ class KeyedOperator:
         """Whether the key whose state ``run`` just left holds nothing: its state may be
         dropped, and a fresh operator, given the CTI in force before the key's next items,
         does what it would."""
-        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, Analytic))
+        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic))
         return self.operator.idle()
 
     def latest(self) -> int:
@@ -296,7 +311,7 @@ class KeyedOperator:
     def next_release(self) -> int | None:
         """The least CTI at which the key whose state ``run`` just left would release a
         result (None: it holds nothing), where its timer goes."""
-        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, Analytic))
+        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic))
         return self.operator.next_release()
 
 

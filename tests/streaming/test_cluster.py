@@ -24,7 +24,7 @@ import pytest
 
 import tempo
 from tempo import InMemoryExecutor
-from tempo.events import Cti
+from tempo.events import Cti, EdgeEnd
 from tempo.sources import ParquetSource
 from tempo import AdvanceTimePolicy, ArrivalClock, EventOrderingSettings, EventShape, IngestionTime, ProcessingTime, Stream, WindowTimestamp
 from tests.streaming.test_bulk import CASES, Case, Overall, Reading, _by_device, in_lockstep
@@ -40,8 +40,9 @@ def _skip_without_tws() -> None:
 
 
 def groups_as_sets(items: list[Any]) -> list[Any]:
-    """``items`` with each run of events of one lifetime between two CTIs in a fixed order
-    (by repr): the order of a window's groups is not specified."""
+    """``items`` with each run of events of one start between two CTIs, and each run of end
+    edges, in a fixed order (by repr): the order of a window's groups is not specified
+    (docs/semantics.md 5.7)."""
     out: list[Any] = []
     run: list[Any] = []
 
@@ -49,11 +50,11 @@ def groups_as_sets(items: list[Any]) -> list[Any]:
         out.extend(sorted(run, key=repr))
         run.clear()
 
-    def lifetime(item: Any) -> tuple[Any, Any]:
-        return item.start, getattr(item, "end", None)  # a point has no end of its own
+    def place(item: Any) -> tuple[Any, ...]:
+        return ("end",) if isinstance(item, EdgeEnd) else ("start", item.start)
 
     for item in items:
-        if run and (isinstance(item, Cti) or lifetime(item) != lifetime(run[0])):
+        if run and (isinstance(item, Cti) or place(item) != place(run[0])):
             flush()
         if isinstance(item, Cti):
             out.append(item)
@@ -142,6 +143,21 @@ def _count_windows_at_ctis(s: Stream[Reading]) -> Stream[Session]:
     )
 
 
+def _snapshots(s: Stream[Reading]) -> Stream[Session]:
+    """Snapshot windows per device: start edges, each ended by a key once a CTI passes its
+    window's end, which the driver matches to the edge it gave out."""
+    return s.where(lambda r: r.site != "a").group_by(lambda r: r.device).snapshot().aggregate(_per_device)
+
+
+def _snapshots_at_ends(s: Stream[Reading]) -> Stream[Session]:
+    """Snapshot windows per device stamped at their last tick, then on the driver a count of
+    them per 20 s (the window's output CTI is a tick behind its input's)."""
+    return (
+        s.group_by(lambda r: r.device).snapshot().aggregate(_per_device, timestamp=WindowTimestamp.END)
+        .tumbling(timedelta(seconds=20)).aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.total)))
+    )
+
+
 @attrs.frozen
 class Trend:
     site: str | None
@@ -203,6 +219,9 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     Case("analytic of edges, period, adjust, then a window", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _analytic_then_window),
     Case("order by time, count, adjust, intervals", 3, 2, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _in_time_order),
     Case("analytic of edges, count, drop", 5, 3, AdvanceTimePolicy.DROP, EventShape.EDGE, True, _analytic),
+    # Snapshots: start edges ended later by their keys; points at the windows' last ticks.
+    Case("snapshots of edges, count, drop", 4, 2, AdvanceTimePolicy.DROP, EventShape.EDGE, True, _snapshots),
+    Case("snapshots at ends, period, adjust, intervals, then a window", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _snapshots_at_ends),
 ]
 EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order)}
 """Cases whose output order is specified whole (an analytic's: by start, payload and arrival
@@ -212,13 +231,13 @@ SLOW_CASES = {
     "sessions, period, adjust, intervals, then a window", "ordering settings, adjust: item by item on the driver",
     "count windows stamped at releasing CTIs, period, drop", "edges, period, adjust: sessions",
     "processing time on an arrival clock, edges: tumbling", "sessions, count, drop, cut", "order by time, count, adjust, intervals",
-    "analytic of edges, period, adjust, then a window",
+    "analytic of edges, period, adjust, then a window", "snapshots at ends, period, adjust, intervals, then a window",
 }
 """Run with ``--run-slow``: the default suite runs two cases of hopping and tumbling windows
 (one stamped at window starts, one with events spanning many windows), one of sessions
 without a cut (runs), one of count windows, one of edges through a where into tumbling
 windows per device, one of an input in ingestion time into sessions with a cut, and two of
-analytics (one of edges) (``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs
+analytics (one of edges) and one of snapshots of edges (``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs
 batches item by item)."""
 
 
@@ -324,10 +343,9 @@ def test_a_kill_of_the_cluster_engine_at_a_phase_then_a_restart_commits_the_whol
 
 
 def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any, tmp_path: Path) -> None:
-    """Snapshot windows have no keyed form yet: the start says so, and leaves the checkpoint free."""
+    """Anti-joins have no keyed form yet: the start says so, and leaves the checkpoint free."""
     from tempo.errors import UnsupportedError
     from tempo.spark.streaming import ParquetSink, StreamingExecutor
-    from tests.streaming.test_live_spark import Count
     from tests.streaming.test_live_spark import Reading as Plain
     from tests.streaming.test_live_spark import _rows as plain_rows
     from tests.streaming.test_live_spark import _settings
@@ -336,8 +354,8 @@ def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any
     _skip_without_tws()
     write_plain(tmp_path / "in", 0, plain_rows(4, seed=1))
     readings = Stream.create("readings", ParquetSource(str(tmp_path / "in"), Plain, start="ts", order="seq"), EventShape.POINT, _settings(True), payload_type=Plain)
-    query = readings.group_by(lambda r: r.device).snapshot().aggregate(lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value)))
-    with pytest.raises(UnsupportedError, match="engine=.cluster.*Snapshot has no keyed form yet"):
+    query = readings.anti_join(readings.shift_event_time(timedelta(seconds=2)), lambda a, b: a.device == b.device)
+    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: only a window aggregate or an analytic"):
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query, ParquetSink(str(tmp_path / "out")))
     live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(query, ParquetSink(str(tmp_path / "out")))
     live.stop()

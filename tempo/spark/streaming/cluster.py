@@ -176,8 +176,9 @@ events that reached the window: event id -> (the stage batch of its event, its p
 
 
 OPEN_OUTPUTS = "cluster.open_outputs"
-"""The name of the work query's engine's attached state holding an analytic's open outputs:
-the id of the event a key's output came from -> the id the driver gave that output."""
+"""The name of the work query's engine's attached state holding the open outputs of an
+analytic or a snapshot window: (group key's repr, the key's id of the output: an analytic's
+event's, a snapshot's window start) -> the id the driver gave that output."""
 
 
 class _WindowFeed(ops.Operator):
@@ -641,7 +642,7 @@ class WorkRunner(_Batches, Generic[T]):
         node = self.shape.window
         # Each result goes before the first of the batch's CTIs that released it in memory;
         # the ends an analytic's keys passed on after the batch's last CTI go after it.
-        released: list[list[tuple[tuple[Any, ...], KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
+        released: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
         latest = self.latest
         for i in range(table.num_rows):
             if kinds[i] == LATEST:
@@ -652,13 +653,14 @@ class WorkRunner(_Batches, Generic[T]):
             payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             at = bisect.bisect_left(ctis, released_from(node, result))
-            if at == len(ctis) and not result.ended:
+            if at == len(ctis) and not (result.ended and isinstance(node, p.AnalyticNode)):
                 raise AssertionError(f"cluster engine: a result {result} came back with no CTI releasing it (CTIs {ctis})")
-            released[at].append((release_order(node, result, col[GROUP][i]), result))
+            group = col[GROUP][i]
+            released[at].append((release_order(node, result, group), group, result))
         rejections: list[Any] = []
         final = False
         staged_through = self.staged_through
-        opened: dict[int, int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
+        opened: dict[tuple[str, int], int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
         for at, (stage_batch, cti) in enumerate(markers):
             self._emit(window, released[at], cti, opened)
             window.cti(0, cti)
@@ -694,28 +696,37 @@ class WorkRunner(_Batches, Generic[T]):
 
 
     def _emit(
-        self, window: ops.Window | ew.EventWindows | Analytic, results: list[tuple[tuple[Any, ...], KeyedResult]], cti: int | None,
-        opened: dict[int, int],
+        self, window: ops.Window | ew.EventWindows | Analytic, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,
+        opened: dict[tuple[str, int], int],
     ) -> None:
-        """``results`` (each with its ``release_order``), released by ``cti``, out of the
-        driver's operator in the window's place in that order, each as a new event of its
-        stream (a window's restamped as the query asks); ``opened``: the driver's ids of an
-        analytic's open outputs, by their event's id."""
+        """``results`` (each with its ``release_order`` and group), released by ``cti``, out
+        of the driver's operator in the window's place in that order, each as a new event of
+        its stream (a window's restamped as the query asks), but for the end of an output
+        that ``cti`` releases too, which follows it; ``opened``: the driver's ids of open
+        outputs, by group and the key's id of the output (an analytic's event's, a snapshot's
+        window start)."""
         node = self.shape.window
-        for _, r in sorted(results, key=lambda r: r[0]):
+        following: list[tuple[str, KeyedResult]] = []
+        for _, group, r in sorted(results, key=lambda r: r[0]):
             if r.ended:
                 assert r.eid is not None and r.end is not None
-                window.emit_end(opened.pop(r.eid), r.end)
+                if (group, r.eid) in opened:
+                    window.emit_end(opened.pop((group, r.eid)), r.end)
+                else:
+                    following.append((group, r))
                 continue
             start, end = r.start, r.end
-            if isinstance(node, p.WindowNode):
-                assert isinstance(window, (ops.Window, ew.EventWindows)) and cti is not None and end is not None
+            if isinstance(node, p.WindowNode) and end is not None:
+                assert isinstance(window, (ops.Window, ew.EventWindows)) and cti is not None
                 start, end = restamp(node, start, end, cti, window.in_cti_finite)
             eid = window.new_id()
             if end is None:
                 assert r.eid is not None
-                opened[r.eid] = eid
+                opened[(group, r.eid)] = eid
             window.emit_insert(eid, start, end, r.payload)
+        for group, r in following:
+            assert r.eid is not None and r.end is not None
+            window.emit_end(opened.pop((group, r.eid)), r.end)
 
 
 def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage: Stage) -> DataFrame:
