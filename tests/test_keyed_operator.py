@@ -33,11 +33,11 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import WindowTimestamp
 from tempo.runtime.event_windows import CountWindows, Snapshots
-from tempo.runtime.operators import Window as WindowOperator
+from tempo.runtime.operators import Clip, Window as WindowOperator
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.analytics import Analytic
-from tempo.runtime.keyed import Collector, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, release_order, released_from
+from tempo.runtime.keyed import Collector, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, placed, release_order, released_from
 from tempo.ticks import INF, NEG_INF
 
 SECOND = 1_000_000
@@ -131,11 +131,13 @@ def _reference(query: Query, node: p.Node, ops: list[Op]) -> list[KeyedResult]:
     mode = TimestampMode()
     mode.saw(aware=True)
     window = build_operator(Build(mode, query), node)
-    recorder = Collector(ids=isinstance(window, (Analytic, Snapshots)))
+    recorder = Collector(ids=isinstance(window, (Analytic, Snapshots, Clip)))
     if isinstance(window, Analytic):  # as the keyed form runs it, to compare ids and ranks
         window.keep_ids, window.tell_rank = True, recorder.rank
     if isinstance(window, Snapshots):
         window.ids_by_start = True
+    if isinstance(window, Clip):
+        window.keep_ids = True
     window.connect(recorder, 0)
     feed(window, recorder, [item for _, item in ops])
     return recorder.results
@@ -147,7 +149,9 @@ def _time(item: KeyedItem) -> int:
     return item.end if isinstance(item, End) and item.end < INF else NEG_INF
 
 
-def _keyed(query: Query, node: p.Node, sequence: list[Op], cuts: list[int]) -> list[KeyedResult]:
+def _keyed(query: Query, node: p.Node, sequence: list[Op], cuts: list[int], coarse: bool = False) -> list[KeyedResult]:
+    """``sequence`` cut at ``cuts``, each key run batch by batch; with ``coarse``, a key with no
+    items in a batch hears only its last CTI, as the cluster engine's keys do."""
     keyed = KeyedOperator(query, node)
     states: dict[int, bytes] = {}
     results: list[KeyedResult] = []
@@ -176,6 +180,8 @@ def _keyed(query: Query, node: p.Node, sequence: list[Op], cuts: list[int]) -> l
             last_cti = max(last_cti, item.t)
         shared = {"t_max": t_max} if isinstance(node, p.WindowNode) else {}
         for key, items in per_key.items():
+            if coarse and not any(isinstance(item, (Insert, End)) for item in items):
+                items = items[-1:]
             released, states[key] = keyed.run(states.get(key), items, shared)
             results += released
             idle = keyed.idle()
@@ -195,7 +201,7 @@ def _check_next_release(keyed: KeyedOperator, state: bytes, shared: dict[str, in
         return
     assert keyed.run(state, [Cti(due - 1)], shared)[0] == []
     released, after = keyed.run(state, [Cti(due)], shared)
-    if isinstance(keyed.operator, (WindowOperator, CountWindows, Snapshots, Analytic)):
+    if isinstance(keyed.operator, (WindowOperator, CountWindows, Snapshots, Analytic, Clip)):
         assert released != []
     else:
         assert released != [] or keyed.next_release() != due
@@ -271,7 +277,43 @@ def test_snapshots_run_one_key_at_a_time_release_what_they_release_over_all_keys
     reference = _reference(query, node, sequence)
     for r in reference:
         assert ctis[released(r)] == r.cti, r
-    assert sorted(map(seen, _keyed(query, node, sequence, cuts))) == sorted(map(seen, reference))
+    assert sorted(map(seen, _keyed(query, node, sequence, cuts, coarse=True))) == sorted(map(seen, reference))
+
+
+def _clip_node(grouped: bool = True) -> tuple[Query, p.ClipNode]:
+    """The readings' lifetimes clipped at the next start of their key (of any, ungrouped)."""
+    from tempo.sources import ArrowSource
+
+    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    readings = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
+    stream = readings.group_by(lambda r: r.key).clip_event_duration() if grouped else readings.clip_event_duration()
+    query = Query.build(stream.node)
+    [node] = [n for n in query.nodes if isinstance(n, p.ClipNode)]
+    return query, node
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds(), st.booleans())
+def test_clipped_events_run_one_key_at_a_time_give_what_the_clip_over_all_keys_gives(feed: tuple[list[Op], list[int]], grouped: bool) -> None:
+    """Each key's outputs and ends, a key without items in a batch hearing only its last CTI,
+    each placed before the CTI that released it in memory (``placed``: an event the key gave
+    out with its clipped end, which memory gave out as a start edge before a CTI passed that
+    end, as a start edge and its end), are the clip's over all keys: lifetimes, payloads and
+    ids (the events') alike; ``placed`` gives each of the clip's own outputs the CTI that did."""
+    sequence, cuts = feed
+    if not grouped:  # one key
+        sequence = [(min(key, 0), item) for key, item in sequence]
+    query, node = _clip_node(grouped)
+    ctis = sorted({item.t for _, item in sequence if isinstance(item, Cti)})
+
+    def parts(results: list[KeyedResult]) -> list[tuple[Any, ...]]:
+        return sorted((at, r.ended, r.start, -1 if r.end is None else r.end, repr(r.payload), r.eid) for result in results for at, r in placed(node, result, ctis))
+
+    reference = _reference(query, node, sequence)
+    for r in reference:
+        [(at, _)] = placed(node, r, ctis)
+        assert ctis[at] == r.cti, r
+    assert parts(_keyed(query, node, sequence, cuts, coarse=True)) == parts(reference)
 
 
 @attrs.frozen
@@ -480,3 +522,20 @@ def test_a_snapshot_timeline_by_hand() -> None:
         (13, 13, False, 10, None, 10, 1), (13, 13, True, 0, 12, 10, None),
     ]
     assert [seen(r) for r in two] == [(4, 13, False, 2, None, 2, 1), (7, 13, True, 0, 5, 2, None)]
+
+
+def test_a_clip_timeline_by_hand() -> None:
+    """docs/semantics.md 5.5.2's timeline, key b's part: b@2 and b@8 (start edges) arrive before
+    the CTI at 3 s; key b then has no rows and hears only the CTI at 12 s, at which it gives out
+    [2, 8) (clipped by b@8) whole and b@8 as a start edge. Over all keys the clip gave b@2 out at
+    the CTI at 3 s as a start edge (8 was not final: an event could still start before it) and
+    ended it at the CTI at 9 s, with b@8: ``placed`` puts the start edge before the CTI at 3 s,
+    its end and b@8 before the CTI at 9 s."""
+    query, node = _clip_node()
+    keyed = KeyedOperator(query, node)
+    s = SECOND
+    ctis = [3 * s, 6 * s, 9 * s, 12 * s]
+    out, _ = keyed.run(None, [Cti(0), Insert(0, 2 * s, None, Reading(2, 1.0)), Insert(1, 8 * s, None, Reading(2, 2.0)), Cti(12 * s)])
+    assert [(r.cti, r.start, r.end, r.eid) for r in out] == [(12 * s, 2 * s, 8 * s, 0), (12 * s, 8 * s, None, 1)]
+    got = [(ctis[at] // s, r.ended, r.start // s, r.end and r.end // s, r.eid) for result in out for at, r in placed(node, result, ctis)]
+    assert got == [(3, False, 2, None, 0), (9, True, 0, 8, 0), (9, False, 8, None, 1)]

@@ -24,21 +24,23 @@ What a key is fed, and why the results are the in-memory engine's:
   ends): combined into the key's own before its items.
 
 The operators with a keyed form: hopping and tumbling windows, sessions, count windows and
-snapshots (``KEYED_STAMPS``), and analytics (``order_by_time``, ``analytic``). Each result
-comes with the CTI that released it; a window's stamped so that this CTI follows from it (a
-result stamped otherwise is stamped again by ``restamp``), an analytic's with its event's id
-and rank, a snapshot's start edges with their window's start as id (``ids_by_start``: one
-window of a group starts there), and the ends of open outputs as results of their own. The
-results of all keys, each given the first CTI that released it (``released_from``) and sorted
-by that CTI, then ``release_order``, are the in-memory engine's, but for the order of a
-window's groups among themselves, which the semantics leave open (docs/semantics.md 5.7).
+snapshots (``KEYED_STAMPS``), analytics (``order_by_time``, ``analytic``) and
+``clip_event_duration``. Each result comes with the CTI that released it; a window's stamped
+so that this CTI follows from it (a result stamped otherwise is stamped again by
+``restamp``), an analytic's with its event's id and rank, a snapshot's start edges with their
+window's start as id (``ids_by_start``: one window of a group starts there), a clip's outputs
+with their events' ids, and the ends of open outputs as results of their own. The results of
+all keys, each placed before the first CTI that released it in memory (``placed``, from
+``released_from``) and in ``release_order`` among those, are the in-memory engine's, but for
+the order of a window's groups among themselves, which the semantics leave open (docs/semantics.md 5.7).
 """
 
 from __future__ import annotations
 
+import bisect
 import io
 import pickle
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -177,13 +179,13 @@ stamps the result as the query asks (``restamp``). A hopping window's earliest o
 event need the window's end beside the stamp, which its results do not carry yet."""
 
 
-KEYED_NODES = (p.WindowNode, p.AnalyticNode)
+KEYED_NODES = (p.WindowNode, p.AnalyticNode, p.ClipNode)
 """The kinds of plan node with a keyed form (a window's, for the kinds in ``KEYED_STAMPS``)."""
 
 
 def keyed_unsupported(node: p.Node) -> str | None:
     """Why ``node``'s operator cannot run one key at a time yet, or None."""
-    if isinstance(node, p.AnalyticNode):
+    if isinstance(node, (p.AnalyticNode, p.ClipNode)):
         return None
     if not isinstance(node, p.WindowNode):
         return f"{type(node).__name__} has no keyed form yet"
@@ -221,9 +223,12 @@ def released_from(node: p.Node, result: KeyedResult) -> int:
     end; an analytic's output goes once a CTI passes its start, and the end of an open one
     as it arrives, before the CTI after the one then in force. A snapshot's window is fixed
     by a CTI past its start and ends at a CTI past its end (docs/semantics.md 5.6.4): a start
-    edge or a point at the start goes then, a point at its last tick or the edge's end then."""
+    edge or a point at the start goes then, a point at its last tick or the edge's end then.
+    A clipped event goes once a CTI passes its start, its end once a CTI passes it (5.5.2)."""
     if isinstance(node, p.AnalyticNode):
         return result.cti + 1 if result.ended else result.start + 1
+    if isinstance(node, p.ClipNode):
+        return result.end + 1 if result.ended and result.end is not None else result.start + 1
     assert isinstance(node, p.WindowNode)
     if isinstance(node.spec, SnapshotWindow):
         at_end = result.ended or KEYED_STAMPS[SnapshotWindow][node.timestamp] is _W.END
@@ -243,12 +248,30 @@ def release_order(node: p.Node, result: KeyedResult, group: str) -> tuple[Any, .
     ``_emit``)."""
     if result.ended and isinstance(node, p.AnalyticNode):
         return (0, result.rank)
-    if result.ended:  # a snapshot's edge ending: its groups among themselves as a window's
+    if result.ended:  # a snapshot's or a clip's edge ending: its groups among themselves as a window's
         return (0, result.end, group, result.eid)
     if isinstance(node, p.AnalyticNode):
         okey, arrival = result.rank
         return (1, result.start, okey, group, arrival)
+    if isinstance(node, p.ClipNode):  # a group's events of one start in arrival order, as their ids are
+        return (1, result.start, group, result.eid)
     return (1, result.start, INF if result.end is None else result.end, group)
+
+
+def placed(node: p.Node, result: KeyedResult, ctis: Sequence[int]) -> list[tuple[int, KeyedResult]]:
+    """Where ``result`` of ``node``'s keyed operator goes among ``ctis`` (sorted): before the
+    one at the index given, the first that released it in memory (``released_from``; the
+    length of ``ctis``: after the last, for an analytic's end passed on after it). A clipped
+    event whose end its key knew when it gave it out (a key without rows hears only the
+    batch's last CTI) may have gone out in memory as a start edge, before a CTI passed that
+    end: then it goes as a start edge, and its end as a result of its own, each where it went."""
+    at = bisect.bisect_left(ctis, released_from(node, result))
+    if isinstance(node, p.ClipNode) and not result.ended and result.end is not None:
+        ended = KeyedResult(result.cti, 0, result.end, None, result.eid, ended=True)
+        end_at = bisect.bisect_left(ctis, released_from(node, ended))
+        if end_at > at:
+            return [(at, attrs.evolve(result, end=None)), (end_at, ended)]
+    return [(at, result)]
 
 
 class KeyedOperator:
@@ -269,9 +292,11 @@ class KeyedOperator:
             query = Query.build(p.rebuilt(query.root, lambda n: computing_node if n is node else None))
             node = query.nodes[index]
         self.operator = build_operator(Build(mode, query), node)
-        self.collector = Collector(ids=isinstance(self.operator, (Analytic, ew.Snapshots)))
+        self.collector = Collector(ids=isinstance(self.operator, (Analytic, ew.Snapshots, ops.Clip)))
         if isinstance(self.operator, Analytic):
             self.operator.keep_ids, self.operator.tell_rank = True, self.collector.rank
+        if isinstance(self.operator, ops.Clip):
+            self.operator.keep_ids = True
         if isinstance(self.operator, ew.Snapshots):
             self.operator.ids_by_start = True
         self.operator.connect(self.collector, 0)
@@ -298,7 +323,7 @@ class KeyedOperator:
         """Whether the key whose state ``run`` just left holds nothing: its state may be
         dropped, and a fresh operator, given the CTI in force before the key's next items,
         does what it would."""
-        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic))
+        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip))
         return self.operator.idle()
 
     def latest(self) -> int:
@@ -311,7 +336,7 @@ class KeyedOperator:
     def next_release(self) -> int | None:
         """The least CTI at which the key whose state ``run`` just left would release a
         result (None: it holds nothing), where its timer goes."""
-        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic))
+        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip))
         return self.operator.next_release()
 
 

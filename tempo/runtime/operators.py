@@ -189,14 +189,52 @@ class Clip(Operator):
     end is already before ``c``) and ends those whose clipped end is before ``c``: every start
     before ``c`` is known then, so no later event can clip them further."""
 
-    WIRING = Operator.WIRING | {"key_fn", "new_id"}
+    WIRING = Operator.WIRING | {"key_fn", "new_id", "keep_ids"}
 
     def __init__(self, key_fn: Callable[[Any], Key] | None, new_id: Callable[[], int]) -> None:
         super().__init__()
         self.key_fn, self.new_id = key_fn, new_id
+        self.keep_ids = False
+        """Whether an output keeps its event's id rather than a new one: run one key at a time
+        (``tempo.runtime.keyed``), so that its end names it the same in every run of the key."""
         self.groups: dict[Key, list[list[Any]]] = {}
         self.by_id: dict[int, list[Any]] = {}  # events whose own end is not known
         self.in_cti = NEG_INF
+
+    @staticmethod
+    def _clipped(recs: list[list[Any]]) -> list[int]:
+        """The clipped end of each of a group's events, ``recs`` sorted by start (INF while
+        it has no end): the earlier of its own end and the next later start."""
+        later = INF  # the next start after the current one, scanning backwards
+        ends = [INF] * len(recs)
+        i = len(recs) - 1
+        while i >= 0:
+            j = i
+            while j >= 0 and recs[j][1] == recs[i][1]:
+                own = recs[j][2]
+                ends[j] = min(later, INF if own is None else own)
+                j -= 1
+            later = recs[i][1]
+            i = j
+        return ends
+
+    def idle(self) -> bool:
+        """Whether it holds no group's events (``Window.idle``)."""
+        return not self.groups and not self.by_id
+
+    def next_release(self) -> int | None:
+        """The least CTI at which this operator would emit something, None while nothing is
+        due (a keyed operator's timer: ``tempo.runtime.keyed``): the first past an event's
+        start not out yet, or past the clipped end of one out open."""
+        dues = []
+        for recs in self.groups.values():
+            recs.sort(key=lambda r: r[1])
+            for rec, clipped in zip(recs, self._clipped(recs)):
+                if rec[4] is None:
+                    dues.append(rec[1] + 1)
+                elif not rec[5] and clipped < INF:
+                    dues.append(clipped + 1)
+        return min(dues) if dues and self.in_cti < INF else None
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         rec = [eid, start, None if end is None or end >= INF else end, payload, None, False]  # [5]: ended out
@@ -216,17 +254,7 @@ class Clip(Operator):
         out: list[tuple[int, list[Any], int]] = []  # (start, rec, clipped end or INF)
         for key, recs in list(self.groups.items()):
             recs.sort(key=lambda r: r[1])
-            later = INF  # the next start after the current one, scanning backwards
-            ends = [INF] * len(recs)
-            i = len(recs) - 1
-            while i >= 0:
-                j = i
-                while j >= 0 and recs[j][1] == recs[i][1]:
-                    own = recs[j][2]
-                    ends[j] = min(later, INF if own is None else own)
-                    j -= 1
-                later = recs[i][1]
-                i = j
+            ends = self._clipped(recs)
             keep: list[list[Any]] = []
             first_open: int | None = None
             for rec, clipped in zip(recs, ends):
@@ -251,7 +279,7 @@ class Clip(Operator):
                 del self.groups[key]
         out.sort(key=lambda o: o[0])  # stable: group by group within a start
         for start, rec, clipped in out:
-            rec[4] = self.new_id()
+            rec[4] = rec[0] if self.keep_ids else self.new_id()
             if clipped < INF:
                 self.by_id.pop(rec[0], None)
             self.emit_insert(rec[4], start, None if clipped >= INF else clipped, rec[3])

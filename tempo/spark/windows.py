@@ -98,12 +98,12 @@ def window(c: Compiler, node: p.WindowNode) -> DataFrame:
     return rule(c, node)
 
 
-def key_columns(node: p.WindowNode | p.AnalyticNode) -> list[Column]:
+def key_columns(node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[Column]:
     """The window's (or analytic's) group key expressions as columns ``__key0``, ``__key1``, ... (``key_names``)."""
     return [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
 
 
-def key_names(node: p.WindowNode | p.AnalyticNode) -> list[str]:
+def key_names(node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[str]:
     """The names of ``key_columns``."""
     return [f"__key{i}" for i in range(len(node.keys or ()))]
 

@@ -158,6 +158,21 @@ def _snapshots_at_ends(s: Stream[Reading]) -> Stream[Session]:
     )
 
 
+def _clipped(s: Stream[Reading]) -> Stream[Reading]:
+    """Each device's readings clipped at its next reading: start edges ended by their keys once
+    a CTI passes the clipped end, or intervals when a key knew the end when it gave them out
+    but the CTIs between did not (the driver splits them)."""
+    return s.where(lambda r: r.site != "b").group_by(lambda r: r.device).clip_event_duration()
+
+
+def _clipped_then_window(s: Stream[Reading]) -> Stream[Overall]:
+    """All readings clipped at the next (one key), then on the driver hopping windows over them."""
+    return (
+        s.clip_event_duration().hopping(timedelta(seconds=12), timedelta(seconds=4))
+        .aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.value)))
+    )
+
+
 @attrs.frozen
 class Trend:
     site: str | None
@@ -222,6 +237,9 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     # Snapshots: start edges ended later by their keys; points at the windows' last ticks.
     Case("snapshots of edges, count, drop", 4, 2, AdvanceTimePolicy.DROP, EventShape.EDGE, True, _snapshots),
     Case("snapshots at ends, period, adjust, intervals, then a window", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _snapshots_at_ends),
+    # Clip: start edges ended later by their keys, or split by the driver.
+    Case("clip per device, count, drop, intervals", 4, 3, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _clipped),
+    Case("clip of edges, period, adjust, then a window", timedelta(seconds=5), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _clipped_then_window),
 ]
 EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order)}
 """Cases whose output order is specified whole (an analytic's: by start, payload and arrival
@@ -232,12 +250,15 @@ SLOW_CASES = {
     "count windows stamped at releasing CTIs, period, drop", "edges, period, adjust: sessions",
     "processing time on an arrival clock, edges: tumbling", "sessions, count, drop, cut", "order by time, count, adjust, intervals",
     "analytic of edges, period, adjust, then a window", "snapshots at ends, period, adjust, intervals, then a window",
+    "clip of edges, period, adjust, then a window", "edges, count, drop: tumbling", "analytic of edges, count, drop", "count windows, count, adjust",
 }
 """Run with ``--run-slow``: the default suite runs two cases of hopping and tumbling windows
 (one stamped at window starts, one with events spanning many windows), one of sessions
-without a cut (runs), one of count windows, one of edges through a where into tumbling
-windows per device, one of an input in ingestion time into sessions with a cut, and two of
-analytics (one of edges) and one of snapshots of edges (``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs
+without a cut (runs), one of an input in ingestion time into sessions with a cut, one of an
+analytic, one of snapshots of edges through a where (the path of an end to its event's key)
+and one of clip (count windows and edges into windows are slow: the keyed operators' property
+tests cover count windows, and the hand timelines below an end reaching its event's key and
+an analytic's ends across a restart; ``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs
 batches item by item)."""
 
 
@@ -355,7 +376,7 @@ def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any
     write_plain(tmp_path / "in", 0, plain_rows(4, seed=1))
     readings = Stream.create("readings", ParquetSource(str(tmp_path / "in"), Plain, start="ts", order="seq"), EventShape.POINT, _settings(True), payload_type=Plain)
     query = readings.anti_join(readings.shift_event_time(timedelta(seconds=2)), lambda a, b: a.device == b.device)
-    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: only a window aggregate or an analytic"):
+    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: only a window aggregate, an analytic or a clip"):
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query, ParquetSink(str(tmp_path / "out")))
     live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(query, ParquetSink(str(tmp_path / "out")))
     live.stop()

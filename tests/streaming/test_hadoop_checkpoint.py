@@ -20,7 +20,7 @@ from tests.conftest import skip_without_spark
 from tests.streaming.conftest import ROOT, S3Server
 from tests.budget import thorough
 from tests.streaming.live_worker import FLUSHED
-from tests.streaming.test_kill import FILES, MIDDLE, Worker, _assert_whole_run, _write_files
+from tests.streaming.test_kill import MIDDLE, Worker, _assert_whole_run, _write_files
 from tests.streaming.test_live_spark import _rows
 
 pytestmark = pytest.mark.spark
@@ -86,6 +86,10 @@ def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None, engine: str = 
     return status
 
 
+S3_FILES = 4
+"""Files the S3 kill test writes: batches 0 to 3 (the kill at ``MIDDLE``), then the flush."""
+
+
 @pytest.mark.parametrize("engine", ["auto", pytest.param("cluster", marks=pytest.mark.slow)])
 def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path, engine: str) -> None:
     """Killed between a batch's state and its commit record (on the cluster engine: the time
@@ -96,8 +100,8 @@ def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_se
         from tests.streaming.test_cluster import _skip_without_tws
 
         _skip_without_tws()
-    rows = _rows(60, seed=11)
-    _write_files(tmp_path / "in", rows, [10] * FILES)
+    rows = _rows(10 * S3_FILES, seed=11)
+    _write_files(tmp_path / "in", rows, [10] * S3_FILES)
     phase = "time-state" if engine == "cluster" else "state"
     assert _worker(tmp_path, s3_server, crash_at=f"{phase}:{MIDDLE}", engine=engine) == -9
     s3 = s3_server.filesystem()

@@ -43,7 +43,6 @@ but for the order of a window's groups among themselves, which the semantics lea
 
 from __future__ import annotations
 
-import bisect
 import os
 import pickle
 import signal
@@ -67,7 +66,7 @@ from tempo.runtime import operators as ops
 from tempo.plan import nodes as p
 from tempo.runtime.analytics import Analytic
 from tempo.runtime.bulk import WHY_NOT, BulkShape, apply_times, reaching_shape, runs_unmergeable, unmergeable
-from tempo.runtime.keyed import KEYED_NODES, KeyedResult, keyed_unsupported, may_reach_infinity, release_order, released_from, restamp
+from tempo.runtime.keyed import KEYED_NODES, KeyedResult, keyed_unsupported, may_reach_infinity, placed, release_order, restamp
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -108,12 +107,16 @@ WAIT_SECONDS = 600.0
 """How long ``process_all_available`` waits for the work query to release a stage batch."""
 
 
-Keyed = p.WindowNode | p.AnalyticNode
+Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode
 """The stateful node the cluster engine runs one key at a time (``tempo.runtime.keyed``)."""
+KeyedOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip
+KEYED_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip)
+"""The driver's operators in the place of a ``Keyed`` node: each holds nothing there, and
+passes on the CTIs it receives and the results the executors give back."""
 
 
 WHY_NOT_KEYED = (
-    "only a window aggregate or an analytic over the inputs through where / select / shift / union operators, "
+    "only a window aggregate, an analytic or a clip over the inputs through where / select / shift / union operators, "
     "and at most one join below it, runs on the cluster engine"
 )
 
@@ -121,7 +124,8 @@ WHY_NOT_KEYED = (
 def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     """The query's shape when the cluster engine runs it, or why it cannot yet: inputs of
     points, intervals or edges whose events reach one stateful node with a keyed form (a
-    hopping, tumbling, session or count window, or an analytic; ``tempo.runtime.keyed``)
+    hopping, tumbling, session, count or snapshot window, an analytic or a clip;
+    ``tempo.runtime.keyed``)
     through where / select / shift / union operators and at most one join of them all, the
     node's state and work on the executors; anything may follow it (run on the driver, on
     its results). The node is called the window below."""
@@ -191,7 +195,7 @@ class _WindowFeed(ops.Operator):
 
     def __init__(self, window: ops.Operator, open_events: dict[int, tuple[int, Any]]) -> None:
         super().__init__()
-        assert isinstance(window, (ops.Window, ew.EventWindows, Analytic))
+        assert isinstance(window, KEYED_OPERATORS)
         self.window = window
         self.open = open_events
         self.batch = -1
@@ -471,7 +475,7 @@ class TimeRunner(_Batches):
     def window_cti(self, engine: LiveEngine) -> int:
         """The last CTI the window of the driver's engine received."""
         window = engine.operators[self.shape.position]
-        assert isinstance(window, (ops.Window, ew.EventWindows, Analytic))
+        assert isinstance(window, KEYED_OPERATORS)
         return window.in_cti
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
@@ -633,7 +637,7 @@ class WorkRunner(_Batches, Generic[T]):
         self.crash.point("read", batch)
         engine = self.engine_after(self.log.last_committed(before=batch))
         window = engine.operators[self.shape.position]
-        assert isinstance(window, (ops.Window, ew.EventWindows, Analytic))
+        assert isinstance(window, KEYED_OPERATORS)
         col = {name: table.column(name).to_pylist() for name in table.column_names}
         kinds = col[OUT_KIND]
         markers = sorted((col[OUT_START][i], col[RELEASED_BY][i]) for i in range(table.num_rows) if kinds[i] == MARKER)
@@ -652,11 +656,11 @@ class WorkRunner(_Batches, Generic[T]):
                 continue
             payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
-            at = bisect.bisect_left(ctis, released_from(node, result))
-            if at == len(ctis) and not (result.ended and isinstance(node, p.AnalyticNode)):
-                raise AssertionError(f"cluster engine: a result {result} came back with no CTI releasing it (CTIs {ctis})")
             group = col[GROUP][i]
-            released[at].append((release_order(node, result, group), group, result))
+            for at, part in placed(node, result, ctis):
+                if at == len(ctis) and not (part.ended and isinstance(node, p.AnalyticNode)):
+                    raise AssertionError(f"cluster engine: a result {part} came back with no CTI releasing it (CTIs {ctis})")
+                released[at].append((release_order(node, part, group), group, part))
         rejections: list[Any] = []
         final = False
         staged_through = self.staged_through
@@ -696,7 +700,7 @@ class WorkRunner(_Batches, Generic[T]):
 
 
     def _emit(
-        self, window: ops.Window | ew.EventWindows | Analytic, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,
+        self, window: KeyedOperator, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,
         opened: dict[tuple[str, int], int],
     ) -> None:
         """``results`` (each with its ``release_order`` and group), released by ``cti``, out

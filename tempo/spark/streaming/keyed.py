@@ -41,7 +41,7 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import AnalyticNode, WindowNode
+from tempo.plan.nodes import AnalyticNode, ClipNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
@@ -253,7 +253,7 @@ class KeyedProcessor(StatefulProcessor):
         self.fields = field_names(self.payload_type)
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
-        assert isinstance(node, (WindowNode, AnalyticNode))
+        assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
         self.names = self.key_columns if self.key_columns is not None else key_names(node)  # the stage's
         self.runs = isinstance(node, WindowNode) and runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
         self.window = node if isinstance(node, WindowNode) and (self.runs or unmergeable(node) is None) else None  # one that takes MERGE rows
