@@ -377,10 +377,12 @@ class Snapshots(EventWindows):
 
     def next_release(self) -> int | None:
         """The least CTI at which this operator would emit a result, None while none is due
-        (a keyed operator's timer: ``tempo.runtime.keyed``): just past the end of a window
-        whose start edge is out or whose result waits for its end, else just past the start
-        of a group's next window (its end, for a result that waits for it). A window's end
-        not known yet is where an open event ends: at the CTI at infinity."""
+        (a keyed operator's timer: ``tempo.runtime.keyed``): just past the end of the window
+        a group waits on (its end edge or result goes then; a point at its start is out, and
+        the group forgets the window then, so that a key's state does not outlive its last
+        window), else just past the start of a group's next window (its end, for a result that
+        waits for it). A window's end not known yet is where an open event ends: at the CTI at
+        infinity."""
         if self.in_cti >= INF:  # the input ended: nothing is released any more
             return None
         waits_for_end = self.timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
@@ -393,10 +395,9 @@ class Snapshots(EventWindows):
                 due = next((t for t in points if self._alive(events, t)), None)
                 if due is not None and waits_for_end:
                     due = next((t for t in points if t > due), INF)
-            elif waits_for_end or self.timestamp is WindowTimestamp.LIFETIME:  # the window's end
+            else:  # the window's end: its end edge or result goes then, or (its point out) the
+                # group forgets it then, and a next window may start there
                 due = next((t for t in points if t > pending[0]), INF)
-            else:  # its result is out: the next window's start
-                due = next((t for t in points if t > pending[0] and self._alive(events, t)), None)
             if due is not None:
                 dues.append(min(due + 1, INF))
         return min(dues) if dues else None

@@ -118,10 +118,12 @@ KeyedItem = Insert | End | Cti | Merge | Run
 @attrs.frozen
 class KeyedResult:
     """A result the key's part of the operator released, at ``cti`` (the CTI being processed,
-    the CTI in force for an end): an event (``ended`` False; ``end`` None while open) or the
-    end of one released open (``ended``: ``start`` unknown, 0). An analytic's carry the
-    event's id, unique over all keys, and ``rank``: an event's (payload order, arrival) among
-    those one CTI releases in its group, an end's (its arrival,) (``release_order``)."""
+    or for an analytic's end the CTI in force when it arrived): an event (``ended`` False;
+    ``end`` None while open) or the end of one released open (``ended``: ``start`` unknown, 0).
+    ``eid`` is its id in the key (an analytic's and a clip's: its event's, unique over all
+    keys; a snapshot's: its window's start); an analytic's ``rank`` is an event's (payload
+    order, arrival) among those one CTI releases in its group, an end's (its arrival,)
+    (``release_order``)."""
 
     cti: int
     start: int

@@ -104,9 +104,9 @@ OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK = "tempo_kind", "tempo_re
 RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK)
 """An output row's columns before its payload's fields (in ``wire_schema`` form): ``RESULT``
 (a result of the operator: the CTI that released it, its lifetime, its group key's
-``repr`` and, an analytic's, its event's id and rank pickled in ``RANK``:
-``tempo.runtime.keyed.KeyedResult``), ``ENDED`` (the end of an analytic's open result: the
-CTI in force when it arrived, its end, its group key, its event's id and rank, no payload),
+``repr`` and, an analytic's, a snapshot's or a clip's, its id in the key and rank pickled in
+``RANK``: ``tempo.runtime.keyed.KeyedResult``), ``ENDED`` (the end of an open result: the
+CTI the key was at, its end, its group key, its id and rank, no payload),
 ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
 ``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``) or ``LATEST`` (for a window whose
 lifetimes may reach infinity: ``OUT_END`` the latest finite time of the keys a call ran,
@@ -422,7 +422,7 @@ class KeyedProcessor(StatefulProcessor):
 
 
 def _rank_bytes(result: KeyedResult) -> bytes | None:
-    """A result's ``RANK`` column: its event's id and rank, pickled (an analytic's; None for a window's)."""
+    """A result's ``RANK`` column: its id in the key and rank, pickled (None for a result without an id: a hopping, session or count window's)."""
     return None if result.eid is None else pickle.dumps((result.eid, result.rank))
 
 
