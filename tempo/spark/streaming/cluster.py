@@ -730,7 +730,13 @@ class WorkRunner(_Batches, Generic[T]):
             window.emit_insert(eid, start, end, r.payload)
         for group, r in following:
             assert r.eid is not None and r.end is not None
-            window.emit_end(opened.pop((group, r.eid)), r.end)
+            oid = opened.pop((group, r.eid), None)
+            if oid is None:
+                raise TempoError(
+                    f"cluster engine: the work query's state holds no open output {r.eid} of group {group} for an end at tick {r.end}; "
+                    f"its checkpoint {self.log.checkpoint} was written by a tempo whose state layout differs (start the query on a new checkpoint)"
+                )
+            window.emit_end(oid, r.end)
 
 
 def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage: Stage) -> DataFrame:
