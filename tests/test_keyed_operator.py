@@ -37,7 +37,7 @@ from tempo.runtime.operators import Clip, Window as WindowOperator
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.analytics import Analytic
-from tempo.runtime.keyed import Collector, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, placed, release_order, released_from
+from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, keyed_collector, placed, release_order, released_from
 from tempo.ticks import INF, NEG_INF
 
 SECOND = 1_000_000
@@ -131,14 +131,7 @@ def _reference(query: Query, node: p.Node, ops: list[Op]) -> list[KeyedResult]:
     mode = TimestampMode()
     mode.saw(aware=True)
     window = build_operator(Build(mode, query), node)
-    recorder = Collector(ids=isinstance(window, (Analytic, Snapshots, Clip)))
-    if isinstance(window, Analytic):  # as the keyed form runs it, to compare ids and ranks
-        window.keep_ids, window.tell_rank = True, recorder.rank
-    if isinstance(window, Snapshots):
-        window.ids_by_start = True
-    if isinstance(window, Clip):
-        window.keep_ids = True
-    window.connect(recorder, 0)
+    recorder = keyed_collector(window)  # as the keyed form runs it, to compare ids and ranks
     feed(window, recorder, [item for _, item in ops])
     return recorder.results
 

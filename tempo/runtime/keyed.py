@@ -276,6 +276,26 @@ def placed(node: p.Node, result: KeyedResult, ctis: Sequence[int]) -> list[tuple
     return [(at, result)]
 
 
+TIMED = (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip)
+"""The operators with a keyed form: each says when a key of it is due (``next_release``) and
+whether it holds nothing (``idle``)."""
+
+
+def keyed_collector(operator: ops.Operator) -> Collector:
+    """A ``Collector`` connected to ``operator``, which is set to give its outputs the ids a
+    key keeps across runs (an analytic's and a clip's: their events'; a snapshot's: its
+    window's start) and, an analytic, to tell each output's rank."""
+    collector = Collector(ids=isinstance(operator, (Analytic, ew.Snapshots, ops.Clip)))
+    if isinstance(operator, Analytic):
+        operator.keep_ids, operator.tell_rank = True, collector.rank
+    if isinstance(operator, ops.Clip):
+        operator.keep_ids = True
+    if isinstance(operator, ew.Snapshots):
+        operator.ids_by_start = True
+    operator.connect(collector, 0)
+    return collector
+
+
 class KeyedOperator:
     """The operator of one plan node, run one key at a time (see the module's docstring)."""
 
@@ -294,14 +314,7 @@ class KeyedOperator:
             query = Query.build(p.rebuilt(query.root, lambda n: computing_node if n is node else None))
             node = query.nodes[index]
         self.operator = build_operator(Build(mode, query), node)
-        self.collector = Collector(ids=isinstance(self.operator, (Analytic, ew.Snapshots, ops.Clip)))
-        if isinstance(self.operator, Analytic):
-            self.operator.keep_ids, self.operator.tell_rank = True, self.collector.rank
-        if isinstance(self.operator, ops.Clip):
-            self.operator.keep_ids = True
-        if isinstance(self.operator, ew.Snapshots):
-            self.operator.ids_by_start = True
-        self.operator.connect(self.collector, 0)
+        self.collector = keyed_collector(self.operator)
         self.fresh = self._save()
 
     def _save(self) -> bytes:
@@ -325,7 +338,7 @@ class KeyedOperator:
         """Whether the key whose state ``run`` just left holds nothing: its state may be
         dropped, and a fresh operator, given the CTI in force before the key's next items,
         does what it would."""
-        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip))
+        assert isinstance(self.operator, TIMED)
         return self.operator.idle()
 
     def latest(self) -> int:
@@ -338,7 +351,7 @@ class KeyedOperator:
     def next_release(self) -> int | None:
         """The least CTI at which the key whose state ``run`` just left would release a
         result (None: it holds nothing), where its timer goes."""
-        assert isinstance(self.operator, (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip))
+        assert isinstance(self.operator, TIMED)
         return self.operator.next_release()
 
 

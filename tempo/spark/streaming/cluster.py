@@ -109,8 +109,8 @@ WAIT_SECONDS = 600.0
 
 Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode
 """The stateful node the cluster engine runs one key at a time (``tempo.runtime.keyed``)."""
-KeyedOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip
-KEYED_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip)
+DriverOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip
+DRIVER_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip)
 """The driver's operators in the place of a ``Keyed`` node: each holds nothing there, and
 passes on the CTIs it receives and the results the executors give back."""
 
@@ -195,7 +195,7 @@ class _WindowFeed(ops.Operator):
 
     def __init__(self, window: ops.Operator, open_events: dict[int, tuple[int, Any]]) -> None:
         super().__init__()
-        assert isinstance(window, KEYED_OPERATORS)
+        assert isinstance(window, DRIVER_OPERATORS)
         self.window = window
         self.open = open_events
         self.batch = -1
@@ -475,7 +475,7 @@ class TimeRunner(_Batches):
     def window_cti(self, engine: LiveEngine) -> int:
         """The last CTI the window of the driver's engine received."""
         window = engine.operators[self.shape.position]
-        assert isinstance(window, KEYED_OPERATORS)
+        assert isinstance(window, DRIVER_OPERATORS)
         return window.in_cti
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
@@ -637,7 +637,7 @@ class WorkRunner(_Batches, Generic[T]):
         self.crash.point("read", batch)
         engine = self.engine_after(self.log.last_committed(before=batch))
         window = engine.operators[self.shape.position]
-        assert isinstance(window, KEYED_OPERATORS)
+        assert isinstance(window, DRIVER_OPERATORS)
         col = {name: table.column(name).to_pylist() for name in table.column_names}
         kinds = col[OUT_KIND]
         markers = sorted((col[OUT_START][i], col[RELEASED_BY][i]) for i in range(table.num_rows) if kinds[i] == MARKER)
@@ -700,7 +700,7 @@ class WorkRunner(_Batches, Generic[T]):
 
 
     def _emit(
-        self, window: KeyedOperator, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,
+        self, window: DriverOperator, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,
         opened: dict[tuple[str, int], int],
     ) -> None:
         """``results`` (each with its ``release_order`` and group), released by ``cti``, out
