@@ -334,22 +334,36 @@ def _analytic_node() -> tuple[Query, p.AnalyticNode]:
     return query, node
 
 
+def _release_node() -> tuple[Query, p.ReleaseNode]:
+    """The output's release over the readings (the cluster engine's on top of a query without
+    a stateful node): its keys are any split of the events, an end going to its event's."""
+    from tempo.sources import ArrowSource
+
+    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    stream = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
+    query = Query.build(p.ReleaseNode(stream.node))
+    assert isinstance(query.root, p.ReleaseNode)
+    return query, query.root
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
-@given(feeds())
-def test_an_analytic_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(feed: tuple[list[Op], list[int]]) -> None:
+@given(feeds(), st.sampled_from(["analytic", "release"]))
+def test_an_analytic_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(feed: tuple[list[Op], list[int]], kind: str) -> None:
     """Each key's outputs and the ends of its open ones, each before the first CTI that
     released it (``released_from``) and in ``release_order`` among those, are the analytic's
-    over all keys in its own order: ids (the events') and payload orders alike."""
+    over all keys in its own order: ids (the events') and payload orders alike. The same for
+    the output's release, whose outputs of one start go by arrival over all keys (each item
+    carries its place in the whole sequence, as a stage row does)."""
     sequence, cuts = feed
-    sequence = [(k, attrs.evolve(item, at=i) if isinstance(item, End) else item) for i, (k, item) in enumerate(sequence)]
-    query, node = _analytic_node()
+    sequence = [(k, attrs.evolve(item, at=i) if isinstance(item, (Insert, End)) else item) for i, (k, item) in enumerate(sequence)]
+    query, node = _analytic_node() if kind == "analytic" else _release_node()
     ctis = sorted({item.t for _, item in sequence if isinstance(item, Cti)})
 
     def released(r: KeyedResult) -> int:  # the index of the CTI that released it (len: after the last)
         return bisect.bisect_left(ctis, released_from(node, r))
 
     def seen(r: KeyedResult) -> tuple[Any, ...]:
-        return (released(r), r.ended, r.start, r.end, r.payload, r.eid, r.rank[:1])
+        return (released(r), r.ended, r.start, r.end, r.payload, r.eid, r.rank)
 
     reference = _reference(query, node, sequence)
     for r in reference:  # the rule gives the CTI that released each output, and puts each end after the CTI it came after

@@ -786,6 +786,35 @@ class AnalyticNode(UnaryNode):
         return f"Analytic{keys}: {', '.join(parts) or 'none'} -> {x.render(self.projection)}"
 
 
+@attrs.frozen(eq=False)
+class ReleaseNode(UnaryNode):
+    """Not built by the API: the cluster engine puts it on top of a query that has no
+    stateful node of its own (``tempo.spark.streaming.cluster.cluster_query``), so that what
+    the query's output holds, the events waiting for a CTI past their start, is kept by key
+    on Spark's executors. It changes nothing the output releases, unless the output keeps a
+    substream key (it does not release by a key's own CTIs; the cluster engine refuses those)."""
+
+    SEMANTICS: ClassVar[str] = (
+        "Passes every event on unchanged, ids included, in the order the query's output releases "
+        "them: by start, then arrival."
+    )
+    CTI_RULE: ClassVar[str] = (
+        "An event goes out once the input CTI passes its start (the release rule, docs/semantics.md "
+        "6); the end of an event gone out open passes as it arrives; CTIs pass unchanged."
+    )
+
+    @property
+    def payload_type(self) -> type:
+        return self.input.payload_type
+
+    def describe(self) -> str:
+        return "Release"
+
+    def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
+        """Keeps the key, as the output would."""
+        return keys[0]
+
+
 def split_conjuncts(e: x.Expr) -> list[x.Expr]:
     if isinstance(e, x.Binary) and e.op == "&":
         return split_conjuncts(e.left) + split_conjuncts(e.right)

@@ -28,7 +28,7 @@ class Analytic(Operator):
 
     WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
         "key_fn", "order", "previous", "previous_fn", "running", "values_fn", "accumulator", "projection",
-        "new_id", "width", "keep_ids", "tell_rank",
+        "new_id", "width", "keep_ids", "tell_rank", "arrival",
     }
 
     def __init__(
@@ -55,6 +55,9 @@ class Analytic(Operator):
         # keys can be put in this operator's order.
         self.keep_ids = False
         self.tell_rank: Callable[[tuple[Any, ...]], None] | None = None
+        # The keyed form's arrival of the event being inserted, over all keys (its place in the
+        # stage), ahead of the operator's own count: a key's events arrive in that order too.
+        self.arrival: Callable[[], int] | None = None
         self.waiting: dict[Key, list[tuple[int, tuple[Any, ...], int, list[Any]]]] = {}
         self.state: dict[Key, list[Any]] = {}  # group -> running aggregates' state
         self.last: dict[Key, tuple[int, tuple[Any, ...]]] = {}  # group -> (start, previous arguments) of its last event out
@@ -67,7 +70,8 @@ class Analytic(Operator):
         entry = [eid, end, payload, None]  # entry[3]: the output's id once out
         if end is None:
             self.open[eid] = entry
-        heapq.heappush(self.waiting.setdefault(key, []), (start, self.order(payload), next(self.arrivals), entry))
+        seq = next(self.arrivals) if self.arrival is None else self.arrival()
+        heapq.heappush(self.waiting.setdefault(key, []), (start, self.order(payload), seq, entry))
 
     def end(self, port: int, eid: int, end: int) -> None:
         entry = self.open.pop(eid, None)

@@ -145,13 +145,20 @@ def reaching_shape(query: Query, planned: bool, kinds: tuple[type[p.UnaryNode], 
     window = reached[0]
     if not isinstance(window, kinds) or any(node is not window for node in reached):
         return WHY_NOT
+    position = {id(n): i for i, n in enumerate(query.nodes)}
+    return reaching_checks(query, BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)]))
+
+
+def reaching_checks(query: Query, shape: BulkShape[N]) -> BulkShape[N] | str:
+    """``shape``, or why its stateful node cannot run apart from the rest: it keeps a
+    substream key (its CTIs are per key), or a group key of a type not keyed alike everywhere."""
+    window = shape.window
     if query.substream_key(window) is not None:
         return f"its {'window' if isinstance(window, p.WindowNode) else type(window).__name__.removesuffix('Node')} keeps a substream key"
     for key in getattr(window, "keys", None) or ():
         if key.dtype not in KEY_TYPES:
             return f"a group key is of type {key.dtype.__name__}"
-    position = {id(n): i for i, n in enumerate(query.nodes)}
-    return BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)])
+    return shape
 
 
 def bulk_shape(query: Query) -> BulkShape[p.WindowNode] | str:

@@ -175,6 +175,17 @@ def _analytic(b: Build, node: p.AnalyticNode) -> ops.Operator:
     )
 
 
+def _no_values(payload: Any, start: int = 0) -> tuple[Any, ...]:
+    return ()
+
+
+@compiles(p.ReleaseNode)
+def _release(b: Build, node: p.ReleaseNode) -> ops.Operator:
+    """The output's release as an operator: ``order_by_time`` with every payload tied, so that
+    events of one start go out in order of arrival, as the output releases them."""
+    return analytics.Analytic(None, _no_values, [], _no_values, [], _no_values, codegen.Accumulator([]), None, b.new_id)
+
+
 @compiles(p.JoinNode)
 def _join(b: Build, node: p.JoinNode) -> ops.Operator:
     residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)

@@ -24,10 +24,11 @@ What a key is fed, and why the results are the in-memory engine's:
   ends): combined into the key's own before its items.
 
 The operators with a keyed form: hopping and tumbling windows, sessions, count windows and
-snapshots (``KEYED_STAMPS``), analytics (``order_by_time``, ``analytic``) and
-``clip_event_duration``. Each result comes with the CTI that released it; a window's stamped
+snapshots (``KEYED_STAMPS``), analytics (``order_by_time``, ``analytic``),
+``clip_event_duration`` and the output's release (``ReleaseNode``: an ``order_by_time`` whose
+payloads all tie, which the cluster engine puts on top of a query without another). Each result comes with the CTI that released it; a window's stamped
 so that this CTI follows from it (a result stamped otherwise is stamped again by
-``restamp``), an analytic's with its event's id and rank, a snapshot's start edges with their
+``restamp``), an analytic's and a release's with its event's id and rank, a snapshot's start edges with their
 window's start as id (``ids_by_start``: one window of a group starts there), a clip's outputs
 with their events' ids, and the ends of open outputs as results of their own. The results of
 all keys, each placed before the first CTI that released it in memory (``placed``, from
@@ -62,12 +63,15 @@ EXECUTOR = "keyed"
 
 @attrs.frozen
 class Insert:
-    """An event of the key reaching the operator: ``eid`` unique over the whole input."""
+    """An event of the key reaching the operator: ``eid`` unique over the whole input, ``at``
+    its place in the arrival order over all keys (an analytic's and a release's outputs of
+    one start go in that order)."""
 
     eid: int
     start: int
     end: int | None
     payload: Any
+    at: int = 0
 
 
 @attrs.frozen
@@ -137,7 +141,7 @@ class KeyedResult:
 class Collector(ops.Operator):
     """Records what an operator connected to it emits, with the CTI being processed
     (``cti_now``, set by whoever feeds the operator), the rank the operator told (``rank``)
-    and the arrival of the end being fed (``arrival``); with ``ids``, each result's id (an
+    and the arrival of the item being fed over all keys (``arrival``); with ``ids``, each result's id (an
     analytic's outputs keep their events' ids: ``Analytic.keep_ids``)."""
 
     def __init__(self, ids: bool = False) -> None:
@@ -150,6 +154,10 @@ class Collector(ops.Operator):
 
     def rank(self, rank: tuple[Any, ...]) -> None:
         self.ranked = rank
+
+    def arrived(self) -> int:
+        """The arrival of the item being fed, over all keys."""
+        return self.arrival
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked))
@@ -181,13 +189,17 @@ stamps the result as the query asks (``restamp``). A hopping window's earliest o
 event need the window's end beside the stamp, which its results do not carry yet."""
 
 
-KEYED_NODES = (p.WindowNode, p.AnalyticNode, p.ClipNode)
+KEYED_NODES = (p.WindowNode, p.AnalyticNode, p.ClipNode, p.ReleaseNode)
 """The kinds of plan node with a keyed form (a window's, for the kinds in ``KEYED_STAMPS``)."""
+
+IN_ORDER = (p.AnalyticNode, p.ReleaseNode)
+"""The keyed nodes built as an ``Analytic`` (a release is an ``order_by_time`` tying every
+payload): an output goes once a CTI passes its start, the end of an open one as it arrives."""
 
 
 def keyed_unsupported(node: p.Node) -> str | None:
     """Why ``node``'s operator cannot run one key at a time yet, or None."""
-    if isinstance(node, (p.AnalyticNode, p.ClipNode)):
+    if isinstance(node, (*IN_ORDER, p.ClipNode)):
         return None
     if not isinstance(node, p.WindowNode):
         return f"{type(node).__name__} has no keyed form yet"
@@ -223,11 +235,11 @@ def released_from(node: p.Node, result: KeyedResult) -> int:
     first CTI at or after it did (a key without rows in a batch hears only the batch's last
     CTI, so ``result.cti`` may be later). A window's result closes with its window, at its
     end; an analytic's output goes once a CTI passes its start, and the end of an open one
-    as it arrives, before the CTI after the one then in force. A snapshot's window is fixed
+    as it arrives, before the CTI after the one then in force (a release's alike). A snapshot's window is fixed
     by a CTI past its start and ends at a CTI past its end (docs/semantics.md 5.6.4): a start
     edge or a point at the start goes then, a point at its last tick or the edge's end then.
     A clipped event goes once a CTI passes its start, its end once a CTI passes it (5.5.2)."""
-    if isinstance(node, p.AnalyticNode):
+    if isinstance(node, IN_ORDER):
         return result.cti + 1 if result.ended else result.start + 1
     if isinstance(node, p.ClipNode):
         return result.end + 1 if result.ended and result.end is not None else result.start + 1
@@ -246,15 +258,17 @@ def release_order(node: p.Node, result: KeyedResult, group: str) -> tuple[Any, .
     docs/semantics.md 5.7), a snapshot's ends first, by end; an analytic's ends first, in
     arrival order, as they went out before the CTI, then its events by start, payload order
     and arrival (events of two groups never tie on the payload, of which the group key is a
-    function). An end whose event the same CTI releases follows that event (the driver's
+    function); a release's as an analytic's, its events by start and arrival alone. An end whose event the same CTI releases follows that event (the driver's
     ``_emit``)."""
-    if result.ended and isinstance(node, p.AnalyticNode):
+    if result.ended and isinstance(node, IN_ORDER):
         return (0, result.rank)
     if result.ended:  # a snapshot's or a clip's edge ending: its groups among themselves as a window's
         return (0, result.end, group, result.eid)
     if isinstance(node, p.AnalyticNode):
         okey, arrival = result.rank
         return (1, result.start, okey, group, arrival)
+    if isinstance(node, p.ReleaseNode):  # the output's own order: by start, then arrival over all keys
+        return (1, result.start, result.rank[1])
     if isinstance(node, p.ClipNode):  # a group's events of one start in arrival order, as their ids are
         return (1, result.start, group, result.eid)
     return (1, result.start, INF if result.end is None else result.end, group)
@@ -288,6 +302,7 @@ def keyed_collector(operator: ops.Operator) -> Collector:
     collector = Collector(ids=isinstance(operator, (Analytic, ew.Snapshots, ops.Clip)))
     if isinstance(operator, Analytic):
         operator.keep_ids, operator.tell_rank = True, collector.rank
+        operator.arrival = collector.arrived
     if isinstance(operator, ops.Clip):
         operator.keep_ids = True
     if isinstance(operator, ew.Snapshots):
@@ -359,6 +374,7 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
     """Push ``items`` into ``op`` (connected to ``collector``) in order."""
     for item in items:
         if isinstance(item, Insert):
+            collector.arrival = item.at
             op.insert(0, item.eid, item.start, item.end, item.payload)
         elif isinstance(item, End):
             collector.arrival = item.at

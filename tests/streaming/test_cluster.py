@@ -25,9 +25,11 @@ import pytest
 import tempo
 from tempo import InMemoryExecutor
 from tempo.events import Cti, EdgeEnd
+from tempo.plan.nodes import JoinNode
 from tempo.sources import ParquetSource
 from tempo import AdvanceTimePolicy, ArrivalClock, EventOrderingSettings, EventShape, IngestionTime, ProcessingTime, Stream, WindowTimestamp
-from tests.streaming.test_bulk import CASES, Case, Overall, Reading, _by_device, in_lockstep
+from tests.budget import thorough
+from tests.streaming.test_bulk import CASES, Case, Overall, Reading, _by_device, _join_of_two, in_lockstep
 
 pytestmark = pytest.mark.spark
 
@@ -209,6 +211,26 @@ def _in_time_order(s: Stream[Reading]) -> Stream[Reading]:
     return s.order_by_time().where(lambda r: r.device != 1)
 
 
+def _stateless(s: Stream[Reading]) -> Stream[Reading]:
+    """No stateful operator: the cluster engine holds the output's waiting events by key
+    (``ReleaseNode``), spread by event id."""
+    return s.where(lambda r: r.device != 2).select(lambda r: Reading(device=r.device * 10, value=r.value, site=r.site)).shift_event_time(timedelta(seconds=1))
+
+
+def _self_join(s: Stream[Reading]) -> Stream[Reading]:
+    """A stream joined with itself, no stateful operator above: the driver runs the join item
+    by item (a stream two operators read), the release's keys hold the pairs."""
+    return s.join(
+        s.alter_event_duration(timedelta(seconds=5)), lambda a, b: a.device == b.device,
+        lambda a, b: Reading(device=a.device, value=b.value, site=a.site),
+    )
+
+
+def _union_with_itself(s: Stream[Reading]) -> Stream[Session]:
+    """A stream and a shifted copy of it into sessions per device."""
+    return _sessions(s.union(s.where(lambda r: r.device == 1).shift_event_time(timedelta(seconds=1))))
+
+
 OWN_CASES = [  # sessions, count windows, and windows whose events reach the executors both ways
     Case("sessions, count, drop, cut", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions),
     Case("sessions, period, adjust, intervals, then a window", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _sessions_then_count),
@@ -240,10 +262,16 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     # Clip: start edges ended later by their keys, or split by the driver.
     Case("clip per device, count, drop, intervals", 4, 3, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _clipped),
     Case("clip of edges, period, adjust, then a window", timedelta(seconds=5), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _clipped_then_window),
+    # No stateful operator: the output's release, by event id over the buckets.
+    Case("no window, count, drop, intervals", 4, 3, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _stateless),
+    Case("no window, edges, period, adjust", timedelta(seconds=5), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _stateless),
+    # A stream two operators read: item by item on the driver below the keyed node.
+    Case("a self-join, no window, count, drop", 3, 2, AdvanceTimePolicy.DROP, EventShape.POINT, True, _self_join),
+    Case("a union of a stream with itself, period, adjust: sessions", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, False, _union_with_itself),
 ]
-EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order)}
+EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order, _stateless, _self_join)}
 """Cases whose output order is specified whole (an analytic's: by start, payload and arrival
-over all groups), compared item for item."""
+over all groups; the output's: by start and arrival), compared item for item."""
 SLOW_CASES = {
     "count, drop", "sessions stamped at releasing CTIs, count, drop", "count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence",
     "sessions, period, adjust, intervals, then a window", "ordering settings, adjust: item by item on the driver",
@@ -251,12 +279,15 @@ SLOW_CASES = {
     "processing time on an arrival clock, edges: tumbling", "sessions, count, drop, cut", "order by time, count, adjust, intervals",
     "analytic of edges, period, adjust, then a window", "snapshots at ends, period, adjust, intervals, then a window",
     "clip of edges, period, adjust, then a window", "edges, count, drop: tumbling", "analytic of edges, count, drop", "count windows, count, adjust",
+    "tumbling 450 ms over intervals, the long ones as events", "no window, count, drop, intervals",
+    "a union of a stream with itself, period, adjust: sessions",
 }
-"""Run with ``--run-slow``: the default suite runs two cases of hopping and tumbling windows
-(one stamped at window starts, one with events spanning many windows), one of sessions
+"""Run with ``--run-slow`` (which also cuts each case's rows into more files): the default
+suite runs one case of hopping windows (stamped at window starts), one of sessions
 without a cut (runs), one of an input in ingestion time into sessions with a cut, one of an
-analytic, one of snapshots of edges through a where (the path of an end to its event's key)
-and one of clip (count windows and edges into windows are slow: the keyed operators' property
+analytic, one of snapshots of edges through a where (the path of an end to its event's key),
+one of clip and one of a query without a stateful operator (edges, item by item: the
+release's keys; count windows, edges into windows and events spanning many windows are slow: the keyed operators' property
 tests cover count windows, and the hand timelines below an end reaching its event's key and
 an analytic's ends across a restart; ``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs
 batches item by item)."""
@@ -271,14 +302,15 @@ def test_the_cluster_engine_gives_the_in_memory_release_after_every_file(spark_s
 
     _skip_without_tws()
     executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster")
-    live = in_lockstep(tmp_path, case, (CASES + OWN_CASES).index(case), 4, executor.start, list if case.name in EXACT_ORDER else groups_as_sets)
+    files = 4 if thorough() else 2  # each file costs a time batch and two work micro-batches
+    live = in_lockstep(tmp_path, case, (CASES + OWN_CASES).index(case), files, executor.start, list if case.name in EXACT_ORDER else groups_as_sets)
     assert {p.engine for p in live.progress} == {"cluster"}
     # What was released is dropped: every side file, and all stage files but the last output batch's.
     staged = tmp_path / "ck" / "cluster"
     time_batches = len(list((tmp_path / "ck" / "tempo" / "commits").glob("*.json")))
     assert list((staged / "batches").iterdir()) == []
     left = sorted(p.name for p in (staged / "stage").glob("*.parquet"))
-    assert time_batches >= 5 and len(left) <= 2, left
+    assert time_batches >= files + 1 and len(left) <= 2, left
 
 
 FILES = 4
@@ -376,17 +408,25 @@ def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any
     write_plain(tmp_path / "in", 0, plain_rows(4, seed=1))
     readings = Stream.create("readings", ParquetSource(str(tmp_path / "in"), Plain, start="ts", order="seq"), EventShape.POINT, _settings(True), payload_type=Plain)
     query = readings.anti_join(readings.shift_event_time(timedelta(seconds=2)), lambda a, b: a.device == b.device)
-    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: only a window aggregate, an analytic or a clip"):
+    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: .*anti-joins.* have no keyed form yet"):
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query, ParquetSink(str(tmp_path / "out")))
     live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(query, ParquetSink(str(tmp_path / "out")))
     live.stop()
 
 
-@pytest.mark.parametrize("combine", [pytest.param("union", marks=pytest.mark.slow), "join"])
+def _bare_join(a: Any, b: Any, flush: bool) -> Stream[Reading]:
+    """test_bulk's join with no window above it: the output's release runs by key."""
+    joined = _join_of_two(a, b, flush).node.input.input  # the join, below the where and the window
+    assert isinstance(joined, JoinNode)
+    return Stream(joined)
+
+
+@pytest.mark.parametrize("combine", [pytest.param("union", marks=pytest.mark.slow), pytest.param("join", marks=pytest.mark.slow), "join without a window"])
 def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: Any, tmp_path: Path, combine: str) -> None:
     """Two inputs with arrival times merged by a union (or joined) below the window: the time
     query runs each batch item by item up to the window on the driver (the arrival frontier,
-    the join's state), the window per key on the executors. After every pair of files the
+    the join's state), the window per key on the executors (without a window, the output's
+    release, in its exact order). After every pair of files the
     committed output is what item by item releases for the rows so far (a ``LiveEngine`` fed
     them), after the flush the in-memory executor's whole run, with its rejections."""
     from tempo.plan.query import Query
@@ -396,7 +436,9 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
     from tests.streaming.test_bulk import SCHEMA, Stat, _items, _join_of_two, _rows, _union_of_two, _write
 
     _skip_without_tws()
-    build = {"union": _union_of_two, "join": _join_of_two}[combine]
+    build: Callable[..., Stream[Any]] = {"union": _union_of_two, "join": _join_of_two, "join without a window": _bare_join}[combine]
+    payload: type = Reading if combine == "join without a window" else Stat
+    compared = list if combine == "join without a window" else groups_as_sets
     rnd = random.Random(21)
     rows = _rows(100, 21, ctis=True, intervals=False)
     steps: list[list[list[dict[str, Any]]]] = [[[], []] for _ in range(5)]
@@ -427,12 +469,12 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
                 if part:
                     reference.push_rows(index, pa.Table.from_pylist(part, schema=SCHEMA))
             reference.run()
-            assert groups_as_sets(_items(read_committed(str(out)), Stat)) == groups_as_sets(reference.take().items), f"after step {step}"
+            assert compared(_items(read_committed(str(out)), payload)) == compared(reference.take().items), f"after step {step}"
         live.flush()
     finally:
         live.stop()
     whole = InMemoryExecutor().run(build(*(arrow([r for s in steps for r in s[index]]) for index in range(2)), True))
-    assert groups_as_sets(_items(read_committed(str(out)), Stat)) == groups_as_sets(whole.raw)
+    assert compared(_items(read_committed(str(out)), payload)) == compared(whole.raw)
     rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
 

@@ -157,6 +157,17 @@ QUERIES: dict[str, tuple[Callable[[Any, bool], Stream[Any]], type]] = {
 }
 
 
+def _flushed_against_memory(live: Any, rows: list[dict[str, Any]]) -> Any:
+    """Process what the inputs hold, flush and stop ``live``: the in-memory run of the counts
+    over ``rows``, flushed, to compare with."""
+    try:
+        live.process_all_available()
+        live.flush()
+    finally:
+        live.stop()
+    return InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+
+
 def _items(table: Any, payload_type: type) -> list[Any]:
     from tempo.spark.streaming import released_items
 
@@ -229,6 +240,33 @@ def test_a_restart_continues_after_the_last_committed_batch(spark_session: Any, 
     assert [r["batch"] for r in records] == list(range(len(records))) and records[-1]["final"]
     assert records[-1]["metrics"]["readings"]["received"] == 40
     assert records[-1]["metrics"]["readings"]["dropped"] + records[-1]["metrics"]["readings"]["adjusted"] == len(whole.rejected)
+
+
+@pytest.mark.parametrize("engine", ["auto", "cluster"])
+def test_a_start_after_a_kill_while_spark_wrote_its_first_offsets_goes_on(spark_session: Any, tmp_path: Path, engine: str) -> None:
+    """A process killed while Spark wrote the offsets of its first batch leaves the entry's
+    hidden temporary file (``.0.<uuid>.tmp``, written aside, then renamed), and Spark refuses
+    to start from batch 0 with any file in its offsets folder: the next start clears such
+    files (the checkpoint's lock keeps other writers away) and runs the whole input."""
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+
+    rows = _rows(30, seed=5)
+    inputs, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    source = ParquetSource(str(inputs), Reading, start="ts", order="seq")
+    _write(inputs, 0, rows)
+    spark_logs = [checkpoint / "spark"] + ([checkpoint / "cluster" / "work" / "spark"] if engine == "cluster" else [])
+    for log in spark_logs:
+        (log / "offsets").mkdir(parents=True)
+        (log / "offsets" / ".0.5d1c0c7e-6f0e-4a57-9d41-2b6f0c1e9a11.tmp").write_text("v1\n{\"batchWatermarkMs\":0,")  # cut short
+        (log / "offsets" / "..0.5d1c0c7e-6f0e-4a57-9d41-2b6f0c1e9a11.tmp.crc").write_bytes(b"crc")
+    live = StreamingExecutor(spark_session, str(checkpoint), engine=engine).start(_counts(source, flush=True), ParquetSink(str(out)))
+    whole = _flushed_against_memory(live, rows)
+    from tests.streaming.test_cluster import groups_as_sets  # the cluster engine's windows give their groups by key
+
+    compared = groups_as_sets if engine == "cluster" else list
+    assert compared(_items(read_committed(str(out)), Count)) == compared(whole.raw)
+    for log in spark_logs:
+        assert not [p.name for p in (log / "offsets").iterdir() if p.name.endswith(".tmp")]
 
 
 def test_relative_paths_are_read_where_the_script_runs(spark_session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -524,12 +562,7 @@ def test_files_with_equal_modification_times_in_any_order_with_a_dense_order(spa
     df = spark_session.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(inputs))
     source = DataFrameSource(df, Reading, start="ts", order="seq", dense_order_from=0)
     live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
-    try:
-        live.process_all_available()
-        live.flush()
-    finally:
-        live.stop()
-    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    whole = _flushed_against_memory(live, rows)
     assert _items(read_committed(str(tmp_path / "out")), Count) == whole.raw
     assert len(live.progress) == 7
 

@@ -103,6 +103,22 @@ class BatchLog:
     def spark_checkpoint(self) -> str:
         return self.store.join(self.checkpoint, "spark")
 
+    def prepare_spark_checkpoint(self) -> None:
+        """Make Spark's checkpoint folder, and drop what a process killed while Spark wrote an
+        entry of its offset or commit log left there: Hadoop's checkpoint file manager writes
+        an entry to a hidden temporary file, then renames it, so a kill between leaves
+        ``.N.<uuid>.tmp`` (and its ``.crc``). Spark's log ignores it, but Spark refuses to start
+        from batch 0 while its offsets folder holds any file ("should be empty on batch 0").
+        The checkpoint's lock keeps every other writer away, so no such file is in use."""
+        self.store.makedirs(self.spark_checkpoint)
+        for log in ("offsets", "commits"):
+            folder = self.store.join(self.spark_checkpoint, log)
+            if not self.store.exists(folder):
+                continue
+            for name in self.store.names(folder):
+                if name.startswith(".") and (name.endswith(".tmp") or name.endswith(".tmp.crc")):
+                    self.store.remove(self.store.join(folder, name))
+
     def lock(self, description: str) -> CheckpointLock:
         return CheckpointLock(self.store.lock_file(self.root), self.checkpoint, description)
 

@@ -65,8 +65,8 @@ from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
 from tempo.plan import nodes as p
 from tempo.runtime.analytics import Analytic
-from tempo.runtime.bulk import WHY_NOT, BulkShape, apply_times, reaching_shape, runs_unmergeable, unmergeable
-from tempo.runtime.keyed import KEYED_NODES, KeyedResult, keyed_unsupported, may_reach_infinity, placed, release_order, restamp
+from tempo.runtime.bulk import STATELESS, WHY_NOT, BulkShape, apply_times, reaching_checks, reaching_shape, runs_unmergeable, unmergeable
+from tempo.runtime.keyed import IN_ORDER, KEYED_NODES, KeyedResult, keyed_unsupported, may_reach_infinity, placed, release_order, restamp
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -81,11 +81,11 @@ from tempo.spark.streaming.executor import (
 )
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
-    RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, output_schema,
-    read_result, watermark_ms,
+    RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, SPREAD, KeyedProcessor, bucket_column, group_names,
+    output_schema, read_result, spread_column, watermark_ms,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
-from tempo.spark.windows import key_columns, key_names
+from tempo.spark.windows import key_columns
 from tempo.spark.streaming.sinks import Sink
 from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
 from tempo.ticks import INF, NEG_INF
@@ -107,7 +107,7 @@ WAIT_SECONDS = 600.0
 """How long ``process_all_available`` waits for the work query to release a stage batch."""
 
 
-Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode
+Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode | p.ReleaseNode
 """The stateful node the cluster engine runs one key at a time (``tempo.runtime.keyed``)."""
 DriverOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip
 DRIVER_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip)
@@ -116,26 +116,70 @@ passes on the CTIs it receives and the results the executors give back."""
 
 
 WHY_NOT_KEYED = (
-    "only a window aggregate, an analytic or a clip over the inputs through where / select / shift / union operators, "
-    "and at most one join below it, runs on the cluster engine"
+    "the inputs must reach one window aggregate, analytic or clip (or, without one, the output) through where / select / "
+    "shift / union / join operators alone, and nothing else may read what reaches it; other stateful operators "
+    "(anti-joins, patterns) have no keyed form yet"
 )
 
 
+def cluster_query(query: Query) -> Query:
+    """The query the cluster engine runs: ``query``, or, when no node of it has a keyed form,
+    ``query`` under a ``ReleaseNode``, which holds what its output would (the events waiting
+    for a CTI past their start) by key on the executors and changes nothing it releases."""
+    if any(isinstance(n, KEYED_NODES) for n in query.nodes):
+        return query
+    return Query.build(p.ReleaseNode(query.root))
+
+
 def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
-    """The query's shape when the cluster engine runs it, or why it cannot yet: inputs of
-    points, intervals or edges whose events reach one stateful node with a keyed form (a
-    hopping, tumbling, session, count or snapshot window, an analytic or a clip;
-    ``tempo.runtime.keyed``)
-    through where / select / shift / union operators and at most one join of them all, the
-    node's state and work on the executors; anything may follow it (run on the driver, on
-    its results). The node is called the window below."""
+    """The shape of ``cluster_query(query)`` when the cluster engine runs it, or why it
+    cannot yet: inputs of points, intervals or edges whose events reach one stateful node
+    with a keyed form (a hopping, tumbling, session, count or snapshot window, an analytic,
+    a clip, or the release put on top of a query without one; ``tempo.runtime.keyed``)
+    through where / select / shift / union operators and at most one join of them all
+    (``reaching_shape``), or through any plan of such operators and joins, run item by item
+    on the driver (``_below_on_the_driver``), the node's state and work on the executors;
+    anything may follow it (run on the driver, on its results). The node is called the window
+    below."""
+    query = cluster_query(query)
     shape = reaching_shape(query, False, KEYED_NODES)
+    if shape == WHY_NOT:
+        shape = _below_on_the_driver(query)
     if shape == WHY_NOT:
         return WHY_NOT_KEYED
     if isinstance(shape, str):
         return shape
     why = keyed_unsupported(shape.window)
     return cast("BulkShape[Keyed]", shape) if why is None else why
+
+
+BELOW_ON_THE_DRIVER = (p.SourceNode, p.UnionNode, p.JoinNode, p.EventTimeNode, p.ExplodeNode, *STATELESS)
+"""The operators the driver may run item by item below the window (a join's sides held on
+the driver, as the other engines hold them)."""
+
+
+def _below_on_the_driver(query: Query) -> BulkShape[p.UnaryNode] | str:
+    """``reaching_shape`` for the batches run item by item (``TimeRunner``), which take any
+    plan of ``BELOW_ON_THE_DRIVER`` operators below the window, a stream read by two of them
+    included (a join or a union of a stream with itself, joins in sequence): the lowest node
+    with a keyed form whose input's plan is made of them, holds every input, and feeds
+    nothing but the window; else ``WHY_NOT``."""
+    consumers: dict[int, list[p.Node]] = {id(n): [] for n in query.nodes}
+    for n in query.nodes:
+        for child in n.inputs():
+            consumers[id(child)].append(n)
+    for index, node in enumerate(query.nodes):
+        if not isinstance(node, KEYED_NODES):
+            continue
+        assert isinstance(node, p.UnaryNode)
+        below = {id(n): n for n in node.input.subtree()}
+        if (
+            all(isinstance(n, BELOW_ON_THE_DRIVER) for n in below.values())
+            and all(id(s) in below for s in query.sources)
+            and all(id(c) in below or c is node for n in below.values() for c in consumers[id(n)])
+        ):
+            return reaching_checks(query, BulkShape(tuple(query.sources), node, index))
+    return WHY_NOT
 
 
 def planned_in_bulk(query: Query) -> bool:
@@ -248,9 +292,9 @@ class Stage:
         self.sides = store.join(self.root, "batches")
         for path in (self.folder, self.sides):
             store.makedirs(path)
-        self.keys = key_columns(shape.window)
-        self.payload_type = shape.window.input.payload_type
         window = shape.window
+        self.keys = [] if isinstance(window, p.ReleaseNode) else key_columns(window)  # a release's: SPREAD, by the work query
+        self.payload_type = window.input.payload_type
         self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
         self.runs = isinstance(window, p.WindowNode) and runs_unmergeable(window) is None
         self.open_lifetimes = may_reach_infinity(query, shape.window)
@@ -260,7 +304,7 @@ class Stage:
 
     @property
     def key_columns(self) -> list[str]:
-        return key_names(self.shape.window)
+        return group_names(self.shape.window)
 
     def rows(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
         """The window's input events ``relation`` (start, end, first place, payload) as stage
@@ -658,7 +702,7 @@ class WorkRunner(_Batches, Generic[T]):
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             group = col[GROUP][i]
             for at, part in placed(node, result, ctis):
-                if at == len(ctis) and not (part.ended and isinstance(node, p.AnalyticNode)):
+                if at == len(ctis) and not (part.ended and isinstance(node, IN_ORDER)):
                     raise AssertionError(f"cluster engine: a result {part} came back with no CTI releasing it (CTIs {ctis})")
                 released[at].append((release_order(node, part, group), group, part))
         rejections: list[Any] = []
@@ -747,8 +791,10 @@ def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage
         .withColumn("__tempo_wm", F.timestamp_millis(F.col(WATERMARK))).withWatermark("__tempo_wm", "1 millisecond")
         .drop("__tempo_wm", WATERMARK)  # its instants lie past the years Python's datetime holds
     )
+    if isinstance(shape.window, p.ReleaseNode):
+        rows = rows.withColumn(SPREAD, spread_column())
     return rows.withColumn(BUCKET, bucket_column(stage.key_columns)).groupBy(LANE, BUCKET).transformWithState(
-        KeyedProcessor(query, shape.position), output_schema(query, shape.position), "Append", "EventTime",
+        KeyedProcessor(query, shape.position, stage.key_columns), output_schema(query, shape.position), "Append", "EventTime",
     )
 
 
@@ -848,6 +894,7 @@ def start_cluster(
     merged: DataFrame, trigger: dict[str, Any],
 ) -> ClusterQuery[T]:
     """Start ``query``'s time and work queries over the inputs' stream ``merged``."""
+    query = cluster_query(query)
     shape = required_shape(query)
     for key, value in STATE_CONF.items():
         spark.conf.set(key, value)
@@ -864,10 +911,10 @@ def start_cluster(
         writer = merged.writeStream.foreachBatch(time_runner).option("checkpointLocation", log.spark_checkpoint)
         if trigger:
             writer = writer.trigger(**trigger)
-        log.store.makedirs(log.spark_checkpoint)
+        log.prepare_spark_checkpoint()
         time_handle = writer.start()
     work = work_frame(spark, query, shape, stage).writeStream.foreachBatch(work_runner).option("checkpointLocation", work_log.spark_checkpoint)
-    log.store.makedirs(work_log.spark_checkpoint)
+    work_log.prepare_spark_checkpoint()
     try:
         work_handle = work.start()
     except BaseException:

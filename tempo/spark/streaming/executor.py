@@ -636,7 +636,7 @@ class StreamingExecutor:
         writer = merged.writeStream.foreachBatch(runner).option("checkpointLocation", log.spark_checkpoint)
         if self.trigger:
             writer = writer.trigger(**self.trigger)
-        log.store.makedirs(log.spark_checkpoint)
+        log.prepare_spark_checkpoint()
         return LiveQuery(writer.start(), runner, lock)
 
 

@@ -41,7 +41,7 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import AnalyticNode, ClipNode, WindowNode
+from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
@@ -97,6 +97,27 @@ def bucket_column(key_columns: list[str]) -> Column:
         hashed = F.pmod(F.xxhash64(*[F.col(c) for c in key_columns]), F.lit(KEY_BUCKETS))
         bucket = F.when(F.col(LANE) == F.lit(EVENT_LANE), hashed).otherwise(F.lit(0))
     return F.when(F.col(ITEM) == F.lit(SHARED), F.col(EID)).otherwise(bucket).cast("int")
+
+
+SPREAD = "tempo_spread"
+"""The group key of a release's stage rows (``ReleaseNode``, which has none of its own:
+``group_names``): one of ``KEY_BUCKETS`` by a hash of the event's (stage batch, id), which an
+end's ``START`` and ``EID`` name, so that the events spread over the buckets and an end goes
+to its event's key."""
+
+
+def group_names(node: Node) -> list[str]:
+    """The work query's columns of the group key of ``node``'s stage rows."""
+    if isinstance(node, ReleaseNode):
+        return [SPREAD]
+    assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
+    return key_names(node)
+
+
+def spread_column() -> Column:
+    """``SPREAD`` of a stage row (of the event lane; a CTI row's means nothing)."""
+    batch = F.when(F.col(ITEM) == F.lit(END_EDGE), F.col(START)).otherwise(F.col(BATCH))
+    return F.pmod(F.xxhash64(batch, F.col(EID)), F.lit(KEY_BUCKETS))
 
 
 RESULT, MARKER, LATEST, ENDED = 0, 1, 2, 3
@@ -253,8 +274,7 @@ class KeyedProcessor(StatefulProcessor):
         self.fields = field_names(self.payload_type)
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
-        assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
-        self.names = self.key_columns if self.key_columns is not None else key_names(node)  # the stage's
+        self.names = self.key_columns if self.key_columns is not None else group_names(node)  # the stage's
         self.runs = isinstance(node, WindowNode) and runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
         self.window = node if isinstance(node, WindowNode) and (self.runs or unmergeable(node) is None) else None  # one that takes MERGE rows
         self.partial_columns = ["__n", *partial_columns(self.window)] if self.window is not None else []
@@ -307,7 +327,7 @@ class KeyedProcessor(StatefulProcessor):
                 last = row[CTI]
             if row[ITEM] == INSERT:
                 payload = from_wire(self.payload_type, [row[f] for f in fields], False)
-                items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload))
+                items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload, event_id(row[BATCH], row[POSITION])))
             elif row[ITEM] == MERGE and self.runs:
                 items.append(Run(group, row[START], row[END], row["__n"], next(values)))
             elif row[ITEM] == MERGE:
