@@ -37,7 +37,10 @@ from tempo.runtime.operators import Clip, Window as WindowOperator
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.analytics import Analytic
-from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, keyed_collector, placed, release_order, released_from
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
+from tempo.runtime.keyed import (
+    KEYED_STAMPS, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, keyed_collector, placed, release_order, released_from,
+)
 from tempo.ticks import INF, NEG_INF
 
 SECOND = 1_000_000
@@ -234,6 +237,34 @@ def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(
     expected = sorted(_reference(query, node, sequence), key=_order)
     got = sorted(_keyed(query, node, sequence, cuts), key=_order)
     assert got == expected
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds(), st.sampled_from([(4, 2), (3, 3), (6, 1)]), st.sampled_from([WindowTimestamp.EARLIEST, WindowTimestamp.LATEST]))
+def test_hopping_results_stamped_at_an_event_carry_their_window_s_end(feed: tuple[list[Op], list[int]], spec: tuple[int, int], timestamp: WindowTimestamp) -> None:
+    """A hopping window's results stamped at their earliest or latest event: each carries
+    its window's end (``closes``), by which ``released_from`` gives the CTI that released it
+    over all keys, and keys hearing only a batch's last CTI, placed by it and ordered by
+    ``release_order``, give the operator's results over all keys, in its order of windows
+    (the groups of one window as a set)."""
+    sequence, cuts = feed
+    size, hop = spec
+    query, node = _stats_node(lambda g: _Stamped(g.hopping(timedelta(seconds=size), timedelta(seconds=hop)), timestamp))
+    ctis = sorted({item.t for _, item in sequence if isinstance(item, Cti)})
+
+    def released(r: KeyedResult) -> int:
+        return bisect.bisect_left(ctis, released_from(node, r))
+
+    def seen(r: KeyedResult) -> tuple[Any, ...]:
+        return (released(r), r.closes, repr(r.payload), r.start, r.end)
+
+    reference = _reference(query, node, sequence)
+    for r in reference:
+        assert r.closes is not None and r.end == r.start + 1 and r.closes - size * SECOND <= r.start < r.closes, r
+        assert ctis[released(r)] == r.cti, r
+    got = sorted(_keyed(query, node, sequence, cuts, coarse=True), key=lambda r: (released(r), release_order(node, r, repr(r.payload.key)), repr(r.payload)))
+    assert list(map(seen, got)) == sorted(map(seen, reference), key=lambda v: (v[0], v[1], v[2]))  # a window's groups as a set
+    assert [seen(r)[:2] for r in reference] == [seen(r)[:2] for r in got]  # windows in the operator's order
 
 
 def _snapshot_node(timestamp: WindowTimestamp) -> tuple[Query, p.WindowNode]:
@@ -493,15 +524,10 @@ def test_other_operators_are_refused_until_they_have_a_keyed_form() -> None:
     with pytest.raises(UnsupportedError, match="AntiJoinNode has no keyed form yet"):
         KeyedOperator(query, node)
 
-    stamped = (
-        Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.POINT)
-        .group_by(lambda r: r.key).hopping(timedelta(seconds=10), timedelta(seconds=5))
-        .aggregate(lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=None), timestamp=WindowTimestamp.LATEST)
-    )
-    query = Query.build(stamped.node)
-    [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
-    with pytest.raises(UnsupportedError, match="stamped LATEST"):
-        KeyedOperator(query, node)
+
+def test_every_result_stamp_a_window_kind_allows_has_a_keyed_form() -> None:
+    for kind in (HoppingWindow, SessionWindow, CountWindow, SnapshotWindow):
+        assert set(KEYED_STAMPS[kind]) == set(kind.TIMESTAMPS), kind.__name__
 
 
 def test_a_snapshot_timeline_by_hand() -> None:

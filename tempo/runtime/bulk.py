@@ -185,6 +185,8 @@ def unmergeable(window: p.WindowNode) -> str | None:
     merged into its state (``Partial``, ``tempo.runtime.operators.Window.merge``), or None."""
     if not isinstance(window.spec, HoppingWindow):
         return f"its window is {window.spec.describe()}"
+    if window.timestamp in (WindowTimestamp.EARLIEST, WindowTimestamp.LATEST):
+        return f"its results are stamped at an event ({window.timestamp.name}), whose start the partial aggregates do not carry"
     return _aggregates_unmergeable(window)
 
 

@@ -136,6 +136,9 @@ class KeyedResult:
     eid: int | None = None
     rank: tuple[Any, ...] = ()
     ended: bool = False
+    closes: int | None = None
+    """For a hopping window's result stamped at its earliest or latest event, the end of its
+    window: where the CTI that released it follows from, which its lifetime does not say."""
 
 
 class Collector(ops.Operator):
@@ -150,17 +153,22 @@ class Collector(ops.Operator):
         self.cti_now = NEG_INF
         self.arrival = 0
         self.ranked: tuple[Any, ...] = ()
+        self.window_end: int | None = None
         self.results: list[KeyedResult] = []
 
     def rank(self, rank: tuple[Any, ...]) -> None:
         self.ranked = rank
+
+    def window(self, end: int) -> None:
+        self.window_end = end
 
     def arrived(self) -> int:
         """The arrival of the item being fed, over all keys."""
         return self.arrival
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked))
+        self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked, closes=self.window_end))
+        self.window_end = None
 
     def end(self, port: int, eid: int, end: int) -> None:  # an analytic's or a snapshot's open output ending
         if not self.ids:
@@ -173,7 +181,10 @@ class Collector(ops.Operator):
 
 _W = WindowTimestamp
 KEYED_STAMPS: dict[type, dict[WindowTimestamp, WindowTimestamp]] = {
-    HoppingWindow: {_W.LIFETIME: _W.LIFETIME, _W.END: _W.END, _W.START: _W.LIFETIME, _W.CTI: _W.END},
+    HoppingWindow: {
+        _W.LIFETIME: _W.LIFETIME, _W.END: _W.END, _W.START: _W.LIFETIME, _W.CTI: _W.END,
+        _W.EARLIEST: _W.EARLIEST, _W.LATEST: _W.LATEST,  # results carrying their window's end beside the stamp (``closes``)
+    },
     SessionWindow: {_W.END: _W.END, _W.CTI: _W.END},
     CountWindow: {_W.END: _W.END, _W.LATEST: _W.LATEST, _W.CTI: _W.END},  # a count window's latest start is its last tick
     # A snapshot's results are start edges ended later, or points at the window's start or its
@@ -185,8 +196,8 @@ operator computes with: one from whose results the CTI that released each follow
 learns it (``released_from``; a key without rows in a batch hears only the batch's last
 CTI): a hopping window's, a session's and a count window's end where the window ends, a
 snapshot's start where the window starts or end where it ends. Whoever learns that CTI then
-stamps the result as the query asks (``restamp``). A hopping window's earliest or latest
-event need the window's end beside the stamp, which its results do not carry yet."""
+stamps the result as the query asks (``restamp``). A hopping window's result stamped at its
+earliest or latest event carries its window's end beside the stamp (``KeyedResult.closes``)."""
 
 
 KEYED_NODES = (p.WindowNode, p.AnalyticNode, p.ClipNode, p.ReleaseNode)
@@ -234,7 +245,7 @@ def released_from(node: p.Node, result: KeyedResult) -> int:
     """The least CTI that released ``result`` of ``node``'s keyed operator in memory: the
     first CTI at or after it did (a key without rows in a batch hears only the batch's last
     CTI, so ``result.cti`` may be later). A window's result closes with its window, at its
-    end; an analytic's output goes once a CTI passes its start, and the end of an open one
+    end (which a result stamped at an event carries beside it: ``closes``); an analytic's output goes once a CTI passes its start, and the end of an open one
     as it arrives, before the CTI after the one then in force (a release's alike). A snapshot's window is fixed
     by a CTI past its start and ends at a CTI past its end (docs/semantics.md 5.6.4): a start
     edge or a point at the start goes then, a point at its last tick or the edge's end then.
@@ -247,6 +258,8 @@ def released_from(node: p.Node, result: KeyedResult) -> int:
     if isinstance(node.spec, SnapshotWindow):
         at_end = result.ended or KEYED_STAMPS[SnapshotWindow][node.timestamp] is _W.END
         return result.end + 1 if at_end and result.end is not None else result.start + 1
+    if result.closes is not None:
+        return result.closes
     assert result.end is not None
     return result.end
 
@@ -271,6 +284,8 @@ def release_order(node: p.Node, result: KeyedResult, group: str) -> tuple[Any, .
         return (1, result.start, result.rank[1])
     if isinstance(node, p.ClipNode):  # a group's events of one start in arrival order, as their ids are
         return (1, result.start, group, result.eid)
+    if result.closes is not None:  # stamped at an event: the window's results go in order of window
+        return (1, result.closes, group)
     return (1, result.start, INF if result.end is None else result.end, group)
 
 
@@ -307,6 +322,8 @@ def keyed_collector(operator: ops.Operator) -> Collector:
         operator.keep_ids = True
     if isinstance(operator, ew.Snapshots):
         operator.ids_by_start = True
+    if isinstance(operator, ops.Window):
+        operator.tell_window = collector.window
     operator.connect(collector, 0)
     return collector
 

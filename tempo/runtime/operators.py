@@ -543,7 +543,7 @@ class Window(Operator):
     SHARED = {"t_max": max}  # where open lifetimes end when the input ends: over every group's events
     WIRING = Operator.WIRING | {
         "keys_count", "substream_index", "spec", "_k_lo", "_k_hi", "key_fn", "values_fn", "accumulator",
-        "projection", "to_datetime", "new_id", "timestamp", "with_start", "passes_ctis",
+        "projection", "to_datetime", "new_id", "timestamp", "with_start", "passes_ctis", "tell_window",
     }
 
     def __init__(
@@ -566,6 +566,9 @@ class Window(Operator):
         # the input CTI while pending: CTIs pass unchanged.
         self.passes_ctis = timestamp in (WindowTimestamp.END, WindowTimestamp.CTI)
         self.closing = NEG_INF  # the CTI closing windows now (the stamp of timestamp=CTI)
+        # The keyed form's (``tempo.runtime.keyed``): told the end of each result's window
+        # before a result stamped at an event goes out, whose lifetime does not say it.
+        self.tell_window: Callable[[int], None] | None = None
         self.keys_count = keys_count
         self.substream_index = substream_index  # which group key is the substream key
         self.key_in: dict[Any, int] = {}  # substream key -> its CTI, when ahead
@@ -738,6 +741,8 @@ class Window(Operator):
         for key, state in groups:
             values = results(state)
             t = stamp(self.timestamp, ws, we, values.pop() if self.with_start else None, self.closing, self.in_cti_finite)
+            if self.tell_window is not None:
+                self.tell_window(we)
             self.emit_insert(self.new_id(), t, t + 1, self.projection(key, values, ws_dt, we_dt))
 
     def _close(self, limit: int, open_hi: int | None) -> None:

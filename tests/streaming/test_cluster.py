@@ -129,6 +129,15 @@ def _hopping_at_starts(s: Stream[Reading]) -> Stream[Session]:
     )
 
 
+def _hopping_at_latest_events(s: Stream[Reading]) -> Stream[Session]:
+    """Hopping windows per device stamped at their latest event: each result carries its
+    window's end beside the stamp, from which the driver finds the CTI that released it."""
+    return (
+        s.group_by(lambda r: r.device).hopping(timedelta(seconds=12), timedelta(seconds=4))
+        .aggregate(_per_device, timestamp=WindowTimestamp.LATEST)
+    )
+
+
 def _sessions_at_ctis(s: Stream[Reading]) -> Stream[Session]:
     """Sessions stamped at the CTI releasing them, which a key without rows does not hear:
     the driver stamps each result with the first CTI at or after its session's end."""
@@ -240,6 +249,7 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     Case("sessions without a cut, count, drop, intervals: runs", 3, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _uncut_sessions),
     Case("tumbling 450 ms over intervals, the long ones as events", timedelta(seconds=8), 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _fine_windows),
     Case("hopping stamped at window starts, period, adjust, intervals", timedelta(seconds=6), 2, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _hopping_at_starts),
+    Case("hopping stamped at latest events, count, drop, intervals", 4, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _hopping_at_latest_events),
     Case("sessions stamped at releasing CTIs, count, drop", 3, 1, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions_at_ctis),
     Case("count windows stamped at releasing CTIs, period, drop", timedelta(seconds=5), 0, AdvanceTimePolicy.DROP, EventShape.POINT, False, _count_windows_at_ctis),
     # Edges: each end goes to the key its start went to, through a where that passes ends by id.
@@ -280,7 +290,7 @@ SLOW_CASES = {
     "analytic of edges, period, adjust, then a window", "snapshots at ends, period, adjust, intervals, then a window",
     "clip of edges, period, adjust, then a window", "edges, count, drop: tumbling", "analytic of edges, count, drop", "count windows, count, adjust",
     "tumbling 450 ms over intervals, the long ones as events", "no window, count, drop, intervals",
-    "a union of a stream with itself, period, adjust: sessions",
+    "a union of a stream with itself, period, adjust: sessions", "hopping stamped at latest events, count, drop, intervals",
 }
 """Run with ``--run-slow`` (which also cuts each case's rows into more files): the default
 suite runs one case of hopping windows (stamped at window starts), one of sessions

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -22,9 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tempo.plan.windows import WindowTimestamp
 from tempo.runtime.keyed import Cti, End, Insert, KeyedResult
 from tempo.ticks import INF
-from tests.test_keyed_operator import SECOND, Op, Stats, _order, _reference, _window_node, feeds
+from tests.test_keyed_operator import SECOND, Op, Stats, _order, _reference, _Stamped, _stats_node, _window_node, feeds
 
 pytest.importorskip("pyspark.sql.streaming.tws_tester")
 
@@ -60,9 +62,12 @@ def _row(position: int, key: int, item: Insert | End, cti: int) -> Any:
 
 def _results(rows: list[Any]) -> list[KeyedResult]:
     """The results among the processor's rows (not the CTI lane's markers)."""
-    from tempo.spark.streaming.keyed import RESULT
+    from tempo.spark.streaming.keyed import RESULT, read_result
 
-    return [KeyedResult(r.tempo_released_by, r.tempo_start, r.tempo_end, Stats(r.key, r.n, r.total, r.low)) for r in rows if r.tempo_kind == RESULT]
+    return [
+        read_result(RESULT, r.tempo_released_by, r.tempo_start, r.tempo_end, r.tempo_rank, Stats(r.key, r.n, r.total, r.low))
+        for r in rows if r.tempo_kind == RESULT
+    ]
 
 
 def _batches(tester: Any, ops: list[Op], cuts: list[int]) -> Iterator[tuple[int, int, list[Any]]]:
@@ -100,14 +105,22 @@ def _batches(tester: Any, ops: list[Op], cuts: list[int]) -> Iterator[tuple[int,
 
 
 def _released_by(expected: list[KeyedResult]) -> dict[tuple[Any, ...], int]:
-    """Each result of the operator over all keys by (start, end, group key): the CTI that released it."""
-    return {(r.start, r.end, r.payload.key): r.cti for r in expected}
+    """Each result of the operator over all keys by (start, end, group key, window end when
+    the stamp does not say it): the CTI that released it."""
+    return {_seen(r): r.cti for r in expected}
+
+
+def _seen(r: KeyedResult) -> tuple[Any, ...]:
+    return (r.start, r.end, r.payload.key, r.closes)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
-@given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1)]), st.sampled_from([0.0, 2.0]))
-def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(feed: tuple[list[Op], list[int]], spec: tuple[int, int], share: float) -> None:
-    """(``share``: a bucket's keys are read all at once, or each alone.)"""
+@given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1)]), st.sampled_from([0.0, 2.0]), st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.LATEST]))
+def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(
+    feed: tuple[list[Op], list[int]], spec: tuple[int, int], share: float, stamp: WindowTimestamp,
+) -> None:
+    """(``share``: a bucket's keys are read all at once, or each alone; ``stamp``: results
+    stamped by their window's lifetime, or at their latest event, carrying the window's end.)"""
     from pyspark.sql.streaming.tws_tester import TwsTester
 
     from tempo.spark.streaming.keyed import CTI, KeyedProcessor
@@ -115,7 +128,8 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
     raw, cuts = feed
     ops = _moved(raw)
     cuts = [min(c, len(ops)) for c in cuts]
-    query, node = _window_node(*spec)
+    size, hop = spec
+    query, node = _stats_node(lambda g: _Stamped(g.hopping(timedelta(seconds=size), timedelta(seconds=hop)), stamp))
     processor = KeyedProcessor(query, query.nodes.index(node), ["key"])
     processor.STREAMED_SHARE = share
     tester = TwsTester(processor, timeMode="EventTime", eventTimeExtractor=lambda r: r[CTI])
@@ -125,11 +139,11 @@ def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(fe
     for before, now, rows in _batches(tester, ops, cuts):
         fired = _results(rows)
         # Each batch releases the stretch of the release sequence its watermark adds.
-        assert all(before < released_by[(r.start, r.end, r.payload.key)] <= now for r in fired)
+        assert all(before < released_by[_seen(r)] <= now for r in fired)
         got += fired
     latest = now
-    final = [(r.start, r.end, r.payload) for r in sorted(expected, key=_order) if r.cti <= latest]
-    assert sorted(((r.start, r.end, r.payload) for r in got), key=lambda r: (r[0], r[1], r[2].key)) == sorted(final, key=lambda r: (r[0], r[1], r[2].key))
+    final = [(*_seen(r), r.payload) for r in expected if r.cti <= latest]
+    assert sorted((*_seen(r), r.payload) for r in got) == sorted(final)
 
 
 def _analytic_results(rows: list[Any]) -> list[KeyedResult]:

@@ -281,7 +281,7 @@ def _live_production(tmp: Path, seed: int, files: int, kills: int) -> None:
 
 
 def test_a_kill_of_the_process_group_during_live_production_then_a_restart_commits_the_whole_run_once(tmp_path: Path) -> None:
-    _live_production(tmp_path, seed=21, files=12, kills=1)
+    _live_production(tmp_path, seed=21, files=8, kills=1)
 
 
 @slow

@@ -242,7 +242,7 @@ def test_a_restart_continues_after_the_last_committed_batch(spark_session: Any, 
     assert records[-1]["metrics"]["readings"]["dropped"] + records[-1]["metrics"]["readings"]["adjusted"] == len(whole.rejected)
 
 
-@pytest.mark.parametrize("engine", ["auto", "cluster"])
+@pytest.mark.parametrize("engine", ["auto", pytest.param("cluster", marks=pytest.mark.slow)])  # one function clears both queries' logs
 def test_a_start_after_a_kill_while_spark_wrote_its_first_offsets_goes_on(spark_session: Any, tmp_path: Path, engine: str) -> None:
     """A process killed while Spark wrote the offsets of its first batch leaves the entry's
     hidden temporary file (``.0.<uuid>.tmp``, written aside, then renamed), and Spark refuses

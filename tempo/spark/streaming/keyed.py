@@ -125,8 +125,9 @@ OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK = "tempo_kind", "tempo_re
 RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK)
 """An output row's columns before its payload's fields (in ``wire_schema`` form): ``RESULT``
 (a result of the operator: the CTI that released it, its lifetime, its group key's
-``repr`` and, an analytic's, a snapshot's or a clip's, its id in the key and rank pickled in
-``RANK``: ``tempo.runtime.keyed.KeyedResult``), ``ENDED`` (the end of an open result: the
+``repr`` and, an analytic's, a snapshot's or a clip's, its id in the key and rank, a hopping
+window's stamped at an event its window's end, pickled in ``RANK``:
+``tempo.runtime.keyed.KeyedResult``), ``ENDED`` (the end of an open result: the
 CTI the key was at, its end, its group key, its id and rank, no payload),
 ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
 ``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``) or ``LATEST`` (for a window whose
@@ -442,18 +443,21 @@ class KeyedProcessor(StatefulProcessor):
 
 
 def _rank_bytes(result: KeyedResult) -> bytes | None:
-    """A result's ``RANK`` column: its id in the key and rank, pickled (None for a result without an id: a hopping, session or count window's)."""
-    return None if result.eid is None else pickle.dumps((result.eid, result.rank))
+    """A result's ``RANK`` column: its id in the key, rank and window end (``closes``),
+    pickled; None for a result with none of them (a window's stamped by its lifetime)."""
+    if result.eid is None and result.closes is None:
+        return None
+    return pickle.dumps((result.eid, result.rank, result.closes))
 
 
 def read_result(kind: int, released_by: int, start: int | None, end: int | None, rank: bytes | None, payload: Any) -> KeyedResult:
     """A ``RESULT`` or ``ENDED`` row of ``KeyedProcessor`` (its columns, the payload read
     from its fields; None for an end) as the ``KeyedResult`` it was written from."""
-    eid, ranked = (None, ()) if rank is None else pickle.loads(rank)
+    eid, ranked, closes = (None, (), None) if rank is None else pickle.loads(rank)
     if kind == ENDED:
         return KeyedResult(released_by, 0, end, None, eid, ranked, ended=True)
     assert start is not None
-    return KeyedResult(released_by, start, end, payload, eid, ranked)
+    return KeyedResult(released_by, start, end, payload, eid, ranked, closes=closes)
 
 
 def output_schema(query: Query, node_index: int) -> st.StructType:
