@@ -405,6 +405,29 @@ def test_a_kill_of_the_cluster_engine_at_a_phase_then_a_restart_commits_the_whol
     _finish(tmp_path, rows)
 
 
+def test_the_shapes_the_cluster_engine_takes() -> None:
+    """Which node the engine runs by key (``cluster_shape``; no Spark job): a query without a
+    stateful operator gets the release on top, a plan of joins and unions below it runs on the
+    driver, and what would bypass the keyed node or needs a keyed form not built is refused."""
+    from tempo.plan.query import Query
+    from tempo.spark.streaming.cluster import WHY_NOT_KEYED, cluster_shape
+
+    readings = Stream.create("r", [], EventShape.POINT, payload_type=Reading)
+    other = Stream.create("o", [], EventShape.POINT, payload_type=Reading)
+
+    def keyed(stream: Stream[Any]) -> Any:
+        shape = cluster_shape(Query.build(stream.node))
+        return shape if isinstance(shape, str) else type(shape.window).__name__
+
+    assert keyed(_stateless(readings)) == "ReleaseNode"
+    assert keyed(_self_join(readings)) == "ReleaseNode"
+    assert keyed(_union_with_itself(readings)) == "WindowNode"
+    assert keyed(_sessions(_self_join(readings).union(other))) == "WindowNode"  # joins and unions in sequence below it
+    beside = _sessions(readings).join(other, lambda a, b: a.device == b.device, lambda a, b: b)
+    assert keyed(beside) == WHY_NOT_KEYED  # the other input would reach the output around the window
+    assert keyed(readings.anti_join(other, lambda a, b: a.device == b.device)) == WHY_NOT_KEYED
+
+
 def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any, tmp_path: Path) -> None:
     """Anti-joins have no keyed form yet: the start says so, and leaves the checkpoint free."""
     from tempo.errors import UnsupportedError

@@ -153,7 +153,7 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     return cast("BulkShape[Keyed]", shape) if why is None else why
 
 
-BELOW_ON_THE_DRIVER = (p.SourceNode, p.UnionNode, p.JoinNode, p.EventTimeNode, p.ExplodeNode, *STATELESS)
+BELOW_ON_THE_DRIVER = (p.SourceNode, p.UnionNode, p.JoinNode, *STATELESS)
 """The operators the driver may run item by item below the window (a join's sides held on
 the driver, as the other engines hold them)."""
 
