@@ -60,12 +60,17 @@ class Stats:
     low: float | None
 
 
-def _stats_node(windowed: Callable[[Any], Any]) -> tuple[Query, p.WindowNode]:
-    """The window ``windowed`` makes of the readings grouped by key, aggregated into Stats."""
+def _readings(shape: EventShape = EventShape.INTERVAL) -> Stream[Reading]:
+    """An input of readings (empty: the operators under test are fed by hand)."""
     from tempo.sources import ArrowSource
 
     table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    grouped = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL).group_by(lambda r: r.key)
+    return Stream.create("r", ArrowSource(table, Reading, start="ts"), shape)
+
+
+def _stats_node(windowed: Callable[[Any], Any]) -> tuple[Query, p.WindowNode]:
+    """The window ``windowed`` makes of the readings grouped by key, aggregated into Stats."""
+    grouped = _readings().group_by(lambda r: r.key)
     stream = windowed(grouped).aggregate(
         lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value))
     )
@@ -308,10 +313,7 @@ def test_snapshots_run_one_key_at_a_time_release_what_they_release_over_all_keys
 
 def _clip_node(grouped: bool = True) -> tuple[Query, p.ClipNode]:
     """The readings' lifetimes clipped at the next start of their key (of any, ungrouped)."""
-    from tempo.sources import ArrowSource
-
-    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    readings = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
+    readings = _readings()
     stream = readings.group_by(lambda r: r.key).clip_event_duration() if grouped else readings.clip_event_duration()
     query = Query.build(stream.node)
     [node] = [n for n in query.nodes if isinstance(n, p.ClipNode)]
@@ -353,10 +355,7 @@ class Trend:
 
 def _analytic_node() -> tuple[Query, p.AnalyticNode]:
     """Per key, the previous value within 3 s and running aggregates of the readings."""
-    from tempo.sources import ArrowSource
-
-    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    grouped = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL).group_by(lambda r: r.key)
+    grouped = _readings().group_by(lambda r: r.key)
     stream = grouped.analytic(
         lambda k, r, a: Trend(k, r.value, a.previous(lambda r: r.value, timedelta(seconds=3)), a.sum(lambda r: r.value), a.count())
     )
@@ -368,11 +367,7 @@ def _analytic_node() -> tuple[Query, p.AnalyticNode]:
 def _release_node() -> tuple[Query, p.ReleaseNode]:
     """The output's release over the readings (the cluster engine's on top of a query without
     a stateful node): its keys are any split of the events, an end going to its event's."""
-    from tempo.sources import ArrowSource
-
-    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    stream = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
-    query = Query.build(p.ReleaseNode(stream.node))
+    query = Query.build(p.ReleaseNode(_readings().node))
     assert isinstance(query.root, p.ReleaseNode)
     return query, query.root
 
@@ -515,10 +510,7 @@ def test_a_timeline_by_hand() -> None:
 
 
 def test_other_operators_are_refused_until_they_have_a_keyed_form() -> None:
-    from tempo.sources import ArrowSource
-
-    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
-    readings = Stream.create("r", ArrowSource(table, Reading, start="ts"), EventShape.POINT)
+    readings = _readings(EventShape.POINT)
     query = Query.build(readings.anti_join(readings.shift_event_time(timedelta(seconds=1)), lambda a, b: a.key == b.key).node)
     [node] = [n for n in query.nodes if isinstance(n, p.AntiJoinNode)]
     with pytest.raises(UnsupportedError, match="AntiJoinNode has no keyed form yet"):

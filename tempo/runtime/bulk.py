@@ -126,10 +126,7 @@ def reaching_shape(query: Query, planned: bool, kinds: tuple[type[p.UnaryNode], 
     # (or these and one join of them all), each with no other consumer: what is above the
     # window (any operators) sees only its results, which the engine's own window operator
     # emits either way.
-    consumers: dict[int, list[p.Node]] = {id(n): [] for n in query.nodes}
-    for n in query.nodes:
-        for child in n.inputs():
-            consumers[id(child)].append(n)
+    consumers = consumers_of(query)
 
     def climb(node: p.Node, through: tuple[type, ...]) -> p.Node:
         while isinstance(node, through) and len(consumers[id(node)]) == 1:
@@ -147,6 +144,15 @@ def reaching_shape(query: Query, planned: bool, kinds: tuple[type[p.UnaryNode], 
         return WHY_NOT
     position = {id(n): i for i, n in enumerate(query.nodes)}
     return reaching_checks(query, BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)]))
+
+
+def consumers_of(query: Query) -> dict[int, list[p.Node]]:
+    """Each node's consumers in ``query``, by the node's ``id``."""
+    consumers: dict[int, list[p.Node]] = {id(n): [] for n in query.nodes}
+    for n in query.nodes:
+        for child in n.inputs():
+            consumers[id(child)].append(n)
+    return consumers
 
 
 def reaching_checks(query: Query, shape: BulkShape[N]) -> BulkShape[N] | str:

@@ -65,7 +65,9 @@ from tempo.runtime import event_windows as ew
 from tempo.runtime import operators as ops
 from tempo.plan import nodes as p
 from tempo.runtime.analytics import Analytic
-from tempo.runtime.bulk import STATELESS, WHY_NOT, BulkShape, apply_times, reaching_checks, reaching_shape, runs_unmergeable, unmergeable
+from tempo.runtime.bulk import (
+    STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
+)
 from tempo.runtime.keyed import IN_ORDER, KEYED_NODES, KeyedResult, keyed_unsupported, may_reach_infinity, placed, release_order, restamp
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
@@ -164,10 +166,7 @@ def _below_on_the_driver(query: Query) -> BulkShape[p.UnaryNode] | str:
     included (a join or a union of a stream with itself, joins in sequence): the lowest node
     with a keyed form whose input's plan is made of them, holds every input, and feeds
     nothing but the window; else ``WHY_NOT``."""
-    consumers: dict[int, list[p.Node]] = {id(n): [] for n in query.nodes}
-    for n in query.nodes:
-        for child in n.inputs():
-            consumers[id(child)].append(n)
+    consumers = consumers_of(query)
     for index, node in enumerate(query.nodes):
         if not isinstance(node, KEYED_NODES):
             continue
