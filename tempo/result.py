@@ -403,7 +403,7 @@ def released_table(items: Sequence[RawItem[Any]], payload_type: type) -> Any:
     ]
     for f in record_fields(payload_type) if is_record_type(payload_type) else []:
         array = _column(payload_type, f, [None if pl is None else getattr(pl, f.name) for pl in payloads])
-        if arrow_type(f.dtype) is None and array.type == pa.null():
+        if arrow_type(f.dtype, f.element) is None and array.type == pa.null():
             array = pa.array([None] * len(payloads), pa.string())
         columns.append(array)
         schema.append(pa.field(f.name, array.type))
@@ -424,9 +424,10 @@ def _field_names(cls: type) -> set[str]:
     return {f.name for f in record_fields(cls)} if is_record_type(cls) else set()
 
 
-def arrow_type(tp: type) -> Any:
-    """The Arrow type of a payload field type, or None when it has none of its own (the
-    values' type is used then)."""
+def arrow_type(tp: type, element: type | None = None) -> Any:
+    """The Arrow type of a payload field type (``element``: a list field's element type,
+    ``FieldInfo.element``), or None when it has none of its own (the values' type is used
+    then)."""
     import pyarrow as pa
 
     scalars = {
@@ -435,10 +436,15 @@ def arrow_type(tp: type) -> Any:
     }
     if tp in scalars:
         return scalars[tp]
+    if tp in (list, tuple) and element is not None:
+        # A list field's type must not depend on its values: a batch of a live query with no
+        # event, or only empty lists, writes the same column type as the others.
+        inner = arrow_type(element)
+        return None if inner is None else pa.list_(inner)
     if is_record_type(tp):
         nested = []
         for f in record_fields(tp):
-            inner = arrow_type(f.dtype)
+            inner = arrow_type(f.dtype, f.element)
             if inner is None:
                 return None
             nested.append(pa.field(f.name, inner))
@@ -458,7 +464,7 @@ def _column(cls: type | None, f: FieldInfo, values: list[Any]) -> Any:
     not fit the annotation is a ``QueryBuildError`` naming the class, field and row."""
     import pyarrow as pa
 
-    tp = arrow_type(f.dtype)
+    tp = arrow_type(f.dtype, f.element)
     plain = [_plain(v) for v in values]
     owner = cls.__qualname__ if cls is not None else "the payload"
     try:
@@ -489,7 +495,7 @@ def _union_fields(types: dict[str, type]) -> tuple[list[FieldInfo], dict[str, ty
             seen = fields.get(f.name)
             if seen is None:
                 fields[f.name], owner[f.name], named[f.name] = f, cls, name
-            elif seen.dtype is not f.dtype and arrow_type(seen.dtype) != arrow_type(f.dtype):
+            elif seen.dtype is not f.dtype and arrow_type(seen.dtype, seen.element) != arrow_type(f.dtype, f.element):
                 raise QueryBuildError(
                     f"rejections_table: inputs {named[f.name]!r} and {name!r} both have a payload field "
                     f"{f.name!r}, of types {seen.dtype.__qualname__} and {f.dtype.__qualname__}: ask for "

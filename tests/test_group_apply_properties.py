@@ -125,3 +125,22 @@ def test_apply_is_the_union_of_the_sub_query_run_per_group(name: str, key_name: 
     got, want = executor.run(applied), executor.run(united)
     assert _normal(got) == _normal(want)
     assert got.ctis[-1:] == want.ctis[-1:]
+
+
+def test_a_keyed_record_unpickles_in_a_process_that_never_built_the_plan() -> None:
+    """The records ``group_by().apply()`` makes for its keyed events (``keyed_class``) are
+    pickled as the call that makes them: a Spark worker unpickling the cluster engine's
+    keyed operator has built no plan, so the class is not in its module's namespace yet."""
+    import pickle
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tempo.plan.group_apply import keyed_class
+
+    cls, names = keyed_class(Ev, ((int, False), (str, True)))
+    value = cls(**dict(zip(names, (4, None))), key=1, value=2)
+    script = "import pickle, sys; cls, value = pickle.loads(sys.stdin.buffer.read()); print(type(value) is cls, value)"
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", script], input=pickle.dumps((cls, value)), capture_output=True, cwd=root, check=True)
+    assert out.stdout.decode().strip() == f"True {value!r}"

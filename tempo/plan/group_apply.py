@@ -19,6 +19,7 @@ results (docs/semantics.md 5.13), which the tests check against exactly that.
 
 from __future__ import annotations
 
+import copyreg
 import dataclasses
 import re
 import typing
@@ -63,12 +64,38 @@ _MADE: dict[tuple[type, KeySignature], tuple[type, tuple[str, ...]]] = {}
 _KEY_NAMES: dict[type, tuple[str, ...]] = {}  # a keyed class's key fields
 
 
+class _KeyedRecordType(type):
+    """The metaclass of the records ``keyed_class`` makes, so that pickle can make them
+    again: a class is pickled by its module and name, and a process that unpickles a plan
+    before building it (a Spark worker given the cluster engine's keyed operator) has no
+    such class yet. ``copyreg`` pickles a class of this metaclass as the call that makes it."""
+
+
+class _KeyedRecord(metaclass=_KeyedRecordType):
+    """The base of every keyed record (no fields of its own)."""
+
+
+_ARGUMENTS: dict[type, tuple[type, KeySignature]] = {}
+
+
+def _keyed_again(payload_type: type, key: KeySignature) -> Any:
+    return keyed_class(payload_type, key)[0]
+
+
+def _reduce_keyed(cls: _KeyedRecordType) -> tuple[Any, tuple[Any, ...]]:
+    return _keyed_again, _ARGUMENTS[cls]
+
+
+copyreg.pickle(_KeyedRecordType, _reduce_keyed)
+
+
 def keyed_class(payload_type: type, key: KeySignature) -> tuple[type, tuple[str, ...]]:
     """``(Keyed, key field names)``: the record of ``payload_type`` events carrying a group key
     of signature ``key``. The key fields come first (``key``, or ``key_0``, ``key_1``, ...,
     with ``_`` appended while a name is one of the payload's), then the payload's fields with
     their own annotations. Made once, and kept in this module's namespace under a name that
-    depends only on its arguments, so that a pickled engine state finds it again."""
+    depends only on its arguments; pickled as the call that makes it (``_KeyedRecordType``),
+    so that a pickled plan or engine state finds it again in any process."""
     made = _MADE.get((payload_type, key))
     if made is not None:
         return made
@@ -87,10 +114,11 @@ def keyed_class(payload_type: type, key: KeySignature) -> tuple[type, tuple[str,
     fields += [(f.name, hints.get(f.name, object)) for f in record_fields(payload_type)]
     tag = re.sub(r"\W", "_", f"{payload_type.__module__}_{payload_type.__qualname__}")
     signature = "_".join(f"{d.__name__}{'_null' if n else ''}" for d, n in key)
-    cls: Any = dataclasses.make_dataclass(f"Keyed_{tag}__by_{signature}", fields, frozen=True)
+    cls: Any = dataclasses.make_dataclass(f"Keyed_{tag}__by_{signature}", fields, bases=(_KeyedRecord,), frozen=True)
     cls.__module__ = __name__
     globals()[cls.__name__] = cls
     _MADE[(payload_type, key)] = (cls, tuple(names))
+    _ARGUMENTS[cls] = (payload_type, key)
     _KEY_NAMES[cls] = tuple(names)
     return cls, tuple(names)
 

@@ -242,6 +242,27 @@ def test_an_empty_result_has_the_same_schema(executor: Any) -> None:
     assert table.num_rows == 0 and schema_of(table) == READING_SCHEMA
 
 
+@attrs.frozen
+class Tags:
+    key: int
+    values: list[int]
+
+
+def test_a_list_field_has_its_column_type_whatever_the_values(executor: Any) -> None:
+    """A list field's column is a list of its element's type, with events or without, and
+    when every list is empty: a live query's batches (``released_table``) must agree, or
+    its committed output would not read back as one table."""
+    from tempo.result import released_table
+
+    empty = quiet_run(executor, Stream.create("in", [Point(T(1), Tags(1, []))], EventShape.POINT, FLUSH))
+    full = quiet_run(executor, Stream.create("in", [Point(T(1), Tags(1, [2, 3]))], EventShape.POINT, FLUSH))
+    none = quiet_run(executor, Stream.create("in", [Point(T(1), Tags(1, [2]))], EventShape.POINT, FLUSH).where(lambda t: t.key > 1))
+    for r in (empty, full, none):
+        assert schema_of(r.to_arrow())[2:] == [("key", "int64", False), ("values", "list<item: int64>", False)]
+        assert schema_of(released_table(r.raw, Tags))[4:] == [("key", "int64", True), ("values", "list<item: int64>", True)]
+    assert full.to_arrow().column("values").to_pylist() == [[2, 3]]
+
+
 def test_an_open_lifetime_ends_at_infinity_in_the_table(executor: Any) -> None:
     """An edge that never ends: [3, infinity) as 9999-12-31 23:59:59.999999 UTC."""
     from tempo import EdgeStart

@@ -240,6 +240,32 @@ def _union_with_itself(s: Stream[Reading]) -> Stream[Session]:
     return _sessions(s.union(s.where(lambda r: r.device == 1).shift_event_time(timedelta(seconds=1))))
 
 
+def _uncovered(s: Stream[Reading]) -> Stream[Reading]:
+    """The stretches of each reading during which no reading of device 1 of its site, moved
+    2 s later and made 4 s long, is alive: the driver runs the anti-join item by item (its
+    sides on the driver), its fragments' start edges and ends go to the output's release
+    by key."""
+    return s.anti_join(
+        s.where(lambda r: r.device == 1).shift_event_time(timedelta(seconds=2)).alter_event_duration(timedelta(seconds=4)),
+        lambda a, b: a.site == b.site,
+    )
+
+
+def _uncovered_sessions(s: Stream[Reading]) -> Stream[Session]:
+    """Sessions per device over ``_uncovered``'s fragments: an end decided by the right
+    input reaches the session's key by its fragment's id."""
+    return _sessions(_uncovered(s))
+
+
+def _followed(s: Stream[Reading]) -> Stream[Reading]:
+    """A reading of device 0 followed within 6 s by one of device 1 of its site: a point at
+    the second, its value the first's (the pattern's pending matches on the driver)."""
+    return s.where(lambda r: r.device == 0).followed_by(
+        s.where(lambda r: r.device == 1), lambda a, b: a.site == b.site, timedelta(seconds=6),
+        lambda a, b: Reading(device=b.device, value=a.value, site=a.site),
+    )
+
+
 OWN_CASES = [  # sessions, count windows, and windows whose events reach the executors both ways
     Case("sessions, count, drop, cut", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions),
     Case("sessions, period, adjust, intervals, then a window", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _sessions_then_count),
@@ -278,8 +304,12 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     # A stream two operators read: item by item on the driver below the keyed node.
     Case("a self-join, no window, count, drop", 3, 2, AdvanceTimePolicy.DROP, EventShape.POINT, True, _self_join),
     Case("a union of a stream with itself, period, adjust: sessions", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, False, _union_with_itself),
+    # Anti-joins and patterns: item by item on the driver below the keyed node.
+    Case("an anti-join, no window, count, drop, intervals", 4, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _uncovered),
+    Case("an anti-join of edges, period, adjust: sessions", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _uncovered_sessions),
+    Case("a pattern, no window, count, adjust", 3, 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, True, _followed),
 ]
-EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order, _stateless, _self_join)}
+EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order, _stateless, _self_join, _uncovered, _followed)}
 """Cases whose output order is specified whole (an analytic's: by start, payload and arrival
 over all groups; the output's: by start and arrival), compared item for item."""
 SLOW_CASES = {
@@ -291,13 +321,15 @@ SLOW_CASES = {
     "clip of edges, period, adjust, then a window", "edges, count, drop: tumbling", "analytic of edges, count, drop", "count windows, count, adjust",
     "tumbling 450 ms over intervals, the long ones as events", "no window, count, drop, intervals",
     "a union of a stream with itself, period, adjust: sessions", "hopping stamped at latest events, count, drop, intervals",
+    "an anti-join, no window, count, drop, intervals", "a pattern, no window, count, adjust",
 }
 """Run with ``--run-slow`` (which also cuts each case's rows into more files): the default
 suite runs one case of hopping windows (stamped at window starts), one of sessions
 without a cut (runs), one of an input in ingestion time into sessions with a cut, one of an
 analytic, one of snapshots of edges through a where (the path of an end to its event's key),
-one of clip and one of a query without a stateful operator (edges, item by item: the
-release's keys; count windows, edges into windows and events spanning many windows are slow: the keyed operators' property
+one of clip, one of a query without a stateful operator (edges, item by item: the
+release's keys), one of sessions over an anti-join of edges (its fragments' ends reaching
+their keys; ``test_cluster_random.py`` draws the other shapes); count windows, edges into windows and events spanning many windows are slow: the keyed operators' property
 tests cover count windows, and the hand timelines below an end reaching its event's key and
 an analytic's ends across a restart; ``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs
 batches item by item)."""
@@ -425,13 +457,18 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert keyed(_sessions(_self_join(readings).union(other))) == "WindowNode"  # joins and unions in sequence below it
     beside = _sessions(readings).join(other, lambda a, b: a.device == b.device, lambda a, b: b)
     assert keyed(beside) == WHY_NOT_KEYED  # the other input would reach the output around the window
-    assert keyed(readings.anti_join(other, lambda a, b: a.device == b.device)) == WHY_NOT_KEYED
+    assert keyed(readings.anti_join(other, lambda a, b: a.device == b.device)) == "ReleaseNode"
+    assert keyed(_uncovered_sessions(readings)) == "WindowNode"  # an anti-join below it, on the driver
+    assert keyed(_followed(readings)) == "ReleaseNode"
+    assert keyed(_by_device(_followed(readings)).join(readings, lambda a, b: a.device == b.device, lambda a, b: b)) == WHY_NOT_KEYED
 
 
 def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any, tmp_path: Path) -> None:
-    """Anti-joins have no keyed form yet: the start says so, and leaves the checkpoint free."""
+    """A window beside a stream that goes around it into a join has no keyed form yet: the
+    start says so, and leaves the checkpoint free."""
     from tempo.errors import UnsupportedError
     from tempo.spark.streaming import ParquetSink, StreamingExecutor
+    from tests.streaming.test_live_spark import Count
     from tests.streaming.test_live_spark import Reading as Plain
     from tests.streaming.test_live_spark import _rows as plain_rows
     from tests.streaming.test_live_spark import _settings
@@ -440,8 +477,9 @@ def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any
     _skip_without_tws()
     write_plain(tmp_path / "in", 0, plain_rows(4, seed=1))
     readings = Stream.create("readings", ParquetSource(str(tmp_path / "in"), Plain, start="ts", order="seq"), EventShape.POINT, _settings(True), payload_type=Plain)
-    query = readings.anti_join(readings.shift_event_time(timedelta(seconds=2)), lambda a, b: a.device == b.device)
-    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: .*anti-joins.* have no keyed form yet"):
+    counts = readings.group_by(lambda r: r.device).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value)))
+    query = counts.join(readings, lambda a, b: a.device == b.device, lambda a, b: b)
+    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: .*goes around the window into a join above it.* has no keyed form yet"):
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query, ParquetSink(str(tmp_path / "out")))
     live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(query, ParquetSink(str(tmp_path / "out")))
     live.stop()

@@ -118,9 +118,9 @@ passes on the CTIs it receives and the results the executors give back."""
 
 
 WHY_NOT_KEYED = (
-    "the inputs must reach one window aggregate, analytic or clip (or, without one, the output) through where / select / "
-    "shift / union / join operators alone, and nothing else may read what reaches it; other stateful operators "
-    "(anti-joins, patterns) have no keyed form yet"
+    "every input must reach one window aggregate, analytic or clip (or, without one, the output) through where / select / "
+    "shift / union / join / anti-join / followed_by operators alone, and nothing else may read what reaches it (a stream "
+    "that goes around the window into a join above it, say, has no keyed form yet)"
 )
 
 
@@ -155,9 +155,11 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     return cast("BulkShape[Keyed]", shape) if why is None else why
 
 
-BELOW_ON_THE_DRIVER = (p.SourceNode, p.UnionNode, p.JoinNode, *STATELESS)
-"""The operators the driver may run item by item below the window (a join's sides held on
-the driver, as the other engines hold them)."""
+BELOW_ON_THE_DRIVER = (p.SourceNode, p.UnionNode, p.JoinNode, p.AntiJoinNode, p.FollowedByNode, *STATELESS)
+"""The operators the driver may run item by item below the window: the stateless ones, and
+joins, anti-joins and patterns, their state (the sides held, the pending matches) on the
+driver with the driver's engine, as the other engines hold it. An anti-join's fragments and
+their ends (decided by the right input between CTIs) reach the window as edges do."""
 
 
 def _below_on_the_driver(query: Query) -> BulkShape[p.UnaryNode] | str:

@@ -1,0 +1,175 @@
+"""The cluster engine over the suite's random queries (``tests/strategies.py``'s ``queries``):
+each input's items written as Parquet rows (a kind column: points, intervals, edges, CTI
+rows, heartbeats; an arrival column when the items carry arrivals), cut into random files,
+one live query on ``engine="cluster"`` taking them file by file, then the flush. The
+committed output must be the in-memory executor's whole run, but for the order of one
+window's groups among themselves (docs/semantics.md 5.7: compared as sets), with its
+rejections.
+
+A query the engine refuses (``cluster_shape``: outputs or windows keeping a substream key,
+a window beside the other input) is not drawn; ``bench/cluster_share.py`` counts the shares
+over a thousand draws. Each example starts a live query (about 4 s a file on two cores): the default suite
+draws 2 of one input and 2 of two, ``--run-slow`` 12 of each, ``TEMPO_CLUSTER_EXAMPLES=N`` N of each.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+from tempo import InMemoryExecutor, Stream
+from tempo.events import Cti, EdgeEnd, EdgeStart, Heartbeat, Interval, Point
+from tempo.plan.nodes import SourceNode, rebuilt
+from tempo.plan.query import Query
+from tempo.sources import ItemSource, ParquetSource
+from tests.budget import thorough
+from tests.streaming.test_cluster import _skip_without_tws, groups_as_sets
+from tests.streaming.test_live_spark import land
+from tests.strategies import Builder, queries
+
+pytestmark = pytest.mark.spark
+
+EXAMPLES = int(os.environ.get("TEMPO_CLUSTER_EXAMPLES", "12" if thorough() else "2"))
+"""Examples of each test (one input, two inputs); ``TEMPO_CLUSTER_EXAMPLES`` sets it."""
+RANDOM = settings(
+    max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
+STAMP = pa.timestamp("us", tz="UTC")
+ARRIVALS = datetime(2030, 1, 1, tzinfo=timezone.utc)
+KIND = {Point: "point", Interval: "interval", EdgeStart: "start", EdgeEnd: "end", Cti: "cti", Heartbeat: "heartbeat"}
+
+
+def _utc(t: datetime | None) -> datetime | None:
+    return None if t is None else t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t
+
+
+def _aware(value: Any) -> Any:
+    """``value`` with every naive datetime in it (an item's times, a payload's fields) made
+    UTC: items read from Parquet carry UTC times, the in-memory run of an item list naive
+    ones."""
+    if isinstance(value, datetime):
+        return _utc(value)
+    if attrs.has(type(value)):
+        return attrs.evolve(value, **{f.name: _aware(getattr(value, f.name)) for f in attrs.fields(type(value)) if f.init})
+    return value
+
+
+def _table(items: list[Any], payload_type: type) -> Any:
+    """``items`` as the rows a ``ParquetSource`` of ``_source`` reads back as them."""
+    fields = [f.name for f in attrs.fields(payload_type)]
+    rows: dict[str, list[Any]] = {"seq": [], "kind": [], "start": [], "end": [], "arrival": [], **{f: [] for f in fields}}
+    for seq, item in enumerate(items):
+        rows["seq"].append(seq)
+        rows["kind"].append(KIND[type(item)])
+        start = item.timestamp if isinstance(item, Cti) else item.arrival if isinstance(item, Heartbeat) else item.start
+        rows["start"].append(_utc(start))
+        rows["end"].append(_utc(getattr(item, "end", None)))
+        rows["arrival"].append(_utc(item.arrival))
+        payload = getattr(item, "payload", None)
+        for f in fields:
+            rows[f].append(None if payload is None else getattr(payload, f))
+    columns = {k: pa.array(v, STAMP if k in ("start", "end", "arrival") else pa.string() if k == "kind" else pa.int64()) for k, v in rows.items()}
+    return pa.table(columns)
+
+
+def _source(folder: Path, node: SourceNode, arrivals: bool) -> ParquetSource[Any]:
+    extra = {"arrival": "arrival"} if arrivals else {}
+    return ParquetSource(str(folder), node.payload_type, start="start", end="end", kind="kind", order="seq", dense_order_from=0, **extra)
+
+
+def _as_files(query: Stream[Any], root: Path, files: int, rnd: random.Random) -> tuple[Stream[Any], Stream[Any], list[list[tuple[Path, Any]]]]:
+    """``query`` reading each input from Parquet files under ``root``: the same items, in the
+    same order; ``query`` over the items as they are written (with the arrivals given below),
+    for the in-memory run; and the files to write, by index (file 0 holds each input's first
+    row, for its schema, then ``files`` random cuts)."""
+    writes: list[list[tuple[Path, Any]]] = [[] for _ in range(files + 1)]
+    sources = sorted(Query.build(query.node).sources, key=lambda n: n.declared)
+    given = {n.name: list(n.source.items()) for n in sources if isinstance(n.source, ItemSource)}
+    if len(sources) > 1 and not any(getattr(i, "arrival", None) for items in given.values() for i in items):
+        # In memory, inputs without arrivals come one after the other, in order of declaration;
+        # a live query merges its inputs by arrival: these arrivals give it that order.
+        at = 0
+        for n in sources:
+            given[n.name] = [attrs.evolve(i, arrival=ARRIVALS + timedelta(microseconds=at + k)) for k, i in enumerate(given[n.name])]
+            at += len(given[n.name])
+
+    def swap(node: Any) -> Any:
+        if not isinstance(node, SourceNode):
+            return None
+        items = given[node.name]
+        table = _table(items, node.payload_type)
+        folder = root / node.name
+        cuts = sorted({0, min(1, len(items)), len(items), *(rnd.randrange(1, len(items)) for _ in range(files - 1) if len(items) > 1)})
+        cuts += [len(items)] * (files + 2 - len(cuts))
+        for index, (low, high) in enumerate(zip(cuts, cuts[1:])):
+            writes[min(index, files)].append((folder, table.slice(low, high - low)))
+        arrivals = any(getattr(i, "arrival", None) is not None for i in items)
+        return attrs.evolve(node, source=_source(folder, node, arrivals))
+
+    def items(node: Any) -> Any:
+        return attrs.evolve(node, source=ItemSource(given[node.name], node.payload_type)) if isinstance(node, SourceNode) else None
+
+    return Stream(rebuilt(query.node, swap)), Stream(rebuilt(query.node, items)), writes
+
+
+def _land(index: int, parts: list[tuple[Path, Any]]) -> None:
+    for folder, part in parts:
+        land(folder, index, lambda tmp, part=part: pq.write_table(part, tmp))
+
+
+@RANDOM
+@given(query=queries(min_events=1, inputs=1))
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_of_one_input(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+    _agree(spark_session, tmp_path_factory, query)
+
+
+@RANDOM
+@given(query=queries(min_events=1, inputs=2))
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_of_two_inputs(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+    _agree(spark_session, tmp_path_factory, query)
+
+
+def _agree(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed, released_items
+    from tempo.spark.streaming.cluster import cluster_shape
+
+    _skip_without_tws()
+    desc, build = query
+    stream = build(True)
+    try:
+        reference = InMemoryExecutor().run(stream)
+    except Exception:
+        return  # a bad input: the fixed tests cover how each engine reports it
+    assume(not isinstance(cluster_shape(Query.build(stream.node)), str))
+    # A live query takes several inputs with arrival times on all of them or on none.
+    arrivals = {any(getattr(i, "arrival", None) for i in n.source.items()) for n in Query.build(stream.node).sources}
+    assume(len(arrivals) == 1)
+    root = Path(tmp_path_factory.mktemp("random"))
+    rnd = random.Random(desc)
+    files, in_memory, writes = _as_files(stream, root / "in", 2, rnd)
+    whole = InMemoryExecutor().run(in_memory)
+    assert [_aware(i) for i in whole.raw] == [_aware(i) for i in reference.raw], "the arrivals given change the in-memory result"
+    _land(0, writes[0])
+    live = StreamingExecutor(spark_session, str(root / "ck"), engine="cluster").start(files, ParquetSink(str(root / "out")))
+    try:
+        for index, parts in enumerate(writes):
+            if index:
+                _land(index, parts)
+            live.process_all_available()
+        live.flush()
+    finally:
+        live.stop()
+    got = released_items(read_committed(str(root / "out")).drop_columns(["tempo_batch"]), stream.payload_type)
+    assert groups_as_sets(got) == groups_as_sets([_aware(i) for i in whole.raw]), desc
+    rejected = read_committed(str(root / "out"), rejections=True).drop_columns(["tempo_batch"])
+    assert rejected.equals(whole.rejections_table()), desc
