@@ -1,10 +1,12 @@
 """The cluster engine over the suite's random queries (``tests/strategies.py``'s ``queries``):
 each input's items written as Parquet rows (a kind column: points, intervals, edges, CTI
 rows, heartbeats; an arrival column when the items carry arrivals), cut into random files,
-one live query on ``engine="cluster"`` taking them file by file, then the flush. The
-committed output must be the in-memory executor's whole run, but for the order of one
-window's groups among themselves (docs/semantics.md 5.7: compared as sets), with its
-rejections.
+one live query on ``engine="cluster"`` taking them file by file, then the flush. After each
+file of a query of one input, the committed output must be the in-memory executor's release
+for the rows so far; after the flush, the whole run's, with its rejections; both but for
+the order of one window's groups among themselves (docs/semantics.md 5.7: compared as sets).
+(Two inputs meet at the arrival frontier, where a live query holds back what the other
+input may still precede: the fixed tests check those after each file.)
 
 A query the engine refuses (``cluster_shape``: outputs or windows keeping a substream key,
 a window beside the other input) is not drawn; ``bench/cluster_share.py`` counts the shares
@@ -87,12 +89,25 @@ def _source(folder: Path, node: SourceNode, arrivals: bool) -> ParquetSource[Any
     return ParquetSource(str(folder), node.payload_type, start="start", end="end", kind="kind", order="seq", dense_order_from=0, **extra)
 
 
-def _as_files(query: Stream[Any], root: Path, files: int, rnd: random.Random) -> tuple[Stream[Any], Stream[Any], list[list[tuple[Path, Any]]]]:
-    """``query`` reading each input from Parquet files under ``root``: the same items, in the
-    same order; ``query`` over the items as they are written (with the arrivals given below),
-    for the in-memory run; and the files to write, by index (file 0 holds each input's first
-    row, for its schema, then ``files`` random cuts)."""
+@attrs.frozen
+class Files:
+    """A random query's inputs written as Parquet files (``_as_files``)."""
+
+    query: Stream[Any]
+    """The query reading each input from its files: the same items, in the same order."""
+    items: dict[str, list[Any]]
+    """Each input's items as written (with the arrivals ``_as_files`` gives)."""
+    writes: list[list[tuple[Path, Any]]]
+    """The files to write, by index: (folder, table) of each input."""
+    through: list[dict[str, int]]
+    """After file ``i``, how many of each input's items are written."""
+
+
+def _as_files(query: Stream[Any], root: Path, files: int, rnd: random.Random) -> Files:
+    """``query``'s inputs as Parquet files under ``root``: file 0 holds each input's first
+    row (for its schema), then ``files`` random cuts."""
     writes: list[list[tuple[Path, Any]]] = [[] for _ in range(files + 1)]
+    through: list[dict[str, int]] = [{} for _ in range(files + 1)]
     sources = sorted(Query.build(query.node).sources, key=lambda n: n.declared)
     given = {n.name: list(n.source.items()) for n in sources if isinstance(n.source, ItemSource)}
     if len(sources) > 1 and not any(getattr(i, "arrival", None) for items in given.values() for i in items):
@@ -112,14 +127,24 @@ def _as_files(query: Stream[Any], root: Path, files: int, rnd: random.Random) ->
         cuts = sorted({0, min(1, len(items)), len(items), *(rnd.randrange(1, len(items)) for _ in range(files - 1) if len(items) > 1)})
         cuts += [len(items)] * (files + 2 - len(cuts))
         for index, (low, high) in enumerate(zip(cuts, cuts[1:])):
-            writes[min(index, files)].append((folder, table.slice(low, high - low)))
+            writes[index].append((folder, table.slice(low, high - low)))
+            through[index][node.name] = high
         arrivals = any(getattr(i, "arrival", None) is not None for i in items)
         return attrs.evolve(node, source=_source(folder, node, arrivals))
 
-    def items(node: Any) -> Any:
-        return attrs.evolve(node, source=ItemSource(given[node.name], node.payload_type)) if isinstance(node, SourceNode) else None
+    return Files(Stream(rebuilt(query.node, swap)), given, writes, through)
 
-    return Stream(rebuilt(query.node, swap)), Stream(rebuilt(query.node, items)), writes
+
+def _over_items(query: Stream[Any], items: dict[str, list[Any]], counts: dict[str, int] | None = None) -> Stream[Any]:
+    """``query`` over ``items`` (the first ``counts`` of each input's, if given)."""
+
+    def put(node: Any) -> Any:
+        if not isinstance(node, SourceNode):
+            return None
+        taken = items[node.name] if counts is None else items[node.name][: counts[node.name]]
+        return attrs.evolve(node, source=ItemSource(taken, node.payload_type))
+
+    return Stream(rebuilt(query.node, put))
 
 
 def _land(index: int, parts: list[tuple[Path, Any]]) -> None:
@@ -156,16 +181,20 @@ def _agree(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]
     assume(len(arrivals) == 1)
     root = Path(tmp_path_factory.mktemp("random"))
     rnd = random.Random(desc)
-    files, in_memory, writes = _as_files(stream, root / "in", 2, rnd)
-    whole = InMemoryExecutor().run(in_memory)
+    files = _as_files(stream, root / "in", 2, rnd)
+    whole = InMemoryExecutor().run(_over_items(stream, files.items))
     assert [_aware(i) for i in whole.raw] == [_aware(i) for i in reference.raw], "the arrivals given change the in-memory result"
-    _land(0, writes[0])
-    live = StreamingExecutor(spark_session, str(root / "ck"), engine="cluster").start(files, ParquetSink(str(root / "out")))
+    _land(0, files.writes[0])
+    live = StreamingExecutor(spark_session, str(root / "ck"), engine="cluster").start(files.query, ParquetSink(str(root / "out")))
     try:
-        for index, parts in enumerate(writes):
+        for index, parts in enumerate(files.writes):
             if index:
                 _land(index, parts)
             live.process_all_available()
+            if len(files.items) == 1:  # with one input, the release of the rows so far (several wait at the arrival frontier)
+                so_far = InMemoryExecutor().run(_over_items(build(False), files.items, files.through[index]))
+                committed = released_items(read_committed(str(root / "out")).drop_columns(["tempo_batch"]), stream.payload_type)
+                assert groups_as_sets(committed) == groups_as_sets([_aware(i) for i in so_far.raw]), f"after file {index}: {desc}"
         live.flush()
     finally:
         live.stop()
