@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tempo.plan import nodes as p  # noqa: E402
 from tempo.plan.query import Query  # noqa: E402
 from tempo.runtime.bulk import STATELESS  # noqa: E402
-from tempo.spark.streaming.cluster import WHY_NOT_KEYED, cluster_shape  # noqa: E402
+from tempo.spark.streaming.cluster import cluster_shape  # noqa: E402
 from tests.strategies import queries  # noqa: E402
 
 
@@ -38,15 +38,13 @@ STATE_FREE = (p.SourceNode, p.UnionNode, p.ExplodeNode, p.EventTimeNode, *STATEL
 
 
 def reason(query: Query) -> str:
-    """``OK`` (state on the executors only) or ``OK, driver`` (some on the driver), or why
-    the cluster engine refuses ``query``, its names and numbers blanked."""
+    """``OK`` (state on the executors only) or ``OK, driver: <operators>`` (the stateful
+    operators the driver runs), or why the cluster engine refuses ``query``, its names and
+    numbers blanked."""
     shape = cluster_shape(query)
     if not isinstance(shape, str):
-        others = [n for n in query.nodes if n is not shape.window and not isinstance(n, STATE_FREE)]
-        return "OK, driver" if others else "OK"
-    if shape == WHY_NOT_KEYED:
-        kinds = sorted({type(n).__name__.removesuffix("Node") for n in query.nodes if not isinstance(n, p.SourceNode)})
-        return "its shape: " + (" + ".join(kinds) or "no operator")
+        others = sorted({type(n).__name__.removesuffix("Node") for n in query.nodes if n is not shape.window and not isinstance(n, STATE_FREE)})
+        return "OK, driver: " + " + ".join(others) if others else "OK"
     return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'x'", shape))
 
 
@@ -63,7 +61,7 @@ def main() -> None:
 
     draw()
     total = sum(tally.values())
-    taken = tally["OK"] + tally["OK, driver"]
+    taken = sum(n for why, n in tally.items() if why.startswith("OK"))
     print(
         f"{total} random queries; the cluster engine runs {taken} ({100 * taken / total:.1f} %), "
         f"{tally['OK']} of them ({100 * tally['OK'] / total:.1f} % of all) with all their state on the executors"

@@ -27,7 +27,7 @@ from tempo import InMemoryExecutor
 from tempo.events import Cti, EdgeEnd
 from tempo.plan.nodes import JoinNode
 from tempo.sources import ParquetSource
-from tempo import AdvanceTimePolicy, ArrivalClock, EventOrderingSettings, EventShape, IngestionTime, ProcessingTime, Stream, WindowTimestamp
+from tempo import AdvanceTimePolicy, AdvanceTimeSettings, ArrivalClock, EventOrderingSettings, EventShape, IngestionTime, ProcessingTime, Stream, WindowTimestamp
 from tests.budget import thorough
 from tests.streaming.test_bulk import CASES, Case, Overall, Reading, _by_device, _join_of_two, in_lockstep
 
@@ -257,6 +257,13 @@ def _uncovered_sessions(s: Stream[Reading]) -> Stream[Session]:
     return _sessions(_uncovered(s))
 
 
+def _window_beside(s: Stream[Reading]) -> Stream[Reading]:
+    """Each reading with a count of its device's readings in its 10 s window: the stream goes
+    around the window into the join, so no node of the query runs by key; the release on top
+    does, the window and the join below it run on the driver."""
+    return _by_device(s).join(s, lambda a, b: a.device == b.device, lambda a, b: Reading(device=b.device, value=a.mean, site=b.site))
+
+
 def _followed(s: Stream[Reading]) -> Stream[Reading]:
     """A reading of device 0 followed within 6 s by one of device 1 of its site: a point at
     the second, its value the first's (the pattern's pending matches on the driver)."""
@@ -308,8 +315,10 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     Case("an anti-join, no window, count, drop, intervals", 4, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _uncovered),
     Case("an anti-join of edges, period, adjust: sessions", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _uncovered_sessions),
     Case("a pattern, no window, count, adjust", 3, 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, True, _followed),
+    # No node with a keyed form that every input reaches: the whole plan on the driver, below the release.
+    Case("a window beside its own input, count, drop, intervals", 4, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _window_beside),
 ]
-EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order, _stateless, _self_join, _uncovered, _followed)}
+EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order, _stateless, _self_join, _uncovered, _followed, _window_beside)}
 """Cases whose output order is specified whole (an analytic's: by start, payload and arrival
 over all groups; the output's: by start and arrival), compared item for item."""
 SLOW_CASES = {
@@ -321,7 +330,7 @@ SLOW_CASES = {
     "clip of edges, period, adjust, then a window", "edges, count, drop: tumbling", "analytic of edges, count, drop", "count windows, count, adjust",
     "tumbling 450 ms over intervals, the long ones as events", "no window, count, drop, intervals",
     "a union of a stream with itself, period, adjust: sessions", "hopping stamped at latest events, count, drop, intervals",
-    "an anti-join, no window, count, drop, intervals", "a pattern, no window, count, adjust",
+    "an anti-join, no window, count, drop, intervals", "a pattern, no window, count, adjust", "a self-join, no window, count, drop",
 }
 """Run with ``--run-slow`` (which also cuts each case's rows into more files): the default
 suite runs one case of hopping windows (stamped at window starts), one of sessions
@@ -329,7 +338,8 @@ without a cut (runs), one of an input in ingestion time into sessions with a cut
 analytic, one of snapshots of edges through a where (the path of an end to its event's key),
 one of clip, one of a query without a stateful operator (edges, item by item: the
 release's keys), one of sessions over an anti-join of edges (its fragments' ends reaching
-their keys; ``test_cluster_random.py`` draws the other shapes); count windows, edges into windows and events spanning many windows are slow: the keyed operators' property
+their keys), one of a window beside its own input (all on the driver below the release;
+``test_cluster_random.py`` draws the other shapes); count windows, edges into windows and events spanning many windows are slow: the keyed operators' property
 tests cover count windows, and the hand timelines below an end reaching its event's key and
 an analytic's ends across a restart; ``test_two_inputs_reach_the_window_item_by_item_on_the_driver`` runs
 batches item by item)."""
@@ -440,9 +450,12 @@ def test_a_kill_of_the_cluster_engine_at_a_phase_then_a_restart_commits_the_whol
 def test_the_shapes_the_cluster_engine_takes() -> None:
     """Which node the engine runs by key (``cluster_shape``; no Spark job): a query without a
     stateful operator gets the release on top, a plan of joins and unions below it runs on the
-    driver, and what would bypass the keyed node or needs a keyed form not built is refused."""
+    driver, and a query whose stateful node cannot run by key (a stream would go around it)
+    runs under the release, all of it below on the driver; an output keeping a substream key
+    is refused."""
     from tempo.plan.query import Query
-    from tempo.spark.streaming.cluster import WHY_NOT_KEYED, cluster_shape
+    from tempo.plan.nodes import ReleaseNode
+    from tempo.spark.streaming.cluster import cluster_query, cluster_shape
 
     readings = Stream.create("r", [], EventShape.POINT, payload_type=Reading)
     other = Stream.create("o", [], EventShape.POINT, payload_type=Reading)
@@ -456,30 +469,35 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert keyed(_union_with_itself(readings)) == "WindowNode"
     assert keyed(_sessions(_self_join(readings).union(other))) == "WindowNode"  # joins and unions in sequence below it
     beside = _sessions(readings).join(other, lambda a, b: a.device == b.device, lambda a, b: b)
-    assert keyed(beside) == WHY_NOT_KEYED  # the other input would reach the output around the window
+    assert keyed(beside) == "ReleaseNode"  # the other input would reach the output around the window
     assert keyed(readings.anti_join(other, lambda a, b: a.device == b.device)) == "ReleaseNode"
     assert keyed(_uncovered_sessions(readings)) == "WindowNode"  # an anti-join below it, on the driver
     assert keyed(_followed(readings)) == "ReleaseNode"
-    assert keyed(_by_device(_followed(readings)).join(readings, lambda a, b: a.device == b.device, lambda a, b: b)) == WHY_NOT_KEYED
+    assert keyed(_window_beside(readings)) == "ReleaseNode"
+    released = cluster_query(Query.build(_window_beside(readings).node))
+    assert isinstance(released.root, ReleaseNode) and cluster_query(released) is released  # the engine asks again: one release
+    late = EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20))
+    over = Stream.create("s", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.device)
+    assert keyed(over.where(lambda r: r.device > 0)) == "its Release keeps a substream key"
+    assert keyed(_by_device(over)) == "its Release keeps a substream key"  # the window keeps it, and so its output
 
 
 def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any, tmp_path: Path) -> None:
-    """A window beside a stream that goes around it into a join has no keyed form yet: the
-    start says so, and leaves the checkpoint free."""
+    """An output that keeps a substream key (its CTIs are per key) has no keyed form yet:
+    the start says so, and leaves the checkpoint free."""
     from tempo.errors import UnsupportedError
     from tempo.spark.streaming import ParquetSink, StreamingExecutor
-    from tests.streaming.test_live_spark import Count
     from tests.streaming.test_live_spark import Reading as Plain
     from tests.streaming.test_live_spark import _rows as plain_rows
-    from tests.streaming.test_live_spark import _settings
     from tests.streaming.test_live_spark import _write as write_plain
 
     _skip_without_tws()
     write_plain(tmp_path / "in", 0, plain_rows(4, seed=1))
-    readings = Stream.create("readings", ParquetSource(str(tmp_path / "in"), Plain, start="ts", order="seq"), EventShape.POINT, _settings(True), payload_type=Plain)
-    counts = readings.group_by(lambda r: r.device).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value)))
-    query = counts.join(readings, lambda a, b: a.device == b.device, lambda a, b: b)
-    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: .*goes around the window into a join above it.* has no keyed form yet"):
+    settings = AdvanceTimeSettings(policy=AdvanceTimePolicy.ADJUST, ordering=EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20)))
+    source = ParquetSource(str(tmp_path / "in"), Plain, start="ts", arrival="arrived", order="seq")
+    readings = Stream.create("readings", source, EventShape.POINT, settings, payload_type=Plain, over=lambda r: r.device)
+    query = readings.where(lambda r: r.value > 0)
+    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: its Release keeps a substream key"):
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query, ParquetSink(str(tmp_path / "out")))
     live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(query, ParquetSink(str(tmp_path / "out")))
     live.stop()

@@ -117,38 +117,48 @@ DRIVER_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip)
 passes on the CTIs it receives and the results the executors give back."""
 
 
-WHY_NOT_KEYED = (
-    "every input must reach one window aggregate, analytic or clip (or, without one, the output) through where / select / "
-    "shift / union / join / anti-join / followed_by operators alone, and nothing else may read what reaches it (a stream "
-    "that goes around the window into a join above it, say, has no keyed form yet)"
-)
-
-
 def cluster_query(query: Query) -> Query:
-    """The query the cluster engine runs: ``query``, or, when no node of it has a keyed form,
-    ``query`` under a ``ReleaseNode``, which holds what its output would (the events waiting
-    for a CTI past their start) by key on the executors and changes nothing it releases."""
-    if any(isinstance(n, KEYED_NODES) for n in query.nodes):
+    """The query the cluster engine runs: ``query`` when a node of it with a keyed form runs
+    on the executors (``_keyed_shape``), else ``query`` under a ``ReleaseNode``, which holds
+    what its output would (the events waiting for a CTI past their start) by key on the
+    executors and changes nothing it releases. (A query under a release is its own: the API
+    never builds one.)"""
+    if isinstance(query.root, p.ReleaseNode):
+        return query
+    if any(isinstance(n, KEYED_NODES) for n in query.nodes) and not isinstance(_keyed_shape(query), str):
         return query
     return Query.build(p.ReleaseNode(query.root))
 
 
 def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     """The shape of ``cluster_query(query)`` when the cluster engine runs it, or why it
-    cannot yet: inputs of points, intervals or edges whose events reach one stateful node
-    with a keyed form (a hopping, tumbling, session, count or snapshot window, an analytic,
-    a clip, or the release put on top of a query without one; ``tempo.runtime.keyed``)
-    through where / select / shift / union operators and at most one join of them all
-    (``reaching_shape``), or through any plan of such operators and joins, run item by item
-    on the driver (``_below_on_the_driver``), the node's state and work on the executors;
-    anything may follow it (run on the driver, on its results). The node is called the window
-    below."""
+    cannot: inputs of points, intervals or edges whose events reach one stateful node with a
+    keyed form (a hopping, tumbling, session, count or snapshot window, an analytic, a clip;
+    ``tempo.runtime.keyed``) through where / select / shift / union operators and at most
+    one join of them all (``reaching_shape``), or through any plan of such operators, joins,
+    anti-joins and patterns run item by item on the driver (``_below_on_the_driver``), the
+    node's state and work on the executors; anything may follow it (run on the driver, on
+    its results). Any other query runs under a release (``ReleaseNode``), the whole plan
+    below it item by item on the driver, as the driver engine runs it, and the output's
+    waiting events by key on the executors. The node is called the window below."""
     query = cluster_query(query)
+    shape = _keyed_shape(query)
+    if isinstance(shape, str) and isinstance(query.root, p.ReleaseNode):
+        position = next(i for i, n in enumerate(query.nodes) if n is query.root)
+        release = reaching_checks(query, BulkShape(tuple(query.sources), query.root, position))
+        shape = cast("BulkShape[Keyed] | str", release)
+    return shape
+
+
+def _keyed_shape(query: Query) -> BulkShape[Keyed] | str:
+    """The shape of ``query`` on the cluster engine, its keyed node the lowest with a keyed
+    form that the inputs reach through stateless operators and one join (``reaching_shape``)
+    or through ``BELOW_ON_THE_DRIVER``'s operators, or why it has none."""
     shape = reaching_shape(query, False, KEYED_NODES)
     if shape == WHY_NOT:
         shape = _below_on_the_driver(query)
     if shape == WHY_NOT:
-        return WHY_NOT_KEYED
+        return "the inputs reach no node with a keyed form through operators the driver runs below it"
     if isinstance(shape, str):
         return shape
     why = keyed_unsupported(shape.window)
@@ -156,10 +166,11 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
 
 
 BELOW_ON_THE_DRIVER = (p.SourceNode, p.UnionNode, p.JoinNode, p.AntiJoinNode, p.FollowedByNode, *STATELESS)
-"""The operators the driver may run item by item below the window: the stateless ones, and
-joins, anti-joins and patterns, their state (the sides held, the pending matches) on the
-driver with the driver's engine, as the other engines hold it. An anti-join's fragments and
-their ends (decided by the right input between CTIs) reach the window as edges do."""
+"""The operators the driver may run item by item below a keyed node that is not the release
+put on top: the stateless ones, and joins, anti-joins and patterns, their state (the sides
+held, the pending matches) on the driver with the driver's engine, as the other engines hold
+it. An anti-join's fragments and their ends (decided by the right input between CTIs) reach
+the keyed node as edges do."""
 
 
 def _below_on_the_driver(query: Query) -> BulkShape[p.UnaryNode] | str:
@@ -183,12 +194,13 @@ def _below_on_the_driver(query: Query) -> BulkShape[p.UnaryNode] | str:
     return WHY_NOT
 
 
-def planned_in_bulk(query: Query) -> bool:
+def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
     """Whether the time query plans the query's batches over whole columns and Spark computes
-    what reaches the window (one input whose time rules ``plan_batch`` applies, no join);
-    else the driver runs each batch item by item up to the window (``TimeRunner``)."""
-    shape = reaching_shape(query, True, KEYED_NODES)
-    return isinstance(shape, BulkShape) and shape.join is None and len(shape.sources) == 1
+    what reaches the window (one input whose time rules ``plan_batch`` applies, no join, and
+    nothing but stateless operators below the window); else the driver runs each batch item
+    by item up to the window (``TimeRunner``)."""
+    planned = reaching_shape(query, True, KEYED_NODES)
+    return isinstance(planned, BulkShape) and planned.window is shape.window and planned.join is None and len(planned.sources) == 1
 
 
 def required_shape(query: Query) -> BulkShape[Keyed]:
@@ -498,7 +510,7 @@ class TimeRunner(_Batches):
         self.shape = shape
         self.stage = stage
         self.bulk = BulkRunner(spark, query, shape)
-        self.planned = planned_in_bulk(query)
+        self.planned = planned_in_bulk(query, shape)
         self.progress: list[dict[str, Any]] = []
 
     def feed(self, engine: LiveEngine, batch: int) -> _WindowFeed:
