@@ -83,11 +83,10 @@ from tempo.spark.streaming.executor import (
 )
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
-    RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, SPREAD, KeyedProcessor, bucket_column, group_names,
-    output_schema, read_result, spread_column, watermark_ms,
+    RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
+    output_schema, read_result, staged_keys, watermark_ms, work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
-from tempo.spark.windows import key_columns
 from tempo.spark.streaming.sinks import Sink
 from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
 from tempo.ticks import INF, NEG_INF
@@ -281,6 +280,16 @@ class _WindowFeed(ops.Operator):
             self.ctis.append(t)
 
 
+class Shared(NamedTuple):
+    """What the flush brings every bucket of keys when the window's lifetimes may reach
+    infinity (``SHARED`` rows): the CTI before the batch, the last finite CTI, and the latest
+    finite time over all keys, where open lifetimes end (``Window.SHARED``)."""
+
+    before: int
+    last_cti: int
+    latest: int
+
+
 @attrs.frozen
 class StageBatch:
     """What a stage batch's side file holds: its rejections, and whether it flushed the query."""
@@ -306,7 +315,7 @@ class Stage:
         for path in (self.folder, self.sides):
             store.makedirs(path)
         window = shape.window
-        self.keys = [] if isinstance(window, p.ReleaseNode) else key_columns(window)  # a release's: SPREAD, by the work query
+        self.keys = staged_keys(window)
         self.payload_type = window.input.payload_type
         self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
         self.runs = isinstance(window, p.WindowNode) and runs_unmergeable(window) is None
@@ -385,9 +394,8 @@ class Stage:
             F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
         )
 
-    def markers(self, batch: int, ctis: list[int], shared: tuple[int, int, int] | None = None) -> DataFrame:
-        """The batch's CTI rows; with ``shared`` (the CTI before the batch, the last finite
-        CTI, the latest finite time over all keys), a ``SHARED`` row for every bucket."""
+    def markers(self, batch: int, ctis: list[int], shared: Shared | None = None) -> DataFrame:
+        """The batch's CTI rows; with ``shared``, a ``SHARED`` row for every bucket."""
         assert self.schema is not None
         rows = [{ITEM: CTI_ROW, EID: batch, CTI: c, WATERMARK: stage_watermark(c), LANE: CTI_LANE, BATCH: batch} for c in ctis]
         if shared is not None:
@@ -420,7 +428,7 @@ class Stage:
     def side(self, batch: int) -> str:
         return self.store.join(self.sides, f"{batch}.bin")
 
-    def write(self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch, shared: tuple[int, int, int] | None = None) -> None:
+    def write(self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch, shared: Shared | None = None) -> None:
         """Stage batch ``batch``, once: its side file, then its stage file, which a reader of
         the folder sees whole or not at all (written aside, then moved in). A batch run again
         finds both there, with the content it would write."""
@@ -621,7 +629,7 @@ class TimeRunner(_Batches):
         self._stage_recorded(batch, feed, before, StageBatch(rejections, False))
         return engine, table.num_rows, rejections
 
-    def _stage_recorded(self, batch: int, feed: _WindowFeed, before: int, side: StageBatch, shared: tuple[int, int, int] | None = None) -> None:
+    def _stage_recorded(self, batch: int, feed: _WindowFeed, before: int, side: StageBatch, shared: Shared | None = None) -> None:
         events = self.stage.recorded(batch, feed.events) if feed.events else None
         with worker_errors(udf_error):  # a group key's expression, evaluated by Spark
             self.stage.write(batch, events, list(feed.ctis) or [before], side, shared)
@@ -644,7 +652,7 @@ class TimeRunner(_Batches):
                 # gathered up to the batches drained before the flush, and this batch's own.
                 last_cti = max([before, *(c for c in feed.ctis if c < INF)])
                 times = [t for r in feed.events for t in ((r.start, r.end) if r.item == INSERT else (r.end,)) if t is not None and t < INF]
-                shared = (before, last_cti, max([self.stage.latest(), *times]))
+                shared = Shared(before, last_cti, max([self.stage.latest(), *times]))
             self._stage_recorded(batch, feed, before, StageBatch(rejections, True), shared)
             self.crash.point("time-stage", batch)
             self._commit(engine, batch, {"rows": 0, "rejected": len(rejections)}, time.perf_counter(), final=True)
@@ -804,8 +812,8 @@ def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage
         .withColumn("__tempo_wm", F.timestamp_millis(F.col(WATERMARK))).withWatermark("__tempo_wm", "1 millisecond")
         .drop("__tempo_wm", WATERMARK)  # its instants lie past the years Python's datetime holds
     )
-    if isinstance(shape.window, p.ReleaseNode):
-        rows = rows.withColumn(SPREAD, spread_column())
+    for name, key in work_keys(shape.window).items():
+        rows = rows.withColumn(name, key)
     return rows.withColumn(BUCKET, bucket_column(stage.key_columns)).groupBy(LANE, BUCKET).transformWithState(
         KeyedProcessor(query, shape.position, stage.key_columns), output_schema(query, shape.position), "Append", "EventTime",
     )

@@ -45,7 +45,7 @@ from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNo
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
-from tempo.spark.windows import key_names
+from tempo.spark.windows import key_columns, key_names
 from tempo.ticks import INF, NEG_INF
 
 POSITION, ITEM, EID, START, END, CTI = "tempo_position", "tempo_item", "tempo_eid", "tempo_start", "tempo_end", "tempo_cti"
@@ -112,6 +112,22 @@ def group_names(node: Node) -> list[str]:
         return [SPREAD]
     assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
     return key_names(node)
+
+
+def staged_keys(node: Node) -> list[Column]:
+    """The group key columns the time query writes into ``node``'s stage rows, computed from
+    the payload (``key_columns``); a release's none: the work query adds its ``SPREAD``
+    (``work_keys``)."""
+    if isinstance(node, ReleaseNode):
+        return []
+    assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
+    return key_columns(node)
+
+
+def work_keys(node: Node) -> dict[str, Column]:
+    """The group key columns the work query adds to ``node``'s stage rows as it reads them:
+    a release's ``SPREAD``."""
+    return {SPREAD: spread_column()} if isinstance(node, ReleaseNode) else {}
 
 
 def spread_column() -> Column:
