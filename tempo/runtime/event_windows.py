@@ -13,6 +13,7 @@ finite time the operator has seen (an event time, or its last finite CTI).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections import deque
@@ -318,6 +319,12 @@ class CountWindows(EventWindows):
                 del self.waiting[key]
 
 
+def _next_point(points: list[int], t: int) -> int:
+    """The first of ``points`` (sorted) after ``t``; infinity if none."""
+    i = bisect.bisect_right(points, t)
+    return points[i] if i < len(points) else INF
+
+
 class Snapshots(EventWindows):
     """Per group: the events not yet behind ``done`` (the time before which every window is
     out), and the window whose result waits for its end (``pending``: its start, and its
@@ -370,6 +377,18 @@ class Snapshots(EventWindows):
     def _alive(events: dict[int, list[Any]], t: int) -> bool:
         return any(e[0] <= t and (e[1] is None or e[1] > t) for e in events.values())
 
+    @staticmethod
+    def _first_alive(points: list[int], events: dict[int, list[Any]]) -> int | None:
+        """The first of ``points`` (sorted) at which one of ``events`` is alive: for each
+        event the first point at or after its start, if before its end (a bisection per event,
+        not a scan of every event per point)."""
+        first: int | None = None
+        for e in events.values():
+            i = bisect.bisect_left(points, e[0])
+            if i < len(points) and (e[1] is None or points[i] < e[1]) and (first is None or points[i] < first):
+                first = points[i]
+        return first
+
     def idle(self) -> bool:
         """Whether it holds no group's events or waiting window (``Window.idle``): a group's
         ``done`` lies before every event still to come, which start at or after the CTI."""
@@ -392,12 +411,12 @@ class Snapshots(EventWindows):
             pending = self.pending.get(key)
             due: int | None
             if pending is None:  # the next window's start; its end, for a result that waits for it
-                due = next((t for t in points if self._alive(events, t)), None)
+                due = self._first_alive(points, events)
                 if due is not None and waits_for_end:
-                    due = next((t for t in points if t > due), INF)
+                    due = _next_point(points, due)
             else:  # the window's end: its end edge or result goes then, or (its point out) the
                 # group forgets it then, and a next window may start there
-                due = next((t for t in points if t > pending[0]), INF)
+                due = _next_point(points, pending[0])
             if due is not None:
                 dues.append(min(due + 1, INF))
         return min(dues) if dues else None
