@@ -29,11 +29,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from tempo import InMemoryExecutor, Stream
-from tempo.events import Cti, EdgeEnd, EdgeStart, Heartbeat, Interval, Point
+from tempo.events import Cti, Heartbeat
 from tempo.plan.nodes import SourceNode, rebuilt
 from tempo.plan.query import Query
 from tempo.sources import ItemSource, ParquetSource
 from tests.budget import thorough
+from tests.conformance.test_tables import KIND
 from tests.streaming.test_cluster import _skip_without_tws, groups_as_sets
 from tests.streaming.test_live_spark import land
 from tests.strategies import Builder, queries
@@ -48,7 +49,6 @@ RANDOM = settings(
 )
 STAMP = pa.timestamp("us", tz="UTC")
 ARRIVALS = datetime(2030, 1, 1, tzinfo=timezone.utc)
-KIND = {Point: "point", Interval: "interval", EdgeStart: "start", EdgeEnd: "end", Cti: "cti", Heartbeat: "heartbeat"}
 
 
 def _utc(t: datetime | None) -> datetime | None:

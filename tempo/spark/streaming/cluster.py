@@ -122,11 +122,7 @@ def cluster_query(query: Query) -> Query:
     what its output would (the events waiting for a CTI past their start) by key on the
     executors and changes nothing it releases. (A query under a release is its own: the API
     never builds one.)"""
-    if isinstance(query.root, p.ReleaseNode):
-        return query
-    if any(isinstance(n, KEYED_NODES) for n in query.nodes) and not isinstance(_keyed_shape(query), str):
-        return query
-    return Query.build(p.ReleaseNode(query.root))
+    return _placed(query)[0]
 
 
 def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
@@ -140,13 +136,24 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     its results). Any other query runs under a release (``ReleaseNode``), the whole plan
     below it item by item on the driver, as the driver engine runs it, and the output's
     waiting events by key on the executors. The node is called the window below."""
-    query = cluster_query(query)
+    return _placed(query)[1]
+
+
+def _placed(query: Query) -> tuple[Query, BulkShape[Keyed] | str]:
+    """``cluster_query(query)`` and ``cluster_shape(query)``, each keyed shape worked out once."""
+    if not isinstance(query.root, p.ReleaseNode):
+        if any(isinstance(n, KEYED_NODES) for n in query.nodes):
+            shape = _keyed_shape(query)
+            if not isinstance(shape, str):
+                return query, shape
+        query = Query.build(p.ReleaseNode(query.root))
     shape = _keyed_shape(query)
-    if isinstance(shape, str) and isinstance(query.root, p.ReleaseNode):
-        position = next(i for i, n in enumerate(query.nodes) if n is query.root)
-        release = reaching_checks(query, BulkShape(tuple(query.sources), query.root, position))
+    if isinstance(shape, str):  # the whole plan below the release, on the driver
+        root = query.root
+        assert isinstance(root, p.ReleaseNode)
+        release = reaching_checks(query, BulkShape(tuple(query.sources), root, query.nodes.index(root)))
         shape = cast("BulkShape[Keyed] | str", release)
-    return shape
+    return query, shape
 
 
 def _keyed_shape(query: Query) -> BulkShape[Keyed] | str:
