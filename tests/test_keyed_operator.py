@@ -42,6 +42,7 @@ from tempo.runtime.keyed import (
     KEYED_STAMPS, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, keyed_collector, placed, release_order, released_from,
 )
 from tempo.ticks import INF, NEG_INF
+from tests.budget import examples
 
 SECOND = 1_000_000
 
@@ -214,7 +215,7 @@ def _order(result: KeyedResult) -> tuple[Any, ...]:
     return (result.cti, result.start, result.end, result.payload.key)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1), (3, 2)]))
 def test_a_window_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(feed: tuple[list[Op], list[int]], spec: tuple[int, int]) -> None:
     sequence, cuts = feed
@@ -224,7 +225,7 @@ def test_a_window_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(
     assert got == expected
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([(3, 2), (1, 1), (2, 3), (4, 4)]))
 def test_count_windows_run_one_key_at_a_time_release_what_they_release_over_all_keys(feed: tuple[list[Op], list[int]], spec: tuple[int, int]) -> None:
     sequence, cuts = feed
@@ -234,7 +235,7 @@ def test_count_windows_run_one_key_at_a_time_release_what_they_release_over_all_
     assert got == expected
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([(3, None), (2, None), (5, 7), (3, 4)]))
 def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(feed: tuple[list[Op], list[int]], spec: tuple[int, int | None]) -> None:
     sequence, cuts = feed
@@ -244,7 +245,7 @@ def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(
     assert got == expected
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([(4, 2), (3, 3), (6, 1)]), st.sampled_from([WindowTimestamp.EARLIEST, WindowTimestamp.LATEST]))
 def test_hopping_results_stamped_at_an_event_carry_their_window_s_end(feed: tuple[list[Op], list[int]], spec: tuple[int, int], timestamp: WindowTimestamp) -> None:
     """A hopping window's results stamped at their earliest or latest event: each carries
@@ -288,7 +289,7 @@ class _Stamped:
         return self.windowed.aggregate(fn, timestamp=self.timestamp)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.EARLIEST, WindowTimestamp.START, WindowTimestamp.END, WindowTimestamp.LATEST]))
 def test_snapshots_run_one_key_at_a_time_release_what_they_release_over_all_keys(feed: tuple[list[Op], list[int]], timestamp: WindowTimestamp) -> None:
     """Each key's results and the ends of its start edges, each placed before the first CTI
@@ -320,7 +321,7 @@ def _clip_node(grouped: bool = True) -> tuple[Query, p.ClipNode]:
     return query, node
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.booleans())
 def test_clipped_events_run_one_key_at_a_time_give_what_the_clip_over_all_keys_gives(feed: tuple[list[Op], list[int]], grouped: bool) -> None:
     """Each key's outputs and ends, a key without items in a batch hearing only its last CTI,
@@ -372,7 +373,7 @@ def _release_node() -> tuple[Query, p.ReleaseNode]:
     return query, query.root
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from(["analytic", "release"]))
 def test_an_analytic_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(feed: tuple[list[Op], list[int]], kind: str) -> None:
     """Each key's outputs and the ends of its open ones, each before the first CTI that
@@ -440,7 +441,7 @@ def _runs(events: list[tuple[int, int, int, float]], gap: int) -> list[Any]:
     return runs
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(batches(), st.sampled_from([3, 2, 5]))
 def test_sessions_given_each_batch_s_runs_release_what_its_events_release(batched: list[Any], gap: int) -> None:
     """Per key, a batch's events as runs (aggregated apart) give the sessions its events give,

@@ -79,7 +79,7 @@ WHY_NOT = (
 ARGUMENT_TYPES = (int, float)
 
 
-N = TypeVar("N", bound=p.UnaryNode, covariant=True)
+N = TypeVar("N", bound=p.Node, covariant=True)
 """The stateful node of a ``BulkShape``."""
 
 

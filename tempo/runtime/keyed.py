@@ -25,7 +25,8 @@ What a key is fed, and why the results are the in-memory engine's:
 
 The operators with a keyed form: hopping and tumbling windows, sessions, count windows and
 snapshots (``KEYED_STAMPS``), analytics (``order_by_time``, ``analytic``),
-``clip_event_duration`` and the output's release (``ReleaseNode``: an ``order_by_time`` whose
+``clip_event_duration``, the join of bounded lifetimes (``JoinNode``, keyed by its join
+key, fed the output CTI at both inputs: ``KEYED_JOIN``) and the output's release (``ReleaseNode``: an ``order_by_time`` whose
 payloads all tie, which the cluster engine puts on top of a query without another). Each result comes with the CTI that released it; a window's stamped
 so that this CTI follows from it (a result stamped otherwise is stamped again by
 ``restamp``), an analytic's and a release's with its event's id and rank, a snapshot's start edges with their
@@ -63,15 +64,16 @@ EXECUTOR = "keyed"
 
 @attrs.frozen
 class Insert:
-    """An event of the key reaching the operator: ``eid`` unique over the whole input, ``at``
-    its place in the arrival order over all keys (an analytic's and a release's outputs of
-    one start go in that order)."""
+    """An event of the key reaching the operator (at its input ``port``: a join's left 0 or
+    right 1): ``eid`` unique over the whole input, ``at`` its place in the arrival order over
+    all keys (an analytic's, a release's and a join's outputs of one start go in that order)."""
 
     eid: int
     start: int
     end: int | None
     payload: Any
     at: int = 0
+    port: int = 0
 
 
 @attrs.frozen
@@ -203,6 +205,15 @@ earliest or latest event carries its window's end beside the stamp (``KeyedResul
 KEYED_NODES = (p.WindowNode, p.AnalyticNode, p.ClipNode, p.ReleaseNode)
 """The kinds of plan node with a keyed form (a window's, for the kinds in ``KEYED_STAMPS``)."""
 
+KEYED_JOIN = p.JoinNode
+"""The join's keyed form: a key holds its join key's events of both inputs and the pairs
+waiting for an output CTI past their start. It is fed the output CTI (the least of the
+inputs') at both inputs: its outputs are the same (pairs go out at the output CTI), and it
+drops a held event no later than the join over all keys, which drops it at the other
+input's CTI. Its inputs' lifetimes are bounded (``tempo.spark.streaming.cluster``), so that
+every pair goes out whole: the end of an open pair goes out when the other input's own CTI
+passes it, between output CTIs, which the keyed form does not place yet."""
+
 IN_ORDER = (p.AnalyticNode, p.ReleaseNode)
 """The keyed nodes built as an ``Analytic`` (a release is an ``order_by_time`` tying every
 payload): an output goes once a CTI passes its start, the end of an open one as it arrives."""
@@ -210,7 +221,7 @@ payload): an output goes once a CTI passes its start, the end of an open one as 
 
 def keyed_unsupported(node: p.Node) -> str | None:
     """Why ``node``'s operator cannot run one key at a time yet, or None."""
-    if isinstance(node, (*IN_ORDER, p.ClipNode)):
+    if isinstance(node, (*IN_ORDER, p.ClipNode, KEYED_JOIN)):
         return None
     if not isinstance(node, p.WindowNode):
         return f"{type(node).__name__} has no keyed form yet"
@@ -252,6 +263,8 @@ def released_from(node: p.Node, result: KeyedResult) -> int:
     A clipped event goes once a CTI passes its start, its end once a CTI passes it (5.5.2)."""
     if isinstance(node, IN_ORDER):
         return result.cti + 1 if result.ended else result.start + 1
+    if isinstance(node, KEYED_JOIN):  # a pair goes once the output CTI passes its start
+        return result.start + 1
     if isinstance(node, p.ClipNode):
         return result.end + 1 if result.ended and result.end is not None else result.start + 1
     assert isinstance(node, p.WindowNode)
@@ -282,6 +295,8 @@ def release_order(node: p.Node, result: KeyedResult, group: str) -> tuple[Any, .
         return (1, result.start, okey, group, arrival)
     if isinstance(node, p.ReleaseNode):  # the output's own order: by start, then arrival over all keys
         return (1, result.start, result.rank[1])
+    if isinstance(node, KEYED_JOIN):  # by start, then as pushed: the arrival that made the pair, then its place in it
+        return (1, result.start, result.rank)
     if isinstance(node, p.ClipNode):  # a group's events of one start in arrival order, as their ids are
         return (1, result.start, group, result.eid)
     if result.closes is not None:  # stamped at an event: the window's results go in order of window
@@ -305,7 +320,7 @@ def placed(node: p.Node, result: KeyedResult, ctis: Sequence[int]) -> list[tuple
     return [(at, result)]
 
 
-TIMED = (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip)
+TIMED = (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip, ops.Join)
 """The operators with a keyed form: each says when a key of it is due (``next_release``) and
 whether it holds nothing (``idle``)."""
 
@@ -320,6 +335,8 @@ def keyed_collector(operator: ops.Operator) -> Collector:
         operator.arrival = collector.arrived
     if isinstance(operator, ops.Clip):
         operator.keep_ids = True
+    if isinstance(operator, ops.Join):
+        operator.arrival, operator.tell_rank = collector.arrived, collector.rank
     if isinstance(operator, ew.Snapshots):
         operator.ids_by_start = True
     if isinstance(operator, ops.Window):
@@ -362,7 +379,7 @@ class KeyedOperator:
         for name, value in (shared or {}).items():
             setattr(op, name, op.SHARED[name](getattr(op, name), value))
         collector.results = []
-        collector.cti_now = getattr(op, "in_cti", NEG_INF)  # the key's CTI in force, until its items bring another
+        collector.cti_now = op.out_cti if isinstance(op, ops.Join) else getattr(op, "in_cti", NEG_INF)  # the key's CTI in force, until its items bring another
         feed(op, collector, items)
         return collector.results, self._save()
 
@@ -392,7 +409,7 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
     for item in items:
         if isinstance(item, Insert):
             collector.arrival = item.at
-            op.insert(0, item.eid, item.start, item.end, item.payload)
+            op.insert(item.port, item.eid, item.start, item.end, item.payload)
         elif isinstance(item, End):
             collector.arrival = item.at
             op.end(0, item.eid, item.end)
@@ -405,3 +422,5 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
         else:
             collector.cti_now = item.t
             op.cti(0, item.t)
+            if isinstance(op, ops.Join):  # the output CTI at the right input too
+                op.cti(1, item.t)

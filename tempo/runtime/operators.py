@@ -25,7 +25,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from tempo.plan.windows import HoppingWindow, WindowTimestamp
 from tempo.runtime.codegen import Accumulator
@@ -427,8 +427,10 @@ class ByStart:
         self.late: list[tuple[int, int, Any, Any]] = []  # a heap
         self.seq = itertools.count()
 
-    def push(self, start: int, a: Any, b: Any = None) -> None:
-        entry = (start, next(self.seq), a, b)
+    def push(self, start: int, a: Any, b: Any = None, rank: Any = None) -> None:
+        """Let ``(a, b)`` wait for a release past ``start``; ``rank`` orders the entries of one
+        start in its place (all or none of them ranked): by default, their order of arrival."""
+        entry = (start, next(self.seq) if rank is None else rank, a, b)
         if not self.run or self.run[-1][0] <= start:
             self.run.append(entry)
         else:
@@ -437,6 +439,18 @@ class ByStart:
     def entries(self) -> list[tuple[int, int, Any, Any]]:
         """Every entry, in release order, none removed."""
         return sorted(itertools.chain(self.run, self.aside, self.late))
+
+    def first_start(self) -> int | None:
+        """The earliest start waiting, or None."""
+        starts = [entry[0] for entry in self.aside]
+        if self.run:
+            starts.append(self.run[0][0])
+        if self.late:
+            starts.append(self.late[0][0])
+        return min(starts) if starts else None
+
+    def __len__(self) -> int:
+        return len(self.run) + len(self.aside) + len(self.late)
 
     def pop_before(self, t: int) -> Iterator[tuple[int, int, Any, Any]]:
         """The entries starting before ``t``, in order, each removed as it is yielded."""
@@ -477,14 +491,14 @@ class KeyedByStart:
     def __setstate__(self, state: tuple[ByStart, dict[Any, ByStart]]) -> None:
         self.all, self.by_key = state
 
-    def push(self, start: int, a: Any, b: Any = None) -> None:
+    def push(self, start: int, a: Any, b: Any = None, rank: Any = None) -> None:
         cell = [a, b, False]  # the entry, and whether it went out
-        self.all.push(start, cell)
+        self.all.push(start, cell, None, rank)
         key = self.key_of(a, b)
         waiting = self.by_key.get(key)
         if waiting is None:
             waiting = self.by_key[key] = ByStart()
-        waiting.push(start, cell)
+        waiting.push(start, cell, None, rank)
 
     def pop_before(self, t: int) -> Iterator[tuple[int, int, Any, Any]]:
         return _first_out(self.all.pop_before(t))
@@ -812,9 +826,15 @@ class Join(Operator):
     output whose end is not yet determined goes out as a start edge; its end edge follows
     once the end is known: both ends known, or the known end at or before the CTI of the
     side whose end is unknown (that side can no longer end earlier).
+
+    Run one join key at a time (``tempo.runtime.keyed``), the join is given ``arrival``, the
+    place of the item being inserted in the arrival order over all keys, and ``tell_rank``:
+    a pair waits ranked by (that arrival, its place among the pairs the key made before),
+    which orders the pairs of one start over all keys as the join over all keys pushed them,
+    and its rank is told before it goes out.
     """
 
-    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "new_id"}
+    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "new_id", "arrival", "tell_rank"}
 
     def __init__(
         self,
@@ -841,6 +861,8 @@ class Join(Operator):
         self.watches: tuple[list[tuple[int, int, list[Any]]], list[tuple[int, int, list[Any]]]] = ([], [])
         self.seq = itertools.count()
         self.out_cti = NEG_INF
+        self.arrival: Callable[[], int] | None = None
+        self.tell_rank: Callable[[tuple[Any, ...]], None] | None = None
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key: Key = self.key_fns[port](payload) if self.key_fns else ()
@@ -853,6 +875,7 @@ class Join(Operator):
         group = other.by_key.get(key)
         if group:
             residual, pending = self.residual, self.pending
+            at = None if self.arrival is None else self.arrival()
             for orec in group.values():
                 ostart, oend = orec[1], orec[2]
                 if (oend is not None and oend <= start) or (end is not None and end <= ostart):
@@ -860,7 +883,7 @@ class Join(Operator):
                 left, right = (rec, orec) if port == 0 else (orec, rec)
                 if residual is not None and not residual(left[3], right[3]):
                     continue
-                pending.push(start if start > ostart else ostart, left, right)
+                pending.push(start if start > ostart else ostart, left, right, None if at is None else (at, next(self.seq)))
         if end is None or end > other.cti:
             self.sides[port].add(rec)
 
@@ -885,7 +908,10 @@ class Join(Operator):
             self._try_close(out)
         out_cti = min(self.sides[0].cti, self.sides[1].cti)
         if out_cti > self.out_cti:
-            for _, _, left, right in self.pending.pop_before(out_cti):
+            tell = self.tell_rank
+            for _, rank, left, right in self.pending.pop_before(out_cti):
+                if tell is not None:
+                    tell(cast("tuple[Any, ...]", rank))  # ranked when told: (arrival, place)
                 self._emit(left, right)
             self.out_cti = out_cti
             self.emit_cti(out_cti)
@@ -893,6 +919,22 @@ class Join(Operator):
             for key, key_out in self.keys.merged_moved([self.sides[0].cti, self.sides[1].cti], self.out_cti):
                 self._release_key(key, key_out)
         self.sides[1 - port].purge(t)
+
+    def idle(self) -> bool:
+        """Whether the join holds nothing: no event on either side, no pair waiting."""
+        assert isinstance(self.pending, ByStart), "a join keeping a substream key has no keyed form"
+        return not (self.sides[0].by_id or self.sides[1].by_id or len(self.pending) or self.watches[0] or self.watches[1])
+
+    def next_release(self) -> int | None:
+        """The least output CTI at which the join would release a pair (the first past the
+        earliest start waiting) or drop a closed event no later event can match (the first
+        at or past its end), or None."""
+        assert isinstance(self.pending, ByStart), "a join keeping a substream key has no keyed form"
+        dues = [side.ends.first_start() for side in self.sides]
+        first = self.pending.first_start()
+        dues.append(None if first is None else first + 1)
+        known = [d for d in dues if d is not None]
+        return min(known) if known else None
 
     def restate(self, held: tuple[list[list[Any]], list[list[Any]]], pending: list[tuple[int, list[Any], list[Any]]]) -> None:
         """Hold ``held`` (per side, event records in the order received) and let ``pending``

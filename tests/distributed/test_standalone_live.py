@@ -6,9 +6,10 @@ the executors' state stores, the per-key work on them), or with every batch comp
 Spark's plan (``engine="spark"``: the executors scan the files and compute each batch's
 partial aggregates; ``slow``). One worker and its
 executor are killed with SIGKILL during the run: Spark runs the lost tasks again on the other
-executor and the query goes on to the end (``slow``), or (the default suite's case, on the
-cluster engine) goes on until the driver kills itself with SIGKILL after saving a batch's state and before its commit record, and a new
-driver on the same cluster (one worker left) and checkpoint finishes the run. The committed
+executor and the query goes on to the end (the default suite's case, on the cluster engine),
+or goes on until the driver kills itself with SIGKILL after saving a batch's state and before
+its commit record, and a new driver on the same cluster (one worker left) and checkpoint
+finishes the run (``slow``). The committed
 output must be the in-memory executor's whole run item for item, with the same rejections.
 """
 
@@ -45,8 +46,9 @@ def _wait_for(path: Path, driver: Worker) -> None:
 
 @pytest.mark.parametrize(
     ("engine", "driver_crash"),
-    # The default suite's one kill of the cluster engine's driver is the second (test_cluster.py's are slow).
-    [pytest.param("cluster", False, marks=pytest.mark.slow), ("cluster", True), pytest.param("spark", False, marks=pytest.mark.slow),
+    # The default suite kills a worker under the cluster engine's query; the kills of its driver
+    # at each phase are test_cluster.py's, after a worker's on this cluster slow.
+    [("cluster", False), pytest.param("cluster", True, marks=pytest.mark.slow), pytest.param("spark", False, marks=pytest.mark.slow),
      pytest.param("spark", True, marks=pytest.mark.slow)],
     ids=["cluster-worker", "cluster-worker-then-driver", "spark-worker", "spark-worker-then-driver"],
 )

@@ -227,8 +227,8 @@ def _stateless(s: Stream[Reading]) -> Stream[Reading]:
 
 
 def _self_join(s: Stream[Reading]) -> Stream[Reading]:
-    """A stream joined with itself, no stateful operator above: the driver runs the join item
-    by item (a stream two operators read), the release's keys hold the pairs."""
+    """A stream joined with itself, no stateful operator above: the driver runs the inputs item
+    by item (a stream two operators read), the join runs by device on the executors."""
     return s.join(
         s.alter_event_duration(timedelta(seconds=5)), lambda a, b: a.device == b.device,
         lambda a, b: Reading(device=a.device, value=b.value, site=a.site),
@@ -450,9 +450,10 @@ def test_a_kill_of_the_cluster_engine_at_a_phase_then_a_restart_commits_the_whol
 def test_the_shapes_the_cluster_engine_takes() -> None:
     """Which node the engine runs by key (``cluster_shape``; no Spark job): a query without a
     stateful operator gets the release on top, a plan of joins and unions below it runs on the
-    driver, and a query whose stateful node cannot run by key (a stream would go around it)
-    runs under the release, all of it below on the driver; an output keeping a substream key
-    is refused."""
+    driver; a join of points or intervals that every input reaches without a window runs by
+    its join key (of edges, it runs on the driver under the release); a query whose stateful
+    node cannot run by key (a stream would go around it) runs under the release, all of it
+    below on the driver; an output keeping a substream key is refused."""
     from tempo.plan.query import Query
     from tempo.plan.nodes import ReleaseNode
     from tempo.spark.streaming.cluster import cluster_query, cluster_shape
@@ -465,7 +466,12 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
         return shape if isinstance(shape, str) else type(shape.window).__name__
 
     assert keyed(_stateless(readings)) == "ReleaseNode"
-    assert keyed(_self_join(readings)) == "ReleaseNode"
+    assert keyed(_self_join(readings)) == "JoinNode"
+    assert keyed(_self_join(readings).where(lambda r: r.value > 0).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"
+    edges = Stream.create("e", [], EventShape.EDGE, payload_type=Reading)
+    assert keyed(_self_join(edges)) == "ReleaseNode"  # its inputs' end edges: no keyed form yet
+    by_site = readings.join(other, lambda a, b: a.site == b.site, lambda a, b: b)
+    assert keyed(by_site) == "JoinNode"
     assert keyed(_union_with_itself(readings)) == "WindowNode"
     assert keyed(_sessions(_self_join(readings).union(other))) == "WindowNode"  # joins and unions in sequence below it
     beside = _sessions(readings).join(other, lambda a, b: a.device == b.device, lambda a, b: b)
@@ -504,7 +510,7 @@ def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any
 
 
 def _bare_join(a: Any, b: Any, flush: bool) -> Stream[Reading]:
-    """test_bulk's join with no window above it: the output's release runs by key."""
+    """test_bulk's join with no window above it: it runs by its join key on the executors."""
     joined = _join_of_two(a, b, flush).node.input.input  # the join, below the where and the window
     assert isinstance(joined, JoinNode)
     return Stream(joined)
@@ -514,8 +520,8 @@ def _bare_join(a: Any, b: Any, flush: bool) -> Stream[Reading]:
 def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: Any, tmp_path: Path, combine: str) -> None:
     """Two inputs with arrival times merged by a union (or joined) below the window: the time
     query runs each batch item by item up to the window on the driver (the arrival frontier,
-    the join's state), the window per key on the executors (without a window, the output's
-    release, in its exact order). After every pair of files the
+    the join's state), the window per key on the executors (without a window, the join runs
+    by its join key on the executors, its pairs in their exact order). After every pair of files the
     committed output is what item by item releases for the rows so far (a ``LiveEngine`` fed
     them), after the flush the in-memory executor's whole run, with its rejections."""
     from tempo.plan.query import Query
@@ -543,6 +549,11 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
 
     for index, folder in enumerate(folders):
         _write(folder, 0, steps[0][index])
+    if combine == "join without a window":
+        from tempo.spark.streaming.cluster import cluster_shape
+
+        shape = cluster_shape(Query.build(build(*map(parquet, folders), True).node))
+        assert not isinstance(shape, str) and isinstance(shape.window, JoinNode)
     live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(build(*map(parquet, folders), True), ParquetSink(str(out)))
     try:
         for step in range(len(steps)):
@@ -753,6 +764,67 @@ def test_an_end_edge_reaches_its_events_key_after_a_restart(spark_session: Any, 
     assert sorted((r.start, r.end, r.payload.key, r.payload.total) for r in got) == sorted(expected)
     assert all(r.payload.n == 1 for r in got)
     assert repr(groups_as_sets(committed)) == repr(groups_as_sets(whole))
+
+
+@attrs.frozen
+class KeyedPair:
+    key: str
+    left: float
+    right: float
+
+
+def _paired(grouped: Any) -> Stream[KeyedPair]:
+    """The readings joined with those above 1.5 of their key, made 3 s long: no window above the join."""
+    readings: Stream[Keyed] = grouped._stream
+    above = readings.where(lambda r: r.value > 1.5).alter_event_duration(timedelta(seconds=3))
+    return readings.join(above, lambda a, b: a.key == b.key, lambda a, b: KeyedPair(a.key, a.value, b.value))
+
+
+def test_a_join_keyed_by_its_join_key_gives_its_pairs_in_order(spark_session: Any, tmp_path: Path) -> None:
+    """A join with no window above it runs keyed by its join key on the executors, both
+    sides' events in the state store (with ``--run-slow``, across restarts: the query stops
+    after each file but the last). Points (seconds), a CTI at each start; the right side is
+    the readings above 1.5, made 3 s long:
+
+        file 0:  a@1 1.0    b@2 2.0
+        file 1:  a@2 3.0    b@4 1.0    c@6 4.0    a@4 2.0
+
+    The last a, arriving after c's CTI at 6, is adjusted to start at 6 (and lasts to 9 on the
+    right). Pairs (points): b@2 (2.0, 2.0), a@2 (3.0, 3.0), b@4 (1.0, 2.0), a@6 (2.0, 2.0),
+    c@6 (4.0, 4.0); a@1 meets no right event, a@6 not a@2's [2, 5). The committed output is the
+    in-memory executor's item for item (a join's output goes by start, then as the join
+    pushed its pairs); a join of intervals, which may reach infinity, stays on the driver."""
+    from datetime import datetime, timezone
+
+    from tempo.plan.query import Query
+    from tempo.spark.streaming.cluster import cluster_shape
+
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def at(seconds: float) -> datetime:
+        return base + timedelta(seconds=seconds)
+
+    schema = pa.schema([("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("key", pa.string()), ("value", pa.float64())])
+    items = [[(1, "a", 1.0), (2, "b", 2.0)], [(2, "a", 3.0), (4, "b", 1.0), (6, "c", 4.0), (4, "a", 2.0)]]
+    files = [[{"ts": at(s), "key": k, "value": v} for s, k, v in part] for part in items]
+    for seq, row in enumerate(row for part in files for row in part):
+        row["seq"] = seq
+
+    def shape_of(shape: EventShape) -> Any:
+        readings = Stream.create("readings", [], shape, payload_type=Keyed)
+        found = cluster_shape(Query.build(_paired(readings.group_by(lambda r: r.key)).node))
+        return found if isinstance(found, str) else type(found.window).__name__
+
+    assert shape_of(EventShape.POINT) == "JoinNode" and shape_of(EventShape.INTERVAL) == "ReleaseNode"
+    committed, whole = _flushed_on_the_cluster(
+        spark_session, tmp_path, files, schema, EventShape.POINT, _paired, Keyed, KeyedPair, restarts=thorough(),
+    )
+    assert repr(committed) == repr(whole)
+    got = sorted((((r.start - base).seconds, r.payload) for r in committed if not isinstance(r, Cti)), key=repr)
+    assert got == sorted([
+        (2, KeyedPair("b", 2.0, 2.0)), (2, KeyedPair("a", 3.0, 3.0)), (4, KeyedPair("b", 1.0, 2.0)), (6, KeyedPair("a", 2.0, 2.0)),
+        (6, KeyedPair("c", 4.0, 4.0)),
+    ], key=repr), got
 
 
 @attrs.frozen

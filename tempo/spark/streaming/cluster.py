@@ -66,7 +66,7 @@ from tempo.runtime import operators as ops
 from tempo.plan import nodes as p
 from tempo.runtime.analytics import Analytic
 from tempo.runtime.bulk import (
-    STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
+    JOIN_KEY_TYPES, STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
 )
 from tempo.runtime.keyed import IN_ORDER, KEYED_NODES, KeyedResult, keyed_unsupported, may_reach_infinity, placed, release_order, restamp
 from tempo.runtime.live import LiveEngine
@@ -82,9 +82,9 @@ from tempo.spark.streaming.executor import (
     CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, input_parts, schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
-    BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, POSITION,
+    BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, JOIN_KEY, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, PAYLOAD, PORT, POSITION,
     RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
-    output_schema, read_result, staged_keys, watermark_ms, work_keys,
+    join_key_name, output_schema, read_result, staged_keys, watermark_ms, work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
@@ -108,17 +108,17 @@ WAIT_SECONDS = 600.0
 """How long ``process_all_available`` waits for the work query to release a stage batch."""
 
 
-Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode | p.ReleaseNode
+Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode | p.ReleaseNode | p.JoinNode
 """The stateful node the cluster engine runs one key at a time (``tempo.runtime.keyed``)."""
-DriverOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip
-DRIVER_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip)
+DriverOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip | ops.Join
+DRIVER_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip, ops.Join)
 """The driver's operators in the place of a ``Keyed`` node: each holds nothing there, and
 passes on the CTIs it receives and the results the executors give back."""
 
 
 def cluster_query(query: Query) -> Query:
     """The query the cluster engine runs: ``query`` when a node of it with a keyed form runs
-    on the executors (``_keyed_shape``), else ``query`` under a ``ReleaseNode``, which holds
+    on the executors (``_keyed_shape``, or a join: ``_join_shape``), else ``query`` under a ``ReleaseNode``, which holds
     what its output would (the events waiting for a CTI past their start) by key on the
     executors and changes nothing it releases. (A query under a release is its own: the API
     never builds one.)"""
@@ -133,7 +133,9 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     one join of them all (``reaching_shape``), or through any plan of such operators, joins,
     anti-joins and patterns run item by item on the driver (``_below_on_the_driver``), the
     node's state and work on the executors; anything may follow it (run on the driver, on
-    its results). Any other query runs under a release (``ReleaseNode``), the whole plan
+    its results). A query without such a node whose inputs, of points or intervals, reach a
+    join through such operators has the join keyed by its join key on the executors
+    (``_join_shape``). Any other query runs under a release (``ReleaseNode``), the whole plan
     below it item by item on the driver, as the driver engine runs it, and the output's
     waiting events by key on the executors. The node is called the window below."""
     return _placed(query)[1]
@@ -146,6 +148,9 @@ def _placed(query: Query) -> tuple[Query, BulkShape[Keyed] | str]:
             shape = _keyed_shape(query)
             if not isinstance(shape, str):
                 return query, shape
+        joined = _join_shape(query)
+        if not isinstance(joined, str):
+            return query, cast("BulkShape[Keyed]", joined)
         query = Query.build(p.ReleaseNode(query.root))
     shape = _keyed_shape(query)
     if isinstance(shape, str):  # the whole plan below the release, on the driver
@@ -200,6 +205,58 @@ def _below_on_the_driver(query: Query) -> BulkShape[p.UnaryNode] | str:
     return WHY_NOT
 
 
+BELOW_A_KEYED_JOIN = (p.SourceNode, p.UnionNode, p.JoinNode, *STATELESS)
+"""The operators the driver may run item by item below a keyed join: none that holds an
+event open (an anti-join's fragments, a pattern's matches)."""
+
+
+def _join_shape(query: Query) -> BulkShape[p.JoinNode] | str:
+    """The lowest join every input reaches through ``BELOW_A_KEYED_JOIN``'s operators (run
+    item by item on the driver) and that nothing else reads, when it runs keyed by its join
+    key (``tempo.runtime.keyed.KEYED_JOIN``): both its inputs' lifetimes are bounded (points,
+    or lifetimes given a duration: no event reaches it open, or ending at infinity, so that
+    each pair's end is known when it goes out), no input has substreams, and its keys are of
+    a type keyed alike everywhere; else why not. What follows it runs on the driver over its
+    pairs."""
+    consumers = consumers_of(query)
+    for index, node in enumerate(query.nodes):
+        if not isinstance(node, p.JoinNode):
+            continue
+        below = {id(n): n for side in node.inputs() for n in side.subtree()}
+        if not (
+            all(isinstance(n, BELOW_A_KEYED_JOIN) for n in below.values())
+            and all(id(s) in below for s in query.sources)
+            and all(id(c) in below or c is node for n in below.values() for c in consumers[id(n)])
+        ):
+            continue
+        if any(query.longest_lifetime(side) is None for side in node.inputs()):
+            # An event open or ending at infinity makes an open pair, whose end goes out when
+            # the other input's own CTI passes it, between output CTIs: not placed by key yet.
+            return "a join input's lifetimes are not bounded (edges, or intervals, which may reach infinity)"
+        if any(s.over is not None for s in query.sources):
+            return "its join's inputs have substreams"
+        for pair in node.keys:
+            for key in pair:
+                if key.dtype not in JOIN_KEY_TYPES:
+                    return f"a join key is of type {key.dtype.__name__}"
+        return BulkShape(tuple(query.sources), node, index)
+    return WHY_NOT
+
+
+def cti_in_force(operator: DriverOperator) -> int:
+    """The CTI in force at the keyed node's input in the driver's engine: a join's output CTI,
+    which its keys are fed at both inputs (``tempo.runtime.keyed.KEYED_JOIN``), or the CTI the
+    node received last."""
+    return operator.out_cti if isinstance(operator, ops.Join) else operator.in_cti
+
+
+def pass_cti(operator: DriverOperator, t: int) -> None:
+    """CTI ``t`` into the driver's operator in the keyed node's place, at each of its inputs."""
+    operator.cti(0, t)
+    if isinstance(operator, ops.Join):
+        operator.cti(1, t)
+
+
 def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
     """Whether the time query plans the query's batches over whole columns and Spark computes
     what reaches the window (one input whose time rules ``plan_batch`` applies, no join, and
@@ -227,7 +284,8 @@ class Reached(NamedTuple):
     """An item that reached the window in the driver's engine, as ``_WindowFeed`` records it:
     an event (``INSERT``), or the end of an open one (``END_EDGE``: ``start`` the stage batch
     that staged its event, ``payload`` that event's, which places the end with its group
-    key); ``cti`` the CTI in force at the window when it arrived."""
+    key); ``cti`` the CTI in force at the window when it arrived (``cti_in_force``); a keyed
+    join's events, their input (``port``) and join key's name (``join_key_name``)."""
 
     item: int
     eid: int
@@ -235,6 +293,8 @@ class Reached(NamedTuple):
     end: int | None
     payload: Any
     cti: int
+    port: int = 0
+    key: str | None = None
 
 
 OPEN_EVENTS = "cluster.open_events"
@@ -268,11 +328,19 @@ class _WindowFeed(ops.Operator):
         """What reached the window in the batch, in arrival order."""
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        window = self.window
+        if isinstance(window, ops.Join):
+            key = ops.matching_key(window.key_fns, port, payload)
+            if key is not None:  # a null key matches nothing
+                self.events.append(Reached(INSERT, eid, start, end, payload, window.out_cti, port, join_key_name(key)))
+            return
         if end is None:
             self.open[eid] = (self.batch, payload)
-        self.events.append(Reached(INSERT, eid, start, end, payload, self.window.in_cti))
+        self.events.append(Reached(INSERT, eid, start, end, payload, window.in_cti))
 
     def end(self, port: int, eid: int, end: int) -> None:
+        if isinstance(self.window, ops.Join):
+            raise AssertionError("cluster engine: an end edge reached a keyed join, whose inputs are points or intervals")
         opened = self.open.get(eid)
         if opened is None:  # not open at the window: the window would ignore it too
             return
@@ -282,7 +350,14 @@ class _WindowFeed(ops.Operator):
         self.events.append(Reached(END_EDGE, eid, batch, end, payload, self.window.in_cti))
 
     def cti(self, port: int, t: int) -> None:
-        self.window.cti(port, t)
+        window = self.window
+        if isinstance(window, ops.Join):  # its keys hear its output CTI, when it moves
+            before = window.out_cti
+            window.cti(port, t)
+            if window.out_cti > before:
+                self.ctis.append(window.out_cti)
+            return
+        window.cti(port, t)
         if not self.ctis or t > self.ctis[-1]:
             self.ctis.append(t)
 
@@ -323,7 +398,10 @@ class Stage:
             store.makedirs(path)
         window = shape.window
         self.keys = staged_keys(window)
-        self.payload_type = window.input.payload_type
+        self.payload_type = window.inputs()[0].payload_type
+        self.joined = isinstance(window, p.JoinNode)
+        """Whether the stage holds a keyed join's events: both inputs', their payloads pickled
+        (``PORT``, ``JOIN_KEY``, ``PAYLOAD``)."""
         self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
         self.runs = isinstance(window, p.WindowNode) and runs_unmergeable(window) is None
         self.open_lifetimes = may_reach_infinity(query, shape.window)
@@ -392,6 +470,8 @@ class Stage:
         """What the driver's engine sent the window in batch ``batch``, item by item
         (``_WindowFeed``), as stage rows: each at its place in the batch, with the CTI in
         force at the window when it arrived."""
+        if self.joined:
+            return self._joined(batch, events)
         long = st.LongType()
         leading = [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
         rows = [(r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), *to_wire(r.payload)) for i, r in enumerate(events)]
@@ -399,6 +479,23 @@ class Stage:
         return relation.select(
             POSITION, ITEM, EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
             F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
+        )
+
+    def _joined(self, batch: int, events: list[Reached]) -> DataFrame:
+        """``recorded`` for a keyed join: each event with its input, its join key's name and
+        its payload's wire values, pickled."""
+        long = st.LongType()
+        schema = st.StructType(
+            [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
+            + [st.StructField(PORT, st.IntegerType()), st.StructField(JOIN_KEY, st.StringType()), st.StructField(PAYLOAD, st.BinaryType())]
+        )
+        rows = [
+            (r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), r.port, r.key, pickle.dumps(to_wire(r.payload)))
+            for i, r in enumerate(events)
+        ]
+        return self.spark.createDataFrame(rows, schema).select(
+            POSITION, ITEM, EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
+            F.lit(batch).cast("long").alias(BATCH), PORT, JOIN_KEY, PAYLOAD,
         )
 
     def markers(self, batch: int, ctis: list[int], shared: Shared | None = None) -> DataFrame:
@@ -524,23 +621,26 @@ class TimeRunner(_Batches):
         self.spark = spark
         self.shape = shape
         self.stage = stage
-        self.bulk = BulkRunner(spark, query, shape)
+        self.bulk = BulkRunner(spark, query, cast("BulkShape[p.UnaryNode]", shape))  # for planned batches only, whose window is unary
         self.planned = planned_in_bulk(query, shape)
         self.progress: list[dict[str, Any]] = []
 
     def feed(self, engine: LiveEngine, batch: int) -> _WindowFeed:
         """The ``_WindowFeed`` in the window's place in ``engine`` (put there the first time it
-        is asked for), emptied: it records what reaches the window in stage batch ``batch``."""
-        upstream = engine.operators[self.query.nodes.index(self.shape.window.input)]
-        feeds = [op for op, _ in upstream.outs if isinstance(op, _WindowFeed)]
+        is asked for, at each of its inputs), emptied: it records what reaches the window in
+        stage batch ``batch``."""
+        found = (engine.operators[self.query.nodes.index(n)] for n in self.shape.window.inputs())
+        upstreams = list({id(op): op for op in found}.values())  # a self-join's input once
+        feeds = [op for upstream in upstreams for op, _ in upstream.outs if isinstance(op, _WindowFeed)]
         if feeds:
             feed = feeds[0]
         else:
             window = engine.operators[self.shape.position]
             feed = _WindowFeed(window, engine.attached.setdefault(OPEN_EVENTS, {}))
-            outs, upstream.outs = upstream.outs, []
-            for op, port in outs:
-                upstream.connect(feed if op is window else op, port)
+            for upstream in upstreams:
+                outs, upstream.outs = upstream.outs, []
+                for op, port in outs:
+                    upstream.connect(feed if op is window else op, port)
         feed.ctis, feed.events, feed.batch = [], [], batch
         return feed
 
@@ -548,7 +648,7 @@ class TimeRunner(_Batches):
         """The last CTI the window of the driver's engine received."""
         window = engine.operators[self.shape.position]
         assert isinstance(window, DRIVER_OPERATORS)
-        return window.in_cti
+        return cti_in_force(window)
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
         return _recognized(exc) or schema_drift_error(exc, self.query)
@@ -570,7 +670,9 @@ class TimeRunner(_Batches):
     def _relation(self, rows: DataFrame, plan: Any) -> DataFrame:
         events = self.bulk.events(rows, 0, plan)
         compiler = Compiler(self.spark, self.query, self.bulk.replay, {self.shape.sources[0].name: events})
-        return compiler.relation(self.shape.window.input)
+        window = self.shape.window
+        assert isinstance(window, p.UnaryNode), "a planned batch's window has one input"
+        return compiler.relation(window.input)
 
     def _run(self, df: DataFrame, batch: int) -> None:
         if self.log.is_committed(batch):
@@ -739,7 +841,7 @@ class WorkRunner(_Batches, Generic[T]):
         opened: dict[tuple[str, int], int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
         for at, (stage_batch, cti) in enumerate(markers):
             self._emit(window, released[at], cti, opened)
-            window.cti(0, cti)
+            pass_cti(window, cti)
             if at + 1 == len(markers) or markers[at + 1][0] != stage_batch:  # the stage batch's last CTI row
                 side = self.stage.read_side(stage_batch)
                 rejections += side.rejections

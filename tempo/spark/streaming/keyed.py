@@ -41,7 +41,7 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode
+from tempo.plan.nodes import AnalyticNode, ClipNode, JoinNode, Node, ReleaseNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
@@ -72,6 +72,19 @@ def event_id(batch: int, eid: int) -> int:
     whose rows number their events each in their own way (by input order, or as the driver's
     engine did)."""
     return (batch << 64) | (eid & 0xFFFF_FFFF_FFFF_FFFF)
+PORT, JOIN_KEY, PAYLOAD = "tempo_port", "tempo_join_key", "tempo_payload"
+"""A keyed join's stage columns in place of the payload's fields: the input an event came by
+(0 left, 1 right), its join key (``join_key_name``), and its payload's values in wire form,
+pickled (the two inputs' payloads differ)."""
+
+
+def join_key_name(key: tuple[Any, ...]) -> str:
+    """The name of a join key in the stage: equal for keys the join over all keys matches (a
+    bool meets an int as the number it is, as in a dict; join keys are ints, strings or bools:
+    ``tempo.runtime.bulk.JOIN_KEY_TYPES``)."""
+    return repr(tuple(int(k) if isinstance(k, bool) else k for k in key))
+
+
 EVENT_LANE, CTI_LANE = 0, 1
 """The first part of every group key of the work query (``LANE``): the operator's events go by
 ``(EVENT_LANE, *group key)``, the CTI rows all under ``(CTI_LANE, None, ...)``."""
@@ -110,6 +123,8 @@ def group_names(node: Node) -> list[str]:
     """The work query's columns of the group key of ``node``'s stage rows."""
     if isinstance(node, ReleaseNode):
         return [SPREAD]
+    if isinstance(node, JoinNode):
+        return [JOIN_KEY]
     assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
     return key_names(node)
 
@@ -117,8 +132,8 @@ def group_names(node: Node) -> list[str]:
 def staged_keys(node: Node) -> list[Column]:
     """The group key columns the time query writes into ``node``'s stage rows, computed from
     the payload (``key_columns``); a release's none: the work query adds its ``SPREAD``
-    (``work_keys``)."""
-    if isinstance(node, ReleaseNode):
+    (``work_keys``); a join's none: the driver names each event's join key (``JOIN_KEY``)."""
+    if isinstance(node, (ReleaseNode, JoinNode)):
         return []
     assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
     return key_columns(node)
@@ -287,8 +302,9 @@ class KeyedProcessor(StatefulProcessor):
         node = query.nodes[self.node_index]
         self.handle = handle
         self.keyed = KeyedOperator(query, node)
-        self.payload_type = node.inputs()[0].payload_type
-        self.fields = field_names(self.payload_type)
+        self.payload_types = [n.payload_type for n in node.inputs()]  # a join's two, by input
+        self.fields = field_names(self.payload_types[0])
+        self.joined = isinstance(node, JoinNode)  # payloads pickled in PAYLOAD, by PORT
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
         self.names = self.key_columns if self.key_columns is not None else group_names(node)  # the stage's
@@ -342,8 +358,12 @@ class KeyedProcessor(StatefulProcessor):
             if row[CTI] > last:
                 items.append(Cti(row[CTI]))
                 last = row[CTI]
-            if row[ITEM] == INSERT:
-                payload = from_wire(self.payload_type, [row[f] for f in fields], False)
+            if row[ITEM] == INSERT and self.joined:
+                port = row[PORT]
+                payload = from_wire(self.payload_types[port], pickle.loads(row[PAYLOAD]), False)
+                items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload, event_id(row[BATCH], row[POSITION]), port))
+            elif row[ITEM] == INSERT:
+                payload = from_wire(self.payload_types[0], [row[f] for f in fields], False)
                 items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload, event_id(row[BATCH], row[POSITION])))
             elif row[ITEM] == MERGE and self.runs:
                 items.append(Run(group, row[START], row[END], row["__n"], next(values)))
@@ -461,7 +481,7 @@ class KeyedProcessor(StatefulProcessor):
 def _rank_bytes(result: KeyedResult) -> bytes | None:
     """A result's ``RANK`` column: its id in the key, rank and window end (``closes``),
     pickled; None for a result with none of them (a window's stamped by its lifetime)."""
-    if result.eid is None and result.closes is None:
+    if result.eid is None and result.closes is None and not result.rank:
         return None
     return pickle.dumps((result.eid, result.rank, result.closes))
 

@@ -1,0 +1,201 @@
+"""A join of closed events run one join key at a time (``tempo.runtime.keyed``, the cluster
+engine's keyed join) gives what the join over all keys gives, in its order.
+
+The reference is the in-memory engine's join operator fed a random sequence of points and
+intervals (bounded, as the cluster engine's keyed joins take them) of both inputs, of several join keys, and each input's own CTIs; what it emits
+(pairs and output CTIs, in order) is the expected output. The keyed side cuts the same
+sequence into random batches and runs, batch by batch, each join key seen so far through one
+``KeyedOperator``: its saved state, its own events (each with its place in the arrival order
+over all keys and its input) and the output CTIs (the least of the inputs'), a key without
+events in a batch hearing only the batch's last one, as the cluster engine's keys do. Each
+pair, placed before the first output CTI past its start (``placed``) and ordered among the
+pairs that CTI releases by ``release_order``, must come out where the reference emitted it,
+payload for payload; each key's timer (``next_release``) must be exact: a CTI just before it
+changes nothing, a CTI at it releases a pair or moves the timer on.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import attrs
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tempo import EventShape, Stream
+from tempo.plan import nodes as p
+from tempo.plan.query import Query
+from tempo.runtime import operators as ops
+from tempo.runtime.engine import Build, build_operator
+from tempo.runtime.ingress import TimestampMode
+from tempo.runtime.keyed import Cti, Insert, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
+from tempo.ticks import INF, NEG_INF
+from tests.budget import examples
+
+SECOND = 1_000_000
+
+
+@attrs.frozen
+class Reading:
+    key: int
+    value: int
+
+
+@attrs.frozen
+class Pair:
+    key: int
+    left: int
+    right: int
+
+
+def _join(residual: bool) -> tuple[Query, p.JoinNode]:
+    """Readings joined with readings on their key (and, with ``residual``, left value at most right)."""
+    from tempo.sources import ArrowSource
+
+    def readings(name: str) -> Stream[Reading]:
+        table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())})
+        return Stream.create(name, ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
+
+    left, right = readings("left"), readings("right")
+    if residual:
+        joined = left.join(right, lambda a, b: (a.key == b.key) & (a.value <= b.value), lambda a, b: Pair(a.key, a.value, b.value))
+    else:
+        joined = left.join(right, lambda a, b: a.key == b.key, lambda a, b: Pair(a.key, a.value, b.value))
+    query = Query.build(joined.node)
+    [node] = [n for n in query.nodes if isinstance(n, p.JoinNode)]
+    return query, node
+
+
+@attrs.frozen
+class PortCti:
+    port: int
+    t: int
+
+
+Step = tuple[int, Insert | PortCti]
+"""A join key (-1 for a CTI) and what the join receives."""
+
+
+@st.composite
+def sequences(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
+    """Events of both inputs and each input's CTIs, in arrival order, and batch cuts."""
+    steps: list[Step] = []
+    ctis = [0, 0]
+    for position in range(draw(st.integers(1, 50))):
+        port = draw(st.integers(0, 1))
+        if draw(st.integers(0, 3)) == 0:
+            ctis[port] += draw(st.integers(0, 5)) * SECOND + draw(st.sampled_from([0, 1, SECOND // 2]))
+            steps.append((-1, PortCti(port, ctis[port])))
+            continue
+        key = draw(st.integers(0, 3))
+        start = ctis[port] + draw(st.integers(0, 6)) * SECOND + draw(st.sampled_from([0, 0, 1]))
+        end = start + draw(st.sampled_from([1, 1, SECOND, 3 * SECOND, 8 * SECOND, 40 * SECOND]))  # bounded, as a keyed join's are
+        steps.append((key, Insert(position, start, end, Reading(key, draw(st.integers(0, 4))), at=position, port=port)))
+    if draw(st.booleans()):
+        steps += [(-1, PortCti(0, INF)), (-1, PortCti(1, INF))]
+    cuts = sorted(set(draw(st.lists(st.integers(0, len(steps)), max_size=6))) | {len(steps)})
+    return steps, cuts
+
+
+class _Recorder(ops.Operator):
+    """What the join over all keys emits, in order: ("pair", start, end, payload) and ("cti", t)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[Any, ...]] = []
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self.seen.append(("pair", start, end, payload))
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        raise AssertionError("a join of closed events ends no output")
+
+    def cti(self, port: int, t: int) -> None:
+        self.seen.append(("cti", t))
+
+
+def _reference(query: Query, node: p.JoinNode, steps: list[Step]) -> list[tuple[Any, ...]]:
+    mode = TimestampMode()
+    mode.saw(aware=True)
+    join = build_operator(Build(mode, query), node)
+    recorder = _Recorder()
+    join.connect(recorder, 0)
+    for _, item in steps:
+        if isinstance(item, PortCti):
+            join.cti(item.port, item.t)
+        else:
+            join.insert(item.port, item.eid, item.start, item.end, item.payload)
+    return recorder.seen
+
+
+def _keyed(query: Query, node: p.JoinNode, steps: list[Step], cuts: list[int]) -> tuple[list[int], list[KeyedResult]]:
+    """The output CTIs, and every key's results, ``steps`` cut at ``cuts`` and run key by key."""
+    keyed = KeyedOperator(query, node)
+    states: dict[int, bytes] = {}
+    results: list[KeyedResult] = []
+    port_ctis = [NEG_INF, NEG_INF]
+    out = NEG_INF
+    out_ctis: list[int] = []
+    begin = 0
+    for cut in cuts:
+        batch, begin = steps[begin:cut], cut
+        per_key: dict[int, list[KeyedItem]] = defaultdict(list)
+        for key in states:
+            per_key[key]  # every key held hears the batch's output CTIs
+        for key, item in batch:
+            if isinstance(item, PortCti):
+                port_ctis[item.port] = max(port_ctis[item.port], item.t)
+                if min(port_ctis) > out:
+                    out = min(port_ctis)
+                    out_ctis.append(out)
+                    for items in per_key.values():
+                        items.append(Cti(out))
+                continue
+            if key not in per_key:
+                per_key[key].append(Cti(out))  # a key new in the batch: the output CTI in force first
+            per_key[key].append(item)
+        for key, items in per_key.items():
+            if not any(isinstance(i, Insert) for i in items):
+                items = items[-1:]  # a key without events in the batch hears only its last output CTI
+            released, states[key] = keyed.run(states.get(key), items)
+            results += released
+            idle = keyed.idle()
+            _check_next_release(keyed, states[key])
+            if idle:  # forgotten, as the state store forgets it
+                del states[key]
+    return out_ctis, results
+
+
+def _check_next_release(keyed: KeyedOperator, state: bytes) -> None:
+    due = keyed.next_release()
+    if due is None:
+        assert keyed.run(state, [Cti(INF)])[0] == []
+        return
+    assert keyed.run(state, [Cti(due - 1)])[0] == [] and keyed.next_release() == due
+    released, _ = keyed.run(state, [Cti(due)])
+    assert released != [] or keyed.next_release() != due
+
+
+@settings(max_examples=examples(450), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(sequences(), st.booleans())
+def test_a_join_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_order(drawn: tuple[list[Step], list[int]], residual: bool) -> None:
+    steps, cuts = drawn
+    query, node = _join(residual)
+    expected = _reference(query, node, steps)
+    ctis, results = _keyed(query, node, steps, cuts)
+    assert [s[1] for s in expected if s[0] == "cti"] == ctis
+    before: list[list[KeyedResult]] = [[] for _ in range(len(ctis) + 1)]
+    for result in results:
+        assert result.end is None or result.end > result.start
+        for at, part in placed(node, result, ctis):
+            before[at].append(part)
+    got: list[tuple[Any, ...]] = []
+    for at, released in enumerate(before):
+        for r in sorted(released, key=lambda r: release_order(node, r, repr(r.payload.key))):
+            got.append(("pair", r.start, r.end, r.payload))
+        if at < len(ctis):
+            got.append(("cti", ctis[at]))
+    assert got == expected
+    assert before[-1] == []  # every pair goes out at an output CTI past its start
