@@ -1,16 +1,18 @@
-"""A join of closed events run one join key at a time (``tempo.runtime.keyed``, the cluster
-engine's keyed join) gives what the join over all keys gives, in its order.
+"""A join run one join key at a time (``tempo.runtime.keyed``, the cluster engine's keyed
+join) gives what the join over all keys gives, in its order.
 
-The reference is the in-memory engine's join operator fed a random sequence of points and
-intervals (bounded, as the cluster engine's keyed joins take them) of both inputs, of several join keys, and each input's own CTIs; what it emits
-(pairs and output CTIs, in order) is the expected output. The keyed side cuts the same
+The reference is the in-memory engine's join operator fed a random sequence of points,
+intervals and events open for ever (as intervals ending at infinity reach it) of both
+inputs, of several join keys, and each input's own CTIs; what it emits (pairs, the ends of
+pairs it gave out as start edges, and output CTIs, in order) is the expected output. The keyed side cuts the same
 sequence into random batches and runs, batch by batch, each join key seen so far through one
 ``KeyedOperator``: its saved state, its own events (each with its place in the arrival order
 over all keys and its input) and the output CTIs (the least of the inputs'), a key without
 events in a batch hearing only the batch's last one, as the cluster engine's keys do. Each
-pair, placed before the first output CTI past its start (``placed``) and ordered among the
-pairs that CTI releases by ``release_order``, must come out where the reference emitted it,
-payload for payload; each key's timer (``next_release``) must be exact: a CTI just before it
+pair, placed before the first output CTI past its start (``placed``), ordered among the
+pairs that CTI releases by ``release_order`` and split by the driver's ``JoinTimeline``
+(fed every move of an input's CTI) where the join over all keys gave a start edge, must come
+out where the reference emitted it, payload for payload, and each end where it did; each key's timer (``next_release``) must be exact: a CTI just before it
 changes nothing, a CTI at it releases a pair or moves the timer on.
 """
 
@@ -30,7 +32,7 @@ from tempo.plan.query import Query
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
-from tempo.runtime.keyed import Cti, Insert, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
+from tempo.runtime.keyed import Cti, Insert, JoinTimeline, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
 from tempo.ticks import INF, NEG_INF
 from tests.budget import examples
 
@@ -91,7 +93,8 @@ def sequences(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
             continue
         key = draw(st.integers(0, 3))
         start = ctis[port] + draw(st.integers(0, 6)) * SECOND + draw(st.sampled_from([0, 0, 1]))
-        end = start + draw(st.sampled_from([1, 1, SECOND, 3 * SECOND, 8 * SECOND, 40 * SECOND]))  # bounded, as a keyed join's are
+        length = draw(st.sampled_from([1, 1, SECOND, 3 * SECOND, 8 * SECOND, 40 * SECOND, None]))
+        end = None if length is None else start + length  # None: open for ever
         steps.append((key, Insert(position, start, end, Reading(key, draw(st.integers(0, 4))), at=position, port=port)))
     if draw(st.booleans()):
         steps += [(-1, PortCti(0, INF)), (-1, PortCti(1, INF))]
@@ -100,17 +103,20 @@ def sequences(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
 
 
 class _Recorder(ops.Operator):
-    """What the join over all keys emits, in order: ("pair", start, end, payload) and ("cti", t)."""
+    """What the join over all keys emits, in order: ("pair", start, end, payload), ("end",
+    the place of its pair among the pairs, end) and ("cti", t)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[tuple[Any, ...]] = []
+        self.pairs: dict[int, int] = {}
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self.pairs[eid] = len(self.pairs)
         self.seen.append(("pair", start, end, payload))
 
     def end(self, port: int, eid: int, end: int) -> None:
-        raise AssertionError("a join of closed events ends no output")
+        self.seen.append(("end", self.pairs[eid], end))
 
     def cti(self, port: int, t: int) -> None:
         self.seen.append(("cti", t))
@@ -191,11 +197,21 @@ def test_a_join_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_o
         assert result.end is None or result.end > result.start
         for at, part in placed(node, result, ctis):
             before[at].append(part)
-    got: list[tuple[Any, ...]] = []
-    for at, released in enumerate(before):
-        for r in sorted(released, key=lambda r: release_order(node, r, repr(r.payload.key))):
-            got.append(("pair", r.start, r.end, r.payload))
-        if at < len(ctis):
-            got.append(("cti", ctis[at]))
-    assert got == expected
     assert before[-1] == []  # every pair goes out at an output CTI past its start
+    # The driver: every move of an input's CTI in order, the ends it settles, then the pairs
+    # the output CTI it moves releases, split where the join over all keys split them.
+    timeline = JoinTimeline()
+    got: list[tuple[Any, ...]] = []
+    given: dict[int, int] = {}
+    for _, step in steps:
+        if not isinstance(step, PortCti):
+            continue
+        got += [("end", given[oid], end) for oid, end in timeline.move(step.port, step.t)]
+        out = min(timeline.ctis)
+        if out > timeline.out:
+            for r in sorted(before[ctis.index(out)], key=lambda r: release_order(node, r, repr(r.payload.key))):
+                given[len(given)] = len(given)
+                got.append(("pair", r.start, timeline.give(r, len(given) - 1), r.payload))
+            got.append(("cti", out))
+            timeline.out = out
+    assert got == expected

@@ -40,6 +40,7 @@ the order of a window's groups among themselves, which the semantics leave open 
 from __future__ import annotations
 
 import bisect
+import heapq
 import io
 import pickle
 from collections.abc import Iterable, Mapping, Sequence
@@ -141,6 +142,10 @@ class KeyedResult:
     closes: int | None = None
     """For a hopping window's result stamped at its earliest or latest event, the end of its
     window: where the CTI that released it follows from, which its lifetime does not say."""
+    waits: int | None = None
+    """For a join's pair of an open event (or one ending at infinity) and one ending at
+    ``end``: the open one's input, whose own CTI decides when that end goes out
+    (``JoinTimeline``)."""
 
 
 class Collector(ops.Operator):
@@ -156,6 +161,7 @@ class Collector(ops.Operator):
         self.arrival = 0
         self.ranked: tuple[Any, ...] = ()
         self.window_end: int | None = None
+        self.waiting: int | None = None
         self.results: list[KeyedResult] = []
 
     def rank(self, rank: tuple[Any, ...]) -> None:
@@ -164,13 +170,16 @@ class Collector(ops.Operator):
     def window(self, end: int) -> None:
         self.window_end = end
 
+    def waits(self, port: int | None) -> None:
+        self.waiting = port
+
     def arrived(self) -> int:
         """The arrival of the item being fed, over all keys."""
         return self.arrival
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked, closes=self.window_end))
-        self.window_end = None
+        self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked, closes=self.window_end, waits=self.waiting))
+        self.window_end = self.waiting = None
 
     def end(self, port: int, eid: int, end: int) -> None:  # an analytic's or a snapshot's open output ending
         if not self.ids:
@@ -208,11 +217,50 @@ KEYED_NODES = (p.WindowNode, p.AnalyticNode, p.ClipNode, p.ReleaseNode)
 KEYED_JOIN = p.JoinNode
 """The join's keyed form: a key holds its join key's events of both inputs and the pairs
 waiting for an output CTI past their start. It is fed the output CTI (the least of the
-inputs') at both inputs: its outputs are the same (pairs go out at the output CTI), and it
-drops a held event no later than the join over all keys, which drops it at the other
-input's CTI. Its inputs' lifetimes are bounded (``tempo.spark.streaming.cluster``), so that
-every pair goes out whole: the end of an open pair goes out when the other input's own CTI
-passes it, between output CTIs, which the keyed form does not place yet."""
+inputs') at both inputs: its pairs go out at the same output CTIs, and it drops a held event
+no later than the join over all keys, which drops it at the other input's CTI. A pair of an
+open event and one ending at ``end`` goes out whole, with the open one's input
+(``KeyedResult.waits``), whose own CTI decides whether the join over all keys gave it whole
+or as a start edge ended later: the driver, which sees every move of the inputs' CTIs, splits
+it so (``JoinTimeline``). No end edge reaches a keyed join (``tempo.spark.streaming.cluster``)."""
+
+
+class JoinTimeline:
+    """The driver's side of a keyed join: each input's CTI and the output CTI, as the join over
+    all keys has them, and the pairs it gave out as start edges whose ends wait for an input's
+    CTI to reach them (the join's own rule, ``tempo.runtime.operators.Join``: a pair's end is
+    final once the input whose event is open has its CTI at or past it). Fed every move of an
+    input's CTI in order (``move``: the ends it settles), and each pair as the output CTI
+    releases it (``give``: whole, or a start edge whose end waits)."""
+
+    def __init__(self) -> None:
+        self.ctis = [NEG_INF, NEG_INF]
+        self.out = NEG_INF
+        self.waiting: tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]] = ([], [])
+        """Per input, the pairs given out as start edges: (end, order given, output id), a heap."""
+        self.given = 0
+
+    def move(self, port: int, t: int) -> list[tuple[int, int]]:
+        """Input ``port``'s CTI moves to ``t``: the pairs whose ends it settles, (output id, end),
+        in the join's order (by end, then as given out)."""
+        if t <= self.ctis[port]:
+            return []
+        self.ctis[port] = t
+        heap, settled = self.waiting[port], []
+        while heap and heap[0][0] <= t:
+            end, _, oid = heapq.heappop(heap)
+            settled.append((oid, end))
+        return settled
+
+    def give(self, result: KeyedResult, oid: int) -> int | None:
+        """The end pair ``result`` (given output id ``oid``) goes out with now: its end if it is
+        final (both ends known, or the open event's input's CTI at or past it), else None: a
+        start edge, its end kept until that CTI reaches it."""
+        if result.waits is None or result.end is None or self.ctis[result.waits] >= result.end:
+            return result.end
+        heapq.heappush(self.waiting[result.waits], (result.end, self.given, oid))
+        self.given += 1
+        return None
 
 IN_ORDER = (p.AnalyticNode, p.ReleaseNode)
 """The keyed nodes built as an ``Analytic`` (a release is an ``order_by_time`` tying every
@@ -336,7 +384,7 @@ def keyed_collector(operator: ops.Operator) -> Collector:
     if isinstance(operator, ops.Clip):
         operator.keep_ids = True
     if isinstance(operator, ops.Join):
-        operator.arrival, operator.tell_rank = collector.arrived, collector.rank
+        operator.arrival, operator.tell_rank, operator.tell_waits = collector.arrived, collector.rank, collector.waits
     if isinstance(operator, ew.Snapshots):
         operator.ids_by_start = True
     if isinstance(operator, ops.Window):

@@ -831,10 +831,14 @@ class Join(Operator):
     place of the item being inserted in the arrival order over all keys, and ``tell_rank``:
     a pair waits ranked by (that arrival, its place among the pairs the key made before),
     which orders the pairs of one start over all keys as the join over all keys pushed them,
-    and its rank is told before it goes out.
+    and its rank is told before it goes out. It is then fed the output CTI at both inputs,
+    not their own CTIs, which decide when the end of a pair of an open event goes out: so a
+    pair whose end is known goes out whole, the input whose own CTI decides that end told
+    first (``tell_waits``: None for a pair of two ends known), and the driver splits it where
+    the join over all keys would have (``tempo.runtime.keyed.JoinTimeline``).
     """
 
-    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "new_id", "arrival", "tell_rank"}
+    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "new_id", "arrival", "tell_rank", "tell_waits"}
 
     def __init__(
         self,
@@ -863,6 +867,7 @@ class Join(Operator):
         self.out_cti = NEG_INF
         self.arrival: Callable[[], int] | None = None
         self.tell_rank: Callable[[tuple[Any, ...]], None] | None = None
+        self.tell_waits: Callable[[int | None], None] | None = None
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key: Key = self.key_fns[port](payload) if self.key_fns else ()
@@ -983,6 +988,11 @@ class Join(Operator):
         if (le is not None and le <= start) or (re is not None and re <= start):
             return  # an end that arrived later ruled out the overlap
         payload = self.projection(left[3], right[3])
+        if self.tell_waits is not None:  # run by key: whole, with the input that decides when its end goes out
+            known = min([e for e in (le, re) if e is not None], default=INF)
+            self.tell_waits(None if known >= INF or (le is not None and re is not None) else 0 if le is None else 1)
+            self.emit_insert(self.new_id(), start, known if known < INF else None, payload)
+            return
         if le is not None and re is not None:
             end = le if le < re else re
             if end < INF:

@@ -450,8 +450,9 @@ def test_a_kill_of_the_cluster_engine_at_a_phase_then_a_restart_commits_the_whol
 def test_the_shapes_the_cluster_engine_takes() -> None:
     """Which node the engine runs by key (``cluster_shape``; no Spark job): a query without a
     stateful operator gets the release on top, a plan of joins and unions below it runs on the
-    driver; a join of points or intervals that every input reaches without a window runs by
-    its join key (of edges, it runs on the driver under the release); a query whose stateful
+    driver; a join that every input reaches without a window runs by its join key, unless end
+    edges reach it (of edges, or above a join of intervals, it runs on the driver under the
+    release); a query whose stateful
     node cannot run by key (a stream would go around it) runs under the release, all of it
     below on the driver; an output keeping a substream key is refused."""
     from tempo.plan.query import Query
@@ -470,6 +471,10 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert keyed(_self_join(readings).where(lambda r: r.value > 0).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"
     edges = Stream.create("e", [], EventShape.EDGE, payload_type=Reading)
     assert keyed(_self_join(edges)) == "ReleaseNode"  # its inputs' end edges: no keyed form yet
+    intervals = Stream.create("i", [], EventShape.INTERVAL, payload_type=Reading)
+    assert keyed(_self_join(intervals)) == "JoinNode"  # lifetimes of any length, ending at infinity too
+    assert keyed(_self_join(intervals).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "ReleaseNode"  # the ends of open pairs below
+    assert keyed(_self_join(edges.alter_event_duration(timedelta(seconds=2)))) == "JoinNode"  # edges given a duration are closed
     by_site = readings.join(other, lambda a, b: a.site == b.site, lambda a, b: b)
     assert keyed(by_site) == "JoinNode"
     assert keyed(_union_with_itself(readings)) == "WindowNode"
@@ -774,39 +779,44 @@ class KeyedPair:
 
 
 def _paired(grouped: Any) -> Stream[KeyedPair]:
-    """The readings joined with those above 1.5 of their key, made 3 s long: no window above the join."""
+    """The readings joined with those above 1.5 of their key: no window above the join."""
     readings: Stream[Keyed] = grouped._stream
-    above = readings.where(lambda r: r.value > 1.5).alter_event_duration(timedelta(seconds=3))
+    above = readings.where(lambda r: r.value > 1.5)
     return readings.join(above, lambda a, b: a.key == b.key, lambda a, b: KeyedPair(a.key, a.value, b.value))
 
 
-def test_a_join_keyed_by_its_join_key_gives_its_pairs_in_order(spark_session: Any, tmp_path: Path) -> None:
+def test_a_join_keyed_by_its_join_key_gives_its_pairs_and_their_ends_in_order(spark_session: Any, tmp_path: Path) -> None:
     """A join with no window above it runs keyed by its join key on the executors, both
     sides' events in the state store (with ``--run-slow``, across restarts: the query stops
-    after each file but the last). Points (seconds), a CTI at each start; the right side is
-    the readings above 1.5, made 3 s long:
+    after each file but the last). Intervals (seconds), a CTI at each start, the flush at
+    infinity; the right side is the readings above 1.5; a's first reading lasts for ever:
 
-        file 0:  a@1 1.0    b@2 2.0
-        file 1:  a@2 3.0    b@4 1.0    c@6 4.0    a@4 2.0
+        file 0:  a [1, inf) 1.0    b [2, 9) 2.0
+        file 1:  a [3, 6) 3.0      c [4, 5) 1.0    b [7, 8) 5.0    c [10, 12) 4.0
 
-    The last a, arriving after c's CTI at 6, is adjusted to start at 6 (and lasts to 9 on the
-    right). Pairs (points): b@2 (2.0, 2.0), a@2 (3.0, 3.0), b@4 (1.0, 2.0), a@6 (2.0, 2.0),
-    c@6 (4.0, 4.0); a@1 meets no right event, a@6 not a@2's [2, 5). The committed output is the
-    in-memory executor's item for item (a join's output goes by start, then as the join
-    pushed its pairs); a join of intervals, which may reach infinity, stays on the driver."""
+    Pairs: b [2, 9) (2.0, 2.0); a [3, 6) (1.0, 3.0), released by the CTI at 4, when the left
+    input's CTI has not reached 6, the end of a's second reading: a start edge at 3, ended at 6
+    when the CTI at 7 moves it past; a [3, 6) (3.0, 3.0), whole; b [7, 8) (2.0, 5.0), (5.0,
+    2.0) and (5.0, 5.0); c [10, 12) (4.0, 4.0). The keys give every pair whole, with the input
+    whose CTI decides its end; the driver splits it where the join over all keys did. The
+    committed output is the in-memory executor's item for item (a join's output goes by start,
+    then as the join pushed its pairs, the ends where its inputs' CTIs settle them)."""
     from datetime import datetime, timezone
 
+    from tempo import INFINITY
+    from tempo.events import EdgeEnd, EdgeStart
     from tempo.plan.query import Query
     from tempo.spark.streaming.cluster import cluster_shape
 
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
     def at(seconds: float) -> datetime:
-        return base + timedelta(seconds=seconds)
+        return INFINITY if seconds == float("inf") else base + timedelta(seconds=seconds)
 
-    schema = pa.schema([("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("key", pa.string()), ("value", pa.float64())])
-    items = [[(1, "a", 1.0), (2, "b", 2.0)], [(2, "a", 3.0), (4, "b", 1.0), (6, "c", 4.0), (4, "a", 2.0)]]
-    files = [[{"ts": at(s), "key": k, "value": v} for s, k, v in part] for part in items]
+    utc = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("seq", pa.int64()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
+    items = [[(1, float("inf"), "a", 1.0), (2, 9, "b", 2.0)], [(3, 6, "a", 3.0), (4, 5, "c", 1.0), (7, 8, "b", 5.0), (10, 12, "c", 4.0)]]
+    files = [[{"ts": at(s), "until": at(e), "key": k, "value": v} for s, e, k, v in part] for part in items]
     for seq, row in enumerate(row for part in files for row in part):
         row["seq"] = seq
 
@@ -815,16 +825,19 @@ def test_a_join_keyed_by_its_join_key_gives_its_pairs_in_order(spark_session: An
         found = cluster_shape(Query.build(_paired(readings.group_by(lambda r: r.key)).node))
         return found if isinstance(found, str) else type(found.window).__name__
 
-    assert shape_of(EventShape.POINT) == "JoinNode" and shape_of(EventShape.INTERVAL) == "ReleaseNode"
+    assert shape_of(EventShape.INTERVAL) == "JoinNode" and shape_of(EventShape.EDGE) == "ReleaseNode"
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.POINT, _paired, Keyed, KeyedPair, restarts=thorough(),
+        spark_session, tmp_path, files, schema, EventShape.INTERVAL, _paired, Keyed, KeyedPair, restarts=thorough(), end="until",
     )
     assert repr(committed) == repr(whole)
-    got = sorted((((r.start - base).seconds, r.payload) for r in committed if not isinstance(r, Cti)), key=repr)
-    assert got == sorted([
-        (2, KeyedPair("b", 2.0, 2.0)), (2, KeyedPair("a", 3.0, 3.0)), (4, KeyedPair("b", 1.0, 2.0)), (6, KeyedPair("a", 2.0, 2.0)),
-        (6, KeyedPair("c", 4.0, 4.0)),
-    ], key=repr), got
+    events = [r for r in committed if not isinstance(r, Cti)]
+    split = [r for r in events if r.payload == KeyedPair("a", 1.0, 3.0)]
+    assert [type(r) for r in split] == [EdgeStart, EdgeEnd] and split[0].start == at(3) and split[1].end == at(6), split
+    whole_pairs = sorted((((r.start - base).seconds, (r.end - base).seconds, r.payload) for r in events if not isinstance(r, (EdgeStart, EdgeEnd))), key=repr)
+    assert whole_pairs == sorted([
+        (2, 9, KeyedPair("b", 2.0, 2.0)), (3, 6, KeyedPair("a", 3.0, 3.0)), (7, 8, KeyedPair("b", 2.0, 5.0)), (7, 8, KeyedPair("b", 5.0, 2.0)),
+        (7, 8, KeyedPair("b", 5.0, 5.0)), (10, 12, KeyedPair("c", 4.0, 4.0)),
+    ], key=repr), whole_pairs
 
 
 @attrs.frozen

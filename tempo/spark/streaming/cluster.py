@@ -56,7 +56,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from tempo.errors import EvaluationError, TempoError, UdfResultError, UnsupportedError
-from tempo.events import Cti
+from tempo.events import Cti, EventShape
 from tempo.expr.nodes import udf_error
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
@@ -68,7 +68,7 @@ from tempo.runtime.analytics import Analytic
 from tempo.runtime.bulk import (
     JOIN_KEY_TYPES, STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
 )
-from tempo.runtime.keyed import IN_ORDER, KEYED_NODES, KeyedResult, keyed_unsupported, may_reach_infinity, placed, release_order, restamp
+from tempo.runtime.keyed import IN_ORDER, KEYED_NODES, JoinTimeline, KeyedResult, keyed_unsupported, may_reach_infinity, placed, release_order, restamp
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -84,7 +84,7 @@ from tempo.spark.streaming.executor import (
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, JOIN_KEY, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, PAYLOAD, PORT, POSITION,
     RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
-    join_key_name, output_schema, read_result, staged_keys, watermark_ms, work_keys,
+    join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
@@ -213,11 +213,9 @@ event open (an anti-join's fragments, a pattern's matches)."""
 def _join_shape(query: Query) -> BulkShape[p.JoinNode] | str:
     """The lowest join every input reaches through ``BELOW_A_KEYED_JOIN``'s operators (run
     item by item on the driver) and that nothing else reads, when it runs keyed by its join
-    key (``tempo.runtime.keyed.KEYED_JOIN``): both its inputs' lifetimes are bounded (points,
-    or lifetimes given a duration: no event reaches it open, or ending at infinity, so that
-    each pair's end is known when it goes out), no input has substreams, and its keys are of
-    a type keyed alike everywhere; else why not. What follows it runs on the driver over its
-    pairs."""
+    key (``tempo.runtime.keyed.KEYED_JOIN``): no end edge reaches it (``_ends_reach``), no
+    input has substreams, and its keys are of a type keyed alike everywhere; else why not.
+    What follows it runs on the driver over its pairs."""
     consumers = consumers_of(query)
     for index, node in enumerate(query.nodes):
         if not isinstance(node, p.JoinNode):
@@ -229,10 +227,8 @@ def _join_shape(query: Query) -> BulkShape[p.JoinNode] | str:
             and all(id(c) in below or c is node for n in below.values() for c in consumers[id(n)])
         ):
             continue
-        if any(query.longest_lifetime(side) is None for side in node.inputs()):
-            # An event open or ending at infinity makes an open pair, whose end goes out when
-            # the other input's own CTI passes it, between output CTIs: not placed by key yet.
-            return "a join input's lifetimes are not bounded (edges, or intervals, which may reach infinity)"
+        if any(_ends_reach(query, side) for side in node.inputs()):
+            return "end edges reach its join (edges, or the open pairs of a join below it), whose keyed form does not take them yet"
         if any(s.over is not None for s in query.sources):
             return "its join's inputs have substreams"
         for pair in node.keys:
@@ -241,6 +237,19 @@ def _join_shape(query: Query) -> BulkShape[p.JoinNode] | str:
                     return f"a join key is of type {key.dtype.__name__}"
         return BulkShape(tuple(query.sources), node, index)
     return WHY_NOT
+
+
+def _ends_reach(query: Query, node: p.Node) -> bool:
+    """Whether end edges may come out of ``node`` (an input of a keyed join): an input of
+    edges, or a join of lifetimes that may be open (an event ending at infinity makes an open
+    pair, which ends when an input's CTI passes the other event's end), below it."""
+    if isinstance(node, p.SourceNode):
+        return node.shape is EventShape.EDGE
+    if isinstance(node, p.AlterLifetimeNode) and node.duration is not None:
+        return False  # every lifetime given a duration is closed, its end edge dropped
+    if isinstance(node, p.JoinNode) and any(query.longest_lifetime(side) is None for side in node.inputs()):
+        return True
+    return any(_ends_reach(query, side) for side in node.inputs())
 
 
 def cti_in_force(operator: DriverOperator) -> int:
@@ -302,6 +311,11 @@ OPEN_EVENTS = "cluster.open_events"
 events that reached the window: event id -> (the stage batch of its event, its payload)."""
 
 
+JOIN_TIMELINE = "cluster.join_timeline"
+"""The name of the work query's engine's attached state holding a keyed join's
+``JoinTimeline``: its inputs' CTIs and the pairs given out as start edges whose ends wait."""
+
+
 OPEN_OUTPUTS = "cluster.open_outputs"
 """The name of the work query's engine's attached state holding the open outputs of an
 analytic or a snapshot window: (group key's repr, the key's id of the output: an analytic's
@@ -324,6 +338,9 @@ class _WindowFeed(ops.Operator):
         self.batch = -1
         """The stage batch being recorded."""
         self.ctis: list[int] = []
+        self.moves: list[tuple[int, int]] = []
+        """A keyed join's: beside each of ``ctis`` (the output CTI after it), the move of an
+        input's CTI, (input, CTI), which the driver's ``JoinTimeline`` reads."""
         self.events: list[Reached] = []
         """What reached the window in the batch, in arrival order."""
 
@@ -351,11 +368,12 @@ class _WindowFeed(ops.Operator):
 
     def cti(self, port: int, t: int) -> None:
         window = self.window
-        if isinstance(window, ops.Join):  # its keys hear its output CTI, when it moves
-            before = window.out_cti
+        if isinstance(window, ops.Join):  # its keys hear its output CTI; the driver every move of an input's
+            moved = window.sides[port].cti
             window.cti(port, t)
-            if window.out_cti > before:
+            if window.sides[port].cti > moved:
                 self.ctis.append(window.out_cti)
+                self.moves.append((port, t))
             return
         window.cti(port, t)
         if not self.ctis or t > self.ctis[-1]:
@@ -498,10 +516,14 @@ class Stage:
             F.lit(batch).cast("long").alias(BATCH), PORT, JOIN_KEY, PAYLOAD,
         )
 
-    def markers(self, batch: int, ctis: list[int], shared: Shared | None = None) -> DataFrame:
-        """The batch's CTI rows; with ``shared``, a ``SHARED`` row for every bucket."""
+    def markers(self, batch: int, ctis: list[int], shared: Shared | None = None, moves: list[tuple[int, int]] | None = None) -> DataFrame:
+        """The batch's CTI rows; with ``shared``, a ``SHARED`` row for every bucket; with
+        ``moves`` (a keyed join's, one per CTI row), each row's place in the batch
+        (``POSITION``) and move of an input's CTI (``PORT``, ``START``)."""
         assert self.schema is not None
-        rows = [{ITEM: CTI_ROW, EID: batch, CTI: c, WATERMARK: stage_watermark(c), LANE: CTI_LANE, BATCH: batch} for c in ctis]
+        rows: list[dict[str, Any]] = [{ITEM: CTI_ROW, EID: batch, CTI: c, WATERMARK: stage_watermark(c), LANE: CTI_LANE, BATCH: batch} for c in ctis]
+        for position, (row, (port, t)) in enumerate(zip(rows, moves or [])):
+            row.update({POSITION: position, PORT: port, START: t})
         if shared is not None:
             before, last_cti, latest = shared
             buckets = KEY_BUCKETS if self.keys else 1  # a window without keys is bucket 0's alone
@@ -532,14 +554,17 @@ class Stage:
     def side(self, batch: int) -> str:
         return self.store.join(self.sides, f"{batch}.bin")
 
-    def write(self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch, shared: Shared | None = None) -> None:
+    def write(
+        self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch, shared: Shared | None = None,
+        moves: list[tuple[int, int]] | None = None,
+    ) -> None:
         """Stage batch ``batch``, once: its side file, then its stage file, which a reader of
         the folder sees whole or not at all (written aside, then moved in). A batch run again
         finds both there, with the content it would write."""
         if self.store.exists(self.path(batch)) or batch <= self.released():
             return  # written before a crash (and maybe read, released and dropped since)
         self.store.write(self.side(batch), pickle.dumps(side))
-        rows = self.markers(batch, ctis, shared)
+        rows = self.markers(batch, ctis, shared, moves)
         if events is not None:  # the columns a batch's rows lack (partial aggregates, or events' fields) null
             have = set(events.columns)
             rows = events.select(*[F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType).alias(f.name) for f in rows.schema.fields]).unionByName(rows)
@@ -641,7 +666,7 @@ class TimeRunner(_Batches):
                 outs, upstream.outs = upstream.outs, []
                 for op, port in outs:
                     upstream.connect(feed if op is window else op, port)
-        feed.ctis, feed.events, feed.batch = [], [], batch
+        feed.ctis, feed.moves, feed.events, feed.batch = [], [], [], batch
         return feed
 
     def window_cti(self, engine: LiveEngine) -> int:
@@ -741,7 +766,7 @@ class TimeRunner(_Batches):
     def _stage_recorded(self, batch: int, feed: _WindowFeed, before: int, side: StageBatch, shared: Shared | None = None) -> None:
         events = self.stage.recorded(batch, feed.events) if feed.events else None
         with worker_errors(udf_error):  # a group key's expression, evaluated by Spark
-            self.stage.write(batch, events, list(feed.ctis) or [before], side, shared)
+            self.stage.write(batch, events, list(feed.ctis) or [before], side, shared, list(feed.moves))
 
     def finish(self) -> int:
         """The inputs have ended: end them on the driver's engine (a CTI at infinity where
@@ -814,8 +839,9 @@ class WorkRunner(_Batches, Generic[T]):
         assert isinstance(window, DRIVER_OPERATORS)
         col = {name: table.column(name).to_pylist() for name in table.column_names}
         kinds = col[OUT_KIND]
-        markers = sorted((col[OUT_START][i], col[RELEASED_BY][i]) for i in range(table.num_rows) if kinds[i] == MARKER)
-        ctis = [cti for _, cti in markers]
+        # (stage batch, CTI, and a keyed join's place in the batch and move of an input's CTI)
+        markers = sorted((col[OUT_START][i], col[RELEASED_BY][i], *read_move(col[RANK][i], col[OUT_END][i])) for i in range(table.num_rows) if kinds[i] == MARKER)
+        ctis = [m[1] for m in markers]
         fields = [f for f in table.column_names if f not in RESULT_COLUMNS]
         node = self.shape.window
         # Each result goes before the first of the batch's CTIs that released it in memory;
@@ -839,9 +865,14 @@ class WorkRunner(_Batches, Generic[T]):
         final = False
         staged_through = self.staged_through
         opened: dict[tuple[str, int], int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
-        for at, (stage_batch, cti) in enumerate(markers):
-            self._emit(window, released[at], cti, opened)
-            pass_cti(window, cti)
+        timeline: JoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, JoinTimeline()) if isinstance(window, ops.Join) else None
+        for at, (stage_batch, cti, *move) in enumerate(markers):
+            if isinstance(window, ops.Join):
+                assert timeline is not None
+                self._emit_pairs(window, released[at], cti, move, timeline)
+            else:
+                self._emit(window, released[at], cti, opened)
+                pass_cti(window, cti)
             if at + 1 == len(markers) or markers[at + 1][0] != stage_batch:  # the stage batch's last CTI row
                 side = self.stage.read_side(stage_batch)
                 rejections += side.rejections
@@ -872,6 +903,29 @@ class WorkRunner(_Batches, Generic[T]):
         self.staged_through, self.latest = staged_through, latest
         self.progress.append(progress)
 
+
+    @staticmethod
+    def _emit_pairs(
+        join: ops.Join, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, move: list[Any], timeline: JoinTimeline,
+    ) -> None:
+        """A keyed join's CTI row (``move``: the input whose CTI moved, and its CTI; none for a
+        batch without a move), as the join over all keys takes that move: the ends of pairs
+        given out as start edges that it settles, then, if the output CTI moves, ``results``
+        (the pairs it releases, with their ``release_order``), each whole or as a start edge
+        (``JoinTimeline``), then the output CTI."""
+        _, port, t = move if move else (None, None, None)  # (its place in the batch, the input, its CTI)
+        if port is not None and t is not None:
+            for oid, end in timeline.move(port, t):
+                join.emit_end(oid, end)
+        if cti <= timeline.out:
+            if results:
+                raise AssertionError(f"cluster engine: pairs {results} came back at CTI {cti}, which the output CTI had passed")
+            return
+        for _, _, r in sorted(results, key=lambda r: r[0]):
+            oid = join.new_id()
+            join.emit_insert(oid, r.start, timeline.give(r, oid), r.payload)
+        timeline.out = cti
+        pass_cti(join, cti)
 
     def _emit(
         self, window: DriverOperator, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,

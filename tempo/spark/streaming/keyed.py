@@ -161,7 +161,8 @@ window's stamped at an event its window's end, pickled in ``RANK``:
 ``tempo.runtime.keyed.KeyedResult``), ``ENDED`` (the end of an open result: the
 CTI the key was at, its end, its group key, its id and rank, no payload),
 ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
-``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``) or ``LATEST`` (for a window whose
+``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``; a keyed join's, its move of an input's
+CTI: ``RANK`` its place in the stage batch and the input, pickled, ``OUT_END`` the CTI) or ``LATEST`` (for a window whose
 lifetimes may reach infinity: ``OUT_END`` the latest finite time of the keys a call ran,
 which the driver gathers over all keys for the flush: ``SHARED``)."""
 
@@ -326,8 +327,9 @@ class KeyedProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
-        if key[0] == CTI_LANE:
-            markers = [(row[EID], row[CTI]) for row in rows]
+        if key[0] == CTI_LANE:  # (stage batch, CTI, and a keyed join's place in the batch and move of an input's CTI)
+            joined = self.joined  # a keyed join's stage alone has its input columns
+            markers = [(row[EID], row[CTI], row[POSITION], row[PORT], row[START]) if joined else (row[EID], row[CTI]) for row in rows]
             return self._markers(markers, now, fired=False)
         by_group: dict[tuple[Any, ...], list[Row]] = {}
         names = self.names
@@ -423,13 +425,20 @@ class KeyedProcessor(StatefulProcessor):
         held = self.state.get()  # None for a key not seen before (or forgotten): no exists() call
         return KeyState(None, [], None) if held is None else pickle.loads(held[0])
 
-    def _markers(self, markers: list[tuple[int, int]], now: int, fired: bool) -> Iterator[Row]:
-        """The CTI lane: the CTI rows (stage batch, CTI) wait until the watermark reaches them."""
+    def _markers(self, markers: list[tuple[Any, ...]], now: int, fired: bool) -> Iterator[Row]:
+        """The CTI lane: the CTI rows (stage batch, CTI, then a keyed join's place in the batch
+        and move of an input's CTI) wait until the watermark reaches them, a stage batch's
+        together, at its last CTI: the driver reads a stage batch's CTI rows whole. (Those of a
+        keyed join's moves that leave its output CTI where it was carry a CTI the watermark
+        reached already.)"""
         saved = self._load()
-        waiting: list[tuple[int, int]] = saved.waiting + markers
-        out = sorted(m for m in waiting if m[1] <= now)
-        waiting = [m for m in waiting if m[1] > now]
-        due = min((m[1] for m in waiting), default=None)
+        waiting: list[tuple[Any, ...]] = saved.waiting + markers
+        last: dict[Any, int] = {}
+        for m in waiting:
+            last[m[0]] = max(last.get(m[0], m[1]), m[1])
+        out = sorted(m for m in waiting if last[m[0]] <= now)
+        waiting = [m for m in waiting if last[m[0]] > now]
+        due = min((last[m[0]] for m in waiting), default=None)
         registered = None if fired else saved.timer  # a timer that fired is gone already
         wanted = None if due is None else timer_ms(due)
         if registered != wanted:
@@ -441,8 +450,10 @@ class KeyedProcessor(StatefulProcessor):
             self.state.clear()
         else:
             self.state.update((pickle.dumps(KeyState(None, waiting, wanted)),))
-        for batch, cti in out:
-            yield self.out(MARKER, cti, batch, None, None, None, *self.blank)
+        for batch, cti, *move in out:
+            position, port, t = move if move else (None, None, None)
+            rank = None if port is None else pickle.dumps((position, port))
+            yield self.out(MARKER, cti, batch, t, None, rank, *self.blank)
 
     def _run(self, agenda: _Agenda, bucket: _Bucket, name: str, items: list[KeyedItem], now: int, shared: dict[str, Any]) -> list[Row]:
         """Group key ``name``'s items through its operator: the results released up to
@@ -479,21 +490,31 @@ class KeyedProcessor(StatefulProcessor):
 
 
 def _rank_bytes(result: KeyedResult) -> bytes | None:
-    """A result's ``RANK`` column: its id in the key, rank and window end (``closes``),
-    pickled; None for a result with none of them (a window's stamped by its lifetime)."""
-    if result.eid is None and result.closes is None and not result.rank:
+    """A result's ``RANK`` column: its id in the key, rank, window end (``closes``) and the
+    input whose CTI decides a join's pair's end (``waits``), pickled; None for a result with
+    none of them (a window's stamped by its lifetime)."""
+    if result.eid is None and result.closes is None and not result.rank and result.waits is None:
         return None
-    return pickle.dumps((result.eid, result.rank, result.closes))
+    return pickle.dumps((result.eid, result.rank, result.closes, result.waits))
+
+
+def read_move(rank: bytes | None, end: int | None) -> tuple[int | None, int | None, int | None]:
+    """A ``MARKER`` row's move of a keyed join's input CTI (its ``RANK``: the CTI row's place
+    in its stage batch and the input; its ``OUT_END``: that input's CTI), or Nones."""
+    if rank is None:
+        return None, None, None
+    position, port = pickle.loads(rank)
+    return position, port, end
 
 
 def read_result(kind: int, released_by: int, start: int | None, end: int | None, rank: bytes | None, payload: Any) -> KeyedResult:
     """A ``RESULT`` or ``ENDED`` row of ``KeyedProcessor`` (its columns, the payload read
     from its fields; None for an end) as the ``KeyedResult`` it was written from."""
-    eid, ranked, closes = (None, (), None) if rank is None else pickle.loads(rank)
+    eid, ranked, closes, waits = (None, (), None, None) if rank is None else pickle.loads(rank)
     if kind == ENDED:
         return KeyedResult(released_by, 0, end, None, eid, ranked, ended=True)
     assert start is not None
-    return KeyedResult(released_by, start, end, payload, eid, ranked, closes=closes)
+    return KeyedResult(released_by, start, end, payload, eid, ranked, closes=closes, waits=waits)
 
 
 def output_schema(query: Query, node_index: int) -> st.StructType:
