@@ -25,8 +25,8 @@ What a key is fed, and why the results are the in-memory engine's:
 
 The operators with a keyed form: hopping and tumbling windows, sessions, count windows and
 snapshots (``KEYED_STAMPS``), analytics (``order_by_time``, ``analytic``),
-``clip_event_duration``, the join of bounded lifetimes (``JoinNode``, keyed by its join
-key, fed the output CTI at both inputs: ``KEYED_JOIN``) and the output's release (``ReleaseNode``: an ``order_by_time`` whose
+``clip_event_duration``, the join of events no end edge reaches (``JoinNode``, keyed by its
+join key, fed the output CTI at both inputs: ``KEYED_JOIN``) and the output's release (``ReleaseNode``: an ``order_by_time`` whose
 payloads all tie, which the cluster engine puts on top of a query without another). Each result comes with the CTI that released it; a window's stamped
 so that this CTI follows from it (a result stamped otherwise is stamped again by
 ``restamp``), an analytic's and a release's with its event's id and rank, a snapshot's start edges with their
@@ -427,7 +427,7 @@ class KeyedOperator:
         for name, value in (shared or {}).items():
             setattr(op, name, op.SHARED[name](getattr(op, name), value))
         collector.results = []
-        collector.cti_now = op.out_cti if isinstance(op, ops.Join) else getattr(op, "in_cti", NEG_INF)  # the key's CTI in force, until its items bring another
+        collector.cti_now = cti_in_force(op)  # the key's, until its items bring another
         feed(op, collector, items)
         return collector.results, self._save()
 
@@ -469,6 +469,18 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
             op.merge_run(item.key, item.start, item.end, item.n, item.values)
         else:
             collector.cti_now = item.t
-            op.cti(0, item.t)
-            if isinstance(op, ops.Join):  # the output CTI at the right input too
-                op.cti(1, item.t)
+            pass_cti(op, item.t)
+
+
+def cti_in_force(op: ops.Operator) -> int:
+    """The CTI in force at a keyed operator's input: a join's output CTI, which its keys are
+    fed at both inputs (``KEYED_JOIN``), or the CTI the operator received last (none yet:
+    NEG_INF)."""
+    return op.out_cti if isinstance(op, ops.Join) else int(getattr(op, "in_cti", NEG_INF))
+
+
+def pass_cti(op: ops.Operator, t: int) -> None:
+    """CTI ``t`` into a keyed operator, at each of its inputs (a join's output CTI at both)."""
+    op.cti(0, t)
+    if isinstance(op, ops.Join):
+        op.cti(1, t)

@@ -68,7 +68,9 @@ from tempo.runtime.analytics import Analytic
 from tempo.runtime.bulk import (
     JOIN_KEY_TYPES, STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
 )
-from tempo.runtime.keyed import IN_ORDER, KEYED_NODES, JoinTimeline, KeyedResult, keyed_unsupported, may_reach_infinity, placed, release_order, restamp
+from tempo.runtime.keyed import (
+    IN_ORDER, KEYED_NODES, JoinTimeline, KeyedResult, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, restamp,
+)
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
@@ -133,8 +135,8 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     one join of them all (``reaching_shape``), or through any plan of such operators, joins,
     anti-joins and patterns run item by item on the driver (``_below_on_the_driver``), the
     node's state and work on the executors; anything may follow it (run on the driver, on
-    its results). A query without such a node whose inputs, of points or intervals, reach a
-    join through such operators has the join keyed by its join key on the executors
+    its results). A query without such a node whose inputs reach a join through such
+    operators, no end edge among them, has the join keyed by its join key on the executors
     (``_join_shape``). Any other query runs under a release (``ReleaseNode``), the whole plan
     below it item by item on the driver, as the driver engine runs it, and the output's
     waiting events by key on the executors. The node is called the window below."""
@@ -252,20 +254,6 @@ def _ends_reach(query: Query, node: p.Node) -> bool:
     return any(_ends_reach(query, side) for side in node.inputs())
 
 
-def cti_in_force(operator: DriverOperator) -> int:
-    """The CTI in force at the keyed node's input in the driver's engine: a join's output CTI,
-    which its keys are fed at both inputs (``tempo.runtime.keyed.KEYED_JOIN``), or the CTI the
-    node received last."""
-    return operator.out_cti if isinstance(operator, ops.Join) else operator.in_cti
-
-
-def pass_cti(operator: DriverOperator, t: int) -> None:
-    """CTI ``t`` into the driver's operator in the keyed node's place, at each of its inputs."""
-    operator.cti(0, t)
-    if isinstance(operator, ops.Join):
-        operator.cti(1, t)
-
-
 def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
     """Whether the time query plans the query's batches over whole columns and Spark computes
     what reaches the window (one input whose time rules ``plan_batch`` applies, no join, and
@@ -357,7 +345,7 @@ class _WindowFeed(ops.Operator):
 
     def end(self, port: int, eid: int, end: int) -> None:
         if isinstance(self.window, ops.Join):
-            raise AssertionError("cluster engine: an end edge reached a keyed join, whose inputs are points or intervals")
+            raise AssertionError("cluster engine: an end edge reached a keyed join, which no end edge reaches (_ends_reach)")
         opened = self.open.get(eid)
         if opened is None:  # not open at the window: the window would ignore it too
             return

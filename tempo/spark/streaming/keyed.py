@@ -72,6 +72,8 @@ def event_id(batch: int, eid: int) -> int:
     whose rows number their events each in their own way (by input order, or as the driver's
     engine did)."""
     return (batch << 64) | (eid & 0xFFFF_FFFF_FFFF_FFFF)
+
+
 PORT, JOIN_KEY, PAYLOAD = "tempo_port", "tempo_join_key", "tempo_payload"
 """A keyed join's stage columns in place of the payload's fields: the input an event came by
 (0 left, 1 right), its join key (``join_key_name``), and its payload's values in wire form,
@@ -360,13 +362,11 @@ class KeyedProcessor(StatefulProcessor):
             if row[CTI] > last:
                 items.append(Cti(row[CTI]))
                 last = row[CTI]
-            if row[ITEM] == INSERT and self.joined:
-                port = row[PORT]
-                payload = from_wire(self.payload_types[port], pickle.loads(row[PAYLOAD]), False)
+            if row[ITEM] == INSERT:
+                port = row[PORT] if self.joined else 0
+                wired = pickle.loads(row[PAYLOAD]) if self.joined else [row[f] for f in fields]
+                payload = from_wire(self.payload_types[port], wired, False)
                 items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload, event_id(row[BATCH], row[POSITION]), port))
-            elif row[ITEM] == INSERT:
-                payload = from_wire(self.payload_types[0], [row[f] for f in fields], False)
-                items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload, event_id(row[BATCH], row[POSITION])))
             elif row[ITEM] == MERGE and self.runs:
                 items.append(Run(group, row[START], row[END], row["__n"], next(values)))
             elif row[ITEM] == MERGE:
