@@ -103,17 +103,18 @@ def sequences(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
 
 
 class _Recorder(ops.Operator):
-    """What the join over all keys emits, in order: ("pair", start, end, payload), ("end",
-    the place of its pair among the pairs, end) and ("cti", t)."""
+    """What an operator emits, in order: (``kind``, start, end, payload) for an event ("pair"
+    for the join's), ("end", the place of its event among the events, end) and ("cti", t)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "pair") -> None:
         super().__init__()
+        self.kind = kind
         self.seen: list[tuple[Any, ...]] = []
         self.pairs: dict[int, int] = {}
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         self.pairs[eid] = len(self.pairs)
-        self.seen.append(("pair", start, end, payload))
+        self.seen.append((self.kind, start, end, payload))
 
     def end(self, port: int, eid: int, end: int) -> None:
         self.seen.append(("end", self.pairs[eid], end))

@@ -25,8 +25,9 @@ What a key is fed, and why the results are the in-memory engine's:
 
 The operators with a keyed form: hopping and tumbling windows, sessions, count windows and
 snapshots (``KEYED_STAMPS``), analytics (``order_by_time``, ``analytic``),
-``clip_event_duration``, the join of events no end edge reaches (``JoinNode``, keyed by its
-join key, fed the output CTI at both inputs: ``KEYED_JOIN``) and the output's release (``ReleaseNode``: an ``order_by_time`` whose
+``clip_event_duration``, the join and the anti-join of events no end edge reaches and the
+pattern (keyed by their join key, fed the output CTI at both inputs: ``KEYED_JOIN``,
+``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``) and the output's release (``ReleaseNode``: an ``order_by_time`` whose
 payloads all tie, which the cluster engine puts on top of a query without another). Each result comes with the CTI that released it; a window's stamped
 so that this CTI follows from it (a result stamped otherwise is stamped again by
 ``restamp``), an analytic's and a release's with its event's id and rank, a snapshot's start edges with their
@@ -79,12 +80,13 @@ class Insert:
 
 @attrs.frozen
 class End:
-    """The end of the key's open event ``eid``; ``at`` its place in the arrival order over
-    all keys (an analytic's output ends in that order)."""
+    """The end of the key's open event ``eid`` (of input ``port``); ``at`` its place in the
+    arrival order over all keys (an analytic's output ends in that order)."""
 
     eid: int
     end: int
     at: int = 0
+    port: int = 0
 
 
 @attrs.frozen
@@ -145,7 +147,9 @@ class KeyedResult:
     waits: int | None = None
     """For a join's pair of an open event (or one ending at infinity) and one ending at
     ``end``: the open one's input, whose own CTI decides when that end goes out
-    (``JoinTimeline``)."""
+    (``JoinTimeline``); for an anti-join's open fragment, 1: ``end`` is the end it has so far,
+    which the right input's CTI makes final (``AntiJoinTimeline``); for its nearer end, 0 when
+    that end is the left event's own."""
 
 
 class Collector(ops.Operator):
@@ -181,10 +185,11 @@ class Collector(ops.Operator):
         self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked, closes=self.window_end, waits=self.waiting))
         self.window_end = self.waiting = None
 
-    def end(self, port: int, eid: int, end: int) -> None:  # an analytic's or a snapshot's open output ending
+    def end(self, port: int, eid: int, end: int) -> None:  # an analytic's or a snapshot's open output ending, an anti-join's nearer end
         if not self.ids:
             raise AssertionError("a keyed hopping, session or count window emits whole lifetimes, no end edges")
-        self.results.append(KeyedResult(self.cti_now, 0, end, None, eid, (self.arrival,), ended=True))
+        self.results.append(KeyedResult(self.cti_now, 0, end, None, eid, (self.arrival,), ended=True, waits=self.waiting))
+        self.waiting = None
 
     def cti(self, port: int, t: int) -> None:  # the operator's output CTI is the driver's to decide
         return None
@@ -262,6 +267,106 @@ class JoinTimeline:
         self.given += 1
         return None
 
+KEYED_ANTI_JOIN = p.AntiJoinNode
+"""The anti-join's keyed form: a key holds its join key's left events and the right events
+that may still cover them (a left event whose key is null is a key of its own, never
+covered), fed the output CTI at both inputs, and the ends of its open events (``End``, of
+either input). It gives each fragment (an uncovered stretch of a left event) once, at the
+output CTI whose sweep finds it, with its left event's id and rank (start, id, end): whole if
+that sweep decides its end, else open with the end the key's events give it so far; and the
+nearer end a right event or the left event's own end brings an open fragment, at its
+arrival. The anti-join over all keys ends an open fragment as soon as the right input's CTI
+makes its end final, between output CTIs too: the driver, which sees every move of the
+inputs' CTIs, does (``AntiJoinTimeline``)."""
+
+
+class AntiJoinTimeline:
+    """The driver's side of a keyed anti-join: each input's CTI and the output CTI, as the
+    anti-join over all keys has them, and the fragments open at it, in the order it settles
+    them (``open``), each with the end it has so far. Fed, in arrival order, every move of an
+    input's CTI with the fragments the output CTI it moves releases (``move``: its sweep, then
+    the ends the right input's CTI makes final), and the nearer ends a right event brought, at
+    its arrival (``arrived``); it emits through ``op``, an anti-join operator in the keyed one's
+    place (its ``new_id``, ``emit_insert``, ``emit_end``). The anti-join's own rules,
+    ``tempo.runtime.operators.AntiJoin``: a fragment's end is final once the right input's CTI
+    reaches it (``final_end``); a sweep to ``c`` gives whole the fragments ending before ``c`` or with their
+    left event at ``c``, and ends, in the place of their left event, the open ones it ends."""
+
+    def __init__(self) -> None:
+        self.ctis = [NEG_INF, NEG_INF]
+        self.out = NEG_INF
+        self.open: dict[tuple[str, int], list[Any]] = {}
+        """(join key's name, left event's id) -> [output id, end so far (INF: none), the left
+        event's end (None: not known yet), its start], in the order the anti-join over all
+        keys keeps them."""
+
+    def arrived(self, op: ops.AntiJoin, group: str, ends: Iterable[KeyedResult]) -> None:
+        """A right event of join key ``group``, or the end of a left one, arrived, bringing
+        open fragments the nearer ``ends`` (the key's ``ENDED`` results at its arrival; a left
+        event's own end ``waits`` 0: its fragment may have ended there already, as the key
+        cannot know): those it makes final end now."""
+        for r in ends:
+            assert r.eid is not None and r.end is not None
+            held = self.open.get((group, r.eid))
+            if held is None:  # a left event's end at the end its fragment ended with already
+                continue
+            held[1] = r.end
+            if r.waits == 0:
+                held[2] = r.end
+        self._settle(op, group)
+
+    def move(self, op: ops.AntiJoin, port: int | None, t: int, out: int, fragments: Iterable[tuple[str, KeyedResult]]) -> None:
+        """Input ``port``'s CTI moves to ``t`` (None: no move), the output CTI to ``out``, which
+        releases ``fragments`` (group, result); the caller emits the output CTI after."""
+        if port is not None and t > self.ctis[port]:
+            self.ctis[port] = t
+        if out > self.out:
+            self._sweep(op, out, fragments)
+            self.out = out
+            self._settle(op, None)
+        elif port == 1:
+            self._settle(op, None)
+
+    def _sweep(self, op: ops.AntiJoin, c: int, fragments: Iterable[tuple[str, KeyedResult]]) -> None:
+        items: list[tuple[tuple[Any, ...], tuple[str, int], KeyedResult | None]] = [
+            ((held[3], key[1], 0, 0), key, None) for key, held in self.open.items() if held[1] < c or held[1] == c == held[2]
+        ]
+        for group, fragment in fragments:
+            assert fragment.eid is not None
+            items.append(((fragment.rank[0], fragment.rank[1], 1, fragment.start), (group, fragment.eid), fragment))
+        closed: set[tuple[str, int]] = set()
+        for _, key, r in sorted(items, key=lambda item: item[0]):
+            if r is None:  # its left event's sweep ends its open fragment
+                op.emit_end(self.open[key][0], self.open[key][1])
+                closed.add(key)
+                continue
+            left_end = r.rank[2]
+            if r.end is not None and (r.end < c or r.end == c == left_end):
+                op.emit_insert(op.new_id(), r.start, r.end, r.payload)
+                continue
+            oid = op.new_id()
+            op.emit_insert(oid, r.start, None, r.payload)
+            self.open[key] = [oid, INF if r.end is None else r.end, left_end, r.rank[0]]  # in its old place, if it had one
+            closed.discard(key)
+        for key in closed:
+            del self.open[key]
+
+    def _settle(self, op: ops.AntiJoin, group: str | None) -> None:
+        """End the open fragments (of ``group`` alone, if given) whose end the right input's CTI
+        has made final, in the order held."""
+        for key, held in list(self.open.items()):
+            if (group is None or key[0] == group) and ops.final_end(held[1], self.ctis):
+                op.emit_end(held[0], held[1])
+                del self.open[key]
+
+
+KEYED_PATTERN = p.FollowedByNode
+"""The pattern's keyed form: a key holds its join key's left events waiting and right events
+not yet matched, fed the output CTI at both inputs. Its matches are points at their right
+event's start, whole, released with the output CTI past it and ranked as the pattern over all
+keys emits them (``tempo.runtime.operators.FollowedBy``); end edges reach it and change
+nothing (a pattern reads starts only)."""
+
 IN_ORDER = (p.AnalyticNode, p.ReleaseNode)
 """The keyed nodes built as an ``Analytic`` (a release is an ``order_by_time`` tying every
 payload): an output goes once a CTI passes its start, the end of an open one as it arrives."""
@@ -269,7 +374,7 @@ payload): an output goes once a CTI passes its start, the end of an open one as 
 
 def keyed_unsupported(node: p.Node) -> str | None:
     """Why ``node``'s operator cannot run one key at a time yet, or None."""
-    if isinstance(node, (*IN_ORDER, p.ClipNode, KEYED_JOIN)):
+    if isinstance(node, (*IN_ORDER, p.ClipNode, KEYED_JOIN, KEYED_ANTI_JOIN, KEYED_PATTERN)):
         return None
     if not isinstance(node, p.WindowNode):
         return f"{type(node).__name__} has no keyed form yet"
@@ -311,7 +416,7 @@ def released_from(node: p.Node, result: KeyedResult) -> int:
     A clipped event goes once a CTI passes its start, its end once a CTI passes it (5.5.2)."""
     if isinstance(node, IN_ORDER):
         return result.cti + 1 if result.ended else result.start + 1
-    if isinstance(node, KEYED_JOIN):  # a pair goes once the output CTI passes its start
+    if isinstance(node, (KEYED_JOIN, KEYED_ANTI_JOIN, KEYED_PATTERN)):  # a pair, a fragment or a match goes once the output CTI passes its start
         return result.start + 1
     if isinstance(node, p.ClipNode):
         return result.end + 1 if result.ended and result.end is not None else result.start + 1
@@ -343,8 +448,10 @@ def release_order(node: p.Node, result: KeyedResult, group: str) -> tuple[Any, .
         return (1, result.start, okey, group, arrival)
     if isinstance(node, p.ReleaseNode):  # the output's own order: by start, then arrival over all keys
         return (1, result.start, result.rank[1])
-    if isinstance(node, KEYED_JOIN):  # by start, then as pushed: the arrival that made the pair, then its place in it
+    if isinstance(node, (KEYED_JOIN, KEYED_PATTERN)):  # by start, then as pushed (a pair) or matched (a match)
         return (1, result.start, result.rank)
+    if isinstance(node, KEYED_ANTI_JOIN):  # as its sweep: by its left event's start and id (AntiJoinTimeline)
+        return (1, result.rank[0], result.rank[1], result.start)
     if isinstance(node, p.ClipNode):  # a group's events of one start in arrival order, as their ids are
         return (1, result.start, group, result.eid)
     if result.closes is not None:  # stamped at an event: the window's results go in order of window
@@ -368,7 +475,7 @@ def placed(node: p.Node, result: KeyedResult, ctis: Sequence[int]) -> list[tuple
     return [(at, result)]
 
 
-TIMED = (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip, ops.Join)
+TIMED = (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip, ops.Join, ops.AntiJoin, ops.FollowedBy)
 """The operators with a keyed form: each says when a key of it is due (``next_release``) and
 whether it holds nothing (``idle``)."""
 
@@ -377,14 +484,16 @@ def keyed_collector(operator: ops.Operator) -> Collector:
     """A ``Collector`` connected to ``operator``, which is set to give its outputs the ids a
     key keeps across runs (an analytic's and a clip's: their events'; a snapshot's: its
     window's start) and, an analytic, to tell each output's rank."""
-    collector = Collector(ids=isinstance(operator, (Analytic, ew.Snapshots, ops.Clip)))
+    collector = Collector(ids=isinstance(operator, (Analytic, ew.Snapshots, ops.Clip, ops.AntiJoin)))
     if isinstance(operator, Analytic):
         operator.keep_ids, operator.tell_rank = True, collector.rank
         operator.arrival = collector.arrived
     if isinstance(operator, ops.Clip):
         operator.keep_ids = True
-    if isinstance(operator, ops.Join):
+    if isinstance(operator, (ops.Join, ops.AntiJoin)):
         operator.arrival, operator.tell_rank, operator.tell_waits = collector.arrived, collector.rank, collector.waits
+    if isinstance(operator, ops.FollowedBy):
+        operator.arrival, operator.tell_rank = collector.arrived, collector.rank
     if isinstance(operator, ew.Snapshots):
         operator.ids_by_start = True
     if isinstance(operator, ops.Window):
@@ -460,7 +569,7 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
             op.insert(item.port, item.eid, item.start, item.end, item.payload)
         elif isinstance(item, End):
             collector.arrival = item.at
-            op.end(0, item.eid, item.end)
+            op.end(item.port, item.eid, item.end)
         elif isinstance(item, Merge):
             assert isinstance(op, ops.Window)
             op.merge(item.key, item.k, item.n, item.values, item.t_max)
@@ -473,14 +582,19 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
 
 
 def cti_in_force(op: ops.Operator) -> int:
-    """The CTI in force at a keyed operator's input: a join's output CTI, which its keys are
-    fed at both inputs (``KEYED_JOIN``), or the CTI the operator received last (none yet:
-    NEG_INF)."""
-    return op.out_cti if isinstance(op, ops.Join) else int(getattr(op, "in_cti", NEG_INF))
+    """The CTI in force at a keyed operator's input: the output CTI of an operator of two
+    inputs (``TWO_INPUTS``), which its keys are fed at both, or the CTI the operator received
+    last (none yet: NEG_INF)."""
+    return op.out_cti if isinstance(op, TWO_INPUTS) else int(getattr(op, "in_cti", NEG_INF))
 
 
 def pass_cti(op: ops.Operator, t: int) -> None:
-    """CTI ``t`` into a keyed operator, at each of its inputs (a join's output CTI at both)."""
+    """CTI ``t`` into a keyed operator, at each of its inputs (the output CTI at both of an
+    operator of two inputs)."""
     op.cti(0, t)
-    if isinstance(op, ops.Join):
+    if isinstance(op, TWO_INPUTS):
         op.cti(1, t)
+
+
+TWO_INPUTS = (ops.Join, ops.AntiJoin, ops.FollowedBy)
+"""The keyed operators of two inputs (``KEYED_JOIN``, ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``)."""

@@ -23,7 +23,7 @@ import functools
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, cast
 
@@ -1031,6 +1031,17 @@ def matching_key(key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | No
     return None if any(k is None for k in key) else key
 
 
+def final_end(at: int, ctis: Sequence[int]) -> bool:
+    """Whether an anti-join's open fragment ending at ``at`` (its first matching right start,
+    or its left event's end) as far as the events held tell ends there now: no right event
+    can start before ``at`` (the right input's CTI at or past it; docs/semantics.md 5.9). The
+    one rule of ``AntiJoin._settle`` and the cluster engine's
+    ``tempo.runtime.keyed.AntiJoinTimeline``. (An open left event's end edge may still come
+    before ``at``, from the left input's CTI on: the fragment then outlives its event, a
+    known flaw, docs/semantics.md 5.9.)"""
+    return at < INF and at <= ctis[1]
+
+
 def output_cti(ctis: list[int], port: int, t: int, out: int) -> int | None:
     """Input ``port``'s CTI ``t`` recorded in ``ctis``: the new output CTI, the least of the
     inputs', if it moved past ``out``; else None."""
@@ -1050,10 +1061,20 @@ class AntiJoin(Operator):
     swept over that span: uncovered stretches become output fragments; a fragment still
     uncovered at ``c`` goes out as a start edge. It is ended by a later sweep, or as soon as
     the right input's CTI passes its end (``_settle``): the first matching right start, or
-    the left's own end, once no right event can start before it.
+    the left's own end, once no right event can start before it (``final_end``).
+
+    Run one join key at a time (``tempo.runtime.keyed``, given ``arrival``), the anti-join is
+    fed the output CTI at both inputs and ends no fragment itself: the driver, which sees
+    every move of the right input's CTI, does (``tempo.runtime.keyed.AntiJoinTimeline``). Each
+    fragment goes out with its left event's id and rank ``(start, id, end)`` (``tell_rank``),
+    whole when the sweep decides its end, else open (``tell_waits(1)``: its end waits for the
+    right input's CTI) with the end the events held give it so far (``_first_end``); a right
+    event, or the end of the left event, that brings an open fragment's end nearer sends that
+    end (``emit_end`` of the left's id), at its arrival (the left's own end told as such:
+    ``tell_waits(0)``).
     """
 
-    WIRING = Operator.WIRING | {"key_fns", "residual", "new_id"}
+    WIRING = Operator.WIRING | {"key_fns", "residual", "new_id", "arrival", "tell_rank", "tell_waits"}
 
     def __init__(
         self,
@@ -1082,11 +1103,15 @@ class AntiJoin(Operator):
         self.right_marks: list[tuple[int, int, Key]] = []  # (time, seq, key)
         self.right_ends: list[tuple[int, int]] = []
         self.seq = itertools.count()
+        self.arrival: Callable[[], int] | None = None
+        self.tell_rank: Callable[[tuple[Any, ...]], None] | None = None
+        self.tell_waits: Callable[[int | None], None] | None = None
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key = matching_key(self.key_fns, port, payload)
         if port == 0:
-            rec = [eid, start, end, payload, key, None, NEG_INF]
+            # (run by key, an eighth: the end its open fragment has so far)
+            rec = [eid, start, end, payload, key, None, NEG_INF, INF]
             self.lefts[eid] = rec
             if key is not None:
                 self.lefts_by_key.setdefault(key, {})[eid] = rec
@@ -1100,7 +1125,12 @@ class AntiJoin(Operator):
             if end is not None:
                 heapq.heappush(self.right_marks, (end, next(self.seq), key))
                 heapq.heappush(self.right_ends, (end, eid))
-            if start <= self.ctis[1]:  # starting at the right CTI: it may settle an open fragment's end
+            if self.arrival is not None:  # run by key: it may bring an open fragment's end nearer
+                for rec in [r for r in self.open_lefts.values() if r[4] == key]:
+                    if self.out_cti <= start < rec[7] and (self.residual is None or self.residual(rec[3], payload)):
+                        rec[7] = start
+                        self.emit_end(rec[0], start)
+            elif start <= self.ctis[1]:  # starting at the right CTI: it may settle an open fragment's end
                 for rec in [r for r in self.open_lefts.values() if r[4] == key]:
                     self._settle(rec)
 
@@ -1110,6 +1140,19 @@ class AntiJoin(Operator):
             if rec is None:
                 return
             rec[2] = end
+            if self.arrival is not None:  # run by key: the driver ends open fragments (AntiJoinTimeline)
+                if rec[5] is not None and end <= rec[7]:
+                    assert self.tell_waits is not None
+                    rec[7] = end  # the end its open fragment has now: the left's own
+                    self.tell_waits(0)
+                    self.emit_end(rec[0], end)
+                if end > self.out_cti:
+                    heapq.heappush(self.left_marks, (end - 1, eid))  # see _end_mark
+                else:  # at the output CTI: its open fragment ends there (the driver's)
+                    rec[5] = None
+                    self.open_lefts.pop(rec[0], None)
+                    self._retire(rec, self.out_cti)
+                return
             if end > self.out_cti:
                 heapq.heappush(self.left_marks, (end - 1, eid))  # see _end_mark
                 if rec[5] is not None:
@@ -1164,19 +1207,27 @@ class AntiJoin(Operator):
         self.open_lefts.pop(rec[0], None)
 
     def _settle_open(self) -> None:
+        if self.arrival is not None:
+            return  # run by key: the driver settles ends (AntiJoinTimeline)
         for rec in list(self.open_lefts.values()):
             self._settle(rec)
 
-    def _settle(self, rec: list[Any]) -> None:
-        """End ``rec``'s open fragment now if the right input's CTI has made its end final:
-        the earliest of the first matching right start at or after the output CTI and the
-        left's own end, once no right event can start before it. Its output is then final up
-        to there, and later sweeps start from it."""
+    def _first_end(self, rec: list[Any], since: int) -> int:
+        """The end of ``rec``'s fragment open at ``since`` as far as the events held tell: the
+        earliest of the first matching right start at or after ``since`` and the left's own
+        end (INF: neither)."""
         at = INF if rec[2] is None else rec[2]
         for rrec in self.rights_by_key.get(rec[4], {}).values() if rec[4] is not None else ():
-            if self.out_cti <= rrec[1] < at and (self.residual is None or self.residual(rec[3], rrec[3])):
+            if since <= rrec[1] < at and (self.residual is None or self.residual(rec[3], rrec[3])):
                 at = rrec[1]
-        if at <= self.ctis[1] and at < INF:
+        return at
+
+    def _settle(self, rec: list[Any]) -> None:
+        """End ``rec``'s open fragment now if the right input's CTI has made its end
+        (``_first_end`` from the output CTI) final (``final_end``). Its output is then final
+        up to there, and later sweeps start from it."""
+        at = self._first_end(rec, self.out_cti)
+        if final_end(at, self.ctis):
             self._end_fragment(rec, at)
             rec[6] = at
 
@@ -1207,8 +1258,10 @@ class AntiJoin(Operator):
         if cursor < hi:
             gaps.append((cursor, hi))
         open_id = rec[5]
+        keyed = self.arrival is not None  # the driver ends open fragments (AntiJoinTimeline)
         if open_id is not None and not (gaps and gaps[0][0] == lo):
-            self.emit_end(open_id, lo)  # covered from the start of this span
+            if not keyed:
+                self.emit_end(open_id, lo)  # covered from the start of this span
             open_id = None
         closes_at_end = end is not None and end <= c
         for i, (gs, ge) in enumerate(gaps):
@@ -1216,10 +1269,20 @@ class AntiJoin(Operator):
             reaches_span_end = ge == hi and not closes_at_end
             if continuing:
                 if not reaches_span_end:
-                    self.emit_end(open_id, ge)
+                    if not keyed:
+                        self.emit_end(open_id, ge)
                     open_id = None
                 continue
-            if reaches_span_end:
+            if keyed:
+                assert self.tell_rank is not None and self.tell_waits is not None
+                self.tell_rank((start, rec[0], end))
+                if reaches_span_end:
+                    open_id, rec[7] = rec[0], self._first_end(rec, c)
+                    self.tell_waits(1)
+                    self.emit_insert(open_id, gs, rec[7] if rec[7] < INF else None, payload)
+                else:
+                    self.emit_insert(rec[0], gs, ge, payload)
+            elif reaches_span_end:
                 open_id = self.new_id()
                 self.emit_insert(open_id, gs, None, payload)
             else:
@@ -1230,6 +1293,19 @@ class AntiJoin(Operator):
         else:
             self.open_lefts[rec[0]] = rec
         self._retire(rec, c)
+
+    def idle(self) -> bool:
+        """Whether the anti-join holds no event of either input."""
+        return not (self.lefts or self.rights)
+
+    def next_release(self) -> int | None:
+        """The least output CTI at which the anti-join would sweep a left event (past a start
+        or an end of it or of a right event of its key: a mark) or drop a right event no
+        later left can meet (at its end), or None."""
+        dues = [heap[0][0] + 1 for heap in (self.left_marks, self.right_marks) if heap]
+        if self.right_ends:
+            dues.append(self.right_ends[0][0])
+        return max(min(dues), self.out_cti + 1) if dues else None  # an end at the output CTI is swept at the next
 
     def _retire(self, rec: list[Any], c: int) -> None:
         if rec[2] is not None and rec[2] <= c:
@@ -1248,9 +1324,14 @@ class FollowedBy(Operator):
     Then each right event, in that order, completes every waiting left event it follows
     (``a.start < b.start < a.start + within``, the residual holding) that nothing completed
     before: a left event's first such right event. Left events no future right event can
-    follow (``start + within`` at or before the CTI) are forgotten."""
+    follow (``start + within`` at or before the CTI) are forgotten.
 
-    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "order", "within", "new_id"}
+    Run one join key at a time (``tempo.runtime.keyed``), the pattern orders its right events
+    by their arrival over all keys (``arrival``) and tells each match's rank (``tell_rank``:
+    the right event's start, payload order and arrival, the match's place among its
+    matches), the order in which the pattern over all keys emits it."""
+
+    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "order", "within", "new_id", "arrival", "tell_rank"}
 
     def __init__(
         self,
@@ -1269,6 +1350,8 @@ class FollowedBy(Operator):
         self.seq = itertools.count()
         self.ctis = [NEG_INF, NEG_INF]
         self.out_cti = NEG_INF
+        self.arrival: Callable[[], int] | None = None
+        self.tell_rank: Callable[[tuple[Any, ...]], None] | None = None
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         key = matching_key(self.key_fns, port, payload)
@@ -1277,7 +1360,8 @@ class FollowedBy(Operator):
         if port == 0:
             self.lefts.setdefault(key, []).append((start, payload))
         else:
-            heapq.heappush(self.rights, (start, self.order(payload), next(self.seq), key, payload))
+            seq = next(self.seq) if self.arrival is None else self.arrival()
+            heapq.heappush(self.rights, (start, self.order(payload), seq, key, payload))
 
     def end(self, port: int, eid: int, end: int) -> None:
         return None  # a pattern reads starts only
@@ -1287,13 +1371,15 @@ class FollowedBy(Operator):
         if c is None:
             return
         while self.rights and self.rights[0][0] < c:
-            b_start, _, _, key, b = heapq.heappop(self.rights)
+            b_start, b_order, b_seq, key, b = heapq.heappop(self.rights)
             waiting = self.lefts.get(key)
             if not waiting:
                 continue
             left: list[tuple[int, Any]] = []
-            for a_start, a in waiting:
+            for place, (a_start, a) in enumerate(waiting):
                 if a_start < b_start < a_start + self.within and (self.residual is None or self.residual(a, b)):
+                    if self.tell_rank is not None:
+                        self.tell_rank((b_start, b_order, b_seq, place))
                     self.emit_insert(self.new_id(), b_start, b_start + 1, self.projection(a, b))
                 else:
                     left.append((a_start, a))
@@ -1306,6 +1392,18 @@ class FollowedBy(Operator):
                 del self.lefts[key]
         self.out_cti = c
         self.emit_cti(c)
+
+    def idle(self) -> bool:
+        """Whether the pattern holds no event waiting."""
+        return not (self.lefts or self.rights)
+
+    def next_release(self) -> int | None:
+        """The least output CTI at which the pattern would match a right event (the first past
+        its start) or forget a left one (at its start plus ``within``), or None."""
+        dues = [s + self.within for waiting in self.lefts.values() for s, _ in waiting]
+        if self.rights:
+            dues.append(self.rights[0][0] + 1)
+        return min(dues) if dues else None
 
 
 class Egress(Operator):

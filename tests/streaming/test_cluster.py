@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -242,9 +242,8 @@ def _union_with_itself(s: Stream[Reading]) -> Stream[Session]:
 
 def _uncovered(s: Stream[Reading]) -> Stream[Reading]:
     """The stretches of each reading during which no reading of device 1 of its site, moved
-    2 s later and made 4 s long, is alive: the driver runs the anti-join item by item (its
-    sides on the driver), its fragments' start edges and ends go to the output's release
-    by key."""
+    2 s later and made 4 s long, is alive: the anti-join runs keyed by site on the executors,
+    the driver ending its open fragments where the right input's CTI does."""
     return s.anti_join(
         s.where(lambda r: r.device == 1).shift_event_time(timedelta(seconds=2)).alter_event_duration(timedelta(seconds=4)),
         lambda a, b: a.site == b.site,
@@ -252,8 +251,9 @@ def _uncovered(s: Stream[Reading]) -> Stream[Reading]:
 
 
 def _uncovered_sessions(s: Stream[Reading]) -> Stream[Session]:
-    """Sessions per device over ``_uncovered``'s fragments: an end decided by the right
-    input reaches the session's key by its fragment's id."""
+    """Sessions per device over ``_uncovered``'s fragments: the anti-join runs item by item on
+    the driver below the sessions; an end decided by the right input reaches the session's
+    key by its fragment's id."""
     return _sessions(_uncovered(s))
 
 
@@ -266,7 +266,7 @@ def _window_beside(s: Stream[Reading]) -> Stream[Reading]:
 
 def _followed(s: Stream[Reading]) -> Stream[Reading]:
     """A reading of device 0 followed within 6 s by one of device 1 of its site: a point at
-    the second, its value the first's (the pattern's pending matches on the driver)."""
+    the second, its value the first's (the pattern keyed by site on the executors)."""
     return s.where(lambda r: r.device == 0).followed_by(
         s.where(lambda r: r.device == 1), lambda a, b: a.site == b.site, timedelta(seconds=6),
         lambda a, b: Reading(device=b.device, value=a.value, site=a.site),
@@ -311,7 +311,7 @@ OWN_CASES = [  # sessions, count windows, and windows whose events reach the exe
     # A stream two operators read: item by item on the driver below the keyed node.
     Case("a self-join, no window, count, drop", 3, 2, AdvanceTimePolicy.DROP, EventShape.POINT, True, _self_join),
     Case("a union of a stream with itself, period, adjust: sessions", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, False, _union_with_itself),
-    # Anti-joins and patterns: item by item on the driver below the keyed node.
+    # Anti-joins and patterns: keyed by their join key, or item by item on the driver below a window.
     Case("an anti-join, no window, count, drop, intervals", 4, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _uncovered),
     Case("an anti-join of edges, period, adjust: sessions", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _uncovered_sessions),
     Case("a pattern, no window, count, adjust", 3, 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, True, _followed),
@@ -481,9 +481,13 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert keyed(_sessions(_self_join(readings).union(other))) == "WindowNode"  # joins and unions in sequence below it
     beside = _sessions(readings).join(other, lambda a, b: a.device == b.device, lambda a, b: b)
     assert keyed(beside) == "ReleaseNode"  # the other input would reach the output around the window
-    assert keyed(readings.anti_join(other, lambda a, b: a.device == b.device)) == "ReleaseNode"
+    assert keyed(readings.anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"
+    assert keyed(edges.anti_join(edges, lambda a, b: a.device == b.device)) == "AntiJoinNode"  # end edges reach its keys
+    assert keyed(_self_join(intervals).anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"  # the ends of a join's open pairs too
+    assert keyed(edges.followed_by(edges, lambda a, b: a.device == b.device, timedelta(seconds=5), lambda a, b: b)) == "FollowedByNode"  # it reads starts only
+    assert keyed(_self_join(readings).anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"  # a join below it
     assert keyed(_uncovered_sessions(readings)) == "WindowNode"  # an anti-join below it, on the driver
-    assert keyed(_followed(readings)) == "ReleaseNode"
+    assert keyed(_followed(readings)) == "FollowedByNode"
     assert keyed(_window_beside(readings)) == "ReleaseNode"
     released = cluster_query(Query.build(_window_beside(readings).node))
     assert isinstance(released.root, ReleaseNode) and cluster_query(released) is released  # the engine asks again: one release
@@ -778,6 +782,39 @@ class KeyedPair:
     right: float
 
 
+def _keyed_intervals() -> tuple[datetime, Callable[[float], datetime], pa.Schema, list[list[dict[str, Any]]]]:
+    """The join's and the anti-join's hand timeline on intervals (seconds; ``inf``: ending at
+    infinity): the base time, seconds to times, the schema and the two files' rows,
+
+        file 0:  a [1, inf) 1.0    b [2, 9) 2.0
+        file 1:  a [3, 6) 3.0      c [4, 5) 1.0    b [7, 8) 5.0    c [10, 12) 4.0"""
+    from tempo import INFINITY
+
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def at(seconds: float) -> datetime:
+        return INFINITY if seconds == float("inf") else base + timedelta(seconds=seconds)
+
+    utc = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("seq", pa.int64()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
+    items = [[(1, float("inf"), "a", 1.0), (2, 9, "b", 2.0)], [(3, 6, "a", 3.0), (4, 5, "c", 1.0), (7, 8, "b", 5.0), (10, 12, "c", 4.0)]]
+    files = [[{"ts": at(s), "until": at(e), "key": k, "value": v} for s, e, k, v in part] for part in items]
+    for seq, row in enumerate(row for part in files for row in part):
+        row["seq"] = seq
+    return base, at, schema, files
+
+
+def _keyed_shape_of(query: Callable[[Any], Stream[Any]], shape: EventShape) -> str:
+    """The kind of node the cluster engine runs keyed in ``query`` over readings of ``shape``
+    grouped by key, or why it takes none."""
+    from tempo.plan.query import Query
+    from tempo.spark.streaming.cluster import cluster_shape
+
+    readings = Stream.create("readings", [], shape, payload_type=Keyed)
+    found = cluster_shape(Query.build(query(readings.group_by(lambda r: r.key)).node))
+    return found if isinstance(found, str) else type(found.window).__name__
+
+
 def _paired(grouped: Any) -> Stream[KeyedPair]:
     """The readings joined with those above 1.5 of their key: no window above the join."""
     readings: Stream[Keyed] = grouped._stream
@@ -801,31 +838,10 @@ def test_a_join_keyed_by_its_join_key_gives_its_pairs_and_their_ends_in_order(sp
     whose CTI decides its end; the driver splits it where the join over all keys did. The
     committed output is the in-memory executor's item for item (a join's output goes by start,
     then as the join pushed its pairs, the ends where its inputs' CTIs settle them)."""
-    from datetime import datetime, timezone
-
-    from tempo import INFINITY
     from tempo.events import EdgeEnd, EdgeStart
-    from tempo.plan.query import Query
-    from tempo.spark.streaming.cluster import cluster_shape
 
-    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-    def at(seconds: float) -> datetime:
-        return INFINITY if seconds == float("inf") else base + timedelta(seconds=seconds)
-
-    utc = pa.timestamp("us", tz="UTC")
-    schema = pa.schema([("seq", pa.int64()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
-    items = [[(1, float("inf"), "a", 1.0), (2, 9, "b", 2.0)], [(3, 6, "a", 3.0), (4, 5, "c", 1.0), (7, 8, "b", 5.0), (10, 12, "c", 4.0)]]
-    files = [[{"ts": at(s), "until": at(e), "key": k, "value": v} for s, e, k, v in part] for part in items]
-    for seq, row in enumerate(row for part in files for row in part):
-        row["seq"] = seq
-
-    def shape_of(shape: EventShape) -> Any:
-        readings = Stream.create("readings", [], shape, payload_type=Keyed)
-        found = cluster_shape(Query.build(_paired(readings.group_by(lambda r: r.key)).node))
-        return found if isinstance(found, str) else type(found.window).__name__
-
-    assert shape_of(EventShape.INTERVAL) == "JoinNode" and shape_of(EventShape.EDGE) == "ReleaseNode"
+    base, at, schema, files = _keyed_intervals()
+    assert _keyed_shape_of(_paired, EventShape.INTERVAL) == "JoinNode" and _keyed_shape_of(_paired, EventShape.EDGE) == "ReleaseNode"
     committed, whole = _flushed_on_the_cluster(
         spark_session, tmp_path, files, schema, EventShape.INTERVAL, _paired, Keyed, KeyedPair, restarts=thorough(), end="until",
     )
@@ -838,6 +854,99 @@ def test_a_join_keyed_by_its_join_key_gives_its_pairs_and_their_ends_in_order(sp
         (2, 9, KeyedPair("b", 2.0, 2.0)), (3, 6, KeyedPair("a", 3.0, 3.0)), (7, 8, KeyedPair("b", 2.0, 5.0)), (7, 8, KeyedPair("b", 5.0, 2.0)),
         (7, 8, KeyedPair("b", 5.0, 5.0)), (10, 12, KeyedPair("c", 4.0, 4.0)),
     ], key=repr), whole_pairs
+
+
+def _uncovered_by_key(grouped: Any) -> Stream[Keyed]:
+    """The stretches of each reading during which no reading of its key above 1.5, moved 2 s
+    later, is alive: no window above the anti-join."""
+    readings: Stream[Keyed] = grouped._stream
+    return readings.anti_join(readings.where(lambda r: r.value > 1.5).shift_event_time(timedelta(seconds=2)), lambda a, b: a.key == b.key)
+
+
+@pytest.mark.slow  # its twin of edges below runs by default: the same mechanisms and more
+def test_an_anti_join_keyed_by_its_join_key_ends_its_fragments_where_the_right_inputs_cti_does(spark_session: Any, tmp_path: Path) -> None:
+    """An anti-join with no window above it runs keyed by its join key on the executors, both
+    inputs' events in the state store (with ``--run-slow``, across restarts). Intervals
+    (seconds), a CTI at each start (the right input's 2 s later), the flush at infinity:
+
+        file 0:  a [1, inf) 1.0    b [2, 9) 2.0
+        file 1:  a [3, 6) 3.0      c [4, 5) 1.0    b [7, 8) 5.0    c [10, 12) 4.0
+
+    The right input: b [4, 11), a [5, 8), b [9, 10), c [12, 14). Fragments: a [1, 5) and
+    [8, inf) of the first reading, b [2, 4), a [3, 5), c [4, 5), c [10, 12); b [7, 8) is
+    covered whole. a [1, 5) goes out open at the CTI at 1; a [5, 8) arriving (right CTI 4)
+    brings its end to 5, which the right input's CTI alone makes final when it reaches 5,
+    before the output CTI at 3: its end goes out there. a [8, inf) goes out open at the CTI
+    at 10 and is never ended. The committed output is the in-memory executor's item for item."""
+    from tempo.events import EdgeEnd, EdgeStart
+
+    base, at, schema, files = _keyed_intervals()
+    assert _keyed_shape_of(_uncovered_by_key, EventShape.INTERVAL) == "AntiJoinNode" == _keyed_shape_of(_uncovered_by_key, EventShape.EDGE)
+    committed, whole = _flushed_on_the_cluster(
+        spark_session, tmp_path, files, schema, EventShape.INTERVAL, _uncovered_by_key, Keyed, Keyed, restarts=thorough(), end="until",
+    )
+    assert repr(committed) == repr(whole)
+    first = [(type(r).__name__, r.start, getattr(r, "end", None)) for r in committed if not isinstance(r, Cti) and r.payload == Keyed("a", 1.0)]
+    assert first == [("EdgeStart", at(1), None), ("EdgeEnd", at(1), at(5)), ("EdgeStart", at(8), None)], first
+    ctis = [r.timestamp for r in committed if isinstance(r, Cti)]
+    end_at = next(i for i, r in enumerate(committed) if isinstance(r, EdgeEnd))
+    assert [r.timestamp for r in committed[:end_at] if isinstance(r, Cti)] == [at(1), at(2)] and ctis[2] == at(3)  # between the output CTIs at 2 and 3
+    spans = sorted(((r.start - base).seconds, (r.end - base).seconds, r.payload.key) for r in committed if not isinstance(r, (Cti, EdgeStart, EdgeEnd)))
+    assert spans == [(2, 4, "b"), (3, 5, "a"), (4, 5, "c"), (10, 12, "c")], spans
+    assert not any(isinstance(r, EdgeStart) and r.payload.key != "a" for r in committed)
+
+
+def test_an_anti_join_of_edges_keyed_by_its_join_key_ends_its_fragments_where_memory_does(spark_session: Any, tmp_path: Path) -> None:
+    """An anti-join of edges on the executors: the ends of both inputs' events reach their
+    keys; a left event's own end, and a right event's start, bring an open fragment's end
+    nearer at their arrival, which the driver ends at once if the right input's CTI is past it,
+    else at the move of that CTI that reaches it. The readings of ``_uncovered_by_key``, as
+    edges (seconds), a CTI at each start (the right input's 2 s later):
+
+        file 0:  a1 from 1    b2 from 2
+        file 1:  a3 from 3   a1 ends 6   c1 from 4   d1 from 5   e1 from 6   d1 ends 8
+                 b2 ends 9   a3 ends 7   c4 from 10  e1 ends 12
+
+    (a1 is key a, value 1.0; values above 1.5 make the right input: b from 4 to 11, a from 5
+    to 9, c from 12.) Out: a1's fragment from 1 (open at the CTI at 1) ends at 5 when the
+    right CTI reaches 5, before the output CTI at 3; b [2, 4) and a [3, 5); c1's from 4 (open
+    at the CTI at 5) ends at 12 when the right CTI reaches 12, before the output CTI at 10;
+    d1's from 5 (open at the CTI at 6) ends at 8 at the arrival of its own end (the right CTI
+    at 8 already); e1's from 6 (open at the CTI at 10) ends at 12 at its end's arrival; c [10, 12)
+    at the flush. The committed output is the in-memory executor's item for item."""
+    from datetime import datetime, timezone
+
+    from tempo.events import EdgeEnd, EdgeStart
+
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def at(seconds: float | None) -> datetime | None:
+        return None if seconds is None else base + timedelta(seconds=seconds)
+
+    utc = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
+    items = [
+        [("start", 1, None, "a", 1.0), ("start", 2, None, "b", 2.0)],
+        [("start", 3, None, "a", 3.0), ("end", 1, 6, "a", 1.0), ("start", 4, None, "c", 1.0), ("start", 5, None, "d", 1.0), ("start", 6, None, "e", 1.0),
+         ("end", 5, 8, "d", 1.0), ("end", 2, 9, "b", 2.0), ("end", 3, 7, "a", 3.0), ("start", 10, None, "c", 4.0), ("end", 6, 12, "e", 1.0)],
+    ]
+    files = [[{"kind": kind, "ts": at(s), "until": at(e), "key": k, "value": v} for kind, s, e, k, v in part] for part in items]
+    for seq, row in enumerate(row for part in files for row in part):
+        row["seq"] = seq
+
+    committed, whole = _flushed_on_the_cluster(
+        spark_session, tmp_path, files, schema, EventShape.EDGE, _uncovered_by_key, Keyed, Keyed, restarts=thorough(), end="until", kind="kind",
+    )
+    assert repr(committed) == repr(whole)
+    seen = [
+        ("cti", r.timestamp) if isinstance(r, Cti) else (type(r).__name__, r.payload.key, (r.start - base).seconds, None if isinstance(r, EdgeStart) else (r.end - base).seconds)
+        for r in committed if not (isinstance(r, Cti) and r.timestamp.year == 9999)
+    ]
+    assert seen == [
+        ("cti", at(1)), ("EdgeStart", "a", 1, None), ("cti", at(2)), ("EdgeEnd", "a", 1, 5), ("Interval", "b", 2, 4), ("cti", at(3)),
+        ("Interval", "a", 3, 5), ("cti", at(4)), ("EdgeStart", "c", 4, None), ("cti", at(5)), ("EdgeStart", "d", 5, None), ("cti", at(6)),
+        ("EdgeEnd", "d", 5, 8), ("EdgeEnd", "c", 4, 12), ("EdgeStart", "e", 6, None), ("cti", at(10)), ("EdgeEnd", "e", 6, 12), ("Interval", "c", 10, 12),
+    ], seen
 
 
 @attrs.frozen

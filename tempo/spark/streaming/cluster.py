@@ -44,6 +44,7 @@ but for the order of a window's groups among themselves, which the semantics lea
 from __future__ import annotations
 
 import os
+import itertools
 import pickle
 import signal
 import threading
@@ -69,7 +70,7 @@ from tempo.runtime.bulk import (
     JOIN_KEY_TYPES, STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
 )
 from tempo.runtime.keyed import (
-    IN_ORDER, KEYED_NODES, JoinTimeline, KeyedResult, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, restamp,
+    IN_ORDER, KEYED_NODES, AntiJoinTimeline, JoinTimeline, KeyedResult, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, restamp,
 )
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
@@ -86,7 +87,7 @@ from tempo.spark.streaming.executor import (
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, JOIN_KEY, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, PAYLOAD, PORT, POSITION,
     RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
-    join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
+    MATCHING, join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
@@ -110,17 +111,19 @@ WAIT_SECONDS = 600.0
 """How long ``process_all_available`` waits for the work query to release a stage batch."""
 
 
-Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode | p.ReleaseNode | p.JoinNode
+Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode | p.ReleaseNode | p.JoinNode | p.AntiJoinNode | p.FollowedByNode
 """The stateful node the cluster engine runs one key at a time (``tempo.runtime.keyed``)."""
-DriverOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip | ops.Join
-DRIVER_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip, ops.Join)
+Matching = p.JoinNode | p.AntiJoinNode | p.FollowedByNode
+"""A keyed node of two inputs, keyed by its join key (``_join_shape``, ``MATCHING``)."""
+DriverOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip | ops.Join | ops.AntiJoin | ops.FollowedBy
+DRIVER_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip, ops.Join, ops.AntiJoin, ops.FollowedBy)
 """The driver's operators in the place of a ``Keyed`` node: each holds nothing there, and
 passes on the CTIs it receives and the results the executors give back."""
 
 
 def cluster_query(query: Query) -> Query:
     """The query the cluster engine runs: ``query`` when a node of it with a keyed form runs
-    on the executors (``_keyed_shape``, or a join: ``_join_shape``), else ``query`` under a ``ReleaseNode``, which holds
+    on the executors (``_keyed_shape``, or a join, an anti-join or a pattern: ``_join_shape``), else ``query`` under a ``ReleaseNode``, which holds
     what its output would (the events waiting for a CTI past their start) by key on the
     executors and changes nothing it releases. (A query under a release is its own: the API
     never builds one.)"""
@@ -135,9 +138,9 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     one join of them all (``reaching_shape``), or through any plan of such operators, joins,
     anti-joins and patterns run item by item on the driver (``_below_on_the_driver``), the
     node's state and work on the executors; anything may follow it (run on the driver, on
-    its results). A query without such a node whose inputs reach a join through such
-    operators, no end edge among them, has the join keyed by its join key on the executors
-    (``_join_shape``). Any other query runs under a release (``ReleaseNode``), the whole plan
+    its results). A query without such a node whose inputs reach a join, an anti-join (no end
+    edge among them) or a pattern through such operators and joins has it keyed by its join
+    key on the executors (``_join_shape``). Any other query runs under a release (``ReleaseNode``), the whole plan
     below it item by item on the driver, as the driver engine runs it, and the output's
     waiting events by key on the executors. The node is called the window below."""
     return _placed(query)[1]
@@ -212,15 +215,17 @@ BELOW_A_KEYED_JOIN = (p.SourceNode, p.UnionNode, p.JoinNode, *STATELESS)
 event open (an anti-join's fragments, a pattern's matches)."""
 
 
-def _join_shape(query: Query) -> BulkShape[p.JoinNode] | str:
-    """The lowest join every input reaches through ``BELOW_A_KEYED_JOIN``'s operators (run
-    item by item on the driver) and that nothing else reads, when it runs keyed by its join
-    key (``tempo.runtime.keyed.KEYED_JOIN``): no end edge reaches it (``_ends_reach``), no
-    input has substreams, and its keys are of a type keyed alike everywhere; else why not.
-    What follows it runs on the driver over its pairs."""
+def _join_shape(query: Query) -> BulkShape[Matching] | str:
+    """The lowest join, anti-join or pattern every input reaches through
+    ``BELOW_A_KEYED_JOIN``'s operators (run item by item on the driver) and that nothing else
+    reads, when it runs keyed by its join key (``tempo.runtime.keyed.KEYED_JOIN``,
+    ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``): no end edge reaches a join (``_ends_reach``; an
+    anti-join's key takes ends, a pattern reads starts only), no input has substreams, and its
+    keys are of a type keyed alike everywhere; else why not. What follows it runs on the
+    driver over its results."""
     consumers = consumers_of(query)
     for index, node in enumerate(query.nodes):
-        if not isinstance(node, p.JoinNode):
+        if not isinstance(node, (p.JoinNode, p.AntiJoinNode, p.FollowedByNode)):
             continue
         below = {id(n): n for side in node.inputs() for n in side.subtree()}
         if not (
@@ -229,10 +234,11 @@ def _join_shape(query: Query) -> BulkShape[p.JoinNode] | str:
             and all(id(c) in below or c is node for n in below.values() for c in consumers[id(n)])
         ):
             continue
-        if any(_ends_reach(query, side) for side in node.inputs()):
-            return "end edges reach its join (edges, or the open pairs of a join below it), whose keyed form does not take them yet"
+        kind = "join" if isinstance(node, p.JoinNode) else "anti-join" if isinstance(node, p.AntiJoinNode) else "pattern"
+        if isinstance(node, p.JoinNode) and any(_ends_reach(query, side) for side in node.inputs()):
+            return f"end edges reach its {kind} (edges, or the open pairs of a join below it), whose keyed form does not take them yet"
         if any(s.over is not None for s in query.sources):
-            return "its join's inputs have substreams"
+            return f"its {kind}'s inputs have substreams"
         for pair in node.keys:
             for key in pair:
                 if key.dtype not in JOIN_KEY_TYPES:
@@ -242,7 +248,7 @@ def _join_shape(query: Query) -> BulkShape[p.JoinNode] | str:
 
 
 def _ends_reach(query: Query, node: p.Node) -> bool:
-    """Whether end edges may come out of ``node`` (an input of a keyed join): an input of
+    """Whether end edges may come out of ``node`` (an input of a keyed join or anti-join): an input of
     edges, or a join of lifetimes that may be open (an event ending at infinity makes an open
     pair, which ends when an input's CTI passes the other event's end), below it."""
     if isinstance(node, p.SourceNode):
@@ -301,7 +307,12 @@ events that reached the window: event id -> (the stage batch of its event, its p
 
 JOIN_TIMELINE = "cluster.join_timeline"
 """The name of the work query's engine's attached state holding a keyed join's
-``JoinTimeline``: its inputs' CTIs and the pairs given out as start edges whose ends wait."""
+``JoinTimeline`` (its inputs' CTIs and the pairs given out as start edges whose ends wait),
+or a keyed anti-join's ``AntiJoinTimeline`` (its inputs' CTIs and open fragments)."""
+NEARER_ENDS = "cluster.nearer_ends"
+"""The name of the work query's engine's attached state holding the nearer ends a keyed
+anti-join's keys gave (at a right event's arrival: its stage batch and place in it) before
+the CTI rows of that stage batch came back: (stage batch, place, group, result)."""
 
 
 OPEN_OUTPUTS = "cluster.open_outputs"
@@ -326,24 +337,31 @@ class _WindowFeed(ops.Operator):
         self.batch = -1
         """The stage batch being recorded."""
         self.ctis: list[int] = []
-        self.moves: list[tuple[int, int]] = []
-        """A keyed join's: beside each of ``ctis`` (the output CTI after it), the move of an
-        input's CTI, (input, CTI), which the driver's ``JoinTimeline`` reads."""
+        self.moves: list[tuple[int, int, int]] = []
+        """A keyed join's or anti-join's: beside each of ``ctis`` (the output CTI after it),
+        the move of an input's CTI, (input, CTI, the number of events recorded before it),
+        which the driver's ``JoinTimeline`` or ``AntiJoinTimeline`` reads."""
         self.events: list[Reached] = []
         """What reached the window in the batch, in arrival order."""
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         window = self.window
-        if isinstance(window, ops.Join):
+        if isinstance(window, (ops.Join, ops.AntiJoin, ops.FollowedBy)):
             key = ops.matching_key(window.key_fns, port, payload)
-            if key is not None:  # a null key matches nothing
-                self.events.append(Reached(INSERT, eid, start, end, payload, window.out_cti, port, join_key_name(key)))
+            name = join_key_name(key) if key is not None else f"null {eid}" if port == 0 and isinstance(window, ops.AntiJoin) else None
+            if name is None:
+                return  # a null key matches nothing (an anti-join's left event: never covered, a key of its own)
+            if end is None and isinstance(window, ops.AntiJoin):  # its end goes to its key
+                self.open[eid] = (self.batch, (port, name))
+            self.events.append(Reached(INSERT, eid, start, end, payload, window.out_cti, port, name))
             return
         if end is None:
             self.open[eid] = (self.batch, payload)
         self.events.append(Reached(INSERT, eid, start, end, payload, window.in_cti))
 
     def end(self, port: int, eid: int, end: int) -> None:
+        if isinstance(self.window, ops.FollowedBy):
+            return  # a pattern reads starts only
         if isinstance(self.window, ops.Join):
             raise AssertionError("cluster engine: an end edge reached a keyed join, which no end edge reaches (_ends_reach)")
         opened = self.open.get(eid)
@@ -352,16 +370,21 @@ class _WindowFeed(ops.Operator):
         if end < INF:  # an end at infinity leaves the event open, as at the window
             del self.open[eid]
         batch, payload = opened
+        if isinstance(self.window, ops.AntiJoin):  # to its event's key: (input, join key's name)
+            port, name = payload
+            self.events.append(Reached(END_EDGE, eid, batch, end, None, self.window.out_cti, port, name))
+            return
         self.events.append(Reached(END_EDGE, eid, batch, end, payload, self.window.in_cti))
 
     def cti(self, port: int, t: int) -> None:
         window = self.window
-        if isinstance(window, ops.Join):  # its keys hear its output CTI; the driver every move of an input's
-            moved = window.sides[port].cti
+        if isinstance(window, (ops.Join, ops.AntiJoin, ops.FollowedBy)):  # its keys hear its output CTI; the driver every move of an input's
+            ctis = [side.cti for side in window.sides] if isinstance(window, ops.Join) else window.ctis
+            moved = ctis[port]
             window.cti(port, t)
-            if window.sides[port].cti > moved:
+            if t > moved:
                 self.ctis.append(window.out_cti)
-                self.moves.append((port, t))
+                self.moves.append((port, t, len(self.events)))
             return
         window.cti(port, t)
         if not self.ctis or t > self.ctis[-1]:
@@ -405,9 +428,9 @@ class Stage:
         window = shape.window
         self.keys = staged_keys(window)
         self.payload_type = window.inputs()[0].payload_type
-        self.joined = isinstance(window, p.JoinNode)
-        """Whether the stage holds a keyed join's events: both inputs', their payloads pickled
-        (``PORT``, ``JOIN_KEY``, ``PAYLOAD``)."""
+        self.joined = isinstance(window, MATCHING)
+        """Whether the stage holds a keyed join's, anti-join's or pattern's events: both
+        inputs', their payloads pickled (``PORT``, ``JOIN_KEY``, ``PAYLOAD``)."""
         self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
         self.runs = isinstance(window, p.WindowNode) and runs_unmergeable(window) is None
         self.open_lifetimes = may_reach_infinity(query, shape.window)
@@ -488,15 +511,16 @@ class Stage:
         )
 
     def _joined(self, batch: int, events: list[Reached]) -> DataFrame:
-        """``recorded`` for a keyed join: each event with its input, its join key's name and
-        its payload's wire values, pickled."""
+        """``recorded`` for a keyed join, anti-join or pattern: each event with its input, its
+        join key's name and its payload's wire values, pickled (an anti-join's end edge: its
+        event's input and key, no payload)."""
         long = st.LongType()
         schema = st.StructType(
             [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
             + [st.StructField(PORT, st.IntegerType()), st.StructField(JOIN_KEY, st.StringType()), st.StructField(PAYLOAD, st.BinaryType())]
         )
         rows = [
-            (r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), r.port, r.key, pickle.dumps(to_wire(r.payload)))
+            (r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), r.port, r.key, None if r.item == END_EDGE else pickle.dumps(to_wire(r.payload)))
             for i, r in enumerate(events)
         ]
         return self.spark.createDataFrame(rows, schema).select(
@@ -504,14 +528,15 @@ class Stage:
             F.lit(batch).cast("long").alias(BATCH), PORT, JOIN_KEY, PAYLOAD,
         )
 
-    def markers(self, batch: int, ctis: list[int], shared: Shared | None = None, moves: list[tuple[int, int]] | None = None) -> DataFrame:
+    def markers(self, batch: int, ctis: list[int], shared: Shared | None = None, moves: list[tuple[int, int, int]] | None = None) -> DataFrame:
         """The batch's CTI rows; with ``shared``, a ``SHARED`` row for every bucket; with
-        ``moves`` (a keyed join's, one per CTI row), each row's place in the batch
-        (``POSITION``) and move of an input's CTI (``PORT``, ``START``)."""
+        ``moves`` (a keyed join's or anti-join's, one per CTI row), each row's place among
+        them (``POSITION``), its move of an input's CTI (``PORT``, ``START``) and the number
+        of the batch's events before it (``END``)."""
         assert self.schema is not None
         rows: list[dict[str, Any]] = [{ITEM: CTI_ROW, EID: batch, CTI: c, WATERMARK: stage_watermark(c), LANE: CTI_LANE, BATCH: batch} for c in ctis]
-        for position, (row, (port, t)) in enumerate(zip(rows, moves or [])):
-            row.update({POSITION: position, PORT: port, START: t})
+        for position, (row, (port, t, before)) in enumerate(zip(rows, moves or [])):
+            row.update({POSITION: position, PORT: port, START: t, END: before})
         if shared is not None:
             before, last_cti, latest = shared
             buckets = KEY_BUCKETS if self.keys else 1  # a window without keys is bucket 0's alone
@@ -544,7 +569,7 @@ class Stage:
 
     def write(
         self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch, shared: Shared | None = None,
-        moves: list[tuple[int, int]] | None = None,
+        moves: list[tuple[int, int, int]] | None = None,
     ) -> None:
         """Stage batch ``batch``, once: its side file, then its stage file, which a reader of
         the folder sees whole or not at all (written aside, then moved in). A batch run again
@@ -827,7 +852,8 @@ class WorkRunner(_Batches, Generic[T]):
         assert isinstance(window, DRIVER_OPERATORS)
         col = {name: table.column(name).to_pylist() for name in table.column_names}
         kinds = col[OUT_KIND]
-        # (stage batch, CTI, and a keyed join's place in the batch and move of an input's CTI)
+        # (stage batch, CTI, and a keyed join's or anti-join's place among them, move of an
+        # input's CTI and the number of the batch's events before it)
         markers = sorted((col[OUT_START][i], col[RELEASED_BY][i], *read_move(col[RANK][i], col[OUT_END][i])) for i in range(table.num_rows) if kinds[i] == MARKER)
         ctis = [m[1] for m in markers]
         fields = [f for f in table.column_names if f not in RESULT_COLUMNS]
@@ -835,6 +861,7 @@ class WorkRunner(_Batches, Generic[T]):
         # Each result goes before the first of the batch's CTIs that released it in memory;
         # the ends an analytic's keys passed on after the batch's last CTI go after it.
         released: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
+        nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if isinstance(window, ops.AntiJoin) else []
         latest = self.latest
         for i in range(table.num_rows):
             if kinds[i] == LATEST:
@@ -845,6 +872,10 @@ class WorkRunner(_Batches, Generic[T]):
             payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             group = col[GROUP][i]
+            if isinstance(window, ops.AntiJoin) and result.ended:  # a nearer end, at its right event's arrival
+                arrival = result.rank[0]
+                nearer.append((arrival >> 64, arrival & 0xFFFF_FFFF_FFFF_FFFF, group, result))
+                continue
             for at, part in placed(node, result, ctis):
                 if at == len(ctis) and not (part.ended and isinstance(node, IN_ORDER)):
                     raise AssertionError(f"cluster engine: a result {part} came back with no CTI releasing it (CTIs {ctis})")
@@ -854,14 +885,19 @@ class WorkRunner(_Batches, Generic[T]):
         staged_through = self.staged_through
         opened: dict[tuple[str, int], int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
         timeline: JoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, JoinTimeline()) if isinstance(window, ops.Join) else None
+        anti: AntiJoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, ops.AntiJoin) else None
         for at, (stage_batch, cti, *move) in enumerate(markers):
+            last_of_batch = at + 1 == len(markers) or markers[at + 1][0] != stage_batch
             if isinstance(window, ops.Join):
                 assert timeline is not None
                 self._emit_pairs(window, released[at], cti, move, timeline)
+            elif isinstance(window, ops.AntiJoin):
+                assert anti is not None
+                self._emit_fragments(window, released[at], cti, stage_batch, move, anti, nearer, last_of_batch)
             else:
                 self._emit(window, released[at], cti, opened)
                 pass_cti(window, cti)
-            if at + 1 == len(markers) or markers[at + 1][0] != stage_batch:  # the stage batch's last CTI row
+            if last_of_batch:  # the stage batch's last CTI row
                 side = self.stage.read_side(stage_batch)
                 rejections += side.rejections
                 final = final or side.final
@@ -901,7 +937,7 @@ class WorkRunner(_Batches, Generic[T]):
         given out as start edges that it settles, then, if the output CTI moves, ``results``
         (the pairs it releases, with their ``release_order``), each whole or as a start edge
         (``JoinTimeline``), then the output CTI."""
-        _, port, t = move if move else (None, None, None)  # (its place in the batch, the input, its CTI)
+        _, port, t, _ = move if move else (None, None, None, None)  # (its place in the batch, the input, its CTI, events before it)
         if port is not None and t is not None:
             for oid, end in timeline.move(port, t):
                 join.emit_end(oid, end)
@@ -914,6 +950,45 @@ class WorkRunner(_Batches, Generic[T]):
             join.emit_insert(oid, r.start, timeline.give(r, oid), r.payload)
         timeline.out = cti
         pass_cti(join, cti)
+
+    @staticmethod
+    def _emit_fragments(
+        anti: ops.AntiJoin, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, stage_batch: int, move: list[Any],
+        timeline: AntiJoinTimeline, nearer: list[tuple[int, int, str, KeyedResult]], last_of_batch: bool,
+    ) -> None:
+        """A keyed anti-join's CTI row of stage batch ``stage_batch`` (``move``: its place among
+        them, the input whose CTI moved, its CTI and the number of the batch's events before
+        it; Nones for a batch without a move), as the anti-join over all keys takes it: first
+        the nearer ends the right events before it brought (``nearer``, held until their stage
+        batch's CTI rows come back), then the move, with ``results``, the fragments the output
+        CTI it moves releases (``AntiJoinTimeline``), then the output CTI; after the batch's
+        last, the nearer ends of the events after it."""
+        _, port, t, before = move if move else (None, None, None, None)
+        WorkRunner._arrivals(anti, timeline, nearer, stage_batch, before)
+        moved = cti > timeline.out
+        if not moved and results:
+            raise AssertionError(f"cluster engine: fragments {results} came back at CTI {cti}, which the output CTI had passed")
+        timeline.move(anti, port, NEG_INF if t is None else t, cti, [(g, r) for _, g, r in sorted(results, key=lambda r: r[0])])
+        if moved:
+            pass_cti(anti, cti)
+        if last_of_batch:
+            WorkRunner._arrivals(anti, timeline, nearer, stage_batch, None)
+
+    @staticmethod
+    def _arrivals(
+        anti: ops.AntiJoin, timeline: AntiJoinTimeline, nearer: list[tuple[int, int, str, KeyedResult]], stage_batch: int, before: int | None,
+    ) -> None:
+        """The nearer ends of stage batch ``stage_batch`` brought by the events before its
+        ``before``-th (None: all), arrival by arrival, out of ``nearer``."""
+        if any(n[0] < stage_batch for n in nearer):
+            raise AssertionError(f"cluster engine: nearer ends {[n for n in nearer if n[0] < stage_batch]} came back after their stage batch's CTI rows")
+        due = sorted((n for n in nearer if n[0] == stage_batch and (before is None or n[1] < before)), key=lambda n: n[1])
+        if not due:
+            return
+        nearer[:] = [n for n in nearer if not (n[0] == stage_batch and (before is None or n[1] < before))]
+        for _, group_of_arrival in itertools.groupby(due, key=lambda n: n[1]):
+            arrival = list(group_of_arrival)
+            timeline.arrived(anti, arrival[0][2], [n[3] for n in arrival])
 
     def _emit(
         self, window: DriverOperator, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,

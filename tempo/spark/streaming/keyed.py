@@ -41,7 +41,7 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import AnalyticNode, ClipNode, JoinNode, Node, ReleaseNode, WindowNode
+from tempo.plan.nodes import AnalyticNode, AntiJoinNode, ClipNode, FollowedByNode, JoinNode, Node, ReleaseNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
@@ -74,8 +74,11 @@ def event_id(batch: int, eid: int) -> int:
     return (batch << 64) | (eid & 0xFFFF_FFFF_FFFF_FFFF)
 
 
+MATCHING = (JoinNode, AntiJoinNode, FollowedByNode)
+"""The keyed nodes of two inputs, keyed by their join key (a join, an anti-join, a pattern)."""
+
 PORT, JOIN_KEY, PAYLOAD = "tempo_port", "tempo_join_key", "tempo_payload"
-"""A keyed join's stage columns in place of the payload's fields: the input an event came by
+"""A ``MATCHING`` node's stage columns in place of the payload's fields: the input an event came by
 (0 left, 1 right), its join key (``join_key_name``), and its payload's values in wire form,
 pickled (the two inputs' payloads differ)."""
 
@@ -125,7 +128,7 @@ def group_names(node: Node) -> list[str]:
     """The work query's columns of the group key of ``node``'s stage rows."""
     if isinstance(node, ReleaseNode):
         return [SPREAD]
-    if isinstance(node, JoinNode):
+    if isinstance(node, MATCHING):
         return [JOIN_KEY]
     assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
     return key_names(node)
@@ -134,8 +137,9 @@ def group_names(node: Node) -> list[str]:
 def staged_keys(node: Node) -> list[Column]:
     """The group key columns the time query writes into ``node``'s stage rows, computed from
     the payload (``key_columns``); a release's none: the work query adds its ``SPREAD``
-    (``work_keys``); a join's none: the driver names each event's join key (``JOIN_KEY``)."""
-    if isinstance(node, (ReleaseNode, JoinNode)):
+    (``work_keys``); a ``MATCHING`` node's none: the driver names each event's join key
+    (``JOIN_KEY``)."""
+    if isinstance(node, (ReleaseNode, *MATCHING)):
         return []
     assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
     return key_columns(node)
@@ -164,7 +168,8 @@ window's stamped at an event its window's end, pickled in ``RANK``:
 CTI the key was at, its end, its group key, its id and rank, no payload),
 ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
 ``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``; a keyed join's, its move of an input's
-CTI: ``RANK`` its place in the stage batch and the input, pickled, ``OUT_END`` the CTI) or ``LATEST`` (for a window whose
+CTI: ``RANK`` its place among the batch's CTI rows, the input and the number of the batch's
+events before it, pickled, ``OUT_END`` the CTI) or ``LATEST`` (for a window whose
 lifetimes may reach infinity: ``OUT_END`` the latest finite time of the keys a call ran,
 which the driver gathers over all keys for the flush: ``SHARED``)."""
 
@@ -307,7 +312,7 @@ class KeyedProcessor(StatefulProcessor):
         self.keyed = KeyedOperator(query, node)
         self.payload_types = [n.payload_type for n in node.inputs()]  # a join's two, by input
         self.fields = field_names(self.payload_types[0])
-        self.joined = isinstance(node, JoinNode)  # payloads pickled in PAYLOAD, by PORT
+        self.joined = isinstance(node, MATCHING)  # payloads pickled in PAYLOAD, by PORT
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
         self.names = self.key_columns if self.key_columns is not None else group_names(node)  # the stage's
@@ -329,9 +334,9 @@ class KeyedProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
-        if key[0] == CTI_LANE:  # (stage batch, CTI, and a keyed join's place in the batch and move of an input's CTI)
-            joined = self.joined  # a keyed join's stage alone has its input columns
-            markers = [(row[EID], row[CTI], row[POSITION], row[PORT], row[START]) if joined else (row[EID], row[CTI]) for row in rows]
+        if key[0] == CTI_LANE:  # (stage batch, CTI, and a keyed join's or anti-join's move: ``Stage.markers``)
+            joined = self.joined  # a keyed join's or anti-join's stage alone has its input columns
+            markers = [(row[EID], row[CTI], row[POSITION], row[PORT], row[START], row[END]) if joined else (row[EID], row[CTI]) for row in rows]
             return self._markers(markers, now, fired=False)
         by_group: dict[tuple[Any, ...], list[Row]] = {}
         names = self.names
@@ -372,7 +377,8 @@ class KeyedProcessor(StatefulProcessor):
             elif row[ITEM] == MERGE:
                 items.append(Merge(group, row[EID], row["__n"], next(values), row[END]))
             else:  # an end's START is the stage batch of the event it ends
-                items.append(End(event_id(row[START], row[EID]), row[END], event_id(row[BATCH], row[POSITION])))
+                port = row[PORT] if self.joined else 0
+                items.append(End(event_id(row[START], row[EID]), row[END], event_id(row[BATCH], row[POSITION]), port))
         return items
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
@@ -426,8 +432,8 @@ class KeyedProcessor(StatefulProcessor):
         return KeyState(None, [], None) if held is None else pickle.loads(held[0])
 
     def _markers(self, markers: list[tuple[Any, ...]], now: int, fired: bool) -> Iterator[Row]:
-        """The CTI lane: the CTI rows (stage batch, CTI, then a keyed join's place in the batch
-        and move of an input's CTI) wait until the watermark reaches them, a stage batch's
+        """The CTI lane: the CTI rows (stage batch, CTI, then a keyed join's or anti-join's
+        place among them, move of an input's CTI and number of the batch's events before it) wait until the watermark reaches them, a stage batch's
         together, at its last CTI: the driver reads a stage batch's CTI rows whole. (Those of a
         keyed join's moves that leave its output CTI where it was carry a CTI the watermark
         reached already.)"""
@@ -451,8 +457,8 @@ class KeyedProcessor(StatefulProcessor):
         else:
             self.state.update((pickle.dumps(KeyState(None, waiting, wanted)),))
         for batch, cti, *move in out:
-            position, port, t = move if move else (None, None, None)
-            rank = None if port is None else pickle.dumps((position, port))
+            position, port, t, before = (*move, None)[:4] if move else (None, None, None, None)  # a checkpoint of before 2026-11-28 holds no ``before``
+            rank = None if port is None else pickle.dumps((position, port, before))
             yield self.out(MARKER, cti, batch, t, None, rank, *self.blank)
 
     def _run(self, agenda: _Agenda, bucket: _Bucket, name: str, items: list[KeyedItem], now: int, shared: dict[str, Any]) -> list[Row]:
@@ -498,13 +504,14 @@ def _rank_bytes(result: KeyedResult) -> bytes | None:
     return pickle.dumps((result.eid, result.rank, result.closes, result.waits))
 
 
-def read_move(rank: bytes | None, end: int | None) -> tuple[int | None, int | None, int | None]:
-    """A ``MARKER`` row's move of a keyed join's input CTI (its ``RANK``: the CTI row's place
-    in its stage batch and the input; its ``OUT_END``: that input's CTI), or Nones."""
+def read_move(rank: bytes | None, end: int | None) -> tuple[int | None, int | None, int | None, int | None]:
+    """A ``MARKER`` row's move of a keyed join's or anti-join's input CTI (its ``RANK``: the
+    CTI row's place among its stage batch's, the input and the number of the batch's events
+    before it; its ``OUT_END``: that input's CTI), or Nones."""
     if rank is None:
-        return None, None, None
-    position, port = pickle.loads(rank)
-    return position, port, end
+        return None, None, None, None
+    position, port, *before = pickle.loads(rank)
+    return position, port, end, before[0] if before else None
 
 
 def read_result(kind: int, released_by: int, start: int | None, end: int | None, rank: bytes | None, payload: Any) -> KeyedResult:
@@ -512,7 +519,7 @@ def read_result(kind: int, released_by: int, start: int | None, end: int | None,
     from its fields; None for an end) as the ``KeyedResult`` it was written from."""
     eid, ranked, closes, waits = (None, (), None, None) if rank is None else pickle.loads(rank)
     if kind == ENDED:
-        return KeyedResult(released_by, 0, end, None, eid, ranked, ended=True)
+        return KeyedResult(released_by, 0, end, None, eid, ranked, ended=True, waits=waits)
     assert start is not None
     return KeyedResult(released_by, start, end, payload, eid, ranked, closes=closes, waits=waits)
 
