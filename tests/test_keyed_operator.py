@@ -512,9 +512,9 @@ def test_a_timeline_by_hand() -> None:
 
 def test_other_operators_are_refused_until_they_have_a_keyed_form() -> None:
     readings = _readings(EventShape.POINT)
-    query = Query.build(readings.anti_join(readings.shift_event_time(timedelta(seconds=1)), lambda a, b: a.key == b.key).node)
-    [node] = [n for n in query.nodes if isinstance(n, p.AntiJoinNode)]
-    with pytest.raises(UnsupportedError, match="AntiJoinNode has no keyed form yet"):
+    query = Query.build(readings.union(readings.shift_event_time(timedelta(seconds=1))).node)
+    [node] = [n for n in query.nodes if isinstance(n, p.UnionNode)]
+    with pytest.raises(UnsupportedError, match="UnionNode has no keyed form yet"):
         KeyedOperator(query, node)
 
 
