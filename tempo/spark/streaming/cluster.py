@@ -138,8 +138,8 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     one join of them all (``reaching_shape``), or through any plan of such operators, joins,
     anti-joins and patterns run item by item on the driver (``_below_on_the_driver``), the
     node's state and work on the executors; anything may follow it (run on the driver, on
-    its results). A query without such a node whose inputs reach a join, an anti-join (no end
-    edge among them) or a pattern through such operators and joins has it keyed by its join
+    its results). A query without such a node whose inputs reach a join (no end edge among
+    them), an anti-join or a pattern through such operators and joins has it keyed by its join
     key on the executors (``_join_shape``). Any other query runs under a release (``ReleaseNode``), the whole plan
     below it item by item on the driver, as the driver engine runs it, and the output's
     waiting events by key on the executors. The node is called the window below."""
@@ -248,7 +248,7 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
 
 
 def _ends_reach(query: Query, node: p.Node) -> bool:
-    """Whether end edges may come out of ``node`` (an input of a keyed join or anti-join): an input of
+    """Whether end edges may come out of ``node`` (an input of a keyed join): an input of
     edges, or a join of lifetimes that may be open (an event ending at infinity makes an open
     pair, which ends when an input's CTI passes the other event's end), below it."""
     if isinstance(node, p.SourceNode):
@@ -311,8 +311,9 @@ JOIN_TIMELINE = "cluster.join_timeline"
 or a keyed anti-join's ``AntiJoinTimeline`` (its inputs' CTIs and open fragments)."""
 NEARER_ENDS = "cluster.nearer_ends"
 """The name of the work query's engine's attached state holding the nearer ends a keyed
-anti-join's keys gave (at a right event's arrival: its stage batch and place in it) before
-the CTI rows of that stage batch came back: (stage batch, place, group, result)."""
+anti-join's keys gave (at the arrival of a right event or of a left event's end: its stage
+batch and place in it) before the CTI rows of that stage batch came back: (stage batch,
+place, group, result)."""
 
 
 OPEN_OUTPUTS = "cluster.open_outputs"
@@ -872,7 +873,7 @@ class WorkRunner(_Batches, Generic[T]):
             payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             group = col[GROUP][i]
-            if isinstance(window, ops.AntiJoin) and result.ended:  # a nearer end, at its right event's arrival
+            if isinstance(window, ops.AntiJoin) and result.ended:  # a nearer end, at the arrival that brought it
                 arrival = result.rank[0]
                 nearer.append((arrival >> 64, arrival & 0xFFFF_FFFF_FFFF_FFFF, group, result))
                 continue
@@ -959,7 +960,7 @@ class WorkRunner(_Batches, Generic[T]):
         """A keyed anti-join's CTI row of stage batch ``stage_batch`` (``move``: its place among
         them, the input whose CTI moved, its CTI and the number of the batch's events before
         it; Nones for a batch without a move), as the anti-join over all keys takes it: first
-        the nearer ends the right events before it brought (``nearer``, held until their stage
+        the nearer ends the arrivals before it brought (``nearer``, held until their stage
         batch's CTI rows come back), then the move, with ``results``, the fragments the output
         CTI it moves releases (``AntiJoinTimeline``), then the output CTI; after the batch's
         last, the nearer ends of the events after it."""
