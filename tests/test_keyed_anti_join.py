@@ -98,25 +98,26 @@ def sequences(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
     return steps, cuts
 
 
-def _recorded(query: Query, node: p.AntiJoinNode) -> tuple[ops.AntiJoin, _Recorder]:
+def _recorded(query: Query, node: p.Node) -> tuple[ops.Operator, _Recorder]:
+    """The in-memory engine's operator of ``node``, connected to a recorder."""
     mode = TimestampMode()
     mode.saw(aware=True)
     operator = build_operator(Build(mode, query), node)
-    assert isinstance(operator, ops.AntiJoin)
     recorder = _Recorder("fragment")
     operator.connect(recorder, 0)
     return operator, recorder
 
 
-def _reference(query: Query, node: p.AntiJoinNode, steps: list[Step]) -> list[tuple[Any, ...]]:
-    anti, recorder = _recorded(query, node)
+def _reference(query: Query, node: p.Node, steps: list[Step]) -> list[tuple[Any, ...]]:
+    """What ``node``'s operator over all keys emits, fed ``steps``."""
+    operator, recorder = _recorded(query, node)
     for item in steps:
         if isinstance(item, PortCti):
-            anti.cti(item.port, item.t)
+            operator.cti(item.port, item.t)
         elif isinstance(item, End):
-            anti.end(item.port, item.eid, item.end)
+            operator.end(item.port, item.eid, item.end)
         else:
-            anti.insert(item.port, item.eid, item.start, item.end, item.payload)
+            operator.insert(item.port, item.eid, item.start, item.end, item.payload)
     return recorder.seen
 
 
@@ -214,6 +215,7 @@ def _driven(query: Query, node: p.AntiJoinNode, steps: list[Step], cuts: list[in
     assert released[-1] == []  # every fragment goes out at an output CTI past its start
     # The driver: every move of an input's CTI and every right event's arrival, in order.
     anti, recorder = _recorded(query, node)
+    assert isinstance(anti, ops.AntiJoin)
     timeline = AntiJoinTimeline()
     for step in steps:
         if isinstance(step, PortCti):

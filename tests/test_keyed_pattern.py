@@ -24,13 +24,10 @@ from hypothesis import strategies as st
 from tempo import EventShape, Stream
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.runtime.engine import Build, build_operator
-from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.keyed import Insert, KeyedResult, placed, release_order
 from tempo.ticks import NEG_INF
 from tests.budget import examples
-from tests.test_keyed_anti_join import SECOND, Reading, Step, _keyed, sequences
-from tests.test_keyed_join import PortCti, _Recorder
+from tests.test_keyed_anti_join import SECOND, Reading, Step, _keyed, _reference, sequences
 
 
 def _pattern(residual: bool) -> tuple[Query, p.FollowedByNode]:
@@ -65,20 +62,8 @@ def test_a_pattern_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_it
 ) -> None:
     steps, cuts = drawn
     query, node = _pattern(residual)
-    mode = TimestampMode()
-    mode.saw(aware=True)
-    pattern = build_operator(Build(mode, query), node)
-    recorder = _Recorder("fragment")
-    pattern.connect(recorder, 0)
-    ctis: list[int] = []
-    for item in steps:
-        if isinstance(item, PortCti):
-            pattern.cti(item.port, item.t)
-        elif isinstance(item, Insert):
-            pattern.insert(item.port, item.eid, item.start, item.end, item.payload)
-        else:
-            pattern.end(item.port, item.eid, item.end)  # a pattern reads starts only
-    ctis = [s[1] for s in recorder.seen if s[0] == "cti"]
+    expected = _reference(query, node, steps)  # ends reach the pattern too: it reads starts only
+    ctis = [s[1] for s in expected if s[0] == "cti"]
     results = _keyed(query, node, steps, cuts, _key_of, ends=False)  # the cluster engine stages no end for a pattern
     released: list[list[tuple[tuple[Any, ...], KeyedResult]]] = [[] for _ in range(len(ctis) + 1)]
     for group, result in results:
@@ -90,5 +75,5 @@ def test_a_pattern_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_it
     for at, cti in enumerate(ctis):
         got += [("fragment", r.start, r.end, r.payload) for _, r in sorted(released[at], key=lambda r: r[0])]
         got.append(("cti", cti))
-    assert got == recorder.seen
+    assert got == expected
     assert NEG_INF not in ctis

@@ -267,6 +267,7 @@ class JoinTimeline:
         self.given += 1
         return None
 
+
 KEYED_ANTI_JOIN = p.AntiJoinNode
 """The anti-join's keyed form: a key holds its join key's left events and the right events
 that may still cover them (a left event whose key is null is a key of its own, never
@@ -285,8 +286,8 @@ class AntiJoinTimeline:
     anti-join over all keys has them, and the fragments open at it, in the order it settles
     them (``open``), each with the end it has so far. Fed, in arrival order, every move of an
     input's CTI with the fragments the output CTI it moves releases (``move``: its sweep, then
-    the ends the right input's CTI makes final), and the nearer ends a right event brought, at
-    its arrival (``arrived``); it emits through ``op``, an anti-join operator in the keyed one's
+    the ends the right input's CTI makes final), and the nearer ends a right event or a left
+    event's end brought, at its arrival (``arrived``); it emits through ``op``, an anti-join operator in the keyed one's
     place (its ``new_id``, ``emit_insert``, ``emit_end``). The anti-join's own rules,
     ``tempo.runtime.operators.AntiJoin``: a fragment's end is final once the right input's CTI
     reaches it (``final_end``); a sweep to ``c`` gives whole the fragments ending before ``c`` or with their
@@ -367,6 +368,9 @@ event's start, whole, released with the output CTI past it and ranked as the pat
 keys emits them (``tempo.runtime.operators.FollowedBy``); end edges reach it and change
 nothing (a pattern reads starts only)."""
 
+MATCHING = (KEYED_JOIN, KEYED_ANTI_JOIN, KEYED_PATTERN)
+"""The keyed nodes of two inputs, keyed by their join key (their operators: ``TWO_INPUTS``)."""
+
 IN_ORDER = (p.AnalyticNode, p.ReleaseNode)
 """The keyed nodes built as an ``Analytic`` (a release is an ``order_by_time`` tying every
 payload): an output goes once a CTI passes its start, the end of an open one as it arrives."""
@@ -374,7 +378,7 @@ payload): an output goes once a CTI passes its start, the end of an open one as 
 
 def keyed_unsupported(node: p.Node) -> str | None:
     """Why ``node``'s operator cannot run one key at a time yet, or None."""
-    if isinstance(node, (*IN_ORDER, p.ClipNode, KEYED_JOIN, KEYED_ANTI_JOIN, KEYED_PATTERN)):
+    if isinstance(node, (*IN_ORDER, p.ClipNode, *MATCHING)):
         return None
     if not isinstance(node, p.WindowNode):
         return f"{type(node).__name__} has no keyed form yet"
@@ -416,7 +420,7 @@ def released_from(node: p.Node, result: KeyedResult) -> int:
     A clipped event goes once a CTI passes its start, its end once a CTI passes it (5.5.2)."""
     if isinstance(node, IN_ORDER):
         return result.cti + 1 if result.ended else result.start + 1
-    if isinstance(node, (KEYED_JOIN, KEYED_ANTI_JOIN, KEYED_PATTERN)):  # a pair, a fragment or a match goes once the output CTI passes its start
+    if isinstance(node, MATCHING):  # a pair, a fragment or a match goes once the output CTI passes its start
         return result.start + 1
     if isinstance(node, p.ClipNode):
         return result.end + 1 if result.ended and result.end is not None else result.start + 1
@@ -597,4 +601,4 @@ def pass_cti(op: ops.Operator, t: int) -> None:
 
 
 TWO_INPUTS = (ops.Join, ops.AntiJoin, ops.FollowedBy)
-"""The keyed operators of two inputs (``KEYED_JOIN``, ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``)."""
+"""The keyed operators of two inputs (of ``MATCHING``'s nodes)."""

@@ -70,7 +70,7 @@ from tempo.runtime.bulk import (
     JOIN_KEY_TYPES, STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
 )
 from tempo.runtime.keyed import (
-    IN_ORDER, KEYED_NODES, AntiJoinTimeline, JoinTimeline, KeyedResult, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, restamp,
+    IN_ORDER, KEYED_NODES, MATCHING, TWO_INPUTS, AntiJoinTimeline, JoinTimeline, KeyedResult, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, restamp,
 )
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
@@ -87,7 +87,7 @@ from tempo.spark.streaming.executor import (
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, JOIN_KEY, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, PAYLOAD, PORT, POSITION,
     RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
-    MATCHING, join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
+    join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
@@ -225,7 +225,7 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
     driver over its results."""
     consumers = consumers_of(query)
     for index, node in enumerate(query.nodes):
-        if not isinstance(node, (p.JoinNode, p.AntiJoinNode, p.FollowedByNode)):
+        if not isinstance(node, MATCHING):
             continue
         below = {id(n): n for side in node.inputs() for n in side.subtree()}
         if not (
@@ -347,7 +347,7 @@ class _WindowFeed(ops.Operator):
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         window = self.window
-        if isinstance(window, (ops.Join, ops.AntiJoin, ops.FollowedBy)):
+        if isinstance(window, TWO_INPUTS):
             key = ops.matching_key(window.key_fns, port, payload)
             name = join_key_name(key) if key is not None else f"null {eid}" if port == 0 and isinstance(window, ops.AntiJoin) else None
             if name is None:
@@ -379,7 +379,7 @@ class _WindowFeed(ops.Operator):
 
     def cti(self, port: int, t: int) -> None:
         window = self.window
-        if isinstance(window, (ops.Join, ops.AntiJoin, ops.FollowedBy)):  # its keys hear its output CTI; the driver every move of an input's
+        if isinstance(window, TWO_INPUTS):  # its keys hear its output CTI; the driver every move of an input's
             ctis = [side.cti for side in window.sides] if isinstance(window, ops.Join) else window.ctis
             moved = ctis[port]
             window.cti(port, t)

@@ -41,9 +41,9 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import AnalyticNode, AntiJoinNode, ClipNode, FollowedByNode, JoinNode, Node, ReleaseNode, WindowNode
+from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
-from tempo.runtime.keyed import Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
+from tempo.runtime.keyed import MATCHING, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
 from tempo.spark.windows import key_columns, key_names
 from tempo.ticks import INF, NEG_INF
@@ -73,9 +73,6 @@ def event_id(batch: int, eid: int) -> int:
     engine did)."""
     return (batch << 64) | (eid & 0xFFFF_FFFF_FFFF_FFFF)
 
-
-MATCHING = (JoinNode, AntiJoinNode, FollowedByNode)
-"""The keyed nodes of two inputs, keyed by their join key (a join, an anti-join, a pattern)."""
 
 PORT, JOIN_KEY, PAYLOAD = "tempo_port", "tempo_join_key", "tempo_payload"
 """A ``MATCHING`` node's stage columns in place of the payload's fields: the input an event came by
