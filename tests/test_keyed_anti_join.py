@@ -261,3 +261,26 @@ def test_fragments_ended_by_the_right_inputs_cti_alone_end_in_the_order_the_anti
         reference, driven = _run_both(steps, cuts)
         assert reference == expected
         assert driven == expected
+
+
+def test_a_cut_of_an_open_left_edges_fragment_waits_until_the_left_cannot_end_before_it() -> None:
+    """b>>@20 (an open edge), the left CTI at 25; a right point at 30 and the right CTI at 35:
+    b may still end before 30, so its fragment stays open until b's end arrives (at 27: ended
+    there; at 40: the cut at 30 is final then, told to the driver though not nearer) or the
+    left CTI reaches 30 (docs/semantics.md 5.9)."""
+    b = Reading(0, 0)
+    opening: list[Step] = [
+        Insert(0, 20, None, b, at=0, port=0),
+        PortCti(0, 25),
+        Insert(2, 30, 31, Reading(0, 9), at=2, port=1),
+        PortCti(1, 35),  # output CTI 25: b's fragment opens at 20
+    ]
+    for then, end in ((End(0, 27, at=4, port=0), 27), (End(0, 40, at=4, port=0), 30), (PortCti(0, 30), 30)):
+        steps = [*opening, then]
+        expected = [("fragment", 20, None, b), ("cti", 25), ("end", 0, end)] + ([("cti", 30)] if isinstance(then, PortCti) else [])
+        for cuts in ([len(steps)], list(range(1, len(steps) + 1)), [4, len(steps)]):
+            reference, driven = _run_both(steps, cuts)
+            assert reference == expected
+            assert driven == expected
+    reference, driven = _run_both(opening, [len(opening)])
+    assert reference == driven == [("fragment", 20, None, b), ("cti", 25)]

@@ -148,8 +148,8 @@ class KeyedResult:
     """For a join's pair of an open event (or one ending at infinity) and one ending at
     ``end``: the open one's input, whose own CTI decides when that end goes out
     (``JoinTimeline``); for an anti-join's open fragment, 1: ``end`` is the end it has so far,
-    which the right input's CTI makes final (``AntiJoinTimeline``); for its nearer end, 0 when
-    that end is the left event's own."""
+    which the inputs' CTIs make final (``AntiJoinTimeline``); for an end it is told at an
+    arrival, 0 when that end is the left event's own (nearer or not)."""
 
 
 class Collector(ops.Operator):
@@ -290,7 +290,7 @@ class AntiJoinTimeline:
     event's end brought, at its arrival (``arrived``); it emits through ``op``, an anti-join operator in the keyed one's
     place (its ``new_id``, ``emit_insert``, ``emit_end``). The anti-join's own rules,
     ``tempo.runtime.operators.AntiJoin``: a fragment's end is final once the right input's CTI
-    reaches it (``final_end``); a sweep to ``c`` gives whole the fragments ending before ``c`` or with their
+    reaches it and the left event cannot end before it (``final_end``); a sweep to ``c`` gives whole the fragments ending before ``c`` or with their
     left event at ``c``, and ends, in the place of their left event, the open ones it ends."""
 
     def __init__(self) -> None:
@@ -303,15 +303,16 @@ class AntiJoinTimeline:
 
     def arrived(self, op: ops.AntiJoin, group: str, ends: Iterable[KeyedResult]) -> None:
         """A right event of join key ``group``, or the end of a left one, arrived, bringing
-        open fragments the nearer ``ends`` (the key's ``ENDED`` results at its arrival; a left
-        event's own end ``waits`` 0: its fragment may have ended there already, as the key
-        cannot know): those it makes final end now."""
+        open fragments the ``ends`` (the key's ``ENDED`` results at its arrival): a right
+        event's are nearer; a left event's own end (``waits`` 0) is told whether nearer or not,
+        since knowing it may make a later cut final (and its fragment may have ended already,
+        as the key cannot know). Those it makes final end now."""
         for r in ends:
             assert r.eid is not None and r.end is not None
             held = self.open.get((group, r.eid))
-            if held is None:  # a left event's end at the end its fragment ended with already
+            if held is None:  # a left event's end after its fragment ended
                 continue
-            held[1] = r.end
+            held[1] = min(held[1], r.end)
             if r.waits == 0:
                 held[2] = r.end
         self._settle(op, group)
@@ -356,7 +357,7 @@ class AntiJoinTimeline:
         """End the open fragments (of ``group`` alone, if given) whose end the right input's CTI
         has made final, in the order held."""
         for key, held in list(self.open.items()):
-            if (group is None or key[0] == group) and ops.final_end(held[1], self.ctis):
+            if (group is None or key[0] == group) and ops.final_end(held[1], self.ctis, held[2]):
                 op.emit_end(held[0], held[1])
                 del self.open[key]
 

@@ -1031,15 +1031,17 @@ def matching_key(key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | No
     return None if any(k is None for k in key) else key
 
 
-def final_end(at: int, ctis: Sequence[int]) -> bool:
+def final_end(at: int, ctis: Sequence[int], left_end: int | None) -> bool:
     """Whether an anti-join's open fragment ending at ``at`` (its first matching right start,
-    or its left event's end) as far as the events held tell ends there now: no right event
-    can start before ``at`` (the right input's CTI at or past it; docs/semantics.md 5.9). The
-    one rule of ``AntiJoin._settle`` and the cluster engine's
-    ``tempo.runtime.keyed.AntiJoinTimeline``. (An open left event's end edge may still come
-    before ``at``, from the left input's CTI on: the fragment then outlives its event, a
-    known flaw, docs/semantics.md 5.9.)"""
-    return at < INF and at <= ctis[1]
+    or its left event's end) as far as the events held tell ends there now
+    (docs/semantics.md 5.9): no right event can start before ``at`` (the right input's CTI at
+    or past it), and the left event cannot end before it either: its end ``left_end`` is
+    known (None: an open edge; an end at infinity counts as not known, as the batch
+    executors, which see the whole input, cannot tell it from an edge never ended), or the
+    left input's CTI is at or past ``at`` (an end edge never comes before its input's CTI).
+    The one rule of ``AntiJoin._settle`` and the cluster engine's
+    ``tempo.runtime.keyed.AntiJoinTimeline``."""
+    return at < INF and at <= ctis[1] and ((left_end is not None and left_end < INF) or at <= ctis[0])
 
 
 def output_cti(ctis: list[int], port: int, t: int, out: int) -> int | None:
@@ -1060,8 +1062,10 @@ class AntiJoin(Operator):
     in ``[p, c)`` (its own start or end, or a matching right event starting or ending) is
     swept over that span: uncovered stretches become output fragments; a fragment still
     uncovered at ``c`` goes out as a start edge. It is ended by a later sweep, or as soon as
-    the right input's CTI passes its end (``_settle``): the first matching right start, or
-    the left's own end, once no right event can start before it (``final_end``).
+    its end is final (``_settle``: at a move of the right input's CTI, a right event's
+    arrival or the left's end's): the first matching right start, or the left's own end,
+    once no right event can start before it and the left cannot end before it
+    (``final_end``).
 
     Run one join key at a time (``tempo.runtime.keyed``, given ``arrival``), the anti-join is
     fed the output CTI at both inputs and ends no fragment itself: the driver, which sees
@@ -1069,9 +1073,9 @@ class AntiJoin(Operator):
     fragment goes out with its left event's id and rank ``(start, id, end)`` (``tell_rank``),
     whole when the sweep decides its end, else open (``tell_waits(1)``: its end waits for the
     right input's CTI) with the end the events held give it so far (``_first_end``); a right
-    event, or the end of the left event, that brings an open fragment's end nearer sends that
-    end (``emit_end`` of the left's id), at its arrival (the left's own end told as such:
-    ``tell_waits(0)``).
+    event that brings an open fragment's end nearer sends that end (``emit_end`` of the
+    left's id), at its arrival, and so does the end of a left event with an open fragment,
+    nearer or not (told as the left's own end: ``tell_waits(0)``; it may make a cut final).
     """
 
     WIRING = Operator.WIRING | {"key_fns", "residual", "new_id", "arrival", "tell_rank", "tell_waits"}
@@ -1141,9 +1145,9 @@ class AntiJoin(Operator):
                 return
             rec[2] = end
             if self.arrival is not None:  # run by key: the driver ends open fragments (AntiJoinTimeline)
-                if rec[5] is not None and end <= rec[7]:
+                if rec[5] is not None:  # the driver hears the left's end: a cut may be final now
                     assert self.tell_waits is not None
-                    rec[7] = end  # the end its open fragment has now: the left's own
+                    rec[7] = min(rec[7], end)
                     self.tell_waits(0)
                     self.emit_end(rec[0], end)
                 if end > self.out_cti:
@@ -1223,11 +1227,11 @@ class AntiJoin(Operator):
         return at
 
     def _settle(self, rec: list[Any]) -> None:
-        """End ``rec``'s open fragment now if the right input's CTI has made its end
-        (``_first_end`` from the output CTI) final (``final_end``). Its output is then final
-        up to there, and later sweeps start from it."""
+        """End ``rec``'s open fragment now if its end (``_first_end`` from the output CTI) is
+        final (``final_end``). Its output is then final up to there, and later sweeps start
+        from it."""
         at = self._first_end(rec, self.out_cti)
-        if final_end(at, self.ctis):
+        if final_end(at, self.ctis, rec[2]):
             self._end_fragment(rec, at)
             rec[6] = at
 

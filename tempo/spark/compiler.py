@@ -401,10 +401,12 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
     For a left event ``[s, e)``, final output CTI ``c`` and final right CTI ``r`` (at or
     after ``c``): the span ``[s, min(e, r))`` minus the union of matching right lifetimes,
     every right event starting before ``r`` being known; the stretches starting before ``c``
-    are released. A stretch reaching ``r`` before the left event ends is still open.
+    are released. A stretch reaching ``r`` before the left event ends is still open, and so
+    is one of a left edge never ended cut past the left input's final CTI (its end edge could
+    still have come first: ``tempo.runtime.operators.final_end``).
     """
     left, right, cond = join_sides(c, node)
-    cti, right_cti = c.final_cti(node), c.final_cti(node.right)
+    cti, left_cti, right_cti = c.final_cti(node), c.final_cti(node.left), c.final_cti(node.right)
     ls, le = F.col(f"__l_{S}"), F.col(f"__l_{E}")
     left = left.filter(ls < F.lit(cti)).withColumn("__lid", F.monotonically_increasing_id())
     left = left.withColumn("__lo", ls).withColumn("__hi", F.least(le, F.lit(right_cti))).filter(F.col("__lo") < F.col("__hi"))
@@ -426,6 +428,7 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
     inner = cov.filter(F.col("__cs") > F.col("__prev")).select(F.col("__prev").alias("__gs"), F.col("__cs").alias("__ge"), le.alias("__le"), F.col("__hi"), F.col("__cut"), *payload)
     tail = cov.filter((F.col("__rn") == 1) & (F.col("__total") < F.col("__hi"))).select(F.col("__total").alias("__gs"), F.col("__hi").alias("__ge"), le.alias("__le"), F.col("__hi"), F.col("__cut"), *payload)
     gaps = inner.unionByName(tail).filter(F.col("__gs") < F.lit(cti))
-    still_open = (F.col("__ge") == F.col("__hi")) & ~(F.col("__le") <= F.lit(right_cti)) & ~F.col("__cut")
+    left_may_end_first = (F.col("__le") >= F.lit(INF)) & (F.lit(left_cti) < F.col("__ge"))
+    still_open = ((F.col("__ge") == F.col("__hi")) & ~(F.col("__le") <= F.lit(right_cti)) & ~F.col("__cut")) | left_may_end_first
     end = F.when(still_open, F.lit(INF)).otherwise(F.col("__ge"))
     return gaps.select(F.col("__gs").alias(S), end.alias(E), *_payload(node))

@@ -283,8 +283,9 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
     """The uncovered stretches of each left lifetime that start before the final CTI
     (``tempo.spark.compiler._anti_join``): the span ``[s, min(e, r))``, ``r`` the right
     input's final CTI, minus the union of the matching right lifetimes; a stretch reaching
-    ``r`` before the left event ends is still open."""
-    cti, right_cti = c.final_cti(node), c.final_cti(node.right)
+    ``r`` before the left event ends is still open, and so is one of a left edge never ended
+    cut past the left input's final CTI (``tempo.runtime.operators.final_end``)."""
+    cti, left_cti, right_cti = c.final_cti(node), c.final_cti(node.left), c.final_cti(node.right)
     ls, le = pl.col(f"__l_{S}"), pl.col(f"__l_{E}")
     left = prefixed(c.relation(node.left), "__l_").filter(ls < pl.lit(cti)).with_row_index("__lid")
     left = left.with_columns(ls.alias("__lo"), pl.min_horizontal(le, pl.lit(right_cti)).alias("__hi")).filter(pl.col("__lo") < pl.col("__hi"))
@@ -305,7 +306,8 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
     ).filter(pl.col("__gs") < pl.col("__ge"))
     gaps = pl.concat([inner, tails]).filter(pl.col("__gs") < pl.lit(cti)).join(left, on="__lid", how="inner")
     gaps = gaps.join(cut, on="__lid", how="left")
-    still_open = (pl.col("__ge") == pl.col("__hi")) & ~(le <= pl.lit(right_cti)) & ~pl.col("__cut").fill_null(False)
+    left_may_end_first = (le >= INF) & (pl.lit(left_cti) < pl.col("__ge"))
+    still_open = ((pl.col("__ge") == pl.col("__hi")) & ~(le <= pl.lit(right_cti)) & ~pl.col("__cut").fill_null(False)) | left_may_end_first
     end = pl.when(still_open).then(pl.lit(INF)).otherwise(pl.col("__ge"))
     return gaps.select(pl.col("__gs").alias(S), end.alias(E), *[pl.col(f"__l_{n}").alias(n) for n in field_names(node.payload_type)])
 

@@ -2052,15 +2052,52 @@ def test_anti_join_right_cti_settles_a_fragments_end(executor: Any) -> None:
 
 
 def test_anti_join_a_right_event_at_the_right_cti_ends_the_fragment(executor: Any) -> None:
-    """left a>>@0 |3 (never ended); right *@5 |5: the right event starts at the right CTI
-    itself, so nothing can cut a before it: the fragment [0, ...) released at output CTI 3
-    ends at 5."""
+    """left a>>@0 |5 (never ended); right *@5 |5: the right event starts at the right CTI
+    itself, so nothing can cut a before it: the fragment [0, ...) released at output CTI 5
+    ends at 5 (and a's end edge, which can no longer come before 5, cannot end it earlier)."""
     a = L(1, "a")
-    left = Stream.create("left", [EdgeStart(T(0), a), Cti(T(3))], EventShape.EDGE)
+    left = Stream.create("left", [EdgeStart(T(0), a), Cti(T(5))], EventShape.EDGE)
     right = Stream.create("right", [Point(T(5), R(1, "r")), Cti(T(5))], EventShape.POINT)
     r = run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
     assert sorted_evs(r) == [iv(0, 5, a)]
-    assert r.ctis == [T(3)]
+    assert r.ctis == [T(5)]
+
+
+@pytest.mark.parametrize("then", ["ends at 27", "ends at 40", "CTI 30", "nothing"])
+def test_anti_join_an_open_left_edge_is_cut_once_its_own_end_cannot_come_first(executor: Any, then: str) -> None:
+    """The end of a fragment of an open left edge is the earlier of the first matching right
+    start and the left's own end: final once the right CTI passes the start *and* the left's
+    end is known or its input's CTI passes the start too (5.9).
+
+    ::
+
+        t        20   25   27   30   35   40
+        left     b>>==|25..                    then: b ends @27 / @40, or |30, or nothing
+        right                   *    |35
+        out      [20, ...) at output CTI 25, a start edge, ended at:
+                 27 (b's end arrives: nearer than the cut)
+                 30 (b's end @40 arrives: the cut at 30 is final)
+                 30 (left CTI 30: b can no longer end before 30)
+                 never (b may still end before 30: the start edge stays open)
+    """
+    b = L(1, "b")
+    later = {
+        "ends at 27": [EdgeEnd(T(20), T(27), b, arrival=A(6))],
+        "ends at 40": [EdgeEnd(T(20), T(40), b, arrival=A(6))],
+        "CTI 30": [Cti(T(30), arrival=A(6))],
+        "nothing": [],
+    }[then]
+    left = Stream.create("left", [EdgeStart(T(20), b, arrival=A(1)), Cti(T(25), arrival=A(2)), *later], EventShape.EDGE)
+    right = Stream.create("right", [Point(T(30), R(1, "r"), arrival=A(3)), Cti(T(35), arrival=A(4))], EventShape.POINT)
+    r = run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
+    end = {"ends at 27": 27, "ends at 40": 30, "CTI 30": 30, "nothing": None}[then]
+    raw: list[Any] = [("start", T(20), b), ("cti", T(25))]
+    if end is not None:
+        raw.append(("end", T(20), T(end), b))
+    if then == "CTI 30":
+        raw.append(("cti", T(30)))
+    check_raw(executor, r, raw)
+    assert sorted_evs(r) == [iv(20, end, b)]
 
 
 def test_anti_join_nothing_can_cut_once_the_right_input_ends(executor: Any) -> None:

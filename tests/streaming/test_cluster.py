@@ -875,9 +875,11 @@ def test_an_anti_join_keyed_by_its_join_key_ends_its_fragments_where_the_right_i
     The right input: b [4, 11), a [5, 8), b [9, 10), c [12, 14). Fragments: a [1, 5) and
     [8, inf) of the first reading, b [2, 4), a [3, 5), c [4, 5), c [10, 12); b [7, 8) is
     covered whole. a [1, 5) goes out open at the CTI at 1; a [5, 8) arriving (right CTI 4)
-    brings its end to 5, which the right input's CTI alone makes final when it reaches 5,
-    before the output CTI at 3: its end goes out there. a [8, inf) goes out open at the CTI
-    at 10 and is never ended. The committed output is the in-memory executor's item for item."""
+    brings its end to 5, which the right input's CTI makes final when it reaches 5, but the
+    first reading, ending at infinity, counts as open (docs/semantics.md 5.9: a batch executor
+    cannot tell it from an edge never ended), so its end waits for the left input's CTI at 5
+    past 5: the sweep to the output CTI at 7 (the left's next) ends it. a [8, inf) goes out open at the CTI at 10
+    and is never ended. The committed output is the in-memory executor's item for item."""
     from tempo.events import EdgeEnd, EdgeStart
 
     base, at, schema, files = _keyed_intervals()
@@ -890,7 +892,7 @@ def test_an_anti_join_keyed_by_its_join_key_ends_its_fragments_where_the_right_i
     assert first == [("EdgeStart", at(1), None), ("EdgeEnd", at(1), at(5)), ("EdgeStart", at(8), None)], first
     ctis = [r.timestamp for r in committed if isinstance(r, Cti)]
     end_at = next(i for i, r in enumerate(committed) if isinstance(r, EdgeEnd))
-    assert [r.timestamp for r in committed[:end_at] if isinstance(r, Cti)] == [at(1), at(2)] and ctis[2] == at(3)  # between the output CTIs at 2 and 3
+    assert [r.timestamp for r in committed[:end_at] if isinstance(r, Cti)] == [at(1), at(2), at(3), at(4)] and ctis[4] == at(7)  # in the sweep to 7
     spans = sorted(((r.start - base).seconds, (r.end - base).seconds, r.payload.key) for r in committed if not isinstance(r, (Cti, EdgeStart, EdgeEnd)))
     assert spans == [(2, 4, "b"), (3, 5, "a"), (4, 5, "c"), (10, 12, "c")], spans
     assert not any(isinstance(r, EdgeStart) and r.payload.key != "a" for r in committed)
@@ -899,8 +901,9 @@ def test_an_anti_join_keyed_by_its_join_key_ends_its_fragments_where_the_right_i
 def test_an_anti_join_of_edges_keyed_by_its_join_key_ends_its_fragments_where_memory_does(spark_session: Any, tmp_path: Path) -> None:
     """An anti-join of edges on the executors: the ends of both inputs' events reach their
     keys; a left event's own end, and a right event's start, bring an open fragment's end
-    nearer at their arrival, which the driver ends at once if the right input's CTI is past it,
-    else at the move of that CTI that reaches it. The readings of ``_uncovered_by_key``, as
+    at their arrival, which the driver ends at once if it is final (the right input's CTI past
+    it, and the left event's end known or the left input's CTI past it too), else at the move
+    of a CTI that makes it so. The readings of ``_uncovered_by_key``, as
     edges (seconds), a CTI at each start (the right input's 2 s later):
 
         file 0:  a1 from 1    b2 from 2
@@ -908,12 +911,14 @@ def test_an_anti_join_of_edges_keyed_by_its_join_key_ends_its_fragments_where_me
                  b2 ends 9   a3 ends 7   c4 from 10  e1 ends 12
 
     (a1 is key a, value 1.0; values above 1.5 make the right input: b from 4 to 11, a from 5
-    to 9, c from 12.) Out: a1's fragment from 1 (open at the CTI at 1) ends at 5 when the
-    right CTI reaches 5, before the output CTI at 3; b [2, 4) and a [3, 5); c1's from 4 (open
-    at the CTI at 5) ends at 12 when the right CTI reaches 12, before the output CTI at 10;
-    d1's from 5 (open at the CTI at 6) ends at 8 at the arrival of its own end (the right CTI
-    at 8 already); e1's from 6 (open at the CTI at 10) ends at 12 at its end's arrival; c [10, 12)
-    at the flush. The committed output is the in-memory executor's item for item."""
+    to 9, c from 12; the right input's CTI moves before the left's.) Out: a1's fragment from 1
+    (open at the CTI at 2) ends at 5 when its own end (6) arrives, the right CTI at 5 already;
+    b2's from 2 (open at 3) at 4 and a3's from 3 (open at 4) at 5 when the left CTI reaches
+    their cuts (4, 5: they may end before until then); c1's from 4 (open at 5) waits at the
+    right CTI 12 (c1 may end before 12) and ends at 12 at the flush, beside c [10, 12); d1's
+    from 5 (open at 6) ends at 8 at the arrival of its own end (the right CTI at 8 already);
+    e1's from 6 (open at 10) at 12 at its end's arrival. The committed output is the in-memory
+    executor's item for item."""
     from datetime import datetime, timezone
 
     from tempo.events import EdgeEnd, EdgeStart
@@ -943,9 +948,10 @@ def test_an_anti_join_of_edges_keyed_by_its_join_key_ends_its_fragments_where_me
         for r in committed if not (isinstance(r, Cti) and r.timestamp.year == 9999)
     ]
     assert seen == [
-        ("cti", at(1)), ("EdgeStart", "a", 1, None), ("cti", at(2)), ("EdgeEnd", "a", 1, 5), ("Interval", "b", 2, 4), ("cti", at(3)),
-        ("Interval", "a", 3, 5), ("cti", at(4)), ("EdgeStart", "c", 4, None), ("cti", at(5)), ("EdgeStart", "d", 5, None), ("cti", at(6)),
-        ("EdgeEnd", "d", 5, 8), ("EdgeEnd", "c", 4, 12), ("EdgeStart", "e", 6, None), ("cti", at(10)), ("EdgeEnd", "e", 6, 12), ("Interval", "c", 10, 12),
+        ("cti", at(1)), ("EdgeStart", "a", 1, None), ("cti", at(2)), ("EdgeStart", "b", 2, None), ("cti", at(3)), ("EdgeEnd", "a", 1, 5),
+        ("EdgeEnd", "b", 2, 4), ("EdgeStart", "a", 3, None), ("cti", at(4)), ("EdgeEnd", "a", 3, 5), ("EdgeStart", "c", 4, None), ("cti", at(5)),
+        ("EdgeStart", "d", 5, None), ("cti", at(6)), ("EdgeEnd", "d", 5, 8), ("EdgeStart", "e", 6, None), ("cti", at(10)), ("EdgeEnd", "e", 6, 12),
+        ("EdgeEnd", "c", 4, 12), ("Interval", "c", 10, 12),
     ], seen
 
 

@@ -310,8 +310,9 @@ JOIN_TIMELINE = "cluster.join_timeline"
 ``JoinTimeline`` (its inputs' CTIs and the pairs given out as start edges whose ends wait),
 or a keyed anti-join's ``AntiJoinTimeline`` (its inputs' CTIs and open fragments)."""
 NEARER_ENDS = "cluster.nearer_ends"
-"""The name of the work query's engine's attached state holding the nearer ends a keyed
-anti-join's keys gave (at the arrival of a right event or of a left event's end: its stage
+"""The name of the work query's engine's attached state holding the ends a keyed
+anti-join's keys gave at an arrival (a right event's nearer end, or a left event's own end
+with an open fragment: ``AntiJoinTimeline.arrived``; its stage
 batch and place in it) before the CTI rows of that stage batch came back: (stage batch,
 place, group, result)."""
 
@@ -873,7 +874,7 @@ class WorkRunner(_Batches, Generic[T]):
             payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             group = col[GROUP][i]
-            if isinstance(window, ops.AntiJoin) and result.ended:  # a nearer end, at the arrival that brought it
+            if isinstance(window, ops.AntiJoin) and result.ended:  # an end told at the arrival that brought it
                 arrival = result.rank[0]
                 nearer.append((arrival >> 64, arrival & 0xFFFF_FFFF_FFFF_FFFF, group, result))
                 continue
