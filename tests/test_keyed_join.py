@@ -2,7 +2,7 @@
 join) gives what the join over all keys gives, in its order.
 
 The reference is the in-memory engine's join operator fed a random sequence of points,
-intervals and events open for ever (as intervals ending at infinity reach it) of both
+intervals and edges (start edges, each ended later by its end edge, or never) of both
 inputs, of several join keys, and each input's own CTIs; what it emits (pairs, the ends of
 pairs it gave out as start edges, and output CTIs, in order) is the expected output. The keyed side cuts the same
 sequence into random batches and runs, batch by batch, each join key seen so far through one
@@ -11,8 +11,9 @@ over all keys and its input) and the output CTIs (the least of the inputs'), a k
 events in a batch hearing only the batch's last one, as the cluster engine's keys do. Each
 pair, placed before the first output CTI past its start (``placed``), ordered among the
 pairs that CTI releases by ``release_order`` and split by the driver's ``JoinTimeline``
-(fed every move of an input's CTI) where the join over all keys gave a start edge, must come
-out where the reference emitted it, payload for payload, and each end where it did; each key's timer (``next_release``) must be exact: a CTI just before it
+(fed every move of an input's CTI, and at each end edge's arrival the ends its key gave
+pairs) where the join over all keys gave a start edge, must come out where the reference
+emitted it, payload for payload, and each end where it did; each key's timer (``next_release``) must be exact: a CTI just before it
 changes nothing, a CTI at it releases a pair or moves the timer on.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +34,7 @@ from tempo.plan.query import Query
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
-from tempo.runtime.keyed import Cti, Insert, JoinTimeline, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
+from tempo.runtime.keyed import Cti, End, Insert, JoinTimeline, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
 from tempo.ticks import INF, NEG_INF
 from tests.budget import examples
 
@@ -76,26 +78,36 @@ class PortCti:
     t: int
 
 
-Step = tuple[int, Insert | PortCti]
+Step = tuple[int, Insert | End | PortCti]
 """A join key (-1 for a CTI) and what the join receives."""
 
 
 @st.composite
 def sequences(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
-    """Events of both inputs and each input's CTIs, in arrival order, and batch cuts."""
+    """Events of both inputs (the ends of open ones among them) and each input's CTIs, in
+    arrival order, and batch cuts."""
     steps: list[Step] = []
     ctis = [0, 0]
-    for position in range(draw(st.integers(1, 50))):
+    open_events: list[tuple[int, Insert]] = []
+    for position in range(draw(st.integers(1, 60))):
         port = draw(st.integers(0, 1))
         if draw(st.integers(0, 3)) == 0:
             ctis[port] += draw(st.integers(0, 5)) * SECOND + draw(st.sampled_from([0, 1, SECOND // 2]))
             steps.append((-1, PortCti(port, ctis[port])))
             continue
-        key = draw(st.integers(0, 3))
+        if open_events and draw(st.integers(0, 2)) == 0:  # an end edge, at its input's CTI or later
+            key, event = open_events.pop(draw(st.integers(0, len(open_events) - 1)))
+            until = max(event.start + 1, ctis[event.port]) + draw(st.sampled_from([0, 0, 1, SECOND, 3 * SECOND]))
+            steps.append((key, End(event.eid, until, at=position, port=event.port)))
+            continue
+        key = draw(st.integers(0, 2))
         start = ctis[port] + draw(st.integers(0, 6)) * SECOND + draw(st.sampled_from([0, 0, 1]))
-        length = draw(st.sampled_from([1, 1, SECOND, 3 * SECOND, 8 * SECOND, 40 * SECOND, None]))
-        end = None if length is None else start + length  # None: open for ever
-        steps.append((key, Insert(position, start, end, Reading(key, draw(st.integers(0, 4))), at=position, port=port)))
+        length = draw(st.sampled_from([1, SECOND, 3 * SECOND, 8 * SECOND, 40 * SECOND, None, None, None]))
+        end = None if length is None else start + length  # None: open for ever, or till an end edge
+        inserted = Insert(position, start, end, Reading(key, draw(st.integers(0, 4))), at=position, port=port)
+        steps.append((key, inserted))
+        if end is None and draw(st.integers(0, 3)) > 0:
+            open_events.append((key, inserted))
     if draw(st.booleans()):
         steps += [(-1, PortCti(0, INF)), (-1, PortCti(1, INF))]
     cuts = sorted(set(draw(st.lists(st.integers(0, len(steps)), max_size=6))) | {len(steps)})
@@ -132,16 +144,19 @@ def _reference(query: Query, node: p.JoinNode, steps: list[Step]) -> list[tuple[
     for _, item in steps:
         if isinstance(item, PortCti):
             join.cti(item.port, item.t)
+        elif isinstance(item, End):
+            join.end(item.port, item.eid, item.end)
         else:
             join.insert(item.port, item.eid, item.start, item.end, item.payload)
     return recorder.seen
 
 
-def _keyed(query: Query, node: p.JoinNode, steps: list[Step], cuts: list[int]) -> tuple[list[int], list[KeyedResult]]:
-    """The output CTIs, and every key's results, ``steps`` cut at ``cuts`` and run key by key."""
+def _keyed(query: Query, node: p.JoinNode, steps: list[Step], cuts: list[int]) -> tuple[list[int], list[tuple[int, KeyedResult]]]:
+    """The output CTIs, and every key's results (with the key), ``steps`` cut at ``cuts`` and
+    run key by key."""
     keyed = KeyedOperator(query, node)
     states: dict[int, bytes] = {}
-    results: list[KeyedResult] = []
+    results: list[tuple[int, KeyedResult]] = []
     port_ctis = [NEG_INF, NEG_INF]
     out = NEG_INF
     out_ctis: list[int] = []
@@ -164,10 +179,10 @@ def _keyed(query: Query, node: p.JoinNode, steps: list[Step], cuts: list[int]) -
                 per_key[key].append(Cti(out))  # a key new in the batch: the output CTI in force first
             per_key[key].append(item)
         for key, items in per_key.items():
-            if not any(isinstance(i, Insert) for i in items):
+            if not any(isinstance(i, (Insert, End)) for i in items):
                 items = items[-1:]  # a key without events in the batch hears only its last output CTI
             released, states[key] = keyed.run(states.get(key), items)
-            results += released
+            results += [(key, r) for r in released]
             idle = keyed.idle()
             _check_next_release(keyed, states[key])
             if idle:  # forgotten, as the state store forgets it
@@ -190,29 +205,75 @@ def _check_next_release(keyed: KeyedOperator, state: bytes) -> None:
 def test_a_join_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_order(drawn: tuple[list[Step], list[int]], residual: bool) -> None:
     steps, cuts = drawn
     query, node = _join(residual)
-    expected = _reference(query, node, steps)
+    assert _driven(query, node, steps, cuts) == _reference(query, node, steps)
+
+
+def _driven(query: Query, node: p.JoinNode, steps: list[Step], cuts: list[int]) -> list[tuple[Any, ...]]:
+    """What the keys (run batch by batch, ``steps`` cut at ``cuts``) and the driver's
+    ``JoinTimeline`` emit together."""
     ctis, results = _keyed(query, node, steps, cuts)
-    assert [s[1] for s in expected if s[0] == "cti"] == ctis
-    before: list[list[KeyedResult]] = [[] for _ in range(len(ctis) + 1)]
-    for result in results:
+    before: list[list[tuple[str, KeyedResult]]] = [[] for _ in range(len(ctis) + 1)]
+    arrivals: dict[int, list[tuple[str, KeyedResult]]] = {}
+    for key, result in results:
+        if result.ended:  # a pair's end, at the arrival of the end edge that gave it
+            arrivals.setdefault(result.rank[0], []).append((repr(key), result))
+            continue
         assert result.end is None or result.end > result.start
         for at, part in placed(node, result, ctis):
-            before[at].append(part)
+            before[at].append((repr(key), part))
     assert before[-1] == []  # every pair goes out at an output CTI past its start
     # The driver: every move of an input's CTI in order, the ends it settles, then the pairs
-    # the output CTI it moves releases, split where the join over all keys split them.
+    # the output CTI it moves releases, split where the join over all keys split them; at
+    # each end edge's arrival, the ends its key gave.
     timeline = JoinTimeline()
     got: list[tuple[Any, ...]] = []
-    given: dict[int, int] = {}
+    oid = 0
     for _, step in steps:
+        if isinstance(step, End):
+            ends = arrivals.pop(step.at, [])
+            if ends:
+                got += [("end", o, end) for o, end in timeline.arrived(ends[0][0], [r for _, r in ends])]
+            continue
         if not isinstance(step, PortCti):
             continue
-        got += [("end", given[oid], end) for oid, end in timeline.move(step.port, step.t)]
+        got += [("end", o, end) for o, end in timeline.move(step.port, step.t)]
         out = min(timeline.ctis)
         if out > timeline.out:
-            for r in sorted(before[ctis.index(out)], key=lambda r: release_order(node, r, repr(r.payload.key))):
-                given[len(given)] = len(given)
-                got.append(("pair", r.start, timeline.give(r, len(given) - 1), r.payload))
+            for group, r in sorted(before[ctis.index(out)], key=lambda gr: release_order(node, gr[1], gr[0])):
+                got.append(("pair", r.start, timeline.give(r, oid, group), r.payload))
+                oid += 1
             got.append(("cti", out))
             timeline.out = out
-    assert got == expected
+    assert arrivals == {}
+    return got
+
+
+@pytest.mark.parametrize("case", ["left ends, then the right CTI passes", "left ends, the right CTI past", "left ends before the right interval", "both end"])
+def test_the_end_edge_of_an_open_event_ends_its_pairs_where_the_join_over_all_keys_does(case: str) -> None:
+    """A left edge ``a`` from 0 and a right event ``r`` from 1 (an edge, or ``[1, 10)``), key 0;
+    both CTIs at 5: the pair ``[1, ...)`` goes out as a start edge. Then ``a`` ends at 7:
+
+    - ``r`` still open, the right CTI at 5: the end waits for the right CTI, which reaches 8;
+    - ``r`` open, the right CTI at 9 already: the end goes out at the arrival of a's end;
+    - ``r`` = ``[1, 10)`` (the pair waited for the left CTI to reach 10): both ends known, at once;
+    - ``r`` open, then ending at 6 before the right CTI passes 7: ended at 6 at that arrival (and
+      the right CTI reaching 7 later ends nothing)."""
+    a, r = Reading(0, 1), Reading(0, 2)
+    right_end = 10 if case == "left ends before the right interval" else None
+    steps: list[Step] = [
+        (0, Insert(0, 0, None, a, at=0, port=0)),
+        (0, Insert(1, 1, right_end, r, at=1, port=1)),
+        (-1, PortCti(0, 5)),
+        (-1, PortCti(1, 9 if case == "left ends, the right CTI past" else 5)),
+        (0, End(0, 7, at=4, port=0)),
+    ]
+    if case == "left ends, then the right CTI passes":
+        steps.append((-1, PortCti(1, 8)))
+    if case == "both end":
+        steps += [(0, End(1, 6, at=5, port=1)), (-1, PortCti(1, 20))]
+    end = 6 if case == "both end" else 7
+    expected = [("pair", 1, None, Pair(0, 1, 2)), ("cti", 5), ("end", 0, end)]
+    query, node = _join(False)
+    assert _reference(query, node, steps) == expected
+    for cuts in ([len(steps)], list(range(1, len(steps) + 1)), [3, len(steps)], [4, 5, len(steps)]):
+        assert _driven(query, node, steps, cuts) == expected, cuts

@@ -25,7 +25,7 @@ What a key is fed, and why the results are the in-memory engine's:
 
 The operators with a keyed form: hopping and tumbling windows, sessions, count windows and
 snapshots (``KEYED_STAMPS``), analytics (``order_by_time``, ``analytic``),
-``clip_event_duration``, the join and the anti-join of events no end edge reaches and the
+``clip_event_duration``, the join, the anti-join and the
 pattern (keyed by their join key, fed the output CTI at both inputs: ``KEYED_JOIN``,
 ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``) and the output's release (``ReleaseNode``: an ``order_by_time`` whose
 payloads all tie, which the cluster engine puts on top of a query without another). Each result comes with the CTI that released it; a window's stamped
@@ -227,23 +227,35 @@ no later than the join over all keys, which drops it at the other input's CTI. A
 open event and one ending at ``end`` goes out whole, with the open one's input
 (``KeyedResult.waits``), whose own CTI decides whether the join over all keys gave it whole
 or as a start edge ended later: the driver, which sees every move of the inputs' CTIs, splits
-it so (``JoinTimeline``). No end edge reaches a keyed join (``tempo.spark.streaming.cluster``)."""
+it so (``JoinTimeline``). The ends of its open events reach it too (``End``, of either input):
+the end such an end gives a pair already out goes at its arrival (an ``ENDED`` result of the
+pair's id, ``operators.pair_id``, with the input still open, if any), which the driver places among the
+moves of the inputs' CTIs (``JoinTimeline.arrived``)."""
 
 
 class JoinTimeline:
     """The driver's side of a keyed join: each input's CTI and the output CTI, as the join over
-    all keys has them, and the pairs it gave out as start edges whose ends wait for an input's
-    CTI to reach them (the join's own rule, ``tempo.runtime.operators.Join``: a pair's end is
-    final once the input whose event is open has its CTI at or past it). Fed every move of an
-    input's CTI in order (``move``: the ends it settles), and each pair as the output CTI
-    releases it (``give``: whole, or a start edge whose end waits)."""
+    all keys has them, and the pairs it gave out as start edges (the join's own rule,
+    ``tempo.runtime.operators.Join``: a pair's end is final once both ends are known, or the
+    input whose event is open has its CTI at or past it). Fed, in arrival order, every move of
+    an input's CTI (``move``: the ends it settles), each pair as the output CTI releases it
+    (``give``: whole, or a start edge whose end waits), and the ends the end edges of open
+    events give pairs, at their arrival (``arrived``)."""
 
     def __init__(self) -> None:
         self.ctis = [NEG_INF, NEG_INF]
         self.out = NEG_INF
         self.waiting: tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]] = ([], [])
-        """Per input, the pairs given out as start edges: (end, order given, output id), a heap."""
+        """Per input, the pairs given out as start edges whose end waits for that input's CTI:
+        (end, order given, output id), a heap (an entry whose pair ended since is skipped)."""
         self.given = 0
+        self.open: dict[tuple[str, int], int] = {}
+        """The pairs given out as start edges and not ended yet: (join key's name, the key's
+        pair id) -> output id; ``open_ids`` the other way."""
+        self.open_ids: dict[int, tuple[str, int]] = {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"open": {}, "open_ids": {}} | state)  # a timeline saved before pairs had ids
 
     def move(self, port: int, t: int) -> list[tuple[int, int]]:
         """Input ``port``'s CTI moves to ``t``: the pairs whose ends it settles, (output id, end),
@@ -254,18 +266,53 @@ class JoinTimeline:
         heap, settled = self.waiting[port], []
         while heap and heap[0][0] <= t:
             end, _, oid = heapq.heappop(heap)
-            settled.append((oid, end))
+            if self._close(oid):
+                settled.append((oid, end))
         return settled
 
-    def give(self, result: KeyedResult, oid: int) -> int | None:
-        """The end pair ``result`` (given output id ``oid``) goes out with now: its end if it is
-        final (both ends known, or the open event's input's CTI at or past it), else None: a
-        start edge, its end kept until that CTI reaches it."""
-        if result.waits is None or result.end is None or self.ctis[result.waits] >= result.end:
+    def give(self, result: KeyedResult, oid: int, group: str) -> int | None:
+        """The end pair ``result`` of join key ``group`` (given output id ``oid``) goes out with
+        now: its end if it is final (both ends known, or the open event's input's CTI at or
+        past it), else None: a start edge, ended by a move of that CTI or at an arrival."""
+        if result.end is not None and (result.waits is None or self.ctis[result.waits] >= result.end):
             return result.end
-        heapq.heappush(self.waiting[result.waits], (result.end, self.given, oid))
-        self.given += 1
+        if result.end is not None:
+            assert result.waits is not None
+            self._wait(result.waits, result.end, oid)
+        assert result.eid is not None, "a keyed join's pairs carry their ids"
+        self.open[(group, result.eid)] = oid
+        self.open_ids[oid] = (group, result.eid)
         return None
+
+    def arrived(self, group: str, ends: Iterable[KeyedResult]) -> list[tuple[int, int]]:
+        """The end edge of an open event of join key ``group`` arrived, giving pairs ``ends``
+        (the key's ``ENDED`` results at its arrival, each with the input still open, if any):
+        the pairs it ends now, (output id, end), in order; the others wait for that input's
+        CTI."""
+        settled = []
+        for r in ends:
+            assert r.eid is not None and r.end is not None
+            oid = self.open.get((group, r.eid))
+            if oid is None:  # given whole, or ended by a move of a CTI already
+                continue
+            if r.waits is None or self.ctis[r.waits] >= r.end:
+                self._close(oid)
+                settled.append((oid, r.end))
+            else:
+                self._wait(r.waits, r.end, oid)
+        return settled
+
+    def _wait(self, port: int, end: int, oid: int) -> None:
+        heapq.heappush(self.waiting[port], (end, self.given, oid))
+        self.given += 1
+
+    def _close(self, oid: int) -> bool:
+        """Forget open pair ``oid``: whether it was open."""
+        key = self.open_ids.pop(oid, None)
+        if key is None:
+            return False
+        del self.open[key]
+        return True
 
 
 KEYED_ANTI_JOIN = p.AntiJoinNode
@@ -488,8 +535,8 @@ whether it holds nothing (``idle``)."""
 def keyed_collector(operator: ops.Operator) -> Collector:
     """A ``Collector`` connected to ``operator``, which is set to give its outputs the ids a
     key keeps across runs (an analytic's and a clip's: their events'; a snapshot's: its
-    window's start) and, an analytic, to tell each output's rank."""
-    collector = Collector(ids=isinstance(operator, (Analytic, ew.Snapshots, ops.Clip, ops.AntiJoin)))
+    window's start; a join's: its pairs', ``operators.pair_id``; an anti-join's: its left events') and, an analytic, to tell each output's rank."""
+    collector = Collector(ids=isinstance(operator, (Analytic, ew.Snapshots, ops.Clip, ops.Join, ops.AntiJoin)))
     if isinstance(operator, Analytic):
         operator.keep_ids, operator.tell_rank = True, collector.rank
         operator.arrival = collector.arrived

@@ -835,7 +835,11 @@ class Join(Operator):
     not their own CTIs, which decide when the end of a pair of an open event goes out: so a
     pair whose end is known goes out whole, the input whose own CTI decides that end told
     first (``tell_waits``: None for a pair of two ends known), and the driver splits it where
-    the join over all keys would have (``tempo.runtime.keyed.JoinTimeline``).
+    the join over all keys would have (``tempo.runtime.keyed.JoinTimeline``). A pair goes out
+    with its events' ids as its id (``pair_id``); when the end edge of one of its open events
+    arrives, the pair's end known then goes out at that arrival (``emit_end`` of the pair's
+    id, the input still open told first), for the driver to end it now or at that input's
+    CTI.
     """
 
     WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "new_id", "arrival", "tell_rank", "tell_waits"}
@@ -899,7 +903,10 @@ class Join(Operator):
         rec[2] = end
         self.sides[port].ends.push(end, eid)
         for out in rec[5]:
-            self._try_close(out)
+            if self.tell_waits is not None:
+                self._tell_end(out)
+            else:
+                self._try_close(out)
         rec[5] = [o for o in rec[5] if not o[3]]
 
     def cti(self, port: int, t: int) -> None:
@@ -939,7 +946,8 @@ class Join(Operator):
         first = self.pending.first_start()
         dues.append(None if first is None else first + 1)
         known = [d for d in dues if d is not None]
-        return min(known) if known else None
+        # An event ending at the output CTI (its end edge came after that CTI) goes at the next.
+        return max(min(known), self.out_cti + 1) if known else None
 
     def restate(self, held: tuple[list[list[Any]], list[list[Any]]], pending: list[tuple[int, list[Any], list[Any]]]) -> None:
         """Hold ``held`` (per side, event records in the order received) and let ``pending``
@@ -991,7 +999,13 @@ class Join(Operator):
         if self.tell_waits is not None:  # run by key: whole, with the input that decides when its end goes out
             known = min([e for e in (le, re) if e is not None], default=INF)
             self.tell_waits(None if known >= INF or (le is not None and re is not None) else 0 if le is None else 1)
-            self.emit_insert(self.new_id(), start, known if known < INF else None, payload)
+            pid = pair_id(left[0], right[0])
+            self.emit_insert(pid, start, known if known < INF else None, payload)
+            if le is None or re is None:  # an end edge may still end it
+                tracked: list[Any] = [pid, left, right, False]
+                for rec in (left, right):
+                    if rec[2] is None:
+                        rec[5].append(tracked)
             return
         if le is not None and re is not None:
             end = le if le < re else re
@@ -1013,6 +1027,22 @@ class Join(Operator):
         if waiting is not None and end < INF:
             heapq.heappush(self.watches[waiting], (end, next(self.seq), out))
 
+    def _tell_end(self, out: list[Any]) -> None:
+        """Run by key, an end edge of one of ``out``'s events arrived: the pair's end known now
+        goes out, the input whose CTI decides it told first (None: both ends known, it is
+        final)."""
+        if out[3]:
+            return
+        le, re = out[1][2], out[2][2]
+        known = min([e for e in (le, re) if e is not None], default=INF)
+        if known >= INF:
+            return
+        both = le is not None and re is not None
+        assert self.tell_waits is not None
+        self.tell_waits(None if both else 0 if le is None else 1)
+        self.emit_end(out[0], known)
+        out[3] = both
+
     def _try_close(self, out: list[Any]) -> None:
         if out[3] or out[0] is None:
             return
@@ -1022,6 +1052,12 @@ class Join(Operator):
             self.emit_end(out[0], end)
         elif waiting is not None and end < INF:
             heapq.heappush(self.watches[waiting], (end, next(self.seq), out))
+
+
+def pair_id(left: int, right: int) -> int:
+    """The id a keyed join gives a pair of the events ``left`` and ``right`` (ids below
+    2**64): one per pair, the same in every run of the key."""
+    return left << 64 | right
 
 
 def matching_key(key_fns: tuple[Callable[[Any], Key], Callable[[Any], Key]] | None, port: int, payload: Any) -> Key | None:

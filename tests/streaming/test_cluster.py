@@ -450,9 +450,8 @@ def test_a_kill_of_the_cluster_engine_at_a_phase_then_a_restart_commits_the_whol
 def test_the_shapes_the_cluster_engine_takes() -> None:
     """Which node the engine runs by key (``cluster_shape``; no Spark job): a query without a
     stateful operator gets the release on top, a plan of joins and unions below it runs on the
-    driver; a join that every input reaches without a window runs by its join key, unless end
-    edges reach it (of edges, or above a join of intervals, it runs on the driver under the
-    release); a query whose stateful
+    driver; a join that every input reaches without a window runs by its join key, end edges
+    reaching it too (of edges, or above a join of intervals); a query whose stateful
     node cannot run by key (a stream would go around it) runs under the release, all of it
     below on the driver; an output keeping a substream key is refused."""
     from tempo.plan.query import Query
@@ -470,10 +469,10 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert keyed(_self_join(readings)) == "JoinNode"
     assert keyed(_self_join(readings).where(lambda r: r.value > 0).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"
     edges = Stream.create("e", [], EventShape.EDGE, payload_type=Reading)
-    assert keyed(_self_join(edges)) == "ReleaseNode"  # its inputs' end edges: no keyed form yet
+    assert keyed(_self_join(edges)) == "JoinNode"  # its inputs' end edges reach its keys
     intervals = Stream.create("i", [], EventShape.INTERVAL, payload_type=Reading)
     assert keyed(_self_join(intervals)) == "JoinNode"  # lifetimes of any length, ending at infinity too
-    assert keyed(_self_join(intervals).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "ReleaseNode"  # the ends of open pairs below
+    assert keyed(_self_join(intervals).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"  # the ends of open pairs below too
     assert keyed(_self_join(edges.alter_event_duration(timedelta(seconds=2)))) == "JoinNode"  # edges given a duration are closed
     by_site = readings.join(other, lambda a, b: a.site == b.site, lambda a, b: b)
     assert keyed(by_site) == "JoinNode"
@@ -841,7 +840,7 @@ def test_a_join_keyed_by_its_join_key_gives_its_pairs_and_their_ends_in_order(sp
     from tempo.events import EdgeEnd, EdgeStart
 
     base, at, schema, files = _keyed_intervals()
-    assert _keyed_shape_of(_paired, EventShape.INTERVAL) == "JoinNode" and _keyed_shape_of(_paired, EventShape.EDGE) == "ReleaseNode"
+    assert _keyed_shape_of(_paired, EventShape.INTERVAL) == "JoinNode"
     committed, whole = _flushed_on_the_cluster(
         spark_session, tmp_path, files, schema, EventShape.INTERVAL, _paired, Keyed, KeyedPair, restarts=thorough(), end="until",
     )
@@ -854,6 +853,74 @@ def test_a_join_keyed_by_its_join_key_gives_its_pairs_and_their_ends_in_order(sp
         (2, 9, KeyedPair("b", 2.0, 2.0)), (3, 6, KeyedPair("a", 3.0, 3.0)), (7, 8, KeyedPair("b", 2.0, 5.0)), (7, 8, KeyedPair("b", 5.0, 2.0)),
         (7, 8, KeyedPair("b", 5.0, 5.0)), (10, 12, KeyedPair("c", 4.0, 4.0)),
     ], key=repr), whole_pairs
+
+
+def _keyed_edges() -> tuple[datetime, Callable[[float], datetime], pa.Schema, list[list[dict[str, Any]]]]:
+    """The join's and the anti-join's hand timeline on edges (seconds): the base time, seconds
+    to times, the schema and the two files' rows (a start edge, or an end edge),
+
+        file 0:  a1 from 1    b2 from 2
+        file 1:  a3 from 3   a1 ends 6   c1 from 4   d1 from 5   e1 from 6   d1 ends 8
+                 b2 ends 9   a3 ends 7   c4 from 10  e1 ends 12
+
+    (a1 is key a, value 1.0)."""
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def at(seconds: float) -> datetime:
+        return base + timedelta(seconds=seconds)
+
+    utc = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
+    items = [
+        [("start", 1, None, "a", 1.0), ("start", 2, None, "b", 2.0)],
+        [("start", 3, None, "a", 3.0), ("end", 1, 6, "a", 1.0), ("start", 4, None, "c", 1.0), ("start", 5, None, "d", 1.0), ("start", 6, None, "e", 1.0),
+         ("end", 5, 8, "d", 1.0), ("end", 2, 9, "b", 2.0), ("end", 3, 7, "a", 3.0), ("start", 10, None, "c", 4.0), ("end", 6, 12, "e", 1.0)],
+    ]
+    files = [[{"kind": kind, "ts": at(s), "until": None if e is None else at(e), "key": k, "value": v} for kind, s, e, k, v in part] for part in items]
+    for seq, row in enumerate(row for part in files for row in part):
+        row["seq"] = seq
+    return base, at, schema, files
+
+
+def _timeline(committed: list[Any], base: datetime, label: Callable[[Any], Any]) -> list[tuple[Any, ...]]:
+    """``committed`` as (kind, label of its payload, start and end in seconds; None: open) and
+    ("cti", time), the CTIs at infinity left out."""
+    from tempo.events import EdgeStart
+
+    return [
+        ("cti", r.timestamp) if isinstance(r, Cti) else (type(r).__name__, label(r.payload), (r.start - base).seconds, None if isinstance(r, EdgeStart) else (r.end - base).seconds)
+        for r in committed if not (isinstance(r, Cti) and r.timestamp.year == 9999)
+    ]
+
+
+def test_a_join_of_edges_keyed_by_its_join_key_ends_its_pairs_where_memory_does(spark_session: Any, tmp_path: Path) -> None:
+    """A join of edges on the executors: the ends of both inputs' events reach their keys; the
+    end an end edge gives a pair already out goes out at its arrival if it is final (both
+    ends known, or the input still open has its CTI past it), else at the move of that input's
+    CTI that reaches it. ``_keyed_edges``'s readings joined with those above 1.5 of their key
+    (``_paired``), a CTI at each start:
+
+        b2 x b2 from 2: out at the CTI at 3, both open; b2's end (9) reaches the right
+                        input first (the left's CTI at 6: the end waits), then the left: ended at 9
+        a1 x a3 from 3: out at the CTI at 4, a1 ended at 6 already, a3 open: a start edge
+                        ended at 6 when the right CTI reaches 6
+        a3 x a3 from 3: out at the CTI at 4, both open, ended at 7 at the arrival of a3's end
+        c1 x c4, c4 x c4 from 10: out at the flush, never ended
+
+    The committed output is the in-memory executor's item for item."""
+    base, at, schema, files = _keyed_edges()
+    assert _keyed_shape_of(_paired, EventShape.EDGE) == "JoinNode"
+    committed, whole = _flushed_on_the_cluster(
+        spark_session, tmp_path, files, schema, EventShape.EDGE, _paired, Keyed, KeyedPair, restarts=thorough(), end="until", kind="kind",
+    )
+    assert repr(committed) == repr(whole)
+    seen = _timeline(committed, base, lambda pair: (pair.key, pair.left, pair.right))
+    assert seen == [
+        ("cti", at(1)), ("cti", at(2)), ("EdgeStart", ("b", 2.0, 2.0), 2, None), ("cti", at(3)),
+        ("EdgeStart", ("a", 1.0, 3.0), 3, None), ("EdgeStart", ("a", 3.0, 3.0), 3, None), ("cti", at(4)), ("cti", at(5)),
+        ("EdgeEnd", ("a", 1.0, 3.0), 3, 6), ("cti", at(6)), ("EdgeEnd", ("b", 2.0, 2.0), 2, 9), ("EdgeEnd", ("a", 3.0, 3.0), 3, 7), ("cti", at(10)),
+        ("EdgeStart", ("c", 1.0, 4.0), 10, None), ("EdgeStart", ("c", 4.0, 4.0), 10, None),
+    ], seen
 
 
 def _uncovered_by_key(grouped: Any) -> Stream[Keyed]:
@@ -919,34 +986,12 @@ def test_an_anti_join_of_edges_keyed_by_its_join_key_ends_its_fragments_where_me
     from 5 (open at 6) ends at 8 at the arrival of its own end (the right CTI at 8 already);
     e1's from 6 (open at 10) at 12 at its end's arrival. The committed output is the in-memory
     executor's item for item."""
-    from datetime import datetime, timezone
-
-    from tempo.events import EdgeEnd, EdgeStart
-
-    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-    def at(seconds: float | None) -> datetime | None:
-        return None if seconds is None else base + timedelta(seconds=seconds)
-
-    utc = pa.timestamp("us", tz="UTC")
-    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
-    items = [
-        [("start", 1, None, "a", 1.0), ("start", 2, None, "b", 2.0)],
-        [("start", 3, None, "a", 3.0), ("end", 1, 6, "a", 1.0), ("start", 4, None, "c", 1.0), ("start", 5, None, "d", 1.0), ("start", 6, None, "e", 1.0),
-         ("end", 5, 8, "d", 1.0), ("end", 2, 9, "b", 2.0), ("end", 3, 7, "a", 3.0), ("start", 10, None, "c", 4.0), ("end", 6, 12, "e", 1.0)],
-    ]
-    files = [[{"kind": kind, "ts": at(s), "until": at(e), "key": k, "value": v} for kind, s, e, k, v in part] for part in items]
-    for seq, row in enumerate(row for part in files for row in part):
-        row["seq"] = seq
-
+    base, at, schema, files = _keyed_edges()
     committed, whole = _flushed_on_the_cluster(
         spark_session, tmp_path, files, schema, EventShape.EDGE, _uncovered_by_key, Keyed, Keyed, restarts=thorough(), end="until", kind="kind",
     )
     assert repr(committed) == repr(whole)
-    seen = [
-        ("cti", r.timestamp) if isinstance(r, Cti) else (type(r).__name__, r.payload.key, (r.start - base).seconds, None if isinstance(r, EdgeStart) else (r.end - base).seconds)
-        for r in committed if not (isinstance(r, Cti) and r.timestamp.year == 9999)
-    ]
+    seen = _timeline(committed, base, lambda payload: payload.key)
     assert seen == [
         ("cti", at(1)), ("EdgeStart", "a", 1, None), ("cti", at(2)), ("EdgeStart", "b", 2, None), ("cti", at(3)), ("EdgeEnd", "a", 1, 5),
         ("EdgeEnd", "b", 2, 4), ("EdgeStart", "a", 3, None), ("cti", at(4)), ("EdgeEnd", "a", 3, 5), ("EdgeStart", "c", 4, None), ("cti", at(5)),

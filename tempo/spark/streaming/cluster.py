@@ -49,6 +49,7 @@ import pickle
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import attrs
@@ -138,8 +139,7 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     one join of them all (``reaching_shape``), or through any plan of such operators, joins,
     anti-joins and patterns run item by item on the driver (``_below_on_the_driver``), the
     node's state and work on the executors; anything may follow it (run on the driver, on
-    its results). A query without such a node whose inputs reach a join (no end edge among
-    them), an anti-join or a pattern through such operators and joins has it keyed by its join
+    its results). A query without such a node whose inputs reach a join, an anti-join or a pattern through such operators and joins has it keyed by its join
     key on the executors (``_join_shape``). Any other query runs under a release (``ReleaseNode``), the whole plan
     below it item by item on the driver, as the driver engine runs it, and the output's
     waiting events by key on the executors. The node is called the window below."""
@@ -219,8 +219,8 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
     """The lowest join, anti-join or pattern every input reaches through
     ``BELOW_A_KEYED_JOIN``'s operators (run item by item on the driver) and that nothing else
     reads, when it runs keyed by its join key (``tempo.runtime.keyed.KEYED_JOIN``,
-    ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``): no end edge reaches a join (``_ends_reach``; an
-    anti-join's key takes ends, a pattern reads starts only), no input has substreams, and its
+    ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``; a join's and an anti-join's keys take the ends of
+    their open events, a pattern reads starts only), no input has substreams, and its
     keys are of a type keyed alike everywhere; else why not. What follows it runs on the
     driver over its results."""
     consumers = consumers_of(query)
@@ -235,8 +235,6 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
         ):
             continue
         kind = "join" if isinstance(node, p.JoinNode) else "anti-join" if isinstance(node, p.AntiJoinNode) else "pattern"
-        if isinstance(node, p.JoinNode) and any(_ends_reach(query, side) for side in node.inputs()):
-            return f"end edges reach its {kind} (edges, or the open pairs of a join below it), whose keyed form does not take them yet"
         if any(s.over is not None for s in query.sources):
             return f"its {kind}'s inputs have substreams"
         for pair in node.keys:
@@ -245,19 +243,6 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
                     return f"a join key is of type {key.dtype.__name__}"
         return BulkShape(tuple(query.sources), node, index)
     return WHY_NOT
-
-
-def _ends_reach(query: Query, node: p.Node) -> bool:
-    """Whether end edges may come out of ``node`` (an input of a keyed join): an input of
-    edges, or a join of lifetimes that may be open (an event ending at infinity makes an open
-    pair, which ends when an input's CTI passes the other event's end), below it."""
-    if isinstance(node, p.SourceNode):
-        return node.shape is EventShape.EDGE
-    if isinstance(node, p.AlterLifetimeNode) and node.duration is not None:
-        return False  # every lifetime given a duration is closed, its end edge dropped
-    if isinstance(node, p.JoinNode) and any(query.longest_lifetime(side) is None for side in node.inputs()):
-        return True
-    return any(_ends_reach(query, side) for side in node.inputs())
 
 
 def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
@@ -302,7 +287,9 @@ class Reached(NamedTuple):
 
 OPEN_EVENTS = "cluster.open_events"
 """The name of the driver engine's attached state (``LiveEngine.attached``) holding the open
-events that reached the window: event id -> (the stage batch of its event, its payload)."""
+events that reached the window: event id -> (the stage batch of its event, its payload); a
+keyed join's or anti-join's, (input, event id) -> (that stage batch, (input, join key's
+name)): one event may reach both inputs (a stream joined with itself), with one id."""
 
 
 JOIN_TIMELINE = "cluster.join_timeline"
@@ -310,11 +297,11 @@ JOIN_TIMELINE = "cluster.join_timeline"
 ``JoinTimeline`` (its inputs' CTIs and the pairs given out as start edges whose ends wait),
 or a keyed anti-join's ``AntiJoinTimeline`` (its inputs' CTIs and open fragments)."""
 NEARER_ENDS = "cluster.nearer_ends"
-"""The name of the work query's engine's attached state holding the ends a keyed
-anti-join's keys gave at an arrival (a right event's nearer end, or a left event's own end
-with an open fragment: ``AntiJoinTimeline.arrived``; its stage
-batch and place in it) before the CTI rows of that stage batch came back: (stage batch,
-place, group, result)."""
+"""The name of the work query's engine's attached state holding the ends a keyed join's or
+anti-join's keys gave at an arrival (its stage batch and place in it) before the CTI rows of
+that stage batch came back: (stage batch, place, group, result). A join's: the end an end
+edge gave a pair (``JoinTimeline.arrived``); an anti-join's: a right event's nearer end, or a
+left event's own end with an open fragment (``AntiJoinTimeline.arrived``)."""
 
 
 OPEN_OUTPUTS = "cluster.open_outputs"
@@ -331,7 +318,7 @@ class _WindowFeed(ops.Operator):
     event's payload (in ``open``, the engine's attached state, saved with it) until its end,
     so that the end reaches the key its event went to."""
 
-    def __init__(self, window: ops.Operator, open_events: dict[int, tuple[int, Any]]) -> None:
+    def __init__(self, window: ops.Operator, open_events: dict[int | tuple[int, int], tuple[int, Any]]) -> None:
         super().__init__()
         assert isinstance(window, DRIVER_OPERATORS)
         self.window = window
@@ -353,8 +340,8 @@ class _WindowFeed(ops.Operator):
             name = join_key_name(key) if key is not None else f"null {eid}" if port == 0 and isinstance(window, ops.AntiJoin) else None
             if name is None:
                 return  # a null key matches nothing (an anti-join's left event: never covered, a key of its own)
-            if end is None and isinstance(window, ops.AntiJoin):  # its end goes to its key
-                self.open[eid] = (self.batch, (port, name))
+            if end is None and isinstance(window, (ops.Join, ops.AntiJoin)):  # its end goes to its key
+                self.open[(port, eid)] = (self.batch, (port, name))
             self.events.append(Reached(INSERT, eid, start, end, payload, window.out_cti, port, name))
             return
         if end is None:
@@ -364,15 +351,16 @@ class _WindowFeed(ops.Operator):
     def end(self, port: int, eid: int, end: int) -> None:
         if isinstance(self.window, ops.FollowedBy):
             return  # a pattern reads starts only
-        if isinstance(self.window, ops.Join):
-            raise AssertionError("cluster engine: an end edge reached a keyed join, which no end edge reaches (_ends_reach)")
-        opened = self.open.get(eid)
+        held: int | tuple[int, int] = (port, eid) if isinstance(self.window, (ops.Join, ops.AntiJoin)) else eid
+        if held not in self.open and eid in self.open:
+            held = eid  # (an anti-join's, saved before its events were held by input too)
+        opened = self.open.get(held)
         if opened is None:  # not open at the window: the window would ignore it too
             return
         if end < INF:  # an end at infinity leaves the event open, as at the window
-            del self.open[eid]
+            del self.open[held]
         batch, payload = opened
-        if isinstance(self.window, ops.AntiJoin):  # to its event's key: (input, join key's name)
+        if isinstance(self.window, (ops.Join, ops.AntiJoin)):  # to its event's key: (input, join key's name)
             port, name = payload
             self.events.append(Reached(END_EDGE, eid, batch, end, None, self.window.out_cti, port, name))
             return
@@ -863,7 +851,7 @@ class WorkRunner(_Batches, Generic[T]):
         # Each result goes before the first of the batch's CTIs that released it in memory;
         # the ends an analytic's keys passed on after the batch's last CTI go after it.
         released: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
-        nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if isinstance(window, ops.AntiJoin) else []
+        nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if isinstance(window, (ops.Join, ops.AntiJoin)) else []
         latest = self.latest
         for i in range(table.num_rows):
             if kinds[i] == LATEST:
@@ -874,7 +862,7 @@ class WorkRunner(_Batches, Generic[T]):
             payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             group = col[GROUP][i]
-            if isinstance(window, ops.AntiJoin) and result.ended:  # an end told at the arrival that brought it
+            if isinstance(window, (ops.Join, ops.AntiJoin)) and result.ended:  # an end told at the arrival that brought it
                 arrival = result.rank[0]
                 nearer.append((arrival >> 64, arrival & 0xFFFF_FFFF_FFFF_FFFF, group, result))
                 continue
@@ -892,7 +880,7 @@ class WorkRunner(_Batches, Generic[T]):
             last_of_batch = at + 1 == len(markers) or markers[at + 1][0] != stage_batch
             if isinstance(window, ops.Join):
                 assert timeline is not None
-                self._emit_pairs(window, released[at], cti, move, timeline)
+                self._emit_pairs(window, released[at], cti, stage_batch, move, timeline, nearer, last_of_batch)
             elif isinstance(window, ops.AntiJoin):
                 assert anti is not None
                 self._emit_fragments(window, released[at], cti, stage_batch, move, anti, nearer, last_of_batch)
@@ -932,26 +920,37 @@ class WorkRunner(_Batches, Generic[T]):
 
     @staticmethod
     def _emit_pairs(
-        join: ops.Join, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, move: list[Any], timeline: JoinTimeline,
+        join: ops.Join, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, stage_batch: int, move: list[Any],
+        timeline: JoinTimeline, nearer: list[tuple[int, int, str, KeyedResult]], last_of_batch: bool,
     ) -> None:
-        """A keyed join's CTI row (``move``: the input whose CTI moved, and its CTI; none for a
-        batch without a move), as the join over all keys takes that move: the ends of pairs
-        given out as start edges that it settles, then, if the output CTI moves, ``results``
-        (the pairs it releases, with their ``release_order``), each whole or as a start edge
-        (``JoinTimeline``), then the output CTI."""
-        _, port, t, _ = move if move else (None, None, None, None)  # (its place in the batch, the input, its CTI, events before it)
+        """A keyed join's CTI row of stage batch ``stage_batch`` (``move``: its place among
+        them, the input whose CTI moved, its CTI and the number of the batch's events before
+        it; none for a batch without a move), as the join over all keys takes that move: first
+        the ends the end edges before it gave pairs (``nearer``, held until their stage batch's
+        CTI rows come back), then the ends of pairs given out as start edges that the move
+        settles, then, if the output CTI moves, ``results`` (the pairs it releases, with their
+        ``release_order``), each whole or as a start edge (``JoinTimeline``), then the output
+        CTI; after the batch's last, the ends the end edges after it gave."""
+
+        def arrived(group: str, ends: list[KeyedResult]) -> None:
+            for oid, end in timeline.arrived(group, ends):
+                join.emit_end(oid, end)
+
+        _, port, t, before = move if move else (None, None, None, None)
+        WorkRunner._arrivals(arrived, nearer, stage_batch, before)
         if port is not None and t is not None:
             for oid, end in timeline.move(port, t):
                 join.emit_end(oid, end)
-        if cti <= timeline.out:
-            if results:
-                raise AssertionError(f"cluster engine: pairs {results} came back at CTI {cti}, which the output CTI had passed")
-            return
-        for _, _, r in sorted(results, key=lambda r: r[0]):
-            oid = join.new_id()
-            join.emit_insert(oid, r.start, timeline.give(r, oid), r.payload)
-        timeline.out = cti
-        pass_cti(join, cti)
+        if cti > timeline.out:
+            for _, group, r in sorted(results, key=lambda r: r[0]):
+                oid = join.new_id()
+                join.emit_insert(oid, r.start, timeline.give(r, oid, group), r.payload)
+            timeline.out = cti
+            pass_cti(join, cti)
+        elif results:
+            raise AssertionError(f"cluster engine: pairs {results} came back at CTI {cti}, which the output CTI had passed")
+        if last_of_batch:
+            WorkRunner._arrivals(arrived, nearer, stage_batch, None)
 
     @staticmethod
     def _emit_fragments(
@@ -966,7 +965,11 @@ class WorkRunner(_Batches, Generic[T]):
         CTI it moves releases (``AntiJoinTimeline``), then the output CTI; after the batch's
         last, the nearer ends of the events after it."""
         _, port, t, before = move if move else (None, None, None, None)
-        WorkRunner._arrivals(anti, timeline, nearer, stage_batch, before)
+
+        def arrived(group: str, ends: list[KeyedResult]) -> None:
+            timeline.arrived(anti, group, ends)
+
+        WorkRunner._arrivals(arrived, nearer, stage_batch, before)
         moved = cti > timeline.out
         if not moved and results:
             raise AssertionError(f"cluster engine: fragments {results} came back at CTI {cti}, which the output CTI had passed")
@@ -974,14 +977,15 @@ class WorkRunner(_Batches, Generic[T]):
         if moved:
             pass_cti(anti, cti)
         if last_of_batch:
-            WorkRunner._arrivals(anti, timeline, nearer, stage_batch, None)
+            WorkRunner._arrivals(arrived, nearer, stage_batch, None)
 
     @staticmethod
     def _arrivals(
-        anti: ops.AntiJoin, timeline: AntiJoinTimeline, nearer: list[tuple[int, int, str, KeyedResult]], stage_batch: int, before: int | None,
+        arrived: Callable[[str, list[KeyedResult]], None], nearer: list[tuple[int, int, str, KeyedResult]], stage_batch: int, before: int | None,
     ) -> None:
-        """The nearer ends of stage batch ``stage_batch`` brought by the events before its
-        ``before``-th (None: all), arrival by arrival, out of ``nearer``."""
+        """The ends told at the arrivals of stage batch ``stage_batch``'s events before its
+        ``before``-th (None: all), out of ``nearer``, to ``arrived`` (the group, its ends),
+        arrival by arrival."""
         if any(n[0] < stage_batch for n in nearer):
             raise AssertionError(f"cluster engine: nearer ends {[n for n in nearer if n[0] < stage_batch]} came back after their stage batch's CTI rows")
         due = sorted((n for n in nearer if n[0] == stage_batch and (before is None or n[1] < before)), key=lambda n: n[1])
@@ -990,7 +994,7 @@ class WorkRunner(_Batches, Generic[T]):
         nearer[:] = [n for n in nearer if not (n[0] == stage_batch and (before is None or n[1] < before))]
         for _, group_of_arrival in itertools.groupby(due, key=lambda n: n[1]):
             arrival = list(group_of_arrival)
-            timeline.arrived(anti, arrival[0][2], [n[3] for n in arrival])
+            arrived(arrival[0][2], [n[3] for n in arrival])
 
     def _emit(
         self, window: DriverOperator, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,
