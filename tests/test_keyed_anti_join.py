@@ -33,7 +33,7 @@ from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.keyed import AntiJoinTimeline, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, pass_cti, placed, release_order
 from tempo.ticks import INF, NEG_INF
 from tests.budget import examples
-from tests.test_keyed_join import PortCti, _check_next_release, _Recorder
+from tests.test_keyed_join import PortCti, _check_next_release, _Recorder, feed_all_keys
 
 SECOND = 1_000_000
 
@@ -111,13 +111,7 @@ def _recorded(query: Query, node: p.Node) -> tuple[ops.Operator, _Recorder]:
 def _reference(query: Query, node: p.Node, steps: list[Step]) -> list[tuple[Any, ...]]:
     """What ``node``'s operator over all keys emits, fed ``steps``."""
     operator, recorder = _recorded(query, node)
-    for item in steps:
-        if isinstance(item, PortCti):
-            operator.cti(item.port, item.t)
-        elif isinstance(item, End):
-            operator.end(item.port, item.eid, item.end)
-        else:
-            operator.insert(item.port, item.eid, item.start, item.end, item.payload)
+    feed_all_keys(operator, steps)
     return recorder.seen
 
 

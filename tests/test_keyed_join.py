@@ -20,6 +20,7 @@ changes nothing, a CTI at it releases a pair or moves the timer on.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -141,14 +142,19 @@ def _reference(query: Query, node: p.JoinNode, steps: list[Step]) -> list[tuple[
     join = build_operator(Build(mode, query), node)
     recorder = _Recorder()
     join.connect(recorder, 0)
-    for _, item in steps:
-        if isinstance(item, PortCti):
-            join.cti(item.port, item.t)
-        elif isinstance(item, End):
-            join.end(item.port, item.eid, item.end)
-        else:
-            join.insert(item.port, item.eid, item.start, item.end, item.payload)
+    feed_all_keys(join, (item for _, item in steps))
     return recorder.seen
+
+
+def feed_all_keys(operator: ops.Operator, items: Iterable[Insert | End | PortCti]) -> None:
+    """``items`` into an operator of two inputs over all keys, in order, each input's CTIs its own."""
+    for item in items:
+        if isinstance(item, PortCti):
+            operator.cti(item.port, item.t)
+        elif isinstance(item, End):
+            operator.end(item.port, item.eid, item.end)
+        else:
+            operator.insert(item.port, item.eid, item.start, item.end, item.payload)
 
 
 def _keyed(query: Query, node: p.JoinNode, steps: list[Step], cuts: list[int]) -> tuple[list[int], list[tuple[int, KeyedResult]]]:

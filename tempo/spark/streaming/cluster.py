@@ -876,14 +876,32 @@ class WorkRunner(_Batches, Generic[T]):
         opened: dict[tuple[str, int], int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
         timeline: JoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, JoinTimeline()) if isinstance(window, ops.Join) else None
         anti: AntiJoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, ops.AntiJoin) else None
-        for at, (stage_batch, cti, *move) in enumerate(markers):
-            last_of_batch = at + 1 == len(markers) or markers[at + 1][0] != stage_batch
+
+        def arrived(group: str, ends: list[KeyedResult]) -> None:
+            """The ends a keyed join's or anti-join's key told at one arrival, to its timeline."""
             if isinstance(window, ops.Join):
                 assert timeline is not None
-                self._emit_pairs(window, released[at], cti, stage_batch, move, timeline, nearer, last_of_batch)
-            elif isinstance(window, ops.AntiJoin):
-                assert anti is not None
-                self._emit_fragments(window, released[at], cti, stage_batch, move, anti, nearer, last_of_batch)
+                for oid, end in timeline.arrived(group, ends):
+                    window.emit_end(oid, end)
+            else:
+                assert anti is not None and isinstance(window, ops.AntiJoin)
+                anti.arrived(window, group, ends)
+
+        for at, (stage_batch, cti, *move) in enumerate(markers):
+            last_of_batch = at + 1 == len(markers) or markers[at + 1][0] != stage_batch
+            if isinstance(window, (ops.Join, ops.AntiJoin)):
+                # The ends told at the arrivals before the CTI row (held in ``nearer`` until
+                # their stage batch's CTI rows come back), its move, then after the batch's
+                # last, the ends told at the arrivals after it.
+                self._arrivals(arrived, nearer, stage_batch, move[3] if move else None)
+                if isinstance(window, ops.Join):
+                    assert timeline is not None
+                    self._emit_pairs(window, released[at], cti, move, timeline)
+                else:
+                    assert anti is not None
+                    self._emit_fragments(window, released[at], cti, move, anti)
+                if last_of_batch:
+                    self._arrivals(arrived, nearer, stage_batch, None)
             else:
                 self._emit(window, released[at], cti, opened)
                 pass_cti(window, cti)
@@ -920,24 +938,16 @@ class WorkRunner(_Batches, Generic[T]):
 
     @staticmethod
     def _emit_pairs(
-        join: ops.Join, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, stage_batch: int, move: list[Any],
-        timeline: JoinTimeline, nearer: list[tuple[int, int, str, KeyedResult]], last_of_batch: bool,
+        join: ops.Join, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, move: list[Any], timeline: JoinTimeline,
     ) -> None:
-        """A keyed join's CTI row of stage batch ``stage_batch`` (``move``: its place among
-        them, the input whose CTI moved, its CTI and the number of the batch's events before
-        it; none for a batch without a move), as the join over all keys takes that move: first
-        the ends the end edges before it gave pairs (``nearer``, held until their stage batch's
-        CTI rows come back), then the ends of pairs given out as start edges that the move
-        settles, then, if the output CTI moves, ``results`` (the pairs it releases, with their
+        """A keyed join's CTI row (``move``: its place among its stage batch's, the input whose
+        CTI moved, its CTI and the number of the batch's events before it; none for a batch
+        without a move), as the join over all keys takes that move, after the ends told at the
+        arrivals before it: the ends of pairs given out as start edges that the move settles,
+        then, if the output CTI moves, ``results`` (the pairs it releases, with their
         ``release_order``), each whole or as a start edge (``JoinTimeline``), then the output
-        CTI; after the batch's last, the ends the end edges after it gave."""
-
-        def arrived(group: str, ends: list[KeyedResult]) -> None:
-            for oid, end in timeline.arrived(group, ends):
-                join.emit_end(oid, end)
-
-        _, port, t, before = move if move else (None, None, None, None)
-        WorkRunner._arrivals(arrived, nearer, stage_batch, before)
+        CTI."""
+        _, port, t, _ = move if move else (None, None, None, None)
         if port is not None and t is not None:
             for oid, end in timeline.move(port, t):
                 join.emit_end(oid, end)
@@ -949,35 +959,22 @@ class WorkRunner(_Batches, Generic[T]):
             pass_cti(join, cti)
         elif results:
             raise AssertionError(f"cluster engine: pairs {results} came back at CTI {cti}, which the output CTI had passed")
-        if last_of_batch:
-            WorkRunner._arrivals(arrived, nearer, stage_batch, None)
 
     @staticmethod
     def _emit_fragments(
-        anti: ops.AntiJoin, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, stage_batch: int, move: list[Any],
-        timeline: AntiJoinTimeline, nearer: list[tuple[int, int, str, KeyedResult]], last_of_batch: bool,
+        anti: ops.AntiJoin, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, move: list[Any], timeline: AntiJoinTimeline,
     ) -> None:
-        """A keyed anti-join's CTI row of stage batch ``stage_batch`` (``move``: its place among
-        them, the input whose CTI moved, its CTI and the number of the batch's events before
-        it; Nones for a batch without a move), as the anti-join over all keys takes it: first
-        the nearer ends the arrivals before it brought (``nearer``, held until their stage
-        batch's CTI rows come back), then the move, with ``results``, the fragments the output
-        CTI it moves releases (``AntiJoinTimeline``), then the output CTI; after the batch's
-        last, the nearer ends of the events after it."""
-        _, port, t, before = move if move else (None, None, None, None)
-
-        def arrived(group: str, ends: list[KeyedResult]) -> None:
-            timeline.arrived(anti, group, ends)
-
-        WorkRunner._arrivals(arrived, nearer, stage_batch, before)
+        """A keyed anti-join's CTI row (``move``: as a join's, ``_emit_pairs``), as the
+        anti-join over all keys takes it, after the ends told at the arrivals before it: the
+        move, with ``results``, the fragments the output CTI it moves releases
+        (``AntiJoinTimeline``), then the output CTI."""
+        _, port, t, _ = move if move else (None, None, None, None)
         moved = cti > timeline.out
         if not moved and results:
             raise AssertionError(f"cluster engine: fragments {results} came back at CTI {cti}, which the output CTI had passed")
         timeline.move(anti, port, NEG_INF if t is None else t, cti, [(g, r) for _, g, r in sorted(results, key=lambda r: r[0])])
         if moved:
             pass_cti(anti, cti)
-        if last_of_batch:
-            WorkRunner._arrivals(arrived, nearer, stage_batch, None)
 
     @staticmethod
     def _arrivals(
