@@ -4,12 +4,16 @@
 records, exploded into one event each: a ``Ranked<T>`` has the event's ``rank`` and the
 ``event`` itself, and a ``Top<T>`` is the window's result holding that list. The classes are
 made here, named after the payload class and kept in this module's namespace, so that a
-pickled engine state (the live executor's) finds them again once the query is built anew.
+pickled engine state (the live executor's) finds them again once the query is built anew;
+a process that has not built the query (a Spark worker unpickling a plan, or a restarted
+driver reading a state) makes them when the name is first looked up (``__getattr__``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import itertools
 import re
 from typing import Any
 
@@ -30,3 +34,36 @@ def ranked_classes(payload_type: type) -> tuple[type, type]:
         globals()[cls.__name__] = cls
     _MADE[payload_type] = (ranked, top)
     return ranked, top
+
+
+def __getattr__(name: str) -> type:
+    """The class ``name`` (``Ranked_<tag>`` or ``Top_<tag>``), made for the payload class
+    whose module and qualified name the tag spells (each ``.`` written as ``_``: the ways of
+    reading it back are tried, shortest module first)."""
+    kind, _, tag = name.partition("_")
+    if kind not in ("Ranked", "Top") or not tag:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    parts = tag.split("_")
+    if len(parts) <= 12:  # 2**11 readings at most
+        for seps in itertools.product("._", repeat=len(parts) - 1):
+            path = parts[0] + "".join(sep + part for sep, part in zip(seps, parts[1:]))
+            found = _class_at(path)
+            if found is not None:
+                made = dict(zip(("Ranked", "Top"), ranked_classes(found)))[kind]
+                if made.__name__ == name:
+                    return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}: no importable payload class is named by it")
+
+
+def _class_at(path: str) -> type | None:
+    """The class at dotted ``path`` (a module, then attributes), or None."""
+    names = path.split(".")
+    for cut in range(len(names) - 1, 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(names[:cut]))
+        except ImportError:
+            continue
+        for attr in names[cut:]:
+            found = getattr(found, attr, None)
+        return found if isinstance(found, type) else None
+    return None

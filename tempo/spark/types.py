@@ -6,6 +6,7 @@ integer microseconds, so no local time zone can shift them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -111,9 +112,14 @@ def driver_frame(spark: SparkSession, leading: list[st.StructField], payload_typ
 
 
 def from_wire(cls: type, values: Any, naive: bool) -> Any:
-    """A payload from values in ``wire_schema`` order (datetimes as ticks)."""
+    """A payload from values in ``wire_schema`` order (datetimes as ticks), or by field name:
+    a nested record read through Arrow (``to_pylist``) is a dict, whose iteration gives its
+    keys."""
+    fields = record_fields(cls)
+    if isinstance(values, Mapping):
+        values = [values[f.name] for f in fields]
     args = []
-    for f, v in zip(record_fields(cls), values):
+    for f, v in zip(fields, values):
         if v is not None and f.element is not None:
             v = f.dtype(_unwired(f.element, i, naive) for i in v)
         elif v is not None:
