@@ -39,7 +39,7 @@ from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.analytics import Analytic
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
 from tempo.runtime.keyed import (
-    KEYED_STAMPS, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, feed, keyed_collector, placed, release_order, released_from,
+    KEYED_STAMPS, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, feed, keyed_collector, placed, release_order, released_from,
 )
 from tempo.ticks import INF, NEG_INF
 from tests.budget import examples
@@ -182,7 +182,7 @@ def _keyed(query: Query, node: p.Node, sequence: list[Op], cuts: list[int], coar
             last_cti = max(last_cti, item.t)
         shared = {"t_max": t_max} if isinstance(node, p.WindowNode) else {}
         for key, items in per_key.items():
-            if coarse and not any(isinstance(item, (Insert, End)) for item in items):
+            if coarse and not any(isinstance(item, (Insert, End, KeyCti)) for item in items):
                 items = items[-1:]
             released, states[key] = keyed.run(states.get(key), items, shared)
             results += released
@@ -397,6 +397,92 @@ def test_an_analytic_run_one_key_at_a_time_releases_what_it_releases_over_all_ke
         assert (ctis[released(r) - 1] if r.ended else ctis[released(r)]) == r.cti, r
     expected = [seen(r) for r in reference]
     got = [seen(r) for r in sorted(_keyed(query, node, sequence, cuts), key=lambda r: (released(r), release_order(node, r, repr(r.payload and r.payload.key))))]
+    assert got == expected
+
+
+def _keyed_release_node() -> tuple[Query, p.ReleaseNode]:
+    """The output's release over the readings keeping their key as a substream key: released
+    by each key's own CTIs too."""
+    from tempo.expr.trace import trace_records
+
+    query = Query.build(p.ReleaseNode(_readings().node, keyed_by=trace_records(lambda r: r.key, [Reading])))
+    assert isinstance(query.root, p.ReleaseNode)
+    return query, query.root
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds(), st.data())
+def test_a_release_by_substream_key_run_one_key_at_a_time_gives_what_the_output_releases(feed: tuple[list[Op], list[int]], data: st.DataObject) -> None:
+    """Key CTIs put among the events (each at most the start of its key's later events) reach
+    only their key. Each key's results, put in order as the cluster engine's driver does (what
+    an arrival told, an end or a key CTI with the events it released, before the first CTI row
+    after it; the rest before the first CTI past its start, in ``release_order``), are what the
+    output over all keys releases (``Egress`` with the substream key), in its order: events
+    whole or open, ends, CTIs and key CTIs, ids and all."""
+    from tempo.runtime.operators import Egress
+
+    sequence, _ = feed
+    for _ in range(data.draw(st.integers(0, 8))):
+        i = data.draw(st.integers(0, len(sequence)))
+        key = data.draw(st.integers(0, 3))
+        later = [item.start for k, item in sequence[i:] if k == key and isinstance(item, Insert)]
+        in_force = max([0, *(item.t for _, item in sequence[:i] if isinstance(item, Cti) and item.t < INF)])
+        bound = min(later, default=in_force + 10 * SECOND)
+        # Often just past one of the key's starts so far, where the rule's bound (start < t) bites.
+        past = [item.start + 1 for k, item in sequence[:i] if k == key and isinstance(item, Insert) and item.start < bound]
+        t = data.draw(st.sampled_from(past) if past and data.draw(st.booleans()) else st.integers(0, max(0, bound)))
+        sequence.insert(i, (key, KeyCti(key, t, 0)))
+    sequence = [(k, attrs.evolve(item, at=i) if isinstance(item, (Insert, End, KeyCti)) else item) for i, (k, item) in enumerate(sequence)]
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(sequence)), max_size=6))) | {len(sequence)})
+    query, node = _keyed_release_node()
+
+    # The reference: the output over all keys, fed the CTIs that move (no operator passes on another).
+    egress = Egress(lambda payload: payload.key)
+    moving: list[tuple[int, int]] = []  # (place, CTI)
+    for i, (_, item) in enumerate(sequence):
+        if isinstance(item, Insert):
+            egress.insert(0, item.eid, item.start, item.end, item.payload)
+        elif isinstance(item, End):
+            egress.end(0, item.eid, item.end)
+        elif isinstance(item, KeyCti):
+            egress.key_cti(0, item.key, item.t)
+        elif isinstance(item, Cti) and (not moving or item.t > moving[-1][1]):
+            moving.append((i, item.t))
+            egress.cti(0, item.t)
+    expected = [
+        ("cti", r[1]) if r[0] == "cti" else ("key_cti", r[1], r[2]) if r[0] == "key_cti" else ("end", r[1][4], r[1][2]) if r[0] == "end"
+        else ("start", r[1], r[3], r[4]) if r[0] == "start" else ("event", r[1], r[2], r[3], r[4])
+        for r in egress.raw
+    ]
+
+    # The keys' results, placed as the driver places them (``WorkRunner``).
+    results = _keyed(query, node, sequence, cuts, coarse=True)
+    told = sorted(
+        (r.by_key if r.by_key is not None else r.rank[0], r.key_cti, () if r.key_cti else release_order(node, r, ""), i)
+        for i, r in enumerate(results) if r.ended or r.by_key is not None
+    )
+    ctis = [t for _, t in moving]
+    by_cti: list[list[KeyedResult]] = [[] for _ in range(len(ctis) + 1)]
+    for r in results:
+        if not (r.ended or r.by_key is not None):
+            by_cti[bisect.bisect_left(ctis, released_from(node, r))].append(r)
+    got: list[tuple[Any, ...]] = []
+
+    def out(r: KeyedResult) -> None:
+        if r.key_cti:
+            got.append(("key_cti", r.start, r.payload))
+        elif r.ended:
+            got.append(("end", r.eid, r.end))
+        else:
+            got.append(("start", r.start, r.payload, r.eid) if r.end is None else ("event", r.start, r.end, r.payload, r.eid))
+
+    for (place, t), released in zip([*moving, (len(sequence), None)], by_cti):
+        while told and told[0][0] < place:  # a key CTI's events (by start and arrival) before the key CTI
+            out(results[told.pop(0)[3]])
+        for r in sorted(released, key=lambda r: release_order(node, r, "")):
+            out(r)
+        if t is not None:
+            got.append(("cti", t))
     assert got == expected
 
 

@@ -791,16 +791,20 @@ class ReleaseNode(UnaryNode):
     """Not built by the API: the cluster engine puts it on top of a query that has no
     stateful node of its own (``tempo.spark.streaming.cluster.cluster_query``), so that what
     the query's output holds, the events waiting for a CTI past their start, is kept by key
-    on Spark's executors. It changes nothing the output releases, unless the output keeps a
-    substream key (it does not release by a key's own CTIs; the cluster engine refuses those)."""
+    on Spark's executors. It changes nothing the output releases. When the output keeps a
+    substream key, ``keyed_by`` is that key (an expression of the input's payload): the
+    release then goes by each key's own CTIs too, as the output's does."""
+
+    keyed_by: x.Expr | None = None
 
     SEMANTICS: ClassVar[str] = (
         "Passes every event on unchanged, ids included, in the order the query's output releases "
         "them: by start, then arrival."
     )
     CTI_RULE: ClassVar[str] = (
-        "An event goes out once the input CTI passes its start (the release rule, docs/semantics.md "
-        "6); the end of an event gone out open passes as it arrives; CTIs pass unchanged."
+        "An event goes out once the input CTI passes its start, or, with keyed_by, once its "
+        "substream key's own CTI does, whichever comes first (the release rule, docs/semantics.md "
+        "6); the end of an event gone out open passes as it arrives; CTIs and substream CTIs pass unchanged."
     )
 
     @property
@@ -808,7 +812,7 @@ class ReleaseNode(UnaryNode):
         return self.input.payload_type
 
     def describe(self) -> str:
-        return "Release"
+        return "Release" if self.keyed_by is None else f"Release by substream key {x.render(self.keyed_by)}"
 
     def substream_key(self, keys: tuple[x.Expr | None, ...]) -> x.Expr | None:
         """Keeps the key, as the output would."""

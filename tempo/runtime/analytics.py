@@ -28,7 +28,7 @@ class Analytic(Operator):
 
     WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
         "key_fn", "order", "previous", "previous_fn", "running", "values_fn", "accumulator", "projection",
-        "new_id", "width", "keep_ids", "tell_rank", "arrival",
+        "new_id", "width", "keep_ids", "tell_rank", "arrival", "by_key",
     }
 
     def __init__(
@@ -58,6 +58,9 @@ class Analytic(Operator):
         # The keyed form's arrival of the event being inserted, over all keys (its place in the
         # stage), ahead of the operator's own count: a key's events arrive in that order too.
         self.arrival: Callable[[], int] | None = None
+        # A keyed release's (``ReleaseNode.keyed_by``): its groups are the output's substream
+        # keys, and a key's own CTI releases that group's events as the output would.
+        self.by_key = False
         self.waiting: dict[Key, list[tuple[int, tuple[Any, ...], int, list[Any]]]] = {}
         self.state: dict[Key, list[Any]] = {}  # group -> running aggregates' state
         self.last: dict[Key, tuple[int, tuple[Any, ...]]] = {}  # group -> (start, previous arguments) of its last event out
@@ -85,8 +88,22 @@ class Analytic(Operator):
         if t <= self.in_cti:
             return
         self.in_cti = t
+        self._release_before(list(self.waiting), t)
+        self.emit_cti(t)
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        """A substream key's CTI: a keyed release's group ``key`` goes out up to it, and the
+        key's CTI passes on; an analytic merges keys and ignores it."""
+        if not self.by_key:
+            return
+        if key in self.waiting:
+            self._release_before([key], t)
+        self.emit_key_cti(key, t)
+
+    def _release_before(self, keys: list[Key], t: int) -> None:
+        """The events of groups ``keys`` starting before ``t``, out in order."""
         out: list[tuple[int, tuple[Any, ...], int, list[Any], Any]] = []
-        for key in list(self.waiting):
+        for key in keys:
             heap = self.waiting[key]
             peers: list[tuple[int, tuple[Any, ...], int, list[Any]]] = []
             while heap and heap[0][0] < t:
@@ -106,7 +123,6 @@ class Analytic(Operator):
             if self.tell_rank is not None:
                 self.tell_rank((okey, seq))
             self.emit_insert(eid, start, entry[1], payload)
-        self.emit_cti(t)
 
     def next_release(self) -> int | None:
         """The least CTI that would release an event held (the first past the earliest

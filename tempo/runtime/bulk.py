@@ -157,9 +157,11 @@ def consumers_of(query: Query) -> dict[int, list[p.Node]]:
 
 def reaching_checks(query: Query, shape: BulkShape[N]) -> BulkShape[N] | str:
     """``shape``, or why its stateful node cannot run apart from the rest: it keeps a
-    substream key (its CTIs are per key), or a group key of a type not keyed alike everywhere."""
+    substream key (its CTIs are per key; but a release by that key, ``ReleaseNode.keyed_by``),
+    or a group key of a type not keyed alike everywhere."""
     window = shape.window
-    if query.substream_key(window) is not None:
+    by_key = isinstance(window, p.ReleaseNode) and window.keyed_by is not None  # it releases by the key's CTIs
+    if query.substream_key(window) is not None and not by_key:
         return f"its {'window' if isinstance(window, p.WindowNode) else type(window).__name__.removesuffix('Node')} keeps a substream key"
     for key in getattr(window, "keys", None) or ():
         if key.dtype not in KEY_TYPES:

@@ -182,8 +182,12 @@ def _no_values(payload: Any, start: int = 0) -> tuple[Any, ...]:
 @compiles(p.ReleaseNode)
 def _release(b: Build, node: p.ReleaseNode) -> ops.Operator:
     """The output's release as an operator: ``order_by_time`` with every payload tied, so that
-    events of one start go out in order of arrival, as the output releases them."""
-    return analytics.Analytic(None, _no_values, [], _no_values, [], _no_values, codegen.Accumulator([]), None, b.new_id)
+    events of one start go out in order of arrival, as the output releases them; grouped by
+    the substream key it releases by (``keyed_by``), whose CTIs release a group's events."""
+    key_fn = None if node.keyed_by is None else codegen.compile_expression(node.keyed_by, 1)
+    release = analytics.Analytic(key_fn, _no_values, [], _no_values, [], _no_values, codegen.Accumulator([]), None, b.new_id)
+    release.by_key = node.keyed_by is not None
+    return release
 
 
 @compiles(p.JoinNode)

@@ -97,6 +97,16 @@ class Cti:
 
 
 @attrs.frozen
+class KeyCti:
+    """A CTI of one substream key of a keyed release's input (``ReleaseNode.keyed_by``);
+    ``at`` its place in the arrival order over all keys."""
+
+    key: Any
+    t: int
+    at: int
+
+
+@attrs.frozen
 class Merge:
     """A hopping window's aggregates over some of the key's events, computed apart
     (``tempo.runtime.operators.Window.merge`` states the terms)."""
@@ -121,7 +131,7 @@ class Run:
     values: tuple[Any, ...]
 
 
-KeyedItem = Insert | End | Cti | Merge | Run
+KeyedItem = Insert | End | Cti | KeyCti | Merge | Run
 
 
 @attrs.frozen
@@ -150,6 +160,10 @@ class KeyedResult:
     (``JoinTimeline``); for an anti-join's open fragment, 1: ``end`` is the end it has so far,
     which the inputs' CTIs make final (``AntiJoinTimeline``); for an end it is told at an
     arrival, 0 when that end is the left event's own (nearer or not)."""
+    by_key: int | None = None
+    """For a keyed release: the arrival of the substream key's CTI that released this event
+    (or, with ``key_cti``, that this result is: ``payload`` its key, ``start`` its time)."""
+    key_cti: bool = False
 
 
 class Collector(ops.Operator):
@@ -166,6 +180,8 @@ class Collector(ops.Operator):
         self.ranked: tuple[Any, ...] = ()
         self.window_end: int | None = None
         self.waiting: int | None = None
+        self.by_key: int | None = None
+        """The arrival of the substream key's CTI being fed, if one is."""
         self.results: list[KeyedResult] = []
 
     def rank(self, rank: tuple[Any, ...]) -> None:
@@ -182,7 +198,9 @@ class Collector(ops.Operator):
         return self.arrival
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
-        self.results.append(KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked, closes=self.window_end, waits=self.waiting))
+        self.results.append(
+            KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked, closes=self.window_end, waits=self.waiting, by_key=self.by_key)
+        )
         self.window_end = self.waiting = None
 
     def end(self, port: int, eid: int, end: int) -> None:  # an analytic's or a snapshot's open output ending, an anti-join's nearer end
@@ -193,6 +211,10 @@ class Collector(ops.Operator):
 
     def cti(self, port: int, t: int) -> None:  # the operator's output CTI is the driver's to decide
         return None
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:  # a keyed release's: passed on at its place
+        assert self.by_key is not None
+        self.results.append(KeyedResult(self.cti_now, t, None, key, rank=(self.by_key,), by_key=self.by_key, key_cti=True))
 
 
 _W = WindowTimestamp
@@ -628,6 +650,10 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
         elif isinstance(item, Run):
             assert isinstance(op, ew.Sessions)
             op.merge_run(item.key, item.start, item.end, item.n, item.values)
+        elif isinstance(item, KeyCti):
+            collector.arrival = collector.by_key = item.at
+            op.key_cti(0, item.key, item.t)
+            collector.by_key = None
         else:
             collector.cti_now = item.t
             pass_cti(op, item.t)

@@ -205,18 +205,7 @@ def test_setting_3_substreams_over_the_device(run: Any) -> None:
     ]
     assert r.ctis == [M(a - 5) for a in (7, 8, 11, 13, 16, 17, 18, 19, 21, 22, 24, 27)]
     assert r.substream_ctis == {"d1": [M(5), M(17)], "d2": [M(6), M(15), M(18), M(21)]}
-    c, k = "cti", "key"
-    assert releases(r) == [
-        ([], (c, 2)), ([], (k, "d1", 5)), ([], (c, 3)), ([], (k, "d2", 6)), ([], (c, 6)),
-        ([("d1", 7)], (c, 8)),
-        ([("d2", 8), ("d3", 8)], (c, 11)), ([], (k, "d1", 17)), ([], (c, 12)),
-        ([("d3", 12)], (c, 13)), ([], (k, "d2", 15)),
-        ([], (c, 14)), ([("d2", 17)], (k, "d2", 18)),
-        ([], (c, 16)),
-        ([("d3", 16)], (c, 17)), ([("d2", 20)], (k, "d2", 21)),
-        ([], (c, 19)),
-        ([("d1", 19)], (c, 22)),
-    ]
+    assert releases(r) == SETTING_3_RELEASES
     released = [(e.payload.device, minutes([e.start])[0]) for e in r.events]
     assert released == [("d1", 7), *sorted(released[1:3]), ("d3", 12), ("d2", 17), ("d3", 16), ("d2", 20), ("d1", 19)]
     m = r.metrics["readings"]
@@ -232,6 +221,31 @@ def test_setting_3_substreams_over_the_device(run: Any) -> None:
         "d3": SubstreamMetrics(received=4, admitted=4, adjusted=1, late_adjusted=1),
     }
     assert {d for _, d in m.watermark_delays} == {timedelta(minutes=5)}
+
+
+_C, _K = "cti", "key"
+SETTING_3_RELEASES: list[ReleaseStep] = [
+    ([], (_C, 2)), ([], (_K, "d1", 5)), ([], (_C, 3)), ([], (_K, "d2", 6)), ([], (_C, 6)),
+    ([("d1", 7)], (_C, 8)),
+    ([("d2", 8), ("d3", 8)], (_C, 11)), ([], (_K, "d1", 17)), ([], (_C, 12)),
+    ([("d3", 12)], (_C, 13)), ([], (_K, "d2", 15)),
+    ([], (_C, 14)), ([("d2", 17)], (_K, "d2", 18)),
+    ([], (_C, 16)),
+    ([("d3", 16)], (_C, 17)), ([("d2", 20)], (_K, "d2", 21)),
+    ([], (_C, 19)),
+    ([("d1", 19)], (_C, 22)),
+]
+"""Setting 3's release steps (``releases``), by hand: ``test_setting_3_substreams_over_the_device``."""
+
+SETTING_3_WINDOW_RELEASES: list[ReleaseStep] = [
+    ([], (_C, 0)), ([], (_K, "d1", 5)), ([], (_K, "d2", 5)), ([], (_C, 5)),
+    ([(("d1", 1), 5), (("d2", 1), 5), (("d3", 1), 5)], (_C, 10)), ([], (_K, "d1", 15)), ([], (_K, "d2", 15)),
+    ([(("d3", 1), 10)], (_C, 15)),
+    ([(("d2", 1), 15)], (_K, "d2", 20)),
+    ([(("d1", 1), 15), (("d3", 1), 15)], (_C, 20)),
+]
+"""Setting 3 counted per device in 5-minute windows (``count_per_device``), its release steps
+labelled (device, n), by hand: ``test_setting_3_windows_per_device_close_on_the_device_cti``."""
 
 
 @attrs.frozen
@@ -265,14 +279,7 @@ def test_setting_3_windows_per_device_close_on_the_device_cti(run: Any) -> None:
     r = run(count_per_device(illustration(ADJUST, early=True, substreams=True, flush=False)))
     assert r.ctis == [M(0), M(5), M(10), M(15), M(20)]
     assert r.substream_ctis == {"d1": [M(5), M(15)], "d2": [M(5), M(15), M(20)]}
-    c, k = "cti", "key"
-    assert releases(r, lambda p: (p.device, p.n)) == [
-        ([], (c, 0)), ([], (k, "d1", 5)), ([], (k, "d2", 5)), ([], (c, 5)),
-        ([(("d1", 1), 5), (("d2", 1), 5), (("d3", 1), 5)], (c, 10)), ([], (k, "d1", 15)), ([], (k, "d2", 15)),
-        ([(("d3", 1), 10)], (c, 15)),
-        ([(("d2", 1), 15)], (k, "d2", 20)),
-        ([(("d1", 1), 15), (("d3", 1), 15)], (c, 20)),
-    ]
+    assert releases(r, lambda p: (p.device, p.n)) == SETTING_3_WINDOW_RELEASES
 
 
 def test_what_only_a_key_cti_released_stays_released(run: Any) -> None:

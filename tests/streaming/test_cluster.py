@@ -24,7 +24,7 @@ import pytest
 
 import tempo
 from tempo import InMemoryExecutor
-from tempo.events import Cti, EdgeEnd
+from tempo.events import Cti, EdgeEnd, SubstreamCti
 from tempo.plan.nodes import JoinNode
 from tempo.sources import ParquetSource
 from tempo import AdvanceTimePolicy, AdvanceTimeSettings, ArrivalClock, EventOrderingSettings, EventShape, IngestionTime, ProcessingTime, Stream, WindowTimestamp
@@ -42,9 +42,9 @@ def _skip_without_tws() -> None:
 
 
 def groups_as_sets(items: list[Any]) -> list[Any]:
-    """``items`` with each run of events of one start between two CTIs, and each run of end
-    edges, in a fixed order (by repr): the order of a window's groups is not specified
-    (docs/semantics.md 5.7)."""
+    """``items`` with each run of events of one start between two CTIs (or substream CTIs),
+    and each run of end edges, in a fixed order (by repr): the order of a window's groups is
+    not specified (docs/semantics.md 5.7)."""
     out: list[Any] = []
     run: list[Any] = []
 
@@ -56,9 +56,9 @@ def groups_as_sets(items: list[Any]) -> list[Any]:
         return ("end",) if isinstance(item, EdgeEnd) else ("start", item.start)
 
     for item in items:
-        if run and (isinstance(item, Cti) or place(item) != place(run[0])):
+        if run and (isinstance(item, (Cti, SubstreamCti)) or place(item) != place(run[0])):
             flush()
-        if isinstance(item, Cti):
+        if isinstance(item, (Cti, SubstreamCti)):
             out.append(item)
         else:
             run.append(item)
@@ -453,7 +453,8 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     driver; a join that every input reaches without a window runs by its join key, end edges
     reaching it too (of edges, or above a join of intervals); a query whose stateful
     node cannot run by key (a stream would go around it) runs under the release, all of it
-    below on the driver; an output keeping a substream key is refused."""
+    below on the driver; an output keeping a substream key gets a release by that key (of
+    the types a join key takes)."""
     from tempo.plan.query import Query
     from tempo.plan.nodes import ReleaseNode
     from tempo.spark.streaming.cluster import cluster_query, cluster_shape
@@ -492,29 +493,83 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert isinstance(released.root, ReleaseNode) and cluster_query(released) is released  # the engine asks again: one release
     late = EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20))
     over = Stream.create("s", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.device)
-    assert keyed(over.where(lambda r: r.device > 0)) == "its Release keeps a substream key"
-    assert keyed(_by_device(over)) == "its Release keeps a substream key"  # the window keeps it, and so its output
+    assert keyed(over.where(lambda r: r.device > 0)) == "ReleaseNode"  # released by the device's own CTIs too
+    assert keyed(_by_device(over)) == "ReleaseNode"  # the window keeps it, and so its output: the window on the driver below
+    by_value = Stream.create("v", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.value)
+    assert keyed(by_value) == "its output's substream key is of type float"
 
 
-def test_the_cluster_engine_refuses_a_query_it_cannot_run_yet(spark_session: Any, tmp_path: Path) -> None:
-    """An output that keeps a substream key (its CTIs are per key) has no keyed form yet:
-    the start says so, and leaves the checkpoint free."""
-    from tempo.errors import UnsupportedError
-    from tempo.spark.streaming import ParquetSink, StreamingExecutor
-    from tests.streaming.test_live_spark import Reading as Plain
-    from tests.streaming.test_live_spark import _rows as plain_rows
-    from tests.streaming.test_live_spark import _write as write_plain
+@pytest.mark.parametrize("windowed", [False, True])
+def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spark_session: Any, tmp_path: Path, windowed: bool) -> None:
+    """ASA's substreams (docs/semantics.md 3.10.4, setting 3 of the illustration): readings
+    ``over`` their device, cut into three files (restarted between them with ``--run-slow``),
+    no flush. The output keeps the device, so the release on the executors is keyed by it:
+    a device's own CTIs reach its key at their place among the arrivals, release its events
+    there, and come back to the driver, which puts them between the input's CTIs. By hand
+    (minutes after 12:00; tests/conformance/test_ordering.py states each step):
+
+        e7 (d2 12:17) goes out by d2's CTI 12:18 (step 8), e8 (d2 12:20) by d2's 12:21
+        (step 10), right after e9 (d3 12:16) by the input's 12:17; e5 (d1 12:19) by the
+        input's 12:22; e10, e11 and e12 never.
+
+    ``windowed``: counts per device in 5-minute windows (the window keeps the device, so it
+    runs on the driver below the keyed release): d2's [12:15, 12:20) goes out by d2's CTI
+    12:21 pulled back to 12:20, ahead of the input's CTI. The committed output is the
+    in-memory executor's item for item."""
+    import types
+
+    import pyarrow.parquet as pq
+
+    from tempo.plan.query import Query
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tempo.spark.streaming.cluster import cluster_shape
+    from tests.conformance.compare import release_steps
+    from tests.conformance.test_ordering import (
+        EVENTS, SETTING_3_RELEASES, SETTING_3_WINDOW_RELEASES, DeviceCount, Reading as Device, count_per_device, illustration,
+    )
+    from tests.streaming.test_live_spark import _items, land
 
     _skip_without_tws()
-    write_plain(tmp_path / "in", 0, plain_rows(4, seed=1))
-    settings = AdvanceTimeSettings(policy=AdvanceTimePolicy.ADJUST, ordering=EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20)))
-    source = ParquetSource(str(tmp_path / "in"), Plain, start="ts", arrival="arrived", order="seq")
-    readings = Stream.create("readings", source, EventShape.POINT, settings, payload_type=Plain, over=lambda r: r.device)
-    query = readings.where(lambda r: r.value > 0)
-    with pytest.raises(UnsupportedError, match="engine=.cluster.*does not run on the cluster engine yet: its Release keeps a substream key"):
-        StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query, ParquetSink(str(tmp_path / "out")))
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(query, ParquetSink(str(tmp_path / "out")))
-    live.stop()
+    base = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
+    utc = pa.timestamp("us", tz="UTC")
+    schema = pa.schema([("seq", pa.int64()), ("device", pa.string()), ("event_time", utc), ("arrival", utc)])
+    rows = [{"seq": i, "device": d, "event_time": base + timedelta(minutes=e), "arrival": base + timedelta(minutes=a)} for i, (d, e, a) in enumerate(EVENTS)]
+    source = ParquetSource(str(tmp_path / "in"), Device, start="event_time", arrival="arrival", order="seq")
+
+    def query(over: Stream[Device]) -> Stream[Any]:
+        return count_per_device(over) if windowed else over
+
+    ordering = illustration(AdvanceTimePolicy.ADJUST, early=True, substreams=True, flush=False).node
+    live_query = query(Stream(attrs.evolve(ordering, source=source)))
+    shape = cluster_shape(Query.build(live_query.node))
+    assert not isinstance(shape, str) and shape.window.describe() == f"Release by substream key {'e' if windowed else 'r'}.device", shape
+
+    def start() -> Any:
+        return StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(live_query, ParquetSink(str(tmp_path / "out")))
+
+    for index, (low, high) in enumerate([(0, 4), (4, 9), (9, 12)]):
+        land(tmp_path / "in", index, lambda tmp, low=low, high=high: pq.write_table(pa.Table.from_pylist(rows[low:high], schema=schema), tmp))
+        if index == 2 or thorough():
+            live = start()
+            try:
+                live.process_all_available()
+            finally:
+                live.stop()
+    committed = _items(read_committed(str(tmp_path / "out")), DeviceCount if windowed else Device)
+    whole = InMemoryExecutor().run(query(illustration(AdvanceTimePolicy.ADJUST, early=True, substreams=True, flush=False)))
+
+    def minute(t: datetime) -> float:
+        return (t.replace(tzinfo=timezone.utc) - base) / timedelta(minutes=1)
+
+    def steps(raw: list[Any], key: Callable[[Any], Any]) -> list[Any]:
+        label = (lambda p: (p.device, p.n)) if windowed else (lambda p: p.device)
+        out = release_steps(types.SimpleNamespace(raw=raw), lambda item: (label(item.payload), minute(item.start)), minute)  # type: ignore[arg-type]
+        return [(events, (cti[0], key(cti[1]), cti[2]) if cti[0] == "key" else cti) for events, cti in out]
+
+    seen = steps(committed, lambda k: k)
+    assert seen == steps(whole.raw, repr), seen  # the sink writes a substream CTI's key as its repr
+    by_hand = SETTING_3_WINDOW_RELEASES if windowed else SETTING_3_RELEASES
+    assert seen == [(events, (cti[0], repr(cti[1]), cti[2]) if cti[0] == "key" else cti) for events, cti in by_hand], seen
 
 
 def _bare_join(a: Any, b: Any, flush: bool) -> Stream[Reading]:

@@ -5,11 +5,13 @@ one live query on ``engine="cluster"`` taking them file by file, then the flush.
 file of a query of one input, the committed output must be the in-memory executor's release
 for the rows so far; after the flush, the whole run's, with its rejections; both but for
 the order of one window's groups among themselves (docs/semantics.md 5.7: compared as sets).
+A third test draws queries whose every input is split into substreams by key (half as
+many).
 (Two inputs meet at the arrival frontier, where a live query holds back what the other
 input may still precede: the fixed tests check those after each file.)
 
-A query the engine refuses (``cluster_shape``: outputs or windows keeping a substream key,
-a window beside the other input) is not drawn; ``bench/cluster_share.py`` counts the shares
+A query the engine refuses (``cluster_shape``: an output keeping a substream key of a type
+a join key does not take) is not drawn; ``bench/cluster_share.py`` counts the shares
 over a thousand draws. Each example starts a live query (about 4 s a file on two cores): the default suite
 draws 2 of one input and 2 of two, ``--run-slow`` 12 of each, ``TEMPO_CLUSTER_EXAMPLES=N`` N of each.
 """
@@ -29,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from tempo import InMemoryExecutor, Stream
-from tempo.events import Cti, Heartbeat
+from tempo.events import Cti, Heartbeat, SubstreamCti
 from tempo.plan.nodes import SourceNode, rebuilt
 from tempo.plan.query import Query
 from tempo.sources import ItemSource, ParquetSource
@@ -58,9 +60,11 @@ def _utc(t: datetime | None) -> datetime | None:
 def _aware(value: Any) -> Any:
     """``value`` with every naive datetime in it (an item's times, a payload's fields) made
     UTC: items read from Parquet carry UTC times, the in-memory run of an item list naive
-    ones."""
+    ones; a substream CTI's key as its repr, as the sink writes it."""
     if isinstance(value, datetime):
         return _utc(value)
+    if isinstance(value, SubstreamCti):
+        return SubstreamCti(repr(value.key), _utc(value.timestamp))
     if attrs.has(type(value)):
         return attrs.evolve(value, **{f.name: _aware(getattr(value, f.name)) for f in attrs.fields(type(value)) if f.init})
     return value
@@ -161,6 +165,14 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_of_one_
 @RANDOM
 @given(query=queries(min_events=1, inputs=2))
 def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_of_two_inputs(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+    _agree(spark_session, tmp_path_factory, query)
+
+
+@settings(RANDOM, max_examples=max(1, EXAMPLES // 2))  # two inputs half the time: a start costs twice the others'
+@given(query=queries(min_events=1, keyed=True))
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_over_substreams(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+    """Every input split into substreams by key: an output that keeps the key is released by
+    each key's own CTIs too, on the executors (a release keyed by the key)."""
     _agree(spark_session, tmp_path_factory, query)
 
 

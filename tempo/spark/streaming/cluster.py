@@ -60,6 +60,7 @@ from pyspark.sql import types as st
 from tempo.errors import EvaluationError, TempoError, UdfResultError, UnsupportedError
 from tempo.events import Cti, EventShape
 from tempo.expr.nodes import udf_error
+from tempo.expr.schema import record_fields
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 from tempo.result import InputMetrics, Result, released_table
@@ -88,7 +89,7 @@ from tempo.spark.streaming.executor import (
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, JOIN_KEY, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, PAYLOAD, PORT, POSITION,
     RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
-    join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
+    KEY_CTI, KEY_VALUE, PASSED, SUBSTREAM, join_key_name, keyed_release, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
@@ -156,7 +157,10 @@ def _placed(query: Query) -> tuple[Query, BulkShape[Keyed] | str]:
         joined = _join_shape(query)
         if not isinstance(joined, str):
             return query, cast("BulkShape[Keyed]", joined)
-        query = Query.build(p.ReleaseNode(query.root))
+        key = query.substream_key(query.root)  # the output releases by a key's own CTIs too: so does the release
+        query = Query.build(p.ReleaseNode(query.root, keyed_by=key))
+        if key is not None and key.dtype not in JOIN_KEY_TYPES:
+            return query, f"its output's substream key is of type {key.dtype.__name__}"
     shape = _keyed_shape(query)
     if isinstance(shape, str):  # the whole plan below the release, on the driver
         root = query.root
@@ -251,7 +255,10 @@ def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
     nothing but stateless operators below the window); else the driver runs each batch item
     by item up to the window (``TimeRunner``)."""
     planned = reaching_shape(query, True, KEYED_NODES)
-    return isinstance(planned, BulkShape) and planned.window is shape.window and planned.join is None and len(planned.sources) == 1
+    return (
+        isinstance(planned, BulkShape) and planned.window is shape.window and planned.join is None and len(planned.sources) == 1
+        and not keyed_release(shape.window)  # its key CTIs come item by item
+    )
 
 
 def required_shape(query: Query) -> BulkShape[Keyed]:
@@ -273,7 +280,9 @@ class Reached(NamedTuple):
     an event (``INSERT``), or the end of an open one (``END_EDGE``: ``start`` the stage batch
     that staged its event, ``payload`` that event's, which places the end with its group
     key); ``cti`` the CTI in force at the window when it arrived (``cti_in_force``); a keyed
-    join's events, their input (``port``) and join key's name (``join_key_name``)."""
+    join's events, their input (``port``) and join key's name (``join_key_name``); a keyed
+    release's, their substream key's name (``key``), and its key's CTIs (``KEY_CTI``:
+    ``start`` the time, ``payload`` the key)."""
 
     item: int
     eid: int
@@ -301,7 +310,9 @@ NEARER_ENDS = "cluster.nearer_ends"
 anti-join's keys gave at an arrival (its stage batch and place in it) before the CTI rows of
 that stage batch came back: (stage batch, place, group, result). A join's: the end an end
 edge gave a pair (``JoinTimeline.arrived``); an anti-join's: a right event's nearer end, or a
-left event's own end with an open fragment (``AntiJoinTimeline.arrived``)."""
+left event's own end with an open fragment (``AntiJoinTimeline.arrived``); a keyed
+release's: the end of an open event gone out, and a substream key's CTI with the events it
+released (``KeyedResult.by_key``)."""
 
 
 OPEN_OUTPUTS = "cluster.open_outputs"
@@ -333,6 +344,14 @@ class _WindowFeed(ops.Operator):
         self.events: list[Reached] = []
         """What reached the window in the batch, in arrival order."""
 
+    def _substream(self, payload: Any) -> str | None:
+        """A keyed release's event's substream key's name (``join_key_name``), else None."""
+        window = self.window
+        if isinstance(window, Analytic) and window.by_key:
+            assert window.key_fn is not None
+            return join_key_name((window.key_fn(payload),))
+        return None
+
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         window = self.window
         if isinstance(window, TWO_INPUTS):
@@ -346,7 +365,7 @@ class _WindowFeed(ops.Operator):
             return
         if end is None:
             self.open[eid] = (self.batch, payload)
-        self.events.append(Reached(INSERT, eid, start, end, payload, window.in_cti))
+        self.events.append(Reached(INSERT, eid, start, end, payload, window.in_cti, key=self._substream(payload)))
 
     def end(self, port: int, eid: int, end: int) -> None:
         if isinstance(self.window, ops.FollowedBy):
@@ -364,7 +383,14 @@ class _WindowFeed(ops.Operator):
             port, name = payload
             self.events.append(Reached(END_EDGE, eid, batch, end, None, self.window.out_cti, port, name))
             return
-        self.events.append(Reached(END_EDGE, eid, batch, end, payload, self.window.in_cti))
+        self.events.append(Reached(END_EDGE, eid, batch, end, payload, self.window.in_cti, key=self._substream(payload)))
+
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        """A substream key's CTI: a keyed release's goes to that key, at its place (the
+        driver's window, which holds nothing, needs none)."""
+        window = self.window
+        if isinstance(window, Analytic) and window.by_key:
+            self.events.append(Reached(KEY_CTI, -1, t, None, key, window.in_cti, key=join_key_name((key,))))
 
     def cti(self, port: int, t: int) -> None:
         window = self.window
@@ -379,6 +405,8 @@ class _WindowFeed(ops.Operator):
         window.cti(port, t)
         if not self.ctis or t > self.ctis[-1]:
             self.ctis.append(t)
+            if isinstance(window, Analytic) and window.by_key:  # its key CTIs go among the CTI rows by place
+                self.moves.append((0, t, len(self.events)))
 
 
 class Shared(NamedTuple):
@@ -419,6 +447,9 @@ class Stage:
         self.keys = staged_keys(window)
         self.payload_type = window.inputs()[0].payload_type
         self.joined = isinstance(window, MATCHING)
+        self.by_key = keyed_release(window)
+        """Whether the stage holds a keyed release's rows, naming their substream key
+        (``SUBSTREAM``), its key CTIs among them (``KEY_CTI``)."""
         """Whether the stage holds a keyed join's, anti-join's or pattern's events: both
         inputs', their payloads pickled (``PORT``, ``JOIN_KEY``, ``PAYLOAD``)."""
         self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
@@ -493,11 +524,21 @@ class Stage:
             return self._joined(batch, events)
         long = st.LongType()
         leading = [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
-        rows = [(r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), *to_wire(r.payload)) for i, r in enumerate(events)]
+        by_key: list[Column] = []
+        if self.by_key:  # each row's substream key's name, a key CTI's key (``keyed_release``)
+            leading += [st.StructField(SUBSTREAM, st.StringType()), st.StructField(KEY_VALUE, st.BinaryType())]
+            by_key = [F.col(SUBSTREAM), F.col(KEY_VALUE), F.lit(None).cast("int").alias(PORT)]
+        blank = [None] * len(record_fields(self.payload_type))  # a key CTI's payload fields
+        rows = [
+            (r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti))
+            + ((r.key, pickle.dumps(r.payload) if r.item == KEY_CTI else None) if self.by_key else ())
+            + tuple(blank if r.item == KEY_CTI else to_wire(r.payload))
+            for i, r in enumerate(events)
+        ]
         relation = driver_frame(self.spark, leading, self.payload_type, rows)
         return relation.select(
             POSITION, ITEM, EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
-            F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
+            F.lit(batch).cast("long").alias(BATCH), *self.keys, *by_key, *wire_columns(self.payload_type),
         )
 
     def _joined(self, batch: int, events: list[Reached]) -> DataFrame:
@@ -851,7 +892,9 @@ class WorkRunner(_Batches, Generic[T]):
         # Each result goes before the first of the batch's CTIs that released it in memory;
         # the ends an analytic's keys passed on after the batch's last CTI go after it.
         released: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
-        nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if isinstance(window, (ops.Join, ops.AntiJoin)) else []
+        by_key = isinstance(window, Analytic) and window.by_key  # a keyed release
+        at_arrival = isinstance(window, (ops.Join, ops.AntiJoin)) or by_key  # results placed by the arrival that gave them
+        nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if at_arrival else []
         latest = self.latest
         for i in range(table.num_rows):
             if kinds[i] == LATEST:
@@ -862,8 +905,8 @@ class WorkRunner(_Batches, Generic[T]):
             payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             group = col[GROUP][i]
-            if isinstance(window, (ops.Join, ops.AntiJoin)) and result.ended:  # an end told at the arrival that brought it
-                arrival = result.rank[0]
+            if at_arrival and (result.ended or result.by_key is not None):  # an end told at the arrival that brought it, or a key CTI's
+                arrival = result.rank[0] if result.by_key is None else result.by_key
                 nearer.append((arrival >> 64, arrival & 0xFFFF_FFFF_FFFF_FFFF, group, result))
                 continue
             for at, part in placed(node, result, ctis):
@@ -878,8 +921,15 @@ class WorkRunner(_Batches, Generic[T]):
         anti: AntiJoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, ops.AntiJoin) else None
 
         def arrived(group: str, ends: list[KeyedResult]) -> None:
-            """The ends a keyed join's or anti-join's key told at one arrival, to its timeline."""
-            if isinstance(window, ops.Join):
+            """The ends a keyed join's or anti-join's key told at one arrival, to its timeline;
+            a keyed release's end of an open event, or the events a substream key's CTI
+            released, then that CTI."""
+            if by_key:
+                self._emit(window, [(release_order(node, r, group), group, r) for r in ends if not r.key_cti], None, opened)
+                for r in ends:
+                    if r.key_cti:
+                        window.emit_key_cti(r.payload, r.start)
+            elif isinstance(window, ops.Join):
                 assert timeline is not None
                 for oid, end in timeline.arrived(group, ends):
                     window.emit_end(oid, end)
@@ -889,22 +939,21 @@ class WorkRunner(_Batches, Generic[T]):
 
         for at, (stage_batch, cti, *move) in enumerate(markers):
             last_of_batch = at + 1 == len(markers) or markers[at + 1][0] != stage_batch
-            if isinstance(window, (ops.Join, ops.AntiJoin)):
-                # The ends told at the arrivals before the CTI row (held in ``nearer`` until
-                # their stage batch's CTI rows come back), its move, then after the batch's
-                # last, the ends told at the arrivals after it.
-                self._arrivals(arrived, nearer, stage_batch, move[3] if move else None)
-                if isinstance(window, ops.Join):
-                    assert timeline is not None
-                    self._emit_pairs(window, released[at], cti, move, timeline)
-                else:
-                    assert anti is not None
-                    self._emit_fragments(window, released[at], cti, move, anti)
-                if last_of_batch:
-                    self._arrivals(arrived, nearer, stage_batch, None)
+            # What was told at the arrivals before the CTI row (held in ``nearer`` until their
+            # stage batch's CTI rows come back), its move, then after the batch's last, what
+            # was told at the arrivals after it.
+            self._arrivals(arrived, nearer, stage_batch, move[3] if move else None)
+            if isinstance(window, ops.Join):
+                assert timeline is not None
+                self._emit_pairs(window, released[at], cti, move, timeline)
+            elif isinstance(window, ops.AntiJoin):
+                assert anti is not None
+                self._emit_fragments(window, released[at], cti, move, anti)
             else:
                 self._emit(window, released[at], cti, opened)
                 pass_cti(window, cti)
+            if last_of_batch:
+                self._arrivals(arrived, nearer, stage_batch, None)
             if last_of_batch:  # the stage batch's last CTI row
                 side = self.stage.read_side(stage_batch)
                 rejections += side.rejections
@@ -980,11 +1029,11 @@ class WorkRunner(_Batches, Generic[T]):
     def _arrivals(
         arrived: Callable[[str, list[KeyedResult]], None], nearer: list[tuple[int, int, str, KeyedResult]], stage_batch: int, before: int | None,
     ) -> None:
-        """The ends told at the arrivals of stage batch ``stage_batch``'s events before its
-        ``before``-th (None: all), out of ``nearer``, to ``arrived`` (the group, its ends),
-        arrival by arrival."""
+        """What was told at the arrivals of stage batch ``stage_batch``'s events before its
+        ``before``-th (None: all), out of ``nearer`` (``NEARER_ENDS``), to ``arrived`` (the
+        group, its results), arrival by arrival."""
         if any(n[0] < stage_batch for n in nearer):
-            raise AssertionError(f"cluster engine: nearer ends {[n for n in nearer if n[0] < stage_batch]} came back after their stage batch's CTI rows")
+            raise AssertionError(f"cluster engine: results told at arrivals {[n for n in nearer if n[0] < stage_batch]} came back after their stage batch's CTI rows")
         due = sorted((n for n in nearer if n[0] == stage_batch and (before is None or n[1] < before)), key=lambda n: n[1])
         if not due:
             return

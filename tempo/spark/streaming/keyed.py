@@ -43,13 +43,13 @@ from tempo.plan.nodes import detached
 from tempo.plan.query import Query
 from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
-from tempo.runtime.keyed import MATCHING, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
+from tempo.runtime.keyed import MATCHING, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
 from tempo.spark.windows import key_columns, key_names
 from tempo.ticks import INF, NEG_INF
 
 POSITION, ITEM, EID, START, END, CTI = "tempo_position", "tempo_item", "tempo_eid", "tempo_start", "tempo_end", "tempo_cti"
-INSERT, END_EDGE, CTI_ROW, MERGE, SHARED = 0, 1, 2, 3, 4
+INSERT, END_EDGE, CTI_ROW, MERGE, SHARED, KEY_CTI = 0, 1, 2, 3, 4, 5
 COLUMNS = (POSITION, ITEM, EID, START, END, CTI)
 """The stage's columns before the payload's fields: the item's place in the merged arrival
 order, its kind (``INSERT``, ``END_EDGE``, ``CTI_ROW``: a row carrying only a CTI, to move
@@ -61,7 +61,10 @@ keys need of all keys at the CTI at infinity, its ``EID`` the bucket, ``START`` 
 finite CTI, ``END`` the window's latest finite time over all keys), the event's id, its
 lifetime in ticks (``END`` null: open; an end's ``EID`` and ``START`` are the id and stage
 batch of the event it ends, its payload fields that event's, so that it goes to its key),
-and the CTI in force at the operator when it arrives (or, at most, before it: ``KeyedOperator``)."""
+and the CTI in force at the operator when it arrives (or, at most, before it: ``KeyedOperator``).
+A keyed release's stage (``ReleaseNode.keyed_by``) also holds ``KEY_CTI`` rows, a substream
+key's CTI at its place in the arrival order (``START`` its time), and names each row's
+substream key (``SUBSTREAM``, ``KEY_VALUE``)."""
 BATCH = "tempo_batch"
 """The stage's column of the stage batch a row belongs to: a key's rows are run in order of
 (``BATCH``, ``POSITION``), and an event's id is made of its (``BATCH``, ``EID``) (``event_id``)."""
@@ -72,6 +75,16 @@ def event_id(batch: int, eid: int) -> int:
     whose rows number their events each in their own way (by input order, or as the driver's
     engine did)."""
     return (batch << 64) | (eid & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+SUBSTREAM, KEY_VALUE = "tempo_substream", "tempo_key_value"
+"""A keyed release's stage columns: the name of a row's substream key (``join_key_name``: the
+group key its rows go by), and on a ``KEY_CTI`` row the key itself, pickled."""
+
+
+def keyed_release(node: Node) -> bool:
+    """Whether ``node`` is a release by substream key (``ReleaseNode.keyed_by``)."""
+    return isinstance(node, ReleaseNode) and node.keyed_by is not None
 
 
 PORT, JOIN_KEY, PAYLOAD = "tempo_port", "tempo_join_key", "tempo_payload"
@@ -123,6 +136,8 @@ to its event's key."""
 
 def group_names(node: Node) -> list[str]:
     """The work query's columns of the group key of ``node``'s stage rows."""
+    if keyed_release(node):
+        return [SUBSTREAM]
     if isinstance(node, ReleaseNode):
         return [SPREAD]
     if isinstance(node, MATCHING):
@@ -144,8 +159,8 @@ def staged_keys(node: Node) -> list[Column]:
 
 def work_keys(node: Node) -> dict[str, Column]:
     """The group key columns the work query adds to ``node``'s stage rows as it reads them:
-    a release's ``SPREAD``."""
-    return {SPREAD: spread_column()} if isinstance(node, ReleaseNode) else {}
+    a release's ``SPREAD`` (a keyed release's rows name their substream key instead)."""
+    return {SPREAD: spread_column()} if isinstance(node, ReleaseNode) and not keyed_release(node) else {}
 
 
 def spread_column() -> Column:
@@ -154,7 +169,7 @@ def spread_column() -> Column:
     return F.pmod(F.xxhash64(batch, F.col(EID)), F.lit(KEY_BUCKETS))
 
 
-RESULT, MARKER, LATEST, ENDED = 0, 1, 2, 3
+RESULT, MARKER, LATEST, ENDED, PASSED = 0, 1, 2, 3, 4
 OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK = "tempo_kind", "tempo_released_by", "tempo_start", "tempo_end", "tempo_group", "tempo_rank"
 RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK)
 """An output row's columns before its payload's fields (in ``wire_schema`` form): ``RESULT``
@@ -166,7 +181,8 @@ CTI the key was at, its end, its group key, its id and rank, no payload),
 ``MARKER`` (a CTI row given back once Spark's watermark has reached its CTI:
 ``RELEASED_BY`` its CTI, ``OUT_START`` its ``EID``; a keyed join's, its move of an input's
 CTI: ``RANK`` its place among the batch's CTI rows, the input and the number of the batch's
-events before it, pickled, ``OUT_END`` the CTI) or ``LATEST`` (for a window whose
+events before it, pickled, ``OUT_END`` the CTI), ``PASSED`` (a keyed release's substream
+key's CTI, passed on: ``OUT_START`` its time, its key and arrival pickled in ``RANK``) or ``LATEST`` (for a window whose
 lifetimes may reach infinity: ``OUT_END`` the latest finite time of the keys a call ran,
 which the driver gathers over all keys for the flush: ``SHARED``)."""
 
@@ -310,6 +326,7 @@ class KeyedProcessor(StatefulProcessor):
         self.payload_types = [n.payload_type for n in node.inputs()]  # a join's two, by input
         self.fields = field_names(self.payload_types[0])
         self.joined = isinstance(node, MATCHING)  # payloads pickled in PAYLOAD, by PORT
+        self.moves = self.joined or keyed_release(node)  # CTI rows with their places (``Stage.markers``)
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
         self.names = self.key_columns if self.key_columns is not None else group_names(node)  # the stage's
@@ -332,8 +349,8 @@ class KeyedProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
         if key[0] == CTI_LANE:  # (stage batch, CTI, and a keyed join's or anti-join's move: ``Stage.markers``)
-            joined = self.joined  # a keyed join's or anti-join's stage alone has its input columns
-            markers = [(row[EID], row[CTI], row[POSITION], row[PORT], row[START], row[END]) if joined else (row[EID], row[CTI]) for row in rows]
+            moves = self.moves  # a keyed join's, anti-join's or release's stage alone has these columns
+            markers = [(row[EID], row[CTI], row[POSITION], row[PORT], row[START], row[END]) if moves else (row[EID], row[CTI]) for row in rows]
             return self._markers(markers, now, fired=False)
         by_group: dict[tuple[Any, ...], list[Row]] = {}
         names = self.names
@@ -369,6 +386,8 @@ class KeyedProcessor(StatefulProcessor):
                 wired = pickle.loads(row[PAYLOAD]) if self.joined else [row[f] for f in fields]
                 payload = from_wire(self.payload_types[port], wired, False)
                 items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload, event_id(row[BATCH], row[POSITION]), port))
+            elif row[ITEM] == KEY_CTI:
+                items.append(KeyCti(pickle.loads(row[KEY_VALUE]), row[START], event_id(row[BATCH], row[POSITION])))
             elif row[ITEM] == MERGE and self.runs:
                 items.append(Run(group, row[START], row[END], row["__n"], next(values)))
             elif row[ITEM] == MERGE:
@@ -484,6 +503,7 @@ class KeyedProcessor(StatefulProcessor):
             bucket.size += 1 if held is None else 0
         return [
             self.out(ENDED, r.cti, None, r.end, name, _rank_bytes(r), *self.blank) if r.ended
+            else self.out(PASSED, r.cti, r.start, None, name, _rank_bytes(r), *self.blank) if r.key_cti
             else self.out(RESULT, r.cti, r.start, r.end, name, _rank_bytes(r), *to_wire(r.payload))
             for r in out
         ]
@@ -493,11 +513,14 @@ class KeyedProcessor(StatefulProcessor):
 
 
 def _rank_bytes(result: KeyedResult) -> bytes | None:
-    """A result's ``RANK`` column: its id in the key, rank, window end (``closes``) and the
-    input whose CTI decides a join's pair's end (``waits``), pickled; None for a result with
-    none of them (a window's stamped by its lifetime)."""
+    """A result's ``RANK`` column: its id in the key, rank, window end (``closes``), the
+    input whose CTI decides a join's pair's end (``waits``) and, a keyed release's, the
+    arrival of the substream key's CTI that released it (``by_key``; a ``PASSED`` row's, its
+    key too), pickled; None for a result with none of them (a window's stamped by its lifetime)."""
     if result.eid is None and result.closes is None and not result.rank and result.waits is None:
         return None
+    if result.by_key is not None:
+        return pickle.dumps((result.eid, result.rank, result.closes, result.waits, result.by_key, result.payload if result.key_cti else None))
     return pickle.dumps((result.eid, result.rank, result.closes, result.waits))
 
 
@@ -512,13 +535,17 @@ def read_move(rank: bytes | None, end: int | None) -> tuple[int | None, int | No
 
 
 def read_result(kind: int, released_by: int, start: int | None, end: int | None, rank: bytes | None, payload: Any) -> KeyedResult:
-    """A ``RESULT`` or ``ENDED`` row of ``KeyedProcessor`` (its columns, the payload read
-    from its fields; None for an end) as the ``KeyedResult`` it was written from."""
-    eid, ranked, closes, waits = (None, (), None, None) if rank is None else pickle.loads(rank)
+    """A ``RESULT``, ``ENDED`` or ``PASSED`` row of ``KeyedProcessor`` (its columns, the
+    payload read from its fields; None for an end or a key's CTI) as the ``KeyedResult`` it
+    was written from."""
+    eid, ranked, closes, waits, *keyed = (None, (), None, None) if rank is None else pickle.loads(rank)
+    by_key, key = keyed if keyed else (None, None)
     if kind == ENDED:
         return KeyedResult(released_by, 0, end, None, eid, ranked, ended=True, waits=waits)
     assert start is not None
-    return KeyedResult(released_by, start, end, payload, eid, ranked, closes=closes, waits=waits)
+    if kind == PASSED:
+        return KeyedResult(released_by, start, None, key, eid, ranked, by_key=by_key, key_cti=True)
+    return KeyedResult(released_by, start, end, payload, eid, ranked, closes=closes, waits=waits, by_key=by_key)
 
 
 def output_schema(query: Query, node_index: int) -> st.StructType:
