@@ -130,7 +130,8 @@ def from_wire(cls: type, values: Any, naive: bool) -> Any:
 
 def _unwired(dtype: type, v: Any, naive: bool) -> Any:
     if v is not None and dtype is datetime:
-        return from_ticks(v, naive)
+        # A nested record's datetime comes back as one (``wire_schema`` keeps its timestamp type).
+        return from_ticks(to_ticks(v) if isinstance(v, datetime) else v, naive)
     if v is not None and is_record_type(dtype):
         return from_wire(dtype, v, naive)
     return v

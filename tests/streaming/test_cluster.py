@@ -572,6 +572,56 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     assert seen == [(events, (cti[0], repr(cti[1]), cti[2]) if cti[0] == "key" else cti) for events, cti in by_hand], seen
 
 
+@attrs.frozen
+class Stamped:
+    key: int
+    at: datetime
+
+
+@attrs.frozen
+class Earliest:
+    key: int
+    at: datetime
+    rank: int
+
+
+def test_a_top_k_of_records_with_datetimes_comes_back_whole(spark_session: Any, tmp_path: Path) -> None:
+    """``top_k`` per key in tumbling windows of 3 s on the executors: its results are records
+    holding records (``Top`` of ``Ranked`` events), which come back to the driver through
+    Arrow as dicts, their datetimes as datetimes. Readings at 0..5 s, key s % 2, each
+    stamped 2020-01-01 00:00:s; the earliest stamp of each key and window, by hand:
+    [0, 3): key 0 at 0 s, key 1 at 1 s; [3, 6): key 0 at 4 s, key 1 at 3 s."""
+    import pyarrow.parquet as pq
+
+    from tempo import AdvanceTimeGenerationSettings
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tests.streaming.test_live_spark import _items
+
+    _skip_without_tws()
+    utc = timezone.utc
+    rows = [{"seq": s, "ts": datetime(2024, 1, 1, 0, 0, s, tzinfo=utc), "key": s % 2, "at": datetime(2020, 1, 1, 0, 0, s, tzinfo=utc)} for s in range(6)]
+    table = pa.Table.from_pylist(rows)
+    (tmp_path / "in").mkdir()
+    pq.write_table(table, tmp_path / "in" / "part-0.parquet")
+
+    def query(source: Any) -> Stream[Earliest]:
+        settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, timedelta(0), True), policy=AdvanceTimePolicy.DROP)
+        stamped = Stream.create("stamped", source, EventShape.POINT, settings, payload_type=Stamped)
+        return stamped.group_by(lambda e: e.key).tumbling(timedelta(seconds=3)).top_k(1, by=lambda e: e.at, select=lambda e, rank: Earliest(e.key, e.at, rank))
+
+    source = ParquetSource(str(tmp_path / "in"), Stamped, start="ts", order="seq")
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query(source), ParquetSink(str(tmp_path / "out")))
+    try:
+        live.flush()
+    finally:
+        live.stop()
+    committed = _items(read_committed(str(tmp_path / "out")), Earliest)
+    whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(table, Stamped, start="ts", order="seq")))
+    assert groups_as_sets(committed) == groups_as_sets(whole.raw)
+    seen = sorted((r.start.second, r.payload.key, r.payload.at.second, r.payload.rank) for r in committed if not isinstance(r, Cti))
+    assert seen == [(0, 0, 0, 1), (0, 1, 1, 1), (3, 0, 4, 1), (3, 1, 3, 1)], seen
+
+
 def _bare_join(a: Any, b: Any, flush: bool) -> Stream[Reading]:
     """test_bulk's join with no window above it: it runs by its join key on the executors."""
     joined = _join_of_two(a, b, flush).node.input.input  # the join, below the where and the window

@@ -447,11 +447,11 @@ class Stage:
         self.keys = staged_keys(window)
         self.payload_type = window.inputs()[0].payload_type
         self.joined = isinstance(window, MATCHING)
+        """Whether the stage holds a keyed join's, anti-join's or pattern's events: both
+        inputs', their payloads pickled (``PORT``, ``JOIN_KEY``, ``PAYLOAD``)."""
         self.by_key = keyed_release(window)
         """Whether the stage holds a keyed release's rows, naming their substream key
         (``SUBSTREAM``), its key CTIs among them (``KEY_CTI``)."""
-        """Whether the stage holds a keyed join's, anti-join's or pattern's events: both
-        inputs', their payloads pickled (``PORT``, ``JOIN_KEY``, ``PAYLOAD``)."""
         self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
         self.runs = isinstance(window, p.WindowNode) and runs_unmergeable(window) is None
         self.open_lifetimes = may_reach_infinity(query, shape.window)
@@ -902,7 +902,7 @@ class WorkRunner(_Batches, Generic[T]):
                 continue
             if kinds[i] == MARKER:
                 continue
-            payload = None if kinds[i] == ENDED else from_wire(self.result_type, [col[f][i] for f in fields], False)
+            payload = None if kinds[i] in (ENDED, PASSED) else from_wire(self.result_type, [col[f][i] for f in fields], False)
             result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
             group = col[GROUP][i]
             if at_arrival and (result.ended or result.by_key is not None):  # an end told at the arrival that brought it, or a key CTI's
@@ -952,9 +952,8 @@ class WorkRunner(_Batches, Generic[T]):
             else:
                 self._emit(window, released[at], cti, opened)
                 pass_cti(window, cti)
-            if last_of_batch:
-                self._arrivals(arrived, nearer, stage_batch, None)
             if last_of_batch:  # the stage batch's last CTI row
+                self._arrivals(arrived, nearer, stage_batch, None)
                 side = self.stage.read_side(stage_batch)
                 rejections += side.rejections
                 final = final or side.final
