@@ -495,6 +495,12 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     over = Stream.create("s", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.device)
     assert keyed(over.where(lambda r: r.device > 0)) == "ReleaseNode"  # released by the device's own CTIs too
     assert keyed(_by_device(over)) == "ReleaseNode"  # the window keeps it, and so its output: the window on the driver below
+    # An anti-join merges keys, so its inputs' key CTIs stop there, as in memory: keyed by its join key.
+    assert keyed(over.anti_join(readings, lambda a, b: a.device == b.device)) == "AntiJoinNode"
+    assert keyed(over.join(readings, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"  # its record does not copy the key
+    other_over = Stream.create("t", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.device)
+    kept = over.join(other_over, lambda a, b: a.device == b.device, lambda a, b: a)  # equates both keys and copies one: keeps it
+    assert keyed(kept) == "ReleaseNode"  # released by the key's own CTIs, the join below on the driver
     by_value = Stream.create("v", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.value)
     assert keyed(by_value) == "its output's substream key is of type float"
 

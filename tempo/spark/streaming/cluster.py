@@ -224,7 +224,9 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
     ``BELOW_A_KEYED_JOIN``'s operators (run item by item on the driver) and that nothing else
     reads, when it runs keyed by its join key (``tempo.runtime.keyed.KEYED_JOIN``,
     ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``; a join's and an anti-join's keys take the ends of
-    their open events, a pattern reads starts only), no input has substreams, and its
+    their open events, a pattern reads starts only), it does not keep a substream key (a
+    join equating its inputs' substream keys releases by their own CTIs; an anti-join, a
+    pattern and any other join merge keys, and ignore those CTIs as in memory), and its
     keys are of a type keyed alike everywhere; else why not. What follows it runs on the
     driver over its results."""
     consumers = consumers_of(query)
@@ -238,9 +240,8 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
             and all(id(c) in below or c is node for n in below.values() for c in consumers[id(n)])
         ):
             continue
-        kind = "join" if isinstance(node, p.JoinNode) else "anti-join" if isinstance(node, p.AntiJoinNode) else "pattern"
-        if any(s.over is not None for s in query.sources):
-            return f"its {kind}'s inputs have substreams"
+        if query.substream_key(node) is not None:  # its keys would need the key CTIs (an anti-join and a pattern merge keys)
+            return "its join keeps a substream key"
         for pair in node.keys:
             for key in pair:
                 if key.dtype not in JOIN_KEY_TYPES:
