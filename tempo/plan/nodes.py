@@ -819,6 +819,11 @@ class ReleaseNode(UnaryNode):
         return keys[0]
 
 
+def keyed_release(node: Node) -> bool:
+    """Whether ``node`` is a release by substream key (``ReleaseNode.keyed_by``)."""
+    return isinstance(node, ReleaseNode) and node.keyed_by is not None
+
+
 def split_conjuncts(e: x.Expr) -> list[x.Expr]:
     if isinstance(e, x.Binary) and e.op == "&":
         return split_conjuncts(e.left) + split_conjuncts(e.right)

@@ -38,8 +38,9 @@ def ranked_classes(payload_type: type) -> tuple[type, type]:
 
 def __getattr__(name: str) -> type:
     """The class ``name`` (``Ranked_<tag>`` or ``Top_<tag>``), made for the payload class
-    whose module and qualified name the tag spells (each ``.`` written as ``_``: the ways of
-    reading it back are tried, shortest module first)."""
+    whose module and qualified name the tag spells (each ``.`` written as ``_``: every way of
+    reading it back is tried, each from its longest importable module, until one names a
+    payload class whose classes have this name)."""
     kind, _, tag = name.partition("_")
     if kind not in ("Ranked", "Top") or not tag:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

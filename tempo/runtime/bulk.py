@@ -160,8 +160,7 @@ def reaching_checks(query: Query, shape: BulkShape[N]) -> BulkShape[N] | str:
     substream key (its CTIs are per key; but a release by that key, ``ReleaseNode.keyed_by``),
     or a group key of a type not keyed alike everywhere."""
     window = shape.window
-    by_key = isinstance(window, p.ReleaseNode) and window.keyed_by is not None  # it releases by the key's CTIs
-    if query.substream_key(window) is not None and not by_key:
+    if query.substream_key(window) is not None and not p.keyed_release(window):  # a keyed release goes by the key's CTIs
         return f"its {'window' if isinstance(window, p.WindowNode) else type(window).__name__.removesuffix('Node')} keeps a substream key"
     for key in getattr(window, "keys", None) or ():
         if key.dtype not in KEY_TYPES:

@@ -89,7 +89,7 @@ from tempo.spark.streaming.executor import (
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, JOIN_KEY, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, PAYLOAD, PORT, POSITION,
     RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
-    KEY_CTI, KEY_VALUE, PASSED, SUBSTREAM, join_key_name, keyed_release, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
+    KEY_CTI, KEY_VALUE, PASSED, SUBSTREAM, join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
@@ -258,7 +258,7 @@ def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
     planned = reaching_shape(query, True, KEYED_NODES)
     return (
         isinstance(planned, BulkShape) and planned.window is shape.window and planned.join is None and len(planned.sources) == 1
-        and not keyed_release(shape.window)  # its key CTIs come item by item
+        and not p.keyed_release(shape.window)  # its key CTIs come item by item
     )
 
 
@@ -334,6 +334,8 @@ class _WindowFeed(ops.Operator):
         super().__init__()
         assert isinstance(window, DRIVER_OPERATORS)
         self.window = window
+        self.substream_of = window.key_fn if isinstance(window, Analytic) and window.by_key else None
+        """A keyed release's substream key of a payload (``ReleaseNode.keyed_by``), else None."""
         self.open = open_events
         self.batch = -1
         """The stage batch being recorded."""
@@ -347,11 +349,7 @@ class _WindowFeed(ops.Operator):
 
     def _substream(self, payload: Any) -> str | None:
         """A keyed release's event's substream key's name (``join_key_name``), else None."""
-        window = self.window
-        if isinstance(window, Analytic) and window.by_key:
-            assert window.key_fn is not None
-            return join_key_name((window.key_fn(payload),))
-        return None
+        return None if self.substream_of is None else join_key_name((self.substream_of(payload),))
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         window = self.window
@@ -389,9 +387,8 @@ class _WindowFeed(ops.Operator):
     def key_cti(self, port: int, key: Any, t: int) -> None:
         """A substream key's CTI: a keyed release's goes to that key, at its place (the
         driver's window, which holds nothing, needs none)."""
-        window = self.window
-        if isinstance(window, Analytic) and window.by_key:
-            self.events.append(Reached(KEY_CTI, -1, t, None, key, window.in_cti, key=join_key_name((key,))))
+        if self.substream_of is not None:
+            self.events.append(Reached(KEY_CTI, -1, t, None, key, cti_in_force(self.window), key=join_key_name((key,))))
 
     def cti(self, port: int, t: int) -> None:
         window = self.window
@@ -406,7 +403,7 @@ class _WindowFeed(ops.Operator):
         window.cti(port, t)
         if not self.ctis or t > self.ctis[-1]:
             self.ctis.append(t)
-            if isinstance(window, Analytic) and window.by_key:  # its key CTIs go among the CTI rows by place
+            if self.substream_of is not None:  # its key CTIs go among the CTI rows by place
                 self.moves.append((0, t, len(self.events)))
 
 
@@ -450,7 +447,7 @@ class Stage:
         self.joined = isinstance(window, MATCHING)
         """Whether the stage holds a keyed join's, anti-join's or pattern's events: both
         inputs', their payloads pickled (``PORT``, ``JOIN_KEY``, ``PAYLOAD``)."""
-        self.by_key = keyed_release(window)
+        self.by_key = p.keyed_release(window)
         """Whether the stage holds a keyed release's rows, naming their substream key
         (``SUBSTREAM``), its key CTIs among them (``KEY_CTI``)."""
         self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
@@ -526,7 +523,7 @@ class Stage:
         long = st.LongType()
         leading = [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
         by_key: list[Column] = []
-        if self.by_key:  # each row's substream key's name, a key CTI's key (``keyed_release``)
+        if self.by_key:  # each row's substream key's name, a key CTI's key (``tempo.plan.nodes.keyed_release``)
             leading += [st.StructField(SUBSTREAM, st.StringType()), st.StructField(KEY_VALUE, st.BinaryType())]
             by_key = [F.col(SUBSTREAM), F.col(KEY_VALUE), F.lit(None).cast("int").alias(PORT)]
         blank = [None] * len(record_fields(self.payload_type))  # a key CTI's payload fields
@@ -893,7 +890,7 @@ class WorkRunner(_Batches, Generic[T]):
         # Each result goes before the first of the batch's CTIs that released it in memory;
         # the ends an analytic's keys passed on after the batch's last CTI go after it.
         released: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
-        by_key = isinstance(window, Analytic) and window.by_key  # a keyed release
+        by_key = p.keyed_release(node)
         at_arrival = isinstance(window, (ops.Join, ops.AntiJoin)) or by_key  # results placed by the arrival that gave them
         nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if at_arrival else []
         latest = self.latest

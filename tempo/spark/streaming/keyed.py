@@ -41,7 +41,7 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode
+from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode, keyed_release
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import MATCHING, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
@@ -80,11 +80,6 @@ def event_id(batch: int, eid: int) -> int:
 SUBSTREAM, KEY_VALUE = "tempo_substream", "tempo_key_value"
 """A keyed release's stage columns: the name of a row's substream key (``join_key_name``: the
 group key its rows go by), and on a ``KEY_CTI`` row the key itself, pickled."""
-
-
-def keyed_release(node: Node) -> bool:
-    """Whether ``node`` is a release by substream key (``ReleaseNode.keyed_by``)."""
-    return isinstance(node, ReleaseNode) and node.keyed_by is not None
 
 
 PORT, JOIN_KEY, PAYLOAD = "tempo_port", "tempo_join_key", "tempo_payload"
