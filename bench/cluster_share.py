@@ -2,11 +2,12 @@
 
 The differential and live tests draw their queries from ``tests/strategies.py``'s ``queries``;
 this counts, over ``--n`` of them (drawn as those tests draw them, derandomised), the share
-``engine="cluster"`` takes (``tempo.spark.streaming.cluster.cluster_shape``) and, for the
-others, the reason it gives, with the plan's operators when the reason is the query's shape.
-Of those it takes, it counts where their state lives: on the executors only (the keyed node
-is the plan's one stateful operator), or partly on the driver (joins, anti-joins or
-patterns below the keyed node, or stateful operators above it, run on the driver). No Spark
+``engine="cluster"`` takes (``tempo.spark.streaming.cluster.cluster_chain``) and, for the
+others, the reason it gives. Of those it takes, it counts where their state lives: on the
+executors only (every stateful operator of the plan is a keyed node of its chain), or partly
+on the driver (joins, anti-joins or patterns below the first keyed node, or stateful
+operators above the last, run on the driver), and how many keyed nodes in sequence (hops)
+the chain has. No Spark
 session is started: only the plan is inspected.
 
     python bench/cluster_share.py --n 1000
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tempo.plan import nodes as p  # noqa: E402
 from tempo.plan.query import Query  # noqa: E402
 from tempo.runtime.bulk import STATELESS  # noqa: E402
-from tempo.spark.streaming.cluster import cluster_shape  # noqa: E402
+from tempo.spark.streaming.cluster import cluster_chain  # noqa: E402
 from tests.strategies import queries  # noqa: E402
 
 
@@ -39,13 +40,15 @@ STATE_FREE = (p.SourceNode, p.UnionNode, p.ExplodeNode, p.EventTimeNode, *STATEL
 
 def reason(query: Query) -> str:
     """``OK`` (state on the executors only) or ``OK, driver: <operators>`` (the stateful
-    operators the driver runs), or why the cluster engine refuses ``query``, its names and
-    numbers blanked."""
-    shape = cluster_shape(query)
-    if not isinstance(shape, str):
-        others = sorted({type(n).__name__.removesuffix("Node") for n in query.nodes if n is not shape.window and not isinstance(n, STATE_FREE)})
-        return "OK, driver: " + " + ".join(others) if others else "OK"
-    return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'x'", shape))
+    operators the driver runs), each with ``, N hops`` when its chain has more than one
+    keyed node, or why the cluster engine refuses ``query``, its names and numbers blanked."""
+    chain = cluster_chain(query)
+    if isinstance(chain, str):
+        return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'x'", chain))
+    keyed = {id(shape.window) for shape in chain}
+    others = sorted({type(n).__name__.removesuffix("Node") for n in query.nodes if id(n) not in keyed and not isinstance(n, STATE_FREE)})
+    hops = f", {len(chain)} hops" if len(chain) > 1 else ""
+    return ("OK, driver: " + " + ".join(others) if others else "OK") + hops
 
 
 def main() -> None:
@@ -62,9 +65,10 @@ def main() -> None:
     draw()
     total = sum(tally.values())
     taken = sum(n for why, n in tally.items() if why.startswith("OK"))
+    executors = sum(n for why, n in tally.items() if why.startswith("OK") and "driver" not in why)
     print(
         f"{total} random queries; the cluster engine runs {taken} ({100 * taken / total:.1f} %), "
-        f"{tally['OK']} of them ({100 * tally['OK'] / total:.1f} % of all) with all their state on the executors"
+        f"{executors} of them ({100 * executors / total:.1f} % of all) with all their state on the executors"
     )
     print("| queries | share | reason |\n|---:|---:|---|")
     for why, n in tally.most_common():

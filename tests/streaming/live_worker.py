@@ -7,7 +7,8 @@ so that batch ids are the same in every run) into ``ParquetSink(OUTPUT)`` on CHE
 and processes what INPUT holds. ``--until STOP``: keep processing new files until the file
 STOP exists, then process what is left. ``--flush``: then end the inputs (``flush``).
 ``--conf KEY=VALUE`` (repeated): a Spark setting of the session (s3a's, for a CHECKPOINT and
-OUTPUT on S3). ``--master URL``: run on that cluster (a standalone master) instead of locally. ``--engine``: ``StreamingExecutor``'s engine (``spark``, ``vectorised``: every batch in bulk). ``--join LIMITS``:
+OUTPUT on S3). ``--master URL``: run on that cluster (a standalone master) instead of locally. ``--engine``: ``StreamingExecutor``'s engine (``spark``, ``vectorised``: every batch in bulk). ``--chain``: the counts then their sums per 30 s
+(``_counts_per_half_minute``: two windows in sequence). ``--join LIMITS``:
 the two-input query of test_live_spark.py instead (readings joined with the limits arriving
 in the directory LIMITS, which import the readings' CTIs), merged at the arrival frontier.
 The environment variable ``TEMPO_CRASH_AT`` (tempo.spark.streaming.executor) makes the
@@ -25,7 +26,7 @@ import time
 from typing import Any
 
 from tempo.spark.sources import DataFrameSource
-from tests.streaming.test_live_spark import Limit, Reading, _counts, _join
+from tests.streaming.test_live_spark import Limit, Reading, _counts, _counts_per_half_minute, _join
 
 SPARK_SCHEMA = "seq BIGINT, ts TIMESTAMP, arrived TIMESTAMP, device BIGINT, value DOUBLE"
 """The columns of the files test_live_spark._write writes."""
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("--flush", action="store_true", help="end the inputs at the end")
     parser.add_argument("--engine", default="auto", help="driver, vectorised, spark or auto")
     parser.add_argument("--join", help="the directory of the limits (the two-input query)")
+    parser.add_argument("--chain", action="store_true", help="the counts, then their sums per 30 s (two windows in sequence)")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting KEY=VALUE")
     parser.add_argument("--master", help="Spark's master URL (default: local)")
     args = parser.parse_args()
@@ -75,7 +77,7 @@ def main() -> None:
             os.makedirs(args.join, exist_ok=True)
             query: Any = _join(live_source(spark, args.input, arrival="arrived"), live_limits(spark, args.join), flush=True)
         else:
-            query = _counts(live_source(spark, args.input), flush=True)
+            query = (_counts_per_half_minute if args.chain else _counts)(live_source(spark, args.input), flush=True)
         live = StreamingExecutor(spark, args.checkpoint, engine=args.engine).start(query, ParquetSink(args.output))
     except CheckpointMismatchError as refused:
         print(refused, flush=True)

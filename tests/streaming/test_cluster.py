@@ -369,38 +369,41 @@ FILES = 4
 """Files written before the kill runs: time batches 0 to 3, then the flush is time batch 4."""
 
 
-def _assert_whole_run_as_sets(out: Path, rows: list[dict[str, Any]]) -> None:
+def _assert_whole_run_as_sets(out: Path, rows: list[dict[str, Any]], chain: bool = False) -> None:
+    """The committed output is the whole run's in memory (``chain``: of ``--chain``'s query)."""
     from tempo.spark.streaming import read_committed
-    from tests.streaming.test_live_spark import Count, _counts
+    from tests.streaming.test_live_spark import Count, _counts, _counts_per_half_minute
     from tests.streaming.test_live_spark import Reading as Plain
     from tests.streaming.test_live_spark import _items as items
 
-    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Plain, start="ts", order="seq"), flush=True))
+    query = _counts_per_half_minute if chain else _counts
+    whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Plain, start="ts", order="seq"), flush=True))
     assert groups_as_sets(items(read_committed(str(out)), Count)) == groups_as_sets(whole.raw)
     rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
 
 
-def _kill_then_restart(tmp_path: Path, phase: str, batch: int) -> None:
+def _kill_then_restart(tmp_path: Path, phase: str, batch: int, *options: str) -> None:
     """A worker on the cluster engine killed with kill -9 at ``phase`` of ``batch``: of the
     time query (``time-...``: its batch ``batch`` is the input's file ``batch``; FILES is the
-    flush) or of the work query (its micro-batch ``batch``)."""
+    flush) or of the work query (its micro-batch ``batch``; ``work1-...``: of the second
+    keyed node's, with ``--chain``)."""
     from tests.streaming.test_kill import Worker
 
-    crashed = Worker(tmp_path, "--flush", "--engine", "cluster", crash_at=f"{phase}:{batch}")
+    crashed = Worker(tmp_path, "--flush", "--engine", "cluster", *options, crash_at=f"{phase}:{batch}")
     assert crashed.wait() == -9, crashed.output()
 
 
-def _finish(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+def _finish(tmp_path: Path, rows: list[dict[str, Any]], *options: str) -> None:
     """A restart finishes the run: the whole run once, as in memory; a start after that is
     refused as flushed."""
     from tests.streaming.live_worker import FLUSHED
     from tests.streaming.test_kill import Worker
 
-    restarted = Worker(tmp_path, "--flush", "--engine", "cluster")
+    restarted = Worker(tmp_path, "--flush", "--engine", "cluster", *options)
     assert restarted.wait() == 0, restarted.output()
-    _assert_whole_run_as_sets(tmp_path / "out", rows)
-    again = Worker(tmp_path, "--flush", "--engine", "cluster")
+    _assert_whole_run_as_sets(tmp_path / "out", rows, "--chain" in options)
+    again = Worker(tmp_path, "--flush", "--engine", "cluster", *options)
     assert again.wait() == FLUSHED, again.output()
 
 
@@ -447,6 +450,29 @@ def test_a_kill_of_the_cluster_engine_at_a_phase_then_a_restart_commits_the_whol
     _finish(tmp_path, rows)
 
 
+CHAIN_KILLS = [
+    *[(phase, 2) for phase in ("read", "engine", "stage", "state", "commit")],  # the first window's work query, staging the second's
+    *[(f"work1-{phase}", 2) for phase in ("read", "engine", "sink", "state", "commit", "publish")],
+]
+"""The phases of a chain's two work queries (``--chain``: two windows in sequence) a kill hits."""
+
+
+@pytest.mark.parametrize(
+    ("phase", "batch"), [p if p == ("stage", 2) else pytest.param(*p, marks=pytest.mark.slow) for p in CHAIN_KILLS],
+)
+def test_a_kill_of_a_chain_of_two_windows_at_a_phase_then_a_restart_commits_the_whole_run_once(tmp_path: Path, phase: str, batch: int) -> None:
+    """Counts per device in 10 s windows, then their sums per 30 s (``--chain``): the second
+    window is the first's next hop, staged by the first's work query, once per work batch
+    id. One kill at ``phase`` of ``batch`` of either work query, then a restart: the whole
+    run once, as in memory (the default suite: a kill after the second window's stage batch
+    is written, before the first's commit record: the run again finds it there)."""
+    rows = _input(tmp_path, seed=19)
+    _kill_then_restart(tmp_path, phase, batch, "--chain")
+    _finish(tmp_path, rows, "--chain")
+    staged = tmp_path / "ck" / "cluster"
+    assert (staged / "stage1").is_dir() and list((staged / "batches1").iterdir()) == []  # every side file released
+
+
 def test_the_shapes_the_cluster_engine_takes() -> None:
     """Which node the engine runs by key (``cluster_shape``; no Spark job): a query without a
     stateful operator gets the release on top, a plan of joins and unions below it runs on the
@@ -454,10 +480,12 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     reaching it too (of edges, or above a join of intervals); a query whose stateful
     node cannot run by key (a stream would go around it) runs under the release, all of it
     below on the driver; an output keeping a substream key gets a release by that key (of
-    the types a join key takes)."""
+    the types a join key takes). A keyed node that reads another's results alone through
+    stateless operators runs keyed too, its next hop (``cluster_chain``): of two ways to
+    start a chain, the one that leaves less state on the driver."""
     from tempo.plan.query import Query
     from tempo.plan.nodes import ReleaseNode
-    from tempo.spark.streaming.cluster import cluster_query, cluster_shape
+    from tempo.spark.streaming.cluster import cluster_chain, cluster_query, cluster_shape
 
     readings = Stream.create("r", [], EventShape.POINT, payload_type=Reading)
     other = Stream.create("o", [], EventShape.POINT, payload_type=Reading)
@@ -465,6 +493,24 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     def keyed(stream: Stream[Any]) -> Any:
         shape = cluster_shape(Query.build(stream.node))
         return shape if isinstance(shape, str) else type(shape.window).__name__
+
+    def chained(stream: Stream[Any]) -> str:
+        chain = cluster_chain(Query.build(stream.node))
+        return chain if isinstance(chain, str) else " > ".join(type(shape.window).__name__ for shape in chain)
+
+    def overall(s: Stream[Any]) -> Stream[Overall]:
+        return s.tumbling(timedelta(seconds=60)).aggregate(lambda w: Overall(n=w.count(), high=None))
+
+    assert chained(_sessions(readings)) == "WindowNode"
+    assert chained(_sessions_then_count(readings)) == "WindowNode > WindowNode"
+    assert chained(overall(_sessions_then_count(readings).where(lambda o: o.n > 1))) == "WindowNode > WindowNode > WindowNode"
+    assert chained(_analytic_then_window(readings)) == "AnalyticNode > WindowNode"
+    assert chained(_clipped_then_window(readings)) == "ClipNode > WindowNode"
+    assert chained(_uncovered_sessions(readings)) == "AntiJoinNode > WindowNode"  # rather than the anti-join on the driver below the window
+    assert chained(_sessions(_self_join(readings))) == "JoinNode > WindowNode"
+    assert chained(_sessions(_self_join(readings).union(other))) == "WindowNode"  # the other input goes around the join
+    sessions = _sessions(readings)
+    assert chained(overall(sessions).union(sessions.select(lambda s: Overall(n=s.n, high=s.high)))) == "WindowNode"  # read twice: the window above on the driver
 
     assert keyed(_stateless(readings)) == "ReleaseNode"
     assert keyed(_self_join(readings)) == "JoinNode"
@@ -486,7 +532,7 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert keyed(_self_join(intervals).anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"  # the ends of a join's open pairs too
     assert keyed(edges.followed_by(edges, lambda a, b: a.device == b.device, timedelta(seconds=5), lambda a, b: b)) == "FollowedByNode"  # it reads starts only
     assert keyed(_self_join(readings).anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"  # a join below it
-    assert keyed(_uncovered_sessions(readings)) == "WindowNode"  # an anti-join below it, on the driver
+    assert keyed(_uncovered_sessions(readings)) == "AntiJoinNode"  # then the window, its next hop
     assert keyed(_followed(readings)) == "FollowedByNode"
     assert keyed(_window_beside(readings)) == "ReleaseNode"
     released = cluster_query(Query.build(_window_beside(readings).node))

@@ -6,11 +6,13 @@ file of a query of one input, the committed output must be the in-memory executo
 for the rows so far; after the flush, the whole run's, with its rejections; both but for
 the order of one window's groups among themselves (docs/semantics.md 5.7: compared as sets).
 A third test draws queries whose every input is split into substreams by key (half as
-many).
+many), a fourth queries of one input with their results counted per 20 s on top, kept when
+the count is the next hop of a keyed node (``cluster_chain``: two keyed nodes in sequence
+or more; half as many).
 (Two inputs meet at the arrival frontier, where a live query holds back what the other
 input may still precede: the fixed tests check those after each file.)
 
-A query the engine refuses (``cluster_shape``: an output keeping a substream key of a type
+A query the engine refuses (``cluster_chain``: an output keeping a substream key of a type
 a join key does not take) is not drawn; ``bench/cluster_share.py`` counts the shares
 over a thousand draws. Each example starts a live query (about 4 s a file on two cores): the default suite
 draws 2 of one input and 2 of two, ``--run-slow`` 12 of each, ``TEMPO_CLUSTER_EXAMPLES=N`` N of each.
@@ -176,9 +178,32 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_over_su
     _agree(spark_session, tmp_path_factory, query)
 
 
-def _agree(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+@attrs.frozen
+class Tally:
+    n: int
+
+
+@settings(RANDOM, max_examples=max(1, EXAMPLES // 2))
+@given(query=queries(min_events=1, inputs=1))
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_window_on_top(
+    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder],
+) -> None:
+    """Each query's results counted in tumbling 20 s windows (one key): where the query's
+    last keyed node reads into it through stateless operators, the count is that node's next
+    hop, staged by its work query (docs/streaming.md, "Keyed nodes in sequence")."""
+    desc, build = query
+
+    def counted(flush: bool | None) -> Stream[Any]:
+        return build(flush).tumbling(timedelta(seconds=20)).aggregate(lambda w: Tally(w.count()))
+
+    _agree(spark_session, tmp_path_factory, (f"{desc}, counted per 20 s", counted), hops=2)
+
+
+def _agree(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder], hops: int = 1) -> None:
+    """The cluster engine's run of ``query`` cut into random files against the in-memory
+    executor's, when the engine takes it with ``hops`` keyed nodes in sequence or more."""
     from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed, released_items
-    from tempo.spark.streaming.cluster import cluster_shape
+    from tempo.spark.streaming.cluster import cluster_chain
 
     _skip_without_tws()
     desc, build = query
@@ -187,7 +212,8 @@ def _agree(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]
         reference = InMemoryExecutor().run(stream)
     except Exception:
         return  # a bad input: the fixed tests cover how each engine reports it
-    assume(not isinstance(cluster_shape(Query.build(stream.node)), str))
+    chain = cluster_chain(Query.build(stream.node))
+    assume(not isinstance(chain, str) and len(chain) >= hops)
     # A live query takes several inputs with arrival times on all of them or on none.
     arrivals = {any(getattr(i, "arrival", None) for i in n.source.items()) for n in Query.build(stream.node).sources}
     assume(len(arrivals) == 1)

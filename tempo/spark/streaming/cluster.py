@@ -94,7 +94,7 @@ from tempo.spark.streaming.keyed import (
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
 from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
-from tempo.ticks import INF, NEG_INF
+from tempo.ticks import INF, NEG_INF, from_ticks
 
 T = TypeVar("T")
 
@@ -133,8 +133,8 @@ def cluster_query(query: Query) -> Query:
 
 
 def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
-    """The shape of ``cluster_query(query)`` when the cluster engine runs it, or why it
-    cannot: inputs of points, intervals or edges whose events reach one stateful node with a
+    """The shape of ``cluster_query(query)``'s lowest keyed node (``cluster_chain``'s first)
+    when the cluster engine runs it, or why it cannot: inputs of points, intervals or edges whose events reach one stateful node with a
     keyed form (a hopping, tumbling, session, count or snapshot window, an analytic, a clip;
     ``tempo.runtime.keyed``) through where / select / shift / union operators and at most
     one join of them all (``reaching_shape``), or through any plan of such operators, joins,
@@ -144,19 +144,33 @@ def cluster_shape(query: Query) -> BulkShape[Keyed] | str:
     key on the executors (``_join_shape``). Any other query runs under a release (``ReleaseNode``), the whole plan
     below it item by item on the driver, as the driver engine runs it, and the output's
     waiting events by key on the executors. The node is called the window below."""
+    chain = _placed(query)[1]
+    return chain if isinstance(chain, str) else chain[0]
+
+
+def cluster_chain(query: Query) -> list[BulkShape[Keyed]] | str:
+    """The keyed nodes of ``cluster_query(query)`` the cluster engine runs on the executors,
+    lowest first (its **hops**: docs/streaming.md), or why it cannot run the query: the
+    first is ``cluster_shape``'s, each next one the keyed node that reads the one before's
+    results alone through where / select / shift operators (``_next_hop``). Of a keyed
+    node found as ``_keyed_shape`` finds it and one found as ``_join_shape`` does, the
+    chain leaving the fewer stateful operators on the driver is taken (the first of equals)."""
     return _placed(query)[1]
 
 
-def _placed(query: Query) -> tuple[Query, BulkShape[Keyed] | str]:
-    """``cluster_query(query)`` and ``cluster_shape(query)``, each keyed shape worked out once."""
+def _placed(query: Query) -> tuple[Query, list[BulkShape[Keyed]] | str]:
+    """``cluster_query(query)`` and ``cluster_chain(query)``, each keyed shape worked out once."""
     if not isinstance(query.root, p.ReleaseNode):
+        chains: list[list[BulkShape[Keyed]]] = []
         if any(isinstance(n, KEYED_NODES) for n in query.nodes):
             shape = _keyed_shape(query)
             if not isinstance(shape, str):
-                return query, shape
+                chains.append(_chain(query, shape))
         joined = _join_shape(query)
         if not isinstance(joined, str):
-            return query, cast("BulkShape[Keyed]", joined)
+            chains.append(_chain(query, cast("BulkShape[Keyed]", joined)))
+        if chains:
+            return query, min(chains, key=lambda chain: _left_on_the_driver(query, chain))
         key = query.substream_key(query.root)  # the output releases by a key's own CTIs too: so does the release
         query = Query.build(p.ReleaseNode(query.root, keyed_by=key))
         if key is not None and key.dtype not in JOIN_KEY_TYPES:
@@ -167,7 +181,40 @@ def _placed(query: Query) -> tuple[Query, BulkShape[Keyed] | str]:
         assert isinstance(root, p.ReleaseNode)
         release = reaching_checks(query, BulkShape(tuple(query.sources), root, query.nodes.index(root)))
         shape = cast("BulkShape[Keyed] | str", release)
-    return query, shape
+    return query, shape if isinstance(shape, str) else [shape]
+
+
+def _chain(query: Query, first: BulkShape[Keyed]) -> list[BulkShape[Keyed]]:
+    """``first`` and the keyed nodes above it that run on the executors too, in order."""
+    consumers = consumers_of(query)
+    chain = [first]
+    while (hop := _next_hop(query, chain[-1], consumers)) is not None:
+        chain.append(hop)
+    return chain
+
+
+def _next_hop(query: Query, below: BulkShape[Keyed], consumers: dict[int, list[p.Node]]) -> BulkShape[Keyed] | None:
+    """The node with a keyed form (but the release) that reads ``below``'s results alone,
+    through where / select / shift operators that nothing else reads, when it runs keyed
+    (``keyed_unsupported``, ``reaching_checks``); else None. The driver runs those operators
+    between the two on the results ``below``'s keys give back, and stages what reaches it."""
+    node: p.Node = below.window
+    while len(readers := consumers[id(node)]) == 1:
+        node = readers[0]
+        if not isinstance(node, STATELESS):
+            break
+    else:
+        return None
+    if not isinstance(node, KEYED_NODES) or isinstance(node, p.ReleaseNode) or keyed_unsupported(node) is not None:
+        return None
+    shape = reaching_checks(query, BulkShape(below.sources, node, query.nodes.index(node)))
+    return None if isinstance(shape, str) else cast("BulkShape[Keyed]", shape)
+
+
+def _left_on_the_driver(query: Query, chain: list[BulkShape[Keyed]]) -> int:
+    """How many of ``query``'s stateful operators with a keyed form ``chain`` leaves to the driver."""
+    keyed = {id(shape.window) for shape in chain}
+    return sum(1 for n in query.nodes if isinstance(n, (*KEYED_NODES, *MATCHING)) and id(n) not in keyed)
 
 
 def _keyed_shape(query: Query) -> BulkShape[Keyed] | str:
@@ -262,12 +309,13 @@ def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
     )
 
 
-def required_shape(query: Query) -> BulkShape[Keyed]:
-    """The query's shape on the cluster engine; ``UnsupportedError`` saying why it has none."""
-    shape = cluster_shape(query)
-    if isinstance(shape, str):
-        raise UnsupportedError(EXECUTOR, "engine='cluster'", f"this query does not run on the cluster engine yet: {shape}")
-    return shape
+def required_chain(query: Query) -> list[BulkShape[Keyed]]:
+    """The query's keyed nodes on the cluster engine (``cluster_chain``); ``UnsupportedError``
+    saying why it has none."""
+    chain = cluster_chain(query)
+    if isinstance(chain, str):
+        raise UnsupportedError(EXECUTOR, "engine='cluster'", f"this query does not run on the cluster engine yet: {chain}")
+    return chain
 
 
 def stage_watermark(cti: int) -> int:
@@ -426,19 +474,23 @@ class StageBatch:
 
 
 class Stage:
-    """The stage folder of a cluster query (``<checkpoint>/cluster/stage``, a file per time
-    batch) and the side files beside it (``<checkpoint>/cluster/batches``)."""
+    """The stage folder of a cluster query's keyed node (``<checkpoint>/cluster/stage``, a
+    file per time batch; ``stage<hop>``, a file per batch of the work query of the keyed node
+    below, for the ``hop``-th of a chain: ``cluster_chain``) and the side files beside it
+    (``<checkpoint>/cluster/batches``, ``batches<hop>``); ``work_log`` the records of the
+    work query reading it."""
 
-    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], log: BatchLog, work_log: BatchLog) -> None:
+    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], log: BatchLog, work_log: BatchLog, hop: int = 0) -> None:
         self.spark = spark
         self.work_log = work_log
         self.query = query
         self.shape = shape
         store = self.store = log.store
         self.root = store.join(log.checkpoint, "cluster")
-        self.folder = store.join(self.root, "stage")
-        self.scratch = store.join(self.root, "_scratch")  # one batch at a time: overwritten by each
-        self.sides = store.join(self.root, "batches")
+        suffix = str(hop) if hop else ""
+        self.folder = store.join(self.root, f"stage{suffix}")
+        self.scratch = store.join(self.root, f"_scratch{suffix}")  # one batch at a time: overwritten by each
+        self.sides = store.join(self.root, f"batches{suffix}")
         for path in (self.folder, self.sides):
             store.makedirs(path)
         window = shape.window
@@ -633,26 +685,80 @@ class Stage:
 
 
 class _Crashes:
-    """The testing hook of ``tempo.spark.streaming.executor`` (``TEMPO_CRASH_AT``)."""
+    """The testing hook of ``tempo.spark.streaming.executor`` (``TEMPO_CRASH_AT``); a phase's
+    name after ``prefix`` (the work query of a chain's ``hop``-th keyed node: ``work<hop>-``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
         self.at = os.environ.get(CRASH_AT)
+        self.prefix = prefix
 
     def point(self, phase: str, batch: int) -> None:
-        if self.at == f"{phase}:{batch}":
+        if self.at == f"{self.prefix}{phase}:{batch}":
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fed(query: Query, shape: BulkShape[Keyed], engine: LiveEngine, batch: int) -> _WindowFeed:
+    """The ``_WindowFeed`` in the place of ``shape``'s keyed node in ``engine`` (put there the
+    first time it is asked for, at each of its inputs), emptied: it records what reaches the
+    node in stage batch ``batch``."""
+    found = (engine.operators[query.nodes.index(n)] for n in shape.window.inputs())
+    upstreams = list({id(op): op for op in found}.values())  # a self-join's input once
+    feeds = [op for upstream in upstreams for op, _ in upstream.outs if isinstance(op, _WindowFeed)]
+    if feeds:
+        feed = feeds[0]
+    else:
+        window = engine.operators[shape.position]
+        feed = _WindowFeed(window, engine.attached.setdefault(OPEN_EVENTS, {}))
+        for upstream in upstreams:
+            outs, upstream.outs = upstream.outs, []
+            for op, port in outs:
+                upstream.connect(feed if op is window else op, port)
+    feed.ctis, feed.moves, feed.events, feed.batch = [], [], [], batch
+    return feed
+
+
+def cti_at(shape: BulkShape[Keyed], engine: LiveEngine) -> int:
+    """The CTI in force at ``shape``'s keyed node in ``engine`` (the driver's operator there)."""
+    window = engine.operators[shape.position]
+    assert isinstance(window, DRIVER_OPERATORS)
+    return cti_in_force(window)
+
+
+def stage_recorded(stage: Stage, batch: int, feed: _WindowFeed, before: int, side: StageBatch, shared: Shared | None = None) -> None:
+    """Stage batch ``batch`` of what ``feed`` recorded (``before``: the CTI in force at the
+    keyed node before it, the batch's CTI row when it moved none)."""
+    events = stage.recorded(batch, feed.events) if feed.events else None
+    with worker_errors(udf_error):  # a group key's expression, evaluated by Spark
+        stage.write(batch, events, list(feed.ctis) or [before], side, shared, list(feed.moves))
+
+
+def flushed(stage: Stage, feed: _WindowFeed, before: int, latest: int) -> Shared | None:
+    """What the flush brings every bucket of ``stage``'s keyed node when its lifetimes may
+    reach infinity (``Stage.open_lifetimes``): it ends open lifetimes after the later of its
+    last finite CTI and the latest finite time of its events, over every key's (``latest``
+    before the batch ``feed`` recorded, and that batch's own); else None."""
+    if not stage.open_lifetimes:
+        return None
+    last_cti = max([before, *(c for c in feed.ctis if c < INF)])
+    return Shared(before, last_cti, max(latest, staged_latest(feed.events)))
+
+
+def staged_latest(events: list[Reached]) -> int:
+    """The latest finite time of ``events`` (their starts and ends)."""
+    times = [t for r in events for t in ((r.start, r.end) if r.item == INSERT else (r.end,) if r.item == END_EDGE else ()) if t is not None and t < INF]
+    return max(times, default=NEG_INF)
 
 
 class _Batches:
     """What both runners share: one batch at a time under a lock, stop and failure."""
 
-    def __init__(self, query: Query, log: BatchLog) -> None:
+    def __init__(self, query: Query, log: BatchLog, crash_prefix: str = "") -> None:
         self.query = query
         self.log = log
         self.lock = threading.Lock()
         self.failure: BaseException | None = None
         self.stopping = False
-        self.crash = _Crashes()
+        self.crash = _Crashes(crash_prefix)
         self.engine: LiveEngine | None = None
         self.engine_batch: int | None = None
 
@@ -691,31 +797,6 @@ class TimeRunner(_Batches):
         self.bulk = BulkRunner(spark, query, cast("BulkShape[p.UnaryNode]", shape))  # for planned batches only, whose window is unary
         self.planned = planned_in_bulk(query, shape)
         self.progress: list[dict[str, Any]] = []
-
-    def feed(self, engine: LiveEngine, batch: int) -> _WindowFeed:
-        """The ``_WindowFeed`` in the window's place in ``engine`` (put there the first time it
-        is asked for, at each of its inputs), emptied: it records what reaches the window in
-        stage batch ``batch``."""
-        found = (engine.operators[self.query.nodes.index(n)] for n in self.shape.window.inputs())
-        upstreams = list({id(op): op for op in found}.values())  # a self-join's input once
-        feeds = [op for upstream in upstreams for op, _ in upstream.outs if isinstance(op, _WindowFeed)]
-        if feeds:
-            feed = feeds[0]
-        else:
-            window = engine.operators[self.shape.position]
-            feed = _WindowFeed(window, engine.attached.setdefault(OPEN_EVENTS, {}))
-            for upstream in upstreams:
-                outs, upstream.outs = upstream.outs, []
-                for op, port in outs:
-                    upstream.connect(feed if op is window else op, port)
-        feed.ctis, feed.moves, feed.events, feed.batch = [], [], [], batch
-        return feed
-
-    def window_cti(self, engine: LiveEngine) -> int:
-        """The last CTI the window of the driver's engine received."""
-        window = engine.operators[self.shape.position]
-        assert isinstance(window, DRIVER_OPERATORS)
-        return cti_in_force(window)
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
         return _recognized(exc) or schema_drift_error(exc, self.query)
@@ -762,8 +843,8 @@ class TimeRunner(_Batches):
         with worker_errors(self._recognized):
             times = rows.select(F.lit(0).alias(INPUT_COLUMN), ORDER, KIND, S, E, ARR, NULLF).toArrow()
         self.crash.point("time-read", batch)
-        before = self.window_cti(engine)
-        feed = self.feed(engine, batch)
+        before = cti_at(self.shape, engine)
+        feed = fed(self.query, self.shape, engine, batch)
         if not times.num_rows:
             self.stage.write(batch, None, [before], StageBatch([], False))
             return engine, 0, []
@@ -794,21 +875,16 @@ class TimeRunner(_Batches):
         with worker_errors(self._recognized):
             table = df.toArrow()
         self.crash.point("time-read", batch)
-        before = self.window_cti(engine)
-        feed = self.feed(engine, batch)
+        before = cti_at(self.shape, engine)
+        feed = fed(self.query, self.shape, engine, batch)
         if table.num_rows:
             for index, part in enumerate(input_parts(self.query, table)):
                 if part.num_rows:
                     engine.push_rows(index, part)
         engine.run()
         rejections = engine.take().rejections
-        self._stage_recorded(batch, feed, before, StageBatch(rejections, False))
+        stage_recorded(self.stage, batch, feed, before, StageBatch(rejections, False))
         return engine, table.num_rows, rejections
-
-    def _stage_recorded(self, batch: int, feed: _WindowFeed, before: int, side: StageBatch, shared: Shared | None = None) -> None:
-        events = self.stage.recorded(batch, feed.events) if feed.events else None
-        with worker_errors(udf_error):  # a group key's expression, evaluated by Spark
-            self.stage.write(batch, events, list(feed.ctis) or [before], side, shared, list(feed.moves))
 
     def finish(self) -> int:
         """The inputs have ended: end them on the driver's engine (a CTI at infinity where
@@ -817,19 +893,15 @@ class TimeRunner(_Batches):
             last = self.log.last_committed()
             batch = 0 if last is None else last + 1
             engine = self.engine_after(last)
-            before = self.window_cti(engine)
-            feed = self.feed(engine, batch)
+            before = cti_at(self.shape, engine)
+            feed = fed(self.query, self.shape, engine, batch)
             engine.finish()  # what the inputs' buffers held goes on, item by item
             rejections = engine.take().rejections
-            shared = None
-            if self.stage.open_lifetimes:
-                # The window ends open lifetimes after the later of its last finite CTI and the
-                # latest finite time of its events: over every key's, which the work query
-                # gathered up to the batches drained before the flush, and this batch's own.
-                last_cti = max([before, *(c for c in feed.ctis if c < INF)])
-                times = [t for r in feed.events for t in ((r.start, r.end) if r.item == INSERT else (r.end,)) if t is not None and t < INF]
-                shared = Shared(before, last_cti, max([self.stage.latest(), *times]))
-            self._stage_recorded(batch, feed, before, StageBatch(rejections, True), shared)
+            # The latest finite time over every key: what the work query gathered from them up
+            # to the batches drained before the flush (a planned batch's events never reach
+            # the driver).
+            shared = flushed(self.stage, feed, before, self.stage.latest())
+            stage_recorded(self.stage, batch, feed, before, StageBatch(rejections, True), shared)
             self.crash.point("time-stage", batch)
             self._commit(engine, batch, {"rows": 0, "rejected": len(rejections)}, time.perf_counter(), final=True)
             return batch
@@ -843,23 +915,36 @@ class TimeRunner(_Batches):
 
 
 class WorkRunner(_Batches, Generic[T]):
-    """The work query's ``foreachBatch`` (see the module's docstring)."""
+    """The work query's ``foreachBatch`` (see the module's docstring): of the keyed node of
+    ``stage``, the ``hop``-th of the query's chain (``cluster_chain``). The last one's
+    output goes to ``sink``; any other's, what reaches the next keyed node, to that node's
+    stage ``next_stage`` (a batch of it per batch of this work query, as the time query
+    stages the first; the rejections and the flush go on in its side files)."""
 
-    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], payload_type: type[T], sink: Sink, log: BatchLog, stage: Stage) -> None:
-        super().__init__(query, log)
+    def __init__(
+        self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], payload_type: type[T], sink: Sink, log: BatchLog, stage: Stage,
+        next_stage: Stage | None = None, hop: int = 0,
+    ) -> None:
+        super().__init__(query, log, f"work{hop}-" if hop else "")
         self.spark = spark
         self.shape = shape
         self.payload_type = payload_type
         self.sink = sink
         self.stage = stage
+        self.next_stage = next_stage
         self.result_type = shape.window.payload_type
         self.progress: list[BatchProgress] = []
         self.staged_through = stage.released()
         """The last stage batch whose CTI rows have all come back (its rejections written)."""
         self.latest = stage.latest()
         """The latest finite time the window's keys have seen (``Stage.latest``)."""
-        for batch in log.committed():  # a crash may have come between a commit and its publishing
-            sink.publish(batch)
+        last = log.last_committed()
+        self.next_latest = NEG_INF if last is None else int(log.record(last).get("next_latest", NEG_INF))
+        """The latest finite time of the events staged for ``next_stage`` (``staged_latest``):
+        they all passed through the driver."""
+        if next_stage is None:
+            for batch in log.committed():  # a crash may have come between a commit and its publishing
+                sink.publish(batch)
 
     def __call__(self, df: DataFrame, batch: int) -> None:
         self.guarded(self._run, df, batch)
@@ -870,7 +955,8 @@ class WorkRunner(_Batches, Generic[T]):
             # plan runs, its output (what was committed) goes nowhere.
             with worker_errors(_recognized):
                 df.write.format("noop").mode("overwrite").save()
-            self.sink.publish(batch)
+            if self.next_stage is None:
+                self.sink.publish(batch)
             return
         began = time.perf_counter()
         with worker_errors(_recognized):
@@ -879,6 +965,9 @@ class WorkRunner(_Batches, Generic[T]):
         engine = self.engine_after(self.log.last_committed(before=batch))
         window = engine.operators[self.shape.position]
         assert isinstance(window, DRIVER_OPERATORS)
+        following = self.next_stage
+        feed = None if following is None else fed(self.query, following.shape, engine, batch)
+        before_next = NEG_INF if following is None else cti_at(following.shape, engine)
         col = {name: table.column(name).to_pylist() for name in table.column_names}
         kinds = col[OUT_KIND]
         # (stage batch, CTI, and a keyed join's or anti-join's place among them, move of an
@@ -959,23 +1048,35 @@ class WorkRunner(_Batches, Generic[T]):
         self._emit(window, released[-1], None, opened)
         self.crash.point("engine", batch)
         out = engine.take()
-        events = released_table(out.items, self.payload_type)
-        inputs = {s.name: s.payload_type for s in self.query.sources}
-        rejected = Result([], [], {}, rejections, [], {}, None, self.payload_type, inputs).rejections_table()
-        self.sink.write(self.spark, batch, events, rejected)
-        self.crash.point("sink", batch)
+        extra: dict[str, Any] = {}
+        if following is None:
+            events = released_table(out.items, self.payload_type)
+            inputs = {s.name: s.payload_type for s in self.query.sources}
+            rejected = Result([], [], {}, rejections, [], {}, None, self.payload_type, inputs).rejections_table()
+            self.sink.write(self.spark, batch, events, rejected)
+            self.crash.point("sink", batch)
+            written, out_ctis = len(out.items), [item.timestamp.isoformat() for item in out.items if isinstance(item, Cti)]
+        else:  # to the next keyed node's stage, as the time query stages the first's
+            assert feed is not None
+            shared = flushed(following, feed, before_next, self.next_latest) if final else None
+            stage_recorded(following, batch, feed, before_next, StageBatch(rejections, final), shared)
+            self.crash.point("stage", batch)
+            extra["next_latest"] = max(self.next_latest, staged_latest(feed.events))
+            written, out_ctis = len(feed.events), [from_ticks(c).isoformat() for c in feed.ctis]
         state = engine.snapshot()
-        out_ctis = [item.timestamp.isoformat() for item in out.items if isinstance(item, Cti)]
         previous = self.progress[-1].output_cti if self.progress else None
         progress = BatchProgress(
-            batch, {}, len(out.items), len(rejections), out_ctis[-1] if out_ctis else previous, 0, len(state),
+            batch, {}, written, len(rejections), out_ctis[-1] if out_ctis else previous, 0, len(state),
             time.perf_counter() - began, final, "cluster",
         )
-        record = attrs.asdict(progress) | {"staged_through": staged_through, "latest": latest}
+        record = attrs.asdict(progress) | {"staged_through": staged_through, "latest": latest} | extra
         self.log.commit(batch, state, record, saved=lambda: self.crash.point("state", batch))
         self.crash.point("commit", batch)
-        self.sink.publish(batch)
-        self.crash.point("publish", batch)
+        if following is None:
+            self.sink.publish(batch)
+            self.crash.point("publish", batch)
+        else:
+            self.next_latest = extra["next_latest"]
         self.engine, self.engine_batch = engine, batch
         self.stage.forget(staged_through, self.staged_through)
         self.staged_through, self.latest = staged_through, latest
@@ -1095,35 +1196,39 @@ def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage
 
 
 class ClusterQuery(LiveQuery[T]):
-    """A live query on the cluster engine: its time query and work query (see the module's
-    docstring), with ``LiveQuery``'s methods."""
+    """A live query on the cluster engine: its time query and the work query of each keyed
+    node of its chain, lowest first (see the module's docstring), with ``LiveQuery``'s
+    methods."""
 
-    def __init__(self, time_handle: Any, work_handle: Any, time_runner: TimeRunner, work_runner: WorkRunner[T], lock: Any) -> None:
+    def __init__(self, time_handle: Any, work_handles: list[Any], time_runner: TimeRunner, work_runners: list[WorkRunner[T]], lock: Any) -> None:
         self._time = time_handle
-        self._work = work_handle
+        self._works = work_handles
         self._time_runner = time_runner
-        self._work_runner = work_runner
+        self._work_runners = work_runners
         self._lock = lock
 
     def _failures(self) -> list[BaseException | None]:
-        return [self._time_runner.failure, self._work_runner.failure]
+        return [self._time_runner.failure, *(runner.failure for runner in self._work_runners)]
 
-    def _staged(self) -> int:
-        """The last batch the time query staged."""
+    def _drain(self, halting: bool = False) -> None:
+        """Wait until each work query, lowest first, has given back every CTI row of the
+        stage batches written before (by the time query, or the work query below it);
+        ``halting``: stop each once it has (the flush: it stages nothing more)."""
         last = self._time_runner.log.last_committed()
-        return -1 if last is None else last
-
-    def _drain(self) -> None:
-        """Wait until the work query has given back every staged batch's CTIs."""
-        target = self._staged()
-        deadline = time.monotonic() + WAIT_SECONDS
-        while self._work_runner.staged_through < target:
-            self._work.processAllAvailable()
-            if self._work_runner.staged_through >= target:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the work query has not released stage batch {target} after {WAIT_SECONDS:.0f} s")
-            time.sleep(0.05)
+        target = -1 if last is None else last
+        for runner, handle in zip(self._work_runners, self._works):
+            deadline = time.monotonic() + WAIT_SECONDS
+            while runner.staged_through < target:
+                handle.processAllAvailable()
+                if runner.staged_through >= target:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the work query of {runner.shape.window.describe()} has not released stage batch {target} after {WAIT_SECONDS:.0f} s")
+                time.sleep(0.05)
+            if halting:
+                self._halt(runner, handle)
+            last = runner.log.last_committed()
+            target = -1 if last is None else last
 
     def process_all_available(self) -> None:
         """Block until every row the inputs hold now has been processed and its output committed."""
@@ -1134,7 +1239,7 @@ class ClusterQuery(LiveQuery[T]):
 
     def await_termination(self, timeout: float | None = None) -> bool:
         with self._errors():
-            handle = self._time if self._time is not None else self._work
+            handle = self._time if self._time is not None else self._works[-1]
             stopped = handle.awaitTermination(timeout) if timeout is not None else handle.awaitTermination()
         return stopped is None or bool(stopped)
 
@@ -1147,36 +1252,36 @@ class ClusterQuery(LiveQuery[T]):
         handle.stop()
 
     def stop(self) -> None:
-        """Stop both queries after their batches in progress; a restart continues them."""
+        """Stop every query after its batch in progress; a restart continues them."""
         self._halt(self._time_runner, self._time)
-        self._halt(self._work_runner, self._work)
+        for runner, handle in zip(self._work_runners, self._works):
+            self._halt(runner, handle)
         self.release()
 
     def flush(self) -> None:
         """The inputs have ended: as ``LiveQuery.flush``, the flush staged by the time query
-        and released by the work query."""
+        and released by the work queries, each in turn."""
         try:
             self.process_all_available()
             if self._time is not None:
                 self._halt(self._time_runner, self._time)
                 self._time_runner.finish()
             with self._errors():
-                self._drain()
-            self._halt(self._work_runner, self._work)
+                self._drain(halting=True)
         finally:
             self.release()
 
     @property
     def is_active(self) -> bool:
-        return bool(self._work.isActive) and (self._time is None or bool(self._time.isActive))
+        return all(bool(handle.isActive) for handle in self._works) and (self._time is None or bool(self._time.isActive))
 
     @property
     def last_committed_batch(self) -> int | None:
-        return self._work_runner.log.last_committed()
+        return self._work_runners[-1].log.last_committed()
 
     @property
     def progress(self) -> list[BatchProgress]:
-        return list(self._work_runner.progress)
+        return list(self._work_runners[-1].progress)
 
     @property
     def metrics(self) -> dict[str, InputMetrics]:
@@ -1189,18 +1294,27 @@ def start_cluster(
     spark: SparkSession, query: Query, payload_type: type[T], sink: Sink, log: BatchLog, description: str, lock: Any,
     merged: DataFrame, trigger: dict[str, Any],
 ) -> ClusterQuery[T]:
-    """Start ``query``'s time and work queries over the inputs' stream ``merged``."""
+    """Start ``query``'s time query over the inputs' stream ``merged`` and the work query of
+    each keyed node of its chain (``cluster_chain``)."""
     query = cluster_query(query)
-    shape = required_shape(query)
+    chain = required_chain(query)
     for key, value in STATE_CONF.items():
         spark.conf.set(key, value)
-    work_log = BatchLog(log.store.join(log.checkpoint, "cluster", "work"), store=log.store)
-    work_log.claim(description)
-    stage = Stage(spark, query, shape, log, work_log)
-    time_runner = TimeRunner(spark, query, shape, log, stage)
+    if len(chain) > 1:  # the records of a chain are not those of one keyed node: a checkpoint holds one layout
+        description += "\ncluster engine: keyed nodes " + ", ".join(shape.window.describe() for shape in chain)
+    work_logs = [BatchLog(log.store.join(log.checkpoint, "cluster", f"work{hop or ''}"), store=log.store) for hop in range(len(chain))]
+    for work_log in work_logs:
+        work_log.claim(description)
+    stages = [Stage(spark, query, shape, log, work_log, hop) for hop, (shape, work_log) in enumerate(zip(chain, work_logs))]
+    time_runner = TimeRunner(spark, query, chain[0], log, stages[0])
     time_runner.empty_rows(merged)
-    work_runner: WorkRunner[T] = WorkRunner(spark, query, shape, payload_type, sink, work_log, stage)
-    work_log.check_open()  # the flush was released: the query has ended
+    for stage in stages[1:]:  # staged item by item by the work query below
+        stage.fix_schema(stage.recorded(0, []))
+    work_runners: list[WorkRunner[T]] = [
+        WorkRunner(spark, query, shape, payload_type, sink, work_log, stage, stages[hop + 1] if hop + 1 < len(chain) else None, hop)
+        for hop, (shape, work_log, stage) in enumerate(zip(chain, work_logs, stages))
+    ]
+    work_logs[-1].check_open()  # the flush was released: the query has ended
     time_handle = None
     last = log.last_committed()
     if last is None or not log.record(last).get("final"):  # else only the flush is left to release
@@ -1209,12 +1323,15 @@ def start_cluster(
             writer = writer.trigger(**trigger)
         log.prepare_spark_checkpoint()
         time_handle = writer.start()
-    work = work_frame(spark, query, shape, stage).writeStream.foreachBatch(work_runner).option("checkpointLocation", work_log.spark_checkpoint)
-    work_log.prepare_spark_checkpoint()
+    work_handles: list[Any] = []
     try:
-        work_handle = work.start()
+        for shape, stage, work_log, runner in zip(chain, stages, work_logs, work_runners):
+            work = work_frame(spark, query, shape, stage).writeStream.foreachBatch(runner).option("checkpointLocation", work_log.spark_checkpoint)
+            work_log.prepare_spark_checkpoint()
+            work_handles.append(work.start())
     except BaseException:
-        if time_handle is not None:
-            time_handle.stop()
+        for handle in [time_handle, *work_handles]:
+            if handle is not None:
+                handle.stop()
         raise
-    return ClusterQuery(time_handle, work_handle, time_runner, work_runner, lock)
+    return ClusterQuery(time_handle, work_handles, time_runner, work_runners, lock)

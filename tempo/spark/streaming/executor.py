@@ -609,9 +609,9 @@ class StreamingExecutor:
 
     def _start(self, stream: Stream[T], sink: Sink, query: Query, log: BatchLog, description: str, lock: CheckpointLock) -> LiveQuery[T]:
         if self.engine == "cluster":
-            from tempo.spark.streaming.cluster import required_shape, start_cluster
+            from tempo.spark.streaming.cluster import required_chain, start_cluster
 
-            required_shape(query)  # before the checkpoint is claimed for it
+            required_chain(query)  # before the checkpoint is claimed for it
             log.claim(description)
             return start_cluster(self.spark, query, stream.payload_type, sink, log, description, lock, self._merged(query), self.trigger)
         log.claim(description)
