@@ -75,25 +75,35 @@ def test_a_hadoop_uri_without_a_spark_session_is_a_clear_error(monkeypatch: pyte
     assert issubclass(StoreUnavailableError, TempoError)
 
 
-def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None, engine: str = "auto") -> int:
-    """The query with its checkpoint and output on S3, run to its end (or its crash): its exit status."""
+def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None, engine: str = "auto", *options: str) -> int:
+    """The query with its checkpoint and output on S3 (under the test's own prefix, ``_prefix``),
+    run to its end (or its crash): its exit status."""
     conf = [f"--conf={key}={value}" for key, value in s3.spark_conf().items()]
+    prefix = _prefix(tmp, s3)
     worker = Worker(
-        tmp, "--flush", "--engine", engine, *conf, crash_at=crash_at, checkpoint=f"s3a://{s3.bucket}/ck", output=f"s3a://{s3.bucket}/out",
+        tmp, "--flush", "--engine", engine, *conf, *options, crash_at=crash_at, checkpoint=f"s3a://{prefix}/ck", output=f"s3a://{prefix}/out",
     )
     status = worker.wait()
     assert status in (-9, 0, FLUSHED), worker.output()
     return status
 
 
+def _prefix(tmp: Path, s3: S3Server) -> str:
+    """Where a test's checkpoint and output go in the bucket, which the tests of one session share."""
+    return f"{s3.bucket}/{tmp.name}"
+
+
 S3_FILES = 3
 """Files the S3 kill test writes: batches 0 to 2 (the kill at ``MIDDLE``, the last), then the flush."""
 
 
-@pytest.mark.parametrize("engine", ["auto", pytest.param("cluster", marks=pytest.mark.slow)])
-def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path, engine: str) -> None:
+@pytest.mark.parametrize(
+    ("engine", "chain"), [("auto", False), pytest.param("cluster", False, marks=pytest.mark.slow), pytest.param("cluster", True, marks=pytest.mark.slow)],
+)
+def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path, engine: str, chain: bool) -> None:
     """Killed between a batch's state and its commit record (on the cluster engine: the time
-    query's), with every record and output file on S3; the restart finishes the run."""
+    query's), with every record and output file on S3; the restart finishes the run
+    (``chain``: two windows in sequence, the second's stage on S3 too)."""
     from pyarrow import fs
 
     if engine == "cluster":
@@ -103,24 +113,29 @@ def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_se
     rows = _rows(10 * S3_FILES, seed=11)
     _write_files(tmp_path / "in", rows, [10] * S3_FILES)
     phase = "time-state" if engine == "cluster" else "state"
-    assert _worker(tmp_path, s3_server, crash_at=f"{phase}:{MIDDLE}", engine=engine) == -9
+    options = ["--chain"] if chain else []
+    assert _worker(tmp_path, s3_server, f"{phase}:{MIDDLE}", engine, *options) == -9
     s3 = s3_server.filesystem()
-    tempo_records = f"{s3_server.bucket}/ck/tempo"
+    tempo_records = f"{_prefix(tmp_path, s3_server)}/ck/tempo"
     listed = {info.path.rsplit("/", 1)[1] for info in s3.get_file_info(fs.FileSelector(tempo_records, recursive=True)) if info.is_file}
     # batch MIDDLE's state is saved, its commit record is not: the batch has not happened
     assert {f"{b}.json" for b in range(MIDDLE)} <= listed and f"{MIDDLE}.bin" in listed and f"{MIDDLE}.json" not in listed
     assert "query.json" in listed
     assert not (ROOT / "s3a:").exists()  # nothing written to a local folder named like the URI (the worker's cwd)
 
-    assert _worker(tmp_path, s3_server, engine=engine) == 0
+    assert _worker(tmp_path, s3_server, None, engine, *options) == 0
     if thorough():  # flushed: a checkpoint on S3 refuses to continue too (the default suite spares this third driver)
-        assert _worker(tmp_path, s3_server, engine=engine) == FLUSHED
+        assert _worker(tmp_path, s3_server, None, engine, *options) == FLUSHED
 
     local = tmp_path / "downloaded"
-    fs.copy_files(f"{s3_server.bucket}/out", str(local), source_filesystem=s3)
+    fs.copy_files(f"{_prefix(tmp_path, s3_server)}/out", str(local), source_filesystem=s3)
     if engine == "cluster":
         from tests.streaming.test_cluster import _assert_whole_run_as_sets
 
-        _assert_whole_run_as_sets(local, rows)
+        _assert_whole_run_as_sets(local, rows, chain)
+        if chain:
+            listed = s3.get_file_info(fs.FileSelector(f"{_prefix(tmp_path, s3_server)}/ck/cluster", recursive=True))
+            folders = {part for info in listed if info.is_file for part in info.path.split("/")}
+            assert {"stage1", "work1"} <= folders, folders  # the second window's stage and records
     else:
         _assert_whole_run(local, rows)

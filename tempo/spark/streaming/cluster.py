@@ -32,6 +32,12 @@ Two Spark queries make one live query:
   the sink with tempo's commit protocol, the rejections of each stage batch with its last
   CTI row.
 
+* A keyed node that reads the window's results alone through stateless operators is its
+  next **hop** (``cluster_chain``), with a work query of its own: the work query below it
+  stages, instead of writing the sink, what its results bring the next node (a
+  ``_WindowFeed`` in that node's place in its driver's engine), a stage batch per work batch
+  under the time query's protocol; the last work query writes the sink.
+
 Each query is exactly-once on its own: the time query by tempo's records and stage files
 written once under their batch id (a batch run again after a crash finds its file there);
 the work query by Spark's checkpoint of the file source and the state store, and its own
