@@ -47,15 +47,16 @@ def _wait_for(path: Path, driver: Worker) -> None:
 
 
 @pytest.mark.parametrize(
-    ("engine", "driver_crash"),
+    ("engine", "driver_crash", "chain"),
     # The default suite kills a worker under the cluster engine's query; the kills of its driver
-    # at each phase are test_cluster.py's, after a worker's on this cluster slow.
-    [("cluster", False), pytest.param("cluster", True, marks=pytest.mark.slow), pytest.param("spark", False, marks=pytest.mark.slow),
-     pytest.param("spark", True, marks=pytest.mark.slow)],
-    ids=["cluster-worker", "cluster-worker-then-driver", "spark-worker", "spark-worker-then-driver"],
+    # at each phase are test_cluster.py's, after a worker's on this cluster slow; ``chain``: two
+    # windows in sequence (``live_worker --chain``), each keyed on the executors.
+    [("cluster", False, False), pytest.param("cluster", True, False, marks=pytest.mark.slow), pytest.param("cluster", False, True, marks=pytest.mark.slow),
+     pytest.param("spark", False, False, marks=pytest.mark.slow), pytest.param("spark", True, False, marks=pytest.mark.slow)],
+    ids=["cluster-worker", "cluster-worker-then-driver", "cluster-chain-worker", "spark-worker", "spark-worker-then-driver"],
 )
 def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
-    standalone_cluster: StandaloneCluster, tmp_path: Path, engine: str, driver_crash: bool,
+    standalone_cluster: StandaloneCluster, tmp_path: Path, engine: str, driver_crash: bool, chain: bool,
 ) -> None:
     if engine == "cluster":
         from tests.streaming.test_cluster import _skip_without_tws
@@ -65,7 +66,7 @@ def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
     stop = tmp_path / "stop"
     options = (
         "--until", str(stop), "--flush", "--engine", engine, f"--master={standalone_cluster.url}",
-        "--conf=spark.executor.memory=512m", "--conf=spark.cores.max=2",
+        "--conf=spark.executor.memory=512m", "--conf=spark.cores.max=2", *(["--chain"] if chain else []),
     )
     commits = tmp_path / "ck" / "tempo" / "commits"
 
@@ -99,6 +100,6 @@ def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
     if engine == "cluster":
         from tests.streaming.test_cluster import _assert_whole_run_as_sets
 
-        _assert_whole_run_as_sets(tmp_path / "out", rows)
+        _assert_whole_run_as_sets(tmp_path / "out", rows, chain)
     else:
         _assert_whole_run(tmp_path / "out", rows)

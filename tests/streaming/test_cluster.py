@@ -857,7 +857,16 @@ def _clipped_then_tumbling(grouped: Any) -> Stream[KeyedCount]:
     )
 
 
-@pytest.mark.parametrize("window", ["tumbling", "sessions", "clipped, then tumbling"])
+def _passed_on_then_tumbling(grouped: Any) -> Stream[KeyedCount]:
+    """Each key's events passed on by an analytic (lifetimes kept), then tumbling 10 s per
+    key: the window is the analytic's next hop."""
+    return (
+        grouped.analytic(lambda k, r, a: Keyed(key=r.key, value=r.value)).group_by(lambda r: r.key).tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: KeyedCount(key=k, n=w.count(), total=w.sum(lambda r: r.value)))
+    )
+
+
+@pytest.mark.parametrize("window", ["tumbling", "sessions", "clipped, then tumbling", "passed on, then tumbling"])
 def test_open_lifetimes_end_at_the_flush_after_the_latest_time_of_every_key(spark_session: Any, tmp_path: Path, window: str) -> None:
     """When the input ends, the window ends open lifetimes after the later of its last finite
     CTI and the latest finite time of its events, over every group: on the cluster engine
@@ -876,7 +885,12 @@ def test_open_lifetimes_end_at_the_flush_after_the_latest_time_of_every_key(spar
     40 starts before 36 - 1 tick + 5 s), a's at 41 + 5 s (n 1, 1.0). Clipped at each key's
     next event first (no event of these ends after its key's next start: the clip changes
     none), then tumbling: as tumbling, the window a hop above the clip, the flush's times
-    brought to its buckets by the clip's work query, which staged every event it saw."""
+    brought to its buckets by the clip's work query, which staged every event it saw.
+    Passed on by an analytic first, b's first event made [2, 50): the latest finite time is
+    50, staged (with the CTI 35 that releases it from the analytic) a batch before the flush,
+    whose stage batch holds only b's [40, 41): a's open event ends at 50 + 1 tick, in six
+    windows [0, 10) to [50, 60); b has [0, 10) to [20, 30) (n 1, 2.0), [30, 40) (n 2, 5.0)
+    and [40, 50) (n 2, 6.0)."""
     from datetime import datetime, timezone
 
     from tempo.ticks import INFINITY
@@ -886,7 +900,8 @@ def test_open_lifetimes_end_at_the_flush_after_the_latest_time_of_every_key(spar
     def at(seconds: float) -> datetime:
         return base + timedelta(seconds=seconds)
 
-    files = [[(1, None, "a", 1.0), (2, 3, "b", 2.0)], [(35, 36, "b", 3.0), (40, 41, "b", 4.0)]]
+    passed_on = window.startswith("passed on")
+    files = [[(1, None, "a", 1.0), (2, 50 if passed_on else 3, "b", 2.0)], [(35, 36, "b", 3.0), (40, 41, "b", 4.0)]]
     utc = pa.timestamp("us", tz="UTC")
     schema = pa.schema([("seq", pa.int64()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
     rows = [
@@ -894,11 +909,15 @@ def test_open_lifetimes_end_at_the_flush_after_the_latest_time_of_every_key(spar
         for f, part in enumerate(files) for i, (s, e, k, v) in enumerate(part)
     ]
 
-    query = _clipped_then_tumbling if window.startswith("clipped") else window
+    query = _clipped_then_tumbling if window.startswith("clipped") else _passed_on_then_tumbling if passed_on else window
     committed, whole = _flushed_on_the_cluster(spark_session, tmp_path, [rows[:2], rows[2:]], schema, EventShape.INTERVAL, query, Keyed, KeyedCount, end="until")
     got = [item for item in committed if not isinstance(item, Cti)]
     tick = timedelta(microseconds=1)
-    if window.endswith("tumbling"):
+    if passed_on:
+        expected = [(at(s), at(s + 10), "a", 1, 1.0) for s in (0, 10, 20, 30, 40, 50)]
+        expected += [(at(s), at(s + 10), "b", 1, 2.0) for s in (0, 10, 20)] + [(at(30), at(40), "b", 2, 5.0), (at(40), at(50), "b", 2, 6.0)]
+        assert sorted((r.start, r.end, r.payload.key, r.payload.n, r.payload.total) for r in got) == sorted(expected)
+    elif window.endswith("tumbling"):
         expected = [(at(s), at(s + 10), "a", 1, 1.0) for s in (0, 10, 20, 30, 40)]
         expected += [(at(0), at(10), "b", 1, 2.0), (at(30), at(40), "b", 1, 3.0), (at(40), at(50), "b", 1, 4.0)]
         assert sorted((r.start, r.end, r.payload.key, r.payload.n, r.payload.total) for r in got) == sorted(expected)
