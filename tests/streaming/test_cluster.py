@@ -95,7 +95,7 @@ def _uncut_sessions(s: Stream[Reading]) -> Stream[Session]:
 
 
 def _sessions_then_count(s: Stream[Reading]) -> Stream[Any]:
-    """Sessions without a cut, then on the driver a count of them per 20 s."""
+    """Sessions without a cut, then a count of them per 20 s (the sessions' next hop)."""
     return (
         s.shift_event_time(timedelta(seconds=2)).group_by(lambda r: r.device).session(timedelta(seconds=5))
         .aggregate(_per_device)
@@ -161,8 +161,8 @@ def _snapshots(s: Stream[Reading]) -> Stream[Session]:
 
 
 def _snapshots_at_ends(s: Stream[Reading]) -> Stream[Session]:
-    """Snapshot windows per device stamped at their last tick, then on the driver a count of
-    them per 20 s (the window's output CTI is a tick behind its input's)."""
+    """Snapshot windows per device stamped at their last tick, then a count of them per 20 s,
+    their next hop (the snapshot window's output CTI is a tick behind its input's)."""
     return (
         s.group_by(lambda r: r.device).snapshot().aggregate(_per_device, timestamp=WindowTimestamp.END)
         .tumbling(timedelta(seconds=20)).aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.total)))
@@ -177,7 +177,7 @@ def _clipped(s: Stream[Reading]) -> Stream[Reading]:
 
 
 def _clipped_then_window(s: Stream[Reading]) -> Stream[Overall]:
-    """All readings clipped at the next (one key), then on the driver hopping windows over them."""
+    """All readings clipped at the next (one key), then hopping windows over them (the clip's next hop)."""
     return (
         s.clip_event_duration().hopping(timedelta(seconds=12), timedelta(seconds=4))
         .aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.value)))
@@ -207,7 +207,7 @@ def _analytic(s: Stream[Reading]) -> Stream[Trend]:
 
 
 def _analytic_then_window(s: Stream[Reading]) -> Stream[Overall]:
-    """Analytics of edges (outputs open until their event's end), then on the driver a
+    """Analytics of edges (outputs open until their event's end), then (its next hop) a
     window over them."""
     return (
         s.where(lambda r: r.device != 2).group_by(lambda r: r.site).analytic(_trend)
@@ -251,9 +251,9 @@ def _uncovered(s: Stream[Reading]) -> Stream[Reading]:
 
 
 def _uncovered_sessions(s: Stream[Reading]) -> Stream[Session]:
-    """Sessions per device over ``_uncovered``'s fragments: the anti-join runs item by item on
-    the driver below the sessions; an end decided by the right input reaches the session's
-    key by its fragment's id."""
+    """Sessions per device over ``_uncovered``'s fragments: the anti-join runs keyed by site,
+    the sessions are its next hop; an end the driver's timeline decides (the right input's
+    CTI) reaches the session's key by its fragment's id, through the anti-join's work query."""
     return _sessions(_uncovered(s))
 
 
