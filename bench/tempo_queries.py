@@ -176,6 +176,17 @@ SESSION_GAP = timedelta(seconds=5)
 COUNT_WINDOW = 100
 
 
+def w2_hop(events: str) -> Stream[Tumble]:
+    """W2, then each window through a second tumbling 60 s window per key adding up its count
+    and sum: W2's windows again, released at the same CTIs, computed by two windows in
+    sequence (on the live cluster engine two keyed nodes, the second the first's next hop:
+    docs/streaming.md, "Keyed nodes in sequence")."""
+    return (
+        w2(events).group_by(lambda t: t.key).tumbling(timedelta(seconds=60))
+        .aggregate(lambda key, w: Tumble(key=key, n=w.sum(lambda t: t.n), total=w.sum(lambda t: t.total)))
+    )
+
+
 def w5(events: str) -> Stream[Session]:
     """W5: per key, sessions with a 5 s gap (no max duration): count, sum(value), the
     session's bounds [first event, last event + gap). Results are points at the session's
