@@ -142,12 +142,12 @@ class HoppingWindow(WindowSpec):
     def first_window_column(self, start: Column) -> Column:
         from pyspark.sql import functions as F
 
-        return _floor_div(start - F.lit(self.size + self.offset), self.hop) + 1
+        return floor_div(start - F.lit(self.size + self.offset), self.hop) + 1
 
     def last_window_column(self, end: Column) -> Column:
         from pyspark.sql import functions as F
 
-        return _floor_div(end - F.lit(self.offset + 1), self.hop)
+        return floor_div(end - F.lit(self.offset + 1), self.hop)
 
     def start_of_column(self, k: Column) -> Column:
         from pyspark.sql import functions as F
@@ -155,9 +155,10 @@ class HoppingWindow(WindowSpec):
         return F.lit(self.offset) + k * F.lit(self.hop)
 
 
-def _floor_div(ticks: Column, by: int) -> Column:
-    """``floor(ticks / by)`` in integers (Spark's ``/`` divides in doubles: slower, and
-    inexact past 2**53)."""
+def floor_div(ticks: Column, by: int) -> Column:
+    """``floor(ticks / by)`` as a Spark column, in integers, as Python's ``//`` (Spark's ``/``
+    divides in doubles: slower, and inexact past 2**53 ticks, the year 2255): the one
+    formula of the Spark side for a window's or a CTI period's number."""
     from pyspark.sql import functions as F
 
     return F.call_function("div", ticks - F.pmod(ticks, F.lit(by)), F.lit(by))

@@ -24,7 +24,7 @@ from tempo.errors import EvaluationRule
 from tempo.expr.aggregator import ARROW_TYPES, aggregator_runner
 from tempo.expr.schema import field_names
 from tempo.plan import nodes as p
-from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp, _floor_div
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp, floor_div
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, checked, column, record_columns
@@ -292,7 +292,7 @@ def _by_panes(node: p.WindowNode, df: DataFrame, cti: int, keys: list[Column], s
     spec = node.spec
     assert isinstance(spec, HoppingWindow)
     width = math.gcd(spec.size, spec.hop)
-    rows = df.select(_floor_div(F.col(S) - F.lit(spec.offset), width).alias("__p"), *keys, *_values(node), *starts)
+    rows = df.select(floor_div(F.col(S) - F.lit(spec.offset), width).alias("__p"), *keys, *_values(node), *starts)
     by = key_names(node)
     bounds = ["__lo", "__hi"] if starts else []
     per_pane = [col.alias(name) for columns, _ in merges for name, col in columns.items()]

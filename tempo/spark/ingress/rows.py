@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from tempo.expr.schema import field_names
 from tempo.runtime.ingress import INTERVAL, POINT, START
 from tempo.plan.nodes import SourceNode
+from tempo.plan.windows import floor_div
 from tempo.runtime.policy import TimePolicy
 from tempo.sources import ParquetSource, TableSource
 from tempo.tables import Span
@@ -145,7 +146,7 @@ def _counted() -> Column:
 def _period_column(frame: InputFrame) -> Column | None:
     if not frame.policy.period:
         return None
-    return F.when(_counted(), F.floor(F.col(S) / frame.policy.period))
+    return F.when(_counted(), floor_div(F.col(S), frame.policy.period))  # the reference's start // period (runtime/ingress.py)
 
 
 def _imports(frame: InputFrame) -> bool:
