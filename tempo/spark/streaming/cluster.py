@@ -1220,9 +1220,10 @@ class ClusterQuery(LiveQuery[T]):
         """Wait until each work query, lowest first, has given back every CTI row of the
         stage batches written before (by the time query, or the work query below it);
         ``halting``: stop each once it has (the flush: it stages nothing more)."""
-        last = self._time_runner.log.last_committed()
-        target = -1 if last is None else last
-        for runner, handle in zip(self._work_runners, self._works):
+        writers: list[_Batches] = [self._time_runner, *self._work_runners]  # each stages what the next runner reads
+        for writer, runner, handle in zip(writers, self._work_runners, self._works):
+            last = writer.log.last_committed()  # read once the one below has drained
+            target = -1 if last is None else last
             deadline = time.monotonic() + WAIT_SECONDS
             while runner.staged_through < target:
                 handle.processAllAvailable()
@@ -1233,8 +1234,6 @@ class ClusterQuery(LiveQuery[T]):
                 time.sleep(0.05)
             if halting:
                 self._halt(runner, handle)
-            last = runner.log.last_committed()
-            target = -1 if last is None else last
 
     def process_all_available(self) -> None:
         """Block until every row the inputs hold now has been processed and its output committed."""
