@@ -39,7 +39,7 @@ from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.analytics import Analytic
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
 from tempo.runtime.keyed import (
-    KEYED_STAMPS, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, feed, keyed_collector, placed, release_order, released_from,
+    KEYED_STAMPS, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, by_substream, feed, keyed_collector, placed, release_order, released_from,
 )
 from tempo.ticks import INF, NEG_INF
 from tests.budget import examples
@@ -168,18 +168,17 @@ def _keyed(query: Query, node: p.Node, sequence: list[Op], cuts: list[int], coar
         for key in states:
             per_key[key]  # every key seen so far hears the batch's CTIs
         for key, item in batch:
+            # A key new in the batch: the CTI in force when it appears first (as a stage row
+            # carries it), for the batch's CTIs before it were before its events.
             if key >= 0 and key not in per_key:
-                per_key[key].append(Cti(last_cti))  # a key new in the batch: the CTI in force first
+                per_key[key].append(Cti(last_cti))
             if key < 0:
+                assert isinstance(item, Cti)
+                last_cti = max(last_cti, item.t)
                 for items in per_key.values():
                     items.append(item)
             else:
                 per_key[key].append(item)
-        # A key that first appears after some of the batch's CTIs missed them: they were before
-        # its events, and the CTI in force when it appeared was given first.
-        for item in (i for k, i in batch if k < 0):
-            assert isinstance(item, Cti)
-            last_cti = max(last_cti, item.t)
         shared = {"t_max": t_max} if isinstance(node, p.WindowNode) else {}
         for key, items in per_key.items():
             if coarse and not any(isinstance(item, (Insert, End, KeyCti)) for item in items):
@@ -410,6 +409,87 @@ def _keyed_release_node() -> tuple[Query, p.ReleaseNode]:
     return query, query.root
 
 
+def _with_key_ctis(sequence: list[Op], data: st.DataObject) -> list[Op]:
+    """``sequence`` with key CTIs put among its items, each at most the start of its key's
+    later events (as ASA's substreams admit them), often just past one of the key's starts
+    so far, where a release's bound (start < t) bites; every item numbered by its place."""
+    for _ in range(data.draw(st.integers(0, 8))):
+        i = data.draw(st.integers(0, len(sequence)))
+        key = data.draw(st.integers(0, 3))
+        later = [item.start for k, item in sequence[i:] if k == key and isinstance(item, Insert)]
+        in_force = max([0, *(item.t for _, item in sequence[:i] if isinstance(item, Cti) and item.t < INF)])
+        bound = min(later, default=in_force + 10 * SECOND)
+        past = [item.start + 1 for k, item in sequence[:i] if k == key and isinstance(item, Insert) and item.start < bound]
+        t = data.draw(st.sampled_from(past) if past and data.draw(st.booleans()) else st.integers(0, max(0, bound)))
+        sequence.insert(i, (key, KeyCti(key, t, 0)))
+    return [(k, attrs.evolve(item, at=i) if isinstance(item, (Insert, End, KeyCti)) else item) for i, (k, item) in enumerate(sequence)]
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(feeds(), st.data(), st.sampled_from([(4, 2), (2, 2), (6, 1), (3, 2)]), st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.END, WindowTimestamp.LATEST]))
+def test_a_window_keeping_a_substream_key_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(
+    feed: tuple[list[Op], list[int]], data: st.DataObject, spec: tuple[int, int], timestamp: WindowTimestamp,
+) -> None:
+    """A hopping window grouping by the input's substream key (``by_substream``): each key of
+    its keyed form holds the key's groups and hears the key's own CTIs at their places among
+    the events (keys hearing only a batch's last CTI otherwise). Every result goes out where
+    the window over all keys gives it: at the arrival of the key CTI that released it
+    (``by_key``), else at the first CTI past ``released_from``, in ``release_order`` there;
+    and each key CTI the window passes on, at its arrival, with the time it has (pulled back
+    to a window's start). The window over all keys, fed the same items, is the reference."""
+    from tempo.events import EventShape as Shape
+    from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
+
+    sequence = _with_key_ctis(feed[0], data)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(sequence)), max_size=6))) | {len(sequence)})
+    size, hop = spec
+    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    from tempo.sources import ArrowSource
+
+    ordering = AdvanceTimeSettings(ordering=EventOrderingSettings(timedelta(0), timedelta(0)))
+    over = Stream.create("r", ArrowSource(table, Reading, start="ts"), Shape.INTERVAL, ordering, over=lambda r: r.key)
+    windowed = over.group_by(lambda r: r.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
+    stream = _Stamped(windowed, timestamp).aggregate(
+        lambda k, w: Stats(key=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value))
+    )
+    query = Query.build(stream.node)
+    [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
+    assert by_substream(query, node)
+    ctis = [item.t for _, item in sequence if isinstance(item, Cti)]
+    moving = [(i, item.t) for i, (_, item) in enumerate(sequence) if isinstance(item, Cti) and item.t > max(ctis[: ctis.index(item.t)], default=NEG_INF)]
+    places = [t for _, t in moving]
+
+    def where(r: KeyedResult) -> tuple[Any, ...]:
+        """Where ``r`` goes among the items: (the place of what released it, then its order there)."""
+        if r.by_key is not None:
+            return (r.by_key, 1 if r.key_cti else 0, () if r.key_cti else release_order(node, r, repr(r.payload.key)))
+        at = bisect.bisect_left(places, released_from(node, r))
+        return (moving[at][0] if at < len(moving) else len(sequence), 0, release_order(node, r, repr(r.payload.key)))
+
+    def shown(results: list[KeyedResult]) -> list[tuple[Any, ...]]:
+        return sorted((where(r), r.start, r.end, r.payload) for r in results)
+
+    # The reference, fed by hand rather than by ``feed`` (which the keyed side uses).
+    mode = TimestampMode()
+    mode.saw(aware=True)
+    window = build_operator(Build(mode, query), node)
+    recorder = keyed_collector(window)
+    for _, item in sequence:
+        if isinstance(item, Insert):
+            window.insert(0, item.eid, item.start, item.end, item.payload)
+        elif isinstance(item, End):
+            window.end(0, item.eid, item.end)
+        elif isinstance(item, KeyCti):
+            recorder.by_key = item.at
+            window.key_cti(0, item.key, item.t)
+            recorder.by_key = None
+        else:
+            assert isinstance(item, Cti)
+            recorder.cti_now = item.t
+            window.cti(0, item.t)
+    assert shown(_keyed(query, node, sequence, cuts, coarse=True)) == shown(recorder.results)
+
+
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.data())
 def test_a_release_by_substream_key_run_one_key_at_a_time_gives_what_the_output_releases(feed: tuple[list[Op], list[int]], data: st.DataObject) -> None:
@@ -421,18 +501,7 @@ def test_a_release_by_substream_key_run_one_key_at_a_time_gives_what_the_output_
     whole or open, ends, CTIs and key CTIs, ids and all."""
     from tempo.runtime.operators import Egress
 
-    sequence, _ = feed
-    for _ in range(data.draw(st.integers(0, 8))):
-        i = data.draw(st.integers(0, len(sequence)))
-        key = data.draw(st.integers(0, 3))
-        later = [item.start for k, item in sequence[i:] if k == key and isinstance(item, Insert)]
-        in_force = max([0, *(item.t for _, item in sequence[:i] if isinstance(item, Cti) and item.t < INF)])
-        bound = min(later, default=in_force + 10 * SECOND)
-        # Often just past one of the key's starts so far, where the rule's bound (start < t) bites.
-        past = [item.start + 1 for k, item in sequence[:i] if k == key and isinstance(item, Insert) and item.start < bound]
-        t = data.draw(st.sampled_from(past) if past and data.draw(st.booleans()) else st.integers(0, max(0, bound)))
-        sequence.insert(i, (key, KeyCti(key, t, 0)))
-    sequence = [(k, attrs.evolve(item, at=i) if isinstance(item, (Insert, End, KeyCti)) else item) for i, (k, item) in enumerate(sequence)]
+    sequence = _with_key_ctis(feed[0], data)
     cuts = sorted(set(data.draw(st.lists(st.integers(0, len(sequence)), max_size=6))) | {len(sequence)})
     query, node = _keyed_release_node()
 

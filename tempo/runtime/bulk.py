@@ -106,8 +106,11 @@ def window_shape(query: Query, planned: bool = True) -> BulkShape[p.WindowNode] 
     return shape if isinstance(shape, str) else cast("BulkShape[p.WindowNode]", shape)
 
 
-def reaching_shape(query: Query, planned: bool, kinds: tuple[type[p.UnaryNode], ...]) -> BulkShape[p.UnaryNode] | str:
-    """``window_shape`` for a stateful node of one of ``kinds`` in the window's place."""
+def reaching_shape(
+    query: Query, planned: bool, kinds: tuple[type[p.UnaryNode], ...], by_substream: bool = False,
+) -> BulkShape[p.UnaryNode] | str:
+    """``window_shape`` for a stateful node of one of ``kinds`` in the window's place
+    (``by_substream``: as ``reaching_checks`` takes it)."""
     for source in query.sources:
         policy = TimePolicy.of_input(source)
         if planned and policy.ordered:
@@ -143,7 +146,8 @@ def reaching_shape(query: Query, planned: bool, kinds: tuple[type[p.UnaryNode], 
     if not isinstance(window, kinds) or any(node is not window for node in reached):
         return WHY_NOT
     position = {id(n): i for i, n in enumerate(query.nodes)}
-    return reaching_checks(query, BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)]))
+    shape = BulkShape(tuple(query.sources), window, position[id(window)], join, -1 if join is None else position[id(join)])
+    return reaching_checks(query, shape, by_substream)
 
 
 def consumers_of(query: Query) -> dict[int, list[p.Node]]:
@@ -155,13 +159,20 @@ def consumers_of(query: Query) -> dict[int, list[p.Node]]:
     return consumers
 
 
-def reaching_checks(query: Query, shape: BulkShape[N]) -> BulkShape[N] | str:
+def reaching_checks(query: Query, shape: BulkShape[N], by_substream: bool = False) -> BulkShape[N] | str:
     """``shape``, or why its stateful node cannot run apart from the rest: it keeps a
-    substream key (its CTIs are per key; but a release by that key, ``ReleaseNode.keyed_by``),
-    or a group key of a type not keyed alike everywhere."""
+    substream key (its CTIs are per key; but a release by that key, ``ReleaseNode.keyed_by``,
+    and, ``by_substream``, for an engine that runs such a node keyed by that key and feeds
+    each key its own CTIs, any node keeping one of the types a join key takes:
+    ``tempo.runtime.keyed.by_substream``), or a group key of a type not keyed alike everywhere."""
     window = shape.window
-    if query.substream_key(window) is not None and not p.keyed_release(window):  # a keyed release goes by the key's CTIs
-        return f"its {'window' if isinstance(window, p.WindowNode) else type(window).__name__.removesuffix('Node')} keeps a substream key"
+    kept = query.substream_key(window)
+    if kept is not None and not p.keyed_release(window):  # a keyed release goes by the key's CTIs
+        what = "window" if isinstance(window, p.WindowNode) else type(window).__name__.removesuffix("Node")
+        if not by_substream:
+            return f"its {what} keeps a substream key"
+        if kept.dtype not in JOIN_KEY_TYPES:
+            return f"its {what}'s substream key is of type {kept.dtype.__name__}"
     for key in getattr(window, "keys", None) or ():
         if key.dtype not in KEY_TYPES:
             return f"a group key is of type {key.dtype.__name__}"

@@ -22,6 +22,10 @@ What a key is fed, and why the results are the in-memory engine's:
 * the operator's ``SHARED`` state, computed over every key's events by whoever sees them
   all (for the window, the latest finite time, where open lifetimes end when the input
   ends): combined into the key's own before its items.
+* for a node keyed by its substream key rather than its group key (``by_substream``: the
+  output's release by that key, a window keeping it), that key's own CTIs at their places
+  among its events (``KeyCti``): all the groups of one substream key are one key, and what
+  a key's CTI releases goes out at its arrival.
 
 The operators with a keyed form: hopping and tumbling windows, sessions, count windows and
 snapshots (``KEYED_STAMPS``), analytics (``order_by_time``, ``analytic``),
@@ -98,7 +102,7 @@ class Cti:
 
 @attrs.frozen
 class KeyCti:
-    """A CTI of one substream key of a keyed release's input (``ReleaseNode.keyed_by``);
+    """A CTI of one substream key of the input of a node keyed by that key (``by_substream``);
     ``at`` its place in the arrival order over all keys."""
 
     key: Any
@@ -446,6 +450,17 @@ IN_ORDER = (p.AnalyticNode, p.ReleaseNode)
 payload): an output goes once a CTI passes its start, the end of an open one as it arrives."""
 
 
+def by_substream(query: Query, node: p.Node) -> bool:
+    """Whether ``node``'s keyed form is keyed by its substream key rather than its group key:
+    a node with a keyed form that keeps the key (the output's release by it,
+    ``ReleaseNode.keyed_by``; a hopping window grouping by it, ``WindowNode.substream_key``).
+    Its output moves on each key's own CTIs, which close that key's groups ahead of the
+    input's CTI: all groups of one substream key are one key of the keyed form, fed that
+    key's CTIs at their places among its events (``KeyCti``), and the results a key's CTI
+    releases go out at its arrival (``KeyedResult.by_key``)."""
+    return isinstance(node, KEYED_NODES) and query.substream_key(node) is not None
+
+
 def keyed_unsupported(node: p.Node) -> str | None:
     """Why ``node``'s operator cannot run one key at a time yet, or None."""
     if isinstance(node, (*IN_ORDER, p.ClipNode, *MATCHING)):
@@ -461,14 +476,17 @@ def keyed_unsupported(node: p.Node) -> str | None:
     return None
 
 
-def restamp(window: p.WindowNode, start: int, end: int, released_by: int, last_finite: int) -> tuple[int, int]:
+def restamp(window: p.WindowNode, start: int, end: int, released_by: int | None, last_finite: int) -> tuple[int, int]:
     """The lifetime of a result of ``window``'s keyed operator (computed with the stamp
     ``KEYED_STAMPS`` gives: ``[start, end)``, ``end`` the window's end) stamped as the window
-    asks, ``released_by`` the CTI that released it and ``last_finite`` the last finite CTI
-    before that one (``tempo.runtime.operators.stamp``, the one rule)."""
+    asks, ``released_by`` the CTI that released it (None: a substream key's CTI, which
+    releases no result stamped at the releasing CTI: ``WindowNode.substream_key``) and
+    ``last_finite`` the last finite CTI before that one (``tempo.runtime.operators.stamp``,
+    the one rule)."""
     if KEYED_STAMPS[type(window.spec)][window.timestamp] is window.timestamp:
         return start, end
-    t = ops.stamp(window.timestamp, start, end, None, released_by, last_finite)
+    assert released_by is not None or window.timestamp is not WindowTimestamp.CTI, "a window stamped at the releasing CTI keeps no substream key"
+    t = ops.stamp(window.timestamp, start, end, None, NEG_INF if released_by is None else released_by, last_finite)
     return t, t + 1
 
 

@@ -683,8 +683,16 @@ class Window(Operator):
 
     def idle(self) -> bool:
         """Whether it holds no group's state: a keyed operator forgets such a key, and a
-        fresh operator given the CTI in force behaves alike (``tempo.runtime.keyed``)."""
-        return not self.acc and not self.long
+        fresh operator given the CTI in force behaves alike (``tempo.runtime.keyed``). A
+        substream key's CTI, window and output CTI ahead of the input's are state too: a
+        fresh operator would take the key's CTI at that time again, and pass it on again."""
+        if self.acc or self.long:
+            return False
+        next_k = NEG_INF if self.next_k is None else self.next_k
+        return (
+            all(t <= self.in_cti for t in self.key_in.values()) and all(t <= self.out_cti for t in self.key_out.values())
+            and all(k <= next_k for k in self.key_next.values())
+        )
 
     def next_release(self) -> int | None:
         """The least CTI at which this operator would emit a result, None while it holds

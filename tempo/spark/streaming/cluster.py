@@ -49,8 +49,9 @@ but for the order of a window's groups among themselves, which the semantics lea
 
 from __future__ import annotations
 
-import os
+import functools
 import itertools
+import os
 import pickle
 import signal
 import threading
@@ -78,7 +79,7 @@ from tempo.runtime.bulk import (
     JOIN_KEY_TYPES, STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
 )
 from tempo.runtime.keyed import (
-    IN_ORDER, KEYED_NODES, MATCHING, TWO_INPUTS, AntiJoinTimeline, JoinTimeline, KeyedResult, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, restamp,
+    IN_ORDER, KEYED_NODES, MATCHING, TWO_INPUTS, AntiJoinTimeline, JoinTimeline, KeyedResult, by_substream, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, restamp,
 )
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
@@ -227,7 +228,7 @@ def _keyed_shape(query: Query) -> BulkShape[Keyed] | str:
     """The shape of ``query`` on the cluster engine, its keyed node the lowest with a keyed
     form that the inputs reach through stateless operators and one join (``reaching_shape``)
     or through ``BELOW_ON_THE_DRIVER``'s operators, or why it has none."""
-    shape = reaching_shape(query, False, KEYED_NODES)
+    shape = reaching_shape(query, False, KEYED_NODES, by_substream=True)
     if shape == WHY_NOT:
         shape = _below_on_the_driver(query)
     if shape == WHY_NOT:
@@ -263,7 +264,7 @@ def _below_on_the_driver(query: Query) -> BulkShape[p.UnaryNode] | str:
             and all(id(s) in below for s in query.sources)
             and all(id(c) in below or c is node for n in below.values() for c in consumers[id(n)])
         ):
-            return reaching_checks(query, BulkShape(tuple(query.sources), node, index))
+            return reaching_checks(query, BulkShape(tuple(query.sources), node, index), by_substream=True)
     return WHY_NOT
 
 
@@ -311,7 +312,7 @@ def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
     planned = reaching_shape(query, True, KEYED_NODES)
     return (
         isinstance(planned, BulkShape) and planned.window is shape.window and planned.join is None and len(planned.sources) == 1
-        and not p.keyed_release(shape.window)  # its key CTIs come item by item
+        and not by_substream(query, shape.window)  # its key CTIs come item by item
     )
 
 
@@ -376,6 +377,11 @@ analytic or a snapshot window: (group key's repr, the key's id of the output: an
 event's, a snapshot's window start) -> the id the driver gave that output."""
 
 
+def _group_key_at(key_fn: Callable[[Any], tuple[Any, ...]], index: int, payload: Any) -> Any:
+    """Group key ``index`` of ``payload`` (a window's substream key among its group keys)."""
+    return key_fn(payload)[index]
+
+
 class _WindowFeed(ops.Operator):
     """In the window's place on its input, in the driver's engine: passes each CTI on to the
     window (which so keeps the CTI in force, and stays empty) and records it, and records
@@ -388,8 +394,13 @@ class _WindowFeed(ops.Operator):
         super().__init__()
         assert isinstance(window, DRIVER_OPERATORS)
         self.window = window
-        self.substream_of = window.key_fn if isinstance(window, Analytic) and window.by_key else None
-        """A keyed release's substream key of a payload (``ReleaseNode.keyed_by``), else None."""
+        self.substream_of: Callable[[Any], Any] | None = None
+        """The substream key of a payload, for a node keyed by it (``by_substream``: a release
+        by that key, ``ReleaseNode.keyed_by``; a window grouping by it), else None."""
+        if isinstance(window, Analytic) and window.by_key:
+            self.substream_of = window.key_fn
+        elif isinstance(window, ops.Window) and window.substream_index is not None and window.key_fn is not None:
+            self.substream_of = functools.partial(_group_key_at, window.key_fn, window.substream_index)
         self.open = open_events
         self.batch = -1
         """The stage batch being recorded."""
@@ -402,7 +413,7 @@ class _WindowFeed(ops.Operator):
         """What reached the window in the batch, in arrival order."""
 
     def _substream(self, payload: Any) -> str | None:
-        """A keyed release's event's substream key's name (``join_key_name``), else None."""
+        """The name of an event's substream key (``join_key_name``) for a node keyed by it, else None."""
         return None if self.substream_of is None else join_key_name((self.substream_of(payload),))
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
@@ -439,7 +450,7 @@ class _WindowFeed(ops.Operator):
         self.events.append(Reached(END_EDGE, eid, batch, end, payload, self.window.in_cti, key=self._substream(payload)))
 
     def key_cti(self, port: int, key: Any, t: int) -> None:
-        """A substream key's CTI: a keyed release's goes to that key, at its place (the
+        """A substream key's CTI: to that key of a node keyed by it, at its place (the
         driver's window, which holds nothing, needs none)."""
         if self.substream_of is not None:
             self.events.append(Reached(KEY_CTI, -1, t, None, key, cti_in_force(self.window), key=join_key_name((key,))))
@@ -500,14 +511,14 @@ class Stage:
         for path in (self.folder, self.sides):
             store.makedirs(path)
         window = shape.window
-        self.keys = staged_keys(window)
+        self.keys = staged_keys(query, window)
         self.payload_type = window.inputs()[0].payload_type
         self.joined = isinstance(window, MATCHING)
         """Whether the stage holds a keyed join's, anti-join's or pattern's events: both
         inputs', their payloads pickled (``PORT``, ``JOIN_KEY``, ``PAYLOAD``)."""
-        self.by_key = p.keyed_release(window)
-        """Whether the stage holds a keyed release's rows, naming their substream key
-        (``SUBSTREAM``), its key CTIs among them (``KEY_CTI``)."""
+        self.by_key = by_substream(query, window)
+        """Whether the stage holds the rows of a node keyed by its substream key, naming that
+        key (``SUBSTREAM``), its key CTIs among them (``KEY_CTI``)."""
         self.merged = isinstance(window, p.WindowNode) and unmergeable(window) is None
         self.runs = isinstance(window, p.WindowNode) and runs_unmergeable(window) is None
         self.open_lifetimes = may_reach_infinity(query, shape.window)
@@ -517,7 +528,7 @@ class Stage:
 
     @property
     def key_columns(self) -> list[str]:
-        return group_names(self.shape.window)
+        return group_names(self.query, self.shape.window)
 
     def rows(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
         """The window's input events ``relation`` (start, end, first place, payload) as stage
@@ -581,7 +592,7 @@ class Stage:
         long = st.LongType()
         leading = [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
         by_key: list[Column] = []
-        if self.by_key:  # each row's substream key's name, a key CTI's key (``tempo.plan.nodes.keyed_release``)
+        if self.by_key:  # each row's substream key's name, a key CTI's key (``by_substream``)
             leading += [st.StructField(SUBSTREAM, st.StringType()), st.StructField(KEY_VALUE, st.BinaryType())]
             by_key = [F.col(SUBSTREAM), F.col(KEY_VALUE), F.lit(None).cast("int").alias(PORT)]
         blank = [None] * len(record_fields(self.payload_type))  # a key CTI's payload fields
@@ -626,7 +637,7 @@ class Stage:
             row.update({POSITION: position, PORT: port, START: t, END: before})
         if shared is not None:
             before, last_cti, latest = shared
-            buckets = KEY_BUCKETS if self.keys else 1  # a window without keys is bucket 0's alone
+            buckets = KEY_BUCKETS if self.key_columns else 1  # a window without keys is bucket 0's alone
             rows += [
                 {ITEM: SHARED, EID: b, START: last_cti, END: latest, CTI: before, WATERMARK: stage_watermark(before), LANE: EVENT_LANE, BATCH: batch}
                 for b in range(buckets)
@@ -985,7 +996,7 @@ class WorkRunner(_Batches, Generic[T]):
         # Each result goes before the first of the batch's CTIs that released it in memory;
         # the ends an analytic's keys passed on after the batch's last CTI go after it.
         released: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
-        by_key = p.keyed_release(node)
+        by_key = by_substream(self.query, node)
         at_arrival = isinstance(window, (ops.Join, ops.AntiJoin)) or by_key  # results placed by the arrival that gave them
         nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if at_arrival else []
         latest = self.latest
@@ -1167,8 +1178,8 @@ class WorkRunner(_Batches, Generic[T]):
                     following.append((group, r))
                 continue
             start, end = r.start, r.end
-            if isinstance(node, p.WindowNode) and end is not None:
-                assert isinstance(window, (ops.Window, ew.EventWindows)) and cti is not None
+            if isinstance(node, p.WindowNode) and end is not None:  # (cti None: released by a substream key's CTI)
+                assert isinstance(window, (ops.Window, ew.EventWindows))
                 start, end = restamp(node, start, end, cti, window.in_cti_finite)
             eid = window.new_id()
             if end is None:
@@ -1194,7 +1205,7 @@ def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage
         .withColumn("__tempo_wm", F.timestamp_millis(F.col(WATERMARK))).withWatermark("__tempo_wm", "1 millisecond")
         .drop("__tempo_wm", WATERMARK)  # its instants lie past the years Python's datetime holds
     )
-    for name, key in work_keys(shape.window).items():
+    for name, key in work_keys(query, shape.window).items():
         rows = rows.withColumn(name, key)
     return rows.withColumn(BUCKET, bucket_column(stage.key_columns)).groupBy(LANE, BUCKET).transformWithState(
         KeyedProcessor(query, shape.position, stage.key_columns), output_schema(query, shape.position), "Append", "EventTime",

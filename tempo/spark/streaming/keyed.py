@@ -41,9 +41,9 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode, keyed_release
+from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
-from tempo.runtime.keyed import MATCHING, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, may_reach_infinity
+from tempo.runtime.keyed import MATCHING, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, by_substream, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
 from tempo.spark.windows import key_columns, key_names
 from tempo.ticks import INF, NEG_INF
@@ -62,9 +62,10 @@ finite CTI, ``END`` the window's latest finite time over all keys), the event's 
 lifetime in ticks (``END`` null: open; an end's ``EID`` and ``START`` are the id and stage
 batch of the event it ends, its payload fields that event's, so that it goes to its key),
 and the CTI in force at the operator when it arrives (or, at most, before it: ``KeyedOperator``).
-A keyed release's stage (``ReleaseNode.keyed_by``) also holds ``KEY_CTI`` rows, a substream
-key's CTI at its place in the arrival order (``START`` its time), and names each row's
-substream key (``SUBSTREAM``, ``KEY_VALUE``)."""
+The stage of a node keyed by its substream key (``tempo.runtime.keyed.by_substream``: a
+release by it, a window keeping it) also holds ``KEY_CTI`` rows, a substream key's CTI at
+its place in the arrival order (``START`` its time), and names each row's substream key
+(``SUBSTREAM``, ``KEY_VALUE``)."""
 BATCH = "tempo_batch"
 """The stage's column of the stage batch a row belongs to: a key's rows are run in order of
 (``BATCH``, ``POSITION``), and an event's id is made of its (``BATCH``, ``EID``) (``event_id``)."""
@@ -78,7 +79,7 @@ def event_id(batch: int, eid: int) -> int:
 
 
 SUBSTREAM, KEY_VALUE = "tempo_substream", "tempo_key_value"
-"""A keyed release's stage columns: the name of a row's substream key (``join_key_name``: the
+"""The stage columns of a node keyed by its substream key: the name of a row's substream key (``join_key_name``: the
 group key its rows go by), and on a ``KEY_CTI`` row the key itself, pickled."""
 
 
@@ -129,9 +130,9 @@ end's ``START`` and ``EID`` name, so that the events spread over the buckets and
 to its event's key."""
 
 
-def group_names(node: Node) -> list[str]:
+def group_names(query: Query, node: Node) -> list[str]:
     """The work query's columns of the group key of ``node``'s stage rows."""
-    if keyed_release(node):
+    if by_substream(query, node):
         return [SUBSTREAM]
     if isinstance(node, ReleaseNode):
         return [SPREAD]
@@ -141,21 +142,22 @@ def group_names(node: Node) -> list[str]:
     return key_names(node)
 
 
-def staged_keys(node: Node) -> list[Column]:
+def staged_keys(query: Query, node: Node) -> list[Column]:
     """The group key columns the time query writes into ``node``'s stage rows, computed from
     the payload (``key_columns``); a release's none: the work query adds its ``SPREAD``
     (``work_keys``); a ``MATCHING`` node's none: the driver names each event's join key
-    (``JOIN_KEY``)."""
-    if isinstance(node, (ReleaseNode, *MATCHING)):
+    (``JOIN_KEY``); a node keyed by its substream key, none: the driver names it
+    (``SUBSTREAM``)."""
+    if isinstance(node, (ReleaseNode, *MATCHING)) or by_substream(query, node):
         return []
     assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
     return key_columns(node)
 
 
-def work_keys(node: Node) -> dict[str, Column]:
+def work_keys(query: Query, node: Node) -> dict[str, Column]:
     """The group key columns the work query adds to ``node``'s stage rows as it reads them:
     a release's ``SPREAD`` (a keyed release's rows name their substream key instead)."""
-    return {SPREAD: spread_column()} if isinstance(node, ReleaseNode) and not keyed_release(node) else {}
+    return {SPREAD: spread_column()} if isinstance(node, ReleaseNode) and not by_substream(query, node) else {}
 
 
 def spread_column() -> Column:
@@ -321,10 +323,10 @@ class KeyedProcessor(StatefulProcessor):
         self.payload_types = [n.payload_type for n in node.inputs()]  # a join's two, by input
         self.fields = field_names(self.payload_types[0])
         self.joined = isinstance(node, MATCHING)  # payloads pickled in PAYLOAD, by PORT
-        self.moves = self.joined or keyed_release(node)  # CTI rows with their places (``Stage.markers``)
+        self.moves = self.joined or by_substream(query, node)  # CTI rows with their places (``Stage.markers``)
         self.output_fields = field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
-        self.names = self.key_columns if self.key_columns is not None else group_names(node)  # the stage's
+        self.names = self.key_columns if self.key_columns is not None else group_names(query, node)  # the stage's
         self.runs = isinstance(node, WindowNode) and runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
         self.window = node if isinstance(node, WindowNode) and (self.runs or unmergeable(node) is None) else None  # one that takes MERGE rows
         self.partial_columns = ["__n", *partial_columns(self.window)] if self.window is not None else []
@@ -512,7 +514,7 @@ def _rank_bytes(result: KeyedResult) -> bytes | None:
     input whose CTI decides a join's pair's end (``waits``) and, a keyed release's, the
     arrival of the substream key's CTI that released it (``by_key``; a ``PASSED`` row's, its
     key too), pickled; None for a result with none of them (a window's stamped by its lifetime)."""
-    if result.eid is None and result.closes is None and not result.rank and result.waits is None:
+    if result.eid is None and result.closes is None and not result.rank and result.waits is None and result.by_key is None:
         return None
     if result.by_key is not None:
         return pickle.dumps((result.eid, result.rank, result.closes, result.waits, result.by_key, result.payload if result.key_cti else None))
