@@ -573,13 +573,14 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     runs keyed by the device on the executors (``by_substream``), each device's CTIs reaching
     its key at their places: d2's [12:15, 12:20) goes out by d2's CTI 12:21 pulled back to
     12:20, ahead of the input's CTI. The committed output is the in-memory executor's item
-    for item."""
+    for item. A checkpoint of the windowed query whose work records claim no keyed nodes (as
+    an earlier tempo wrote it, the window on the driver below the release by key) is refused."""
     import types
 
     import pyarrow.parquet as pq
 
     from tempo.plan.query import Query
-    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tempo.spark.streaming import CheckpointMismatchError, ParquetSink, StreamingExecutor, read_committed
     from tempo.spark.streaming.cluster import cluster_shape
     from tests.conformance.compare import release_steps
     from tests.conformance.test_ordering import (
@@ -603,18 +604,24 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     expected_node = "Tumbling 5 min by r.device" if windowed else "Release by substream key r.device"
     assert not isinstance(shape, str) and shape.window.describe().startswith(expected_node), shape
 
-    def start() -> Any:
-        return StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(live_query, ParquetSink(str(tmp_path / "out")))
+    def start(checkpoint: str = "ck") -> Any:
+        return StreamingExecutor(spark_session, str(tmp_path / checkpoint), engine="cluster").start(live_query, ParquetSink(str(tmp_path / f"{checkpoint}-out")))
 
     for index, (low, high) in enumerate([(0, 4), (4, 9), (9, 12)]):
         land(tmp_path / "in", index, lambda tmp, low=low, high=high: pq.write_table(pa.Table.from_pylist(rows[low:high], schema=schema), tmp))
+        if windowed and index == 0:  # a checkpoint an earlier tempo wrote (the window on the driver below the release by key) is refused, not misread
+            start("old").stop()
+            records = tmp_path / "old" / "tempo" / "query.json"
+            (tmp_path / "old" / "cluster" / "work" / "tempo" / "query.json").write_bytes(records.read_bytes())  # the same query, no layout line
+            with pytest.raises(CheckpointMismatchError, match="belongs to another query"):
+                start("old")
         if index == 2 or thorough():
             live = start()
             try:
                 live.process_all_available()
             finally:
                 live.stop()
-    committed = _items(read_committed(str(tmp_path / "out")), DeviceCount if windowed else Device)
+    committed = _items(read_committed(str(tmp_path / "ck-out")), DeviceCount if windowed else Device)
     whole = InMemoryExecutor().run(query(illustration(AdvanceTimePolicy.ADJUST, early=True, substreams=True, flush=False)))
 
     def minute(t: datetime) -> float:

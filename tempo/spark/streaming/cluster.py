@@ -1316,7 +1316,11 @@ def start_cluster(
     chain = required_chain(query)
     for key, value in STATE_CONF.items():
         spark.conf.set(key, value)
-    if len(chain) > 1:  # the records of a chain are not those of one keyed node: a checkpoint holds one layout
+    if len(chain) > 1 or p.WindowNode is type(chain[0].window) and by_substream(query, chain[0].window):
+        # The work records of a chain, or of a window keyed by its substream key, are not
+        # those an earlier tempo wrote for the same query (one keyed node and the window above
+        # it on the driver; the release by the key and the window below it on the driver): a
+        # checkpoint holds one layout, and the line refuses the other's.
         description += "\ncluster engine: keyed nodes " + ", ".join(shape.window.describe() for shape in chain)
     work_logs = [BatchLog(log.store.join(log.checkpoint, "cluster", f"work{hop or ''}"), store=log.store) for hop in range(len(chain))]
     for work_log in work_logs:
