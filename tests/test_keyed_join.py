@@ -35,7 +35,7 @@ from tempo.plan.query import Query
 from tempo.runtime import operators as ops
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
-from tempo.runtime.keyed import Cti, End, Insert, JoinTimeline, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
+from tempo.runtime.keyed import Cti, End, Insert, JoinTimeline, KeyCti, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
 from tempo.ticks import INF, NEG_INF
 from tests.budget import examples
 
@@ -283,3 +283,166 @@ def test_the_end_edge_of_an_open_event_ends_its_pairs_where_the_join_over_all_ke
     assert _reference(query, node, steps) == expected
     for cuts in ([len(steps)], list(range(1, len(steps) + 1)), [3, len(steps)], [4, 5, len(steps)]):
         assert _driven(query, node, steps, cuts) == expected, cuts
+
+
+@attrs.frozen
+class KeyStep:
+    """A substream key's CTI at one input (ASA's substreams, docs/semantics.md 3.10.4)."""
+
+    port: int
+    key: int
+    t: int
+
+
+def _join_keeping_the_key(residual: bool) -> tuple[Query, p.JoinNode]:
+    """Readings over their key (substreams) joined with readings over theirs on that key, the
+    pair copying it: the join keeps the key (``JoinNode.substream_key``)."""
+    from tempo.settings import AdvanceTimeSettings, EventOrderingSettings
+    from tempo.sources import ArrowSource
+    from datetime import timedelta
+
+    ordering = AdvanceTimeSettings(ordering=EventOrderingSettings(timedelta(0), timedelta(0)))
+
+    def readings(name: str) -> Stream[Reading]:
+        table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())})
+        return Stream.create(name, ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL, ordering, over=lambda r: r.key)
+
+    left, right = readings("left"), readings("right")
+    on = (lambda a, b: (a.key == b.key) & (a.value <= b.value)) if residual else (lambda a, b: a.key == b.key)
+    query = Query.build(left.join(right, on, lambda a, b: Pair(a.key, a.value, b.value)).node)
+    [node] = [n for n in query.nodes if isinstance(n, p.JoinNode)]
+    assert query.substream_key(node) is not None
+    return query, node
+
+
+class _KeyRecorder(_Recorder):
+    def key_cti(self, port: int, key: Any, t: int) -> None:
+        self.seen.append(("key_cti", t, key))
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+@given(sequences(), st.data(), st.booleans())
+def test_a_join_keeping_a_substream_key_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_order(
+    drawn: tuple[list[Step], list[int]], data: st.DataObject, residual: bool,
+) -> None:
+    """Key CTIs of either input put among the steps (each at most the start of the key's
+    later events at that input). The driver's join, holding nothing, hears every input's CTI
+    and key CTI and works out each key's output CTI (``operators.KeyCtis``: at a key CTI, or
+    at a move of an input's CTI); each key, keyed by its substream key (``by_substream``),
+    hears the output CTIs and its own output CTIs at both inputs (``KeyCti``), run batch by
+    batch. The pairs a key's output CTI released, given out at its arrival through the
+    driver's ``JoinTimeline`` and followed by it, and the rest as for any keyed join, are
+    what the join over all keys emits, in its order."""
+    steps: list[Any] = list(drawn[0])
+    for _ in range(data.draw(st.integers(0, 8))):
+        i = data.draw(st.integers(0, len(steps)))
+        port, key = data.draw(st.integers(0, 1)), data.draw(st.integers(0, 2))
+        later = [item.start for k, item in steps[i:] if k == key and isinstance(item, Insert) and item.port == port]
+        bound = min(later, default=10 * SECOND)
+        steps.insert(i, (key, KeyStep(port, key, data.draw(st.integers(0, max(0, bound))))))
+    query, node = _join_keeping_the_key(residual)
+
+    mode = TimestampMode()
+    mode.saw(aware=True)
+    reference = build_operator(Build(mode, query), node)
+    recorder = _KeyRecorder()
+    reference.connect(recorder, 0)
+    for _, item in steps:
+        if isinstance(item, KeyStep):
+            reference.key_cti(item.port, item.key, item.t)
+        else:
+            feed_all_keys(reference, [item])
+
+    # The driver's join (empty: it gets no events) and what it stages, in order.
+    driver = build_operator(Build(mode, query), node)
+    outs: list[tuple[int, int]] = []
+    driver.emit_key_cti = lambda key, t: outs.append((key, t))
+    staged: list[tuple[int, KeyedItem]] = []
+    key_outs: dict[int, list[int]] = defaultdict(list)  # step -> the ``at`` of the key CTIs staged at it
+    out_ctis: list[int] = []
+    for index, (key, item) in enumerate(steps):
+        if isinstance(item, (Insert, End)):
+            staged.append((key, item))
+            continue
+        before = driver.out_cti
+        if isinstance(item, KeyStep):
+            driver.key_cti(item.port, item.key, item.t)
+        else:
+            driver.cti(item.port, item.t)
+        if driver.out_cti > before:
+            out_ctis.append(driver.out_cti)
+            staged.append((-1, Cti(driver.out_cti)))
+        for k, t in outs:
+            at = 1_000_000 + len(staged)
+            key_outs[index].append(at)
+            staged.append((k, KeyCti(k, t, at)))
+        outs.clear()
+
+    keyed = KeyedOperator(query, node)
+    states: dict[int, bytes] = {}
+    results: list[KeyedResult] = []
+    out = NEG_INF
+    bounds = sorted({min(c, len(staged)) for c in drawn[1]} | {len(staged)})
+    begin = 0
+    for cut in bounds:
+        per_key: dict[int, list[KeyedItem]] = defaultdict(list)
+        for key in states:
+            per_key[key]
+        for key, item in staged[begin:cut]:
+            if isinstance(item, Cti):
+                out = item.t
+                for items in per_key.values():
+                    items.append(item)
+                continue
+            if key not in per_key:
+                per_key[key].append(Cti(out))
+            per_key[key].append(item)
+        begin = cut
+        for key, items in per_key.items():
+            if not any(isinstance(i, (Insert, End, KeyCti)) for i in items):
+                items = items[-1:]
+            released, states[key] = keyed.run(states.get(key), items)
+            results += released
+            idle = keyed.idle()
+            _check_next_release(keyed, states[key])
+            if idle:
+                del states[key]
+
+    # The driver's side: as ``_driven``, and at each staged key CTI's arrival the pairs it
+    # released, then the key CTI.
+    before_cti: list[list[KeyedResult]] = [[] for _ in range(len(out_ctis) + 1)]
+    told: dict[int, list[KeyedResult]] = defaultdict(list)
+    for r in results:
+        if r.ended:
+            told[r.rank[0]].append(r)
+        elif r.by_key is not None:
+            told[r.by_key].append(r)
+        else:
+            for at, part in placed(node, r, out_ctis):
+                before_cti[at].append(part)
+    timeline = JoinTimeline()
+    got: list[tuple[Any, ...]] = []
+    oid = 0
+    for index, (key, step) in enumerate(steps):
+        if isinstance(step, End):
+            ends = told.pop(step.at, [])
+            if ends:
+                got += [("end", o, end) for o, end in timeline.arrived(repr(key), ends)]
+            continue
+        if isinstance(step, PortCti):
+            got += [("end", o, end) for o, end in timeline.move(step.port, step.t)]
+            moved = min(timeline.ctis)
+            if moved > timeline.out:
+                for r in sorted(before_cti[out_ctis.index(moved)], key=lambda r: release_order(node, r, repr(r.payload.key))):
+                    got.append(("pair", r.start, timeline.give(r, oid, repr(r.payload.key)), r.payload))
+                    oid += 1
+                got.append(("cti", moved))
+                timeline.out = moved
+        for at in key_outs.get(index, []):
+            released = told.pop(at, [])
+            for r in sorted((r for r in released if not r.key_cti), key=lambda r: release_order(node, r, "")):
+                got.append(("pair", r.start, timeline.give(r, oid, repr(r.payload.key)), r.payload))
+                oid += 1
+            got += [("key_cti", r.start, r.payload) for r in released if r.key_cti]
+    assert told == {}
+    assert got == recorder.seen

@@ -256,7 +256,11 @@ or as a start edge ended later: the driver, which sees every move of the inputs'
 it so (``JoinTimeline``). The ends of its open events reach it too (``End``, of either input):
 the end such an end gives a pair already out goes at its arrival (an ``ENDED`` result of the
 pair's id, ``operators.pair_id``, with the input still open, if any), which the driver places among the
-moves of the inputs' CTIs (``JoinTimeline.arrived``)."""
+moves of the inputs' CTIs (``JoinTimeline.arrived``). A join keeping a substream key is keyed
+by that key (``by_substream``: its join keys of one substream key in one key), and hears
+each key's output CTI (the least of that key's CTIs at the inputs, which the driver works
+out as the join over all keys does, ``operators.KeyCtis``) at both inputs, as a ``KeyCti``:
+the pairs it releases go out at its arrival."""
 
 
 class JoinTimeline:
@@ -453,12 +457,14 @@ payload): an output goes once a CTI passes its start, the end of an open one as 
 def by_substream(query: Query, node: p.Node) -> bool:
     """Whether ``node``'s keyed form is keyed by its substream key rather than its group key:
     a node with a keyed form that keeps the key (the output's release by it,
-    ``ReleaseNode.keyed_by``; a hopping window grouping by it, ``WindowNode.substream_key``).
+    ``ReleaseNode.keyed_by``; a hopping window grouping by it, ``WindowNode.substream_key``;
+    a join equating its inputs' keys and copying one, ``JoinNode.substream_key``, whose keys
+    hear each key's output CTI at both inputs, as they hear the output CTI: ``KEYED_JOIN``).
     Its output moves on each key's own CTIs, which close that key's groups ahead of the
     input's CTI: all groups of one substream key are one key of the keyed form, fed that
     key's CTIs at their places among its events (``KeyCti``), and the results a key's CTI
     releases go out at its arrival (``KeyedResult.by_key``)."""
-    return isinstance(node, KEYED_NODES) and query.substream_key(node) is not None
+    return isinstance(node, (*KEYED_NODES, KEYED_JOIN)) and query.substream_key(node) is not None
 
 
 def keyed_unsupported(node: p.Node) -> str | None:
@@ -671,6 +677,8 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
         elif isinstance(item, KeyCti):
             collector.arrival = collector.by_key = item.at
             op.key_cti(0, item.key, item.t)
+            if isinstance(op, TWO_INPUTS):  # a join's key hears its key's output CTI at both inputs
+                op.key_cti(1, item.key, item.t)
             collector.by_key = None
         else:
             collector.cti_now = item.t

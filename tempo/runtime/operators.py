@@ -511,6 +511,11 @@ class KeyedByStart:
         if not waiting.run and not waiting.late and not waiting.aside:
             del self.by_key[key]
 
+    def first_start(self) -> int | None:
+        """The earliest start of an entry not out yet, or None (one a key's CTI released
+        stays in ``all`` until the CTI passes it)."""
+        return min((entry[0] for entry in itertools.chain(self.all.run, self.all.aside, self.all.late) if not entry[2][2]), default=None)
+
 
 def _first_out(entries: Iterator[tuple[int, int, Any, Any]]) -> Iterator[tuple[int, int, Any, Any]]:
     """The ``KeyedByStart`` entries among ``entries`` not out yet, each marked as out."""
@@ -850,7 +855,7 @@ class Join(Operator):
     CTI.
     """
 
-    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "new_id", "arrival", "tell_rank", "tell_waits"}
+    WIRING = Operator.WIRING | {"key_fns", "residual", "projection", "new_id", "arrival", "tell_rank", "tell_waits", "substream_index"}
 
     def __init__(
         self,
@@ -865,6 +870,7 @@ class Join(Operator):
         self.residual = residual
         self.projection = projection
         self.new_id = new_id
+        self.substream_index = substream_index
         self.sides = (_Side(), _Side())
         # Matching left and right recs by output start; per substream key too when the join
         # equates the inputs' substream keys (key ``substream_index`` of the left rec's key).
@@ -941,15 +947,17 @@ class Join(Operator):
         self.sides[1 - port].purge(t)
 
     def idle(self) -> bool:
-        """Whether the join holds nothing: no event on either side, no pair waiting."""
-        assert isinstance(self.pending, ByStart), "a join keeping a substream key has no keyed form"
-        return not (self.sides[0].by_id or self.sides[1].by_id or len(self.pending) or self.watches[0] or self.watches[1])
+        """Whether the join holds nothing: no event on either side, no pair waiting. (A join
+        keeping a substream key run by key hears each key's output CTI only when it moves:
+        a fresh one given it passes it on as this one would.)"""
+        if self.sides[0].by_id or self.sides[1].by_id or self.watches[0] or self.watches[1]:
+            return False
+        return self.pending.first_start() is None
 
     def next_release(self) -> int | None:
         """The least output CTI at which the join would release a pair (the first past the
         earliest start waiting) or drop a closed event no later event can match (the first
         at or past its end), or None."""
-        assert isinstance(self.pending, ByStart), "a join keeping a substream key has no keyed form"
         dues = [side.ends.first_start() for side in self.sides]
         first = self.pending.first_start()
         dues.append(None if first is None else first + 1)
@@ -980,7 +988,10 @@ class Join(Operator):
     def _release_key(self, key: Any, key_out: int) -> None:
         """Key ``key``'s output CTI moved to ``key_out``: its pairs starting before go out."""
         assert isinstance(self.pending, KeyedByStart)
-        for _, _, left, right in self.pending.pop_key_before(key, key_out):
+        tell = self.tell_rank
+        for _, rank, left, right in self.pending.pop_key_before(key, key_out):
+            if tell is not None:
+                tell(cast("tuple[Any, ...]", rank))
             self._emit(left, right)
         self.emit_key_cti(key, key_out)
 

@@ -551,13 +551,13 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert keyed(over.join(readings, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"  # its record does not copy the key
     other_over = Stream.create("t", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.device)
     kept = over.join(other_over, lambda a, b: a.device == b.device, lambda a, b: a)  # equates both keys and copies one: keeps it
-    assert keyed(kept) == "ReleaseNode"  # released by the key's own CTIs, the join below on the driver
+    assert keyed(kept) == "JoinNode"  # keyed by that key, released by its own CTIs too (by_substream)
     by_value = Stream.create("v", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.value)
     assert keyed(by_value) == "its output's substream key is of type float"
 
 
-@pytest.mark.parametrize("windowed", [False, True])
-def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spark_session: Any, tmp_path: Path, windowed: bool) -> None:
+@pytest.mark.parametrize("kind", ["as is", "counted", "self-joined"])
+def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spark_session: Any, tmp_path: Path, kind: str) -> None:
     """ASA's substreams (docs/semantics.md 3.10.4, setting 3 of the illustration): readings
     ``over`` their device, cut into three files (restarted between them with ``--run-slow``),
     no flush. The output keeps the device, so the release on the executors is keyed by it:
@@ -569,12 +569,21 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
         (step 10), right after e9 (d3 12:16) by the input's 12:17; e5 (d1 12:19) by the
         input's 12:22; e10, e11 and e12 never.
 
-    ``windowed``: counts per device in 5-minute windows. The window keeps the device, so it
+    ``counted``: counts per device in 5-minute windows. The window keeps the device, so it
     runs keyed by the device on the executors (``by_substream``), each device's CTIs reaching
     its key at their places: d2's [12:15, 12:20) goes out by d2's CTI 12:21 pulled back to
     12:20, ahead of the input's CTI. The committed output is the in-memory executor's item
-    for item. A checkpoint of the windowed query whose work records claim no keyed nodes (as
-    an earlier tempo wrote it, the window on the driver below the release by key) is refused."""
+    for item.
+
+    ``self-joined``: the readings joined with themselves by device, each pair the left
+    reading: the join keeps the device, so it runs keyed by it on the executors. Each
+    device's output CTI is the least of its CTIs at the two inputs, which the driver works
+    out (``operators.KeyCtis``) and stages at its place: the same steps as the readings as
+    they are, each pair released by its device's CTI where the reading was.
+
+    A checkpoint of the counted or the self-joined query whose work records claim no keyed
+    node (as an earlier tempo wrote it, the window or the join on the driver below the
+    release by key) is refused."""
     import types
 
     import pyarrow.parquet as pq
@@ -596,12 +605,14 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     source = ParquetSource(str(tmp_path / "in"), Device, start="event_time", arrival="arrival", order="seq")
 
     def query(over: Stream[Device]) -> Stream[Any]:
-        return count_per_device(over) if windowed else over
+        if kind == "counted":
+            return count_per_device(over)
+        return over.join(over, lambda a, b: a.device == b.device, lambda a, b: a) if kind == "self-joined" else over
 
     ordering = illustration(AdvanceTimePolicy.ADJUST, early=True, substreams=True, flush=False).node
     live_query = query(Stream(attrs.evolve(ordering, source=source)))
     shape = cluster_shape(Query.build(live_query.node))
-    expected_node = "Tumbling 5 min by r.device" if windowed else "Release by substream key r.device"
+    expected_node = {"as is": "Release by substream key r.device", "counted": "Tumbling 5 min by r.device", "self-joined": "Join"}[kind]
     assert not isinstance(shape, str) and shape.window.describe().startswith(expected_node), shape
 
     def start(checkpoint: str = "ck") -> Any:
@@ -609,7 +620,7 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
 
     for index, (low, high) in enumerate([(0, 4), (4, 9), (9, 12)]):
         land(tmp_path / "in", index, lambda tmp, low=low, high=high: pq.write_table(pa.Table.from_pylist(rows[low:high], schema=schema), tmp))
-        if windowed and index == 0:  # a checkpoint an earlier tempo wrote (the window on the driver below the release by key) is refused, not misread
+        if kind != "as is" and index == 0:  # a checkpoint an earlier tempo wrote (the window on the driver below the release by key) is refused, not misread
             start("old").stop()
             records = tmp_path / "old" / "tempo" / "query.json"
             (tmp_path / "old" / "cluster" / "work" / "tempo" / "query.json").write_bytes(records.read_bytes())  # the same query, no layout line
@@ -621,6 +632,7 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
                 live.process_all_available()
             finally:
                 live.stop()
+    windowed = kind == "counted"
     committed = _items(read_committed(str(tmp_path / "ck-out")), DeviceCount if windowed else Device)
     whole = InMemoryExecutor().run(query(illustration(AdvanceTimePolicy.ADJUST, early=True, substreams=True, flush=False)))
 

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from tempo import InMemoryExecutor, Stream
 from tempo.events import Cti, Heartbeat, SubstreamCti
-from tempo.plan.nodes import SourceNode, rebuilt
+from tempo.plan.nodes import JoinNode, Node, SourceNode, WindowNode, rebuilt
 from tempo.plan.query import Query
 from tempo.sources import ItemSource, ParquetSource
 from tests.budget import thorough
@@ -186,7 +186,19 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_
     """Queries over substreams whose first keyed node is a window keeping the substream key
     (about one draw in eleven): keyed by that key on the executors, each key's own CTIs
     reaching it at their places (``tempo.runtime.keyed.by_substream``)."""
-    _agree(spark_session, tmp_path_factory, query, first_by_substream=True)
+    _agree(spark_session, tmp_path_factory, query, first_by_substream=WindowNode)
+
+
+@settings(RANDOM, max_examples=max(1, EXAMPLES // 2))
+@given(query=queries(min_events=1, keyed=True))
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_join_keeping_the_substream_key(
+    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder],
+) -> None:
+    """Queries over substreams whose first keyed node is a join equating both inputs' keys
+    and copying one (about one draw in seven): keyed by that key on the executors, each
+    key's output CTI, which the driver works out from the inputs' key CTIs, reaching it at
+    its place (``tempo.runtime.keyed.by_substream``)."""
+    _agree(spark_session, tmp_path_factory, query, first_by_substream=JoinNode)
 
 
 @attrs.frozen
@@ -210,11 +222,12 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_
     _agree(spark_session, tmp_path_factory, (f"{desc}, counted per 20 s", counted), hops=2)
 
 
-def _agree(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder], hops: int = 1, first_by_substream: bool = False) -> None:
+def _agree(
+    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder], hops: int = 1, first_by_substream: type[Node] | None = None,
+) -> None:
     """The cluster engine's run of ``query`` cut into random files against the in-memory
     executor's, when the engine takes it with ``hops`` keyed nodes in sequence or more (and,
-    ``first_by_substream``, the first a window keyed by its substream key)."""
-    from tempo.plan.nodes import WindowNode
+    ``first_by_substream``, the first a node of that kind keyed by its substream key)."""
     from tempo.runtime.keyed import by_substream
     from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed, released_items
     from tempo.spark.streaming.cluster import cluster_chain, cluster_query
@@ -230,7 +243,7 @@ def _agree(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]
     chain = cluster_chain(run)
     assume(not isinstance(chain, str) and len(chain) >= hops)
     assert not isinstance(chain, str)
-    assume(not first_by_substream or (isinstance(chain[0].window, WindowNode) and by_substream(run, chain[0].window)))
+    assume(first_by_substream is None or (isinstance(chain[0].window, first_by_substream) and by_substream(run, chain[0].window)))
     # A live query takes several inputs with arrival times on all of them or on none.
     arrivals = {any(getattr(i, "arrival", None) for i in n.source.items()) for n in Query.build(stream.node).sources}
     assume(len(arrivals) == 1)

@@ -278,10 +278,10 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
     ``BELOW_A_KEYED_JOIN``'s operators (run item by item on the driver) and that nothing else
     reads, when it runs keyed by its join key (``tempo.runtime.keyed.KEYED_JOIN``,
     ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``; a join's and an anti-join's keys take the ends of
-    their open events, a pattern reads starts only), it does not keep a substream key (a
-    join equating its inputs' substream keys releases by their own CTIs; an anti-join, a
-    pattern and any other join merge keys, and ignore those CTIs as in memory), and its
-    keys are of a type keyed alike everywhere; else why not. What follows it runs on the
+    their open events, a pattern reads starts only; a join equating its inputs' substream
+    keys and copying one is keyed by that key and releases by its own CTIs, ``by_substream``;
+    an anti-join, a pattern and any other join merge keys, and ignore those CTIs as in
+    memory), and its keys are of a type keyed alike everywhere; else why not. What follows it runs on the
     driver over its results."""
     consumers = consumers_of(query)
     for index, node in enumerate(query.nodes):
@@ -294,8 +294,9 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
             and all(id(c) in below or c is node for n in below.values() for c in consumers[id(n)])
         ):
             continue
-        if query.substream_key(node) is not None:  # its keys would need the key CTIs (an anti-join and a pattern merge keys)
-            return "its join keeps a substream key"
+        kept = query.substream_key(node)  # a join keeping it is keyed by it (``by_substream``): an anti-join and a pattern merge keys
+        if kept is not None and kept.dtype not in JOIN_KEY_TYPES:
+            return f"its join's substream key is of type {kept.dtype.__name__}"
         for pair in node.keys:
             for key in pair:
                 if key.dtype not in JOIN_KEY_TYPES:
@@ -394,6 +395,12 @@ class _WindowFeed(ops.Operator):
         super().__init__()
         assert isinstance(window, DRIVER_OPERATORS)
         self.window = window
+        self.join_substream = window.substream_index if isinstance(window, ops.Join) else None
+        """A join keeping a substream key: the place of that key among its join keys. Its
+        events are staged under that key's name, and the output CTI of each key, which the
+        driver's join works out (``operators.KeyCtis``) and passes on, as a ``KEY_CTI`` row."""
+        if self.join_substream is not None:
+            window.emit_key_cti = self._key_out
         self.substream_of: Callable[[Any], Any] | None = None
         """The substream key of a payload, for a node keyed by it (``by_substream``: a release
         by that key, ``ReleaseNode.keyed_by``; a window grouping by it), else None."""
@@ -420,6 +427,8 @@ class _WindowFeed(ops.Operator):
         window = self.window
         if isinstance(window, TWO_INPUTS):
             key = ops.matching_key(window.key_fns, port, payload)
+            if key is not None and self.join_substream is not None:
+                key = (key[self.join_substream],)
             name = join_key_name(key) if key is not None else f"null {eid}" if port == 0 and isinstance(window, ops.AntiJoin) else None
             if name is None:
                 return  # a null key matches nothing (an anti-join's left event: never covered, a key of its own)
@@ -451,19 +460,27 @@ class _WindowFeed(ops.Operator):
 
     def key_cti(self, port: int, key: Any, t: int) -> None:
         """A substream key's CTI: to that key of a node keyed by it, at its place (the
-        driver's window, which holds nothing, needs none)."""
+        driver's window, which holds nothing, needs none); a join keeping the key works out
+        the key's output CTI (``_key_out``)."""
         if self.substream_of is not None:
             self.events.append(Reached(KEY_CTI, -1, t, None, key, cti_in_force(self.window), key=join_key_name((key,))))
+        elif self.join_substream is not None:
+            self.window.key_cti(port, key, t)
+
+    def _key_out(self, key: Any, t: int) -> None:
+        """A join keeping a substream key: the key's output CTI moved to ``t`` (at a key's CTI,
+        or at a move of an input's CTI), to that key, at its place."""
+        self.events.append(Reached(KEY_CTI, -1, t, None, key, cti_in_force(self.window), key=join_key_name((key,))))
 
     def cti(self, port: int, t: int) -> None:
         window = self.window
         if isinstance(window, TWO_INPUTS):  # its keys hear its output CTI; the driver every move of an input's
             ctis = [side.cti for side in window.sides] if isinstance(window, ops.Join) else window.ctis
-            moved = ctis[port]
-            window.cti(port, t)
+            moved, before = ctis[port], len(self.events)
+            window.cti(port, t)  # (a join keeping a substream key: the keys' output CTIs it moves follow)
             if t > moved:
                 self.ctis.append(window.out_cti)
-                self.moves.append((port, t, len(self.events)))
+                self.moves.append((port, t, before))
             return
         window.cti(port, t)
         if not self.ctis or t > self.ctis[-1]:
@@ -611,19 +628,22 @@ class Stage:
     def _joined(self, batch: int, events: list[Reached]) -> DataFrame:
         """``recorded`` for a keyed join, anti-join or pattern: each event with its input, its
         join key's name and its payload's wire values, pickled (an anti-join's end edge: its
-        event's input and key, no payload)."""
+        event's input and key, no payload; a join keeping a substream key: that key's name,
+        and a key's output CTI as a ``KEY_CTI`` row with the key pickled)."""
         long = st.LongType()
         schema = st.StructType(
             [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
             + [st.StructField(PORT, st.IntegerType()), st.StructField(JOIN_KEY, st.StringType()), st.StructField(PAYLOAD, st.BinaryType())]
+            + ([st.StructField(KEY_VALUE, st.BinaryType())] if self.by_key else [])
         )
         rows = [
-            (r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), r.port, r.key, None if r.item == END_EDGE else pickle.dumps(to_wire(r.payload)))
+            (r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), r.port, r.key, None if r.item in (END_EDGE, KEY_CTI) else pickle.dumps(to_wire(r.payload)))
+            + ((pickle.dumps(r.payload) if r.item == KEY_CTI else None,) if self.by_key else ())
             for i, r in enumerate(events)
         ]
         return self.spark.createDataFrame(rows, schema).select(
             POSITION, ITEM, EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
-            F.lit(batch).cast("long").alias(BATCH), PORT, JOIN_KEY, PAYLOAD,
+            F.lit(batch).cast("long").alias(BATCH), PORT, JOIN_KEY, PAYLOAD, *([KEY_VALUE] if self.by_key else []),
         )
 
     def markers(self, batch: int, ctis: list[int], shared: Shared | None = None, moves: list[tuple[int, int, int]] | None = None) -> DataFrame:
@@ -1028,8 +1048,11 @@ class WorkRunner(_Batches, Generic[T]):
             """The ends a keyed join's or anti-join's key told at one arrival, to its timeline;
             a keyed release's end of an open event, or the events a substream key's CTI
             released, then that CTI."""
-            if by_key:
-                self._emit(window, [(release_order(node, r, group), group, r) for r in ends if not r.key_cti], None, opened)
+            if isinstance(window, ops.Join) and any(r.by_key is not None for r in ends):  # a key's output CTI: its pairs, then it
+                assert timeline is not None
+                for _, _, r in sorted(((release_order(node, r, group), group, r) for r in ends if not r.key_cti), key=lambda r: r[0]):
+                    oid = window.new_id()
+                    window.emit_insert(oid, r.start, timeline.give(r, oid, group), r.payload)
                 for r in ends:
                     if r.key_cti:
                         window.emit_key_cti(r.payload, r.start)
@@ -1037,6 +1060,11 @@ class WorkRunner(_Batches, Generic[T]):
                 assert timeline is not None
                 for oid, end in timeline.arrived(group, ends):
                     window.emit_end(oid, end)
+            elif by_key:
+                self._emit(window, [(release_order(node, r, group), group, r) for r in ends if not r.key_cti], None, opened)
+                for r in ends:
+                    if r.key_cti:
+                        window.emit_key_cti(r.payload, r.start)
             else:
                 assert anti is not None and isinstance(window, ops.AntiJoin)
                 anti.arrived(window, group, ends)
@@ -1316,11 +1344,11 @@ def start_cluster(
     chain = required_chain(query)
     for key, value in STATE_CONF.items():
         spark.conf.set(key, value)
-    if len(chain) > 1 or p.WindowNode is type(chain[0].window) and by_substream(query, chain[0].window):
-        # The work records of a chain, or of a window keyed by its substream key, are not
-        # those an earlier tempo wrote for the same query (one keyed node and the window above
-        # it on the driver; the release by the key and the window below it on the driver): a
-        # checkpoint holds one layout, and the line refuses the other's.
+    if len(chain) > 1 or not isinstance(chain[0].window, p.ReleaseNode) and by_substream(query, chain[0].window):
+        # The work records of a chain, or of a window or a join keyed by its substream key,
+        # are not those an earlier tempo wrote for the same query (one keyed node and the
+        # window above it on the driver; the release by the key and the window or join below
+        # it on the driver): a checkpoint holds one layout, and the line refuses the other's.
         description += "\ncluster engine: keyed nodes " + ", ".join(shape.window.describe() for shape in chain)
     work_logs = [BatchLog(log.store.join(log.checkpoint, "cluster", f"work{hop or ''}"), store=log.store) for hop in range(len(chain))]
     for work_log in work_logs:

@@ -131,13 +131,14 @@ to its event's key."""
 
 
 def group_names(query: Query, node: Node) -> list[str]:
-    """The work query's columns of the group key of ``node``'s stage rows."""
+    """The work query's columns of the group key of ``node``'s stage rows (a join keeping a
+    substream key: its ``JOIN_KEY`` names that key)."""
+    if isinstance(node, MATCHING):
+        return [JOIN_KEY]
     if by_substream(query, node):
         return [SUBSTREAM]
     if isinstance(node, ReleaseNode):
         return [SPREAD]
-    if isinstance(node, MATCHING):
-        return [JOIN_KEY]
     assert isinstance(node, (WindowNode, AnalyticNode, ClipNode))
     return key_names(node)
 
