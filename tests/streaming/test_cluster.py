@@ -556,7 +556,7 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert keyed(by_value) == "its output's substream key is of type float"
 
 
-@pytest.mark.parametrize("kind", ["as is", "counted", "self-joined"])
+@pytest.mark.parametrize("kind", ["as is", "counted", "counted twice", "self-joined"])
 def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spark_session: Any, tmp_path: Path, kind: str) -> None:
     """ASA's substreams (docs/semantics.md 3.10.4, setting 3 of the illustration): readings
     ``over`` their device, cut into three files (restarted between them with ``--run-slow``),
@@ -581,16 +581,24 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     out (``operators.KeyCtis``) and stages at its place: the same steps as the readings as
     they are, each pair released by its device's CTI where the reading was.
 
-    A checkpoint of the counted or the self-joined query whose work records claim no keyed
-    node (as an earlier tempo wrote it, the window or the join on the driver below the
-    release by key) is refused."""
+    ``counted twice``: those counts counted again per device in 10-minute windows, the
+    second window keeping the device too: the first window's next hop, keyed by the device
+    as well, the device CTIs the first passes on staged for it by the first's work query.
+    By hand: [12:00, 12:10) of each device (one 5-minute count each) by the input's CTI
+    12:10; d2's [12:10, 12:20) by d2's CTI 12:20, which the first window passed on; d1's and
+    d3's (d3 two counts) by the input's CTI 12:20. The other device CTIs the first window
+    passes on (d1 and d2 at 12:05 and 12:15) are pulled back to 12:00 and 12:10 by the second,
+    where its CTI already is, and go no further.
+
+    A checkpoint of the counted query whose work records claim no keyed node (as an earlier
+    tempo wrote it, the window on the driver below the release by key) is refused."""
     import types
 
     import pyarrow.parquet as pq
 
     from tempo.plan.query import Query
     from tempo.spark.streaming import CheckpointMismatchError, ParquetSink, StreamingExecutor, read_committed
-    from tempo.spark.streaming.cluster import cluster_shape
+    from tempo.spark.streaming.cluster import cluster_chain, cluster_shape
     from tests.conformance.compare import release_steps
     from tests.conformance.test_ordering import (
         EVENTS, SETTING_3_RELEASES, SETTING_3_WINDOW_RELEASES, DeviceCount, Reading as Device, count_per_device, illustration,
@@ -607,20 +615,23 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     def query(over: Stream[Device]) -> Stream[Any]:
         if kind == "counted":
             return count_per_device(over)
+        if kind == "counted twice":
+            return count_per_device(over).group_by(lambda c: c.device).tumbling(timedelta(minutes=10)).aggregate(lambda k, w: DeviceCount(k, w.count()))
         return over.join(over, lambda a, b: a.device == b.device, lambda a, b: a) if kind == "self-joined" else over
 
     ordering = illustration(AdvanceTimePolicy.ADJUST, early=True, substreams=True, flush=False).node
     live_query = query(Stream(attrs.evolve(ordering, source=source)))
     shape = cluster_shape(Query.build(live_query.node))
-    expected_node = {"as is": "Release by substream key r.device", "counted": "Tumbling 5 min by r.device", "self-joined": "Join"}[kind]
+    expected_node = {"as is": "Release by substream key r.device", "counted": "Tumbling 5 min by r.device", "counted twice": "Tumbling 5 min by r.device", "self-joined": "Join"}[kind]
     assert not isinstance(shape, str) and shape.window.describe().startswith(expected_node), shape
+    assert len(cluster_chain(Query.build(live_query.node))) == (2 if kind == "counted twice" else 1)
 
     def start(checkpoint: str = "ck") -> Any:
         return StreamingExecutor(spark_session, str(tmp_path / checkpoint), engine="cluster").start(live_query, ParquetSink(str(tmp_path / f"{checkpoint}-out")))
 
     for index, (low, high) in enumerate([(0, 4), (4, 9), (9, 12)]):
         land(tmp_path / "in", index, lambda tmp, low=low, high=high: pq.write_table(pa.Table.from_pylist(rows[low:high], schema=schema), tmp))
-        if kind != "as is" and index == 0:  # a checkpoint an earlier tempo wrote (the window on the driver below the release by key) is refused, not misread
+        if kind == "counted" and index == 0:  # a checkpoint an earlier tempo wrote (the window on the driver below the release by key) is refused, not misread
             start("old").stop()
             records = tmp_path / "old" / "tempo" / "query.json"
             (tmp_path / "old" / "cluster" / "work" / "tempo" / "query.json").write_bytes(records.read_bytes())  # the same query, no layout line
@@ -632,7 +643,7 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
                 live.process_all_available()
             finally:
                 live.stop()
-    windowed = kind == "counted"
+    windowed = kind.startswith("counted")
     committed = _items(read_committed(str(tmp_path / "ck-out")), DeviceCount if windowed else Device)
     whole = InMemoryExecutor().run(query(illustration(AdvanceTimePolicy.ADJUST, early=True, substreams=True, flush=False)))
 
@@ -646,7 +657,11 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
 
     seen = steps(committed, lambda k: k)
     assert seen == steps(whole.raw, repr), seen  # the sink writes a substream CTI's key as its repr
-    by_hand = SETTING_3_WINDOW_RELEASES if windowed else SETTING_3_RELEASES
+    twice: list[Any] = [
+        ([], ("cti", 0)), ([(("d1", 1), 0), (("d2", 1), 0), (("d3", 1), 0)], ("cti", 10)), ([(("d2", 1), 10)], ("key", "d2", 20)),
+        ([(("d1", 1), 10), (("d3", 2), 10)], ("cti", 20)),
+    ]
+    by_hand = {"counted": SETTING_3_WINDOW_RELEASES, "counted twice": twice}.get(kind, SETTING_3_RELEASES)
     assert seen == [(events, (cti[0], repr(cti[1]), cti[2]) if cti[0] == "key" else cti) for events, cti in by_hand], seen
 
 

@@ -214,7 +214,7 @@ def _next_hop(query: Query, below: BulkShape[Keyed], consumers: dict[int, list[p
         return None
     if not isinstance(node, KEYED_NODES) or isinstance(node, p.ReleaseNode) or keyed_unsupported(node) is not None:
         return None
-    shape = reaching_checks(query, BulkShape(below.sources, node, query.nodes.index(node)))
+    shape = reaching_checks(query, BulkShape(below.sources, node, query.nodes.index(node)), by_substream=True)
     return None if isinstance(shape, str) else cast("BulkShape[Keyed]", shape)
 
 
