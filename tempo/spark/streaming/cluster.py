@@ -79,7 +79,7 @@ from tempo.runtime.bulk import (
     JOIN_KEY_TYPES, STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
 )
 from tempo.runtime.keyed import (
-    IN_ORDER, KEYED_NODES, MATCHING, TWO_INPUTS, AntiJoinTimeline, JoinTimeline, KeyedResult, by_substream, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, restamp,
+    IN_ORDER, KEYED_NODES, MATCHING, TWO_INPUTS, AntiJoinTimeline, JoinTimeline, KeyedResult, by_substream, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, released_from, restamp,
 )
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
@@ -1033,6 +1033,8 @@ class WorkRunner(_Batches, Generic[T]):
                 arrival = result.rank[0] if result.by_key is None else result.by_key
                 nearer.append((arrival >> 64, arrival & 0xFFFF_FFFF_FFFF_FFFF, group, result))
                 continue
+            if not result.ended and released_from(node, result) > result.cti:  # its key released it earlier than memory could: its place is lost
+                raise AssertionError(f"cluster engine: a result {result} of group {group} came back released at CTI {result.cti}, before any CTI that releases it in memory")
             for at, part in placed(node, result, ctis):
                 if at == len(ctis) and not (part.ended and isinstance(node, IN_ORDER)):
                     raise AssertionError(f"cluster engine: a result {part} came back with no CTI releasing it (CTIs {ctis})")
