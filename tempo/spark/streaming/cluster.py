@@ -400,7 +400,7 @@ class _WindowFeed(ops.Operator):
         events are staged under that key's name, and the output CTI of each key, which the
         driver's join works out (``operators.KeyCtis``) and passes on, as a ``KEY_CTI`` row."""
         if self.join_substream is not None:
-            window.emit_key_cti = self._key_out
+            window.emit_key_cti = self._stage_key_cti
         self.substream_of: Callable[[Any], Any] | None = None
         """The substream key of a payload, for a node keyed by it (``by_substream``: a release
         by that key, ``ReleaseNode.keyed_by``; a window grouping by it), else None."""
@@ -461,15 +461,16 @@ class _WindowFeed(ops.Operator):
     def key_cti(self, port: int, key: Any, t: int) -> None:
         """A substream key's CTI: to that key of a node keyed by it, at its place (the
         driver's window, which holds nothing, needs none); a join keeping the key works out
-        the key's output CTI (``_key_out``)."""
+        the key's output CTI, which it passes on to ``_stage_key_cti``)."""
         if self.substream_of is not None:
-            self.events.append(Reached(KEY_CTI, -1, t, None, key, cti_in_force(self.window), key=join_key_name((key,))))
+            self._stage_key_cti(key, t)
         elif self.join_substream is not None:
             self.window.key_cti(port, key, t)
 
-    def _key_out(self, key: Any, t: int) -> None:
-        """A join keeping a substream key: the key's output CTI moved to ``t`` (at a key's CTI,
-        or at a move of an input's CTI), to that key, at its place."""
+    def _stage_key_cti(self, key: Any, t: int) -> None:
+        """Key ``key``'s CTI ``t`` to that key, at its place: a substream key's own, or a join
+        keeping the key: the key's output CTI (moved at a key's CTI, or at a move of an
+        input's CTI)."""
         self.events.append(Reached(KEY_CTI, -1, t, None, key, cti_in_force(self.window), key=join_key_name((key,))))
 
     def cti(self, port: int, t: int) -> None:
@@ -1048,28 +1049,28 @@ class WorkRunner(_Batches, Generic[T]):
 
         def arrived(group: str, ends: list[KeyedResult]) -> None:
             """The ends a keyed join's or anti-join's key told at one arrival, to its timeline;
-            a keyed release's end of an open event, or the events a substream key's CTI
-            released, then that CTI."""
-            if isinstance(window, ops.Join) and any(r.by_key is not None for r in ends):  # a key's output CTI: its pairs, then it
-                assert timeline is not None
-                for _, _, r in sorted(((release_order(node, r, group), group, r) for r in ends if not r.key_cti), key=lambda r: r[0]):
-                    oid = window.new_id()
-                    window.emit_insert(oid, r.start, timeline.give(r, oid, group), r.payload)
-                for r in ends:
-                    if r.key_cti:
-                        window.emit_key_cti(r.payload, r.start)
-            elif isinstance(window, ops.Join):
+            a keyed release's end of an open event, or what a substream key's CTI released
+            (a join's pairs through its timeline), then that CTI."""
+            if isinstance(window, ops.AntiJoin):
+                assert anti is not None
+                anti.arrived(window, group, ends)
+                return
+            if isinstance(window, ops.Join) and not any(r.by_key is not None for r in ends):  # end edges: the ends they give pairs
                 assert timeline is not None
                 for oid, end in timeline.arrived(group, ends):
                     window.emit_end(oid, end)
-            elif by_key:
-                self._emit(window, [(release_order(node, r, group), group, r) for r in ends if not r.key_cti], None, opened)
-                for r in ends:
-                    if r.key_cti:
-                        window.emit_key_cti(r.payload, r.start)
+                return
+            released = [(release_order(node, r, group), group, r) for r in ends if not r.key_cti]
+            if isinstance(window, ops.Join):
+                assert timeline is not None
+                for _, _, r in sorted(released, key=lambda r: r[0]):
+                    oid = window.new_id()
+                    window.emit_insert(oid, r.start, timeline.give(r, oid, group), r.payload)
             else:
-                assert anti is not None and isinstance(window, ops.AntiJoin)
-                anti.arrived(window, group, ends)
+                self._emit(window, released, None, opened)
+            for r in ends:
+                if r.key_cti:
+                    window.emit_key_cti(r.payload, r.start)
 
         for at, (stage_batch, cti, *move) in enumerate(markers):
             last_of_batch = at + 1 == len(markers) or markers[at + 1][0] != stage_batch
