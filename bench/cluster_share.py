@@ -45,7 +45,7 @@ def reason(query: Query) -> str:
     chain = cluster_chain(query)
     if isinstance(chain, str):
         return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'x'", chain))
-    keyed = {id(shape.window) for shape in chain}
+    keyed = {id(n) for shape in chain for n in (shape.window, shape.partner) if n is not None}
     others = sorted({type(n).__name__.removesuffix("Node") for n in query.nodes if id(n) not in keyed and not isinstance(n, STATE_FREE)})
     hops = f", {len(chain)} hops" if len(chain) > 1 else ""
     return ("OK, driver: " + " + ".join(others) if others else "OK") + hops

@@ -516,7 +516,7 @@ def moved(items: list[Any], base: datetime) -> list[Any]:
 @st.composite
 def queries(
     draw: st.DrawFn, errors: bool = False, inputs: int | None = None, min_events: int = 0, keyed: bool = False,
-    edges: bool = False,
+    edges: bool = False, binary: str | None = None,
 ) -> tuple[str, Builder]:
     """A description and a builder of a random query over one or two random inputs.
 
@@ -530,7 +530,8 @@ def queries(
     that the run fails with an InputError. ``inputs`` (1 or 2) fixes the number of inputs;
     every input has at least ``min_events`` events. ``keyed``: every input is a point or
     interval input split into substreams by key, with no import, so that every operator
-    keeping the key runs on per-key CTIs.
+    keeping the key runs on per-key CTIs. ``binary`` fixes the operator of two inputs (a key of
+    ``BINARY``; the query then has two inputs).
 
     Rare choices compare a drawn integer with a middle value: Hypothesis draws the bounds of
     a range far more often than the values between them.
@@ -542,7 +543,7 @@ def queries(
     base = draw(st.sampled_from([BASE, *EDGE_BASES])) if edges else BASE
     where = "" if base == BASE else f"; from {base}"
     first = draw(st.sampled_from(sorted(UNARY)))
-    if inputs == 2 or (inputs is None and draw(st.booleans())):
+    if binary is not None or inputs == 2 or (inputs is None and draw(st.booleans())):
         right_shape = draw(st.sampled_from(shapes))
         right_items = draw(input_items(right_shape, Ref, keys=keys, min_events=min_events, edges=edges))
         links = ["none", "arrival"] if keyed else ["none", "none", "arrival", "right imports left", "left imports right"]
@@ -568,7 +569,7 @@ def queries(
             left_items = draw(_missing_arrival(left_items))
         if errors and draw(st.integers(0, 19)) == 7:
             right_items = draw(bad_item(right_items, right_shape, Ref))
-        second = draw(st.sampled_from(sorted(BINARY)))
+        second = binary if binary is not None else draw(st.sampled_from(sorted(BINARY)))
         pre = draw(st.sampled_from(["identity", "where", "shift", "duration"]))
         left_items, right_items = moved(left_items, base), moved(right_items, base)
 

@@ -95,6 +95,10 @@ class BulkShape(Generic[N]):
     """The window's place among the query's nodes (and the live engine's operators)."""
     join: p.JoinNode | None = None
     join_position: int = -1
+    partner: p.AntiJoinNode | None = None
+    """The cluster engine's: an anti-join run in one keyed operator with the join in the
+    window's place (a left outer join's two halves), or None."""
+    partner_position: int = -1
 
 
 def window_shape(query: Query, planned: bool = True) -> BulkShape[p.WindowNode] | str:

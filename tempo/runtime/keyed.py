@@ -168,6 +168,8 @@ class KeyedResult:
     """For a keyed release: the arrival of the substream key's CTI that released this event
     (or, with ``key_cti``, that this result is: ``payload`` its key, ``start`` its time)."""
     key_cti: bool = False
+    member: int = 0
+    """Which operator of a ``KeyedOperator`` with a partner gave it: 0 the node's, 1 the partner's."""
 
 
 class Collector(ops.Operator):
@@ -601,9 +603,13 @@ def keyed_collector(operator: ops.Operator) -> Collector:
 
 
 class KeyedOperator:
-    """The operator of one plan node, run one key at a time (see the module's docstring)."""
+    """The operator of one plan node, run one key at a time (see the module's docstring);
+    with a ``partner`` (a left outer join's anti-join beside its join: the same inputs, the
+    same join key), the partner's operator too, fed the same items, each key's state the
+    pair of theirs and its results marked with their ``member``."""
 
-    def __init__(self, query: Query, node: p.Node, mode: TimestampMode | None = None) -> None:
+    def __init__(self, query: Query, node: p.Node, mode: TimestampMode | None = None, partner: p.AntiJoinNode | None = None) -> None:
+        self.partner = None if partner is None else KeyedOperator(query, partner, mode)
         why = keyed_unsupported(node)
         if why is not None:
             raise UnsupportedError(EXECUTOR, node.describe().splitlines()[0], why)
@@ -629,6 +635,15 @@ class KeyedOperator:
     def run(self, state: bytes | None, items: Iterable[KeyedItem], shared: Mapping[str, Any] | None = None) -> tuple[list[KeyedResult], bytes]:
         """Put the key's ``state`` (None: a key not seen before) into the operator, combine
         ``shared`` into it, push ``items`` in order: the results released, and the state after."""
+        if self.partner is not None:
+            items = list(items)
+            mine, theirs = (None, None) if state is None else pickle.loads(state)
+            results, mine = self._run(mine, items, shared)
+            partnered, theirs = self.partner.run(theirs, items, shared)
+            return results + [attrs.evolve(r, member=1) for r in partnered], pickle.dumps((mine, theirs))
+        return self._run(state, items, shared)
+
+    def _run(self, state: bytes | None, items: Iterable[KeyedItem], shared: Mapping[str, Any] | None) -> tuple[list[KeyedResult], bytes]:
         op, collector = self.operator, self.collector
         put_state(op, pickle.loads(self.fresh if state is None else state))
         for name, value in (shared or {}).items():
@@ -643,7 +658,7 @@ class KeyedOperator:
         dropped, and a fresh operator, given the CTI in force before the key's next items,
         does what it would."""
         assert isinstance(self.operator, TIMED)
-        return self.operator.idle()
+        return self.operator.idle() and (self.partner is None or self.partner.idle())
 
     def latest(self) -> int:
         """The latest finite time the key whose state ``run`` just left has seen (the
@@ -656,7 +671,8 @@ class KeyedOperator:
         """The least CTI at which the key whose state ``run`` just left would release a
         result (None: it holds nothing), where its timer goes."""
         assert isinstance(self.operator, TIMED)
-        return self.operator.next_release()
+        due = [t for t in (self.operator.next_release(), None if self.partner is None else self.partner.next_release()) if t is not None]
+        return min(due, default=None)
 
 
 def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> None:

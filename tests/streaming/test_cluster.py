@@ -511,6 +511,12 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert chained(_uncovered_sessions(readings)) == "AntiJoinNode > WindowNode"  # rather than the anti-join on the driver below the window
     assert chained(_sessions(_self_join(readings))) == "JoinNode > WindowNode"
     assert chained(_sessions(_self_join(readings).union(other))) == "WindowNode"  # the other input goes around the join
+    outer = readings.left_outer_join(other, lambda a, b: a.device == b.device, lambda a, b: b, unmatched=lambda a: a)
+    assert chained(outer) == "JoinNode" == chained(outer.where(lambda r: r.value > 0))  # with its anti-join (``BulkShape.partner``)
+    assert chained(overall(outer.select(lambda r: r))) == "JoinNode > WindowNode"  # the union of both halves is the hop's input
+    partnered = cluster_chain(Query.build(outer.node))
+    assert not isinstance(partnered, str) and type(partnered[0].partner).__name__ == "AntiJoinNode"
+    assert chained(overall(outer.union(other))) == "WindowNode"  # another input meets the halves' results: the window, both halves below it on the driver
     sessions = _sessions(readings)
     assert chained(overall(sessions).union(sessions.select(lambda s: Overall(n=s.n, high=s.high)))) == "WindowNode"  # read twice: the window above on the driver
 
@@ -1227,6 +1233,67 @@ def test_an_anti_join_of_edges_keyed_by_its_join_key_ends_its_fragments_where_me
         ("EdgeEnd", "b", 2, 4), ("EdgeStart", "a", 3, None), ("cti", at(4)), ("EdgeEnd", "a", 3, 5), ("EdgeStart", "c", 4, None), ("cti", at(5)),
         ("EdgeStart", "d", 5, None), ("cti", at(6)), ("EdgeEnd", "d", 5, 8), ("EdgeStart", "e", 6, None), ("cti", at(10)), ("EdgeEnd", "e", 6, 12),
         ("EdgeEnd", "c", 4, 12), ("Interval", "c", 10, 12),
+    ], seen
+
+
+def _outer_by_key(grouped: Any) -> Stream[KeyedPair]:
+    """The readings left outer joined with those above 1.5 of their key (-1.0 for no match)."""
+    readings: Stream[Keyed] = grouped._stream
+    above = readings.where(lambda r: r.value > 1.5)
+    return readings.left_outer_join(
+        above, lambda a, b: a.key == b.key, lambda a, b: KeyedPair(a.key, a.value, b.value), unmatched=lambda a: KeyedPair(a.key, a.value, -1.0),
+    )
+
+
+def test_a_left_outer_join_of_edges_runs_its_join_and_anti_join_in_one_keyed_operator(spark_session: Any, tmp_path: Path) -> None:
+    """A left outer join (a join and an anti-join of the same inputs on the same predicate,
+    their results meeting at a union) runs on the executors as one keyed operator holding
+    both halves (``BulkShape.partner``); the driver gives out each half's results through its
+    own timeline, in the order the two read their inputs. ``_keyed_edges``'s readings and
+    f1 from 2 (after b2, never ended), the right input those above 1.5 (b2, a3, c4), a CTI
+    at each start (seconds):
+
+        CTI 2:  a1's fragment from 1 out open (no a on the right yet)
+        CTI 3:  a3 on the right (from 3) ends it at 3, final now (the right CTI at 3: no
+                right event can start before); b2 x b2 from 2 out open, then f1's fragment
+                from 2 (of one start, the pair went out first: at b2's arrival, the
+                fragment in the sweep to 3)
+        CTI 4:  a1 x a3 and a3 x a3 from 3 out open (a3 open)
+        CTI 5:  c1's fragment from 4 out open
+        CTI 6:  a1 x a3 ends at 6 (a1's end, arrived at 4, final once the right CTI passes
+                6); d1's fragment from 5 out open
+        CTI 10: b2 x b2 and a3 x a3 end at 9 and 7 (both ends known at their arrivals, in
+                that order); d1's fragment ends at 8 in the sweep to 10 (d1 ended at 8), then
+                c1's at 10 (c4 from 10 brought it, final at the right CTI 10); e1's fragment
+                from 6 out open
+        flush:  e1's fragment ends at 12; c1 x c4 and c4 x c4 from 10 out open, never
+                ended (f1's fragment neither)
+
+    A release puts ends first, in the order they went out, then events by start. The
+    committed output is the in-memory executor's item for item."""
+    from tempo.plan.query import Query
+    from tempo.spark.streaming.cluster import cluster_chain
+
+    base, at, schema, files = _keyed_edges()
+    files[0].insert(2, {"kind": "start", "ts": at(2), "until": None, "key": "f", "value": 1.0})
+    for seq, row in enumerate(row for part in files for row in part):
+        row["seq"] = seq
+    chain = cluster_chain(Query.build(_outer_by_key(Stream.create("r", [], EventShape.EDGE, payload_type=Keyed).group_by(lambda r: r.key)).node))
+    assert not isinstance(chain, str) and len(chain) == 1 and chain[0].partner is not None
+    committed, whole = _flushed_on_the_cluster(
+        spark_session, tmp_path, files, schema, EventShape.EDGE, _outer_by_key, Keyed, KeyedPair, restarts=thorough(), end="until", kind="kind",
+    )
+    assert repr(committed) == repr(whole)
+    seen = _timeline(committed, base, lambda pair: (pair.key, pair.left, pair.right))
+    assert seen == [
+        ("cti", at(1)), ("EdgeStart", ("a", 1.0, -1.0), 1, None), ("cti", at(2)),
+        ("EdgeEnd", ("a", 1.0, -1.0), 1, 3), ("EdgeStart", ("b", 2.0, 2.0), 2, None), ("EdgeStart", ("f", 1.0, -1.0), 2, None), ("cti", at(3)),
+        ("EdgeStart", ("a", 1.0, 3.0), 3, None), ("EdgeStart", ("a", 3.0, 3.0), 3, None), ("cti", at(4)),
+        ("EdgeStart", ("c", 1.0, -1.0), 4, None), ("cti", at(5)),
+        ("EdgeEnd", ("a", 1.0, 3.0), 3, 6), ("EdgeStart", ("d", 1.0, -1.0), 5, None), ("cti", at(6)),
+        ("EdgeEnd", ("b", 2.0, 2.0), 2, 9), ("EdgeEnd", ("a", 3.0, 3.0), 3, 7), ("EdgeEnd", ("d", 1.0, -1.0), 5, 8),
+        ("EdgeEnd", ("c", 1.0, -1.0), 4, 10), ("EdgeStart", ("e", 1.0, -1.0), 6, None), ("cti", at(10)),
+        ("EdgeEnd", ("e", 1.0, -1.0), 6, 12), ("EdgeStart", ("c", 1.0, 4.0), 10, None), ("EdgeStart", ("c", 4.0, 4.0), 10, None),
     ], seen
 
 

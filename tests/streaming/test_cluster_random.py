@@ -31,10 +31,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from tempo import InMemoryExecutor, Stream
 from tempo.events import Cti, Heartbeat, SubstreamCti
-from tempo.plan.nodes import JoinNode, Node, SourceNode, WindowNode, rebuilt
+from tempo.plan.nodes import AntiJoinNode, JoinNode, Node, SourceNode, WindowNode, rebuilt
 from tempo.plan.query import Query
 from tempo.sources import ItemSource, ParquetSource
 from tests.budget import thorough
@@ -201,6 +202,26 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_
     _agree(spark_session, tmp_path_factory, query, first_by_substream=JoinNode)
 
 
+@pytest.mark.parametrize("binary", ["left_outer_join", "apply_broadcast"])
+@settings(RANDOM, max_examples=max(1, EXAMPLES // 2))
+@given(data=st.data())
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_joins_with_their_anti_joins(
+    spark_session: Any, tmp_path_factory: Any, binary: str, data: st.DataObject,
+) -> None:
+    """Random left outer joins (``left_outer_join``: a join and an anti-join of the same
+    inputs, their results meeting at a union) and groups of ``apply`` each joined with the
+    other input and united with their anti-join on another predicate, with a count per 20 s
+    on top half the time: the join and the anti-join in one keyed operator on the executors
+    (``BulkShape.partner``), the count their next hop."""
+    desc, build = query = data.draw(queries(min_events=1, binary=binary))
+
+    def counted(flush: bool | None) -> Stream[Any]:
+        return build(flush).tumbling(timedelta(seconds=20)).aggregate(lambda w: Tally(w.count()))
+
+    on_top = len(desc) % 2 == 1
+    _agree(spark_session, tmp_path_factory, (f"{desc}, counted per 20 s", counted) if on_top else query, hops=2 if on_top else 1, partnered=True)
+
+
 @attrs.frozen
 class Tally:
     n: int
@@ -224,10 +245,12 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_
 
 def _agree(
     spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder], hops: int = 1, first_by_substream: type[Node] | None = None,
+    partnered: bool = False,
 ) -> None:
     """The cluster engine's run of ``query`` cut into random files against the in-memory
     executor's, when the engine takes it with ``hops`` keyed nodes in sequence or more (and,
-    ``first_by_substream``, the first a node of that kind keyed by its substream key)."""
+    ``first_by_substream``, the first a node of that kind keyed by its substream key;
+    ``partnered``, the first a join with its partner, all state on the executors)."""
     from tempo.runtime.keyed import by_substream
     from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed, released_items
     from tempo.spark.streaming.cluster import cluster_chain, cluster_query
@@ -244,6 +267,10 @@ def _agree(
     assume(not isinstance(chain, str) and len(chain) >= hops)
     assert not isinstance(chain, str)
     assume(first_by_substream is None or (isinstance(chain[0].window, first_by_substream) and by_substream(run, chain[0].window)))
+    if partnered:  # (a join keeping a substream key has none: ``_partner``)
+        assume(chain[0].partner is not None)
+        keyed = {id(n) for shape in chain for n in (shape.window, shape.partner)}
+        assert all(id(n) in keyed for n in run.nodes if isinstance(n, (JoinNode, AntiJoinNode, WindowNode))), "state left on the driver"
     # A live query takes several inputs with arrival times on all of them or on none.
     arrivals = {any(getattr(i, "arrival", None) for i in n.source.items()) for n in Query.build(stream.node).sources}
     assume(len(arrivals) == 1)

@@ -95,7 +95,7 @@ from tempo.spark.streaming.executor import (
 )
 from tempo.spark.streaming.keyed import (
     BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, JOIN_KEY, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, PAYLOAD, PORT, POSITION,
-    RANK, RELEASED_BY, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
+    RANK, RELEASED_BY, RESULT, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
     KEY_CTI, KEY_VALUE, PASSED, SUBSTREAM, join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
@@ -205,22 +205,31 @@ def _next_hop(query: Query, below: BulkShape[Keyed], consumers: dict[int, list[p
     through where / select / shift operators that nothing else reads, when it runs keyed
     (``keyed_unsupported``, ``reaching_checks``); else None. The driver runs those operators
     between the two on the results ``below``'s keys give back, and stages what reaches it."""
-    node: p.Node = below.window
-    while len(readers := consumers[id(node)]) == 1:
-        node = readers[0]
-        if not isinstance(node, STATELESS):
-            break
-    else:
-        return None
-    if not isinstance(node, KEYED_NODES) or isinstance(node, p.ReleaseNode) or keyed_unsupported(node) is not None:
+    node = _reader_above(below.window, consumers)
+    if below.partner is not None:  # a left outer join's halves: through the union of their results
+        if node is None or node is not _reader_above(below.partner, consumers) or not isinstance(node, p.UnionNode):
+            return None
+        node = _reader_above(node, consumers)
+    if node is None or not isinstance(node, KEYED_NODES) or isinstance(node, p.ReleaseNode) or keyed_unsupported(node) is not None:
         return None
     shape = reaching_checks(query, BulkShape(below.sources, node, query.nodes.index(node)), by_substream=True)
     return None if isinstance(shape, str) else cast("BulkShape[Keyed]", shape)
 
 
+def _reader_above(node: p.Node, consumers: dict[int, list[p.Node]]) -> p.Node | None:
+    """The first node above ``node`` that is not a where / select / shift operator, reached
+    through such operators each read by that one node alone; None if a node on the way is
+    read twice, or by nothing."""
+    while len(readers := consumers[id(node)]) == 1:
+        node = readers[0]
+        if not isinstance(node, STATELESS):
+            return node
+    return None
+
+
 def _left_on_the_driver(query: Query, chain: list[BulkShape[Keyed]]) -> int:
     """How many of ``query``'s stateful operators with a keyed form ``chain`` leaves to the driver."""
-    keyed = {id(shape.window) for shape in chain}
+    keyed = {id(n) for shape in chain for n in (shape.window, shape.partner) if n is not None}
     return sum(1 for n in query.nodes if isinstance(n, (*KEYED_NODES, *MATCHING)) and id(n) not in keyed)
 
 
@@ -276,7 +285,9 @@ event open (an anti-join's fragments, a pattern's matches)."""
 def _join_shape(query: Query) -> BulkShape[Matching] | str:
     """The lowest join, anti-join or pattern every input reaches through
     ``BELOW_A_KEYED_JOIN``'s operators (run item by item on the driver) and that nothing else
-    reads, when it runs keyed by its join key (``tempo.runtime.keyed.KEYED_JOIN``,
+    reads (but a join's partner: an anti-join of the same inputs on the join's equalities and
+    maybe more, a left outer join's other half, run in the same keyed operator, ``_partner``),
+    when it runs keyed by its join key (``tempo.runtime.keyed.KEYED_JOIN``,
     ``KEYED_ANTI_JOIN``, ``KEYED_PATTERN``; a join's and an anti-join's keys take the ends of
     their open events, a pattern reads starts only; a join equating its inputs' substream
     keys and copying one is keyed by that key and releases by its own CTIs, ``by_substream``;
@@ -288,10 +299,11 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
         if not isinstance(node, MATCHING):
             continue
         below = {id(n): n for side in node.inputs() for n in side.subtree()}
+        partner = _partner(query, node)
         if not (
             all(isinstance(n, BELOW_A_KEYED_JOIN) for n in below.values())
             and all(id(s) in below for s in query.sources)
-            and all(id(c) in below or c is node for n in below.values() for c in consumers[id(n)])
+            and all(id(c) in below or c is node or c is partner for n in below.values() for c in consumers[id(n)])
         ):
             continue
         kept = query.substream_key(node)  # a join keeping it is keyed by it (``by_substream``): an anti-join and a pattern merge keys
@@ -301,8 +313,25 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
             for key in pair:
                 if key.dtype not in JOIN_KEY_TYPES:
                     return f"a join key is of type {key.dtype.__name__}"
+        if partner is not None:
+            return BulkShape(tuple(query.sources), node, index, partner=partner, partner_position=query.nodes.index(partner))
         return BulkShape(tuple(query.sources), node, index)
     return WHY_NOT
+
+
+def _partner(query: Query, node: p.Node) -> p.AntiJoinNode | None:
+    """The anti-join that runs in one keyed operator with join ``node``: one of the same two
+    inputs whose equalities include the join's (a left outer join's halves, or a join and an
+    anti-join of a group in ``apply``, whose results meet at a union in the order the two
+    pushed them), so that every key of it lies within one of the join's keys, by which both
+    are keyed; when the join merges substream keys (a join keeping one is keyed by it, an
+    anti-join by its join key). Else None."""
+    if not isinstance(node, p.JoinNode) or by_substream(query, node):
+        return None
+    for other in query.nodes:
+        if isinstance(other, p.AntiJoinNode) and other.left is node.left and other.right is node.right and all(k in other.keys for k in node.keys):
+            return other
+    return None
 
 
 def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
@@ -362,6 +391,8 @@ JOIN_TIMELINE = "cluster.join_timeline"
 """The name of the work query's engine's attached state holding a keyed join's
 ``JoinTimeline`` (its inputs' CTIs and the pairs given out as start edges whose ends wait),
 or a keyed anti-join's ``AntiJoinTimeline`` (its inputs' CTIs and open fragments)."""
+PARTNER_TIMELINE = "cluster.partner_timeline"
+"""``JOIN_TIMELINE``'s for a keyed join's partner (``BulkShape.partner``): its ``AntiJoinTimeline``."""
 NEARER_ENDS = "cluster.nearer_ends"
 """The name of the work query's engine's attached state holding the ends a keyed join's or
 anti-join's keys gave at an arrival (its stage batch and place in it) before the CTI rows of
@@ -391,10 +422,14 @@ class _WindowFeed(ops.Operator):
     event's payload (in ``open``, the engine's attached state, saved with it) until its end,
     so that the end reaches the key its event went to."""
 
-    def __init__(self, window: ops.Operator, open_events: dict[int | tuple[int, int], tuple[int, Any]]) -> None:
+    def __init__(self, window: ops.Operator, open_events: dict[int | tuple[int, int], tuple[int, Any]], partner: ops.AntiJoin | None = None) -> None:
         super().__init__()
         assert isinstance(window, DRIVER_OPERATORS)
         self.window = window
+        self.partner = partner
+        """A keyed join's partner (``BulkShape.partner``), cut off from its inputs (it
+        stays empty): its events are the join's, staged once, with a left event of null key
+        under a key of its own."""
         self.join_substream = window.substream_index if isinstance(window, ops.Join) else None
         """A join keeping a substream key: the place of that key among its join keys. Its
         events are staged under that key's name, and the output CTI of each key, which the
@@ -429,7 +464,9 @@ class _WindowFeed(ops.Operator):
             key = ops.matching_key(window.key_fns, port, payload)
             if key is not None and self.join_substream is not None:
                 key = (key[self.join_substream],)
-            name = join_key_name(key) if key is not None else f"null {eid}" if port == 0 and isinstance(window, ops.AntiJoin) else None
+            # A left event of null key is an anti-join's key of its own, never covered.
+            never_covered = port == 0 and (isinstance(window, ops.AntiJoin) or self.partner is not None)
+            name = join_key_name(key) if key is not None else f"null {eid}" if never_covered else None
             if name is None:
                 return  # a null key matches nothing (an anti-join's left event: never covered, a key of its own)
             if end is None and isinstance(window, (ops.Join, ops.AntiJoin)):  # its end goes to its key
@@ -746,11 +783,14 @@ def fed(query: Query, shape: BulkShape[Keyed], engine: LiveEngine, batch: int) -
         feed = feeds[0]
     else:
         window = engine.operators[shape.position]
-        feed = _WindowFeed(window, engine.attached.setdefault(OPEN_EVENTS, {}))
+        partner = None if shape.partner is None else engine.operators[shape.partner_position]
+        assert partner is None or isinstance(partner, ops.AntiJoin)
+        feed = _WindowFeed(window, engine.attached.setdefault(OPEN_EVENTS, {}), partner)
         for upstream in upstreams:
             outs, upstream.outs = upstream.outs, []
             for op, port in outs:
-                upstream.connect(feed if op is window else op, port)
+                if op is not partner:
+                    upstream.connect(feed if op is window else op, port)
     feed.ctis, feed.moves, feed.events, feed.batch = [], [], [], batch
     return feed
 
@@ -1003,6 +1043,8 @@ class WorkRunner(_Batches, Generic[T]):
         engine = self.engine_after(self.log.last_committed(before=batch))
         window = engine.operators[self.shape.position]
         assert isinstance(window, DRIVER_OPERATORS)
+        partner = None if self.shape.partner is None else engine.operators[self.shape.partner_position]
+        assert partner is None or isinstance(partner, ops.AntiJoin)
         following = self.next_stage
         feed = None if following is None else fed(self.query, following.shape, engine, batch)
         before_next = NEG_INF if following is None else cti_at(following.shape, engine)
@@ -1017,6 +1059,7 @@ class WorkRunner(_Batches, Generic[T]):
         # Each result goes before the first of the batch's CTIs that released it in memory;
         # the ends an analytic's keys passed on after the batch's last CTI go after it.
         released: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
+        partnered: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]  # the partner's
         by_key = by_substream(self.query, node)
         at_arrival = isinstance(window, (ops.Join, ops.AntiJoin)) or by_key  # results placed by the arrival that gave them
         nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if at_arrival else []
@@ -1027,38 +1070,60 @@ class WorkRunner(_Batches, Generic[T]):
                 continue
             if kinds[i] == MARKER:
                 continue
-            payload = None if kinds[i] in (ENDED, PASSED) else from_wire(self.result_type, [col[f][i] for f in fields], False)
-            result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
+            if partner is None:
+                payload = None if kinds[i] in (ENDED, PASSED) else from_wire(self.result_type, [col[f][i] for f in fields], False)
+                result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], payload)
+            else:  # payloads of the join's type and the partner's, pickled (``KeyedProcessor``)
+                result = read_result(kinds[i], col[RELEASED_BY][i], col[OUT_START][i], col[OUT_END][i], col[RANK][i], None)
+                if kinds[i] == RESULT:
+                    assert self.shape.partner is not None
+                    result_type = self.result_type if result.member == 0 else self.shape.partner.payload_type
+                    result = attrs.evolve(result, payload=from_wire(result_type, pickle.loads(col[PAYLOAD][i]), False))
+            member = self.shape.partner if result.member else node
+            assert member is not None
             group = col[GROUP][i]
             if at_arrival and (result.ended or result.by_key is not None):  # an end told at the arrival that brought it, or a key CTI's
                 arrival = result.rank[0] if result.by_key is None else result.by_key
                 nearer.append((arrival >> 64, arrival & 0xFFFF_FFFF_FFFF_FFFF, group, result))
                 continue
-            if not result.ended and released_from(node, result) > result.cti:  # its key released it earlier than memory could: its place is lost
+            if not result.ended and released_from(member, result) > result.cti:  # its key released it earlier than memory could: its place is lost
                 raise AssertionError(f"cluster engine: a result {result} of group {group} came back released at CTI {result.cti}, before any CTI that releases it in memory")
-            for at, part in placed(node, result, ctis):
-                if at == len(ctis) and not (part.ended and isinstance(node, IN_ORDER)):
+            for at, part in placed(member, result, ctis):
+                if at == len(ctis) and not (part.ended and isinstance(member, IN_ORDER)):
                     raise AssertionError(f"cluster engine: a result {part} came back with no CTI releasing it (CTIs {ctis})")
-                released[at].append((release_order(node, part, group), group, part))
+                (partnered if result.member else released)[at].append((release_order(member, part, group), group, part))
         rejections: list[Any] = []
         final = False
         staged_through = self.staged_through
         opened: dict[tuple[str, int], int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
         timeline: JoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, JoinTimeline()) if isinstance(window, ops.Join) else None
         anti: AntiJoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, ops.AntiJoin) else None
+        partner_timeline = None if partner is None else engine.attached.setdefault(PARTNER_TIMELINE, AntiJoinTimeline())
+        # The join and its partner take each arrival and CTI in the order they read their inputs.
+        partner_first = self.shape.partner_position < self.shape.position
 
         def arrived(group: str, ends: list[KeyedResult]) -> None:
-            """The ends a keyed join's or anti-join's key told at one arrival, to its timeline;
-            a keyed release's end of an open event, or what a substream key's CTI released
-            (a join's pairs through its timeline), then that CTI."""
+            """The ends a keyed join's or anti-join's key told at one arrival, to its timeline
+            (a join's and its partner's, each to its own, in their order); a keyed release's
+            end of an open event, or what a substream key's CTI released (a join's pairs
+            through its timeline), then that CTI."""
+            if partner is not None:
+                assert partner_timeline is not None
+                theirs = [r for r in ends if r.member]
+                if partner_first and theirs:
+                    partner_timeline.arrived(partner, group, theirs)
+                ends = [r for r in ends if not r.member]
+                if ends:
+                    join_arrived(group, ends)
+                if not partner_first and theirs:
+                    partner_timeline.arrived(partner, group, theirs)
+                return
             if isinstance(window, ops.AntiJoin):
                 assert anti is not None
                 anti.arrived(window, group, ends)
                 return
             if isinstance(window, ops.Join) and not any(r.by_key is not None for r in ends):  # end edges: the ends they give pairs
-                assert timeline is not None
-                for oid, end in timeline.arrived(group, ends):
-                    window.emit_end(oid, end)
+                join_arrived(group, ends)
                 return
             released = [(release_order(node, r, group), group, r) for r in ends if not r.key_cti]
             if isinstance(window, ops.Join):
@@ -1072,15 +1137,27 @@ class WorkRunner(_Batches, Generic[T]):
                 if r.key_cti:
                     window.emit_key_cti(r.payload, r.start)
 
+        def join_arrived(group: str, ends: list[KeyedResult]) -> None:
+            """The ends end edges gave a keyed join's pairs, to its timeline."""
+            assert isinstance(window, ops.Join) and timeline is not None
+            for oid, end in timeline.arrived(group, ends):
+                window.emit_end(oid, end)
+
         for at, (stage_batch, cti, *move) in enumerate(markers):
             last_of_batch = at + 1 == len(markers) or markers[at + 1][0] != stage_batch
             # What was told at the arrivals before the CTI row (held in ``nearer`` until their
             # stage batch's CTI rows come back), its move, then after the batch's last, what
             # was told at the arrivals after it.
             self._arrivals(arrived, nearer, stage_batch, move[3] if move else None)
+            if partner is not None and partner_first:
+                assert partner_timeline is not None
+                self._emit_fragments(partner, partnered[at], cti, move, partner_timeline)
             if isinstance(window, ops.Join):
                 assert timeline is not None
                 self._emit_pairs(window, released[at], cti, move, timeline)
+                if partner is not None and not partner_first:
+                    assert partner_timeline is not None
+                    self._emit_fragments(partner, partnered[at], cti, move, partner_timeline)
             elif isinstance(window, ops.AntiJoin):
                 assert anti is not None
                 self._emit_fragments(window, released[at], cti, move, anti)
@@ -1239,7 +1316,8 @@ def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage
     for name, key in work_keys(query, shape.window).items():
         rows = rows.withColumn(name, key)
     return rows.withColumn(BUCKET, bucket_column(stage.key_columns)).groupBy(LANE, BUCKET).transformWithState(
-        KeyedProcessor(query, shape.position, stage.key_columns), output_schema(query, shape.position), "Append", "EventTime",
+        KeyedProcessor(query, shape.position, stage.key_columns, None if shape.partner is None else shape.partner_position),
+        output_schema(query, shape.position, pickled=shape.partner is not None), "Append", "EventTime",
     )
 
 
@@ -1347,12 +1425,15 @@ def start_cluster(
     chain = required_chain(query)
     for key, value in STATE_CONF.items():
         spark.conf.set(key, value)
-    if len(chain) > 1 or not isinstance(chain[0].window, p.ReleaseNode) and by_substream(query, chain[0].window):
-        # The work records of a chain, or of a window or a join keyed by its substream key,
-        # are not those an earlier tempo wrote for the same query (one keyed node and the
-        # window above it on the driver; the release by the key and the window or join below
-        # it on the driver): a checkpoint holds one layout, and the line refuses the other's.
-        description += "\ncluster engine: keyed nodes " + ", ".join(shape.window.describe() for shape in chain)
+    first = chain[0]
+    if len(chain) > 1 or not isinstance(first.window, p.ReleaseNode) and by_substream(query, first.window) or first.partner is not None:
+        # The work records of a chain, of a window or a join keyed by its substream key, or of
+        # a join with its partner are not those an earlier tempo wrote for the same query (one
+        # keyed node and the window above it on the driver; the release by the key and the
+        # window or join below it on the driver; the join and the anti-join on the driver):
+        # a checkpoint holds one layout, and the line refuses the other's.
+        named = [shape.window.describe() + ("" if shape.partner is None else " with " + shape.partner.describe()) for shape in chain]
+        description += "\ncluster engine: keyed nodes " + ", ".join(named)
     work_logs = [BatchLog(log.store.join(log.checkpoint, "cluster", f"work{hop or ''}"), store=log.store) for hop in range(len(chain))]
     for work_log in work_logs:
         work_log.claim(description)

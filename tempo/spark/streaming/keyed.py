@@ -41,7 +41,7 @@ from tempo.expr.schema import field_names
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
-from tempo.plan.nodes import AnalyticNode, ClipNode, Node, ReleaseNode, WindowNode
+from tempo.plan.nodes import AnalyticNode, AntiJoinNode, ClipNode, Node, ReleaseNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
 from tempo.runtime.keyed import MATCHING, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, by_substream, may_reach_infinity
 from tempo.spark.streaming.bulk import partial_columns, partial_values
@@ -309,23 +309,28 @@ class KeyedProcessor(StatefulProcessor):
     """The share of a bucket's keys a call must run for it to read the whole bucket's states
     in one streamed read rather than each key's alone (``_read``)."""
 
-    def __init__(self, query: Query, node_index: int, key_columns: list[str] | None = None) -> None:
+    def __init__(self, query: Query, node_index: int, key_columns: list[str] | None = None, partner_index: int | None = None) -> None:
         # The plan travels to Spark's Python workers, without its inputs' sources; the query's
         # properties, kept by node identity, are derived there again.
         self.root = detached(query.root)
         self.node_index = node_index
         self.key_columns = key_columns
+        self.partner_index = partner_index
+        """A keyed join's partner (``BulkShape.partner``), run in the same keyed operator:
+        the results' payloads, of two types, go pickled (``PAYLOAD``)."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         query = Query.build(self.root)
         node = query.nodes[self.node_index]
         self.handle = handle
-        self.keyed = KeyedOperator(query, node)
+        partner = None if self.partner_index is None else query.nodes[self.partner_index]
+        assert partner is None or isinstance(partner, AntiJoinNode)
+        self.keyed = KeyedOperator(query, node, partner=partner)
         self.payload_types = [n.payload_type for n in node.inputs()]  # a join's two, by input
         self.fields = field_names(self.payload_types[0])
         self.joined = isinstance(node, MATCHING)  # payloads pickled in PAYLOAD, by PORT
         self.moves = self.joined or by_substream(query, node)  # CTI rows with their places (``Stage.markers``)
-        self.output_fields = field_names(node.payload_type)
+        self.output_fields = [PAYLOAD] if partner is not None else field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
         self.names = self.key_columns if self.key_columns is not None else group_names(query, node)  # the stage's
         self.runs = isinstance(node, WindowNode) and runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
@@ -502,9 +507,14 @@ class KeyedProcessor(StatefulProcessor):
         return [
             self.out(ENDED, r.cti, None, r.end, name, _rank_bytes(r), *self.blank) if r.ended
             else self.out(PASSED, r.cti, r.start, None, name, _rank_bytes(r), *self.blank) if r.key_cti
-            else self.out(RESULT, r.cti, r.start, r.end, name, _rank_bytes(r), *to_wire(r.payload))
+            else self.out(RESULT, r.cti, r.start, r.end, name, _rank_bytes(r), *self._wired(r.payload))
             for r in out
         ]
+
+    def _wired(self, payload: Any) -> list[Any]:
+        """A result's payload as its output columns: its wire values, pickled with a partner."""
+        wired = to_wire(payload)
+        return [pickle.dumps(wired)] if self.partner_index is not None else list(wired)
 
     def close(self) -> None:
         pass
@@ -515,8 +525,10 @@ def _rank_bytes(result: KeyedResult) -> bytes | None:
     input whose CTI decides a join's pair's end (``waits``) and, a keyed release's, the
     arrival of the substream key's CTI that released it (``by_key``; a ``PASSED`` row's, its
     key too), pickled; None for a result with none of them (a window's stamped by its lifetime)."""
-    if result.eid is None and result.closes is None and not result.rank and result.waits is None and result.by_key is None:
+    if result.eid is None and result.closes is None and not result.rank and result.waits is None and result.by_key is None and not result.member:
         return None
+    if result.member:  # a partner's (``KeyedOperator``): an anti-join's fragment or end
+        return pickle.dumps((result.eid, result.rank, result.closes, result.waits, result.by_key, None, result.member))
     if result.by_key is not None:
         return pickle.dumps((result.eid, result.rank, result.closes, result.waits, result.by_key, result.payload if result.key_cti else None))
     return pickle.dumps((result.eid, result.rank, result.closes, result.waits))
@@ -537,19 +549,22 @@ def read_result(kind: int, released_by: int, start: int | None, end: int | None,
     payload read from its fields; None for an end or a key's CTI) as the ``KeyedResult`` it
     was written from."""
     eid, ranked, closes, waits, *keyed = (None, (), None, None) if rank is None else pickle.loads(rank)
-    by_key, key = keyed if keyed else (None, None)
+    by_key, key, member = (*keyed, 0)[:3] if keyed else (None, None, 0)
     if kind == ENDED:
-        return KeyedResult(released_by, 0, end, None, eid, ranked, ended=True, waits=waits)
+        return KeyedResult(released_by, 0, end, None, eid, ranked, ended=True, waits=waits, member=member)
     assert start is not None
     if kind == PASSED:
         return KeyedResult(released_by, start, None, key, eid, ranked, by_key=by_key, key_cti=True)
-    return KeyedResult(released_by, start, end, payload, eid, ranked, closes=closes, waits=waits, by_key=by_key)
+    return KeyedResult(released_by, start, end, payload, eid, ranked, closes=closes, waits=waits, by_key=by_key, member=member)
 
 
-def output_schema(query: Query, node_index: int) -> st.StructType:
-    """The schema of ``KeyedProcessor``'s rows for the query's node ``node_index``."""
+def output_schema(query: Query, node_index: int, pickled: bool = False) -> st.StructType:
+    """The schema of ``KeyedProcessor``'s rows for the query's node ``node_index`` (``pickled``:
+    with a partner, each payload's wire values pickled in ``PAYLOAD``)."""
     from tempo.spark.types import wire_schema
 
     leading = [st.IntegerType(), st.LongType(), st.LongType(), st.LongType(), st.StringType(), st.BinaryType()]
     fields = [st.StructField(name, dtype, True) for name, dtype in zip(RESULT_COLUMNS, leading)]
+    if pickled:
+        return st.StructType(fields + [st.StructField(PAYLOAD, st.BinaryType(), True)])
     return st.StructType(fields + list(wire_schema(query.nodes[node_index].payload_type).fields))
