@@ -100,6 +100,6 @@ def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
     if engine == "cluster":
         from tests.streaming.test_cluster import _assert_whole_run_as_sets
 
-        _assert_whole_run_as_sets(tmp_path / "out", rows, chain)
+        _assert_whole_run_as_sets(tmp_path / "out", rows, *(["--chain"] if chain else []))
     else:
         _assert_whole_run(tmp_path / "out", rows)

@@ -8,7 +8,9 @@ and processes what INPUT holds. ``--until STOP``: keep processing new files unti
 STOP exists, then process what is left. ``--flush``: then end the inputs (``flush``).
 ``--conf KEY=VALUE`` (repeated): a Spark setting of the session (s3a's, for a CHECKPOINT and
 OUTPUT on S3). ``--master URL``: run on that cluster (a standalone master) instead of locally. ``--engine``: ``StreamingExecutor``'s engine (``spark``, ``vectorised``: every batch in bulk). ``--chain``: the counts then their sums per 30 s
-(``_counts_per_half_minute``: two windows in sequence). ``--join LIMITS``:
+(``_counts_per_half_minute``: two windows in sequence). ``--outer``: the readings left outer
+joined with their device's readings above 50 of the 5 s before, then counted
+(``_outer_counts``: a join with its anti-join, then a window). ``--join LIMITS``:
 the two-input query of test_live_spark.py instead (readings joined with the limits arriving
 in the directory LIMITS, which import the readings' CTIs), merged at the arrival frontier.
 The environment variable ``TEMPO_CRASH_AT`` (tempo.spark.streaming.executor) makes the
@@ -26,7 +28,7 @@ import time
 from typing import Any
 
 from tempo.spark.sources import DataFrameSource
-from tests.streaming.test_live_spark import Limit, Reading, _counts, _counts_per_half_minute, _join
+from tests.streaming.test_live_spark import Limit, Reading, _counts, _counts_per_half_minute, _join, _outer_counts
 
 SPARK_SCHEMA = "seq BIGINT, ts TIMESTAMP, arrived TIMESTAMP, device BIGINT, value DOUBLE"
 """The columns of the files test_live_spark._write writes."""
@@ -60,6 +62,7 @@ def main() -> None:
     parser.add_argument("--engine", default="auto", help="driver, vectorised, spark or auto")
     parser.add_argument("--join", help="the directory of the limits (the two-input query)")
     parser.add_argument("--chain", action="store_true", help="the counts, then their sums per 30 s (two windows in sequence)")
+    parser.add_argument("--outer", action="store_true", help="the readings left outer joined with their device's recent high ones, counted")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting KEY=VALUE")
     parser.add_argument("--master", help="Spark's master URL (default: local)")
     args = parser.parse_args()
@@ -77,7 +80,7 @@ def main() -> None:
             os.makedirs(args.join, exist_ok=True)
             query: Any = _join(live_source(spark, args.input, arrival="arrived"), live_limits(spark, args.join), flush=True)
         else:
-            query = (_counts_per_half_minute if args.chain else _counts)(live_source(spark, args.input), flush=True)
+            query = (_counts_per_half_minute if args.chain else _outer_counts if args.outer else _counts)(live_source(spark, args.input), flush=True)
         live = StreamingExecutor(spark, args.checkpoint, engine=args.engine).start(query, ParquetSink(args.output))
     except CheckpointMismatchError as refused:
         print(refused, flush=True)

@@ -369,14 +369,15 @@ FILES = 4
 """Files written before the kill runs: time batches 0 to 3, then the flush is time batch 4."""
 
 
-def _assert_whole_run_as_sets(out: Path, rows: list[dict[str, Any]], chain: bool = False) -> None:
-    """The committed output is the whole run's in memory (``chain``: of ``--chain``'s query)."""
+def _assert_whole_run_as_sets(out: Path, rows: list[dict[str, Any]], *options: str) -> None:
+    """The committed output is the whole run's in memory (of the query live_worker's
+    ``options`` choose: ``--chain``, ``--outer`` or the counts)."""
     from tempo.spark.streaming import read_committed
-    from tests.streaming.test_live_spark import Count, _counts, _counts_per_half_minute
+    from tests.streaming.test_live_spark import Count, _counts, _counts_per_half_minute, _outer_counts
     from tests.streaming.test_live_spark import Reading as Plain
     from tests.streaming.test_live_spark import _items as items
 
-    query = _counts_per_half_minute if chain else _counts
+    query = _counts_per_half_minute if "--chain" in options else _outer_counts if "--outer" in options else _counts
     whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Plain, start="ts", order="seq"), flush=True))
     assert groups_as_sets(items(read_committed(str(out)), Count)) == groups_as_sets(whole.raw)
     rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
@@ -402,7 +403,7 @@ def _finish(tmp_path: Path, rows: list[dict[str, Any]], *options: str, refused: 
 
     restarted = Worker(tmp_path, "--flush", "--engine", "cluster", *options)
     assert restarted.wait() == 0, restarted.output()
-    _assert_whole_run_as_sets(tmp_path / "out", rows, "--chain" in options)
+    _assert_whole_run_as_sets(tmp_path / "out", rows, *options)
     if refused:
         again = Worker(tmp_path, "--flush", "--engine", "cluster", *options)
         assert again.wait() == FLUSHED, again.output()
@@ -473,6 +474,29 @@ def test_a_kill_of_a_chain_of_two_windows_at_a_phase_then_a_restart_commits_the_
     _finish(tmp_path, rows, "--chain", refused=thorough())
     staged = tmp_path / "ck" / "cluster"
     assert (staged / "stage1").is_dir() and list((staged / "batches1").iterdir()) == []  # every side file released
+
+
+OUTER_KILLS = [(phase, 2) for phase in ("read", "engine", "stage", "state", "commit", "work1-sink", "work1-commit")]
+"""The phases a kill of ``--outer``'s query hits: of the work query of its join and anti-join
+(one keyed operator, their timelines in its records), staging the window's, and of the window's."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("phase", "batch"), OUTER_KILLS)
+def test_a_kill_of_a_left_outer_join_at_a_phase_then_a_restart_commits_the_whole_run_once(tmp_path: Path, phase: str, batch: int) -> None:
+    """The readings left outer joined with their device's recent high ones, then counted
+    per 10 s (``--outer``: a join and its anti-join in one keyed operator, the window its
+    next hop). One kill at ``phase`` of ``batch``, then a restart: the whole run once, as in
+    memory."""
+    from tempo.plan.query import Query
+    from tempo.spark.streaming.cluster import cluster_chain
+    from tests.streaming.test_live_spark import _outer_counts
+
+    chain = cluster_chain(Query.build(_outer_counts([], flush=True).node))
+    assert not isinstance(chain, str) and [type(shape.window).__name__ for shape in chain] == ["JoinNode", "WindowNode"] and chain[0].partner is not None
+    rows = _input(tmp_path, seed=23)
+    _kill_then_restart(tmp_path, phase, batch, "--outer")
+    _finish(tmp_path, rows, "--outer", refused=False)
 
 
 def test_the_shapes_the_cluster_engine_takes() -> None:

@@ -132,7 +132,7 @@ def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_se
     if engine == "cluster":
         from tests.streaming.test_cluster import _assert_whole_run_as_sets
 
-        _assert_whole_run_as_sets(local, rows, chain)
+        _assert_whole_run_as_sets(local, rows, *options)
         if chain:
             listed = s3.get_file_info(fs.FileSelector(f"{_prefix(tmp_path, s3_server)}/ck/cluster", recursive=True))
             folders = {part for info in listed if info.is_file for part in info.path.split("/")}

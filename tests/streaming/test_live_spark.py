@@ -111,6 +111,20 @@ def _counts_per_half_minute(source: Any, flush: bool) -> Stream[Count]:
     )
 
 
+def _outer_counts(source: Any, flush: bool) -> Stream[Count]:
+    """Each reading with the readings of its device above 50 in the 5 s before it (a left
+    outer join, -1.0 where there is none), counted per device in 10 s windows: on the
+    cluster engine the join and its anti-join in one keyed operator, the window their next
+    hop."""
+    readings = Stream.create("readings", source, EventShape.POINT, _settings(flush), payload_type=Reading)
+    recent = readings.where(lambda r: r.value > 50).alter_event_duration(timedelta(seconds=5))
+    joined = readings.left_outer_join(recent, lambda a, b: a.device == b.device, lambda a, b: Reading(a.device, b.value), Reading(-1, -1.0))
+    return (
+        joined.group_by(lambda r: r.device).tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value)))
+    )
+
+
 @attrs.frozen
 class Previous:
     device: int
