@@ -817,7 +817,8 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
 
 def _flushed_on_the_cluster(
     spark_session: Any, tmp_path: Path, files: list[list[dict[str, Any]]], schema: pa.Schema, shape: EventShape,
-    window: str | Callable[[Any], Stream[Any]], payload_type: type, result_type: type, restarts: bool = False, **columns: str,
+    window: str | Callable[[Any], Stream[Any]], payload_type: type, result_type: type, restarts: bool = False, layout: bool = False,
+    **columns: str,
 ) -> tuple[list[Any], list[Any]]:
     """Each of ``files`` (rows) landed as a Parquet file of the input, whose events carry a CTI
     at each start (adjusted), grouped by their ``key`` into tumbling windows of 10 s or
@@ -825,11 +826,13 @@ def _flushed_on_the_cluster(
     ``window`` applied to the grouped stream), run on the
     cluster engine to its flush (with ``restarts``, started and stopped after each file but
     the last, so that each start goes on from what the one before saved): what it committed,
-    and the in-memory run over all the rows."""
+    and the in-memory run over all the rows. With ``layout``, a checkpoint whose work records
+    claim no keyed nodes (as an earlier tempo wrote them, with another layout) is refused
+    after the first file."""
     import pyarrow.parquet as pq
 
     from tempo import AdvanceTimeGenerationSettings, AdvanceTimeSettings
-    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tempo.spark.streaming import CheckpointMismatchError, ParquetSink, StreamingExecutor, read_committed
     from tests.streaming.test_live_spark import _items, land
 
     _skip_without_tws()
@@ -844,11 +847,17 @@ def _flushed_on_the_cluster(
 
     source = ParquetSource(str(tmp_path / "in"), payload_type, start="ts", order="seq", **columns)
 
-    def start() -> Any:
-        return StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query(source), ParquetSink(str(tmp_path / "out")))
+    def start(checkpoint: str = "ck") -> Any:
+        return StreamingExecutor(spark_session, str(tmp_path / checkpoint), engine="cluster").start(query(source), ParquetSink(str(tmp_path / f"{checkpoint}-out")))
 
     for index, part in enumerate(files):
         land(tmp_path / "in", index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=schema), tmp))
+        if layout and index == 0:
+            start("old").stop()
+            records = tmp_path / "old" / "tempo" / "query.json"
+            (tmp_path / "old" / "cluster" / "work" / "tempo" / "query.json").write_bytes(records.read_bytes())  # the same query, no layout line
+            with pytest.raises(CheckpointMismatchError, match="belongs to another query"):
+                start("old")
         if restarts and index < len(files) - 1:
             live = start()
             try:
@@ -862,7 +871,7 @@ def _flushed_on_the_cluster(
         live.stop()
     rows = [row for part in files for row in part]
     whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), payload_type, start="ts", order="seq", **columns)))
-    return _items(read_committed(str(tmp_path / "out")), result_type), whole.raw
+    return _items(read_committed(str(tmp_path / "ck-out")), result_type), whole.raw
 
 
 @attrs.frozen
@@ -1294,7 +1303,9 @@ def test_a_left_outer_join_of_edges_runs_its_join_and_anti_join_in_one_keyed_ope
                 ended (f1's fragment neither)
 
     A release puts ends first, in the order they went out, then events by start. The
-    committed output is the in-memory executor's item for item."""
+    committed output is the in-memory executor's item for item. A checkpoint of the query
+    whose work records claim no keyed nodes (as an earlier tempo wrote it, both halves on the
+    driver below the release) is refused."""
     from tempo.plan.query import Query
     from tempo.spark.streaming.cluster import cluster_chain
 
@@ -1305,7 +1316,7 @@ def test_a_left_outer_join_of_edges_runs_its_join_and_anti_join_in_one_keyed_ope
     chain = cluster_chain(Query.build(_outer_by_key(Stream.create("r", [], EventShape.EDGE, payload_type=Keyed).group_by(lambda r: r.key)).node))
     assert not isinstance(chain, str) and len(chain) == 1 and chain[0].partner is not None
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.EDGE, _outer_by_key, Keyed, KeyedPair, restarts=thorough(), end="until", kind="kind",
+        spark_session, tmp_path, files, schema, EventShape.EDGE, _outer_by_key, Keyed, KeyedPair, restarts=thorough(), layout=True, end="until", kind="kind",
     )
     assert repr(committed) == repr(whole)
     seen = _timeline(committed, base, lambda pair: (pair.key, pair.left, pair.right))
