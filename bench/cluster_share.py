@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tempo.plan import nodes as p  # noqa: E402
 from tempo.plan.query import Query  # noqa: E402
 from tempo.runtime.bulk import STATELESS  # noqa: E402
-from tempo.spark.streaming.cluster import cluster_chain  # noqa: E402
+from tempo.spark.streaming.cluster import chain_nodes, cluster_chain  # noqa: E402
 from tests.strategies import queries  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def reason(query: Query) -> str:
     chain = cluster_chain(query)
     if isinstance(chain, str):
         return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'x'", chain))
-    keyed = {id(n) for shape in chain for n in (shape.window, shape.partner) if n is not None}
+    keyed = {id(n) for n in chain_nodes(chain)}
     others = sorted({type(n).__name__.removesuffix("Node") for n in query.nodes if id(n) not in keyed and not isinstance(n, STATE_FREE)})
     hops = f", {len(chain)} hops" if len(chain) > 1 else ""
     return ("OK, driver: " + " + ".join(others) if others else "OK") + hops

@@ -185,13 +185,10 @@ def test_an_anti_join_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in
 def _halves(residual: bool) -> tuple[Query, p.JoinNode, p.AntiJoinNode]:
     """A left outer join of readings by key (with ``residual``, of a value at least theirs):
     its join and its anti-join."""
-    query, anti = _anti_join(residual)
-    left, right = (Stream[Reading](n) for n in anti.inputs())
-    if residual:
-        outer = left.left_outer_join(right, lambda a, b: (a.key == b.key) & (a.value <= b.value), lambda a, b: Reading(a.key, b.value), Reading(None, -1))
-    else:
-        outer = left.left_outer_join(right, lambda a, b: a.key == b.key, lambda a, b: Reading(a.key, b.value), Reading(None, -1))
-    query = Query.build(outer.node)
+    _, alone = _anti_join(residual)
+    left, right = (Stream[Reading](n) for n in alone.inputs())
+    on: Callable[[Any, Any], Any] = (lambda a, b: (a.key == b.key) & (a.value <= b.value)) if residual else (lambda a, b: a.key == b.key)
+    query = Query.build(left.left_outer_join(right, on, lambda a, b: Reading(a.key, b.value), Reading(None, -1)).node)
     [join] = [n for n in query.nodes if isinstance(n, p.JoinNode)]
     [anti] = [n for n in query.nodes if isinstance(n, p.AntiJoinNode)]
     return query, join, anti

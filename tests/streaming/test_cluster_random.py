@@ -253,7 +253,7 @@ def _agree(
     ``partnered``, the first a join with its partner, all state on the executors)."""
     from tempo.runtime.keyed import by_substream
     from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed, released_items
-    from tempo.spark.streaming.cluster import cluster_chain, cluster_query
+    from tempo.spark.streaming.cluster import chain_nodes, cluster_chain, cluster_query
 
     _skip_without_tws()
     desc, build = query
@@ -269,7 +269,7 @@ def _agree(
     assume(first_by_substream is None or (isinstance(chain[0].window, first_by_substream) and by_substream(run, chain[0].window)))
     if partnered:  # (a join keeping a substream key has none: ``_partner``)
         assume(chain[0].partner is not None)
-        keyed = {id(n) for shape in chain for n in (shape.window, shape.partner)}
+        keyed = {id(n) for n in chain_nodes(chain)}
         assert all(id(n) in keyed for n in run.nodes if isinstance(n, (JoinNode, AntiJoinNode, WindowNode))), "state left on the driver"
     # A live query takes several inputs with arrival times on all of them or on none.
     arrivals = {any(getattr(i, "arrival", None) for i in n.source.items()) for n in Query.build(stream.node).sources}

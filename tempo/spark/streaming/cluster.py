@@ -227,9 +227,14 @@ def _reader_above(node: p.Node, consumers: dict[int, list[p.Node]]) -> p.Node | 
     return None
 
 
+def chain_nodes(chain: list[BulkShape[Keyed]]) -> list[p.Node]:
+    """The nodes ``chain`` runs keyed on the executors: each shape's node and its partner."""
+    return [n for shape in chain for n in (shape.window, shape.partner) if n is not None]
+
+
 def _left_on_the_driver(query: Query, chain: list[BulkShape[Keyed]]) -> int:
     """How many of ``query``'s stateful operators with a keyed form ``chain`` leaves to the driver."""
-    keyed = {id(n) for shape in chain for n in (shape.window, shape.partner) if n is not None}
+    keyed = {id(n) for n in chain_nodes(chain)}
     return sum(1 for n in query.nodes if isinstance(n, (*KEYED_NODES, *MATCHING)) and id(n) not in keyed)
 
 
@@ -1099,8 +1104,13 @@ class WorkRunner(_Batches, Generic[T]):
         timeline: JoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, JoinTimeline()) if isinstance(window, ops.Join) else None
         anti: AntiJoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, ops.AntiJoin) else None
         partner_timeline = None if partner is None else engine.attached.setdefault(PARTNER_TIMELINE, AntiJoinTimeline())
-        # The join and its partner take each arrival and CTI in the order they read their inputs.
         partner_first = self.shape.partner_position < self.shape.position
+
+        def in_their_order(join_step: Callable[[], None], partner_step: Callable[[], None]) -> None:
+            """A join's step and its partner's, in the order the two read their inputs (and
+            so take each arrival and CTI in memory)."""
+            for step in (partner_step, join_step) if partner_first else (join_step, partner_step):
+                step()
 
         def arrived(group: str, ends: list[KeyedResult]) -> None:
             """The ends a keyed join's or anti-join's key told at one arrival, to its timeline
@@ -1109,14 +1119,11 @@ class WorkRunner(_Batches, Generic[T]):
             through its timeline), then that CTI."""
             if partner is not None:
                 assert partner_timeline is not None
-                theirs = [r for r in ends if r.member]
-                if partner_first and theirs:
-                    partner_timeline.arrived(partner, group, theirs)
-                ends = [r for r in ends if not r.member]
-                if ends:
-                    join_arrived(group, ends)
-                if not partner_first and theirs:
-                    partner_timeline.arrived(partner, group, theirs)
+                mine, theirs = [r for r in ends if not r.member], [r for r in ends if r.member]
+                in_their_order(
+                    lambda: join_arrived(group, mine) if mine else None,
+                    lambda: partner_timeline.arrived(partner, group, theirs) if theirs else None,
+                )
                 return
             if isinstance(window, ops.AntiJoin):
                 assert anti is not None
@@ -1149,15 +1156,15 @@ class WorkRunner(_Batches, Generic[T]):
             # stage batch's CTI rows come back), its move, then after the batch's last, what
             # was told at the arrivals after it.
             self._arrivals(arrived, nearer, stage_batch, move[3] if move else None)
-            if partner is not None and partner_first:
-                assert partner_timeline is not None
-                self._emit_fragments(partner, partnered[at], cti, move, partner_timeline)
-            if isinstance(window, ops.Join):
+            if partner is not None:
+                assert isinstance(window, ops.Join) and timeline is not None and partner_timeline is not None
+                in_their_order(
+                    lambda: self._emit_pairs(window, released[at], cti, move, timeline),
+                    lambda: self._emit_fragments(partner, partnered[at], cti, move, partner_timeline),
+                )
+            elif isinstance(window, ops.Join):
                 assert timeline is not None
                 self._emit_pairs(window, released[at], cti, move, timeline)
-                if partner is not None and not partner_first:
-                    assert partner_timeline is not None
-                    self._emit_fragments(partner, partnered[at], cti, move, partner_timeline)
             elif isinstance(window, ops.AntiJoin):
                 assert anti is not None
                 self._emit_fragments(window, released[at], cti, move, anti)

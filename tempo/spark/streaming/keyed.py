@@ -524,7 +524,8 @@ def _rank_bytes(result: KeyedResult) -> bytes | None:
     """A result's ``RANK`` column: its id in the key, rank, window end (``closes``), the
     input whose CTI decides a join's pair's end (``waits``) and, a keyed release's, the
     arrival of the substream key's CTI that released it (``by_key``; a ``PASSED`` row's, its
-    key too), pickled; None for a result with none of them (a window's stamped by its lifetime)."""
+    key too) and, a partner's, its ``member``, pickled; None for a result with none of them (a
+    window's stamped by its lifetime)."""
     if result.eid is None and result.closes is None and not result.rank and result.waits is None and result.by_key is None and not result.member:
         return None
     if result.member:  # a partner's (``KeyedOperator``): an anti-join's fragment or end
