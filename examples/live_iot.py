@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", default="live_iot_work", help="folder for the checkpoint, the output and redis' data")
     parser.add_argument("--seconds", type=float, default=30.0, help="run this long, then stop (the query can be continued)")
+    parser.add_argument("--min-batches", type=int, default=0,
+                        help="after --seconds, go on until this run has committed this many batches (at most 5 minutes more)")
     parser.add_argument("--redis", default=None, help="use this Redis instead of starting one (redis://host:port/db)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
@@ -152,14 +154,14 @@ def main(argv: list[str] | None = None) -> int:
         server, url = start_redis(os.path.abspath(args.work))
     try:
         wait_for_redis(url)
-        return run(args.work, url, args.seconds, args.seed)
+        return run(args.work, url, args.seconds, args.seed, args.min_batches)
     finally:
         if server is not None:
             server.send_signal(signal.SIGTERM)
             server.wait()
 
 
-def run(work: str, url: str, seconds: float, seed: int) -> int:
+def run(work: str, url: str, seconds: float, seed: int, min_batches: int = 0) -> int:
     from tempo.spark import spark_session
     from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
     from tempo.spark.streaming.redis import redis_source
@@ -187,8 +189,16 @@ def run(work: str, url: str, seconds: float, seed: int) -> int:
         shown = len(live.progress)
 
     deadline = time.monotonic() + seconds
+    # A loaded machine may take longer than --seconds for its first batch; --min-batches waits
+    # for it, within a bound, so that a run always shows some committed work.
+    patience = deadline + 300.0
+
+    def go_on() -> bool:
+        now = time.monotonic()
+        return now < deadline or (len(live.progress) < min_batches and now < patience)
+
     try:
-        while time.monotonic() < deadline and live.is_active:
+        while live.is_active and go_on():
             time.sleep(0.5)
             show_progress()
     finally:
