@@ -10,7 +10,9 @@ STOP exists, then process what is left. ``--flush``: then end the inputs (``flus
 OUTPUT on S3). ``--master URL``: run on that cluster (a standalone master) instead of locally. ``--engine``: ``StreamingExecutor``'s engine (``spark``, ``vectorised``: every batch in bulk). ``--chain``: the counts then their sums per 30 s
 (``_counts_per_half_minute``: two windows in sequence). ``--outer``: the readings left outer
 joined with their device's readings above 50 of the 5 s before, then counted
-(``_outer_counts``: a join with its anti-join, then a window). ``--join LIMITS``:
+(``_outer_counts``: a join with its anti-join, then a window). ``--around``: each reading
+with its device's count in its 10 s window (``_counts_beside``: a window, then a join the
+readings reach around it). ``--join LIMITS``:
 the two-input query of test_live_spark.py instead (readings joined with the limits arriving
 in the directory LIMITS, which import the readings' CTIs), merged at the arrival frontier.
 The environment variable ``TEMPO_CRASH_AT`` (tempo.spark.streaming.executor) makes the
@@ -28,7 +30,7 @@ import time
 from typing import Any
 
 from tempo.spark.sources import DataFrameSource
-from tests.streaming.test_live_spark import Limit, Reading, _counts, _counts_per_half_minute, _join, _outer_counts
+from tests.streaming.test_live_spark import Limit, Reading, _counts, _counts_beside, _counts_per_half_minute, _join, _outer_counts
 
 SPARK_SCHEMA = "seq BIGINT, ts TIMESTAMP, arrived TIMESTAMP, device BIGINT, value DOUBLE"
 """The columns of the files test_live_spark._write writes."""
@@ -63,6 +65,7 @@ def main() -> None:
     parser.add_argument("--join", help="the directory of the limits (the two-input query)")
     parser.add_argument("--chain", action="store_true", help="the counts, then their sums per 30 s (two windows in sequence)")
     parser.add_argument("--outer", action="store_true", help="the readings left outer joined with their device's recent high ones, counted")
+    parser.add_argument("--around", action="store_true", help="each reading joined with its device's count in its 10 s window")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting KEY=VALUE")
     parser.add_argument("--master", help="Spark's master URL (default: local)")
     args = parser.parse_args()
@@ -80,7 +83,9 @@ def main() -> None:
             os.makedirs(args.join, exist_ok=True)
             query: Any = _join(live_source(spark, args.input, arrival="arrived"), live_limits(spark, args.join), flush=True)
         else:
-            query = (_counts_per_half_minute if args.chain else _outer_counts if args.outer else _counts)(live_source(spark, args.input), flush=True)
+            query = (_counts_per_half_minute if args.chain else _outer_counts if args.outer else _counts_beside if args.around else _counts)(
+                live_source(spark, args.input), flush=True,
+            )
         live = StreamingExecutor(spark, args.checkpoint, engine=args.engine).start(query, ParquetSink(args.output))
     except CheckpointMismatchError as refused:
         print(refused, flush=True)

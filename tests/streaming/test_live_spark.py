@@ -125,6 +125,17 @@ def _outer_counts(source: Any, flush: bool) -> Stream[Count]:
     )
 
 
+def _counts_beside(source: Any, flush: bool) -> Stream[Count]:
+    """Each reading with the count of its device's readings in its 10 s window (the count's
+    ``n``, the reading's value as ``total``): the readings go around the window into the
+    join; on the cluster engine the window keyed, the join its next hop."""
+    readings = Stream.create("readings", source, EventShape.POINT, _settings(flush), payload_type=Reading)
+    counts = readings.group_by(lambda r: r.device).tumbling(timedelta(seconds=10)).aggregate(
+        lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value))
+    )
+    return counts.join(readings, lambda c, r: c.device == r.device, lambda c, r: Count(device=r.device, n=c.n, total=r.value))
+
+
 @attrs.frozen
 class Previous:
     device: int

@@ -176,6 +176,9 @@ def _placed(query: Query) -> tuple[Query, list[BulkShape[Keyed]] | str]:
         joined = _join_shape(query)
         if not isinstance(joined, str):
             chains.append(_chain(query, cast("BulkShape[Keyed]", joined)))
+        around = _around_chain(query)
+        if not isinstance(around, str):
+            chains.append(around)
         if chains:
             return query, min(chains, key=lambda chain: _left_on_the_driver(query, chain))
         key = query.substream_key(query.root)  # the output releases by a key's own CTIs too: so does the release
@@ -324,6 +327,61 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
     return WHY_NOT
 
 
+def _around_chain(query: Query) -> list[BulkShape[Keyed]] | str:
+    """A window whose results a join, an anti-join or a pattern reads alone through where /
+    select / shift operators, its other input **going around** the window (events joined
+    with a window's results, say counts per key joined with a reference stream), as a chain
+    of the two and the hops above: the window keyed as ``_below_on_the_driver`` takes it over
+    the inputs below it (a plan of ``BELOW_ON_THE_DRIVER``'s operators), the join its next
+    hop, keyed by its join key as ``_join_shape`` takes it; the other input's plan of
+    ``BELOW_A_KEYED_JOIN``'s operators (the two plans may share nodes, a stream reaching
+    both; nothing else reads them) runs item by item on the driver, what reaches the join from it recorded by the time query among
+    the window's CTI rows (``Around``) and given to the join's feed at its place by the
+    window's work query. The window keeps no substream key (its results would go at a key's
+    CTI, between CTI rows), nor does the join (its keys' output CTIs would need the key CTIs
+    of both inputs), which has no partner; else ``WHY_NOT``."""
+    consumers = consumers_of(query)
+    for index, window in enumerate(query.nodes):
+        join = _reader_above(window, consumers) if isinstance(window, p.WindowNode) else None
+        if not isinstance(join, MATCHING) or _partner(query, join) is not None or query.substream_key(join) is not None:
+            continue
+        assert isinstance(window, p.WindowNode)
+        port = around_port(window, join)
+        if port is None:
+            continue
+        below = {id(n): n for n in window.input.subtree()}
+        around = {id(n): n for n in join.inputs()[port].subtree()}
+        both = below | around  # (a stream may reach both: each reading joined with its window's count)
+        if not (
+            all(isinstance(n, BELOW_ON_THE_DRIVER) for n in below.values())
+            and all(isinstance(n, BELOW_A_KEYED_JOIN) for n in around.values())
+            and all(id(s) in both for s in query.sources)
+            and all(id(c) in both or c is window or c is join for n in both.values() for c in consumers[id(n)])
+        ):
+            continue
+        if any(key.dtype not in JOIN_KEY_TYPES for pair in join.keys for key in pair) or keyed_unsupported(window) is not None:
+            continue
+        first = reaching_checks(query, BulkShape(tuple(query.sources), window, index))  # (a window keeping a substream key: refused)
+        if isinstance(first, str):
+            continue
+        hop = BulkShape(tuple(query.sources), cast("Keyed", join), query.nodes.index(join))
+        chain: list[BulkShape[Keyed]] = [cast("BulkShape[Keyed]", first), hop]
+        while (next_hop := _next_hop(query, chain[-1], consumers)) is not None:
+            chain.append(next_hop)
+        return chain
+    return WHY_NOT
+
+
+def around_port(window: p.Node, hop: p.Node) -> int | None:
+    """The input of keyed node ``hop`` (a join, an anti-join or a pattern) that goes around
+    ``window``, the keyed node below it in a chain (``_around_chain``); None when every input
+    of ``hop`` reads ``window`` (a unary hop)."""
+    if not isinstance(hop, MATCHING):
+        return None
+    sides = [port for port, side in enumerate(hop.inputs()) if all(n is not window for n in side.subtree())]
+    return sides[0] if len(sides) == 1 else None
+
+
 def _partner(query: Query, node: p.Node) -> p.AntiJoinNode | None:
     """The anti-join that runs in one keyed operator with join ``node``: one of the same two
     inputs whose equalities include the join's (a left outer join's halves, or a join and an
@@ -458,6 +516,9 @@ class _WindowFeed(ops.Operator):
         which the driver's ``JoinTimeline`` or ``AntiJoinTimeline`` reads."""
         self.events: list[Reached] = []
         """What reached the window in the batch, in arrival order."""
+        self.around: list[Around] = []
+        """What reached the input of the window's next hop that goes around it, in the batch
+        (``_AroundFeed``), in arrival order."""
 
     def _substream(self, payload: Any) -> str | None:
         """The name of an event's substream key (``join_key_name``) for a node keyed by it, else None."""
@@ -532,6 +593,59 @@ class _WindowFeed(ops.Operator):
                 self.moves.append((0, t, len(self.events)))
 
 
+class Around(NamedTuple):
+    """An item that reached a keyed join's input going around the window below it
+    (``_around_chain``) in the time query's engine: an event (``INSERT``), the end of an open
+    one (``END_EDGE``) or a CTI (``CTI_ROW``, ``start`` its time); ``place`` the number of
+    the window's CTI rows of its stage batch (``_WindowFeed.ctis``) before it, where the
+    window's work query gives it to the join's feed: after what the window released at
+    those rows, before the next, as in memory."""
+
+    place: int
+    item: int
+    eid: int
+    start: int
+    end: int | None
+    payload: Any
+
+
+class _AroundFeed(ops.Operator):
+    """In a keyed join's place on its input that goes around the window below it
+    (``_around_chain``), in the time query's engine: records what reaches it in the window
+    feed's ``around``, beside the window's CTI rows, and passes nothing on (the join's state
+    is on the executors; the window's work query replays these at their places). A substream
+    key's CTI is ignored, as the join, which merges keys, ignores it."""
+
+    def __init__(self, feed: _WindowFeed) -> None:
+        super().__init__()
+        self.feed = feed
+
+    def _record(self, item: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self.feed.around.append(Around(len(self.feed.ctis), item, eid, start, end, payload))
+
+    def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
+        self._record(INSERT, eid, start, end, payload)
+
+    def end(self, port: int, eid: int, end: int) -> None:
+        self._record(END_EDGE, eid, end, end, None)
+
+    def cti(self, port: int, t: int) -> None:
+        self._record(CTI_ROW, -1, t, None, None)
+
+
+def go_around(feed: _WindowFeed, port: int, items: tuple[Around, ...]) -> None:
+    """``items``, recorded in the time query at a keyed join's input ``port`` going around
+    the window, to the join's feed in the window's work query (``feed``), in their order."""
+    for a in items:
+        if a.item == INSERT:
+            feed.insert(port, a.eid, a.start, a.end, a.payload)
+        elif a.item == END_EDGE:
+            assert a.end is not None
+            feed.end(port, a.eid, a.end)
+        else:
+            feed.cti(port, a.start)
+
+
 class Shared(NamedTuple):
     """What the flush brings every bucket of keys when the window's lifetimes may reach
     infinity (``SHARED`` rows): the CTI before the batch, the last finite CTI, and the latest
@@ -544,10 +658,12 @@ class Shared(NamedTuple):
 
 @attrs.frozen
 class StageBatch:
-    """What a stage batch's side file holds: its rejections, and whether it flushed the query."""
+    """What a stage batch's side file holds: its rejections, whether it flushed the query,
+    and what reached the next hop's input going around the keyed node (``Around``)."""
 
     rejections: list[Any]
     final: bool
+    around: tuple[Around, ...] = ()
 
 
 class Stage:
@@ -777,10 +893,29 @@ class _Crashes:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def fed(query: Query, shape: BulkShape[Keyed], engine: LiveEngine, batch: int) -> _WindowFeed:
+def fed(query: Query, shape: BulkShape[Keyed], engine: LiveEngine, batch: int, around: BulkShape[Keyed] | None = None) -> _WindowFeed:
     """The ``_WindowFeed`` in the place of ``shape``'s keyed node in ``engine`` (put there the
     first time it is asked for, at each of its inputs), emptied: it records what reaches the
-    node in stage batch ``batch``."""
+    node in stage batch ``batch``; with ``around``, the next hop, a join whose other input
+    goes around the node (``_around_chain``), and an ``_AroundFeed`` in its place on that
+    input records what reaches it."""
+    feed = _fed(query, shape, engine, batch)
+    port = None if around is None else around_port(shape.window, around.window)
+    if around is not None and port is not None:
+        upstream = engine.operators[query.nodes.index(around.window.inputs()[port])]
+        recorders = [op for op, _ in upstream.outs if isinstance(op, _AroundFeed)]
+        if recorders:
+            recorders[0].feed = feed
+        else:
+            hop = engine.operators[around.position]
+            outs, upstream.outs = upstream.outs, []
+            for op, at in outs:
+                upstream.connect(_AroundFeed(feed) if op is hop and at == port else op, at)
+    return feed
+
+
+def _fed(query: Query, shape: BulkShape[Keyed], engine: LiveEngine, batch: int) -> _WindowFeed:
+    """``fed`` without ``around``."""
     found = (engine.operators[query.nodes.index(n)] for n in shape.window.inputs())
     upstreams = list({id(op): op for op in found}.values())  # a self-join's input once
     feeds = [op for upstream in upstreams for op, _ in upstream.outs if isinstance(op, _WindowFeed)]
@@ -796,7 +931,7 @@ def fed(query: Query, shape: BulkShape[Keyed], engine: LiveEngine, batch: int) -
             for op, port in outs:
                 if op is not partner:
                     upstream.connect(feed if op is window else op, port)
-    feed.ctis, feed.moves, feed.events, feed.batch = [], [], [], batch
+    feed.ctis, feed.moves, feed.events, feed.around, feed.batch = [], [], [], [], batch
     return feed
 
 
@@ -811,6 +946,8 @@ def stage_recorded(stage: Stage, batch: int, feed: _WindowFeed, before: int, sid
     """Stage batch ``batch`` of what ``feed`` recorded (``before``: the CTI in force at the
     keyed node before it, the batch's CTI row when it moved none)."""
     events = stage.recorded(batch, feed.events) if feed.events else None
+    if feed.around:
+        side = attrs.evolve(side, around=tuple(feed.around))
     with worker_errors(udf_error):  # a group key's expression, evaluated by Spark
         stage.write(batch, events, list(feed.ctis) or [before], side, shared, list(feed.moves))
 
@@ -872,13 +1009,19 @@ class _Batches:
 class TimeRunner(_Batches):
     """The time query's ``foreachBatch`` (see the module's docstring)."""
 
-    def __init__(self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], log: BatchLog, stage: Stage) -> None:
+    def __init__(
+        self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], log: BatchLog, stage: Stage, around: BulkShape[Keyed] | None = None,
+    ) -> None:
         super().__init__(query, log)
         self.spark = spark
         self.shape = shape
         self.stage = stage
+        self.around = around
+        """The next hop when one of its inputs goes around the keyed node (``_around_chain``),
+        whose items the stage batches' side files carry (``Around``); else None."""
         self.bulk = BulkRunner(spark, query, cast("BulkShape[p.UnaryNode]", shape))  # for planned batches only, whose window is unary
-        self.planned = planned_in_bulk(query, shape)
+        # What goes around the keyed node is recorded by the driver's engine: item by item.
+        self.planned = around is None and planned_in_bulk(query, shape)
         self.progress: list[dict[str, Any]] = []
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
@@ -927,7 +1070,7 @@ class TimeRunner(_Batches):
             times = rows.select(F.lit(0).alias(INPUT_COLUMN), ORDER, KIND, S, E, ARR, NULLF).toArrow()
         self.crash.point("time-read", batch)
         before = cti_at(self.shape, engine)
-        feed = fed(self.query, self.shape, engine, batch)
+        feed = fed(self.query, self.shape, engine, batch, self.around)
         if not times.num_rows:
             self.stage.write(batch, None, [before], StageBatch([], False))
             return engine, 0, []
@@ -959,7 +1102,7 @@ class TimeRunner(_Batches):
             table = df.toArrow()
         self.crash.point("time-read", batch)
         before = cti_at(self.shape, engine)
-        feed = fed(self.query, self.shape, engine, batch)
+        feed = fed(self.query, self.shape, engine, batch, self.around)
         if table.num_rows:
             for index, part in enumerate(input_parts(self.query, table)):
                 if part.num_rows:
@@ -977,7 +1120,7 @@ class TimeRunner(_Batches):
             batch = 0 if last is None else last + 1
             engine = self.engine_after(last)
             before = cti_at(self.shape, engine)
-            feed = fed(self.query, self.shape, engine, batch)
+            feed = fed(self.query, self.shape, engine, batch, self.around)
             engine.finish()  # what the inputs' buffers held goes on, item by item
             rejections = engine.take().rejections
             # The latest finite time over every key: what the work query gathered from them up
@@ -1025,6 +1168,9 @@ class WorkRunner(_Batches, Generic[T]):
         self.next_latest = NEG_INF if last is None else int(log.record(last).get("next_latest", NEG_INF))
         """The latest finite time of the events staged for ``next_stage`` (``staged_latest``):
         they all passed through the driver."""
+        self.around = None if next_stage is None else around_port(shape.window, next_stage.shape.window)
+        """The input of the next hop that goes around this keyed node (``_around_chain``), whose
+        items the stage's side files carry (``Around``), or None."""
         if next_stage is None:
             for batch in log.committed():  # a crash may have come between a commit and its publishing
                 sink.publish(batch)
@@ -1150,8 +1296,20 @@ class WorkRunner(_Batches, Generic[T]):
             for oid, end in timeline.arrived(group, ends):
                 window.emit_end(oid, end)
 
+        around = self.around
+        side = StageBatch([], False)
+        place = given = 0  # the CTI row's place among its stage batch's; the recorded items given so far (in order of place)
         for at, (stage_batch, cti, *move) in enumerate(markers):
+            if at == 0 or markers[at - 1][0] != stage_batch:  # (a stage batch's CTI rows come back together)
+                side, place, given = self.stage.read_side(stage_batch), 0, 0
             last_of_batch = at + 1 == len(markers) or markers[at + 1][0] != stage_batch
+            if around is not None:  # what reached the next hop around this node before the row
+                assert feed is not None
+                due = given
+                while due < len(side.around) and side.around[due].place <= place:
+                    due += 1
+                go_around(feed, around, side.around[given:due])
+                given = due
             # What was told at the arrivals before the CTI row (held in ``nearer`` until their
             # stage batch's CTI rows come back), its move, then after the batch's last, what
             # was told at the arrivals after it.
@@ -1171,9 +1329,12 @@ class WorkRunner(_Batches, Generic[T]):
             else:
                 self._emit(window, released[at], cti, opened)
                 pass_cti(window, cti)
+            place += 1
             if last_of_batch:  # the stage batch's last CTI row
                 self._arrivals(arrived, nearer, stage_batch, None)
-                side = self.stage.read_side(stage_batch)
+                if around is not None:  # and what reached the next hop around this node after it
+                    assert feed is not None
+                    go_around(feed, around, side.around[given:])
                 rejections += side.rejections
                 final = final or side.final
                 staged_through = max(staged_through, stage_batch)
@@ -1194,7 +1355,7 @@ class WorkRunner(_Batches, Generic[T]):
             stage_recorded(following, batch, feed, before_next, StageBatch(rejections, final), shared)
             self.crash.point("stage", batch)
             extra["next_latest"] = max(self.next_latest, staged_latest(feed.events))
-            written, out_ctis = len(feed.events), [from_ticks(c).isoformat() for c in feed.ctis]
+            written, out_ctis = len(feed.events), [from_ticks(c).isoformat() for c in feed.ctis if c > NEG_INF]  # (a join's output CTI: none until both inputs have one)
         state = engine.snapshot()
         previous = self.progress[-1].output_cti if self.progress else None
         progress = BatchProgress(
@@ -1445,7 +1606,8 @@ def start_cluster(
     for work_log in work_logs:
         work_log.claim(description)
     stages = [Stage(spark, query, shape, log, work_log, hop) for hop, (shape, work_log) in enumerate(zip(chain, work_logs))]
-    time_runner = TimeRunner(spark, query, chain[0], log, stages[0])
+    around = chain[1] if len(chain) > 1 and around_port(chain[0].window, chain[1].window) is not None else None
+    time_runner = TimeRunner(spark, query, chain[0], log, stages[0], around)
     time_runner.empty_rows(merged)
     for stage in stages[1:]:  # staged item by item by the work query below
         stage.fix_schema(stage.recorded(0, []))
