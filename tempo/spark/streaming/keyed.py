@@ -26,6 +26,7 @@ wait for which timer (``_Agenda``), so a timer runs only the keys due at it.
 from __future__ import annotations
 
 import pickle
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,7 +38,7 @@ from pyspark.sql import types as st
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from tempo.errors import UnsupportedError
-from tempo.expr.schema import field_names
+from tempo.expr.schema import field_names, is_record_type, record_fields
 from tempo.spark.types import from_wire, to_wire
 from tempo.plan.nodes import detached
 from tempo.plan.query import Query
@@ -296,6 +297,40 @@ class _Bucket:
                 self.state.clear()
 
 
+def adopt_script_classes(query: Query) -> None:
+    """In a Spark Python worker: the record classes of ``query`` that the driver's script
+    defines (module ``__main__``), which came here by value with the plan (PySpark's
+    cloudpickle), put in this process's ``__main__`` under their names. A key's state is
+    pickled by reference, as the driver pickles an engine's, and a worker's ``__main__`` is
+    PySpark's: without them a payload class of the user's script could not be saved there,
+    nor read back on another worker. A name ``__main__`` holds for something else is left."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        return
+    for cls in _record_classes(query):
+        name = cls.__qualname__
+        if cls.__module__ != "__main__" or not name.isidentifier():  # (a class local to a function cannot be pickled anywhere)
+            continue
+        held = main.__dict__.get(name)
+        if held is None or held is not cls and is_record_type(held) and getattr(held, "__module__", None) == "__main__":
+            setattr(main, name, cls)
+
+
+def _record_classes(query: Query) -> list[type]:
+    """The record classes of ``query``'s streams and of their fields (nested records, list
+    elements), each once."""
+    found: dict[int, type] = {}
+    todo = [n.payload_type for n in query.nodes]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in found or not is_record_type(cls):
+            continue
+        found[id(cls)] = cls
+        for f in record_fields(cls):
+            todo += [t for t in (f.dtype, f.element) if t is not None]
+    return list(found.values())
+
+
 class KeyedProcessor(StatefulProcessor):
     """One stateful node of a query in ``groupBy(LANE, BUCKET).transformWithState(...,
     "Append", "EventTime")`` (see the module's docstring): a call per bucket of group keys,
@@ -321,6 +356,7 @@ class KeyedProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         query = Query.build(self.root)
+        adopt_script_classes(query)
         node = query.nodes[self.node_index]
         self.handle = handle
         partner = None if self.partner_index is None else query.nodes[self.partner_index]
