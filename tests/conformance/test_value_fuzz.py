@@ -2,8 +2,8 @@
 outcome on every executor pair, with a failure budget of zero: the same released events (their
 payloads compared by repr, the sign of a zero aside: docs/semantics.md 7.4), CTIs and metrics,
 or the same tempo error type (an ``EvaluationError`` where a division by zero or a 64-bit
-overflow is met). ``TEMPO_VALUE_EXAMPLES`` sets the examples per pair (default 150 against the
-vectorised executor, a third of it against Spark); the closing note of issue 30 gives the
+overflow is met). ``TEMPO_VALUE_EXAMPLES`` sets the examples per pair (150 with ``--run-slow``,
+``tests/budget.py``'s share of them by default); the closing note of issue 30 gives the
 counts of the long run."""
 
 from __future__ import annotations
