@@ -125,9 +125,16 @@ def query(events: str, sensors: str) -> Any:
     )
 
 
-def run(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path) -> dict[str, Any]:
+def land(work: Path, folders: tuple[Path, Path], i: int, tables: tuple[Any, Any]) -> None:
+    """Batch ``i``'s file of each input into its folder, written aside and moved in whole."""
     import pyarrow.parquet as pq
 
+    for folder, table in zip(folders, tables):
+        pq.write_table(table, work / f".landing-{i}.parquet")
+        os.rename(work / f".landing-{i}.parquet", folder / f"part-{i:05d}.parquet")
+
+
+def run(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path) -> dict[str, Any]:
     from tempo.spark.streaming import ParquetSink, StreamingExecutor
 
     folders = work / "events", work / "sensors"
@@ -136,9 +143,7 @@ def run(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path) -> 
     seconds, rows, engines = [], [], []
     live = None
     for i, batch in enumerate(batches):
-        for folder, table in zip(folders, batch):
-            pq.write_table(table, work / f".landing-{i}.parquet")
-            os.rename(work / f".landing-{i}.parquet", folder / f"part-{i:05d}.parquet")
+        land(work, folders, i, batch)
         executor = StreamingExecutor(spark, str(work / "checkpoint"), trigger={"availableNow": True}, engine=engine, bulk_rows=1)
         live = executor.start(query(*map(str, folders)), ParquetSink(str(work / "out")))
         live.await_termination()
@@ -150,7 +155,7 @@ def run(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path) -> 
     live = StreamingExecutor(spark, str(work / "checkpoint"), engine=engine).start(query(*map(str, folders)), ParquetSink(str(work / "out")))
     live.flush()
     end = time.perf_counter() - began
-    return _summary(engine, engines, seconds, rows, end, work)
+    return _summary(engine, engines, seconds, rows, end, _committed_windows(work))
 
 
 def run_live(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path) -> dict[str, Any]:
@@ -170,9 +175,7 @@ def run_live(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path
     try:
         for i, batch in enumerate(batches):
             began = time.perf_counter()
-            for folder, table in zip(folders, batch):
-                pq.write_table(table, work / f".landing-{i}.parquet")
-                os.rename(work / f".landing-{i}.parquet", folder / f"part-{i:05d}.parquet")
+            land(work, folders, i, batch)
             live.process_all_available()
             seconds.append(time.perf_counter() - began)
             rows.append(sum(table.num_rows for table in batch))
@@ -182,7 +185,7 @@ def run_live(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path
         engines = sorted({p.engine for p in live.progress})
     finally:
         live.stop()
-    return _summary(engine, engines, seconds, rows, end, work)
+    return _summary(engine, engines, seconds, rows, end, _committed_windows(work))
 
 
 def run_handwritten(spark: Any, batches: list[tuple[Any, Any]], work: Path) -> dict[str, Any]:
@@ -218,17 +221,11 @@ def run_handwritten(spark: Any, batches: list[tuple[Any, Any]], work: Path) -> d
         .option("checkpointLocation", str(work / "checkpoint")).start()
     )
     seconds, rows = [], []
-
-    def land(i: int, tables: tuple[Any, Any]) -> None:
-        for folder, table in zip(folders, tables):
-            pq.write_table(table, work / f".landing-{i}.parquet")
-            os.rename(work / f".landing-{i}.parquet", folder / f"part-{i:05d}.parquet")
-
     try:
         query.processAllAvailable()
         for i, batch in enumerate(batches):
             began = time.perf_counter()
-            land(i, batch)
+            land(work, folders, i, batch)
             query.processAllAvailable()
             seconds.append(time.perf_counter() - began)
             rows.append(sum(table.num_rows for table in batch))
@@ -240,28 +237,27 @@ def run_handwritten(spark: Any, batches: list[tuple[Any, Any]], work: Path) -> d
                 moved = pc.add(last.column("start"), pa.scalar(day * 86_400_000_000, pa.int64()))
                 sentinels.append(last.set_column(last.schema.get_field_index("start"), "start", moved).set_column(
                     last.schema.get_field_index("key"), "key", pa.array([-1], pa.int64())))
-            land(len(batches) + day, tuple(sentinels))  # type: ignore[arg-type]
+            land(work, folders, len(batches) + day, (sentinels[0], sentinels[1]))
             query.processAllAvailable()
         end = time.perf_counter() - began
     finally:
         query.stop()
-    table = spark.read.parquet(str(out)).where(F.col("key") >= 0).select("key", "n", "total").toArrow()
-    n, total, key = (table.column(c).to_numpy() for c in ("n", "total", "key"))
-    warm = seconds[1:] or seconds
-    return {
-        "engine": "handwritten", "engines": ["spark"], "batch_seconds": seconds, "rows": rows, "end_seconds": end,
-        "median_batch": statistics.median(warm), "events_per_s": sum(rows[1:] or rows) / sum(warm),
-        "checksum": (table.num_rows, int(n.sum()), float(total.sum()), float((total * key).sum())),
-    }
+    windows = spark.read.parquet(str(out)).where(F.col("key") >= 0).select("key", "n", "total").toArrow()
+    return _summary("handwritten", ["spark"], seconds, rows, end, windows)
 
 
-def _summary(engine: str, engines: list[str], seconds: list[float], rows: list[int], end: float, work: Path) -> dict[str, Any]:
+def _committed_windows(work: Path) -> Any:
+    """The windows a tempo run committed (not its CTIs)."""
     import pyarrow.compute as pc
 
     from tempo.spark.streaming import read_committed
 
     table = read_committed(str(work / "out"))
-    kept = table.filter(pc.equal(table.column("tempo_kind"), "interval"))  # the windows, not the CTIs
+    return table.filter(pc.equal(table.column("tempo_kind"), "interval"))
+
+
+def _summary(engine: str, engines: list[str], seconds: list[float], rows: list[int], end: float, kept: Any) -> dict[str, Any]:
+    """A run's figures and the checksum of its windows ``kept`` (a table of key, n, total)."""
     n, total, key = (kept.column(c).to_numpy() for c in ("n", "total", "key"))
     warm = seconds[1:] or seconds
     return {

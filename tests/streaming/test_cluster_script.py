@@ -10,6 +10,7 @@ either way, whose ``__main__`` is PySpark's."""
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def _seen(grouped: Any) -> Stream[ScriptSeen]:
     """Each reading with its key's count in its 10 s window: a window, then a join holding
     both classes' payloads in its keys' state."""
     readings: Stream[ScriptReading] = grouped._stream
-    counts = grouped.tumbling(__import__("datetime").timedelta(seconds=10)).aggregate(lambda k, w: ScriptCount(k, w.count()))
+    counts = grouped.tumbling(timedelta(seconds=10)).aggregate(lambda k, w: ScriptCount(k, w.count()))
     return counts.join(readings, lambda c, r: c.key == r.key, lambda c, r: ScriptSeen(r.key, r.value, c.n))
 
 
@@ -59,7 +60,7 @@ def test_payload_classes_of_the_users_script_run_on_the_cluster_engine(spark_ses
     n 2, b's n 1, a's [10, 20) n 1, b's n 2, each reading paired with its own window's
     count, as in memory. Without the classes put in the workers' ``__main__`` the join's keys
     fail to save their state (``PicklingError``: no ``ScriptReading`` on ``__main__``)."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timezone
 
     import pyarrow as pa
 

@@ -194,10 +194,11 @@ def _placed(query: Query) -> tuple[Query, list[BulkShape[Keyed]] | str]:
     return query, shape if isinstance(shape, str) else [shape]
 
 
-def _chain(query: Query, first: BulkShape[Keyed]) -> list[BulkShape[Keyed]]:
-    """``first`` and the keyed nodes above it that run on the executors too, in order."""
+def _chain(query: Query, *first: BulkShape[Keyed]) -> list[BulkShape[Keyed]]:
+    """``first`` (the lowest keyed nodes, in order) and the keyed nodes above them that run on
+    the executors too, in order."""
     consumers = consumers_of(query)
-    chain = [first]
+    chain = list(first)
     while (hop := _next_hop(query, chain[-1], consumers)) is not None:
         chain.append(hop)
     return chain
@@ -317,14 +318,23 @@ def _join_shape(query: Query) -> BulkShape[Matching] | str:
         kept = query.substream_key(node)  # a join keeping it is keyed by it (``by_substream``): an anti-join and a pattern merge keys
         if kept is not None and kept.dtype not in JOIN_KEY_TYPES:
             return f"its join's substream key is of type {kept.dtype.__name__}"
-        for pair in node.keys:
-            for key in pair:
-                if key.dtype not in JOIN_KEY_TYPES:
-                    return f"a join key is of type {key.dtype.__name__}"
+        refused = _join_key_refused(node)
+        if refused is not None:
+            return refused
         if partner is not None:
             return BulkShape(tuple(query.sources), node, index, partner=partner, partner_position=query.nodes.index(partner))
         return BulkShape(tuple(query.sources), node, index)
     return WHY_NOT
+
+
+def _join_key_refused(node: Matching) -> str | None:
+    """Why a join key of ``node`` cannot key it on the executors (a type not keyed alike
+    everywhere), or None."""
+    for pair in node.keys:
+        for key in pair:
+            if key.dtype not in JOIN_KEY_TYPES:
+                return f"a join key is of type {key.dtype.__name__}"
+    return None
 
 
 def _around_chain(query: Query) -> list[BulkShape[Keyed]] | str:
@@ -359,16 +369,12 @@ def _around_chain(query: Query) -> list[BulkShape[Keyed]] | str:
             and all(id(c) in both or c is window or c is join for n in both.values() for c in consumers[id(n)])
         ):
             continue
-        if any(key.dtype not in JOIN_KEY_TYPES for pair in join.keys for key in pair) or keyed_unsupported(window) is not None:
+        if _join_key_refused(join) is not None or keyed_unsupported(window) is not None:
             continue
         first = reaching_checks(query, BulkShape(tuple(query.sources), window, index))  # (a window keeping a substream key: refused)
         if isinstance(first, str):
             continue
-        hop = BulkShape(tuple(query.sources), cast("Keyed", join), query.nodes.index(join))
-        chain: list[BulkShape[Keyed]] = [cast("BulkShape[Keyed]", first), hop]
-        while (next_hop := _next_hop(query, chain[-1], consumers)) is not None:
-            chain.append(next_hop)
-        return chain
+        return _chain(query, cast("BulkShape[Keyed]", first), BulkShape(tuple(query.sources), cast("Keyed", join), query.nodes.index(join)))
     return WHY_NOT
 
 
