@@ -9,7 +9,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
-nox.options.sessions = ["tests", "mypy", "examples"]
+nox.options.sessions = ["lint", "tests", "mypy", "examples"]
 nox.options.reuse_existing_virtualenvs = True
 
 
@@ -53,6 +53,15 @@ def mypy(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     targets = ["tempo"] + (["examples"] if EXAMPLES else [])
     session.run("mypy", "--strict", *targets, *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """The one format (``ruff format .`` applies it) and pyflakes (``ruff check``), as
+    .ci/run checks them."""
+    session.install("ruff")
+    session.run("ruff", "format", "--check", ".")
+    session.run("ruff", "check", ".")
 
 
 @nox.session

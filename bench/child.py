@@ -136,8 +136,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     out: dict[str, Any] = {
-        "engine": args.engine, "workload": args.workload, "n": args.n, "seconds": [], "checksum": None,
-        "status": "", "error": None, "python": platform.python_version(), "spark": None,
+        "engine": args.engine,
+        "workload": args.workload,
+        "n": args.n,
+        "seconds": [],
+        "checksum": None,
+        "status": "",
+        "error": None,
+        "python": platform.python_version(),
+        "spark": None,
     }
     stop: list[Callable[[], None]] = []
     try:

@@ -119,8 +119,10 @@ def main() -> int:
     settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1000, timedelta(seconds=1)))
     source = ParquetSource(str(landing), Event, start="ts", order="seq")
     query = (
-        Stream.create("events", source, EventShape.POINT, settings).group_by(lambda e: e.key)
-        .session(timedelta(hours=1)).aggregate(lambda k, w: Session(k, w.count(), w.sum(lambda e: e.value)))
+        Stream.create("events", source, EventShape.POINT, settings)
+        .group_by(lambda e: e.key)
+        .session(timedelta(hours=1))
+        .aggregate(lambda k, w: Session(k, w.count(), w.sum(lambda e: e.value)))
     )
     checkpoint = work / "ck"
     live = StreamingExecutor(spark, str(checkpoint), engine="cluster").start(query, ParquetSink(str(work / "out")))
@@ -139,7 +141,9 @@ def main() -> int:
             live.process_all_available()
             seconds = time.perf_counter() - began
             record = {
-                "batch": batch, "keys_touched": args.keys if batch == 0 else args.touched, "seconds": round(seconds, 2),
+                "batch": batch,
+                "keys_touched": args.keys if batch == 0 else args.touched,
+                "seconds": round(seconds, 2),
                 "driver_python_rss_mb": round(rss_kb(os.getpid()) / 1024, 1),
                 "driver_jvm_rss_mb": None if java is None else round(rss_kb(java) / 1024, 1),
                 "state_store_bytes_added": tree_bytes(state_dir) - before,

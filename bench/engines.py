@@ -88,9 +88,7 @@ class TempoSpark(Engine):
             return {"kept": m.admitted, "dropped": m.dropped}
         if workload == "W4":
             df = self.executor.to_dataframe(q.w4(ev, ref))
-            row = df.agg(
-                F.count(F.lit(1)).alias("matched"), F.sum("product").alias("sum_value_x_ref")
-            ).collect()[0]
+            row = df.agg(F.count(F.lit(1)).alias("matched"), F.sum("product").alias("sum_value_x_ref")).collect()[0]
             return row.asDict()
         if workload == "W7":
             return _signal_checksum(self.executor.to_dataframe(q.w7(ev, ref)))
@@ -103,9 +101,15 @@ class TempoSpark(Engine):
 
     def explain(self, workload: str, data: Data) -> str:
         q, ev, ref = self.q, str(data.events), str(data.reference)
-        stream: Any = {"W1": lambda: q.w1(ev), "W2": lambda: q.w2(ev), "W3": lambda: q.w3(ev),
-                       "W4": lambda: q.w4(ev, ref), "W5": lambda: q.w5(ev), "W6": lambda: q.w6(ev),
-                       "W7": lambda: q.w7(ev, ref)}[workload]()
+        stream: Any = {
+            "W1": lambda: q.w1(ev),
+            "W2": lambda: q.w2(ev),
+            "W3": lambda: q.w3(ev),
+            "W4": lambda: q.w4(ev, ref),
+            "W5": lambda: q.w5(ev),
+            "W6": lambda: q.w6(ev),
+            "W7": lambda: q.w7(ev, ref),
+        }[workload]()
         return str(self.executor.explain(stream))
 
 
@@ -144,14 +148,18 @@ def _event_window_checksum(df: DataFrame, name: str, origin_us: int) -> Checksum
     start = F.unix_micros(F.col("start")) - F.lit(origin_us)
     end = F.unix_micros(F.col("end")) - F.lit(origin_us)
     start_s = ((start - F.pmod(start, F.lit(second))) / F.lit(second)).cast("long")
-    return df.agg(
-        F.count(F.lit(1)).alias(name),
-        F.sum("n").alias("count"),
-        F.sum("total").alias("sum"),
-        F.sum(F.col("total") * F.col("key")).alias("sum_x_key"),
-        F.sum(F.col("total") * start_s).alias("sum_x_start"),
-        F.sum(end - start).alias("span"),
-    ).collect()[0].asDict()
+    return (
+        df.agg(
+            F.count(F.lit(1)).alias(name),
+            F.sum("n").alias("count"),
+            F.sum("total").alias("sum"),
+            F.sum(F.col("total") * F.col("key")).alias("sum_x_key"),
+            F.sum(F.col("total") * start_s).alias("sum_x_start"),
+            F.sum(end - start).alias("span"),
+        )
+        .collect()[0]
+        .asDict()
+    )
 
 
 def _signal_checksum(df: DataFrame) -> Checksum:
@@ -160,12 +168,17 @@ def _signal_checksum(df: DataFrame) -> Checksum:
     from pyspark.sql import functions as F
 
     overlap = F.unix_micros(F.col("tempo_end")) - F.unix_micros(F.col("tempo_start"))
-    return df.select("value", "product", overlap.alias("overlap")).agg(
-        F.count(F.lit(1)).alias("matched"),
-        F.sum("product").alias("sum_value_x_ref"),
-        F.sum("overlap").alias("span"),
-        F.sum(F.col("value") * F.expr("overlap div 1000")).alias("sum_value_x_ms"),
-    ).collect()[0].asDict()
+    return (
+        df.select("value", "product", overlap.alias("overlap"))
+        .agg(
+            F.count(F.lit(1)).alias("matched"),
+            F.sum("product").alias("sum_value_x_ref"),
+            F.sum("overlap").alias("span"),
+            F.sum(F.col("value") * F.expr("overlap div 1000")).alias("sum_value_x_ms"),
+        )
+        .collect()[0]
+        .asDict()
+    )
 
 
 class TempoMemory(Engine):
@@ -210,7 +223,6 @@ class TempoMemory(Engine):
             out["count"] = count
         return out
 
-
     def _signal(self, stream: Any) -> Checksum:
         """W7 checksums of the join's outputs (payload ``value``, ``product``; lifetime the overlap)."""
         to_ticks = self.to_ticks
@@ -238,8 +250,14 @@ class TempoMemory(Engine):
             by_key += p.total * p.key
             by_start += p.total * (start // second)
             span += to_ticks(p.end) - origin - start
-        return {"sessions" if workload == "W5" else "windows": windows, "count": count, "sum": total,
-                "sum_x_key": by_key, "sum_x_start": by_start, "span": span}
+        return {
+            "sessions" if workload == "W5" else "windows": windows,
+            "count": count,
+            "sum": total,
+            "sum_x_key": by_key,
+            "sum_x_start": by_start,
+            "span": span,
+        }
 
 
 class TempoVectorised(TempoMemory):
@@ -274,8 +292,11 @@ class TempoVectorised(TempoMemory):
         out = self.executor.to_polars(q.w2(ev) if workload == "W2" else q.w3(ev))  # type: ignore[attr-defined]
         window = (pl.col("tempo_start").dt.epoch("us") - q.ORIGIN_US) // 60_000_000
         sums = out.select(
-            pl.len().alias("groups"), pl.col("total").sum().alias("sum"), (pl.col("total") * pl.col("key")).sum().alias("sum_x_key"),
-            (pl.col("total") * window).sum().alias("sum_x_window"), *([pl.col("n").sum().alias("count")] if workload == "W2" else []),
+            pl.len().alias("groups"),
+            pl.col("total").sum().alias("sum"),
+            (pl.col("total") * pl.col("key")).sum().alias("sum_x_key"),
+            (pl.col("total") * window).sum().alias("sum_x_window"),
+            *([pl.col("n").sum().alias("count")] if workload == "W2" else []),
         ).row(0, named=True)
         return {k: (int(v) if k in ("groups", "count") else float(v)) for k, v in sums.items()}
 

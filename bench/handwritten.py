@@ -53,9 +53,7 @@ def w1(spark: SparkSession, events: str) -> DataFrame:
 def w2(spark: SparkSession, events: str) -> DataFrame:
     """Tumbling 60 s windows per key: count and sum(value) per non-empty (key, window)."""
     df = spark.read.parquet(events).select("key", "event_time", "value")
-    groups = df.groupBy("key", floor_div("event_time", TUMBLE).alias("w")).agg(
-        F.count(F.lit(1)).alias("n"), F.sum("value").alias("s")
-    )
+    groups = df.groupBy("key", floor_div("event_time", TUMBLE).alias("w")).agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("s"))
     return groups.agg(
         F.count(F.lit(1)).alias("groups"),
         F.sum("n").alias("count"),
@@ -95,9 +93,7 @@ def w4(spark: SparkSession, events: str, reference: str) -> DataFrame:
     is found the same way as long as no event lies 600 s or more after the last valid_from;
     ``run.check_data`` verifies both assumptions on the data before anything is timed.
     """
-    ev = spark.read.parquet(events).select(
-        "key", "event_time", "value", floor_div("event_time", REF_PERIOD).alias("bucket")
-    )
+    ev = spark.read.parquet(events).select("key", "event_time", "value", floor_div("event_time", REF_PERIOD).alias("bucket"))
     ref = spark.read.parquet(reference).select(
         "key", "valid_from", "valid_to", "ref_value", floor_div("valid_from", REF_PERIOD).alias("bucket")
     )
@@ -123,7 +119,9 @@ def w5(spark: SparkSession, events: str) -> DataFrame:
     previous = F.lag("event_time").over(by_time)
     opens = F.when(previous.isNull() | (F.col("event_time") - previous >= SESSION_GAP), 1).otherwise(0)
     numbered = df.select("key", "event_time", "value", opens.alias("opens")).select(
-        "key", "event_time", "value",
+        "key",
+        "event_time",
+        "value",
         F.sum("opens").over(by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("session"),
     )
     sessions = numbered.groupBy("key", "session").agg(
@@ -182,15 +180,17 @@ def w7(spark: SparkSession, events: str, reference: str) -> DataFrame:
     following = F.lead("event_time").over(Window.partitionBy("key").orderBy("event_time"))
     later = F.when(F.col("following") > F.col("event_time"), F.col("following"))
     tie = Window.partitionBy("key", "event_time")
-    signal = (
-        df.select("key", "event_time", "value", following.alias("following"))
-        .select(
-            "key", "value", F.col("event_time").alias("start"),
-            F.least(F.col("event_time") + F.lit(HOLD), F.min(later).over(tie)).alias("end"),
-        )
+    signal = df.select("key", "event_time", "value", following.alias("following")).select(
+        "key",
+        "value",
+        F.col("event_time").alias("start"),
+        F.least(F.col("event_time") + F.lit(HOLD), F.min(later).over(tie)).alias("end"),
     )
     pieces = signal.select(
-        "key", "start", "end", "value",
+        "key",
+        "start",
+        "end",
+        "value",
         F.explode(F.sequence(floor_div("start", REF_PERIOD), floor_div("(`end` - 1)", REF_PERIOD))).alias("bucket"),
     )
     ref = spark.read.parquet(reference).select(

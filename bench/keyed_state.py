@@ -53,7 +53,9 @@ def _processors() -> dict[str, Any]:
     from pyspark.sql import Row
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-    def sessions(ts: Any, values: Any, open_session: tuple[int, int, int, float] | None) -> tuple[list[tuple[int, int, int, float]], tuple[int, int, int, float]]:
+    def sessions(
+        ts: Any, values: Any, open_session: tuple[int, int, int, float] | None
+    ) -> tuple[list[tuple[int, int, int, float]], tuple[int, int, int, float]]:
         """The key's sessions a batch completes, and its open one, from its events in time order."""
         done: list[tuple[int, int, int, float]] = []
         start, end, n, total = open_session if open_session is not None else (int(ts[0]), int(ts[0]), 0, 0.0)
@@ -160,8 +162,11 @@ def main() -> None:
         landing = os.path.join(work, f"landing-{way}")
         os.makedirs(landing)
         events = (
-            spark.readStream.schema(schema).option("maxFileAge", "3650d").parquet(landing)
-            .withColumn("ts", F.timestamp_micros(F.col("event_time") + F.lit(ORIGIN_MICROS))).withWatermark("ts", "10 seconds")
+            spark.readStream.schema(schema)
+            .option("maxFileAge", "3650d")
+            .parquet(landing)
+            .withColumn("ts", F.timestamp_micros(F.col("event_time") + F.lit(ORIGIN_MICROS)))
+            .withWatermark("ts", "10 seconds")
         )
         if way == "builtin":
             out = events.groupBy("key", F.session_window("ts", "5 seconds")).agg(F.count("*").alias("n"), F.sum("value").alias("total"))
@@ -180,7 +185,8 @@ def main() -> None:
         batches = [p["durationMs"].get("addBatch", 0) / 1000 for p in query.recentProgress if p["numInputRows"] > 0]
         query.stop()
         report[way] = {
-            "events_per_s": round(args.rows * args.files / seconds), "batch_s_after_first": [round(b, 2) for b in batches[1:]],
+            "events_per_s": round(args.rows * args.files / seconds),
+            "batch_s_after_first": [round(b, 2) for b in batches[1:]],
             "median_batch_s": round(statistics.median(batches[1:] or batches), 2),
         }
         print(json.dumps({"way": way, "rows": args.rows, **report[way]}), flush=True)

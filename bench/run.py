@@ -288,11 +288,32 @@ def child_command(args: argparse.Namespace, row: Row, data: Data) -> list[str]:
     """``bench/child.py`` for one (engine, workload): the peers on ``--peers-python``, the
     others on this interpreter."""
     python = args.peers_python if row.engine in PEERS else sys.executable
-    cmd = [python, str(CHILD), "--engine", row.engine, "--workload", row.workload, "--n", str(row.n),
-           "--events", str(data.events), "--reference", str(data.reference),
-           "--repeat", str(args.repeat), "--warmup", str(args.warmup), "--ctis", args.ctis,
-           "--master", args.master, "--shuffle-partitions", str(args.shuffle_partitions),
-           "--driver-memory", args.driver_memory]
+    cmd = [
+        python,
+        str(CHILD),
+        "--engine",
+        row.engine,
+        "--workload",
+        row.workload,
+        "--n",
+        str(row.n),
+        "--events",
+        str(data.events),
+        "--reference",
+        str(data.reference),
+        "--repeat",
+        str(args.repeat),
+        "--warmup",
+        str(args.warmup),
+        "--ctis",
+        args.ctis,
+        "--master",
+        args.master,
+        "--shuffle-partitions",
+        str(args.shuffle_partitions),
+        "--driver-memory",
+        args.driver_memory,
+    ]
     if row.engine in PEERS:
         cmd += ["--shared", str(shared_data_script().parent)]
     return cmd
@@ -313,7 +334,7 @@ def run_child(args: argparse.Namespace, row: Row, data: Data) -> dict[str, Any]:
         row.status, row.error = "error", f"the child exited with {run.returncode} and no result: {tail}"
         print(run.stderr, file=sys.stderr, flush=True)
         return {}
-    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_MARK):])
+    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_MARK) :])
     row.seconds = list(result["seconds"])
     row.checksum = result["checksum"]
     row.status, row.error = result["status"], result["error"]
@@ -333,8 +354,7 @@ def report_child(row: Row, unavailable: dict[str, str]) -> None:
         print(f"{row.workload} {row.engine}: {row.error}", flush=True)
     else:
         runs = ", ".join(f"{s:.2f}" for s in row.seconds)
-        print(f"  {row.workload} {row.engine:16} N={row.n:,}: {runs} s, peak {fmt_mb(row.peak_rss_bytes)} MB  "
-              f"{row.checksum}", flush=True)
+        print(f"  {row.workload} {row.engine:16} N={row.n:,}: {runs} s, peak {fmt_mb(row.peak_rss_bytes)} MB  {row.checksum}", flush=True)
 
 
 def judge(rows: list[Row]) -> None:
@@ -367,8 +387,11 @@ def judge(rows: list[Row]) -> None:
     for r in rows:
         if r.engine != "tempo-vectorised" or r.median is None:
             continue
-        peer_medians = [p.median for p in rows if p.engine in PEERS and p.workload == r.workload and p.n == r.n
-                        and p.status in ("ok", "no ref", "no ref, agree") and p.median]
+        peer_medians = [
+            p.median
+            for p in rows
+            if p.engine in PEERS and p.workload == r.workload and p.n == r.n and p.status in ("ok", "no ref", "no ref, agree") and p.median
+        ]
         if peer_medians:
             r.vs_best_peer = r.median / min(peer_medians)
 
@@ -410,9 +433,7 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out + (["", "notes:", *notes] if notes else []))
 
 
-def to_json(
-    rows: list[Row], args: argparse.Namespace, spark_version: str | None, load_start: list[float]
-) -> dict[str, Any]:
+def to_json(rows: list[Row], args: argparse.Namespace, spark_version: str | None, load_start: list[float]) -> dict[str, Any]:
     return {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "n": args.n,
@@ -459,15 +480,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     ap.add_argument("--driver-memory", default="8g")
-    ap.add_argument("--ctis", choices=("end", "every-1000", "import"), default="end",
-                    help="W2-W7 inputs: one CTI at the end (default), a CTI after every 1000th event, 120 s behind, or "
-                         "that with the events' arrival column and W4's reference importing their CTIs (import)")
+    ap.add_argument(
+        "--ctis",
+        choices=("end", "every-1000", "import"),
+        default="end",
+        help="W2-W7 inputs: one CTI at the end (default), a CTI after every 1000th event, 120 s behind, or "
+        "that with the events' arrival column and W4's reference importing their CTIs (import)",
+    )
     ap.add_argument("--explain", action="store_true", help="print the Spark plans of the Spark engines' queries first")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json", help="JSON results (default bench/results/latest.json)")
-    ap.add_argument("--isolate", action="store_true",
-                    help="run each (workload, engine) in a process of its own and measure its peak memory")
-    ap.add_argument("--peers-python", default=sys.executable,
-                    help="the interpreter for the peers polars and duckdb (default: this one)")
+    ap.add_argument(
+        "--isolate", action="store_true", help="run each (workload, engine) in a process of its own and measure its peak memory"
+    )
+    ap.add_argument("--peers-python", default=sys.executable, help="the interpreter for the peers polars and duckdb (default: this one)")
     args = ap.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     try:
@@ -587,8 +612,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             attempt(row, timed=True)
             if not row.status:
-                print(f"  run {rep + 1}/{args.repeat} {row.workload} {row.engine:12} N={row.n:,}: "
-                      f"{row.seconds[-1]:.2f} s  {row.checksum}", flush=True)
+                print(
+                    f"  run {rep + 1}/{args.repeat} {row.workload} {row.engine:12} N={row.n:,}: {row.seconds[-1]:.2f} s  {row.checksum}",
+                    flush=True,
+                )
     spark_version = session[0].version if session else None
     if session:
         session[0].stop()
@@ -605,8 +632,10 @@ def finish(args: argparse.Namespace, rows: list[Row], spark_version: str | None,
     print()
     print(table(rows))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"\nload average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} CPUs: "
-          "compare ratios within one run, not absolute times across runs")
+    print(
+        f"\nload average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} CPUs: "
+        "compare ratios within one run, not absolute times across runs"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(to_json(rows, args, spark_version, load_start), indent=2) + "\n")
     print(f"\nwrote {args.out}")

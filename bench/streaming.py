@@ -110,11 +110,15 @@ def write_files(events: Path, n: int, batch: int, max_files: int, folder: Path) 
     last_time = pc.max(table.column("event_time")).as_py() + SENTINEL_AFTER_US
     sentinels = []
     for j in range(2):
-        row = pa.table({
-            "seq": pa.array([last_seq + 1 + j], pa.int64()), "key": pa.array([SENTINEL_KEY], pa.int32()),
-            "event_time": pa.array([last_time + j], pa.int64()), "arrival_time": pa.array([last_time + j], pa.int64()),
-            "value": pa.array([0.0], pa.float64()),
-        }).cast(table.schema)
+        row = pa.table(
+            {
+                "seq": pa.array([last_seq + 1 + j], pa.int64()),
+                "key": pa.array([SENTINEL_KEY], pa.int32()),
+                "event_time": pa.array([last_time + j], pa.int64()),
+                "arrival_time": pa.array([last_time + j], pa.int64()),
+                "value": pa.array([0.0], pa.float64()),
+            }
+        ).cast(table.schema)
         p = folder / f"sentinel-{j}.parquet"
         pq.write_table(row, p)
         sentinels.append(p)
@@ -220,7 +224,13 @@ def run_tempo(spark: SparkSession, files: Files, work: Path, name: str = "tempo"
     watched, out = work / "tempo-in", work / "tempo-out"
     lander = Lander(watched)
     lander.land(files.empty)  # the schema comes from the files there at the start
-    engine = {"tempo": "auto", "tempo-driver": "driver", "tempo-vectorised": "vectorised", "tempo-spark": "spark", "tempo-cluster": "cluster"}[name]
+    engine = {
+        "tempo": "auto",
+        "tempo-driver": "driver",
+        "tempo-vectorised": "vectorised",
+        "tempo-spark": "spark",
+        "tempo-cluster": "cluster",
+    }[name]
     executor = StreamingExecutor(spark, str(work / "tempo-checkpoint"), engine=engine)
     query = {"W5": tempo_queries.w5, "W2-hop": tempo_queries.w2_hop}.get(WORKLOAD, tempo_queries.w2)(str(watched))
     live = executor.start(query, ParquetSink(str(out)))
@@ -285,8 +295,11 @@ def run_handwritten(spark: SparkSession, files: Files, work: Path) -> Run:
     assert pq.read_schema(files.empty).names == schema.names
     query = (
         handwritten_query(spark, str(watched), schema)
-        .writeStream.outputMode("append").format("parquet").option("path", str(out))
-        .option("checkpointLocation", str(work / "spark-checkpoint")).start()
+        .writeStream.outputMode("append")
+        .format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(work / "spark-checkpoint"))
+        .start()
     )
     try:
         query.processAllAvailable()
@@ -309,10 +322,12 @@ def run_handwritten(spark: SparkSession, files: Files, work: Path) -> Run:
 
 
 RUNNERS: dict[str, Any] = {
-    "tempo": run_tempo, "tempo-driver": functools.partial(run_tempo, name="tempo-driver"),
+    "tempo": run_tempo,
+    "tempo-driver": functools.partial(run_tempo, name="tempo-driver"),
     "tempo-vectorised": functools.partial(run_tempo, name="tempo-vectorised"),
     "tempo-spark": functools.partial(run_tempo, name="tempo-spark"),
-    "tempo-cluster": functools.partial(run_tempo, name="tempo-cluster"), "handwritten": run_handwritten,
+    "tempo-cluster": functools.partial(run_tempo, name="tempo-cluster"),
+    "handwritten": run_handwritten,
 }
 
 
@@ -335,18 +350,41 @@ def judge(runs: list[Run], n_data: int) -> None:
 
 
 def table(runs: list[Run]) -> str:
-    head = ("batch", "engine", "files", "micro-batches", "events", "events/s", "tempo/hw", "median latency", "median batch", "end", "dropped", "checksum")
+    head = (
+        "batch",
+        "engine",
+        "files",
+        "micro-batches",
+        "events",
+        "events/s",
+        "tempo/hw",
+        "median latency",
+        "median batch",
+        "end",
+        "dropped",
+        "checksum",
+    )
     rate = {(r.batch, r.engine): r.events_per_s for r in runs}
     body = []
     for r in runs:
         hw = rate.get((r.batch, "handwritten"))
         ratio = f"{r.events_per_s / hw:.2f}x" if r.engine.startswith("tempo") and r.events_per_s and hw else ""
-        body.append((
-            f"{r.batch:,}", r.engine, str(r.files), str(r.micro_batches), f"{r.events:,}", fmt_rate(r.events_per_s), ratio,
-            "-" if r.median_latency is None else f"{r.median_latency:.3f} s",
-            "-" if r.median_engine_batch is None else f"{r.median_engine_batch:.3f} s",
-            f"{r.end_seconds:.2f} s", "-" if r.dropped is None else str(r.dropped), r.status,
-        ))
+        body.append(
+            (
+                f"{r.batch:,}",
+                r.engine,
+                str(r.files),
+                str(r.micro_batches),
+                f"{r.events:,}",
+                fmt_rate(r.events_per_s),
+                ratio,
+                "-" if r.median_latency is None else f"{r.median_latency:.3f} s",
+                "-" if r.median_engine_batch is None else f"{r.median_engine_batch:.3f} s",
+                f"{r.end_seconds:.2f} s",
+                "-" if r.dropped is None else str(r.dropped),
+                r.status,
+            )
+        )
     widths = [max(len(line[i]) for line in (head, *body)) for i in range(len(head))]
     right = {0, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 
@@ -369,7 +407,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--shuffle-partitions", type=int, default=4)
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument(
-        "--workload", default="W2", choices=("W2", "W2-hop", "W5"),
+        "--workload",
+        default="W2",
+        choices=("W2", "W2-hop", "W5"),
         help="W2 (tumbling windows, default), W2-hop (W2 then a second window per key: tempo's engines only) or W5 (sessions)",
     )
     ap.add_argument("--out", type=Path, default=None, help="JSON results (default bench/results/streaming.json, streaming-w5.json for W5)")
@@ -426,14 +466,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_end = list(os.getloadavg())
     print()
     print(table(runs))
-    print(f"\nload average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in load_start)} at the start, "
-          f"{', '.join(f'{x:.1f}' for x in load_end)} at the end, on {os.cpu_count()} CPUs")
+    print(
+        f"\nload average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in load_start)} at the start, "
+        f"{', '.join(f'{x:.1f}' for x in load_end)} at the end, on {os.cpu_count()} CPUs"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "n": args.n, "workload": args.workload, "max_files": args.max_files, "master": args.master, "shuffle_partitions": args.shuffle_partitions,
-        "load_average": {"start": load_start, "end": load_end},
-        "runs": [attrs.asdict(r) | {"events_per_s": r.events_per_s, "median_latency": r.median_latency} for r in runs],
-    }, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "n": args.n,
+                "workload": args.workload,
+                "max_files": args.max_files,
+                "master": args.master,
+                "shuffle_partitions": args.shuffle_partitions,
+                "load_average": {"start": load_start, "end": load_end},
+                "runs": [attrs.asdict(r) | {"events_per_s": r.events_per_s, "median_latency": r.median_latency} for r in runs],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"\nwrote {args.out}")
     return 1 if any(r.status in ("FAIL", "error", "DIFFER") for r in runs) else 0
 

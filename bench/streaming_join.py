@@ -90,18 +90,32 @@ def files(data: Path, n: int, batch: int) -> list[tuple[Any, Any]]:
         times, arrivals = part.column("event_time").to_numpy(), part.column("arrival_time").to_numpy()
         clock = int(arrivals[-1]) + 1
         beat = {"seq": [int(seq[-1]) * 2 + 1], "kind": ["heartbeat"], "start": [clock], "arrival": [clock], "key": [0]}
-        events = pa.table({
-            "seq": seq * 2, "kind": ["point"] * len(seq), "start": times, "arrival": arrivals,
-            "key": part.column("key").cast(pa.int64()), "value": part.column("value"),
-        })
-        sensors = pa.table({
-            "seq": seq * 2, "kind": ["point"] * len(seq), "start": times, "arrival": arrivals,
-            "key": other.column("key").cast(pa.int64()), "other": other.column("value"),
-        })
-        out.append((
-            pa.concat_tables([events, pa.table(beat | {"value": [0.0]}, schema=events.schema)]),
-            pa.concat_tables([sensors, pa.table(beat | {"other": [0.0]}, schema=sensors.schema)]),
-        ))
+        events = pa.table(
+            {
+                "seq": seq * 2,
+                "kind": ["point"] * len(seq),
+                "start": times,
+                "arrival": arrivals,
+                "key": part.column("key").cast(pa.int64()),
+                "value": part.column("value"),
+            }
+        )
+        sensors = pa.table(
+            {
+                "seq": seq * 2,
+                "kind": ["point"] * len(seq),
+                "start": times,
+                "arrival": arrivals,
+                "key": other.column("key").cast(pa.int64()),
+                "other": other.column("value"),
+            }
+        )
+        out.append(
+            (
+                pa.concat_tables([events, pa.table(beat | {"value": [0.0]}, schema=events.schema)]),
+                pa.concat_tables([sensors, pa.table(beat | {"other": [0.0]}, schema=sensors.schema)]),
+            )
+        )
     return out
 
 
@@ -110,7 +124,8 @@ def query(events: str, sensors: str) -> Any:
     from tempo.sources import ParquetSource
 
     settings = AdvanceTimeSettings(
-        AdvanceTimeGenerationSettings(frequency=1000, delay=DELAY, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP,
+        AdvanceTimeGenerationSettings(frequency=1000, delay=DELAY, advance_to_infinity_on_shutdown=True),
+        policy=AdvanceTimePolicy.DROP,
     )
 
     def source(path: str, payload: type) -> Any:
@@ -120,7 +135,8 @@ def query(events: str, sensors: str) -> Any:
     s = Stream.create("sensors", source(sensors, Sensor), EventShape.POINT, settings).alter_event_duration(timedelta(microseconds=SPAN))
     return (
         e.join(s, lambda a, b: a.key == b.key, lambda a, b: Product(key=a.key, product=a.value * b.other))
-        .group_by(lambda p: p.key).tumbling(timedelta(seconds=60))
+        .group_by(lambda p: p.key)
+        .tumbling(timedelta(seconds=60))
         .aggregate(lambda k, w: Tumble(key=k, n=w.count(), total=w.sum(lambda p: p.product)))
     )
 
@@ -152,7 +168,9 @@ def run(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path) -> 
             rows.append(sum(p.rows_in.values()))
             engines.append(p.engine)
     began = time.perf_counter()
-    live = StreamingExecutor(spark, str(work / "checkpoint"), engine=engine).start(query(*map(str, folders)), ParquetSink(str(work / "out")))
+    live = StreamingExecutor(spark, str(work / "checkpoint"), engine=engine).start(
+        query(*map(str, folders)), ParquetSink(str(work / "out"))
+    )
     live.flush()
     end = time.perf_counter() - began
     return _summary(engine, engines, seconds, rows, end, _committed_windows(work))
@@ -170,7 +188,9 @@ def run_live(spark: Any, engine: str, batches: list[tuple[Any, Any]], work: Path
         folder.mkdir(parents=True)
     for folder, table in zip(folders, batches[0]):  # a file of no rows: the schema
         pq.write_table(table.slice(0, 0), folder / "part-empty.parquet")
-    live = StreamingExecutor(spark, str(work / "checkpoint"), engine=engine).start(query(*map(str, folders)), ParquetSink(str(work / "out")))
+    live = StreamingExecutor(spark, str(work / "checkpoint"), engine=engine).start(
+        query(*map(str, folders)), ParquetSink(str(work / "out"))
+    )
     seconds, rows = [], []
     try:
         for i, batch in enumerate(batches):
@@ -204,7 +224,9 @@ def run_handwritten(spark: Any, batches: list[tuple[Any, Any]], work: Path) -> d
     def side(folder: Path, value: str, prefix: str) -> Any:
         schema = spark.read.parquet(str(folder / "part-empty.parquet")).schema
         rows = spark.readStream.schema(schema).option("maxFileAge", "36500d").parquet(str(folder)).where(F.col("kind") == "point")
-        timed = rows.select(F.col("key").alias(f"{prefix}key"), F.col(value), F.timestamp_micros(F.col("start") + F.lit(ORIGIN_US)).alias(f"{prefix}ts"))
+        timed = rows.select(
+            F.col("key").alias(f"{prefix}key"), F.col(value), F.timestamp_micros(F.col("start") + F.lit(ORIGIN_US)).alias(f"{prefix}ts")
+        )
         return timed.withWatermark(f"{prefix}ts", f"{DELAY.seconds} seconds")
 
     events, sensors = side(folders[0], "value", ""), side(folders[1], "other", "s_")
@@ -217,8 +239,11 @@ def run_handwritten(spark: Any, batches: list[tuple[Any, Any]], work: Path) -> d
     )
     out = work / "out"
     query = (
-        windows.writeStream.outputMode("append").format("parquet").option("path", str(out))
-        .option("checkpointLocation", str(work / "checkpoint")).start()
+        windows.writeStream.outputMode("append")
+        .format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .start()
     )
     seconds, rows = [], []
     try:
@@ -235,8 +260,11 @@ def run_handwritten(spark: Any, batches: list[tuple[Any, Any]], work: Path) -> d
             for table in batches[-1]:
                 last = table.slice(table.num_rows - 2, 1)  # (the last row is the heartbeat)
                 moved = pc.add(last.column("start"), pa.scalar(day * 86_400_000_000, pa.int64()))
-                sentinels.append(last.set_column(last.schema.get_field_index("start"), "start", moved).set_column(
-                    last.schema.get_field_index("key"), "key", pa.array([-1], pa.int64())))
+                sentinels.append(
+                    last.set_column(last.schema.get_field_index("start"), "start", moved).set_column(
+                        last.schema.get_field_index("key"), "key", pa.array([-1], pa.int64())
+                    )
+                )
             land(work, folders, len(batches) + day, (sentinels[0], sentinels[1]))
             query.processAllAvailable()
         end = time.perf_counter() - began
@@ -261,8 +289,13 @@ def _summary(engine: str, engines: list[str], seconds: list[float], rows: list[i
     n, total, key = (kept.column(c).to_numpy() for c in ("n", "total", "key"))
     warm = seconds[1:] or seconds
     return {
-        "engine": engine, "engines": engines, "batch_seconds": seconds, "rows": rows, "end_seconds": end,
-        "median_batch": statistics.median(warm), "events_per_s": sum(rows[1:] or rows) / sum(warm),
+        "engine": engine,
+        "engines": engines,
+        "batch_seconds": seconds,
+        "rows": rows,
+        "end_seconds": end,
+        "median_batch": statistics.median(warm),
+        "events_per_s": sum(rows[1:] or rows) / sum(warm),
         "checksum": (kept.num_rows, int(n.sum()), float(total.sum()), float((total * key).sum())),
     }
 
@@ -282,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         batches = files(data.events, args.n, args.batch)
         results = [
-            run_handwritten(spark, batches, work / engine) if engine == "handwritten" and args.live
+            run_handwritten(spark, batches, work / engine)
+            if engine == "handwritten" and args.live
             else (run_live if args.live else run)(spark, engine, batches, work / engine)
             for engine in args.engines.split(",")
         ]
@@ -290,7 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n{len(batches)} batches of {args.batch:,} events per input ({2 * args.batch:,} rows), {args.master}")
-    print(f"{'engine':8} {'median latency' if args.live else 'median batch':>13} {'events/s':>10} {'flush':>7}  checksum (windows, n, total, total*key)")
+    print(
+        f"{'engine':8} {'median latency' if args.live else 'median batch':>13} {'events/s':>10} {'flush':>7}  checksum (windows, n, total, total*key)"
+    )
     for r in results:
         print(f"{r['engine']:8} {r['median_batch']:12.2f}s {r['events_per_s'] / 1e3:9.0f}k {r['end_seconds']:6.2f}s  {r['checksum']}")
     same = len({r["checksum"] for r in results if r["engine"] != "handwritten"}) <= 1  # (Spark's watermarks drop other rows)

@@ -182,7 +182,9 @@ def w2_hop(events: str) -> Stream[Tumble]:
     sequence (on the live cluster engine two keyed nodes, the second the first's next hop:
     docs/streaming.md, "Keyed nodes in sequence")."""
     return (
-        w2(events).group_by(lambda t: t.key).tumbling(timedelta(seconds=60))
+        w2(events)
+        .group_by(lambda t: t.key)
+        .tumbling(timedelta(seconds=60))
         .aggregate(lambda key, w: Tumble(key=key, n=w.sum(lambda t: t.n), total=w.sum(lambda t: t.total)))
     )
 
@@ -195,9 +197,7 @@ def w5(events: str) -> Stream[Session]:
         Stream.create("events", _events_source(events), EventShape.POINT, _settings())
         .group_by(lambda e: e.key)
         .session(SESSION_GAP)
-        .aggregate(
-            lambda key, w: Session(key=key, n=w.count(), total=w.sum(lambda e: e.value), start=w.start, end=w.end)
-        )
+        .aggregate(lambda key, w: Session(key=key, n=w.count(), total=w.sum(lambda e: e.value), start=w.start, end=w.end))
     )
 
 
@@ -209,9 +209,7 @@ def w6(events: str) -> Stream[Chunk]:
         Stream.create("events", _events_source(events), EventShape.POINT, _settings())
         .group_by(lambda e: e.key)
         .count_window(COUNT_WINDOW)
-        .aggregate(
-            lambda key, w: Chunk(key=key, n=w.count(), total=w.sum(lambda e: e.value), start=w.start, end=w.end)
-        )
+        .aggregate(lambda key, w: Chunk(key=key, n=w.count(), total=w.sum(lambda e: e.value), start=w.start, end=w.end))
     )
 
 
@@ -233,6 +231,4 @@ def w7(events: str, reference: str) -> Stream[Enriched]:
         .clip_event_duration()
     )
     ref = Stream.create("reference", _reference_source(reference), EventShape.INTERVAL, _settings(reference=True))
-    return signal.join(
-        ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Enriched(value=e.value, product=e.value * r.ref_value)
-    )
+    return signal.join(ref, on=lambda e, r: e.key == r.key, select=lambda e, r: Enriched(value=e.value, product=e.value * r.ref_value))

@@ -72,11 +72,7 @@ def query() -> Stream[Average]:
         .shift_event_time(timedelta(minutes=2))
         .group_by(lambda r: r.sensor)
         .hopping(size=timedelta(minutes=1), hop=timedelta(seconds=30))
-        .aggregate(
-            lambda sensor, w: Average(
-                sensor=sensor, window_start=w.start, readings=w.count(), celsius=w.avg(lambda r: r.celsius)
-            )
-        )
+        .aggregate(lambda sensor, w: Average(sensor=sensor, window_start=w.start, readings=w.count(), celsius=w.avg(lambda r: r.celsius)))
     )
 
 
@@ -89,7 +85,9 @@ def main(executor: Executor | None = None) -> Result[Average]:
     m = result.metrics["readings"]
     print(f"received {m.received}, admitted {m.admitted}, dropped {m.dropped}, CTIs generated {m.ctis_generated}")
     for r in result.rejected:
-        print(f"  {r.action.value}: #{r.position} {r.item.payload.sensor} at {r.item.start:%H:%M:%S} ({r.rule.value}, CTI {r.cti:%H:%M:%S})")
+        print(
+            f"  {r.action.value}: #{r.position} {r.item.payload.sensor} at {r.item.start:%H:%M:%S} ({r.rule.value}, CTI {r.cti:%H:%M:%S})"
+        )
     return result
 
 

@@ -169,10 +169,7 @@ def report(title: str, result: Result[PerMinute]) -> None:
     m: InputMetrics = result.metrics["readings"]
     print(f"  input: {fates(m)}; CTIs generated {m.ctis_generated}")
     delays = [d for _, d in m.watermark_delays]
-    print(
-        f"  watermark delay (arrival clock - CTI): min {seconds(min(delays))}, max {seconds(max(delays))}, "
-        f"over {len(delays)} samples"
-    )
+    print(f"  watermark delay (arrival clock - CTI): min {seconds(min(delays))}, max {seconds(max(delays))}, over {len(delays)} samples")
     if m.substreams:
         own = released_by_own_cti(result)
         minutes = Counter(e.payload.device for e in result.events)

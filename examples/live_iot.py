@@ -71,7 +71,9 @@ class Alert:
 def alerts(readings_source: Source[Reading], limits_source: Source[Limit]) -> Stream[Alert]:
     """The query: readings above the limit in force for their device."""
     readings = Stream.create(
-        "readings", readings_source, EventShape.POINT,
+        "readings",
+        readings_source,
+        EventShape.POINT,
         AdvanceTimeSettings(
             AdvanceTimeGenerationSettings(frequency=None, advance_to_infinity_on_shutdown=True),
             policy=AdvanceTimePolicy.ADJUST,
@@ -80,12 +82,14 @@ def alerts(readings_source: Source[Reading], limits_source: Source[Limit]) -> St
         over=lambda r: r.device,
     )
     limits = Stream.create(
-        "limits", limits_source, EventShape.INTERVAL,
+        "limits",
+        limits_source,
+        EventShape.INTERVAL,
         AdvanceTimeSettings(import_=AdvanceTimeImportSettings("readings"), policy=AdvanceTimePolicy.ADJUST),
     )
-    return readings.join(
-        limits, lambda r, m: r.device == m.device, lambda r, m: Alert(r.device, r.celsius, m.max_celsius)
-    ).where(lambda a: a.celsius > a.max_celsius)
+    return readings.join(limits, lambda r, m: r.device == m.device, lambda r, m: Alert(r.device, r.celsius, m.max_celsius)).where(
+        lambda a: a.celsius > a.max_celsius
+    )
 
 
 def start_redis(work: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -97,7 +101,8 @@ def start_redis(work: str) -> tuple[subprocess.Popen[bytes], str]:
     port = 6390
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", work, "--appendonly", "yes", "--save", ""],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     return proc, f"redis://127.0.0.1:{port}/0"
 
@@ -142,8 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", default="live_iot_work", help="folder for the checkpoint, the output and redis' data")
     parser.add_argument("--seconds", type=float, default=30.0, help="run this long, then stop (the query can be continued)")
-    parser.add_argument("--min-batches", type=int, default=0,
-                        help="after --seconds, go on until this run has committed this many batches (at most 5 minutes more)")
+    parser.add_argument(
+        "--min-batches",
+        type=int,
+        default=0,
+        help="after --seconds, go on until this run has committed this many batches (at most 5 minutes more)",
+    )
     parser.add_argument("--redis", default=None, help="use this Redis instead of starting one (redis://host:port/db)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
@@ -184,8 +193,10 @@ def run(work: str, url: str, seconds: float, seed: int, min_batches: int = 0) ->
         nonlocal shown
         for p in live.progress[shown:]:
             rows = ", ".join(f"{k} {v}" for k, v in p.rows_in.items())
-            print(f"batch {p.batch}: in {rows or 'nothing'}; out {p.items_out} items; output CTI {p.output_cti}; "
-                  f"waiting {p.buffered}; state {p.state_bytes} B; {p.seconds * 1000:.0f} ms ({p.engine})")
+            print(
+                f"batch {p.batch}: in {rows or 'nothing'}; out {p.items_out} items; output CTI {p.output_cti}; "
+                f"waiting {p.buffered}; state {p.state_bytes} B; {p.seconds * 1000:.0f} ms ({p.engine})"
+            )
         shown = len(live.progress)
 
     deadline = time.monotonic() + seconds
@@ -208,8 +219,9 @@ def run(work: str, url: str, seconds: float, seed: int, min_batches: int = 0) ->
     committed = read_committed(out)
     kinds = committed.column("tempo_kind").to_pylist() if committed.num_rows else []
     alerts_so_far = sum(1 for kind in kinds if kind in ("point", "interval", "start"))
-    print(f"# {alerts_so_far} alerts committed in {out} (batches up to {live.last_committed_batch}); "
-          f"run again with --work {work} to continue")
+    print(
+        f"# {alerts_so_far} alerts committed in {out} (batches up to {live.last_committed_batch}); run again with --work {work} to continue"
+    )
     return 0
 
 

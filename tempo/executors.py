@@ -106,7 +106,9 @@ def executor_from_args(argv: list[str] | None = None) -> Executor:
 
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--executor", choices=["embedded", "memory", "spark", "vectorised", "auto"], default="embedded",
+        "--executor",
+        choices=["embedded", "memory", "spark", "vectorised", "auto"],
+        default="embedded",
         help="embedded (default): in this process, on polars where the vectorised executor applies, "
         "else in memory; memory: the in-memory reference; spark: local Spark (a JVM starts first, some "
         "seconds); vectorised: in this process on polars; auto: Spark when installed, else embedded",

@@ -31,8 +31,17 @@ START_COLUMN: Final = "tempo_start"
 END_COLUMN: Final = "tempo_end"
 """The column of an event's end (``tempo.INFINITY`` for a lifetime that never closed)."""
 REJECTION_COLUMNS: Final = (
-    "tempo_input", "tempo_position", "tempo_kind", "tempo_rule", "tempo_action", START_COLUMN, END_COLUMN,
-    "tempo_arrival", "tempo_cti", "tempo_admitted_start", "tempo_admitted_end",
+    "tempo_input",
+    "tempo_position",
+    "tempo_kind",
+    "tempo_rule",
+    "tempo_action",
+    START_COLUMN,
+    END_COLUMN,
+    "tempo_arrival",
+    "tempo_cti",
+    "tempo_admitted_start",
+    "tempo_admitted_end",
 )
 """The columns ``Result.rejections_table`` puts before the payload's own."""
 RESERVED_COLUMNS: Final = frozenset(REJECTION_COLUMNS)
@@ -224,7 +233,8 @@ class Result(Generic[T]):
                 raise AttributeError(
                     "'Result' object has no attribute 'rejections': the dropped and adjusted input events are "
                     "result.rejected (a list of Rejection), or result.rejections_table() as a pyarrow table",
-                    name=name, obj=self,
+                    name=name,
+                    obj=self,
                 )
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
 
@@ -318,10 +328,7 @@ class Result(Generic[T]):
         arrays = [pa.array(values, tp) for _, tp, _, values in meta]
         schema = [pa.field(name, tp, nullable=nullable) for name, tp, nullable, _ in meta]
         for f in fields:
-            values = [
-                getattr(j.item.payload, f.name) if f.name in _field_names(type(j.item.payload)) else None
-                for j in rejected
-            ]
+            values = [getattr(j.item.payload, f.name) if f.name in _field_names(type(j.item.payload)) else None for j in rejected]
             array = _column(owner[f.name], f, values)
             arrays.append(array)
             schema.append(pa.field(f.name, array.type, nullable=f.nullable or array.null_count > 0))
@@ -348,8 +355,16 @@ class Result(Generic[T]):
         from tempo.viz import plot
 
         return plot(
-            self if stream is None else stream, None if stream is None else self, by_key=by_key, label=label,
-            inputs=inputs, time_range=time_range, limit=limit, title=title, width=width, path=path,
+            self if stream is None else stream,
+            None if stream is None else self,
+            by_key=by_key,
+            label=label,
+            inputs=inputs,
+            time_range=time_range,
+            limit=limit,
+            title=title,
+            width=width,
+            path=path,
         )
 
 
@@ -398,8 +413,10 @@ def released_table(items: Sequence[RawItem[Any]], payload_type: type) -> Any:
         payloads.append(payload)
     columns = [pa.array(kinds, pa.string()), pa.array(starts, _timestamp()), pa.array(ends, _timestamp()), pa.array(keys, pa.string())]
     schema = [
-        pa.field("tempo_kind", pa.string(), nullable=False), pa.field(START_COLUMN, _timestamp(), nullable=False),
-        pa.field(END_COLUMN, _timestamp()), pa.field(KEY_COLUMN, pa.string()),
+        pa.field("tempo_kind", pa.string(), nullable=False),
+        pa.field(START_COLUMN, _timestamp(), nullable=False),
+        pa.field(END_COLUMN, _timestamp()),
+        pa.field(KEY_COLUMN, pa.string()),
     ]
     for f in record_fields(payload_type) if is_record_type(payload_type) else []:
         array = _column(payload_type, f, [None if pl is None else getattr(pl, f.name) for pl in payloads])
@@ -431,8 +448,12 @@ def arrow_type(tp: type, element: type | None = None) -> Any:
     import pyarrow as pa
 
     scalars = {
-        bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(),
-        datetime: _timestamp(), timedelta: pa.duration("us"),
+        bool: pa.bool_(),
+        int: pa.int64(),
+        float: pa.float64(),
+        str: pa.string(),
+        datetime: _timestamp(),
+        timedelta: pa.duration("us"),
     }
     if tp in scalars:
         return scalars[tp]

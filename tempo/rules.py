@@ -20,12 +20,23 @@ __all__ = ["CHECK_ORDER", "CTI_RULE_CODES", "InputRule", "MESSAGES", "error_clas
 
 CHECK_ORDER: tuple[InputRule, ...] = (
     InputRule.ITEM_KIND,
-    InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.SUB_MICROSECOND, InputRule.ROW_KIND,
+    InputRule.UNKNOWN_KIND,
+    InputRule.NULL_START,
+    InputRule.NULL_END,
+    InputRule.SUB_MICROSECOND,
+    InputRule.ROW_KIND,
     InputRule.LIFETIME,
     InputRule.START_AT_INFINITY,
-    InputRule.PAYLOAD_TYPE, InputRule.LIST_FIELD, InputRule.FIELD_TYPE, InputRule.NULL_FIELD,
-    InputRule.ORDERING_ARRIVAL, InputRule.HEARTBEAT_ARRIVAL, InputRule.IMPORT_ARRIVAL, InputRule.IMPORT_ITEM_ARRIVAL,
-    InputRule.STAMP_ARRIVAL, InputRule.ARRIVAL_ORDER,
+    InputRule.PAYLOAD_TYPE,
+    InputRule.LIST_FIELD,
+    InputRule.FIELD_TYPE,
+    InputRule.NULL_FIELD,
+    InputRule.ORDERING_ARRIVAL,
+    InputRule.HEARTBEAT_ARRIVAL,
+    InputRule.IMPORT_ARRIVAL,
+    InputRule.IMPORT_ITEM_ARRIVAL,
+    InputRule.STAMP_ARRIVAL,
+    InputRule.ARRIVAL_ORDER,
     InputRule.END_WITHOUT_START,
 )
 """The order in which an item or table row is checked, on both executors: its kind, its
@@ -58,17 +69,14 @@ MESSAGES: dict[InputRule, str] = {
     InputRule.ORDERING_ARRIVAL_COLUMN: (
         "an input with ordering settings needs an arrival time on every item: give {source} an arrival= column"
     ),
-    InputRule.EDGE_KIND_COLUMN: (
-        "an EDGE input from a table needs a kind= column (start, end or cti per row): {source} has none"
-    ),
+    InputRule.EDGE_KIND_COLUMN: ("an EDGE input from a table needs a kind= column (start, end or cti per row): {source} has none"),
     InputRule.UNKNOWN_KIND: "the kind column {column!r} must hold point, interval, start, end, cti or heartbeat (in any case)",
     InputRule.NULL_START: "the {arg} column {column!r} is null",
     InputRule.NULL_END: "the {arg} column {column!r} is null",
     InputRule.NO_END_COLUMN: "a row of kind {kind!r} needs an end= column",
     InputRule.ITEM_KIND: "a {shape} input takes {takes}, got {got}",
     InputRule.NULL_ORDER: (
-        "the {arg} column {column!r} is null in {count} row{plural}; the rows are taken in order "
-        "of it, so every row needs a value"
+        "the {arg} column {column!r} is null in {count} row{plural}; the rows are taken in order of it, so every row needs a value"
     ),
     InputRule.PAYLOAD_TYPE: "payload must be a {expected}, got {got}",
     InputRule.CTI_VIOLATION: (
@@ -77,8 +85,7 @@ MESSAGES: dict[InputRule, str] = {
     ),
     InputRule.END_WITHOUT_START: "end edge without its start: no open start edge has this start and payload",
     InputRule.HEARTBEAT_ARRIVAL: (
-        "a heartbeat row stands for the arrival time it carries, so it needs one "
-        "(an arrival= column, not null in the row)"
+        "a heartbeat row stands for the arrival time it carries, so it needs one (an arrival= column, not null in the row)"
     ),
     InputRule.ORDER_BACK: (
         "its {column!r} value {value!r} comes before {last!r}, the last value of rows already processed "

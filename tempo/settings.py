@@ -30,18 +30,11 @@ def _check_frequency(_: object, __: attrs.Attribute[int | timedelta | None], val
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, timedelta)):
-        raise QueryBuildError(
-            f"AdvanceTimeGenerationSettings.frequency must be an event count (int) or a "
-            f"timedelta, got {value!r}"
-        )
+        raise QueryBuildError(f"AdvanceTimeGenerationSettings.frequency must be an event count (int) or a timedelta, got {value!r}")
     if isinstance(value, int) and value <= 0:
-        raise QueryBuildError(
-            f"AdvanceTimeGenerationSettings.frequency must be a positive event count, got {value}"
-        )
+        raise QueryBuildError(f"AdvanceTimeGenerationSettings.frequency must be a positive event count, got {value}")
     if isinstance(value, timedelta) and value <= timedelta(0):
-        raise QueryBuildError(
-            f"AdvanceTimeGenerationSettings.frequency must be a positive time span, got {value}"
-        )
+        raise QueryBuildError(f"AdvanceTimeGenerationSettings.frequency must be a positive time span, got {value}")
     if isinstance(value, timedelta) and value % timedelta(microseconds=1):
         raise QueryBuildError("frequency must be a whole number of ticks (microseconds)")
 

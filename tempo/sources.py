@@ -56,9 +56,7 @@ class ItemSource(Source[T]):
         self._settings = settings
         inferred = payload_type or self._infer_payload_type()
         if inferred is None:
-            raise QueryBuildError(
-                "cannot tell the payload type of an input with no events: pass payload_type="
-            )
+            raise QueryBuildError("cannot tell the payload type of an input with no events: pass payload_type=")
         self.payload_type = inferred
 
     def _infer_payload_type(self) -> type[T] | None:
@@ -130,7 +128,7 @@ class TableSource(Source[T]):
     ) -> None:
         self.payload_type = payload_type
         if time_unit is not None and time_unit not in TIME_UNITS:
-            raise QueryBuildError(f"time_unit= is what integer time columns count: \"s\", \"ms\", \"us\" or \"ns\", got {time_unit!r}")
+            raise QueryBuildError(f'time_unit= is what integer time columns count: "s", "ms", "us" or "ns", got {time_unit!r}')
         self.time_unit: TimeUnit | None = time_unit
         time_column = start if start is not None else arrival
         if time_column is None:
@@ -145,7 +143,9 @@ class TableSource(Source[T]):
         """False when ``start`` was not given and the start is read from the arrival column."""
         self.end, self.kind, self.arrival = end, kind, arrival
         self.order = order if order is not None else arrival
-        if dense_order_from is not None and (isinstance(dense_order_from, bool) or not isinstance(dense_order_from, int) or self.order is None):
+        if dense_order_from is not None and (
+            isinstance(dense_order_from, bool) or not isinstance(dense_order_from, int) or self.order is None
+        ):
             raise QueryBuildError(
                 f"dense_order_from= is the integer the order column counts from, and needs order=; got {dense_order_from!r}"
                 + ("" if self.order is not None else " without an order column")
@@ -244,7 +244,9 @@ class JsonSource(TableSource[T]):
         columns: dict[str, Any] = {}
         for f in record_fields(self.payload_type):
             if f.dtype not in scalars:
-                raise QueryBuildError(f"{self!r}: payload field {f.name} is a {getattr(f.dtype, '__name__', f.dtype)}; JSON rows hold bool, int, float, str and datetime fields")
+                raise QueryBuildError(
+                    f"{self!r}: payload field {f.name} is a {getattr(f.dtype, '__name__', f.dtype)}; JSON rows hold bool, int, float, str and datetime fields"
+                )
             columns[f.name] = scalars[f.dtype]
         times = [c for c in (self.start, self.end, self.arrival) if c is not None]
         if self.order is not None and self.order not in times:
@@ -335,5 +337,3 @@ def as_source(name: str, source: object, payload_type: type[Any] | None) -> Sour
         return ItemSource(source, payload_type)
     except QueryBuildError as exc:
         raise QueryBuildError(f"input {name!r}: {exc}") from None
-
-

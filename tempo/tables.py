@@ -93,7 +93,17 @@ def cut_buckets(bounded: Span, unbounded: Span, longest: int) -> tuple[int, int,
 # the same on both.
 
 TIMESTAMP, INTEGER, FLOAT, DECIMAL, BOOLEAN, STRING, DATE, DURATION, STRUCT, LIST, NULL = (
-    "timestamp", "integer", "float", "decimal", "boolean", "string", "date", "duration", "struct", "list", "null",
+    "timestamp",
+    "integer",
+    "float",
+    "decimal",
+    "boolean",
+    "string",
+    "date",
+    "duration",
+    "struct",
+    "list",
+    "null",
 )
 
 FIELD_COLUMN_TYPES: dict[type, tuple[str, ...]] = {
@@ -126,9 +136,17 @@ def arrow_column_type(dtype: Any) -> str:
     if t.is_dictionary(dtype):
         return arrow_column_type(dtype.value_type)
     for test, word in (
-        (t.is_timestamp, TIMESTAMP), (t.is_integer, INTEGER), (t.is_floating, FLOAT), (t.is_decimal, DECIMAL),
-        (t.is_boolean, BOOLEAN), (t.is_string, STRING), (t.is_large_string, STRING), (t.is_date, DATE),
-        (t.is_duration, DURATION), (t.is_struct, STRUCT), (t.is_null, NULL),
+        (t.is_timestamp, TIMESTAMP),
+        (t.is_integer, INTEGER),
+        (t.is_floating, FLOAT),
+        (t.is_decimal, DECIMAL),
+        (t.is_boolean, BOOLEAN),
+        (t.is_string, STRING),
+        (t.is_large_string, STRING),
+        (t.is_date, DATE),
+        (t.is_duration, DURATION),
+        (t.is_struct, STRUCT),
+        (t.is_null, NULL),
     ):
         if test(dtype):
             return word
@@ -182,9 +200,7 @@ def check_columns(name: str, source: Any, columns: Mapping[str, str]) -> None:
     field, the column, and the columns the table has."""
     for arg, column, accepted in column_arguments(source):
         if column not in columns:
-            raise InputSchemaError(
-                name, f"{arg}={column!r} names no column of {source!r}; its columns are {_listing(columns)}"
-            )
+            raise InputSchemaError(name, f"{arg}={column!r} names no column of {source!r}; its columns are {_listing(columns)}")
         found = columns[column]
         if found not in accepted and found != NULL:
             want = {
@@ -392,7 +408,9 @@ def nanosecond_columns(source: Any, types: Mapping[str, Any]) -> dict[str, tuple
 
 def sub_microsecond_rule(what: str, column: str, type_text: str) -> RuleText:
     """The rule a value with a part below a microsecond breaks."""
-    return message(InputRule.SUB_MICROSECOND, what=what if what.startswith("payload") else f"the {what} time", column=column, type=type_text)
+    return message(
+        InputRule.SUB_MICROSECOND, what=what if what.startswith("payload") else f"the {what} time", column=column, type=type_text
+    )
 
 
 def sub_microsecond_rows(table: Any, columns: Mapping[str, tuple[str, str]]) -> dict[str, list[int]]:
@@ -541,7 +559,14 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
             raise  # the class's own error, as the Spark executor raises it when it builds the row
         raise InputError(name, i, row(i), null_field_rule(cls, null_rows[i], null_rows[i])) from exc
     # Rows of one shape without nulls all at once; otherwise row by row, to find the null.
-    if bad is None and not null_rows and not below and source.kind is None and None not in starts and (shape is EventShape.POINT or None not in ends):
+    if (
+        bad is None
+        and not null_rows
+        and not below
+        and source.kind is None
+        and None not in starts
+        and (shape is EventShape.POINT or None not in ends)
+    ):
         same_shape = [s + 1 for s in starts] if shape is EventShape.POINT else ends  # type: ignore[operator]
         return kinds, starts, same_shape, arrivals, payloads, None  # type: ignore[return-value]
     start_arg = "start" if getattr(source, "start_given", True) else "arrival"
@@ -560,7 +585,7 @@ def read_columns(source: Any, table: Any, shape: EventShape, name: str = "table"
         elif k < 4 and i in null_rows:
             bad = RowError(name, i, row(i), null_field_rule(source.payload_type, null_rows[i], null_rows[i]), False)
         ends_out.append(s + 1 if k == 0 and s is not None else INF if k == 2 else s if k >= 4 else e)  # type: ignore[arg-type]
-    ends_out.extend(ends[len(ends_out):])  # type: ignore[arg-type]
+    ends_out.extend(ends[len(ends_out) :])  # type: ignore[arg-type]
     return kinds, starts, ends_out, arrivals, payloads, bad  # type: ignore[return-value]
 
 
@@ -571,7 +596,12 @@ def _used_below(columns: list[str], nanos: Mapping[str, tuple[str, str]], kind: 
     for column in nanos:
         if column in columns:
             what = nanos[column][0]
-            if what == "arrival" or (what == "start" and kind != 5) or (what == "end" and kind in (1, 3)) or (what.startswith("payload") and kind < 4):
+            if (
+                what == "arrival"
+                or (what == "start" and kind != 5)
+                or (what == "end" and kind in (1, 3))
+                or (what.startswith("payload") and kind < 4)
+            ):
                 return column
     return None
 

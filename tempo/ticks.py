@@ -72,7 +72,6 @@ def add(ticks: int, delta: int) -> int:
     return min(ticks + delta, INF)
 
 
-
 def format_time(t: int | datetime) -> str:
     """A time as people read it: ``2024-01-01 10:00:05`` (fractions of a second only when
     present, ``+00:00`` never: tempo's times are UTC), ``infinity`` for ``INFINITY`` and

@@ -139,13 +139,30 @@ class _Event:
 
         point = self.kind == POINT
         if self.start is None:
-            return Mark(dt(self.received_start), dt(self.received_end), self.payload, "dropped",
-                        dt(self.received_start), dt(self.received_end), tuple(self.rejections), self.position, point)
+            return Mark(
+                dt(self.received_start),
+                dt(self.received_end),
+                self.payload,
+                "dropped",
+                dt(self.received_start),
+                dt(self.received_end),
+                tuple(self.rejections),
+                self.position,
+                point,
+            )
         if (self.start, self.end) == (self.received_start, self.received_end):
-            return Mark(dt(self.start), dt(self.end), self.payload, "admitted", None, None,
-                        tuple(self.rejections), self.position, point)
-        return Mark(dt(self.start), dt(self.end), self.payload, "adjusted", dt(self.received_start),
-                    dt(self.received_end), tuple(self.rejections), self.position, point)
+            return Mark(dt(self.start), dt(self.end), self.payload, "admitted", None, None, tuple(self.rejections), self.position, point)
+        return Mark(
+            dt(self.start),
+            dt(self.end),
+            self.payload,
+            "adjusted",
+            dt(self.received_start),
+            dt(self.received_end),
+            tuple(self.rejections),
+            self.position,
+            point,
+        )
 
 
 @attrs.define
@@ -443,7 +460,9 @@ def plot(
     if not isinstance(limit, int) or limit < 1:
         raise PlotError(f"limit must be a positive number of events, got {limit!r}")
     if time_range is not None and not (
-        isinstance(time_range, tuple) and len(time_range) == 2 and all(isinstance(t, datetime) for t in time_range)
+        isinstance(time_range, tuple)
+        and len(time_range) == 2
+        and all(isinstance(t, datetime) for t in time_range)
         and _ticks(time_range[0]) < _ticks(time_range[1])
     ):
         raise PlotError(f"time_range must be a (start, end) pair of datetimes with start before end, got {time_range!r}")
@@ -497,9 +516,7 @@ def _stream_lanes(stream: Stream[Any], result: Result[Any] | None, key: _KeySpec
         if not isinstance(result, Result):
             raise PlotError(f"plot(stream, result): result must be a Result, got {type(result).__name__}")
         if set(result.metrics) != set(names):
-            raise PlotError(
-                f"this result is not a run of this query: its inputs are {sorted(result.metrics)}, the query's {sorted(names)}"
-            )
+            raise PlotError(f"this result is not a run of this query: its inputs are {sorted(result.metrics)}, the query's {sorted(names)}")
     output_key = query.substream_key(query.root)
     output_key_of = key.function(None if output_key is None else compile_expression(output_key, 1))
     if key.mode == "substream" and output_key is None and all(s.over is None for s in query.sources):
@@ -556,8 +573,7 @@ def _labels(lanes: list[Lane], label: Callable[[Any], object] | None) -> list[li
                 texts.append(str(label(m.payload)))
             except Exception as e:  # the user's function
                 raise PlotError(
-                    f"label could not label the payload {m.payload!r} of lane {lane.title.splitlines()[0]!r}: "
-                    f"{type(e).__name__}: {e}"
+                    f"label could not label the payload {m.payload!r} of lane {lane.title.splitlines()[0]!r}: {type(e).__name__}: {e}"
                 ) from e
         out.append(texts)
     return out
@@ -677,8 +693,12 @@ def _label_x(m: Mark, text: str, g: _Geometry) -> float:
 
 
 def _draw(
-    lanes: list[Lane], labels: list[list[str]], time_range: tuple[datetime, datetime] | None,
-    title: str | None, width: float, note: str | None,
+    lanes: list[Lane],
+    labels: list[list[str]],
+    time_range: tuple[datetime, datetime] | None,
+    title: str | None,
+    width: float,
+    note: str | None,
 ) -> Timeline:
     from matplotlib.figure import Figure
 
@@ -724,8 +744,16 @@ def _draw(
 
     handles = _legend(lanes)
     if handles:
-        fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 5), frameon=False, fontsize=8,
-                   bbox_to_anchor=(0.5, 1 - (0.3 if title else 0.04) / height), handlelength=2.2, columnspacing=1.4)
+        fig.legend(
+            handles=handles,
+            loc="upper center",
+            ncol=min(len(handles), 5),
+            frameon=False,
+            fontsize=8,
+            bbox_to_anchor=(0.5, 1 - (0.3 if title else 0.04) / height),
+            handlelength=2.2,
+            columnspacing=1.4,
+        )
     if title:
         fig.suptitle(title, y=1 - 0.06 / height, va="top", fontsize=11, fontweight="bold")
     if note:
@@ -775,19 +803,37 @@ def _draw_lane(ax: Axes, lane: Lane, placed: list[_Placed], y0: float, height: f
     def draw_lifetime(m: Mark, y: float, start: datetime, end: datetime, fill: str, faded: bool) -> Artist:
         x0, x1 = g.x(start), g.x(end)
         if m.point:
-            (line,) = ax.plot([x0], [y], marker="|", markersize=12, markeredgewidth=1.3 if faded else 2.4,
-                              color=_FADED if faded else fill, alpha=0.8 if faded else 1.0, linestyle="none", zorder=4)
+            (line,) = ax.plot(
+                [x0],
+                [y],
+                marker="|",
+                markersize=12,
+                markeredgewidth=1.3 if faded else 2.4,
+                color=_FADED if faded else fill,
+                alpha=0.8 if faded else 1.0,
+                linestyle="none",
+                zorder=4,
+            )
             return line
         w = max(x1 - x0, g.char * 0.4)
         if is_infinite(end):
             w -= g.char * 0.6
-        patch = Rectangle((x0, y - bar / 2), w, bar, zorder=3 if faded else 4,
-                          facecolor="none" if faded else fill, alpha=1.0 if faded else (0.55 if is_infinite(end) else 0.85),
-                          edgecolor=_FADED if faded else fill, linewidth=1.0, linestyle="--" if faded else "-")
+        patch = Rectangle(
+            (x0, y - bar / 2),
+            w,
+            bar,
+            zorder=3 if faded else 4,
+            facecolor="none" if faded else fill,
+            alpha=1.0 if faded else (0.55 if is_infinite(end) else 0.85),
+            edgecolor=_FADED if faded else fill,
+            linewidth=1.0,
+            linestyle="--" if faded else "-",
+        )
         ax.add_patch(patch)
         if is_infinite(end):
-            (head,) = ax.plot([g.inf - g.char * 0.6], [y], marker=">", markersize=6, color=_FADED if faded else fill,
-                              linestyle="none", zorder=4)
+            (head,) = ax.plot(
+                [g.inf - g.char * 0.6], [y], marker=">", markersize=6, color=_FADED if faded else fill, linestyle="none", zorder=4
+            )
             out["heads"].append(head)
         return patch
 
@@ -797,8 +843,9 @@ def _draw_lane(ax: Axes, lane: Lane, placed: list[_Placed], y0: float, height: f
             assert m.received_start is not None and m.received_end is not None
             out["received"].append(draw_lifetime(m, y, m.received_start, m.received_end, color, faded=True))
             out["events"].append(out["received"][-1])
-            (x,) = ax.plot([g.x(m.received_start)], [y], marker="x", markersize=7, markeredgewidth=2, color=_DROPPED,
-                           linestyle="none", zorder=6)
+            (x,) = ax.plot(
+                [g.x(m.received_start)], [y], marker="x", markersize=7, markeredgewidth=2, color=_DROPPED, linestyle="none", zorder=6
+            )
             out["dropped"].append(x)
         elif m.status == "adjusted":
             assert m.received_start is not None and m.received_end is not None
@@ -806,19 +853,25 @@ def _draw_lane(ax: Axes, lane: Lane, placed: list[_Placed], y0: float, height: f
             out["events"].append(draw_lifetime(m, y, m.start, m.end, _ADJUSTED, faded=False))
             for a, b in ((m.received_start, m.start), (m.received_end, m.end)):
                 if _ticks(a) != _ticks(b) and not (m.point and a is m.received_end):
-                    arrow = ax.annotate("", xy=(g.x(b), y), xytext=(g.x(a), y), zorder=5,
-                                        arrowprops={"arrowstyle": "->", "color": _ADJUSTED, "linewidth": 1.2,
-                                                    "shrinkA": 0, "shrinkB": 2})
+                    arrow = ax.annotate(
+                        "",
+                        xy=(g.x(b), y),
+                        xytext=(g.x(a), y),
+                        zorder=5,
+                        arrowprops={"arrowstyle": "->", "color": _ADJUSTED, "linewidth": 1.2, "shrinkA": 0, "shrinkB": 2},
+                    )
                     out["moves"].append(arrow)
             if m.open and not is_infinite(m.received_end):  # its end edge was dropped: it stays open
-                (x,) = ax.plot([g.x(m.received_end)], [y], marker="x", markersize=6, markeredgewidth=1.6, color=_DROPPED,
-                               linestyle="none", zorder=6)
+                (x,) = ax.plot(
+                    [g.x(m.received_end)], [y], marker="x", markersize=6, markeredgewidth=1.6, color=_DROPPED, linestyle="none", zorder=6
+                )
                 out["dropped"].append(x)
         else:
             out["events"].append(draw_lifetime(m, y, m.start, m.end, color, faded=False))
         if p.text:
-            out["labels"].append(ax.text(_label_x(m, p.text, g), y, p.text, fontsize=_FONT, va="center", ha="left",
-                                         color="#222222", zorder=7, clip_on=True))
+            out["labels"].append(
+                ax.text(_label_x(m, p.text, g), y, p.text, fontsize=_FONT, va="center", ha="left", color="#222222", zorder=7, clip_on=True)
+            )
 
     top, bottom = y0 + 0.25, y0 + height - 0.25
     for t in lane.ctis:
@@ -830,8 +883,9 @@ def _draw_lane(ax: Axes, lane: Lane, placed: list[_Placed], y0: float, height: f
 
 def _cti_line(ax: Axes, x: float, top: float, bottom: float, color: str, style: str) -> Artist:
     (line,) = ax.plot([x, x], [top, bottom], color=color, linewidth=1.0, linestyle=style, zorder=2, alpha=0.45)
-    ax.plot([x], [bottom], marker="^", markersize=6, color=color, linestyle="none", zorder=2,
-            markerfacecolor=color if style == "-" else "white")
+    ax.plot(
+        [x], [bottom], marker="^", markersize=6, color=color, linestyle="none", zorder=2, markerfacecolor=color if style == "-" else "white"
+    )
     return line
 
 
@@ -854,11 +908,23 @@ def _legend(lanes: list[Lane]) -> list[Artist]:
     if any(lane.ctis for lane in lanes):
         handles.append(Line2D([], [], color=_CTI, marker="^", markevery=[1], linewidth=1.1, label="CTI"))
     if any(lane.key_ctis for lane in lanes):
-        handles.append(Line2D([], [], color=_KEY_CTI, marker="^", markerfacecolor="white", markevery=[1], linestyle="--",
-                              linewidth=1.1, label="key's own CTI"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=_KEY_CTI,
+                marker="^",
+                markerfacecolor="white",
+                markevery=[1],
+                linestyle="--",
+                linewidth=1.1,
+                label="key's own CTI",
+            )
+        )
     if any(m.status == "adjusted" for m in marks):
-        handles.append(Line2D([], [], color=_ADJUSTED, marker=">", markevery=[1], linewidth=1.2,
-                              label="adjusted: received (faded) \u2192 admitted"))
+        handles.append(
+            Line2D([], [], color=_ADJUSTED, marker=">", markevery=[1], linewidth=1.2, label="adjusted: received (faded) \u2192 admitted")
+        )
     if any(m.status == "dropped" for m in marks):
         handles.append(line(marker="x", markersize=7, markeredgewidth=2, color=_DROPPED, label="dropped (faded: as received)"))
     return handles

@@ -210,7 +210,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--run-slow", action="store_true", default=False,
+        "--run-slow",
+        action="store_true",
+        default=False,
         help="also run the tests marked slow (soak and kill loops; `nox -s slow` runs them)",
     )
 
@@ -223,7 +225,13 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[THOROUGH] = "1"
 
 
-FIRST = ("tests/distributed/", "tests/streaming/test_hadoop_checkpoint.py", "tests/streaming/test_kill.py", "tests/test_spark_stderr.py", "tests/test_examples.py")
+FIRST = (
+    "tests/distributed/",
+    "tests/streaming/test_hadoop_checkpoint.py",
+    "tests/streaming/test_kill.py",
+    "tests/test_spark_stderr.py",
+    "tests/test_examples.py",
+)
 """The tests that start processes of their own (a JVM each, a minute or more a test) run
 first: the README's command splits the suite over two processes (pytest-xdist), and one that
 drew them last would run them alone while the other had nothing left."""

@@ -320,8 +320,10 @@ UNARY: dict[str, Unary] = {
     "duration": lambda s: s.alter_event_duration(timedelta(seconds=7)),
     "lifetime": lambda s: s.alter_event_lifetime(timedelta(seconds=2), timedelta(seconds=3)),
     "tumbling": lambda s: s.tumbling(timedelta(seconds=10)).aggregate(_agg),
-    "hopping_by_key": lambda s: s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=4)).aggregate(
-        lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)
+    "hopping_by_key": lambda s: (
+        s.group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=10), timedelta(seconds=4))
+        .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start))
     ),
     "self_union": lambda s: s.union(s.where(lambda e: e.key == 1)),
     # Result timestamps other than the window's lifetime (docs/semantics.md 5.6.1).
@@ -333,18 +335,22 @@ UNARY: dict[str, Unary] = {
     "hopping_earliest": lambda s: s.hopping(timedelta(seconds=10), timedelta(seconds=4)).aggregate(
         _agg, timestamp=WindowTimestamp.EARLIEST
     ),
-    "hopping_by_key_latest": lambda s: s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=4)).aggregate(
-        lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start), timestamp=WindowTimestamp.LATEST
+    "hopping_by_key_latest": lambda s: (
+        s.group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=10), timedelta(seconds=4))
+        .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start), timestamp=WindowTimestamp.LATEST)
     ),
     # Windows cut by the events (docs/semantics.md 5.6.2-5.6.4).
-    "session_by_key": lambda s: s.group_by(lambda e: e.key).session(timedelta(seconds=3)).aggregate(
-        lambda k, w: Ev(key=k, value=w.count())
+    "session_by_key": lambda s: (
+        s.group_by(lambda e: e.key).session(timedelta(seconds=3)).aggregate(lambda k, w: Ev(key=k, value=w.count()))
     ),
     "session_capped_cti": lambda s: s.session(timedelta(seconds=2), max_duration=timedelta(seconds=5)).aggregate(
         _agg, timestamp=WindowTimestamp.CTI
     ),
-    "count_by_key": lambda s: s.group_by(lambda e: e.key).count_window(3, slide=2).aggregate(
-        lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)
+    "count_by_key": lambda s: (
+        s.group_by(lambda e: e.key)
+        .count_window(3, slide=2)
+        .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start))
     ),
     "count_cti": lambda s: s.count_window(2).aggregate(_agg, timestamp=WindowTimestamp.CTI),
     "snapshot_by_key": lambda s: s.group_by(lambda e: e.key).snapshot().aggregate(lambda k, w: Ev(key=k, value=w.count())),
@@ -358,37 +364,59 @@ UNARY: dict[str, Unary] = {
         lambda k, e, a: Pair(key=k, value=a.count(), ref=coalesce(a.previous(lambda e: e.value, timedelta(seconds=4)), -1))
     ),
     "analytic_running": lambda s: s.analytic(
-        lambda e, a: Agg(n=a.count(), total=a.sum(lambda e: e.value), low=a.min(lambda e: e.value), high=coalesce(a.previous(lambda e: e.value), -1))
+        lambda e, a: Agg(
+            n=a.count(), total=a.sum(lambda e: e.value), low=a.min(lambda e: e.value), high=coalesce(a.previous(lambda e: e.value), -1)
+        )
     ),
     # Aggregates that depend on the events' order or keep every value (docs/semantics.md 5.6.5);
     # the variances are left out, as float sums in another order may differ in the last bits.
-    "hopping_spread": lambda s: s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=4)).aggregate(
-        lambda k, w: Spread(
-            key=k, distinct=w.count_distinct(lambda e: e.value % 3), first=w.first(lambda e: e.value), last=w.last(lambda e: e.value),
-            median=w.median(lambda e: e.value), approx=w.percentile_approx(lambda e: e.value, 0.3), values=w.collect(lambda e: e.value),
+    "hopping_spread": lambda s: (
+        s.group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=10), timedelta(seconds=4))
+        .aggregate(
+            lambda k, w: Spread(
+                key=k,
+                distinct=w.count_distinct(lambda e: e.value % 3),
+                first=w.first(lambda e: e.value),
+                last=w.last(lambda e: e.value),
+                median=w.median(lambda e: e.value),
+                approx=w.percentile_approx(lambda e: e.value, 0.3),
+                values=w.collect(lambda e: e.value),
+            )
         )
     ),
-    "tumbling_uda": lambda s: s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(
-        lambda k, w: Ev(key=k, value=coalesce(w.uda(Range(), lambda e: e.value), -1))
+    "tumbling_uda": lambda s: (
+        s.group_by(lambda e: e.key)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: Ev(key=k, value=coalesce(w.uda(Range(), lambda e: e.value), -1)))
     ),
     # Top-k per window (docs/semantics.md 5.6.7): ties share a rank, nulls rank least.
-    "hopping_top_by_key": lambda s: s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=5)).top_k(
-        2, by=lambda e: e.value, select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank), descending=True
+    "hopping_top_by_key": lambda s: (
+        s.group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=10), timedelta(seconds=5))
+        .top_k(2, by=lambda e: e.value, select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank), descending=True)
     ),
-    "snapshot_top": lambda s: s.snapshot().top_k(1, by=lambda e: (e.key, e.value), select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank)),
+    "snapshot_top": lambda s: s.snapshot().top_k(
+        1, by=lambda e: (e.key, e.value), select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank)
+    ),
     "session_top_end": lambda s: s.session(timedelta(seconds=3)).top_k(
         2, by=lambda e: (e.value % 3, e.key), select=lambda e, rank: Pair(key=e.key, value=e.value, ref=rank), descending=(False, True)
     ),
     # GroupApply (5.13): windows keyed inside and out, a self-join and clip + snapshot per group.
     "apply_count_by_key": lambda s: s.group_by(lambda e: e.value % 3).apply(
-        lambda g: g.group_by(lambda e: e.key).count_window(2).aggregate(
-            lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)
+        lambda g: (
+            g.group_by(lambda e: e.key)
+            .count_window(2)
+            .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start))
         ),
         lambda k, r: KeyAgg(key=r.key, n=r.n, total=r.total * 10 + k, start=r.start),
     ),
     "apply_self_join": lambda s: s.group_by(lambda e: e.key).apply(
-        lambda g: g.join(g.alter_event_lifetime(timedelta(seconds=1), timedelta(seconds=4)), lambda a, b: a.value >= b.value,
-                         lambda a, b: Pair(key=a.key, value=a.value, ref=b.value)),
+        lambda g: g.join(
+            g.alter_event_lifetime(timedelta(seconds=1), timedelta(seconds=4)),
+            lambda a, b: a.value >= b.value,
+            lambda a, b: Pair(key=a.key, value=a.value, ref=b.value),
+        ),
         lambda k, r: r,
     ),
     "apply_clip_snapshot": lambda s: s.group_by(lambda e: e.key).apply(
@@ -396,12 +424,19 @@ UNARY: dict[str, Unary] = {
     ),
     "analytic_spread": lambda s: s.analytic(
         lambda e, a: Spread(
-            key=e.key, distinct=a.count_distinct(lambda e: e.key), first=a.first(lambda e: e.value), last=a.last(lambda e: e.key),
-            median=a.percentile(lambda e: e.value, 0.75), approx=a.percentile_approx(lambda e: e.value, 0.5), values=a.collect(lambda e: e.key),
+            key=e.key,
+            distinct=a.count_distinct(lambda e: e.key),
+            first=a.first(lambda e: e.value),
+            last=a.last(lambda e: e.key),
+            median=a.percentile(lambda e: e.value, 0.75),
+            approx=a.percentile_approx(lambda e: e.value, 0.5),
+            values=a.collect(lambda e: e.key),
         )
     ),
-    "snapshot_end": lambda s: s.group_by(lambda e: e.key).snapshot().aggregate(
-        lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.end), timestamp=WindowTimestamp.END
+    "snapshot_end": lambda s: (
+        s.group_by(lambda e: e.key)
+        .snapshot()
+        .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.end), timestamp=WindowTimestamp.END)
     ),
 }
 
@@ -412,11 +447,7 @@ def _pair(a: Ev, b: Ref) -> Pair:
 
 def _by_key(s: Stream[Ev]) -> Stream[Ev]:
     """Per key and 10 s window: the count as key, value (a stream of Ev to join on)."""
-    return (
-        s.group_by(lambda e: e.key)
-        .tumbling(timedelta(seconds=10))
-        .aggregate(lambda k, w: Ev(key=k, value=w.count()))
-    )
+    return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Ev(key=k, value=w.count()))
 
 
 Binary = Callable[[Stream[Ev], Stream[Ref]], Stream[Any]]
@@ -428,27 +459,39 @@ BINARY: dict[str, Binary] = {
     "join_no_key": lambda l, r: l.join(r, lambda a, b: a.value >= b.ref, _pair),
     "anti_join": lambda l, r: l.anti_join(r, lambda a, b: a.key == b.key),
     "union_as_ev": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref))),
-    "join_then_tumbling": lambda l, r: l.join(r, lambda a, b: a.key == b.key, _pair)
-    .tumbling(timedelta(seconds=10))
-    .aggregate(lambda w: Agg(n=w.count(), total=w.sum(lambda e: e.value + e.ref), low=w.min(lambda e: e.ref), high=w.max(lambda e: e.value))),
+    "join_then_tumbling": lambda l, r: (
+        l.join(r, lambda a, b: a.key == b.key, _pair)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(
+            lambda w: Agg(n=w.count(), total=w.sum(lambda e: e.value + e.ref), low=w.min(lambda e: e.ref), high=w.max(lambda e: e.value))
+        )
+    ),
     "window_then_join": lambda l, r: _by_key(l).join(r, lambda a, b: a.key == b.key, _pair),
-    "join_then_session": lambda l, r: l.join(r, lambda a, b: a.key == b.key, _pair)
-    .group_by(lambda p: p.key)
-    .session(timedelta(seconds=4))
-    .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.ref), start=w.start)),
-    "union_then_analytic": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
-    .group_by(lambda e: e.key)
-    .analytic(lambda k, e, a: Pair(key=k, value=e.value, ref=coalesce(a.previous(lambda e: e.value, timedelta(seconds=6)), a.max(lambda e: e.value)))),
-    "union_then_count": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
-    .count_window(2)
-    .aggregate(_agg),
+    "join_then_session": lambda l, r: (
+        l.join(r, lambda a, b: a.key == b.key, _pair)
+        .group_by(lambda p: p.key)
+        .session(timedelta(seconds=4))
+        .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.ref), start=w.start))
+    ),
+    "union_then_analytic": lambda l, r: (
+        l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
+        .group_by(lambda e: e.key)
+        .analytic(
+            lambda k, e, a: Pair(
+                key=k, value=e.value, ref=coalesce(a.previous(lambda e: e.value, timedelta(seconds=6)), a.max(lambda e: e.value))
+            )
+        )
+    ),
+    "union_then_count": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref))).count_window(2).aggregate(_agg),
     "anti_join_shifted": lambda l, r: l.anti_join(r.shift_event_time(timedelta(seconds=3)), lambda a, b: a.key == b.key),
     "left_outer_join": lambda l, r: l.left_outer_join(r, lambda a, b: a.key == b.key, _pair, Ref(key=-1, ref=-1)),
     "followed_by": lambda l, r: l.followed_by(r, lambda a, b: (a.key == b.key) & (b.ref != a.value), timedelta(seconds=5), _pair),
-    "union_then_hopping_by_key": lambda l, r: l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
-    .group_by(lambda e: e.key)
-    .hopping(timedelta(seconds=10), timedelta(seconds=5))
-    .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)),
+    "union_then_hopping_by_key": lambda l, r: (
+        l.union(r.select(lambda b: Ev(key=b.key, value=b.ref)))
+        .group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=10), timedelta(seconds=5))
+        .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start))
+    ),
     # GroupApply (5.13) joining the right input whole in every group of the left.
     "apply_broadcast": lambda l, r: l.group_by(lambda e: e.key).apply(
         lambda g: g.join(r, lambda a, b: a.value >= b.ref, _pair).union(
@@ -456,9 +499,11 @@ BINARY: dict[str, Binary] = {
         ),
         lambda k, p: p,
     ),
-    "join_where_select": lambda l, r: l.join(r, lambda a, b: a.key == b.key, _pair)
-    .where(lambda p: p.value >= p.ref)
-    .select(lambda p: Ev(key=p.key, value=p.value - p.ref)),
+    "join_where_select": lambda l, r: (
+        l.join(r, lambda a, b: a.key == b.key, _pair)
+        .where(lambda p: p.value >= p.ref)
+        .select(lambda p: Ev(key=p.key, value=p.value - p.ref))
+    ),
 }
 
 
@@ -477,9 +522,7 @@ def _flush(settings: AdvanceTimeSettings | None, flush: bool | None) -> AdvanceT
     return attrs.evolve(settings, generation=attrs.evolve(settings.generation, advance_to_infinity_on_shutdown=flush))
 
 
-def _create(
-    name: str, items: list[Any], shape: EventShape, settings: AdvanceTimeSettings | None, payload: type, over: bool
-) -> Stream[Any]:
+def _create(name: str, items: list[Any], shape: EventShape, settings: AdvanceTimeSettings | None, payload: type, over: bool) -> Stream[Any]:
     return Stream.create(name, items, shape, settings, payload_type=payload, over=_key if over else None)
 
 
@@ -515,8 +558,13 @@ def moved(items: list[Any], base: datetime) -> list[Any]:
 
 @st.composite
 def queries(
-    draw: st.DrawFn, errors: bool = False, inputs: int | None = None, min_events: int = 0, keyed: bool = False,
-    edges: bool = False, binary: str | None = None,
+    draw: st.DrawFn,
+    errors: bool = False,
+    inputs: int | None = None,
+    min_events: int = 0,
+    keyed: bool = False,
+    edges: bool = False,
+    binary: str | None = None,
 ) -> tuple[str, Builder]:
     """A description and a builder of a random query over one or two random inputs.
 
@@ -599,10 +647,14 @@ def queries(
     if not keyed and not left_over and draw(st.integers(0, 6)) == 3:
         left_items = draw(with_arrivals([i for i in left_items if not isinstance(i, Cti)], base=BASE))
         every = draw(st.sampled_from([0, 3, 10]))
-        notion = draw(st.sampled_from([
-            IngestionTime(cti_every=timedelta(seconds=every)),
-            ProcessingTime(ArrivalClock(timedelta(seconds=every % 4))),
-        ]))
+        notion = draw(
+            st.sampled_from(
+                [
+                    IngestionTime(cti_every=timedelta(seconds=every)),
+                    ProcessingTime(ArrivalClock(timedelta(seconds=every % 4))),
+                ]
+            )
+        )
 
     left_items = moved(left_items, base)
 

@@ -94,5 +94,7 @@ def test_no_executor_imports_another_and_the_runtime_imports_none() -> None:
 def test_the_checker_sees_lazy_and_from_imports(tmp_path: Path) -> None:
     """Guard: imports inside functions and ``from tempo import module`` are both counted."""
     module = tmp_path / "m.py"
-    module.write_text("from tempo import tables\n\ndef f():\n    from tempo.memory import InMemoryExecutor\n    import tempo.spark.ingress\n")
+    module.write_text(
+        "from tempo import tables\n\ndef f():\n    from tempo.memory import InMemoryExecutor\n    import tempo.spark.ingress\n"
+    )
     assert imports_of(module) == {"tempo.tables", "tempo.memory", "tempo.spark.ingress"}

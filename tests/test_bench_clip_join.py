@@ -36,16 +36,24 @@ EVENTS: list[tuple[int, int, float]] = [
 ]
 # Reference rows (key, valid_from in s, ref_value), each valid until the key's next one.
 REFERENCE: list[tuple[int, int, float]] = [
-    (1, 0, 1.0), (2, 0, 0.5), (1, 600, 2.0), (2, 600, 0.25), (1, 1200, 4.0), (2, 1200, 8.0),
+    (1, 0, 1.0),
+    (2, 0, 0.5),
+    (1, 600, 2.0),
+    (2, 600, 0.25),
+    (1, 1200, 4.0),
+    (2, 1200, 8.0),
 ]
 # The join's outputs worked out by hand: (value, ref_value, overlap in µs).
 PAIRS: list[tuple[float, float, int]] = [
     (1.0, 1.0, 600 * S),  # [-3000 s, 600 s) ∩ [0, 600 s)
-    (2.0, 2.0, 200 * S), (2.0, 4.0, 100 * S),  # [1000 s, 1300 s) ∩ [600, 1200), ∩ [1200, ∞)
-    (4.0, 2.0, 200 * S), (4.0, 4.0, 100 * S),  # the same piece for the tied reading
+    (2.0, 2.0, 200 * S),
+    (2.0, 4.0, 100 * S),  # [1000 s, 1300 s) ∩ [600, 1200), ∩ [1200, ∞)
+    (4.0, 2.0, 200 * S),
+    (4.0, 4.0, 100 * S),  # the same piece for the tied reading
     (8.0, 4.0, 3600 * S),  # [1300 s, 1300 s + 1 h) ∩ [1200 s, ∞)
     (0.5, 0.5, 1),  # [600 s − 1 µs, 600 s) ∩ [0, 600 s)
-    (16.0, 0.25, 600 * S), (16.0, 8.0, 600 * S - 1),  # [600 s, 1800 s − 1 µs) over two rows
+    (16.0, 0.25, 600 * S),
+    (16.0, 8.0, 600 * S - 1),  # [600 s, 1800 s − 1 µs) over two rows
     (0.25, 8.0, 3600 * S),  # [1800 s − 1 µs, + 1 h) ∩ [1200 s, ∞)
 ]
 
@@ -61,13 +69,18 @@ def expected_by_hand() -> dict[str, Any]:
 
 def write_events(path: Path, key: Any, time: Any, value: Any) -> None:
     n = len(key)
-    pq.write_table(pa.table({
-        "seq": pa.array(np.arange(n), pa.int64()),
-        "key": pa.array(key, pa.int32()),
-        "event_time": pa.array(time, pa.int64()),
-        "arrival_time": pa.array(np.arange(n) * 1000, pa.int64()),
-        "value": pa.array(value, pa.float64()),
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "seq": pa.array(np.arange(n), pa.int64()),
+                "key": pa.array(key, pa.int32()),
+                "event_time": pa.array(time, pa.int64()),
+                "arrival_time": pa.array(np.arange(n) * 1000, pa.int64()),
+                "value": pa.array(value, pa.float64()),
+            }
+        ),
+        path,
+    )
 
 
 def write_reference(path: Path, rows: list[tuple[int, int, float]]) -> None:
@@ -77,13 +90,18 @@ def write_reference(path: Path, rows: list[tuple[int, int, float]]) -> None:
     until = {}
     for k, vf, _ in reversed(rows):
         until[(k, vf)] = next((f for kk, f, _ in rows if kk == k and f > vf), FOREVER)
-    pq.write_table(pa.table({
-        "key": pa.array([k for k, _, _ in rows], pa.int32()),
-        "valid_from": pa.array([vf for _, vf, _ in rows], pa.int64()),
-        "valid_to": pa.array([until[(k, vf)] for k, vf, _ in rows], pa.int64()),
-        "arrival_time": pa.array([vf for _, vf, _ in rows], pa.int64()),
-        "ref_value": pa.array([r for _, _, r in rows], pa.float64()),
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "key": pa.array([k for k, _, _ in rows], pa.int32()),
+                "valid_from": pa.array([vf for _, vf, _ in rows], pa.int64()),
+                "valid_to": pa.array([until[(k, vf)] for k, vf, _ in rows], pa.int64()),
+                "arrival_time": pa.array([vf for _, vf, _ in rows], pa.int64()),
+                "ref_value": pa.array([r for _, _, r in rows], pa.float64()),
+            }
+        ),
+        path,
+    )
 
 
 def by_hand(tmp_path: Path) -> Any:
@@ -111,9 +129,7 @@ def random_data(tmp_path: Path) -> Any:
     value = rng.integers(0, 16_000, n) / 16
     events, reference = tmp_path / "events.parquet", tmp_path / "reference.parquet"
     write_events(events, key, time, value)
-    write_reference(reference, [
-        (k, vf * S, float(rng.integers(0, 1600)) / 16) for k in range(keys - 1) for vf in range(0, 3001, 600)
-    ])
+    write_reference(reference, [(k, vf * S, float(rng.integers(0, 1600)) / 16) for k in range(keys - 1) for vf in range(0, 3001, 600)])
     return Data(n, events, reference)
 
 

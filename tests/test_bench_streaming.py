@@ -33,13 +33,18 @@ def test_both_engines_give_the_windows_worked_out_by_hand(spark_session: Any, tm
     from bench.streaming import run_all, table
 
     events = tmp_path / "events.parquet"
-    pq.write_table(pa.table({
-        "seq": pa.array(range(len(EVENTS)), pa.int64()),
-        "key": pa.array([k for k, _, _ in EVENTS], pa.int32()),
-        "event_time": pa.array([t * S for _, t, _ in EVENTS], pa.int64()),
-        "arrival_time": pa.array([i * 1000 for i in range(len(EVENTS))], pa.int64()),
-        "value": pa.array([v for _, _, v in EVENTS], pa.float64()),
-    }), events)
+    pq.write_table(
+        pa.table(
+            {
+                "seq": pa.array(range(len(EVENTS)), pa.int64()),
+                "key": pa.array([k for k, _, _ in EVENTS], pa.int32()),
+                "event_time": pa.array([t * S for _, t, _ in EVENTS], pa.int64()),
+                "arrival_time": pa.array([i * 1000 for i in range(len(EVENTS))], pa.int64()),
+                "value": pa.array([v for _, _, v in EVENTS], pa.float64()),
+            }
+        ),
+        events,
+    )
     args = argparse.Namespace(n=len(EVENTS), batches=[2], max_files=10, engines=["tempo", "handwritten"])
     runs = run_all(spark_session, args, events, tmp_path / "work")
     print(table(runs))

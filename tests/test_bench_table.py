@@ -32,13 +32,31 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def run_isolated(data_dir: Path, tmp_path: Path, engines: str, workloads: str, *extra: str) -> tuple[dict[str, dict[str, str]], dict[str, Any]]:
+def run_isolated(
+    data_dir: Path, tmp_path: Path, engines: str, workloads: str, *extra: str
+) -> tuple[dict[str, dict[str, str]], dict[str, Any]]:
     """``run.py --isolate``: the table's rows (column -> cell) by "workload engine", and the JSON."""
     out = tmp_path / "out.json"
     proc = subprocess.run(
-        [sys.executable, str(RUN), "--n", str(N), "--data-dir", str(data_dir), "--isolate",
-         "--engines", engines, "--workloads", workloads, "--out", str(out), *extra],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(RUN),
+            "--n",
+            str(N),
+            "--data-dir",
+            str(data_dir),
+            "--isolate",
+            "--engines",
+            engines,
+            "--workloads",
+            workloads,
+            "--out",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.split("\n\n")[1].splitlines()  # the table: after the runs' progress
@@ -92,8 +110,15 @@ def test_peer_checksums_take_our_field_names() -> None:
 
     got = from_peer("W2", {"groups": 3, "count": 7, "sum": 1.5, "sum_x_key": 2.5, "sum_x_win": -4.0})
     assert got == {"groups": 3, "count": 7, "sum": 1.5, "sum_x_key": 2.5, "sum_x_window": -4.0}
-    assert all(tuple(from_peer(w, {k: 1 for k in ("kept", "dropped", "groups", "count", "sum", "sum_x_key", "sum_x_win",
-                                                 "matched", "sum_value_x_ref")})) == FIELDS[w] for w in PEER_WORKLOADS)
+    assert all(
+        tuple(
+            from_peer(
+                w, {k: 1 for k in ("kept", "dropped", "groups", "count", "sum", "sum_x_key", "sum_x_win", "matched", "sum_value_x_ref")}
+            )
+        )
+        == FIELDS[w]
+        for w in PEER_WORKLOADS
+    )
 
 
 def test_peak_memory_sums_the_process_tree() -> None:

@@ -67,13 +67,18 @@ def data(tmp_path: Path) -> Any:
     from bench.engines import Data
 
     events, reference = tmp_path / "events.parquet", tmp_path / "reference.parquet"
-    pq.write_table(pa.table({
-        "seq": pa.array(range(len(EVENTS)), pa.int64()),
-        "key": pa.array([k for k, _, _ in EVENTS], pa.int32()),
-        "event_time": pa.array([t for _, t, _ in EVENTS], pa.int64()),
-        "arrival_time": pa.array([i * MS for i in range(len(EVENTS))], pa.int64()),
-        "value": pa.array([v for _, _, v in EVENTS], pa.float64()),
-    }), events)
+    pq.write_table(
+        pa.table(
+            {
+                "seq": pa.array(range(len(EVENTS)), pa.int64()),
+                "key": pa.array([k for k, _, _ in EVENTS], pa.int32()),
+                "event_time": pa.array([t for _, t, _ in EVENTS], pa.int64()),
+                "arrival_time": pa.array([i * MS for i in range(len(EVENTS))], pa.int64()),
+                "value": pa.array([v for _, _, v in EVENTS], pa.float64()),
+            }
+        ),
+        events,
+    )
     return Data(len(EVENTS), events, reference)  # W5 and W6 never read the reference file
 
 

@@ -22,15 +22,38 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tempo import AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
+from tempo import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    EventShape,
+    InMemoryExecutor,
+    Stream,
+)
 from tempo.plan.query import Query
-from tempo.runtime.bulk import BatchPlan, BulkShape, JoinAfter, Partial, Position, apply_batch, bulk_shape, frontier_cut, WHY_NOT, join_before, plan_batch, plan_order, released_key
+from tempo.runtime.bulk import (
+    BatchPlan,
+    BulkShape,
+    JoinAfter,
+    Partial,
+    Position,
+    apply_batch,
+    bulk_shape,
+    frontier_cut,
+    WHY_NOT,
+    join_before,
+    plan_batch,
+    plan_order,
+    released_key,
+)
 from tempo.runtime.ingress import CTI, HEARTBEAT, TimestampMode
 from tempo.runtime.live import LiveEngine
 from tempo.runtime.operators import Join, Window
 from tempo.tables import read_columns
 from tests.strategies import Ev
 from tests.budget import examples
+
 
 @attrs.frozen
 class KeyTotal:
@@ -46,7 +69,10 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 STAMP = pa.timestamp("us", tz="UTC")
 
 BULK = settings(
-    max_examples=examples(200), derandomize=True, database=None, deadline=None,
+    max_examples=examples(200),
+    derandomize=True,
+    database=None,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -61,11 +87,16 @@ def rows(draw: st.DrawFn) -> Any:
         kinds.append(kind)
         starts.append(T0 + timedelta(seconds=i * 3 + draw(st.sampled_from([0, 0, 1, -3, -4, -11, -30]))))
         values.append(draw(st.integers(-5, 9)))
-    return pa.table({
-        "seq": pa.array(range(n), pa.int64()), "kind": kinds, "ts": pa.array(starts, STAMP),
-        "arr": pa.array([T0 + timedelta(seconds=i) for i in range(n)], STAMP),
-        "key": pa.array([v % 3 for v in values], pa.int64()), "value": pa.array(values, pa.int64()),
-    })
+    return pa.table(
+        {
+            "seq": pa.array(range(n), pa.int64()),
+            "kind": kinds,
+            "ts": pa.array(starts, STAMP),
+            "arr": pa.array([T0 + timedelta(seconds=i) for i in range(n)], STAMP),
+            "key": pa.array([v % 3 for v in values], pa.int64()),
+            "value": pa.array(values, pa.int64()),
+        }
+    )
 
 
 @st.composite
@@ -92,13 +123,18 @@ def _query(table: Any, time: AdvanceTimeSettings, size: int, hop: int, second: b
 
     source = ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr", order="seq")
     windows = (
-        Stream.create("r", source, EventShape.POINT, time).where(lambda e: e.value != 4)
-        .group_by(lambda e: e.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
+        Stream.create("r", source, EventShape.POINT, time)
+        .where(lambda e: e.value != 4)
+        .group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=size), timedelta(seconds=hop))
         .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.sum(lambda e: e.value)))
     )
     if second:  # windows in sequence: the second runs on the engine, on the first one's results
-        return windows.where(lambda t: t.n > 1).group_by(lambda t: t.key).tumbling(timedelta(seconds=30)).aggregate(
-            lambda k, w: KeyTotal(key=k, n=w.count(), total=w.max(lambda t: t.total))
+        return (
+            windows.where(lambda t: t.n > 1)
+            .group_by(lambda t: t.key)
+            .tumbling(timedelta(seconds=30))
+            .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.max(lambda t: t.total)))
         )
     return windows
 
@@ -133,7 +169,9 @@ def vectorised(query: Query, shape: BulkShape) -> Callable[[LiveEngine, list[Any
 BULKS = pytest.mark.parametrize("bulk", ["model", "vectorised"])
 
 
-def _union_model(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], events: list[Admitted]) -> tuple[list[WindowEvent], int, Any]:
+def _union_model(
+    engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], events: list[Admitted]
+) -> tuple[list[WindowEvent], int, Any]:
     """``a.where(value != 4).union(b.shift(SHIFT)).where(value != 5)`` (or ``a.where(value != 4)``
     alone): an event of ``b`` takes a fresh id at the union, whatever the where after it does."""
     out, renamed = [], 0
@@ -159,7 +197,16 @@ def _bulk(engine: LiveEngine, shape: BulkShape, tables: list[Any], model: Model 
         kinds, starts, ends, arrivals, payloads, bad = read_columns(node.source, table, node.shape, node.name)
         assert bad is None
         order = table.column("seq").to_numpy()
-        plan = plan_batch(engine, index, np.array(kinds), np.array(starts), np.array(ends), np.array(arrivals), order, None if exporter is None else planned[exporter])
+        plan = plan_batch(
+            engine,
+            index,
+            np.array(kinds),
+            np.array(starts),
+            np.array(ends),
+            np.array(arrivals),
+            order,
+            None if exporter is None else planned[exporter],
+        )
         assert not isinstance(plan, str), plan
         planned[index] = plan
         read[index] = (kinds, starts, ends, arrivals, payloads, order)
@@ -197,7 +244,12 @@ def _bulk(engine: LiveEngine, shape: BulkShape, tables: list[Any], model: Model 
 @BULK
 @given(table=rows(), time=time_settings(), window=st.sampled_from([(10, 10), (15, 5), (5, 10)]), second=st.booleans(), data=st.data())
 def test_batches_in_bulk_leave_the_engine_as_item_by_item(
-    bulk: str, table: Any, time: AdvanceTimeSettings, window: tuple[int, int], second: bool, data: st.DataObject,
+    bulk: str,
+    table: Any,
+    time: AdvanceTimeSettings,
+    window: tuple[int, int],
+    second: bool,
+    data: st.DataObject,
 ) -> None:
     def batches() -> Any:
         at = 0
@@ -206,11 +258,18 @@ def test_batches_in_bulk_leave_the_engine_as_item_by_item(
             yield [table.slice(at, size)]
             at += size
 
-    _lockstep(lambda: _query(table, time, *window, second=second), batches(), data, modelled(_union_model) if bulk == "model" else vectorised)
+    _lockstep(
+        lambda: _query(table, time, *window, second=second), batches(), data, modelled(_union_model) if bulk == "model" else vectorised
+    )
 
 
 def _lockstep(
-    query_of: Callable[[], Stream[Any]], batches: Iterable[list[Any]], data: st.DataObject, bulk: Bulk, whole: bool = True, desc: str = "",
+    query_of: Callable[[], Stream[Any]],
+    batches: Iterable[list[Any]],
+    data: st.DataObject,
+    bulk: Bulk,
+    whole: bool = True,
+    desc: str = "",
 ) -> None:
     """Feed ``batches`` (each: the rows of every input) to a live engine, each batch in bulk
     or item by item as drawn, beside one that takes every batch item by item: after every
@@ -301,14 +360,30 @@ def _state(engine: LiveEngine) -> Any:
     unions = [(op.ctis, op.out_cti) for op in engine.operators if isinstance(op, Union)]
     joins = [
         (
-            [(side.cti, [rec[1:5] for rec in side.by_id.values()], {k: [rec[1:4] for rec in group.values()] for k, group in side.by_key.items()}) for side in op.sides],
-            [(start, left[1:4], right[1:4]) for start, left, right in _waiting(op)], op.out_cti,
+            [
+                (
+                    side.cti,
+                    [rec[1:5] for rec in side.by_id.values()],
+                    {k: [rec[1:4] for rec in group.values()] for k, group in side.by_key.items()},
+                )
+                for side in op.sides
+            ],
+            [(start, left[1:4], right[1:4]) for start, left, right in _waiting(op)],
+            op.out_cti,
         )
-        for op in engine.operators if isinstance(op, Join)
+        for op in engine.operators
+        if isinstance(op, Join)
     ]
     return (
-        inputs, engine.reached, [list(b) for b in engine.buffers], unions, joins,
-        {k: list(groups.items()) for k, groups in window.acc.items()}, sorted(window.acc_heap), window.t_max, window.out_cti,
+        inputs,
+        engine.reached,
+        [list(b) for b in engine.buffers],
+        unions,
+        joins,
+        {k: list(groups.items()) for k, groups in window.acc.items()},
+        sorted(window.acc_heap),
+        window.t_max,
+        window.out_cti,
         repr(engine.build.ids),
     )
 
@@ -341,7 +416,9 @@ def two_inputs(draw: st.DrawFn) -> tuple[Any, Any, list[int]]:
             add(0, "heartbeat", clock, clock, 0)
             add(1, "heartbeat", clock, clock, 0)
             ends.append(seq)
-    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", STAMP), ("arr", STAMP), ("key", pa.int64()), ("value", pa.int64())])
+    schema = pa.schema(
+        [("seq", pa.int64()), ("kind", pa.string()), ("ts", STAMP), ("arr", STAMP), ("key", pa.int64()), ("value", pa.int64())]
+    )
     first, second = (pa.Table.from_pydict(t, schema=schema) for t in tables)
     return first, second, ends
 
@@ -354,17 +431,29 @@ def _union_query(tables: tuple[Any, Any], times: tuple[AdvanceTimeSettings, Adva
         for name, table, time in zip(("a", "b"), tables, times)
     )
     return (
-        a.where(lambda e: e.value != 4).union(b.shift_event_time(timedelta(microseconds=SHIFT))).where(lambda e: e.value != 5)
-        .group_by(lambda e: e.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
+        a.where(lambda e: e.value != 4)
+        .union(b.shift_event_time(timedelta(microseconds=SHIFT)))
+        .where(lambda e: e.value != 5)
+        .group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=size), timedelta(seconds=hop))
         .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.sum(lambda e: e.value)))
     )
 
 
 @BULKS
 @BULK
-@given(tables=two_inputs(), times=st.tuples(time_settings(), second_settings()), window=st.sampled_from([(10, 10), (15, 5), (5, 10)]), data=st.data())
+@given(
+    tables=two_inputs(),
+    times=st.tuples(time_settings(), second_settings()),
+    window=st.sampled_from([(10, 10), (15, 5), (5, 10)]),
+    data=st.data(),
+)
 def test_batches_of_two_inputs_in_bulk_leave_the_engine_as_item_by_item(
-    bulk: str, tables: tuple[Any, Any, list[int]], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], window: tuple[int, int], data: st.DataObject,
+    bulk: str,
+    tables: tuple[Any, Any, list[int]],
+    times: tuple[AdvanceTimeSettings, AdvanceTimeSettings],
+    window: tuple[int, int],
+    data: st.DataObject,
 ) -> None:
     *tables, ends = tables
     seqs = [t.column("seq").to_numpy() for t in tables]
@@ -374,8 +463,12 @@ def test_batches_of_two_inputs_in_bulk_leave_the_engine_as_item_by_item(
         at = 0
         while at < total:  # a batch: the rows of both inputs in a stretch of the arrival sequence
             later = [e for e in ends if e > at]
-            until = data.draw(st.sampled_from(later)) if later and data.draw(st.integers(0, 3)) else at + data.draw(st.integers(1, total - at))
-            yield [t.slice(int(np.searchsorted(q, at)), int(np.searchsorted(q, until) - np.searchsorted(q, at))) for t, q in zip(tables, seqs)]
+            until = (
+                data.draw(st.sampled_from(later)) if later and data.draw(st.integers(0, 3)) else at + data.draw(st.integers(1, total - at))
+            )
+            yield [
+                t.slice(int(np.searchsorted(q, at)), int(np.searchsorted(q, until) - np.searchsorted(q, at))) for t, q in zip(tables, seqs)
+            ]
             at = until
 
     _lockstep(lambda: _union_query(tables, times, *window), batches(), data, modelled(_union_model) if bulk == "model" else vectorised)
@@ -383,11 +476,16 @@ def test_batches_of_two_inputs_in_bulk_leave_the_engine_as_item_by_item(
 
 def _seconds(*pairs: tuple[str, int], seq: int = 0) -> Any:
     """An input's rows: (kind, arrival second) each, starts at the arrival; orders from ``seq``."""
-    return pa.table({
-        "seq": pa.array(range(seq, seq + len(pairs)), pa.int64()), "kind": [k for k, _ in pairs],
-        "ts": pa.array([T0 + timedelta(seconds=a) for _, a in pairs], STAMP), "arr": pa.array([T0 + timedelta(seconds=a) for _, a in pairs], STAMP),
-        "key": pa.array([0] * len(pairs), pa.int64()), "value": pa.array([1] * len(pairs), pa.int64()),
-    })
+    return pa.table(
+        {
+            "seq": pa.array(range(seq, seq + len(pairs)), pa.int64()),
+            "kind": [k for k, _ in pairs],
+            "ts": pa.array([T0 + timedelta(seconds=a) for _, a in pairs], STAMP),
+            "arr": pa.array([T0 + timedelta(seconds=a) for _, a in pairs], STAMP),
+            "key": pa.array([0] * len(pairs), pa.int64()),
+            "value": pa.array([1] * len(pairs), pa.int64()),
+        }
+    )
 
 
 def test_a_batch_goes_in_bulk_when_the_frontier_holds_only_heartbeats() -> None:
@@ -429,7 +527,10 @@ def test_a_batch_goes_in_bulk_when_the_frontier_holds_only_heartbeats() -> None:
     # a's heartbeat at 6 waits for b to pass 6.
     assert attempt([("point", 1), ("heartbeat", 6)], [("point", 2), ("heartbeat", 5)]) == [[6], []]
     # Heartbeats held from before go first; a point held from before sends the batch item by item.
-    assert attempt([("point", 5), ("heartbeat", 9)], [("heartbeat", 9)], before=([("point", 1), ("heartbeat", 3)], [("point", 2)])) == [[], [9]]
+    assert attempt([("point", 5), ("heartbeat", 9)], [("heartbeat", 9)], before=([("point", 1), ("heartbeat", 3)], [("point", 2)])) == [
+        [],
+        [9],
+    ]
     assert attempt([("point", 5), ("heartbeat", 9)], [("heartbeat", 9)], before=([("point", 1)], [("point", 2)])) is None
 
 
@@ -455,10 +556,24 @@ def test_the_bulk_shape_says_why_a_query_is_not_of_it() -> None:
     assert bulk_shape(Query.build(total(joined.union(third)).node)) == WHY_NOT
     by_float = readings.join(other, lambda r, o: r.key * 0.5 == o.key * 0.5, lambda r, o: r)
     assert bulk_shape(Query.build(total(by_float).node)) == "a join key is of type float"
-    importing = Stream.create("i", ArrowSource(table, Ev, start="ts", order="seq", arrival="ts"), EventShape.POINT, AdvanceTimeSettings(import_=AdvanceTimeImportSettings("r")))
+    importing = Stream.create(
+        "i",
+        ArrowSource(table, Ev, start="ts", order="seq", arrival="ts"),
+        EventShape.POINT,
+        AdvanceTimeSettings(import_=AdvanceTimeImportSettings("r")),
+    )
     assert isinstance(bulk_shape(Query.build(total(readings.union(importing)).node)), BulkShape)
-    chained = Stream.create("j", ArrowSource(table, Ev, start="ts", order="seq", arrival="ts"), EventShape.POINT, AdvanceTimeSettings(import_=AdvanceTimeImportSettings("i")))
-    assert bulk_shape(Query.build(total(readings.union(importing).union(chained)).node)) == "input 'j' imports the CTIs of 'i', which are not all its own"
+    chained = Stream.create(
+        "j",
+        ArrowSource(table, Ev, start="ts", order="seq", arrival="ts"),
+        EventShape.POINT,
+        AdvanceTimeSettings(import_=AdvanceTimeImportSettings("i")),
+    )
+    assert (
+        bulk_shape(Query.build(total(readings.union(importing).union(chained)).node))
+        == "input 'j' imports the CTIs of 'i', which are not all its own"
+    )
+
 
 DURATION = 7_000_000
 """The join query's lifetime of the second input's events (7 s, in ticks)."""
@@ -473,8 +588,13 @@ def _join_query(tables: tuple[Any, Any], times: tuple[AdvanceTimeSettings, Advan
     )
     return (
         a.where(lambda e: e.value != 4)
-        .join(b.alter_event_duration(timedelta(microseconds=DURATION)), lambda x, y: (x.key == y.key) & (x.value >= y.value - 2), lambda x, y: Ev(key=x.key, value=x.value * 10 + y.value))
-        .group_by(lambda e: e.key).hopping(timedelta(seconds=size), timedelta(seconds=hop))
+        .join(
+            b.alter_event_duration(timedelta(microseconds=DURATION)),
+            lambda x, y: (x.key == y.key) & (x.value >= y.value - 2),
+            lambda x, y: Ev(key=x.key, value=x.value * 10 + y.value),
+        )
+        .group_by(lambda e: e.key)
+        .hopping(timedelta(seconds=size), timedelta(seconds=hop))
         .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.sum(lambda e: e.value)))
     )
 
@@ -492,7 +612,9 @@ def _join_model(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], ev
             new[0].append(((1, *place), start, end, payload))
         elif index == 1:
             new[1].append(((1, *place), start, start + DURATION, payload))
-    reaching: list[WindowEvent] = [(released_key(rank, start), start, end, payload) for rank, (start, end, payload) in enumerate(before.released)]
+    reaching: list[WindowEvent] = [
+        (released_key(rank, start), start, end, payload) for rank, (start, end, payload) in enumerate(before.released)
+    ]
     pending = []
     released = 0
     for lp, ls, le, left in sides[0] + new[0]:
@@ -511,9 +633,18 @@ def _join_model(engine: LiveEngine, shape: BulkShape, plans: list[BatchPlan], ev
 
 @BULKS
 @BULK
-@given(tables=two_inputs(), times=st.tuples(time_settings(), second_settings()), window=st.sampled_from([(10, 10), (15, 5), (5, 10)]), data=st.data())
+@given(
+    tables=two_inputs(),
+    times=st.tuples(time_settings(), second_settings()),
+    window=st.sampled_from([(10, 10), (15, 5), (5, 10)]),
+    data=st.data(),
+)
 def test_batches_through_a_join_in_bulk_leave_the_engine_as_item_by_item(
-    bulk: str, tables: tuple[Any, Any, list[int]], times: tuple[AdvanceTimeSettings, AdvanceTimeSettings], window: tuple[int, int], data: st.DataObject,
+    bulk: str,
+    tables: tuple[Any, Any, list[int]],
+    times: tuple[AdvanceTimeSettings, AdvanceTimeSettings],
+    window: tuple[int, int],
+    data: st.DataObject,
 ) -> None:
     """As for the union, with a join of the two inputs below the window: after every batch
     the join holds the same events and the same pairs wait, in the same order."""
@@ -525,8 +656,12 @@ def test_batches_through_a_join_in_bulk_leave_the_engine_as_item_by_item(
         at = 0
         while at < total:
             later = [e for e in ends if e > at]
-            until = data.draw(st.sampled_from(later)) if later and data.draw(st.integers(0, 3)) else at + data.draw(st.integers(1, total - at))
-            yield [t.slice(int(np.searchsorted(q, at)), int(np.searchsorted(q, until) - np.searchsorted(q, at))) for t, q in zip(tables, seqs)]
+            until = (
+                data.draw(st.sampled_from(later)) if later and data.draw(st.integers(0, 3)) else at + data.draw(st.integers(1, total - at))
+            )
+            yield [
+                t.slice(int(np.searchsorted(q, at)), int(np.searchsorted(q, until) - np.searchsorted(q, at))) for t, q in zip(tables, seqs)
+            ]
             at = until
 
     _lockstep(lambda: _join_query(tables, times, *window), batches(), data, modelled(_join_model) if bulk == "model" else vectorised)
@@ -534,11 +669,16 @@ def test_batches_through_a_join_in_bulk_leave_the_engine_as_item_by_item(
 
 def _timeline(seq: int, *rows: tuple[str, int, int, int, int]) -> Any:
     """An input's rows: (kind, start second, arrival second, key, value) each; orders from ``seq``."""
-    return pa.table({
-        "seq": pa.array(range(seq, seq + len(rows)), pa.int64()), "kind": [r[0] for r in rows],
-        "ts": pa.array([T0 + timedelta(seconds=r[1]) for r in rows], STAMP), "arr": pa.array([T0 + timedelta(seconds=r[2]) for r in rows], STAMP),
-        "key": pa.array([r[3] for r in rows], pa.int64()), "value": pa.array([r[4] for r in rows], pa.int64()),
-    })
+    return pa.table(
+        {
+            "seq": pa.array(range(seq, seq + len(rows)), pa.int64()),
+            "kind": [r[0] for r in rows],
+            "ts": pa.array([T0 + timedelta(seconds=r[1]) for r in rows], STAMP),
+            "arr": pa.array([T0 + timedelta(seconds=r[2]) for r in rows], STAMP),
+            "key": pa.array([r[3] for r in rows], pa.int64()),
+            "value": pa.array([r[4] for r in rows], pa.int64()),
+        }
+    )
 
 
 @BULKS
@@ -557,12 +697,18 @@ def test_a_join_in_bulk_by_hand(bulk: str) -> None:
     """
     gen = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1000), policy=AdvanceTimePolicy.DROP)
     batches = [
-        (_timeline(0, ("point", 1, 1, 0, 1), ("point", 6, 3, 1, 1), ("cti", 2, 5, 0, 0), ("heartbeat", 10, 10, 0, 0)),
-         _timeline(0, ("point", 0, 0, 0, 0), ("point", 4, 2, 1, 0), ("cti", 2, 4, 0, 0), ("heartbeat", 10, 10, 0, 0))),
-        (_timeline(10, ("point", 6, 11, 0, 1), ("cti", 7, 12, 0, 0), ("heartbeat", 20, 20, 0, 0)),
-         _timeline(10, ("cti", 8, 13, 0, 0), ("heartbeat", 20, 20, 0, 0))),
-        (_timeline(20, ("cti", 20, 21, 0, 0), ("heartbeat", 30, 30, 0, 0)),
-         _timeline(20, ("cti", 20, 22, 0, 0), ("heartbeat", 30, 30, 0, 0))),
+        (
+            _timeline(0, ("point", 1, 1, 0, 1), ("point", 6, 3, 1, 1), ("cti", 2, 5, 0, 0), ("heartbeat", 10, 10, 0, 0)),
+            _timeline(0, ("point", 0, 0, 0, 0), ("point", 4, 2, 1, 0), ("cti", 2, 4, 0, 0), ("heartbeat", 10, 10, 0, 0)),
+        ),
+        (
+            _timeline(10, ("point", 6, 11, 0, 1), ("cti", 7, 12, 0, 0), ("heartbeat", 20, 20, 0, 0)),
+            _timeline(10, ("cti", 8, 13, 0, 0), ("heartbeat", 20, 20, 0, 0)),
+        ),
+        (
+            _timeline(20, ("cti", 20, 21, 0, 0), ("heartbeat", 30, 30, 0, 0)),
+            _timeline(20, ("cti", 20, 22, 0, 0), ("heartbeat", 30, 30, 0, 0)),
+        ),
     ]
     whole = tuple(pa.concat_tables([b[i] for b in batches]) for i in (0, 1))
     query = Query.build(_join_query(whole, (gen, gen), 5, 5).node)
@@ -587,8 +733,10 @@ def test_a_join_in_bulk_by_hand(bulk: str) -> None:
 
 def _by_key(source: Any, time: AdvanceTimeSettings, where: Callable[[Any], Any] = lambda e: e.value != 4) -> Stream[KeyTotal]:
     return (
-        Stream.create("r", source, EventShape.POINT, time).where(where)
-        .group_by(lambda e: e.key).tumbling(timedelta(seconds=10))
+        Stream.create("r", source, EventShape.POINT, time)
+        .where(where)
+        .group_by(lambda e: e.key)
+        .tumbling(timedelta(seconds=10))
         .aggregate(lambda k, w: KeyTotal(key=k, n=w.count(), total=w.sum(lambda e: e.value)))
     )
 
@@ -659,7 +807,9 @@ def test_the_vectorised_batch_engine_leaves_a_failing_udf_to_item_by_item() -> N
         return True
 
     table = _timeline(0, ("point", 1, 1, 0, 1), ("point", 2, 2, 1, 2), ("point", 3, 3, 0, 3))
-    stream = _by_key(ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr", order="seq"), GEN, lambda e: tempo.udf(picky, returns=bool)(e.value))
+    stream = _by_key(
+        ArrowSource(table, Ev, start="ts", kind="kind", arrival="arr", order="seq"), GEN, lambda e: tempo.udf(picky, returns=bool)(e.value)
+    )
     with pytest.raises(UdfError, match="picky.*two is not allowed"):
         _one_batch(stream, table)
 
@@ -682,7 +832,8 @@ def test_the_vectorised_batch_engine_refuses_a_payload_class_that_checks_its_fie
     table = pa.table({"seq": [0], "ts": pa.array([T0], STAMP), "key": [1], "value": [1]})
     stream = (
         Stream.create("checked", ArrowSource(table, Checked, start="ts", order="seq"), EventShape.POINT, GEN)
-        .tumbling(timedelta(seconds=1)).aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
+        .tumbling(timedelta(seconds=1))
+        .aggregate(lambda w: KeyTotal(key=0, n=w.count(), total=0))
     )
     query = Query.build(stream.node)
     shape = bulk_shape(query)
@@ -707,13 +858,20 @@ def test_the_vectorised_batch_engine_keys_nan_and_negative_zero_as_item_by_item(
     def stream(table: Any) -> Stream[Any]:
         return (
             Stream.create("r", ArrowSource(table, Reading, start="ts", order="seq"), EventShape.POINT, GEN)
-            .group_by(lambda e: e.key).tumbling(timedelta(seconds=10))
+            .group_by(lambda e: e.key)
+            .tumbling(timedelta(seconds=10))
             .aggregate(lambda k, w: KeyTotal(key=0, n=w.count(), total=w.sum(lambda e: e.value)))
         )
 
     def table(keys: list[float]) -> Any:
-        return pa.table({"seq": list(range(len(keys))), "ts": pa.array([T0 + timedelta(seconds=i) for i in range(len(keys))], STAMP),
-                         "key": pa.array(keys, pa.float64()), "value": [1] * len(keys)})
+        return pa.table(
+            {
+                "seq": list(range(len(keys))),
+                "ts": pa.array([T0 + timedelta(seconds=i) for i in range(len(keys))], STAMP),
+                "key": pa.array(keys, pa.float64()),
+                "value": [1] * len(keys),
+            }
+        )
 
     for keys, counts in (([1.0, float("nan"), float("nan")], [1, 2]), ([0.0, -0.0, 1.0], [2, 1])):
         done, engine = _one_batch(stream(table(keys)), table(keys))

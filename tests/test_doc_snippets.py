@@ -77,7 +77,10 @@ def test_the_blocks_pass_mypy_strict(tmp_path: Path) -> None:
     env = dict(os.environ, MYPYPATH=os.pathsep.join([str(REPO / "typings"), str(REPO / "examples")]))
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--follow-imports=silent", *files],
-        capture_output=True, text=True, cwd=tmp_path, env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
     )
     report = checked.stdout.replace(str(tmp_path) + os.sep, "")
     assert checked.returncode == 0, report
@@ -91,12 +94,17 @@ def _readme_events(folder: Path) -> None:
 
     n, t0 = 60, datetime(2024, 1, 1, tzinfo=timezone.utc)
     (folder / "events.parquet").mkdir()
-    pq.write_table(pa.table({
-        "seq": list(range(n)),
-        "event_time": pa.array([t0 + timedelta(seconds=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
-        "sensor": ["ab"[i % 2] for i in range(n)],
-        "celsius": [20.0 + i % 10 for i in range(n)],
-    }), folder / "events.parquet" / "part-0.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "seq": list(range(n)),
+                "event_time": pa.array([t0 + timedelta(seconds=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+                "sensor": ["ab"[i % 2] for i in range(n)],
+                "celsius": [20.0 + i % 10 for i in range(n)],
+            }
+        ),
+        folder / "events.parquet" / "part-0.parquet",
+    )
 
 
 def _streaming_landing(folder: Path) -> None:
@@ -106,12 +114,17 @@ def _streaming_landing(folder: Path) -> None:
 
     n, t0 = 300, datetime(2024, 1, 1, tzinfo=timezone.utc)
     (folder / "landing").mkdir()
-    pq.write_table(pa.table({
-        "seq": list(range(n)),
-        "ts": pa.array([t0 + timedelta(seconds=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
-        "device": ["d1", "d2", "d3"] * (n // 3),
-        "value": [float(i % 7) for i in range(n)],
-    }), folder / "landing" / "part-0.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "seq": list(range(n)),
+                "ts": pa.array([t0 + timedelta(seconds=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+                "device": ["d1", "d2", "d3"] * (n // 3),
+                "value": [float(i % 7) for i in range(n)],
+            }
+        ),
+        folder / "landing" / "part-0.parquet",
+    )
 
 
 FILES: dict[str, Callable[[Path], None]] = {"README.md": _readme_events, "streaming.md": _streaming_landing}

@@ -51,18 +51,25 @@ def test_sessions_and_counts_cut_visits_rank_by_time_and_stay_aligned() -> None:
     # ann: 0, 5, 12 (then 40 minutes without a view), 52, 60. bob: every 20 minutes from 09:00
     # to 12:00, cut at 12:00: the first multiple of 2 h at or after 09:00 + 2 h.
     assert sorted((v.payload.user, v.payload.views, v.payload.first, v.payload.until) for v in visits.events) == [
-        ("ann", 2, at(9, 52), at(10, 30)), ("ann", 3, at(9, 0), at(9, 42)),
-        ("bob", 1, at(12, 0), at(12, 30)), ("bob", 9, at(9, 0), at(12, 0)),
+        ("ann", 2, at(9, 52), at(10, 30)),
+        ("ann", 3, at(9, 0), at(9, 42)),
+        ("bob", 1, at(12, 0), at(12, 30)),
+        ("bob", 9, at(9, 0), at(12, 0)),
     ]
     assert all(e.end == e.start + TICK and e.start == e.payload.until - TICK for e in visits.events)
     # Every three views of a user in time order; bob's 09:40 arrived late but ranks third.
     assert sorted((e.payload.user, e.payload.since, e.start, round(e.payload.avg_ms, 6)) for e in load.events) == [
         ("ann", at(9, 0), at(9, 12), round(670 / 3, 6)),
-        ("bob", at(9, 0), at(9, 40), 120.0), ("bob", at(10, 0), at(10, 40), 180.0), ("bob", at(11, 0), at(11, 40), 240.0),
+        ("bob", at(9, 0), at(9, 40), 120.0),
+        ("bob", at(10, 0), at(10, 40), 180.0),
+        ("bob", at(11, 0), at(11, 40), 240.0),
     ]
     # 10-minute counts at their last tick fall into the hour of their window.
     assert [(e.payload.hour, e.payload.views, e.payload.windows) for e in hourly.events] == [
-        (at(9, 0), 7, 5), (at(10, 0), 4, 3), (at(11, 0), 3, 3), (at(12, 0), 1, 1),
+        (at(9, 0), 7, 5),
+        (at(10, 0), 4, 3),
+        (at(11, 0), 3, 3),
+        (at(12, 0), 1, 1),
     ]
 
 
@@ -135,7 +142,9 @@ def test_iot_skewed_clocks_substreams_keep_the_other_devices_readings() -> None:
         for i in range(first, 6)
     }
     assert len(out_of_order) == 17
-    assert {(r.item.payload.device_time, r.item.payload.device, r.rule.value, r.action.value) for r in global_.rejected} == out_of_order | {late}
+    assert {(r.item.payload.device_time, r.item.payload.device, r.rule.value, r.action.value) for r in global_.rejected} == out_of_order | {
+        late
+    }
     # The attic's 12:02:15 is held against the garage's first reading, 12:03:35.
     assert [r.cti for r in global_.rejected if r.item.start == at(2, 15)] == [at(3, 35)]
     # A CTI move for each of the 17 admitted readings of rounds 0-5 (not the late one: the
@@ -158,8 +167,10 @@ def test_iot_skewed_clocks_substreams_keep_the_other_devices_readings() -> None:
     # so it moves its device's own CTI, to its stamp, ahead of the clock - 5 s.
     own = {d: (c.ctis_generated, {w for _, w in c.watermark_delays}) for d, c in s.substreams.items()}
     assert own == {
-        "kitchen": (12, {timedelta(0)}), "attic": (12, {timedelta(0)}),
-        "cellar": (11, {timedelta(seconds=n) for n in (1, 2, 3, 4)}), "garage": (6, {timedelta(seconds=-90)}),
+        "kitchen": (12, {timedelta(0)}),
+        "attic": (12, {timedelta(0)}),
+        "cellar": (11, {timedelta(seconds=n) for n in (1, 2, 3, 4)}),
+        "garage": (6, {timedelta(seconds=-90)}),
     }
     # The count keeps the device, so a device's minute goes out on its own CTI when that
     # passes the minute's end before the input's (clock - 5 s) does: the kitchen's reading
@@ -190,7 +201,9 @@ LIVE_EXAMPLES = {"live_iot.py"}
 """Examples of live queries: they need Spark and redis-server, and run in tests/streaming."""
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_") and p.name not in LIVE_EXAMPLES))
+@pytest.mark.parametrize(
+    "script", sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_") and p.name not in LIVE_EXAMPLES)
+)
 def test_example_runs_as_a_script(script: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", [script, "--executor", "memory"])
     runpy.run_path(str(EXAMPLES / script), run_name="__main__")
@@ -255,7 +268,9 @@ def test_main_example_on_spark_keeps_the_console_clean() -> None:
     start-up warnings: at most the JVM's own one-line notice remains on stderr."""
     run = subprocess.run(
         [sys.executable, str(EXAMPLES / "hopping_averages.py"), "--executor", "spark"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()

@@ -69,11 +69,13 @@ SUBQUERIES: dict[str, Sub] = {
         lambda g: g.hopping(10 * SEC, 5 * SEC).aggregate(lambda w: Stat(w.count(), w.sum(lambda e: e.value), w.start)),
         lambda k, r: Stat(r.n, r.total * 10 + k, r.start),
     ),
-    "two_stages": lambda s, o: s.tumbling(5 * SEC).aggregate(lambda w: Ev(0, w.count()))
-    .tumbling(20 * SEC).aggregate(lambda w: Stat(w.count(), w.max(lambda e: e.value), w.start)),
-    "own_keys": lambda s, o: s.group_by(lambda e: e.value % 2).tumbling(10 * SEC).aggregate(
-        lambda k, w: Stat(w.count(), k, w.start)
+    "two_stages": lambda s, o: (
+        s.tumbling(5 * SEC)
+        .aggregate(lambda w: Ev(0, w.count()))
+        .tumbling(20 * SEC)
+        .aggregate(lambda w: Stat(w.count(), w.max(lambda e: e.value), w.start))
     ),
+    "own_keys": lambda s, o: s.group_by(lambda e: e.value % 2).tumbling(10 * SEC).aggregate(lambda k, w: Stat(w.count(), k, w.start)),
     "union_inside": lambda s, o: s.where(lambda e: e.value < 3).union(s.shift_event_time(SEC).where(lambda e: e.value > 6)),
 }
 

@@ -50,7 +50,9 @@ def _anti_join(residual: bool) -> tuple[Query, p.AntiJoinNode]:
     from tempo.sources import ArrowSource
 
     def readings(name: str) -> Stream[Reading]:
-        table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())})
+        table = pa.table(
+            {"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())}
+        )
         return Stream.create(name, ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
 
     left, right = readings("left"), readings("right")
@@ -124,7 +126,12 @@ def group_of(item: Insert) -> str | None:
 
 
 def _keyed(
-    query: Query, node: p.Node, steps: list[Step], cuts: list[int], group_of: Callable[[Insert], str | None] = group_of, ends: bool = True,
+    query: Query,
+    node: p.Node,
+    steps: list[Step],
+    cuts: list[int],
+    group_of: Callable[[Insert], str | None] = group_of,
+    ends: bool = True,
     partner: p.AntiJoinNode | None = None,
 ) -> list[tuple[str, KeyedResult]]:
     """Every key's results (with its group), ``steps`` cut at ``cuts`` and run key by key,
@@ -175,7 +182,8 @@ def _keyed(
 @settings(max_examples=examples(450), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(sequences(), st.booleans())
 def test_an_anti_join_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_order(
-    drawn: tuple[list[Step], list[int]], residual: bool,
+    drawn: tuple[list[Step], list[int]],
+    residual: bool,
 ) -> None:
     steps, cuts = drawn
     query, node = _anti_join(residual)
@@ -204,7 +212,8 @@ def _by_group(results: list[tuple[str, KeyedResult]]) -> dict[str, list[KeyedRes
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(sequences(), st.booleans())
 def test_a_join_and_its_anti_join_run_as_one_keyed_operator_give_what_each_gives_alone(
-    drawn: tuple[list[Step], list[int]], residual: bool,
+    drawn: tuple[list[Step], list[int]],
+    residual: bool,
 ) -> None:
     """A left outer join's halves as one keyed operator (``KeyedOperator``'s partner, the
     cluster engine's ``BulkShape.partner``), keyed as the anti-join is: each key's results of
@@ -282,17 +291,22 @@ def test_fragments_ended_by_the_right_inputs_cti_alone_end_in_the_order_the_anti
         Insert(0, 0, 100, a, at=0, port=0),
         Insert(1, 0, 100, b, at=1, port=0),
         PortCti(0, 10),
-        PortCti(1, 1),                                # output CTI 1: A and B open from 0
-        Insert(4, 5, 6, Reading(0, 9), at=4, port=1),   # covers A over [5, 6)
-        PortCti(1, 10),                               # output CTI 10: A's first ends at 5, its second opens at 6
+        PortCti(1, 1),  # output CTI 1: A and B open from 0
+        Insert(4, 5, 6, Reading(0, 9), at=4, port=1),  # covers A over [5, 6)
+        PortCti(1, 10),  # output CTI 10: A's first ends at 5, its second opens at 6
         Insert(6, 20, 21, Reading(1, 9), at=6, port=1),  # B's end: 20, once the right CTI passes it
         Insert(7, 20, 21, Reading(0, 9), at=7, port=1),  # A's second's end: 20
-        PortCti(1, 30),                               # the right CTI alone: both ends final, A's first
+        PortCti(1, 30),  # the right CTI alone: both ends final, A's first
     ]
     expected = [
-        ("fragment", 0, None, a), ("fragment", 0, None, b), ("cti", 1),
-        ("end", 0, 5), ("fragment", 6, None, a), ("cti", 10),
-        ("end", 2, 20), ("end", 1, 20),
+        ("fragment", 0, None, a),
+        ("fragment", 0, None, b),
+        ("cti", 1),
+        ("end", 0, 5),
+        ("fragment", 6, None, a),
+        ("cti", 10),
+        ("end", 2, 20),
+        ("end", 1, 20),
     ]
     for cuts in ([len(steps)], list(range(1, len(steps) + 1)), [3, 6, len(steps)]):
         reference, driven = _run_both(steps, cuts)

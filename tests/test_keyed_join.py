@@ -60,7 +60,9 @@ def _join(residual: bool) -> tuple[Query, p.JoinNode]:
     from tempo.sources import ArrowSource
 
     def readings(name: str) -> Stream[Reading]:
-        table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())})
+        table = pa.table(
+            {"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())}
+        )
         return Stream.create(name, ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
 
     left, right = readings("left"), readings("right")
@@ -208,7 +210,9 @@ def _check_next_release(keyed: KeyedOperator, state: bytes) -> None:
 
 @settings(max_examples=examples(450), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(sequences(), st.booleans())
-def test_a_join_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_order(drawn: tuple[list[Step], list[int]], residual: bool) -> None:
+def test_a_join_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_order(
+    drawn: tuple[list[Step], list[int]], residual: bool
+) -> None:
     steps, cuts = drawn
     query, node = _join(residual)
     assert _driven(query, node, steps, cuts) == _reference(query, node, steps)
@@ -254,7 +258,9 @@ def _driven(query: Query, node: p.JoinNode, steps: list[Step], cuts: list[int]) 
     return got
 
 
-@pytest.mark.parametrize("case", ["left ends, then the right CTI passes", "left ends, the right CTI past", "left ends before the right interval", "both end"])
+@pytest.mark.parametrize(
+    "case", ["left ends, then the right CTI passes", "left ends, the right CTI past", "left ends before the right interval", "both end"]
+)
 def test_the_end_edge_of_an_open_event_ends_its_pairs_where_the_join_over_all_keys_does(case: str) -> None:
     """A left edge ``a`` from 0 and a right event ``r`` from 1 (an edge, or ``[1, 10)``), key 0;
     both CTIs at 5: the pair ``[1, ...)`` goes out as a start edge. Then ``a`` ends at 7:
@@ -304,7 +310,9 @@ def _join_keeping_the_key(residual: bool) -> tuple[Query, p.JoinNode]:
     ordering = AdvanceTimeSettings(ordering=EventOrderingSettings(timedelta(0), timedelta(0)))
 
     def readings(name: str) -> Stream[Reading]:
-        table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())})
+        table = pa.table(
+            {"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())}
+        )
         return Stream.create(name, ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL, ordering, over=lambda r: r.key)
 
     left, right = readings("left"), readings("right")
@@ -323,7 +331,9 @@ class _KeyRecorder(_Recorder):
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(sequences(), st.data(), st.booleans())
 def test_a_join_keeping_a_substream_key_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_order(
-    drawn: tuple[list[Step], list[int]], data: st.DataObject, residual: bool,
+    drawn: tuple[list[Step], list[int]],
+    data: st.DataObject,
+    residual: bool,
 ) -> None:
     """Key CTIs of either input put among the steps (each at most the start of the key's
     later events at that input). The driver's join, holding nothing, hears every input's CTI

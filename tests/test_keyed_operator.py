@@ -39,7 +39,20 @@ from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.analytics import Analytic
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
 from tempo.runtime.keyed import (
-    KEYED_STAMPS, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, by_substream, feed, keyed_collector, placed, release_order, released_from,
+    KEYED_STAMPS,
+    Cti,
+    End,
+    Insert,
+    KeyCti,
+    KeyedItem,
+    KeyedOperator,
+    KeyedResult,
+    by_substream,
+    feed,
+    keyed_collector,
+    placed,
+    release_order,
+    released_from,
 )
 from tempo.ticks import INF, NEG_INF
 from tests.budget import examples
@@ -65,7 +78,9 @@ def _readings(shape: EventShape = EventShape.INTERVAL) -> Stream[Reading]:
     """An input of readings (empty: the operators under test are fed by hand)."""
     from tempo.sources import ArrowSource
 
-    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    table = pa.table(
+        {"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())}
+    )
     return Stream.create("r", ArrowSource(table, Reading, start="ts"), shape)
 
 
@@ -202,7 +217,11 @@ def _check_next_release(keyed: KeyedOperator, state: bytes, shared: dict[str, in
         return
     assert keyed.run(state, [Cti(due - 1)], shared)[0] == []
     released, after = keyed.run(state, [Cti(due)], shared)
-    if isinstance(keyed.operator, Snapshots) and keyed.operator.timestamp in (WindowTimestamp.START, WindowTimestamp.EARLIEST, WindowTimestamp.LATEST):
+    if isinstance(keyed.operator, Snapshots) and keyed.operator.timestamp in (
+        WindowTimestamp.START,
+        WindowTimestamp.EARLIEST,
+        WindowTimestamp.LATEST,
+    ):
         assert released != [] or keyed.idle() or keyed.next_release() != due  # a window out at its start is forgotten at its end
     elif isinstance(keyed.operator, (WindowOperator, CountWindows, Snapshots, Analytic, Clip)):
         assert released != []
@@ -216,7 +235,9 @@ def _order(result: KeyedResult) -> tuple[Any, ...]:
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1), (3, 2)]))
-def test_a_window_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(feed: tuple[list[Op], list[int]], spec: tuple[int, int]) -> None:
+def test_a_window_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(
+    feed: tuple[list[Op], list[int]], spec: tuple[int, int]
+) -> None:
     sequence, cuts = feed
     query, node = _window_node(*spec)
     expected = sorted(_reference(query, node, sequence), key=_order)
@@ -226,7 +247,9 @@ def test_a_window_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(
 
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([(3, 2), (1, 1), (2, 3), (4, 4)]))
-def test_count_windows_run_one_key_at_a_time_release_what_they_release_over_all_keys(feed: tuple[list[Op], list[int]], spec: tuple[int, int]) -> None:
+def test_count_windows_run_one_key_at_a_time_release_what_they_release_over_all_keys(
+    feed: tuple[list[Op], list[int]], spec: tuple[int, int]
+) -> None:
     sequence, cuts = feed
     query, node = _count_node(*spec)
     expected = sorted(_reference(query, node, sequence), key=_order)
@@ -236,7 +259,9 @@ def test_count_windows_run_one_key_at_a_time_release_what_they_release_over_all_
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([(3, None), (2, None), (5, 7), (3, 4)]))
-def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(feed: tuple[list[Op], list[int]], spec: tuple[int, int | None]) -> None:
+def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(
+    feed: tuple[list[Op], list[int]], spec: tuple[int, int | None]
+) -> None:
     sequence, cuts = feed
     query, node = _session_node(*spec)
     expected = sorted(_reference(query, node, sequence), key=_order)
@@ -246,7 +271,9 @@ def test_sessions_run_one_key_at_a_time_release_what_they_release_over_all_keys(
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.sampled_from([(4, 2), (3, 3), (6, 1)]), st.sampled_from([WindowTimestamp.EARLIEST, WindowTimestamp.LATEST]))
-def test_hopping_results_stamped_at_an_event_carry_their_window_s_end(feed: tuple[list[Op], list[int]], spec: tuple[int, int], timestamp: WindowTimestamp) -> None:
+def test_hopping_results_stamped_at_an_event_carry_their_window_s_end(
+    feed: tuple[list[Op], list[int]], spec: tuple[int, int], timestamp: WindowTimestamp
+) -> None:
     """A hopping window's results stamped at their earliest or latest event: each carries
     its window's end (``closes``), by which ``released_from`` gives the CTI that released it
     over all keys, and keys hearing only a batch's last CTI, placed by it and ordered by
@@ -267,7 +294,10 @@ def test_hopping_results_stamped_at_an_event_carry_their_window_s_end(feed: tupl
     for r in reference:
         assert r.closes is not None and r.end == r.start + 1 and r.closes - size * SECOND <= r.start < r.closes, r
         assert ctis[released(r)] == r.cti, r
-    got = sorted(_keyed(query, node, sequence, cuts, coarse=True), key=lambda r: (released(r), release_order(node, r, repr(r.payload.key)), repr(r.payload)))
+    got = sorted(
+        _keyed(query, node, sequence, cuts, coarse=True),
+        key=lambda r: (released(r), release_order(node, r, repr(r.payload.key)), repr(r.payload)),
+    )
     assert list(map(seen, got)) == sorted(map(seen, reference), key=lambda v: (v[0], v[1], v[2]))  # a window's groups as a set
     assert [seen(r)[:2] for r in reference] == [seen(r)[:2] for r in got]  # windows in the operator's order
 
@@ -289,8 +319,15 @@ class _Stamped:
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
-@given(feeds(), st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.EARLIEST, WindowTimestamp.START, WindowTimestamp.END, WindowTimestamp.LATEST]))
-def test_snapshots_run_one_key_at_a_time_release_what_they_release_over_all_keys(feed: tuple[list[Op], list[int]], timestamp: WindowTimestamp) -> None:
+@given(
+    feeds(),
+    st.sampled_from(
+        [WindowTimestamp.LIFETIME, WindowTimestamp.EARLIEST, WindowTimestamp.START, WindowTimestamp.END, WindowTimestamp.LATEST]
+    ),
+)
+def test_snapshots_run_one_key_at_a_time_release_what_they_release_over_all_keys(
+    feed: tuple[list[Op], list[int]], timestamp: WindowTimestamp
+) -> None:
     """Each key's results and the ends of its start edges, each placed before the first CTI
     that released it by ``released_from`` (which must be the CTI that did, over all keys), are
     the snapshots' over all keys: lifetimes, payloads and ids (a window's start) alike; the
@@ -322,7 +359,9 @@ def _clip_node(grouped: bool = True) -> tuple[Query, p.ClipNode]:
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.booleans())
-def test_clipped_events_run_one_key_at_a_time_give_what_the_clip_over_all_keys_gives(feed: tuple[list[Op], list[int]], grouped: bool) -> None:
+def test_clipped_events_run_one_key_at_a_time_give_what_the_clip_over_all_keys_gives(
+    feed: tuple[list[Op], list[int]], grouped: bool
+) -> None:
     """Each key's outputs and ends, a key without items in a batch hearing only its last CTI,
     each placed before the CTI that released it in memory (``placed``: an event the key gave
     out with its clipped end, which memory gave out as a start edge before a CTI passed that
@@ -335,7 +374,11 @@ def test_clipped_events_run_one_key_at_a_time_give_what_the_clip_over_all_keys_g
     ctis = sorted({item.t for _, item in sequence if isinstance(item, Cti)})
 
     def parts(results: list[KeyedResult]) -> list[tuple[Any, ...]]:
-        return sorted((at, r.ended, r.start, -1 if r.end is None else r.end, repr(r.payload), r.eid) for result in results for at, r in placed(node, result, ctis))
+        return sorted(
+            (at, r.ended, r.start, -1 if r.end is None else r.end, repr(r.payload), r.eid)
+            for result in results
+            for at, r in placed(node, result, ctis)
+        )
 
     reference = _reference(query, node, sequence)
     for r in reference:
@@ -395,7 +438,12 @@ def test_an_analytic_run_one_key_at_a_time_releases_what_it_releases_over_all_ke
     for r in reference:  # the rule gives the CTI that released each output, and puts each end after the CTI it came after
         assert (ctis[released(r) - 1] if r.ended else ctis[released(r)]) == r.cti, r
     expected = [seen(r) for r in reference]
-    got = [seen(r) for r in sorted(_keyed(query, node, sequence, cuts), key=lambda r: (released(r), release_order(node, r, repr(r.payload and r.payload.key))))]
+    got = [
+        seen(r)
+        for r in sorted(
+            _keyed(query, node, sequence, cuts), key=lambda r: (released(r), release_order(node, r, repr(r.payload and r.payload.key)))
+        )
+    ]
     assert got == expected
 
 
@@ -426,9 +474,17 @@ def _with_key_ctis(sequence: list[Op], data: st.DataObject) -> list[Op]:
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
-@given(feeds(), st.data(), st.sampled_from([(4, 2), (2, 2), (6, 1), (3, 2)]), st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.END, WindowTimestamp.LATEST]))
+@given(
+    feeds(),
+    st.data(),
+    st.sampled_from([(4, 2), (2, 2), (6, 1), (3, 2)]),
+    st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.END, WindowTimestamp.LATEST]),
+)
 def test_a_window_keeping_a_substream_key_run_one_key_at_a_time_releases_what_it_releases_over_all_keys(
-    feed: tuple[list[Op], list[int]], data: st.DataObject, spec: tuple[int, int], timestamp: WindowTimestamp,
+    feed: tuple[list[Op], list[int]],
+    data: st.DataObject,
+    spec: tuple[int, int],
+    timestamp: WindowTimestamp,
 ) -> None:
     """A hopping window grouping by the input's substream key (``by_substream``): each key of
     its keyed form holds the key's groups and hears the key's own CTIs at their places among
@@ -443,7 +499,9 @@ def test_a_window_keeping_a_substream_key_run_one_key_at_a_time_releases_what_it
     sequence = _with_key_ctis(feed[0], data)
     cuts = sorted(set(data.draw(st.lists(st.integers(0, len(sequence)), max_size=6))) | {len(sequence)})
     size, hop = spec
-    table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())})
+    table = pa.table(
+        {"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.float64())}
+    )
     from tempo.sources import ArrowSource
 
     ordering = AdvanceTimeSettings(ordering=EventOrderingSettings(timedelta(0), timedelta(0)))
@@ -456,7 +514,11 @@ def test_a_window_keeping_a_substream_key_run_one_key_at_a_time_releases_what_it
     [node] = [n for n in query.nodes if isinstance(n, p.WindowNode)]
     assert by_substream(query, node)
     ctis = [item.t for _, item in sequence if isinstance(item, Cti)]
-    moving = [(i, item.t) for i, (_, item) in enumerate(sequence) if isinstance(item, Cti) and item.t > max(ctis[: ctis.index(item.t)], default=NEG_INF)]
+    moving = [
+        (i, item.t)
+        for i, (_, item) in enumerate(sequence)
+        if isinstance(item, Cti) and item.t > max(ctis[: ctis.index(item.t)], default=NEG_INF)
+    ]
     places = [t for _, t in moving]
 
     def where(r: KeyedResult) -> tuple[Any, ...]:
@@ -492,7 +554,9 @@ def test_a_window_keeping_a_substream_key_run_one_key_at_a_time_releases_what_it
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(feeds(), st.data())
-def test_a_release_by_substream_key_run_one_key_at_a_time_gives_what_the_output_releases(feed: tuple[list[Op], list[int]], data: st.DataObject) -> None:
+def test_a_release_by_substream_key_run_one_key_at_a_time_gives_what_the_output_releases(
+    feed: tuple[list[Op], list[int]], data: st.DataObject
+) -> None:
     """Key CTIs put among the events (each at most the start of its key's later events) reach
     only their key. Each key's results, put in order as the cluster engine's driver does (what
     an arrival told, an end or a key CTI with the events it released, before the first CTI row
@@ -519,8 +583,15 @@ def test_a_release_by_substream_key_run_one_key_at_a_time_gives_what_the_output_
             moving.append((i, item.t))
             egress.cti(0, item.t)
     expected = [
-        ("cti", r[1]) if r[0] == "cti" else ("key_cti", r[1], r[2]) if r[0] == "key_cti" else ("end", r[1][4], r[1][2]) if r[0] == "end"
-        else ("start", r[1], r[3], r[4]) if r[0] == "start" else ("event", r[1], r[2], r[3], r[4])
+        ("cti", r[1])
+        if r[0] == "cti"
+        else ("key_cti", r[1], r[2])
+        if r[0] == "key_cti"
+        else ("end", r[1][4], r[1][2])
+        if r[0] == "end"
+        else ("start", r[1], r[3], r[4])
+        if r[0] == "start"
+        else ("event", r[1], r[2], r[3], r[4])
         for r in egress.raw
     ]
 
@@ -528,7 +599,8 @@ def test_a_release_by_substream_key_run_one_key_at_a_time_gives_what_the_output_
     results = _keyed(query, node, sequence, cuts, coarse=True)
     told = sorted(
         (r.by_key if r.by_key is not None else r.rank[0], r.key_cti, () if r.key_cti else release_order(node, r, ""), i)
-        for i, r in enumerate(results) if r.ended or r.by_key is not None
+        for i, r in enumerate(results)
+        if r.ended or r.by_key is not None
     )
     ctis = [t for _, t in moving]
     by_cti: list[list[KeyedResult]] = [[] for _ in range(len(ctis) + 1)]
@@ -689,20 +761,42 @@ def test_a_snapshot_timeline_by_hand() -> None:
     keyed = KeyedOperator(query, node)
     s = SECOND
     ctis = [4 * s, 7 * s, 9 * s, 13 * s]
-    one, _ = keyed.run(None, [
-        Cti(0), Insert(0, 1 * s, 6 * s, Reading(1, 1.0)), Insert(1, 3 * s, 8 * s, Reading(1, 2.0)), Cti(4 * s), Cti(7 * s), Cti(9 * s),
-        Insert(2, 10 * s, 12 * s, Reading(1, 4.0)), Cti(13 * s),
-    ])
+    one, _ = keyed.run(
+        None,
+        [
+            Cti(0),
+            Insert(0, 1 * s, 6 * s, Reading(1, 1.0)),
+            Insert(1, 3 * s, 8 * s, Reading(1, 2.0)),
+            Cti(4 * s),
+            Cti(7 * s),
+            Cti(9 * s),
+            Insert(2, 10 * s, 12 * s, Reading(1, 4.0)),
+            Cti(13 * s),
+        ],
+    )
     two, _ = keyed.run(None, [Cti(0), Insert(3, 2 * s, 5 * s, Reading(2, 8.0)), Cti(13 * s)])
 
     def seen(r: KeyedResult) -> tuple[Any, ...]:
         at = ctis[bisect.bisect_left(ctis, released_from(node, r))] // s
-        return (at, r.cti // s, r.ended, r.start // s, None if r.end is None else r.end // s, r.eid and r.eid // s, r.payload and r.payload.n)
+        return (
+            at,
+            r.cti // s,
+            r.ended,
+            r.start // s,
+            None if r.end is None else r.end // s,
+            r.eid and r.eid // s,
+            r.payload and r.payload.n,
+        )
 
     assert [seen(r) for r in one] == [
-        (4, 4, False, 1, None, 1, 1), (4, 4, True, 0, 3, 1, None),  # [1, 3): an interval out of the CTI at 4
-        (4, 4, False, 3, None, 3, 2), (7, 7, True, 0, 6, 3, None), (7, 7, False, 6, None, 6, 1), (9, 9, True, 0, 8, 6, None),
-        (13, 13, False, 10, None, 10, 1), (13, 13, True, 0, 12, 10, None),
+        (4, 4, False, 1, None, 1, 1),
+        (4, 4, True, 0, 3, 1, None),  # [1, 3): an interval out of the CTI at 4
+        (4, 4, False, 3, None, 3, 2),
+        (7, 7, True, 0, 6, 3, None),
+        (7, 7, False, 6, None, 6, 1),
+        (9, 9, True, 0, 8, 6, None),
+        (13, 13, False, 10, None, 10, 1),
+        (13, 13, True, 0, 12, 10, None),
     ]
     assert [seen(r) for r in two] == [(4, 13, False, 2, None, 2, 1), (7, 13, True, 0, 5, 2, None)]
 

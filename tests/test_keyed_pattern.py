@@ -36,13 +36,17 @@ def _pattern(residual: bool) -> tuple[Query, p.FollowedByNode]:
     from tempo.sources import ArrowSource
 
     def readings(name: str) -> Stream[Reading]:
-        table = pa.table({"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())})
+        table = pa.table(
+            {"ts": pa.array([], pa.timestamp("us", tz="UTC")), "key": pa.array([], pa.int64()), "value": pa.array([], pa.int64())}
+        )
         return Stream.create(name, ArrowSource(table, Reading, start="ts"), EventShape.INTERVAL)
 
     left, right = readings("left"), readings("right")
     within = timedelta(microseconds=5 * SECOND)
     if residual:
-        matched = left.followed_by(right, lambda a, b: (a.key == b.key) & (a.value <= b.value), within, lambda a, b: Reading(a.key, b.value))
+        matched = left.followed_by(
+            right, lambda a, b: (a.key == b.key) & (a.value <= b.value), within, lambda a, b: Reading(a.key, b.value)
+        )
     else:
         matched = left.followed_by(right, lambda a, b: a.key == b.key, within, lambda a, b: Reading(a.key, b.value))
     query = Query.build(matched.node)
@@ -58,7 +62,8 @@ def _key_of(item: Insert) -> str | None:
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
 @given(sequences(), st.booleans())
 def test_a_pattern_run_one_key_at_a_time_gives_what_it_gives_over_all_keys_in_its_order(
-    drawn: tuple[list[Step], list[int]], residual: bool,
+    drawn: tuple[list[Step], list[int]],
+    residual: bool,
 ) -> None:
     steps, cuts = drawn
     query, node = _pattern(residual)

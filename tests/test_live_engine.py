@@ -33,7 +33,10 @@ from tempo.settings import AdvanceTimeGenerationSettings, AdvanceTimeSettings
 from tests.strategies import Builder, Ev, queries
 
 LIVE = settings(
-    max_examples=150, derandomize=True, database=None, deadline=None,
+    max_examples=150,
+    derandomize=True,
+    database=None,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 
@@ -88,16 +91,17 @@ def test_live_batches_give_the_in_memory_result(query: tuple[str, Builder], flus
         live = metrics[name]
         assert (live.received, live.admitted, live.dropped, live.adjusted) == (m.received, m.admitted, m.dropped, m.adjusted), desc
         assert (live.ctis_generated, live.ctis_imported, live.ctis_explicit, live.ctis_ignored) == (
-            m.ctis_generated, m.ctis_imported, m.ctis_explicit, m.ctis_ignored
+            m.ctis_generated,
+            m.ctis_imported,
+            m.ctis_explicit,
+            m.ctis_ignored,
         ), desc
         assert live.watermark_delays == m.watermark_delays, desc
 
 
 @settings(LIVE, max_examples=60)
 @given(query=queries(keyed=True), flush=st.booleans(), data=st.data())
-def test_live_batches_give_the_in_memory_result_with_substreams(
-    query: tuple[str, Builder], flush: bool, data: st.DataObject
-) -> None:
+def test_live_batches_give_the_in_memory_result_with_substreams(query: tuple[str, Builder], flush: bool, data: st.DataObject) -> None:
     """The same with every input split into substreams (per-key CTIs, keyed release)."""
     test_live_batches_give_the_in_memory_result.hypothesis.inner_test(query, flush, data)  # type: ignore[attr-defined]
 
@@ -200,11 +204,14 @@ def _dense_rows(*seqs: int) -> Any:
     """Rows of an input whose ``seq`` column counts them (its start and value follow it)."""
     import pyarrow as pa
 
-    return pa.table({
-        "seq": pa.array(seqs, pa.int64()),
-        "ts": pa.array([T0 + timedelta(seconds=s) for s in seqs], pa.timestamp("us", tz="UTC")),
-        "key": pa.array([1] * len(seqs), pa.int64()), "value": pa.array(list(seqs), pa.int64()),
-    })
+    return pa.table(
+        {
+            "seq": pa.array(seqs, pa.int64()),
+            "ts": pa.array([T0 + timedelta(seconds=s) for s in seqs], pa.timestamp("us", tz="UTC")),
+            "key": pa.array([1] * len(seqs), pa.int64()),
+            "value": pa.array(list(seqs), pa.int64()),
+        }
+    )
 
 
 def test_rows_after_a_gap_in_a_dense_order_wait_for_the_missing_ones() -> None:
@@ -283,10 +290,16 @@ def test_a_heartbeat_row_lets_the_other_input_through_the_frontier() -> None:
     def table(rows: list[tuple[str, int | None, int, int]]) -> Any:
         stamp = pa.timestamp("us", tz="UTC")
         at = [None if s is None else _t(s) for _, s, _, _ in rows]
-        return pa.table({
-            "kind": [k for k, _, _, _ in rows], "start": pa.array(at, stamp), "arr": pa.array([_t(a) for _, _, a, _ in rows], stamp),
-            "seq": [q for _, _, _, q in rows], "key": [1] * len(rows), "value": [1] * len(rows),
-        })
+        return pa.table(
+            {
+                "kind": [k for k, _, _, _ in rows],
+                "start": pa.array(at, stamp),
+                "arr": pa.array([_t(a) for _, _, a, _ in rows], stamp),
+                "seq": [q for _, _, _, q in rows],
+                "key": [1] * len(rows),
+                "value": [1] * len(rows),
+            }
+        )
 
     left = table([("point", 5, 10, 0), ("cti", 30, 13, 1)])
     right = table([("cti", 20, 12, 0), ("heartbeat", None, 14, 1)])
@@ -295,7 +308,9 @@ def test_a_heartbeat_row_lets_the_other_input_through_the_frontier() -> None:
         def source(t: Any) -> ArrowSource[Ev]:
             return ArrowSource(t, Ev, start="start", kind="kind", arrival="arr", order="seq")
 
-        return Stream.create("left", source(left_table), EventShape.POINT).union(Stream.create("right", source(right_table), EventShape.POINT))
+        return Stream.create("left", source(left_table), EventShape.POINT).union(
+            Stream.create("right", source(right_table), EventShape.POINT)
+        )
 
     query = Query.build(build(left, right).node)
     mode = TimestampMode()
@@ -310,7 +325,11 @@ def test_a_heartbeat_row_lets_the_other_input_through_the_frontier() -> None:
     assert engine.ingresses[0].metrics.ctis_explicit == 1
     assert engine.ingresses[1].metrics.received == 0  # a heartbeat is no event
     expected = InMemoryExecutor().run(build(left, right)).raw
-    assert engine.take().items == expected == [Point(_t(5).replace(tzinfo=timezone.utc), Ev(key=1, value=1)), Cti(_t(20).replace(tzinfo=timezone.utc))]
+    assert (
+        engine.take().items
+        == expected
+        == [Point(_t(5).replace(tzinfo=timezone.utc), Ev(key=1, value=1)), Cti(_t(20).replace(tzinfo=timezone.utc))]
+    )
 
 
 def test_a_stamped_input_keeps_its_stamping_across_batches_and_restarts() -> None:
@@ -326,14 +345,17 @@ def test_a_stamped_input_keeps_its_stamping_across_batches_and_restarts() -> Non
     def rows(*seqs: int) -> Any:
         kinds = {0: "start", 1: "start", 2: "end", 3: "start", 4: "end", 5: "end"}  # edges 0-4, 1-2, 3-5
         values = {0: 7, 1: 1, 2: 1, 3: 3, 4: 7, 5: 3}
-        return pa.table({
-            "seq": pa.array(seqs, pa.int64()),
-            "kind": pa.array([kinds[s] for s in seqs], pa.string()),
-            "ts": pa.array([T0 + timedelta(hours=1) for _ in seqs], pa.timestamp("us", tz="UTC")),
-            "end": pa.array([T0 + timedelta(hours=2) for _ in seqs], pa.timestamp("us", tz="UTC")),
-            "arrived": pa.array([T0 + timedelta(seconds=2 + s) for s in seqs], pa.timestamp("us", tz="UTC")),
-            "key": pa.array([1] * len(seqs), pa.int64()), "value": pa.array([values[s] for s in seqs], pa.int64()),
-        })
+        return pa.table(
+            {
+                "seq": pa.array(seqs, pa.int64()),
+                "kind": pa.array([kinds[s] for s in seqs], pa.string()),
+                "ts": pa.array([T0 + timedelta(hours=1) for _ in seqs], pa.timestamp("us", tz="UTC")),
+                "end": pa.array([T0 + timedelta(hours=2) for _ in seqs], pa.timestamp("us", tz="UTC")),
+                "arrived": pa.array([T0 + timedelta(seconds=2 + s) for s in seqs], pa.timestamp("us", tz="UTC")),
+                "key": pa.array([1] * len(seqs), pa.int64()),
+                "value": pa.array([values[s] for s in seqs], pa.int64()),
+            }
+        )
 
     def query(table: Any) -> Query:
         source = ArrowSource(table, Ev, start="ts", end="end", kind="kind", arrival="arrived", order="seq")
@@ -355,7 +377,9 @@ def test_a_stamped_input_keeps_its_stamping_across_batches_and_restarts() -> Non
     released += engine.take().items
     assert released == whole.raw
     edge = [e for e in whole.events if e.payload.value == 7]
-    assert [(e.start, e.end) for e in edge] == [(T0.replace(tzinfo=timezone.utc) + timedelta(seconds=2), T0.replace(tzinfo=timezone.utc) + timedelta(seconds=6))]
+    assert [(e.start, e.end) for e in edge] == [
+        (T0.replace(tzinfo=timezone.utc) + timedelta(seconds=2), T0.replace(tzinfo=timezone.utc) + timedelta(seconds=6))
+    ]
 
 
 @attrs.frozen
@@ -390,8 +414,10 @@ def test_nan_keys_and_distinct_values_stay_one_across_a_restore() -> None:
 
     def grouped() -> Stream[Group]:
         s = Stream.create("r", list(items), EventShape.POINT, settings)
-        return s.group_by(lambda r: r.v).tumbling(timedelta(minutes=1)).aggregate(
-            lambda k, w: Group(k, w.count(), w.count_distinct(lambda r: r.v))
+        return (
+            s.group_by(lambda r: r.v)
+            .tumbling(timedelta(minutes=1))
+            .aggregate(lambda k, w: Group(k, w.count(), w.count_distinct(lambda r: r.v)))
         )
 
     def joined() -> Stream[Both]:

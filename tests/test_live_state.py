@@ -49,6 +49,7 @@ def _intervals(n: int) -> Callable[[], Iterator[Any]]:
 
 def _edges(n: int) -> Callable[[], Iterator[Any]]:
     """Start edges each ended 40 items later: about 20 open at any time."""
+
     def items() -> Iterator[Any]:
         for i in range(n // 2):
             t = T0 + timedelta(milliseconds=100 * i)
@@ -56,13 +57,14 @@ def _edges(n: int) -> Callable[[], Iterator[Any]]:
             if i >= 20:
                 j = i - 20
                 yield EdgeEnd(T0 + timedelta(milliseconds=100 * j), t, Ev(key=j % KEYS, value=j))
+
     return items
 
 
 def _window(n: int) -> Stream[Any]:
     s = Stream.create("points", _points(n), EventShape.POINT, SETTINGS, payload_type=Ev)
-    return s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=5)).aggregate(
-        lambda k, w: Ev(key=k, value=w.count())
+    return (
+        s.group_by(lambda e: e.key).hopping(timedelta(seconds=10), timedelta(seconds=5)).aggregate(lambda k, w: Ev(key=k, value=w.count()))
     )
 
 

@@ -129,20 +129,39 @@ class Stats:
 
 def _stats(sensor: str, w: Any) -> Stats:
     return Stats(
-        sensor=sensor, start=w.start, n=w.count(), total=w.sum(lambda r: r.value), mean=w.avg(lambda r: r.value),
-        low=w.min(lambda r: r.value), high=w.max(lambda r: r.value),
+        sensor=sensor,
+        start=w.start,
+        n=w.count(),
+        total=w.sum(lambda r: r.value),
+        mean=w.avg(lambda r: r.value),
+        low=w.min(lambda r: r.value),
+        high=w.max(lambda r: r.value),
     )
 
 
-POINTS = [Point(T(1), Reading("a", 5)), Point(T(2), Reading("b", None)), Point(T(3), Reading("a", -3)),
-          Point(T(12), Reading("b", 2)), Point(T(21), Reading("a", 7)), Point(T(23), Reading("c", 0))]
-INTERVALS = [Interval(T(4), T(31), Reading("b", 10)),  # over several windows
-             Interval(T(6), T(400), Reading("a", 1))]  # over more windows than are added on arrival
-EDGES = [EdgeStart(T(8), Reading("a", None)), EdgeStart(T(9), Reading("c", 3)),
-         EdgeEnd(T(8), T(19), Reading("a", None)), EdgeEnd(T(9), T(500), Reading("c", 3))]
-LIFETIMES = [(p.start, p.start + TICK, p.payload) for p in POINTS] + [(i.start, i.end, i.payload) for i in INTERVALS] + [
-    (e.start, e.end, e.payload) for e in EDGES if isinstance(e, EdgeEnd)
+POINTS = [
+    Point(T(1), Reading("a", 5)),
+    Point(T(2), Reading("b", None)),
+    Point(T(3), Reading("a", -3)),
+    Point(T(12), Reading("b", 2)),
+    Point(T(21), Reading("a", 7)),
+    Point(T(23), Reading("c", 0)),
 ]
+INTERVALS = [
+    Interval(T(4), T(31), Reading("b", 10)),  # over several windows
+    Interval(T(6), T(400), Reading("a", 1)),
+]  # over more windows than are added on arrival
+EDGES = [
+    EdgeStart(T(8), Reading("a", None)),
+    EdgeStart(T(9), Reading("c", 3)),
+    EdgeEnd(T(8), T(19), Reading("a", None)),
+    EdgeEnd(T(9), T(500), Reading("c", 3)),
+]
+LIFETIMES = (
+    [(p.start, p.start + TICK, p.payload) for p in POINTS]
+    + [(i.start, i.end, i.payload) for i in INTERVALS]
+    + [(e.start, e.end, e.payload) for e in EDGES if isinstance(e, EdgeEnd)]
+)
 
 
 def brute_force(size: float, hop: float) -> list[tuple[datetime, datetime, Stats]]:
@@ -291,9 +310,7 @@ def _rows(n: int, intervals: bool = False, arrivals: bool = False) -> list[dict[
 
 
 @pytest.mark.parametrize("cls", [Plain, Data])
-@pytest.mark.parametrize(
-    ("shape", "intervals", "arrivals"), [(EventShape.POINT, False, False), (EventShape.INTERVAL, True, True)]
-)
+@pytest.mark.parametrize(("shape", "intervals", "arrivals"), [(EventShape.POINT, False, False), (EventShape.INTERVAL, True, True)])
 def test_rows_checked_column_by_column_equal_rows_checked_one_by_one(
     tmp_path: Any, cls: type, shape: EventShape, intervals: bool, arrivals: bool
 ) -> None:

@@ -98,6 +98,7 @@ def on_every_executor(test: Test) -> Test:
     marked: Test = pytest.mark.spark(QUIET_RECURSION_LIMIT(EVERY_EXECUTOR(test)))
     return marked
 
+
 FLUSH = AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)
 OTHER_SEQ = 10_000
 """Sequence numbers of a second input's events (or of a device's replacement events)."""
@@ -134,8 +135,12 @@ class Case:
 
     def stream(self, items: list[Any] | None = None, name: str = "in") -> Stream[Ev]:
         return Stream.create(
-            name, self.items() if items is None else items, self.shape, self.settings,
-            payload_type=Ev, over=by_device if self.over else None,
+            name,
+            self.items() if items is None else items,
+            self.shape,
+            self.settings,
+            payload_type=Ev,
+            over=by_device if self.over else None,
         )
 
     @property
@@ -213,8 +218,7 @@ def rejection_keys(result: Result[Any], keep: Callable[[Any], bool] = lambda ite
     """The rejections of items ``keep`` accepts, as a sorted multiset without positions
     (which shift when other items come or go)."""
     return sorted(
-        (j.input, j.rule.value, j.action.value, repr(j.cti), repr(j.item), repr(j.admitted_as))
-        for j in result.rejected if keep(j.item)
+        (j.input, j.rule.value, j.action.value, repr(j.cti), repr(j.item), repr(j.admitted_as)) for j in result.rejected if keep(j.item)
     )
 
 
@@ -307,8 +311,10 @@ def test_other_inputs_only_move_time_on_every_executor(executor: Any, pair: tupl
 
 
 def _count_by_key(s: Stream[Ev]) -> Stream[Any]:
-    return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(
-        lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start)
+    return (
+        s.group_by(lambda e: e.key)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start))
     )
 
 
@@ -373,6 +379,7 @@ def tolerated(draw: st.DrawFn) -> Tolerated:
             items.append(Point(T(start), payload, arrival=T(arrival)))
         else:
             items.append(Interval(T(start), T(start + rnd.randint(1, 20)), payload, arrival=T(arrival)))
+
     def starts(key: int | None) -> list[int]:
         return [int((i.start - T(0)).total_seconds()) for i in items if key is None or i.payload.key == key]
 
@@ -467,6 +474,7 @@ def check_accounting(executor: Any, case: Case) -> None:
         else:
             assert j.rule is Rule.START_BEFORE_CTI and v not in is_early
             assert j.item.start < j.cti
+
     def rejected(rule: Rule, action: Action) -> set[int]:
         return by_rule.get((rule, action), set())
 
@@ -636,7 +644,9 @@ def test_every_event_meets_the_cti_in_force_on_every_executor(executor: Any, cas
 
 
 def _self_join(s: Stream[Ev]) -> Stream[Ev]:
-    return s.join(s.where(lambda e: e.value % 2 == 0), lambda a, b: a.key == b.key, lambda a, b: Ev(key=a.key, value=a.value * 1000 + b.value))
+    return s.join(
+        s.where(lambda e: e.value % 2 == 0), lambda a, b: a.key == b.key, lambda a, b: Ev(key=a.key, value=a.value * 1000 + b.value)
+    )
 
 
 KEEPING_THE_KEY: dict[str, Callable[[Stream[Ev]], Stream[Any]]] = {

@@ -22,7 +22,7 @@ pytest.importorskip("mypy")
 
 REPO = Path(__file__).resolve().parents[1]
 
-USER_SCRIPT = '''\
+USER_SCRIPT = """\
 from datetime import datetime, timedelta
 
 import attrs
@@ -51,7 +51,7 @@ hot = (
 )
 result: list[Hot] = InMemoryExecutor().run(hot).payloads()
 print(len(result))
-'''
+"""
 
 
 def _installed() -> bool:
@@ -70,7 +70,11 @@ def _mypy_outside(tmp_path: Path, script: str) -> subprocess.CompletedProcess[st
     env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "job.py"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=300,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -91,6 +95,6 @@ def test_mypy_outside_the_checkout_sees_tempo_types(installed: None, tmp_path: P
     """Not just 'no error': a misspelled payload field is caught, so mypy did read tempo's types."""
     run = _mypy_outside(tmp_path, USER_SCRIPT.replace("r.celsius > 25", "r.celcius > 25"))
     assert run.returncode == 1, run.stdout + run.stderr
-    line = 1 + USER_SCRIPT.splitlines().index('    .where(lambda r: r.celsius > 25)')
+    line = 1 + USER_SCRIPT.splitlines().index("    .where(lambda r: r.celsius > 25)")
     assert f'job.py:{line}: error: "Reading" has no attribute "celcius"' in run.stdout, run.stdout
     assert "import-not-found" not in run.stdout

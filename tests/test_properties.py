@@ -127,9 +127,7 @@ def test_arrival_order_does_not_matter_within_the_delay(
 ) -> None:
     """Disorder at most 6 s, CTIs delayed by 6 s: nothing is dropped and results match the ordered run."""
     rnd = random.Random(seed)
-    settings_ = AdvanceTimeSettings(
-        AdvanceTimeGenerationSettings(frequency, timedelta(seconds=6), True), policy=AdvanceTimePolicy.DROP
-    )
+    settings_ = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency, timedelta(seconds=6), True), policy=AdvanceTimePolicy.DROP)
 
     def items(starts: list[int], payload: Any) -> list[Any]:
         out: list[Any] = []

@@ -35,7 +35,11 @@ def test_a_fresh_process_makes_the_classes_of_a_payload_class_from_their_names()
     )
     root = Path(__file__).resolve().parents[1]
     run = subprocess.run(
-        [sys.executable, "-c", program], input=b"--".join(s.hex().encode() for s in saved), capture_output=True, cwd=root, timeout=120,
+        [sys.executable, "-c", program],
+        input=b"--".join(s.hex().encode() for s in saved),
+        capture_output=True,
+        cwd=root,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout.decode().splitlines() == [

@@ -123,7 +123,9 @@ def test_file_order_of_one_parquet_file(spark_session: Any, tmp_path: Path, scan
     from tempo.spark import SparkExecutor
 
     path = _write(_table([10, 12, 3, 15, 20, 8]), tmp_path / "in.parquet")
-    stream = Stream.create("in", ParquetSource(path, Reading, start="t", time_origin=ORIGIN, time_unit="us"), EventShape.POINT, EVERY_2_DROP)
+    stream = Stream.create(
+        "in", ParquetSource(path, Reading, start="t", time_origin=ORIGIN, time_unit="us"), EventShape.POINT, EVERY_2_DROP
+    )
     result = SparkExecutor(spark_session).run(stream)
     assert scans == ["driver"]
     assert [j.position for j in result.rejected] == [2, 5]
@@ -173,7 +175,10 @@ def test_gives_up_and_the_spark_scan_names_the_row(spark_session: Any, tmp_path:
 
 
 CASES = settings(
-    max_examples=examples(10), derandomize=True, database=None, deadline=None,
+    max_examples=examples(10),
+    derandomize=True,
+    database=None,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
@@ -192,9 +197,13 @@ def tables(draw: st.DrawFn) -> tuple[str, list[float], list[float] | None, bool,
     )
     policy = draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST]))
     file_order = draw(st.booleans())
-    return f"{times} ends={ends} {generation} {policy} file_order={file_order}", [float(t) for t in times], (
-        [float(e) for e in ends] if ends else None
-    ), file_order, AdvanceTimeSettings(generation, policy=policy)
+    return (
+        f"{times} ends={ends} {generation} {policy} file_order={file_order}",
+        [float(t) for t in times],
+        ([float(e) for e in ends] if ends else None),
+        file_order,
+        AdvanceTimeSettings(generation, policy=policy),
+    )
 
 
 @CASES
@@ -255,7 +264,9 @@ def test_nothing_late_rows_are_proven_good_on_the_driver(spark_session: Any, tmp
     intervals = _write(_table([10, 12, 3, 15], seq=[0, 1, 2, 3], ends_s=[11, 20, 4, 16]), tmp_path / "intervals.parquet")
     for path, shape, columns in ((points, EventShape.POINT, {}), (intervals, EventShape.INTERVAL, {"end": "e"})):
         checks.clear()
-        stream = Stream.create("in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, time_unit="us", **columns), shape, FLUSH_ONLY)
+        stream = Stream.create(
+            "in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, time_unit="us", **columns), shape, FLUSH_ONLY
+        )
         result = SparkExecutor(spark_session).run(stream)
         assert checks == [4] and result.metrics["in"].received == result.metrics["in"].admitted == 4
         assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), str(shape), lambda: stream)
@@ -277,7 +288,9 @@ def test_a_bad_row_where_nothing_is_late_is_left_to_spark_to_name(spark_session:
     ]
     for path, shape, columns, message in cases:
         checks.clear()
-        stream = Stream.create("in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, time_unit="us", **columns), shape, FLUSH_ONLY)
+        stream = Stream.create(
+            "in", ParquetSource(path, Reading, start="t", order="seq", time_origin=ORIGIN, time_unit="us", **columns), shape, FLUSH_ONLY
+        )
         errors = []
         for executor in (InMemoryExecutor(), SparkExecutor(spark_session)):
             with pytest.raises(InputError, match=message) as info:
@@ -288,8 +301,11 @@ def test_a_bad_row_where_nothing_is_late_is_left_to_spark_to_name(spark_session:
 
 @settings(max_examples=300, derandomize=True, deadline=None, database=None)
 @given(
-    starts=st.lists(st.integers(-40, 40), max_size=60), latest=st.one_of(st.just(NEG_INF), st.integers(-40, 40)),
-    delay=st.integers(-3, 10), block=st.integers(1, 9), drift=st.integers(0, 3),
+    starts=st.lists(st.integers(-40, 40), max_size=60),
+    latest=st.one_of(st.just(NEG_INF), st.integers(-40, 40)),
+    delay=st.integers(-3, 10),
+    block=st.integers(1, 9),
+    drift=st.integers(0, 3),
 )
 def test_rows_at_risk_by_blocks_are_those_of_the_running_maximum(
     starts: list[int], latest: int, delay: int, block: int, drift: int
@@ -335,11 +351,14 @@ def test_driver_scan_of_a_table_with_arrivals_feeds_its_importer(
     )
     path = _write(table, tmp_path_factory.mktemp("t") / "in.parquet")
     m = data.draw(st.integers(1, 5))
-    levels = pa.table({
-        "t": pa.array([data.draw(st.integers(0, 40)) * S for _ in range(m)], pa.int64()),
-        "arr": pa.array(sorted(data.draw(st.integers(0, 3 * n)) * S for _ in range(m)), pa.int64()),
-        "key": pa.array([i % 3 for i in range(m)], pa.int64()), "value": pa.array([float(i) for i in range(m)], pa.float64()),
-    })
+    levels = pa.table(
+        {
+            "t": pa.array([data.draw(st.integers(0, 40)) * S for _ in range(m)], pa.int64()),
+            "arr": pa.array(sorted(data.draw(st.integers(0, 3 * n)) * S for _ in range(m)), pa.int64()),
+            "key": pa.array([i % 3 for i in range(m)], pa.int64()),
+            "value": pa.array([float(i) for i in range(m)], pa.float64()),
+        }
+    )
     shape = EventShape.INTERVAL if ends else EventShape.POINT
     columns: dict[str, Any] = {"end": "e"} if ends else {}
     if not file_order:
@@ -347,8 +366,15 @@ def test_driver_scan_of_a_table_with_arrivals_feeds_its_importer(
     importing = AdvanceTimeSettings(import_=AdvanceTimeImportSettings("in"), policy=AdvanceTimePolicy.ADJUST)
 
     def build() -> Stream[Any]:
-        readings = Stream.create("in", ParquetSource(path, Reading, start="t", arrival="arr", time_origin=ORIGIN, time_unit="us", **columns), shape, adv)
-        level = Stream.create("levels", ArrowSource(levels, Reading, start="t", arrival="arr", time_origin=ORIGIN, time_unit="us"), EventShape.POINT, importing)
+        readings = Stream.create(
+            "in", ParquetSource(path, Reading, start="t", arrival="arr", time_origin=ORIGIN, time_unit="us", **columns), shape, adv
+        )
+        level = Stream.create(
+            "levels",
+            ArrowSource(levels, Reading, start="t", arrival="arr", time_origin=ORIGIN, time_unit="us"),
+            EventShape.POINT,
+            importing,
+        )
         return readings.join(level, on=lambda r, l: r.key == l.key, select=lambda r, l: Reading(r.key, r.value + l.value))
 
     scans.clear()

@@ -65,8 +65,14 @@ class Stats:
 
 def stats(key: str, w: Any) -> Stats:
     return Stats(
-        key=key, n=w.count(), total=w.sum(lambda e: e.v), mean=w.avg(lambda e: e.v), low=w.min(lambda e: e.v),
-        high=w.max(lambda e: e.v), first=w.first(lambda e: e.v), last=w.last(lambda e: e.v),
+        key=key,
+        n=w.count(),
+        total=w.sum(lambda e: e.v),
+        mean=w.avg(lambda e: e.v),
+        low=w.min(lambda e: e.v),
+        high=w.max(lambda e: e.v),
+        first=w.first(lambda e: e.v),
+        last=w.last(lambda e: e.v),
     )
 
 
@@ -111,21 +117,29 @@ def test_hopping_by_panes_by_hand(spark_executor: Any, panes: list[int]) -> None
     Output CTI: min(12, start of the earliest incomplete window [8,14)) = 8.
     """
     items: list[Any] = [
-        Point(T(1), Reading("a", 1.0)), Point(T(3), Reading("a", 2.0)), Point(T(5), Reading("b", 4.0)),
-        Point(T(5), Reading("a", 8.0)), Point(T(9), Reading("a", 16.0)), Point(T(13), Reading("b", 32.0)), Cti(T(12)),
+        Point(T(1), Reading("a", 1.0)),
+        Point(T(3), Reading("a", 2.0)),
+        Point(T(5), Reading("b", 4.0)),
+        Point(T(5), Reading("a", 8.0)),
+        Point(T(9), Reading("a", 16.0)),
+        Point(T(13), Reading("b", 32.0)),
+        Cti(T(12)),
     ]
     query = Stream.create("in", items, EventShape.POINT).group_by(lambda r: r.key).hopping(sec(6), sec(4)).aggregate(stats)
     result = spark_executor.run(query)
     assert panes, "the Spark plan was not built by panes"
     got = sorted(((e.start, e.end, e.payload) for e in result.events), key=repr)
     one = {k: Stats(k, 1, v, v, v, v, v, v) for k, v in (("a", 1.0), ("b", 4.0))}
-    assert got == sorted([
-        iv(-4, 2, one["a"]),
-        iv(0, 6, Stats("a", 3, 11.0, 11.0 / 3, 1.0, 8.0, 1.0, 8.0)),
-        iv(0, 6, one["b"]),
-        iv(4, 10, Stats("a", 2, 24.0, 12.0, 8.0, 16.0, 8.0, 16.0)),
-        iv(4, 10, one["b"]),
-    ], key=repr)
+    assert got == sorted(
+        [
+            iv(-4, 2, one["a"]),
+            iv(0, 6, Stats("a", 3, 11.0, 11.0 / 3, 1.0, 8.0, 1.0, 8.0)),
+            iv(0, 6, one["b"]),
+            iv(4, 10, Stats("a", 2, 24.0, 12.0, 8.0, 16.0, 8.0, 16.0)),
+            iv(4, 10, one["b"]),
+        ],
+        key=repr,
+    )
     assert result.ctis == [T(8)]
 
 
@@ -142,8 +156,10 @@ def test_pane_bounds_stamp_latest_and_earliest(spark_executor: Any, panes: list[
     def count(w: Any) -> Count:
         return Count(w.count())
 
-    for stamp, expected in ((WindowTimestamp.LATEST, [(1, 1), (3, 3), (3, 3), (3, 2)]),
-                            (WindowTimestamp.EARLIEST, [(1, 1), (1, 3), (1, 3), (2.5, 2)])):
+    for stamp, expected in (
+        (WindowTimestamp.LATEST, [(1, 1), (3, 3), (3, 3), (3, 2)]),
+        (WindowTimestamp.EARLIEST, [(1, 1), (1, 3), (1, 3), (2.5, 2)]),
+    ):
         s = Stream.create("in", [*items, Cti(T(100))], EventShape.POINT)
         result = spark_executor.run(s.hopping(sec(6), sec(2)).aggregate(count, timestamp=stamp))
         assert sorted((e.start, e.payload.n) for e in result.events) == sorted((T(t), n) for t, n in expected)
@@ -158,8 +174,7 @@ class Drawn:
     v: float
 
 
-def _query(events: list[tuple[int, str, int]], size: int, hop: int, offset: int, cti: int | None,
-           stamp: WindowTimestamp) -> Stream[Stats]:
+def _query(events: list[tuple[int, str, int]], size: int, hop: int, offset: int, cti: int | None, stamp: WindowTimestamp) -> Stream[Stats]:
     items: list[Any] = [Point(T(t), Drawn(k, v / 2)) for t, k, v in sorted(events)]
     if cti is not None:
         items.append(Cti(T(cti)))
@@ -171,8 +186,13 @@ def _query(events: list[tuple[int, str, int]], size: int, hop: int, offset: int,
     )
 
 
-@settings(max_examples=examples(25), derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=examples(25),
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     events=st.lists(st.tuples(st.integers(-20, 40), st.sampled_from("abc"), st.integers(-8, 8)), min_size=1, max_size=25),
     hop=st.integers(1, 6),
@@ -181,8 +201,16 @@ def _query(events: list[tuple[int, str, int]], size: int, hop: int, offset: int,
     cti=st.one_of(st.none(), st.integers(-10, 50)),
     stamp=st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.LATEST, WindowTimestamp.EARLIEST, WindowTimestamp.START]),
 )
-def test_panes_agree_with_memory(spark_session: Any, panes: list[int], events: list[tuple[int, str, int]], hop: int,
-                                 ratio: tuple[int, int], offset: int, cti: int | None, stamp: WindowTimestamp) -> None:
+def test_panes_agree_with_memory(
+    spark_session: Any,
+    panes: list[int],
+    events: list[tuple[int, str, int]],
+    hop: int,
+    ratio: tuple[int, int],
+    offset: int,
+    cti: int | None,
+    stamp: WindowTimestamp,
+) -> None:
     """Any points, any overlapping windows (sizes 1.33x to 5x the hop, a multiple of it or
     not), any offset, a CTI or the flush at the end: the same results, CTIs and metrics as
     memory."""
@@ -191,8 +219,7 @@ def test_panes_agree_with_memory(spark_session: Any, panes: list[int], events: l
     size = hop + max(1, hop * ratio[0] // ratio[1])
     desc = f"hopping({size}s, {hop}s, offset {offset}s), CTI {cti}, {stamp}"
     before = len(panes)
-    assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session),
-                           desc, lambda: _query(events, size, hop, offset, cti, stamp))
+    assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), desc, lambda: _query(events, size, hop, offset, cti, stamp))
     assert len(panes) > before, "the Spark plan was not built by panes"
 
 
@@ -204,8 +231,12 @@ def test_no_panes_for_lifetimes_or_aggregates_that_do_not_merge(spark_executor: 
         return Count(w.count_distinct(lambda e: e.v))
 
     spark_executor.run(Stream.create("in", items, EventShape.POINT).hopping(sec(6), sec(2)).aggregate(distinct))
-    spark_executor.run(Stream.create("in", items, EventShape.POINT).alter_event_duration(sec(3)).hopping(sec(6), sec(2)).aggregate(
-        lambda w: Count(w.count())))
+    spark_executor.run(
+        Stream.create("in", items, EventShape.POINT)
+        .alter_event_duration(sec(3))
+        .hopping(sec(6), sec(2))
+        .aggregate(lambda w: Count(w.count()))
+    )
     assert panes == []
 
 
@@ -222,7 +253,9 @@ def at(seconds: float) -> datetime:
     return ORIGIN + timedelta(seconds=seconds)
 
 
-EVERY_2 = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=100), advance_to_infinity_on_shutdown=True))
+EVERY_2 = AdvanceTimeSettings(
+    AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=100), advance_to_infinity_on_shutdown=True)
+)
 AHEAD = AdvanceTimeSettings(
     AdvanceTimeGenerationSettings(frequency=1, delay=-TICK, advance_to_infinity_on_shutdown=True),
     policy=AdvanceTimePolicy.ADJUST,
@@ -253,10 +286,14 @@ def _events(rows: list[tuple[float, int, float]], settings: AdvanceTimeSettings,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({
-        "t": pa.array([round(t * US) for t, _, _ in rows], pa.int64()), "key": pa.array([k for _, k, _ in rows], pa.int64()),
-        "value": pa.array([v for _, _, v in rows], pa.float64()), "seq": pa.array(range(len(rows)), pa.int64()),
-    })
+    table = pa.table(
+        {
+            "t": pa.array([round(t * US) for t, _, _ in rows], pa.int64()),
+            "key": pa.array([k for _, k, _ in rows], pa.int64()),
+            "value": pa.array([v for _, _, v in rows], pa.float64()),
+            "seq": pa.array(range(len(rows)), pa.int64()),
+        }
+    )
     if parquet is None:
         source: Any = ArrowSource(table, Event, start="t", order="seq", time_origin=ORIGIN, time_unit="us")
     else:
@@ -268,11 +305,14 @@ def _events(rows: list[tuple[float, int, float]], settings: AdvanceTimeSettings,
 def _reference(rows: list[tuple[float, float | None, int, float]]) -> Stream[Ref]:
     import pyarrow as pa
 
-    table = pa.table({
-        "valid_from": pa.array([round(s * US) for s, _, _, _ in rows], pa.int64()),
-        "valid_to": pa.array([OPEN if e is None else round(e * US) for _, e, _, _ in rows], pa.int64()),
-        "key": pa.array([k for _, _, k, _ in rows], pa.int64()), "r": pa.array([r for _, _, _, r in rows], pa.float64()),
-    })
+    table = pa.table(
+        {
+            "valid_from": pa.array([round(s * US) for s, _, _, _ in rows], pa.int64()),
+            "valid_to": pa.array([OPEN if e is None else round(e * US) for _, e, _, _ in rows], pa.int64()),
+            "key": pa.array([k for _, _, k, _ in rows], pa.int64()),
+            "r": pa.array([r for _, _, _, r in rows], pa.float64()),
+        }
+    )
     source = ArrowSource(table, Ref, start="valid_from", end="valid_to", time_origin=ORIGIN, time_unit="us")
     return Stream.create("reference", source, EventShape.INTERVAL, FLUSHED)
 
@@ -307,7 +347,9 @@ def test_points_join_open_intervals_on_cut_buckets(spark_executor: Any, tmp_path
         assert _bucketed(spark_executor, query)
         result = spark_executor.run(query)
         assert sorted((e.start, e.end, e.payload.product) for e in result.events) == [
-            (at(12.499999), at(12.499999) + TICK, 2.0), (at(13), at(13) + TICK, 24.0), (at(25), at(25) + TICK, 32.0),
+            (at(12.499999), at(12.499999) + TICK, 2.0),
+            (at(13), at(13) + TICK, 24.0),
+            (at(25), at(25) + TICK, 32.0),
         ]
 
 
@@ -351,22 +393,28 @@ def test_no_cut_buckets_when_open_lifetimes_would_list_too_many(spark_executor: 
     assert sorted((e.start, e.payload.product) for e in result.events) == [(at(0), 1.0), (at(0), 2.0), (at(1_000_000), 8.0)]
 
 
-JOINS = st.fixed_dictionaries({
-    "events": st.lists(st.tuples(st.integers(-50, 200), st.integers(0, 2), st.integers(-4, 4)), min_size=1, max_size=20),
-    "ref": st.lists(st.tuples(st.integers(-60, 220), st.one_of(st.none(), st.integers(1, 120)), st.integers(0, 2), st.integers(-4, 4)),
-                    min_size=1, max_size=12),
-    "keyed": st.booleans(),
-    "ctis": st.sampled_from(["flush", "every-2", "ahead"]),
-    "unit": st.sampled_from([1.0, 1e-6]),
-})
+JOINS = st.fixed_dictionaries(
+    {
+        "events": st.lists(st.tuples(st.integers(-50, 200), st.integers(0, 2), st.integers(-4, 4)), min_size=1, max_size=20),
+        "ref": st.lists(
+            st.tuples(st.integers(-60, 220), st.one_of(st.none(), st.integers(1, 120)), st.integers(0, 2), st.integers(-4, 4)),
+            min_size=1,
+            max_size=12,
+        ),
+        "keyed": st.booleans(),
+        "ctis": st.sampled_from(["flush", "every-2", "ahead"]),
+        "unit": st.sampled_from([1.0, 1e-6]),
+    }
+)
 """Readings (points) and reference rows (finite of any length, or open), in seconds or in
 ticks (where buckets are a few ticks wide and every tick of the cut counts), joined on the
 key or on a residual only, the readings flushed, with a CTI every 2 rows, or with ``AHEAD``'s
 (late readings moved past the latest start)."""
 
 
-def join_query(events: list[tuple[int, int, int]], ref: list[tuple[int, int | None, int, int]], keyed: bool,
-               ctis: str, unit: float) -> Stream[Match]:
+def join_query(
+    events: list[tuple[int, int, int]], ref: list[tuple[int, int | None, int, int]], keyed: bool, ctis: str, unit: float
+) -> Stream[Match]:
     """The join ``JOINS`` draws."""
     rows = [(s * unit, None if n is None else (s + n) * unit, k, r / 2) for s, n, k, r in ref]
     ev = _events([(t * unit, k, v / 2) for t, k, v in events], {"flush": FLUSHED, "every-2": EVERY_2, "ahead": AHEAD}[ctis])
@@ -374,8 +422,13 @@ def join_query(events: list[tuple[int, int, int]], ref: list[tuple[int, int | No
     return ev.join(_reference(rows), on=on, select=lambda e, r: Match(e.value * r.r))
 
 
-@settings(max_examples=examples(25), derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=examples(25),
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(drawn=JOINS)
 def test_cut_buckets_agree_with_memory(spark_session: Any, drawn: dict[str, Any]) -> None:
     """Any join ``JOINS`` draws: the same results, CTIs and metrics as memory."""
@@ -384,8 +437,13 @@ def test_cut_buckets_agree_with_memory(spark_session: Any, drawn: dict[str, Any]
     assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), repr(drawn), lambda: join_query(**drawn))
 
 
-@settings(max_examples=examples(15), derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=examples(15),
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     left=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2)), min_size=1, max_size=12),
     right=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2)), min_size=1, max_size=12),
@@ -405,7 +463,6 @@ def test_bounded_lifetimes_join_on_buckets_agrees_with_memory(
 
     def build() -> Stream[Match]:
         on: Any = (lambda a, b: a.key == b.key) if keyed else (lambda a, b: a.key <= b.key)
-        return side("l", left, durations[0]).join(side("r", right, durations[1]), on=on,
-                                                  select=lambda a, b: Match(a.value * 10 + b.value))
+        return side("l", left, durations[0]).join(side("r", right, durations[1]), on=on, select=lambda a, b: Match(a.value * 10 + b.value))
 
     assert_executors_agree(InMemoryExecutor(), SparkExecutor(spark_session), f"durations {durations} keyed={keyed}", build)

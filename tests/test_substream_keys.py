@@ -85,11 +85,25 @@ CASES: list[tuple[str, Any, str | None]] = [
         "Pair.device",
     ),
     ("join on another field", lambda: readings("a").join(readings("b"), lambda a, b: a.site == b.site, pair), None),
-    ("join of one side with substreams", lambda: readings("a").join(readings("b", over=False), lambda a, b: a.device == b.device, pair), None),
+    (
+        "join of one side with substreams",
+        lambda: readings("a").join(readings("b", over=False), lambda a, b: a.device == b.device, pair),
+        None,
+    ),
     ("union", lambda: readings("a").union(readings("b")), "Reading.device"),
     ("union with an input without over", lambda: readings("a").union(readings("b", over=False)), None),
     ("anti-join on the key", lambda: readings("a").anti_join(readings("b"), lambda a, b: a.device == b.device), None),
-    ("window after a select renaming it", lambda: readings().select(lambda r: Renamed(r.device, r.value)).group_by(lambda r: r.sensor).tumbling(timedelta(minutes=1)).aggregate(lambda k, w: Count(k, w.count())), "Count.device"),
+    (
+        "window after a select renaming it",
+        lambda: (
+            readings()
+            .select(lambda r: Renamed(r.device, r.value))
+            .group_by(lambda r: r.sensor)
+            .tumbling(timedelta(minutes=1))
+            .aggregate(lambda k, w: Count(k, w.count()))
+        ),
+        "Count.device",
+    ),
 ]
 
 

@@ -136,25 +136,23 @@ CONSTANTS: list[tuple[str, Callable[[Stream[Reading]], Any], list[str]]] = [
     ),
     (
         "join-select-field-in",
-        lambda s: s.join(
-            s, on=lambda a, b: a.sensor == b.sensor, select=lambda a, b: Flagged(sensor=a.sensor, missing=a.sensor in ())
-        ),
+        lambda s: s.join(s, on=lambda a, b: a.sensor == b.sensor, select=lambda a, b: Flagged(sensor=a.sensor, missing=a.sensor in ())),
         ["join select=", "field 'missing'", "tempo.is_in(a.sensor, ())"],
     ),
     (
         "aggregate-field-is",
-        lambda s: s.group_by(lambda r: r.sensor)
-        .tumbling(timedelta(minutes=1))
-        .aggregate(lambda sensor, w: Flagged(sensor=sensor, missing=w.avg(lambda r: r.humidity) is None)),
+        lambda s: (
+            s.group_by(lambda r: r.sensor)
+            .tumbling(timedelta(minutes=1))
+            .aggregate(lambda sensor, w: Flagged(sensor=sensor, missing=w.avg(lambda r: r.humidity) is None))
+        ),
         ["aggregate() projection (field 'missing')", "tempo.is_null(w.avg(lambda r: r.humidity))"],
     ),
 ]
 
 
 @pytest.mark.parametrize(("build", "words"), [c[1:] for c in CONSTANTS], ids=[c[0] for c in CONSTANTS])
-def test_a_constant_where_a_traced_value_is_expected_is_a_trace_error(
-    build: Callable[[Stream[Reading]], Any], words: list[str]
-) -> None:
+def test_a_constant_where_a_traced_value_is_expected_is_a_trace_error(build: Callable[[Stream[Reading]], Any], words: list[str]) -> None:
     with pytest.raises(TraceError) as info:
         build(readings())
     msg = str(info.value)
@@ -201,20 +199,20 @@ CALLS: list[tuple[str, Callable[[Stream[Reading]], Any], list[str]]] = [
         ["`math.sqrt(reading.celsius)`", "where() predicate", "tempo.udf(math.sqrt, float)(reading.celsius)"],
     ),
     ("round", lambda s: s.select(lambda r: Out(r.sensor, round(r.celsius))), ["`round(r.celsius)`", "tempo.udf(round, int)(r.celsius)"]),
-    ("pow", lambda s: s.where(lambda r: r.celsius ** 2 > 4), ["`r.celsius ** 2`", "x * x", "tempo.udf(pow, float)"]),
-    ("rpow", lambda s: s.where(lambda r: 2 ** r.celsius > 4), ["`2 ** r.celsius`", "tempo.udf(pow, float)"]),
+    ("pow", lambda s: s.where(lambda r: r.celsius**2 > 4), ["`r.celsius**2`", "x * x", "tempo.udf(pow, float)"]),
+    ("rpow", lambda s: s.where(lambda r: 2**r.celsius > 4), ["`2**r.celsius`", "tempo.udf(pow, float)"]),
     ("len", lambda s: s.where(lambda r: len(r.sensor) > 2), ["`len(r.sensor)`", "tempo.udf(len, int)(r.sensor)"]),
     ("upper", lambda s: s.where(lambda r: r.sensor.upper() == "A"), ["`r.sensor.upper`", "str method", "tempo.udf(str.upper"]),
     ("str", lambda s: s.select(lambda r: Flagged(str(r.celsius), False)), ["`str(r.celsius)`", "tempo.udf(str, str)(r.celsius)"]),
     ("int", lambda s: s.select(lambda r: Out(r.sensor, int(r.celsius))), ["`int(r.celsius)`", "r.celsius // 1"]),
     ("float", lambda s: s.select(lambda r: Out(r.sensor, float(r.celsius))), ["`float(r.celsius)`", "r.celsius * 1.0"]),
     ("max", lambda s: s.select(lambda r: Out(r.sensor, max(r.celsius, 0.0))), ["`max(r.celsius, 0.0)`", "tempo.when"]),
-    ("in-set", lambda s: s.where(lambda r: r.sensor in {"a", "b"}), ["`r.sensor in {\"a\", \"b\"}`", "tempo.is_in"]),
-    ("in-list", lambda s: s.where(lambda r: r.sensor in ["a", "b"]), ["`r.sensor in [\"a\", \"b\"]`", "tempo.is_in"]),
-    ("substring", lambda s: s.where(lambda r: "a" in r.sensor), ["`\"a\" in r.sensor`", "tempo.udf"]),
+    ("in-set", lambda s: s.where(lambda r: r.sensor in {"a", "b"}), ['`r.sensor in {"a", "b"}`', "tempo.is_in"]),
+    ("in-list", lambda s: s.where(lambda r: r.sensor in ["a", "b"]), ['`r.sensor in ["a", "b"]`', "tempo.is_in"]),
+    ("substring", lambda s: s.where(lambda r: "a" in r.sensor), ['`"a" in r.sensor`', "tempo.udf"]),
     ("if", lambda s: s.where(lambda r: r.celsius if r.humidity else r.celsius), ["`r.celsius if r.humidity else r.celsius`", "tempo.when"]),
     ("bool", lambda s: s.where(lambda r: bool(r.celsius)), ["`bool(r.celsius)`", "x != 0"]),
-    ("fstring", lambda s: s.select(lambda r: Flagged(f"{r.sensor}!", False)), ["`f\"{r.sensor}!\"`", "tempo.udf"]),
+    ("fstring", lambda s: s.select(lambda r: Flagged(f"{r.sensor}!", False)), ['`f"{r.sensor}!"`', "tempo.udf"]),
     ("index", lambda s: s.where(lambda r: r.sensor[0] == "a"), ["`r.sensor[0]`", "tempo.udf"]),
     ("user-function", lambda s: s.where(lambda r: _f(r.celsius) > 1), ["`_f(r.celsius)`", "_f is a Python function", "tempo.udf(_f,"]),
     (
@@ -393,7 +391,7 @@ def test_udf_declaration_is_checked_at_build() -> None:
 # mypy sees nullable aggregates and non-record projections
 # --------------------------------------------------------------------------------------
 
-TYPED = '''\
+TYPED = """\
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -434,7 +432,7 @@ bad_avg = s.group_by(lambda r: r.sensor).tumbling(timedelta(minutes=1)).aggregat
 bad_select = s.select(lambda r: r.celsius)  # BAD-SELECT
 bad_join = s.join(s, lambda a, b: a.sensor == b.sensor, lambda a, b: a.celsius)  # BAD-JOIN
 bad_coalesce: float = tempo.coalesce(s.payload_type("a", 1.0, None, None).humidity, None)  # BAD-COALESCE
-'''
+"""
 
 
 def test_mypy_sees_nullable_aggregates_and_record_projections(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ mypy_api = pytest.importorskip("mypy.api")
 
 REPO = Path(__file__).resolve().parents[1]
 
-GOOD = '''\
+GOOD = """\
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -111,7 +111,7 @@ reveal_alerts: Stream[Alert] = alerts
 reveal_stats: Stream[Stats] = stats
 reveal_located: Stream[Located] = located
 reveal_busiest: Stream[DeviceBusiest] = busiest
-'''
+"""
 
 
 def _variant(old: str, new: str) -> str:
@@ -215,7 +215,12 @@ def test_snippets_agree_at_run_time(tmp_path: Path) -> None:
         paths[name] = tmp_path / f"{name}.py"
         paths[name].write_text(text)
     ns = runpy.run_path(str(paths["good"]))
-    assert [ns[s].payload_type.__name__ for s in ("alerts", "stats", "located", "busiest")] == ["Alert", "Stats", "Located", "DeviceBusiest"]
+    assert [ns[s].payload_type.__name__ for s in ("alerts", "stats", "located", "busiest")] == [
+        "Alert",
+        "Stats",
+        "Located",
+        "DeviceBusiest",
+    ]
     with pytest.raises(QueryBuildError, match="temperture"):
         runpy.run_path(str(paths["misspelled"]))
     with pytest.raises(QueryBuildError, match="device"):

@@ -45,7 +45,11 @@ from tests.budget import examples
 EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", str(examples(100))))
 
 LIVE_FUZZ = settings(
-    max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 
@@ -112,6 +116,8 @@ def batches(tables: Sequence[Any], data: st.DataObject) -> Iterator[list[Any]]:
 
 @LIVE_FUZZ
 @given(case=value_tables(), data=st.data())
-def test_the_polars_batch_engine_agrees_on_edge_values(case: tuple[str, Callable[..., Stream[Any]], list[Any]], data: st.DataObject) -> None:
+def test_the_polars_batch_engine_agrees_on_edge_values(
+    case: tuple[str, Callable[..., Stream[Any]], list[Any]], data: st.DataObject
+) -> None:
     desc, build, tables = case
     _lockstep(build, batches(tables, data), data, _polars, whole=False, desc=desc)

@@ -13,7 +13,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tempo import AdvanceTimeGenerationSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, InputError, Stream, UnsupportedError
+from tempo import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    EventShape,
+    InMemoryExecutor,
+    InputError,
+    Stream,
+    UnsupportedError,
+)
 from tempo.plan.query import Query
 from tempo.sources import ArrowSource, ParquetSource
 from tests.conformance.compare import assert_executors_agree
@@ -67,7 +76,9 @@ T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
 def _table(starts: list[Any], keys: list[Any], values: list[Any]) -> Any:
-    return pa.table({"t": pa.array(starts, pa.timestamp("us", tz="UTC")), "key": pa.array(keys, pa.int64()), "value": pa.array(values, pa.float64())})
+    return pa.table(
+        {"t": pa.array(starts, pa.timestamp("us", tz="UTC")), "key": pa.array(keys, pa.int64()), "value": pa.array(values, pa.float64())}
+    )
 
 
 def _per_key(table: Any, settings: AdvanceTimeSettings = FLUSH) -> Stream[Total]:
@@ -76,9 +87,7 @@ def _per_key(table: Any, settings: AdvanceTimeSettings = FLUSH) -> Stream[Total]
 
 def _per_key_of(source: Any, settings: AdvanceTimeSettings = FLUSH) -> Stream[Total]:
     s = Stream.create("in", source, EventShape.POINT, settings)
-    return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(
-        lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value))
-    )
+    return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value)))
 
 
 def test_a_table_read_column_by_column_agrees_with_the_reference() -> None:
@@ -88,10 +97,16 @@ def test_a_table_read_column_by_column_agrees_with_the_reference() -> None:
     assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), "columns", lambda: _per_key(table))
     r = VectorisedExecutor().run(_per_key(table))
     assert r.metrics["in"].received == r.metrics["in"].admitted == 6
-    assert sorted(((e.start, e.payload) for e in r.events), key=repr) == sorted([
-        (T0, Total(1, 2, 4.5)), (T0, Total(2, 1, 1.5)), (T0 + timedelta(seconds=10), Total(1, 1, 2.0)),
-        (T0 + timedelta(seconds=10), Total(2, 1, 16.0)), (T0 + timedelta(seconds=20), Total(2, 1, 8.0)),
-    ], key=repr)
+    assert sorted(((e.start, e.payload) for e in r.events), key=repr) == sorted(
+        [
+            (T0, Total(1, 2, 4.5)),
+            (T0, Total(2, 1, 1.5)),
+            (T0 + timedelta(seconds=10), Total(1, 1, 2.0)),
+            (T0 + timedelta(seconds=10), Total(2, 1, 16.0)),
+            (T0 + timedelta(seconds=20), Total(2, 1, 8.0)),
+        ],
+        key=repr,
+    )
 
 
 def test_a_table_breaking_a_rule_raises_the_reference_error() -> None:
@@ -112,7 +127,9 @@ def test_generated_ctis_drop_a_late_row_column_by_column() -> None:
     and is dropped alike, on record."""
     starts = [T0 + timedelta(seconds=s) for s in (10, 11, 12, 1, 13)]
     table = _table(starts, [1, 1, 1, 1, 1], [1.0, 2.0, 3.0, 4.0, 5.0])
-    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=5), advance_to_infinity_on_shutdown=True))
+    settings = AdvanceTimeSettings(
+        AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=5), advance_to_infinity_on_shutdown=True)
+    )
     assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), "generated", lambda: _per_key(table, settings))
     r = VectorisedExecutor().run(_per_key(table, settings))
     m = r.metrics["in"]
@@ -126,16 +143,35 @@ class Span:
     value: float
 
 
-@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(300),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(
-    starts=st.lists(st.integers(0, 60), min_size=1, max_size=30), lengths=st.data(), shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
+    starts=st.lists(st.integers(0, 60), min_size=1, max_size=30),
+    lengths=st.data(),
+    shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
     every=st.one_of(st.integers(1, 5), st.sampled_from([timedelta(seconds=3), timedelta(seconds=10)])),
-    delay=st.integers(0, 8), policy=st.sampled_from(list(AdvanceTimePolicy)), flush=st.booleans(),
-    order=st.sampled_from(["file", "increasing", "unsorted"]), parquet=st.booleans(),
+    delay=st.integers(0, 8),
+    policy=st.sampled_from(list(AdvanceTimePolicy)),
+    flush=st.booleans(),
+    order=st.sampled_from(["file", "increasing", "unsorted"]),
+    parquet=st.booleans(),
 )
 def test_a_table_with_generated_ctis_agrees_with_the_reference(
-    starts: list[int], lengths: st.DataObject, shape: EventShape, every: Any, delay: int, policy: AdvanceTimePolicy, flush: bool,
-    order: str, parquet: bool, tmp_path_factory: Any,
+    starts: list[int],
+    lengths: st.DataObject,
+    shape: EventShape,
+    every: Any,
+    delay: int,
+    policy: AdvanceTimePolicy,
+    flush: bool,
+    order: str,
+    parquet: bool,
+    tmp_path_factory: Any,
 ) -> None:
     """Tables whose CTIs their rows generate (by count or period, with a delay), any disorder,
     either policy: the column-by-column verdicts give the reference's events, CTIs, metrics
@@ -143,13 +179,21 @@ def test_a_table_with_generated_ctis_agrees_with_the_reference(
     with ties: a stable sort), from an Arrow table or a Parquet file (scanned lazily)."""
     begin = [T0 + timedelta(seconds=s) for s in starts]
     ends = [b + timedelta(seconds=lengths.draw(st.integers(1, 20))) for b in begin]
-    table = pa.table({
-        "t": pa.array(begin, pa.timestamp("us", tz="UTC")), "u": pa.array(ends, pa.timestamp("us", tz="UTC")),
-        "key": pa.array([s % 3 for s in starts], pa.int64()), "value": pa.array([float(s) for s in starts], pa.float64()),
-    })
+    table = pa.table(
+        {
+            "t": pa.array(begin, pa.timestamp("us", tz="UTC")),
+            "u": pa.array(ends, pa.timestamp("us", tz="UTC")),
+            "key": pa.array([s % 3 for s in starts], pa.int64()),
+            "value": pa.array([float(s) for s in starts], pa.float64()),
+        }
+    )
     columns: dict[str, Any] = {"end": "u" if shape is EventShape.INTERVAL else None}
     if order != "file":
-        seq = [2 * i for i in range(len(starts))] if order == "increasing" else lengths.draw(st.lists(st.integers(0, 5), min_size=len(starts), max_size=len(starts)))
+        seq = (
+            [2 * i for i in range(len(starts))]
+            if order == "increasing"
+            else lengths.draw(st.lists(st.integers(0, 5), min_size=len(starts), max_size=len(starts)))
+        )
         table = table.append_column("seq", pa.array(seq, pa.int64()))
         columns["order"] = "seq"
     path = None
@@ -164,7 +208,11 @@ def test_a_table_with_generated_ctis_agrees_with_the_reference(
     def build() -> Stream[Any]:
         source: Any = ParquetSource(path, Span, start="t", **columns) if path else ArrowSource(table, Span, start="t", **columns)
         s = Stream.create("in", source, shape, settings)
-        return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value)))
+        return (
+            s.group_by(lambda e: e.key)
+            .tumbling(timedelta(seconds=10))
+            .aggregate(lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value)))
+        )
 
     assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"{shape} {settings}", build)
     # metrics() alone counts the verdicts without making the rejections or the rows.
@@ -198,7 +246,9 @@ def test_the_embedded_default_runs_tables_on_polars_and_the_rest_in_memory(tmp_p
     table = _table(starts, [1, 2, 1, 1, 2], [1.0, 2.0, 3.0, 4.0, 5.0])
     path = str(tmp_path / "in.parquet")
     pq.write_table(table, path)
-    every_2 = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=5), advance_to_infinity_on_shutdown=True))
+    every_2 = AdvanceTimeSettings(
+        AdvanceTimeGenerationSettings(frequency=2, delay=timedelta(seconds=5), advance_to_infinity_on_shutdown=True)
+    )
     items = [Point(t, Reading(k, v)) for t, k, v in zip(starts, [1, 2, 1, 1, 2], [1.0, 2.0, 3.0, 4.0, 5.0])]
     kinds = table.append_column("kind", pa.array(["point"] * len(starts)))
     arrived = table.append_column("arr", table["t"])
@@ -221,15 +271,37 @@ def test_the_embedded_default_runs_tables_on_polars_and_the_rest_in_memory(tmp_p
         assert_same_results(embedded.run(query), InMemoryExecutor().run(query))
 
 
-@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(300),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(
-    gaps=st.lists(st.integers(0, 4), min_size=1, max_size=25), data=st.data(), shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
-    out_of_order=st.sampled_from([0, 3, 10]), late=st.sampled_from([None, 5, 15]), early=st.sampled_from([None, 5, 60]),
-    policy=st.sampled_from(list(AdvanceTimePolicy)), flush=st.booleans(), shuffled=st.booleans(), substreams=st.booleans(),
+    gaps=st.lists(st.integers(0, 4), min_size=1, max_size=25),
+    data=st.data(),
+    shape=st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
+    out_of_order=st.sampled_from([0, 3, 10]),
+    late=st.sampled_from([None, 5, 15]),
+    early=st.sampled_from([None, 5, 60]),
+    policy=st.sampled_from(list(AdvanceTimePolicy)),
+    flush=st.booleans(),
+    shuffled=st.booleans(),
+    substreams=st.booleans(),
 )
 def test_a_table_with_ordering_settings_agrees_with_the_reference(
-    gaps: list[int], data: st.DataObject, shape: EventShape, out_of_order: int, late: int | None, early: int | None,
-    policy: AdvanceTimePolicy, flush: bool, shuffled: bool, substreams: bool, monkeypatch: Any,
+    gaps: list[int],
+    data: st.DataObject,
+    shape: EventShape,
+    out_of_order: int,
+    late: int | None,
+    early: int | None,
+    policy: AdvanceTimePolicy,
+    flush: bool,
+    shuffled: bool,
+    substreams: bool,
+    monkeypatch: Any,
 ) -> None:
     """ASA's ordering settings (out-of-order tolerance, late-arrival tolerance, early-arrival
     window; substreams by key or none) on a table with an arrival column: the verdicts as
@@ -256,10 +328,16 @@ def test_a_table_with_ordering_settings_agrees_with_the_reference(
     if shuffled:
         random.Random(len(gaps)).shuffle(rows)
     at = lambda xs: pa.array([T0 + timedelta(seconds=xs[i]) for i in rows], pa.timestamp("us", tz="UTC"))  # noqa: E731
-    table = pa.table({
-        "t": at(starts), "u": at(ends), "arr": at(arrivals), "seq": pa.array(rows, pa.int64()),
-        "key": pa.array([starts[i] % 3 for i in rows], pa.int64()), "value": pa.array([float(starts[i]) for i in rows], pa.float64()),
-    })
+    table = pa.table(
+        {
+            "t": at(starts),
+            "u": at(ends),
+            "arr": at(arrivals),
+            "seq": pa.array(rows, pa.int64()),
+            "key": pa.array([starts[i] % 3 for i in rows], pa.int64()),
+            "value": pa.array([float(starts[i]) for i in rows], pa.float64()),
+        }
+    )
     seconds = lambda x: None if x is None else timedelta(seconds=x)  # noqa: E731
     if substreams and late is None:
         late = 5  # substreams need a late-arrival tolerance
@@ -269,9 +347,15 @@ def test_a_table_with_ordering_settings_agrees_with_the_reference(
     def build() -> Stream[Any]:
         source = ArrowSource(table, Span, start="t", end="u" if shape is EventShape.INTERVAL else None, arrival="arr", order="seq")
         s = Stream.create("in", source, shape, settings, over=(lambda e: e.key) if substreams else None)
-        return s.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value)))
+        return (
+            s.group_by(lambda e: e.key)
+            .tumbling(timedelta(seconds=10))
+            .aggregate(lambda k, w: Total(k, w.count(), w.sum(lambda e: e.value)))
+        )
 
-    assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"{shape} {settings} shuffled={shuffled} substreams={substreams}", build)
+    assert_executors_agree(
+        InMemoryExecutor(), VectorisedExecutor(), f"{shape} {settings} shuffled={shuffled} substreams={substreams}", build
+    )
     assert taken == ["in"]
     assert VectorisedExecutor().metrics(build()) == InMemoryExecutor().run(build()).metrics
 
@@ -292,11 +376,17 @@ class Merged:
     high: float | None
 
 
-@settings(max_examples=examples(120), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(120), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
-    rows=st.lists(st.tuples(st.integers(-20, 40), st.integers(0, 2),
-                            st.one_of(st.none(), st.just(float("nan")), st.integers(-8, 8).map(lambda v: v / 2))),
-                  min_size=1, max_size=30),
+    rows=st.lists(
+        st.tuples(
+            st.integers(-20, 40), st.integers(0, 2), st.one_of(st.none(), st.just(float("nan")), st.integers(-8, 8).map(lambda v: v / 2))
+        ),
+        min_size=1,
+        max_size=30,
+    ),
     hop=st.integers(1, 6),
     extra=st.integers(1, 12),
     offset=st.integers(0, 9),
@@ -304,8 +394,13 @@ class Merged:
     stamp=st.sampled_from(["lifetime", "latest", "earliest"]),
 )
 def test_overlapping_windows_over_points_by_panes_agree_with_the_reference(
-    monkeypatch: pytest.MonkeyPatch, rows: list[tuple[int, int, float | None]], hop: int, extra: int, offset: int,
-    cti: int | None, stamp: str,
+    monkeypatch: pytest.MonkeyPatch,
+    rows: list[tuple[int, int, float | None]],
+    hop: int,
+    extra: int,
+    offset: int,
+    cti: int | None,
+    stamp: str,
 ) -> None:
     """Hopping windows over points (size = hop + 1..12 s: a multiple of the hop or not), any
     offset, a CTI or the flush at the end, values with nulls and NaN: built by panes
@@ -326,11 +421,17 @@ def test_overlapping_windows_over_points_by_panes_agree_with_the_reference(
         items: list[Any] = [Point(T0 + timedelta(seconds=t), Maybe(k, v)) for t, k, v in sorted(rows, key=lambda r: r[0])]
         if cti is not None:
             items.append(Cti(T0 + timedelta(seconds=cti)))
-        window = Stream.create("in", items, EventShape.POINT, FLUSH if cti is None else None).group_by(lambda e: e.key).hopping(
-            timedelta(seconds=hop + extra), timedelta(seconds=hop), offset=timedelta(seconds=offset))
-        return window.aggregate(lambda k, w: Merged(k, w.count(), w.sum(lambda e: e.value), w.avg(lambda e: e.value),
-                                                    w.min(lambda e: e.value), w.max(lambda e: e.value)),
-                                timestamp={"lifetime": None, "latest": WindowTimestamp.LATEST, "earliest": WindowTimestamp.EARLIEST}[stamp])
+        window = (
+            Stream.create("in", items, EventShape.POINT, FLUSH if cti is None else None)
+            .group_by(lambda e: e.key)
+            .hopping(timedelta(seconds=hop + extra), timedelta(seconds=hop), offset=timedelta(seconds=offset))
+        )
+        return window.aggregate(
+            lambda k, w: Merged(
+                k, w.count(), w.sum(lambda e: e.value), w.avg(lambda e: e.value), w.min(lambda e: e.value), w.max(lambda e: e.value)
+            ),
+            timestamp={"lifetime": None, "latest": WindowTimestamp.LATEST, "earliest": WindowTimestamp.EARLIEST}[stamp],
+        )
 
     assert_executors_agree(InMemoryExecutor(), VectorisedExecutor(), f"hop {hop} size {hop + extra}", query)
     assert built, "the windows were not built by panes"
@@ -417,11 +518,15 @@ def _item_rows(draw: Any, shape: EventShape, arrivals: bool, all_arrive: bool) -
     values: list[float | None] = []
     opened: list[tuple[int, str, float]] = []
     for _ in range(draw(st.integers(0, 14))):
-        word = draw(st.sampled_from({
-            EventShape.POINT: ["point", "point", "point", "cti", "heartbeat"],
-            EventShape.INTERVAL: ["interval", "interval", "interval", "cti", "heartbeat"],
-            EventShape.EDGE: ["start", "start", "end", "end", "cti", "heartbeat"],
-        }[shape]))
+        word = draw(
+            st.sampled_from(
+                {
+                    EventShape.POINT: ["point", "point", "point", "cti", "heartbeat"],
+                    EventShape.INTERVAL: ["interval", "interval", "interval", "cti", "heartbeat"],
+                    EventShape.EDGE: ["start", "start", "end", "end", "cti", "heartbeat"],
+                }[shape]
+            )
+        )
         if word == "heartbeat" and not arrivals:
             word = "cti"
         if word == "end" and not opened:
@@ -455,22 +560,45 @@ def _items_table(rows: dict[str, list[Any]], arrivals: bool) -> Any:
     def times(values: list[int | None]) -> Any:
         return pa.array([None if v is None else T0 + timedelta(seconds=v) for v in values], pa.timestamp("us", tz="UTC"))
 
-    columns = {"kind": pa.array(rows["kind"], pa.string()), "t": times(rows["t"]), "u": times(rows["u"]),
-               "device": pa.array(rows["device"], pa.string()), "value": pa.array(rows["value"], pa.float64())}
+    columns = {
+        "kind": pa.array(rows["kind"], pa.string()),
+        "t": times(rows["t"]),
+        "u": times(rows["u"]),
+        "device": pa.array(rows["device"], pa.string()),
+        "value": pa.array(rows["value"], pa.float64()),
+    }
     if arrivals:
         columns["arr"] = times(rows["arr"])
     return pa.table(columns)
 
 
-@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(300),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(
-    data=st.data(), shape=st.sampled_from(list(EventShape)), arrivals=st.booleans(),
-    ctis=st.sampled_from(["none", "explicit", "count", "period"]), delay=st.integers(-1, 4),
-    policy=st.sampled_from(list(AdvanceTimePolicy)), imports=st.sampled_from([None, "before", "after"]), flush=st.booleans(),
+    data=st.data(),
+    shape=st.sampled_from(list(EventShape)),
+    arrivals=st.booleans(),
+    ctis=st.sampled_from(["none", "explicit", "count", "period"]),
+    delay=st.integers(-1, 4),
+    policy=st.sampled_from(list(AdvanceTimePolicy)),
+    imports=st.sampled_from([None, "before", "after"]),
+    flush=st.booleans(),
 )
 def test_a_table_of_items_of_every_kind_agrees_with_the_reference(
-    data: st.DataObject, shape: EventShape, arrivals: bool, ctis: str, delay: int, policy: AdvanceTimePolicy,
-    imports: str | None, flush: bool, monkeypatch: pytest.MonkeyPatch,
+    data: st.DataObject,
+    shape: EventShape,
+    arrivals: bool,
+    ctis: str,
+    delay: int,
+    policy: AdvanceTimePolicy,
+    imports: str | None,
+    flush: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A table of items (a kind column: points, intervals or edges as the shape takes, CTI
     rows, heartbeats; an arrival column or none), CTIs from its CTI rows, generation by
@@ -494,11 +622,14 @@ def test_a_table_of_items_of_every_kind_agrees_with_the_reference(
     rows = _item_rows(data.draw, shape, arrivals, all_arrive=imports is not None)
     table = _items_table(rows, arrivals)
     n = data.draw(st.integers(1, 6))
-    readings = pa.table({
-        "t": pa.array([T0 + timedelta(seconds=data.draw(st.integers(0, 30))) for _ in range(n)], pa.timestamp("us", tz="UTC")),
-        "arr": pa.array(sorted(T0 + timedelta(seconds=data.draw(st.integers(0, 40))) for _ in range(n)), pa.timestamp("us", tz="UTC")),
-        "device": pa.array([data.draw(st.sampled_from(["a", "b"])) for _ in range(n)]), "value": pa.array([float(i) for i in range(n)]),
-    })
+    readings = pa.table(
+        {
+            "t": pa.array([T0 + timedelta(seconds=data.draw(st.integers(0, 30))) for _ in range(n)], pa.timestamp("us", tz="UTC")),
+            "arr": pa.array(sorted(T0 + timedelta(seconds=data.draw(st.integers(0, 40))) for _ in range(n)), pa.timestamp("us", tz="UTC")),
+            "device": pa.array([data.draw(st.sampled_from(["a", "b"])) for _ in range(n)]),
+            "value": pa.array([float(i) for i in range(n)]),
+        }
+    )
     gen = None
     if ctis in ("count", "period"):
         every: Any = data.draw(st.integers(1, 3)) if ctis == "count" else timedelta(seconds=5)
@@ -507,7 +638,9 @@ def test_a_table_of_items_of_every_kind_agrees_with_the_reference(
         gen = AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)
     imported = AdvanceTimeImportSettings("readings") if imports else None
     levels_settings = None if gen is None and imported is None else AdvanceTimeSettings(gen, imported, policy)
-    readings_settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(seconds=delay), advance_to_infinity_on_shutdown=True))
+    readings_settings = AdvanceTimeSettings(
+        AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(seconds=delay), advance_to_infinity_on_shutdown=True)
+    )
     columns: dict[str, Any] = {"end": "u", "kind": "kind", **({"arrival": "arr"} if arrivals else {})}
 
     def build() -> Stream[Any]:
@@ -535,17 +668,17 @@ def _runs(build: Any) -> bool:
 
 
 EDGE_ROWS = [  # (kind, start s, end s, device, value), in input order
-    ("cti", 10, None, None, None),     # 0
-    ("start", 5, None, "a", 1.0),      # 1 late: ADJUST opens it at 10; DROP drops it
-    ("end", 5, 10, "a", 1.0),          # 2 ends at the CTI, not before: ADJUST ends it one tick past its moved start
-    ("start", 12, None, "b", 2.0),     # 3
-    ("cti", 20, None, None, None),     # 4
-    ("end", 12, 15, "b", 2.0),         # 5 ends before the CTI: ADJUST ends it at 20; DROP leaves it open
-    ("start", 3, None, "a", 2.0),      # 6 late: ADJUST opens it at 20
-    ("start", 25, None, "a", 1.0),     # 7
-    ("start", 25, None, "a", 1.0),     # 8 equal to 7
-    ("end", 25, 30, "a", 1.0),         # 9 closes 7 (equal edges close in the order they opened)
-    ("end", 25, 40, "a", 1.0),         # 10 closes 8
+    ("cti", 10, None, None, None),  # 0
+    ("start", 5, None, "a", 1.0),  # 1 late: ADJUST opens it at 10; DROP drops it
+    ("end", 5, 10, "a", 1.0),  # 2 ends at the CTI, not before: ADJUST ends it one tick past its moved start
+    ("start", 12, None, "b", 2.0),  # 3
+    ("cti", 20, None, None, None),  # 4
+    ("end", 12, 15, "b", 2.0),  # 5 ends before the CTI: ADJUST ends it at 20; DROP leaves it open
+    ("start", 3, None, "a", 2.0),  # 6 late: ADJUST opens it at 20
+    ("start", 25, None, "a", 1.0),  # 7
+    ("start", 25, None, "a", 1.0),  # 8 equal to 7
+    ("end", 25, 30, "a", 1.0),  # 9 closes 7 (equal edges close in the order they opened)
+    ("end", 25, 40, "a", 1.0),  # 10 closes 8
 ]
 
 
@@ -561,10 +694,18 @@ def test_edges_and_cti_rows_of_a_table_by_hand(policy: AdvanceTimePolicy, execut
     taken: list[str] = []
     real = ingress._item_verdicts
     monkeypatch.setattr(ingress, "_item_verdicts", lambda *a, **k: taken.append(a[0].name) or real(*a, **k))
-    rows = {"kind": [r[0] for r in EDGE_ROWS], "t": [r[1] for r in EDGE_ROWS], "u": [r[2] for r in EDGE_ROWS],
-            "arr": [None] * len(EDGE_ROWS), "device": [r[3] for r in EDGE_ROWS], "value": [r[4] for r in EDGE_ROWS]}
+    rows = {
+        "kind": [r[0] for r in EDGE_ROWS],
+        "t": [r[1] for r in EDGE_ROWS],
+        "u": [r[2] for r in EDGE_ROWS],
+        "arr": [None] * len(EDGE_ROWS),
+        "device": [r[3] for r in EDGE_ROWS],
+        "value": [r[4] for r in EDGE_ROWS],
+    }
     settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True), policy=policy)
-    stream = Stream.create("levels", ArrowSource(_items_table(rows, False), Level, start="t", end="u", kind="kind"), EventShape.EDGE, settings)
+    stream = Stream.create(
+        "levels", ArrowSource(_items_table(rows, False), Level, start="t", end="u", kind="kind"), EventShape.EDGE, settings
+    )
     result = executor().run(stream)
     assert taken == (["levels"] if executor is VectorisedExecutor else [])
 
@@ -576,18 +717,25 @@ def test_edges_and_cti_rows_of_a_table_by_hand(policy: AdvanceTimePolicy, execut
     m = result.metrics["levels"]
     if policy is AdvanceTimePolicy.ADJUST:
         assert events == [
-            (t(10), t(10) + TICK, "a", 1.0), (t(12), t(20), "b", 2.0), (t(20), INFINITY, "a", 2.0), (t(25), t(30), "a", 1.0), (t(25), t(40), "a", 1.0),
+            (t(10), t(10) + TICK, "a", 1.0),
+            (t(12), t(20), "b", 2.0),
+            (t(20), INFINITY, "a", 2.0),
+            (t(25), t(30), "a", 1.0),
+            (t(25), t(40), "a", 1.0),
         ]
         assert rejections == [
-            (1, Rule.START_BEFORE_CTI, Action.ADJUSTED, t(10)), (5, Rule.END_BEFORE_CTI, Action.ADJUSTED, t(20)),
+            (1, Rule.START_BEFORE_CTI, Action.ADJUSTED, t(10)),
+            (5, Rule.END_BEFORE_CTI, Action.ADJUSTED, t(20)),
             (6, Rule.START_BEFORE_CTI, Action.ADJUSTED, t(20)),
         ]
         assert (m.received, m.admitted, m.adjusted, m.dropped) == (9, 9, 3, 0)
     else:
         assert events == [(t(12), INFINITY, "b", 2.0), (t(25), t(30), "a", 1.0), (t(25), t(40), "a", 1.0)]
         assert rejections == [
-            (1, Rule.START_BEFORE_CTI, Action.DROPPED, t(10)), (2, Rule.START_EDGE_DROPPED, Action.DROPPED, t(10)),
-            (5, Rule.END_BEFORE_CTI, Action.DROPPED, t(20)), (6, Rule.START_BEFORE_CTI, Action.DROPPED, t(20)),
+            (1, Rule.START_BEFORE_CTI, Action.DROPPED, t(10)),
+            (2, Rule.START_EDGE_DROPPED, Action.DROPPED, t(10)),
+            (5, Rule.END_BEFORE_CTI, Action.DROPPED, t(20)),
+            (6, Rule.START_BEFORE_CTI, Action.DROPPED, t(20)),
         ]
         assert (m.received, m.admitted, m.adjusted, m.dropped) == (9, 5, 0, 4)
     assert (m.ctis_explicit, m.ctis_generated) == (2, 1)
@@ -619,8 +767,9 @@ def test_which_queries_follow_the_input_order() -> None:
     b = Stream.create("b", [Point(T0, Span(1, 2.0))], EventShape.POINT)
     free = [
         a.where(lambda e: e.value > 0).select(lambda e: Span(e.key, e.value * 2)),
-        a.group_by(lambda e: e.key).tumbling(timedelta(seconds=10)).aggregate(
-            lambda k, w: Gathered(k, w.count(), w.first(lambda e: e.value), w.collect(lambda e: e.value))),
+        a.group_by(lambda e: e.key)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: Gathered(k, w.count(), w.first(lambda e: e.value), w.collect(lambda e: e.value))),
         a.join(b, on=lambda l, r: l.key == r.key, select=lambda l, r: Span(l.key, r.value)),
     ]
     following = [
@@ -632,13 +781,28 @@ def test_which_queries_follow_the_input_order() -> None:
     assert [Query.build(q.node).follows_input_order for q in following] == [True] * len(following)
 
 
-@settings(max_examples=examples(200), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(200),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(
-    starts=st.lists(st.integers(0, 12), min_size=1, max_size=25), data=st.data(), parquet=st.booleans(),
-    ranked=st.booleans(), settings_=st.sampled_from(["flush", "none"]),
+    starts=st.lists(st.integers(0, 12), min_size=1, max_size=25),
+    data=st.data(),
+    parquet=st.booleans(),
+    ranked=st.booleans(),
+    settings_=st.sampled_from(["flush", "none"]),
 )
 def test_a_table_without_ctis_in_any_order_agrees_with_the_reference(
-    starts: list[int], data: st.DataObject, parquet: bool, ranked: bool, settings_: str, tmp_path_factory: Any, monkeypatch: pytest.MonkeyPatch,
+    starts: list[int],
+    data: st.DataObject,
+    parquet: bool,
+    ranked: bool,
+    settings_: str,
+    tmp_path_factory: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A table where nothing can be late, its rows stored out of order (by an order column
     with ties, sometimes a null), many starting together: windows of first and collect read
@@ -647,12 +811,21 @@ def test_a_table_without_ctis_in_any_order_agrees_with_the_reference(
     error either way."""
     from tempo.vectorised import ingress
 
-    seq = data.draw(st.lists(st.one_of(st.integers(0, 6), st.none() if data.draw(st.integers(0, 9)) == 0 else st.integers(0, 6)),
-                             min_size=len(starts), max_size=len(starts)))
-    table = pa.table({
-        "t": pa.array([s * 1_000_000 for s in starts], pa.int64()), "seq": pa.array(seq, pa.int64()),
-        "key": pa.array([s % 2 for s in starts], pa.int64()), "value": pa.array([float(i % 3) for i in range(len(starts))], pa.float64()),
-    })
+    seq = data.draw(
+        st.lists(
+            st.one_of(st.integers(0, 6), st.none() if data.draw(st.integers(0, 9)) == 0 else st.integers(0, 6)),
+            min_size=len(starts),
+            max_size=len(starts),
+        )
+    )
+    table = pa.table(
+        {
+            "t": pa.array([s * 1_000_000 for s in starts], pa.int64()),
+            "seq": pa.array(seq, pa.int64()),
+            "key": pa.array([s % 2 for s in starts], pa.int64()),
+            "value": pa.array([float(i % 3) for i in range(len(starts))], pa.float64()),
+        }
+    )
     path = None
     if parquet:
         import pyarrow.parquet as pq
@@ -668,8 +841,11 @@ def test_a_table_without_ctis_in_any_order_agrees_with_the_reference(
     settings_value = FLUSH if settings_ == "flush" else None
 
     def build() -> Stream[Any]:
-        source: Any = (ParquetSource(path, Span, start="t", order="seq", time_origin=T0, time_unit="us") if path
-                       else ArrowSource(table, Span, start="t", order="seq", time_origin=T0, time_unit="us"))
+        source: Any = (
+            ParquetSource(path, Span, start="t", order="seq", time_origin=T0, time_unit="us")
+            if path
+            else ArrowSource(table, Span, start="t", order="seq", time_origin=T0, time_unit="us")
+        )
         s = Stream.create("in", source, EventShape.POINT, settings_value)
         window = s.group_by(lambda e: e.key).tumbling(timedelta(seconds=5))
         if ranked:

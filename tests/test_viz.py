@@ -95,7 +95,11 @@ def test_asa_illustration_lanes(executor: Any) -> None:
     moved = {m.position: (m.received_start, m.start) for m in inputs.marks if m.status == "adjusted"}
     assert moved == {5: (M(12), M(17)), 8: (M(16), M(18)), 11: (M(21), M(22))}
     assert [m.rejections[0].rule for m in inputs.marks if m.rejections] == [
-        Rule.EARLY_ARRIVAL, Rule.START_BEFORE_CTI, Rule.START_BEFORE_CTI, Rule.LATE_ARRIVAL]
+        Rule.EARLY_ARRIVAL,
+        Rule.START_BEFORE_CTI,
+        Rule.START_BEFORE_CTI,
+        Rule.LATE_ARRIVAL,
+    ]
     # Every event is a tick at its admitted start (a dropped one, faded, where it was received).
     assert sorted(xs(drawn["events"])) == sorted(x(M(m)) for m in (7, 8, 17, 8, 19, 17, 17, 20, 18, 23, 22, 22))
     assert xs(drawn["dropped"]) == [x(M(17))]
@@ -151,8 +155,11 @@ def test_by_key_function_splits_every_lane() -> None:
 
 
 def test_by_key_errors() -> None:
-    with pytest.raises(PlotError, match=r"^by_key=True draws one lane per substream key, the key an input is given with over=.*"
-                                        r"no input of this query has one; .*by_key=lambda p: p\.device"):
+    with pytest.raises(
+        PlotError,
+        match=r"^by_key=True draws one lane per substream key, the key an input is given with over=.*"
+        r"no input of this query has one; .*by_key=lambda p: p\.device",
+    ):
         plot(illustration(ADJUST, early=True), by_key=True)
 
 
@@ -161,8 +168,11 @@ def test_by_key_true_on_a_result_alone_says_why_and_what_to_write() -> None:
     that they come from over=, and both ways on (the query too, or a function of the payload)."""
     stream = illustration(ADJUST, early=True)
     result = InMemoryExecutor().run(stream)
-    with pytest.raises(PlotError, match=r"^by_key=True draws one lane per substream key, the key an input is given with over=.*"
-                                        r"not a Result: pass the query too, result\.plot\(stream, by_key=True\).*by_key=lambda p: p\.device"):
+    with pytest.raises(
+        PlotError,
+        match=r"^by_key=True draws one lane per substream key, the key an input is given with over=.*"
+        r"not a Result: pass the query too, result\.plot\(stream, by_key=True\).*by_key=lambda p: p\.device",
+    ):
         result.plot(by_key=True)
     assert [lane.title for lane in result.plot(by_key=lambda r: r.device).lanes][-1] == "output · d3"
     with pytest.raises(PlotError, match=r"by_key could not take the key of input 'readings'.*AttributeError"):
@@ -186,9 +196,19 @@ def T(m: float) -> datetime:
 def test_hopping_window_bars_and_pulled_back_ctis(executor: Any) -> None:
     """Points at 1, 6, 12, CTIs 13, 17, infinity; hopping(10, 5): four windows, bars from
     -5, 0, 5 and 10 of 10 minutes each; the output CTIs are pulled back to 5 and 10."""
-    items: list[InputItem[Count]] = [Point(T(1), Count(1)), Point(T(6), Count(1)), Point(T(12), Count(1)), Cti(T(13)), Cti(T(17)), Cti(INFINITY)]
-    counts = (Stream.create("points", items, EventShape.POINT)
-              .hopping(timedelta(minutes=10), timedelta(minutes=5)).aggregate(lambda w: Count(n=w.count())))
+    items: list[InputItem[Count]] = [
+        Point(T(1), Count(1)),
+        Point(T(6), Count(1)),
+        Point(T(12), Count(1)),
+        Cti(T(13)),
+        Cti(T(17)),
+        Cti(INFINITY),
+    ]
+    counts = (
+        Stream.create("points", items, EventShape.POINT)
+        .hopping(timedelta(minutes=10), timedelta(minutes=5))
+        .aggregate(lambda w: Count(n=w.count()))
+    )
     t = plot(counts, executor.run(counts))
     inf = infinity_x(t)
     _, drawn = lane(t, "input points")
@@ -207,8 +227,14 @@ def test_hopping_window_bars_and_pulled_back_ctis(executor: Any) -> None:
 def edges(policy: AdvanceTimePolicy) -> Stream[Count]:
     """Explicit CTI 3, then a start edge at 1 (before it) closed at 4, an end edge at 2 for
     the edge opened at 0, and an edge at 5 never closed; the flush at the end."""
-    items: list[InputItem[Count]] = [EdgeStart(T(0), Count(1)), Cti(T(3)), EdgeStart(T(1), Count(2)), EdgeEnd(T(1), T(4), Count(2)),
-             EdgeEnd(T(0), T(2), Count(1)), EdgeStart(T(5), Count(3))]
+    items: list[InputItem[Count]] = [
+        EdgeStart(T(0), Count(1)),
+        Cti(T(3)),
+        EdgeStart(T(1), Count(2)),
+        EdgeEnd(T(1), T(4), Count(2)),
+        EdgeEnd(T(0), T(2), Count(1)),
+        EdgeStart(T(5), Count(3)),
+    ]
     flush = AdvanceTimeGenerationSettings(None, advance_to_infinity_on_shutdown=True)
     return Stream.create("edges", items, EventShape.EDGE, AdvanceTimeSettings(flush, policy=policy))
 
@@ -361,8 +387,7 @@ def test_result_alone_of_edges_and_a_table_source(tmp_path: Path) -> None:
     it). A Parquet input replays like an item list."""
     result = InMemoryExecutor().run(edges(DROP))
     rejected, _ = lane(result.plot(), "input edges\n(rejected only)")
-    assert sorted((m.status, m.start, m.end) for m in rejected.marks) == [
-        ("adjusted", T(0), datetime.max), ("dropped", T(1), datetime.max)]
+    assert sorted((m.status, m.start, m.end) for m in rejected.marks) == [("adjusted", T(0), datetime.max), ("dropped", T(1), datetime.max)]
 
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -149,8 +149,23 @@ def test_a_node_without_a_lifetime_rule_is_an_error() -> None:
 def test_aggregate_kinds_table() -> None:
     kind = p.AggregateKind
     assert [str(k) for k in kind] == [
-        "count", "sum", "avg", "min", "max", "var", "var_pop", "stddev", "stddev_pop", "count_distinct", "first", "last",
-        "percentile", "percentile_approx", "collect", "uda", "top",
+        "count",
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "var",
+        "var_pop",
+        "stddev",
+        "stddev_pop",
+        "count_distinct",
+        "first",
+        "last",
+        "percentile",
+        "percentile_approx",
+        "collect",
+        "uda",
+        "top",
     ]
     assert kind.COUNT.result_type(None) is int and kind.AVG.result_type(int) is float
     assert kind.VAR.result_type(int) is float and kind.COUNT_DISTINCT.result_type(str) is int

@@ -22,7 +22,13 @@ NAN, INF = math.nan, math.inf
 FLOATS = [NAN, 0.0, -0.0, INF, -INF, 1.7976931348623157e308, -1.7976931348623157e308, 5e-324, 1.5, -2.5, 2.0**53, 0.1, 3.0]
 INTS = [0, 1, -1, 2**63 - 1, -(2**63), 2**62, -(2**62), 2**53 + 1, 7, -7, 3]
 STRINGS = ["", "a", "b", "ß", "日本語", "😀", "a" * 300, "A", "a\x00b", "é", "e\u0301"]
-BASES = [datetime(2024, 1, 1), datetime(1970, 1, 1), datetime(1969, 12, 31, 23, 59), datetime(1, 1, 1, 0, 30), datetime(9999, 12, 31, 23, 0)]
+BASES = [
+    datetime(2024, 1, 1),
+    datetime(1970, 1, 1),
+    datetime(1969, 12, 31, 23, 59),
+    datetime(1, 1, 1, 0, 30),
+    datetime(9999, 12, 31, 23, 0),
+]
 """Where the events' times start: ordinary, the epoch and just before it (negative ticks), and
 half an hour from either end of Python's calendar (windows of a few minutes stay inside it)."""
 
@@ -118,16 +124,33 @@ QUERIES: dict[str, Query] = {
     "guarded_divide": lambda s: s.select(lambda r: FloatOut(r.k, tempo.when(r.i != 0, r.k / r.i, tempo.coalesce(r.f, -1.0)))),
     "str_concat": lambda s: s.select(lambda r: StrOut(r.k, r.s + "|" + r.s)),
     # keys: one NaN group, -0.0 with 0.0; aggregates over NaN, inf and 64-bit integers
-    "float_key_window": lambda s: s.group_by(lambda r: r.f).tumbling(timedelta(minutes=1)).aggregate(
-        lambda key, w: FloatStats(
-            key=key, n=w.count(), low=w.min(lambda r: r.f), high=w.max(lambda r: r.f), distinct=w.count_distinct(lambda r: r.f),
-            first=w.first(lambda r: r.f), last=w.last(lambda r: r.f),
+    "float_key_window": lambda s: (
+        s.group_by(lambda r: r.f)
+        .tumbling(timedelta(minutes=1))
+        .aggregate(
+            lambda key, w: FloatStats(
+                key=key,
+                n=w.count(),
+                low=w.min(lambda r: r.f),
+                high=w.max(lambda r: r.f),
+                distinct=w.count_distinct(lambda r: r.f),
+                first=w.first(lambda r: r.f),
+                last=w.last(lambda r: r.f),
+            )
         )
     ),
-    "str_key_sums": lambda s: s.group_by(lambda r: r.s).hopping(timedelta(minutes=2), timedelta(minutes=1)).aggregate(
-        lambda key, w: IntStats(
-            key=key, n=w.count(), total=w.sum(lambda r: r.i), low=w.min(lambda r: r.i), high=w.max(lambda r: r.i),
-            distinct=w.count_distinct(lambda r: r.i),
+    "str_key_sums": lambda s: (
+        s.group_by(lambda r: r.s)
+        .hopping(timedelta(minutes=2), timedelta(minutes=1))
+        .aggregate(
+            lambda key, w: IntStats(
+                key=key,
+                n=w.count(),
+                total=w.sum(lambda r: r.i),
+                low=w.min(lambda r: r.i),
+                high=w.max(lambda r: r.i),
+                distinct=w.count_distinct(lambda r: r.i),
+            )
         )
     ),
     "float_key_join": lambda s: s.join(
@@ -161,7 +184,6 @@ def canonical(text: str) -> str:
     return text.replace("-0.0", "0.0")
 
 
-
 @attrs.frozen
 class TableStats:
     n: int
@@ -192,49 +214,104 @@ class IntKeyed(TableStats):
 
 
 def _float_key(s: Stream[Val]) -> Stream[FloatKeyed]:
-    return s.group_by(lambda r: r.f).tumbling(timedelta(minutes=1)).aggregate(
-        lambda key, w: FloatKeyed(
-            key=key, n=w.count(), total=w.sum(lambda r: r.i), low=w.min(lambda r: r.f), high=w.max(lambda r: r.f), mean=w.avg(lambda r: r.i)
+    return (
+        s.group_by(lambda r: r.f)
+        .tumbling(timedelta(minutes=1))
+        .aggregate(
+            lambda key, w: FloatKeyed(
+                key=key,
+                n=w.count(),
+                total=w.sum(lambda r: r.i),
+                low=w.min(lambda r: r.f),
+                high=w.max(lambda r: r.f),
+                mean=w.avg(lambda r: r.i),
+            )
         )
     )
 
 
 def _str_key(s: Stream[Val]) -> Stream[StrKeyed]:
-    return s.where(lambda r: r.f > -1.0).group_by(lambda r: r.s).hopping(timedelta(minutes=2), timedelta(minutes=1)).aggregate(
-        lambda key, w: StrKeyed(
-            key=key, n=w.count(), total=w.sum(lambda r: r.i), low=w.min(lambda r: r.i), high=w.max(lambda r: r.f), mean=w.avg(lambda r: r.i)
+    return (
+        s.where(lambda r: r.f > -1.0)
+        .group_by(lambda r: r.s)
+        .hopping(timedelta(minutes=2), timedelta(minutes=1))
+        .aggregate(
+            lambda key, w: StrKeyed(
+                key=key,
+                n=w.count(),
+                total=w.sum(lambda r: r.i),
+                low=w.min(lambda r: r.i),
+                high=w.max(lambda r: r.f),
+                mean=w.avg(lambda r: r.i),
+            )
         )
     )
 
 
 def _bool_key(s: Stream[Val]) -> Stream[BoolKeyed]:
-    return s.select(lambda r: Val(r.k, r.f * 2.0, r.i // 3 - r.k, r.s, r.b)).group_by(lambda r: r.b).tumbling(timedelta(seconds=40)).aggregate(
-        lambda key, w: BoolKeyed(
-            key=key, n=w.count(), total=w.sum(lambda r: r.i), low=w.min(lambda r: r.f), high=w.max(lambda r: r.i), mean=w.avg(lambda r: r.f)
+    return (
+        s.select(lambda r: Val(r.k, r.f * 2.0, r.i // 3 - r.k, r.s, r.b))
+        .group_by(lambda r: r.b)
+        .tumbling(timedelta(seconds=40))
+        .aggregate(
+            lambda key, w: BoolKeyed(
+                key=key,
+                n=w.count(),
+                total=w.sum(lambda r: r.i),
+                low=w.min(lambda r: r.f),
+                high=w.max(lambda r: r.i),
+                mean=w.avg(lambda r: r.f),
+            )
         )
     )
 
 
 def _union(a: Stream[Val], b: Stream[Val]) -> Stream[IntKeyed]:
-    return a.union(b.where(lambda r: r.s != "a")).group_by(lambda r: r.k).hopping(timedelta(minutes=1), timedelta(seconds=30)).aggregate(
-        lambda key, w: IntKeyed(
-            key=key, n=w.count(), total=w.sum(lambda r: r.i * 2), low=w.min(lambda r: r.f), high=w.max(lambda r: r.f), mean=w.avg(lambda r: r.i)
+    return (
+        a.union(b.where(lambda r: r.s != "a"))
+        .group_by(lambda r: r.k)
+        .hopping(timedelta(minutes=1), timedelta(seconds=30))
+        .aggregate(
+            lambda key, w: IntKeyed(
+                key=key,
+                n=w.count(),
+                total=w.sum(lambda r: r.i * 2),
+                low=w.min(lambda r: r.f),
+                high=w.max(lambda r: r.f),
+                mean=w.avg(lambda r: r.i),
+            )
         )
     )
 
 
 def _join(a: Stream[Val], b: Stream[Val]) -> Stream[IntKeyed]:
-    return a.join(
-        b.alter_event_duration(timedelta(seconds=30)), lambda x, y: (x.k == y.k) & (x.f <= y.f), lambda x, y: Val(x.k, y.f, x.i, y.s, x.b)
-    ).group_by(lambda r: r.k).tumbling(timedelta(minutes=1)).aggregate(
-        lambda key, w: IntKeyed(
-            key=key, n=w.count(), total=w.sum(lambda r: r.i), low=w.min(lambda r: r.f), high=w.max(lambda r: r.f), mean=w.avg(lambda r: r.i)
+    return (
+        a.join(
+            b.alter_event_duration(timedelta(seconds=30)),
+            lambda x, y: (x.k == y.k) & (x.f <= y.f),
+            lambda x, y: Val(x.k, y.f, x.i, y.s, x.b),
+        )
+        .group_by(lambda r: r.k)
+        .tumbling(timedelta(minutes=1))
+        .aggregate(
+            lambda key, w: IntKeyed(
+                key=key,
+                n=w.count(),
+                total=w.sum(lambda r: r.i),
+                low=w.min(lambda r: r.f),
+                high=w.max(lambda r: r.f),
+                mean=w.avg(lambda r: r.i),
+            )
         )
     )
 
 
 TABLE_QUERIES: dict[str, Callable[..., Stream[Any]]] = {
-    "float_key": _float_key, "str_key": _str_key, "bool_key": _bool_key, "union": _union, "join": _join,
+    "float_key": _float_key,
+    "str_key": _str_key,
+    "bool_key": _bool_key,
+    "union": _union,
+    "join": _join,
 }
 """Window aggregates a live query computes in bulk (``tempo.runtime.bulk.bulk_shape``), over
 the fields of ``Val``: sums and averages of integers only (float sums of partials in another
@@ -262,13 +339,24 @@ def value_tables(draw: st.DrawFn) -> tuple[str, Callable[..., Stream[Any]], list
         v = draw(values())
         kind = draw(st.sampled_from(["point"] * 8 + ["cti", "heartbeat"]))
         start = base + timedelta(seconds=seq * 5 + draw(st.sampled_from([0, 0, 0, 1, -7, -30])))
-        for column, x in zip(columns[draw(st.integers(0, inputs - 1))].values(), (seq, kind, start, base + timedelta(seconds=seq), v.k, v.f, v.i, v.s, v.b)):
+        for column, x in zip(
+            columns[draw(st.integers(0, inputs - 1))].values(), (seq, kind, start, base + timedelta(seconds=seq), v.k, v.f, v.i, v.s, v.b)
+        ):
             column.append(x)
     stamp = pa.timestamp("us", tz="UTC")
-    schema = pa.schema([
-        ("seq", pa.int64()), ("kind", pa.string()), ("ts", stamp), ("arr", stamp), ("k", pa.int64()), ("f", pa.float64()),
-        ("i", pa.int64()), ("s", pa.string()), ("b", pa.bool_()),
-    ])
+    schema = pa.schema(
+        [
+            ("seq", pa.int64()),
+            ("kind", pa.string()),
+            ("ts", stamp),
+            ("arr", stamp),
+            ("k", pa.int64()),
+            ("f", pa.float64()),
+            ("i", pa.int64()),
+            ("s", pa.string()),
+            ("b", pa.bool_()),
+        ]
+    )
     tables = [pa.Table.from_pydict(c, schema=schema) for c in columns]
     frequency = draw(st.sampled_from([1, 3, timedelta(seconds=20)]))
     delay = timedelta(seconds=draw(st.sampled_from([0, 5])))

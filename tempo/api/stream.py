@@ -126,13 +126,10 @@ class Stream(Generic[T]):
             source = as_source(name, source, payload_type)
         elif payload_type is not None and payload_type is not source.payload_type:
             raise QueryBuildError(
-                f"input {name!r}: payload_type {payload_type.__qualname__} differs from the source's "
-                f"{source.payload_type.__qualname__}"
+                f"input {name!r}: payload_type {payload_type.__qualname__} differs from the source's {source.payload_type.__qualname__}"
             )
         if not is_record_type(source.payload_type):
-            raise QueryBuildError(
-                f"input {name!r}: payload type {source.payload_type!r} must be an attrs class or a dataclass"
-            )
+            raise QueryBuildError(f"input {name!r}: payload type {source.payload_type!r} must be an attrs class or a dataclass")
         record_fields(source.payload_type)  # resolve annotations now, so errors surface here
         if not isinstance(time, TimeNotion):
             raise QueryBuildError(f"input {name!r}: time= takes EventTime(), IngestionTime() or ProcessingTime(), got {time!r}")
@@ -332,9 +329,7 @@ class Stream(Generic[T]):
             )
         return matched.union(alone)
 
-    def followed_by(
-        self, then: Stream[U], on: Callable[[T, U], bool], within: timedelta, select: Callable[[T, U], R]
-    ) -> Stream[R]:
+    def followed_by(self, then: Stream[U], on: Callable[[T, U], bool], within: timedelta, select: Callable[[T, U], R]) -> Stream[R]:
         """A temporal pattern, this stream's event A followed by an event B of ``then`` less than
         ``within`` later (Flink CEP's ``A.followedBy(B).within(d)``; ASA's ``MATCH_RECOGNIZE``
         for two steps): for each A, the first B (by start, then payload) starting after it and
@@ -578,9 +573,12 @@ class WindowedStream(Generic[T]):
         projection = trace(fn, [window], "the aggregate() projection", "record")
         return _window_stream(self._stream, self._keys, self._spec, window, projection, timestamp)
 
-
     def top_k(
-        self, k: int, by: Callable[[T], Any], select: Callable[[T, int], R], descending: bool | Sequence[bool] = False,
+        self,
+        k: int,
+        by: Callable[[T], Any],
+        select: Callable[[T, int], R],
+        descending: bool | Sequence[bool] = False,
         timestamp: WindowTimestamp | None = None,
     ) -> Stream[R]:
         """StreamInsight's TopK: the events of each window ranked by ``by`` (a value, or a tuple
@@ -659,8 +657,7 @@ class GroupedStream(Generic[T, K]):
 
     def _key_proxies(self, spelled: str) -> Any:
         proxies = [
-            Traced(x.KeyRef(i, k.dtype, k.nullable, f"{spelled}[{i}]" if self._is_tuple else spelled))
-            for i, k in enumerate(self._keys)
+            Traced(x.KeyRef(i, k.dtype, k.nullable, f"{spelled}[{i}]" if self._is_tuple else spelled)) for i, k in enumerate(self._keys)
         ]
         return tuple(proxies) if self._is_tuple else proxies[0]
 
@@ -682,7 +679,11 @@ class GroupedWindowedStream(Generic[T, K]):
         return _window_stream(g._stream, g._keys, self._spec, window, projection, timestamp)
 
     def top_k(
-        self, k: int, by: Callable[[T], Any], select: Callable[[T, int], R], descending: bool | Sequence[bool] = False,
+        self,
+        k: int,
+        by: Callable[[T], Any],
+        select: Callable[[T, int], R],
+        descending: bool | Sequence[bool] = False,
         timestamp: WindowTimestamp | None = None,
     ) -> Stream[R]:
         """Per key, the events of each window ranked ``k`` or better (``WindowedStream.top_k``)."""
@@ -691,8 +692,14 @@ class GroupedWindowedStream(Generic[T, K]):
 
 
 def _top_k(
-    stream: Stream[Any], keys: tuple[x.Expr, ...] | None, spec: WindowSpec, k: int, by: Callable[[Any], Any],
-    select: Callable[[Any, int], Any], descending: bool | Sequence[bool], timestamp: WindowTimestamp | None,
+    stream: Stream[Any],
+    keys: tuple[x.Expr, ...] | None,
+    spec: WindowSpec,
+    k: int,
+    by: Callable[[Any], Any],
+    select: Callable[[Any, int], Any],
+    descending: bool | Sequence[bool],
+    timestamp: WindowTimestamp | None,
 ) -> Stream[Any]:
     """A window aggregate ranking each window's events into a list of ``Ranked`` records
     (``AggregateKind.TOP``), exploded into one event per ranked event."""
@@ -716,7 +723,9 @@ def _top_k(
         fields = tuple(f.name for f in record_fields(projected.dtype))
         projected = x.Record(projected.dtype, fields, tuple(x.attr(projected, f) for f in fields))
     if not isinstance(projected, x.Record):
-        raise QueryBuildError(f"top_k(select=) must return a payload record (the event, or one built from it and its rank), got {x.render(projected)}")
+        raise QueryBuildError(
+            f"top_k(select=) must return a payload record (the event, or one built from it and its rank), got {x.render(projected)}"
+        )
     return Stream(p.ExplodeNode(windows, x.attr(x.Input(0, top, "w"), "ranked"), projected))
 
 

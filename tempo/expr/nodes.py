@@ -93,9 +93,7 @@ def attr(base: Expr, name: str) -> Expr:
     widening is lost)."""
     fields = {f.name: f for f in record_fields(base.dtype)}
     if name not in fields:
-        raise QueryBuildError(
-            f"{base.dtype.__qualname__} has no field {name!r}; its fields are {', '.join(fields)}"
-        )
+        raise QueryBuildError(f"{base.dtype.__qualname__} has no field {name!r}; its fields are {', '.join(fields)}")
     f = fields[name]
     if isinstance(base, Record) and name in base.names:
         value = base.values[base.names.index(name)]
@@ -162,7 +160,9 @@ def refuse_lists(dtype: type, what: str) -> None:
     """A list field has no comparison, hash or arithmetic on every executor: refuse it as
     ``what`` (an operand, a key)."""
     if dtype in LISTS:
-        raise QueryBuildError(f"{what} is a list field: lists are passed along and exploded (explode()), not compared, keyed or computed on")
+        raise QueryBuildError(
+            f"{what} is a list field: lists are passed along and exploded (explode()), not compared, keyed or computed on"
+        )
 
 
 def _binary_dtype(op: str, a: type, b: type) -> type:
@@ -175,9 +175,7 @@ def _binary_dtype(op: str, a: type, b: type) -> type:
     if op in LOGICAL:
         for t in (a, b):
             if t not in (bool, object):
-                raise QueryBuildError(
-                    f"'{op}' combines conditions (bool), got {t.__name__}; compare first, e.g. (x > 0) {op} (y > 0)"
-                )
+                raise QueryBuildError(f"'{op}' combines conditions (bool), got {t.__name__}; compare first, e.g. (x > 0) {op} (y > 0)")
         return bool
     if object in (a, b):
         return object
@@ -509,9 +507,7 @@ class Record(Expr):
                 or (isinstance(got, type) and isinstance(want, type) and issubclass(got, want))
             )
             if not ok:
-                raise QueryBuildError(
-                    f"{self.cls.__qualname__}.{name} is declared {want.__name__} but the expression gives {got.__name__}"
-                )
+                raise QueryBuildError(f"{self.cls.__qualname__}.{name} is declared {want.__name__} but the expression gives {got.__name__}")
 
     @property
     def dtype(self) -> type:

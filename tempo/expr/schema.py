@@ -64,9 +64,7 @@ def record_fields(cls: type) -> tuple[FieldInfo, ...]:
     if cached is not None:
         return cached
     if not is_record_type(cls):
-        raise QueryBuildError(
-            f"payload type {cls!r} is not a record: payloads must be attrs classes or dataclasses"
-        )
+        raise QueryBuildError(f"payload type {cls!r} is not a record: payloads must be attrs classes or dataclasses")
     try:
         hints = typing.get_type_hints(cls)
     except Exception as exc:  # an unresolvable forward reference names the class to fix
@@ -103,8 +101,11 @@ def _refused_types() -> dict[Any, str]:
         set: "list[X] (a list field; the set semantics are then the query's to keep)",
         frozenset: "list[X] (a list field; the set semantics are then the query's to keep)",
         collections.abc.Set: "list[X] (a list field)",
-        bytes: "str", bytearray: "str", complex: "two float fields",
-        dt.date: "datetime (a date at midnight UTC)", dt.time: "timedelta since midnight, or int microseconds",
+        bytes: "str",
+        bytearray: "str",
+        complex: "two float fields",
+        dt.date: "datetime (a date at midnight UTC)",
+        dt.time: "timedelta since midnight, or int microseconds",
     }
 
 

@@ -149,8 +149,7 @@ class Traced:
             shown = n.render(self._expr)
             fix = "tempo.is_null" if op == "==" else "tempo.is_not_null"
             raise TraceError(
-                f"`{shown} {op} None` is null for every event (a comparison with null is null, which "
-                f"counts as false): write {fix}({shown})"
+                f"`{shown} {op} None` is null for every event (a comparison with null is null, which counts as false): write {fix}({shown})"
             )
         if isinstance(other, bool) and op in ("&", "|"):
             raise TraceError(_constant_operand(other, f"`{op}`"))
@@ -159,32 +158,83 @@ class Traced:
             left, right = right, left
         return Traced(n.Binary(op, left, right))
 
-    def __add__(self, o: object) -> Traced: return self._bin("+", o)
-    def __radd__(self, o: object) -> Traced: return self._bin("+", o, True)
-    def __sub__(self, o: object) -> Traced: return self._bin("-", o)
-    def __rsub__(self, o: object) -> Traced: return self._bin("-", o, True)
-    def __mul__(self, o: object) -> Traced: return self._bin("*", o)
-    def __rmul__(self, o: object) -> Traced: return self._bin("*", o, True)
-    def __truediv__(self, o: object) -> Traced: return self._bin("/", o)
-    def __rtruediv__(self, o: object) -> Traced: return self._bin("/", o, True)
-    def __floordiv__(self, o: object) -> Traced: return self._bin("//", o)
-    def __rfloordiv__(self, o: object) -> Traced: return self._bin("//", o, True)
-    def __mod__(self, o: object) -> Traced: return self._bin("%", o)
-    def __rmod__(self, o: object) -> Traced: return self._bin("%", o, True)
-    def __eq__(self, o: object) -> Traced: return self._bin("==", o)  # type: ignore[override]
-    def __ne__(self, o: object) -> Traced: return self._bin("!=", o)  # type: ignore[override]
-    def __lt__(self, o: object) -> Traced: return self._bin("<", o)
-    def __le__(self, o: object) -> Traced: return self._bin("<=", o)
-    def __gt__(self, o: object) -> Traced: return self._bin(">", o)
-    def __ge__(self, o: object) -> Traced: return self._bin(">=", o)
-    def __and__(self, o: object) -> Traced: return self._bin("&", o)
-    def __rand__(self, o: object) -> Traced: return self._bin("&", o, True)
-    def __or__(self, o: object) -> Traced: return self._bin("|", o)
-    def __ror__(self, o: object) -> Traced: return self._bin("|", o, True)
-    def __neg__(self) -> Traced: return Traced(n.Unary("neg", self._expr))
-    def __pos__(self) -> Traced: return self
-    def __abs__(self) -> Traced: return Traced(n.Unary("abs", self._expr))
-    def __invert__(self) -> Traced: return Traced(n.Unary("not", self._expr))
+    def __add__(self, o: object) -> Traced:
+        return self._bin("+", o)
+
+    def __radd__(self, o: object) -> Traced:
+        return self._bin("+", o, True)
+
+    def __sub__(self, o: object) -> Traced:
+        return self._bin("-", o)
+
+    def __rsub__(self, o: object) -> Traced:
+        return self._bin("-", o, True)
+
+    def __mul__(self, o: object) -> Traced:
+        return self._bin("*", o)
+
+    def __rmul__(self, o: object) -> Traced:
+        return self._bin("*", o, True)
+
+    def __truediv__(self, o: object) -> Traced:
+        return self._bin("/", o)
+
+    def __rtruediv__(self, o: object) -> Traced:
+        return self._bin("/", o, True)
+
+    def __floordiv__(self, o: object) -> Traced:
+        return self._bin("//", o)
+
+    def __rfloordiv__(self, o: object) -> Traced:
+        return self._bin("//", o, True)
+
+    def __mod__(self, o: object) -> Traced:
+        return self._bin("%", o)
+
+    def __rmod__(self, o: object) -> Traced:
+        return self._bin("%", o, True)
+
+    def __eq__(self, o: object) -> Traced:  # type: ignore[override]
+        return self._bin("==", o)
+
+    def __ne__(self, o: object) -> Traced:  # type: ignore[override]
+        return self._bin("!=", o)
+
+    def __lt__(self, o: object) -> Traced:
+        return self._bin("<", o)
+
+    def __le__(self, o: object) -> Traced:
+        return self._bin("<=", o)
+
+    def __gt__(self, o: object) -> Traced:
+        return self._bin(">", o)
+
+    def __ge__(self, o: object) -> Traced:
+        return self._bin(">=", o)
+
+    def __and__(self, o: object) -> Traced:
+        return self._bin("&", o)
+
+    def __rand__(self, o: object) -> Traced:
+        return self._bin("&", o, True)
+
+    def __or__(self, o: object) -> Traced:
+        return self._bin("|", o)
+
+    def __ror__(self, o: object) -> Traced:
+        return self._bin("|", o, True)
+
+    def __neg__(self) -> Traced:
+        return Traced(n.Unary("neg", self._expr))
+
+    def __pos__(self) -> Traced:
+        return self
+
+    def __abs__(self) -> Traced:
+        return Traced(n.Unary("abs", self._expr))
+
+    def __invert__(self) -> Traced:
+        return Traced(n.Unary("not", self._expr))
 
 
 def _constant_operand(value: bool, where: str) -> str:
@@ -300,8 +350,7 @@ _CALL_HELP: dict[str, str] = {
     "str": "str() is not traced; use tempo.udf(str, str)({args})",
     "int": "int() is not traced; `{args} // 1` floors (or tempo.udf(int, int)({args}) truncates)",
     "float": "float() is not traced; write `{args} * 1.0`",
-    "bool": "bool() asks Python for a truth value now; a traced condition already is one, and "
-    "`x != 0` tests a number",
+    "bool": "bool() asks Python for a truth value now; a traced condition already is one, and `x != 0` tests a number",
     "pow": "pow() is not traced; write `x * x` for a square, or tempo.udf(pow, float)({args})",
     "max": "max() compares with Python's `if`; write tempo.when(a > b, a, b)",
     "min": "min() compares with Python's `if`; write tempo.when(a < b, a, b)",
@@ -335,10 +384,7 @@ def _explain_failure(opname: str, text: str | None, exc: BaseException) -> str:
     if opname == "CONTAINS_OP":
         if original.startswith("`in` on a traced value"):
             return original
-        return (
-            "`x in container` on a Python container asks Python for a truth value now; "
-            "write tempo.is_in(x, [...]) (constant values)"
-        )
+        return "`x in container` on a Python container asks Python for a truth value now; write tempo.is_in(x, [...]) (constant values)"
     if opname.startswith(("POP_JUMP", "JUMP_IF", "UNARY_NOT", "TO_BOOL")):
         return "it is used as a Python truth value (`if`, `and`, `or`, `not`, a chained comparison); " + _CONTROL_FLOW_HELP
     if opname == "BINARY_OP" and isinstance(exc, TypeError) and not isinstance(exc, TraceError):
@@ -384,8 +430,12 @@ def _role(arg: object, records: int) -> str:
     return {"Window": "w", "Analytics": "a", "Stream": "group"}.get(type(arg).__name__, "arg")
 
 
-_FORMS = {("key", "w"): "a grouped aggregate takes (key, w)", ("w",): "an aggregate without group_by takes (w) alone",
-          ("key", "event", "a"): "a grouped analytic takes (key, event, a)", ("event", "a"): "an analytic without group_by takes (event, a)"}
+_FORMS = {
+    ("key", "w"): "a grouped aggregate takes (key, w)",
+    ("w",): "an aggregate without group_by takes (w) alone",
+    ("key", "event", "a"): "a grouped analytic takes (key, event, a)",
+    ("event", "a"): "an analytic without group_by takes (event, a)",
+}
 
 _ROLES = {"the top_k select=": ("event", "rank"), "the apply() select=": ("key", "result")}
 """The arguments' names where their proxies do not tell them (fields of a record tempo builds)."""
@@ -412,8 +462,7 @@ def check_arity(fn: Callable[..., Any], roles: Sequence[str], what: str) -> None
         given = [p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         form = _FORMS.get(tuple(roles), f"{what} takes ({', '.join(roles)})")
         raise QueryBuildError(
-            f"{form}, as in lambda {', '.join(roles)}: ...; the function given for {what} takes "
-            f"({', '.join(given)})"
+            f"{form}, as in lambda {', '.join(roles)}: ...; the function given for {what} takes ({', '.join(given)})"
         ) from None
 
 
@@ -472,8 +521,19 @@ def _constant_cause(fn: Callable[..., Any]) -> tuple[str, str] | None:
                             "`in` on a Python container is evaluated by Python when the lambda is traced",
                             f"write {fix if isinstance(op, ast.In) else f'tempo.not_({fix})'}",
                         )
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
-                "bool", "len", "isinstance", "callable", "hasattr", "id", "type",
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id
+                in (
+                    "bool",
+                    "len",
+                    "isinstance",
+                    "callable",
+                    "hasattr",
+                    "id",
+                    "type",
+                )
             ):
                 return (
                     f"{node.func.id}() is evaluated by Python when the lambda is traced",
@@ -543,9 +603,7 @@ def _check_record_fields(value: object, fn: Callable[..., Any], what: str) -> No
     for f in record_fields(type(value)):
         v = getattr(value, f.name)
         if isinstance(v, bool):
-            raise _constant_error(
-                v, fn, f"{what} (field {f.name!r})", f"field {f.name!r} would be the same for every event"
-            )
+            raise _constant_error(v, fn, f"{what} (field {f.name!r})", f"field {f.name!r} would be the same for every event")
 
 
 def trace(fn: Callable[..., Any], args: Sequence[object], what: str = "the lambda", kind: str = "any") -> n.Expr:

@@ -126,7 +126,12 @@ def keyed_class(payload_type: type, key: KeySignature) -> tuple[type, tuple[str,
 # A stand-in for a null key component when two streams of a sub-query match on the group key:
 # with an is-null flag beside it, the pair of equalities is a hash key that pairs null with null.
 _STAND_INS: dict[type, object] = {
-    bool: False, int: 0, float: 0.0, str: "", datetime: datetime(1970, 1, 1), timedelta: timedelta(0),
+    bool: False,
+    int: 0,
+    float: 0.0,
+    str: "",
+    datetime: datetime(1970, 1, 1),
+    timedelta: timedelta(0),
 }
 
 
@@ -207,8 +212,7 @@ class _Rewrite:
                         "or one that is never null"
                     )
                 stand_in = x.Lit(_STAND_INS[dtype])
-                parts = [x.Binary("==", x.IsNull(a), x.IsNull(b)),
-                         x.Binary("==", x.Coalesce((a, stand_in)), x.Coalesce((b, stand_in)))]
+                parts = [x.Binary("==", x.IsNull(a), x.IsNull(b)), x.Binary("==", x.Coalesce((a, stand_in)), x.Coalesce((b, stand_in)))]
             for part in parts:
                 out = part if out is None else x.Binary("&", out, part)
         assert out is not None
@@ -262,12 +266,12 @@ def _clip(rw: _Rewrite, node: p.ClipNode, inputs: list[p.Node | None]) -> p.Node
 def _aggregate(rw: _Rewrite, a: p.Analytic, keyed: dict[int, type]) -> p.Analytic:
     if isinstance(a, p.Previous):
         return attrs.evolve(a, arg=rw.payload(a.arg, keyed))
-    return attrs.evolve(
-        a, arg=None if a.arg is None else rw.payload(a.arg, keyed), order=tuple(rw.payload(o, keyed) for o in a.order)
-    )
+    return attrs.evolve(a, arg=None if a.arg is None else rw.payload(a.arg, keyed), order=tuple(rw.payload(o, keyed) for o in a.order))
 
 
-def _keyed_by_group(rw: _Rewrite, node: p.WindowNode | p.AnalyticNode, inputs: list[p.Node | None]) -> tuple[p.Node, x.Input, tuple[x.Expr, ...], tuple[Any, ...]]:
+def _keyed_by_group(
+    rw: _Rewrite, node: p.WindowNode | p.AnalyticNode, inputs: list[p.Node | None]
+) -> tuple[p.Node, x.Input, tuple[x.Expr, ...], tuple[Any, ...]]:
     """A window's or analytic's keyed input, its event, its keys (the group's, then its own)
     and its aggregates, read from the keyed record."""
     assert inputs[0] is not None
@@ -308,9 +312,7 @@ def _matching(rw: _Rewrite, node: p.MatchingNode, inputs: list[p.Node | None]) -
 
 def _refused(operator: str, outcome: str, instead: str) -> QueryBuildError:
     """An operator meeting a stream from outside the sub-query in a way that needs every key."""
-    return QueryBuildError(
-        f"group_by().apply(): {operator} would {outcome}, which needs every key the query may see; {instead}"
-    )
+    return QueryBuildError(f"group_by().apply(): {operator} would {outcome}, which needs every key the query may see; {instead}")
 
 
 def _join(rw: _Rewrite, node: p.JoinNode, inputs: list[p.Node | None]) -> p.Node:
@@ -321,8 +323,11 @@ def _join(rw: _Rewrite, node: p.JoinNode, inputs: list[p.Node | None]) -> p.Node
 
 def _followed_by(rw: _Rewrite, node: p.FollowedByNode, inputs: list[p.Node | None]) -> p.Node:
     if inputs[0] is None:
-        raise _refused("followed_by() from a stream outside the sub-query to one inside it", "look for the first B in every group",
-                       "start the pattern from the group's own stream, or join the outside stream in first")
+        raise _refused(
+            "followed_by() from a stream outside the sub-query to one inside it",
+            "look for the first B in every group",
+            "start the pattern from the group's own stream, or join the outside stream in first",
+        )
     left, right, predicate, projection = _matching(rw, node, inputs)
     assert projection is not None
     return p.FollowedByNode(left, right, predicate, node.within, projection)
@@ -330,16 +335,22 @@ def _followed_by(rw: _Rewrite, node: p.FollowedByNode, inputs: list[p.Node | Non
 
 def _anti_join(rw: _Rewrite, node: p.AntiJoinNode, inputs: list[p.Node | None]) -> p.Node:
     if inputs[0] is None:
-        raise _refused("anti_join() of a stream outside the sub-query against one inside it", "give the outside events once per group",
-                       "anti-join the group's own stream against the outside one instead")
+        raise _refused(
+            "anti_join() of a stream outside the sub-query against one inside it",
+            "give the outside events once per group",
+            "anti-join the group's own stream against the outside one instead",
+        )
     left, right, predicate, _ = _matching(rw, node, inputs)
     return p.AntiJoinNode(left, right, predicate)
 
 
 def _union(rw: _Rewrite, node: p.UnionNode, inputs: list[p.Node | None]) -> p.Node:
     if inputs[0] is None or inputs[1] is None:
-        raise _refused("union() of a stream from outside the sub-query with one inside it", "copy the outside events into every group",
-                       "union them after apply(), or join the outside stream in")
+        raise _refused(
+            "union() of a stream from outside the sub-query with one inside it",
+            "copy the outside events into every group",
+            "union them after apply(), or join the outside stream in",
+        )
     return p.UnionNode(inputs[0], inputs[1])
 
 

@@ -378,9 +378,7 @@ def list_element(items: x.Expr) -> tuple[type, bool]:
         for f in record_fields(items.base.dtype):
             if f.name == items.name and f.element is not None:
                 return f.element, f.element_nullable
-    raise QueryBuildError(
-        f"explode() takes a list field of the payload (annotated list[X] or tuple[X, ...]), got {x.render(items)}"
-    )
+    raise QueryBuildError(f"explode() takes a list field of the payload (annotated list[X] or tuple[X, ...]), got {x.render(items)}")
 
 
 @attrs.frozen(eq=False)
@@ -462,6 +460,7 @@ class AlterLifetimeNode(UnaryNode):
         """Keeps the key: each key's CTI moves by `shift`."""
         return keys[0]
 
+
 class AggregateKind(str, enum.Enum):
     """The aggregates of a window: the one table the plan and every executor consult.
 
@@ -534,10 +533,16 @@ class AggregateKind(str, enum.Enum):
         return int if self is AggregateKind.SUM and arg is bool else arg
 
 
-_FLOAT_KINDS = frozenset({
-    AggregateKind.AVG, AggregateKind.VAR, AggregateKind.VAR_POP, AggregateKind.STDDEV, AggregateKind.STDDEV_POP,
-    AggregateKind.PERCENTILE,
-})
+_FLOAT_KINDS = frozenset(
+    {
+        AggregateKind.AVG,
+        AggregateKind.VAR,
+        AggregateKind.VAR_POP,
+        AggregateKind.STDDEV,
+        AggregateKind.STDDEV_POP,
+        AggregateKind.PERCENTILE,
+    }
+)
 _NUMERIC_KINDS = _FLOAT_KINDS | {AggregateKind.SUM, AggregateKind.PERCENTILE_APPROX}
 _STATISTICS = _NUMERIC_KINDS - {AggregateKind.SUM, AggregateKind.AVG}
 """The kinds that take ints and floats but not bools (a bool's variance or median means little)."""
@@ -668,8 +673,7 @@ class WindowNode(UnaryNode):
         if self.timestamp not in self.spec.TIMESTAMPS:
             allowed = ", ".join(sorted(t.name for t in self.spec.TIMESTAMPS))
             raise QueryBuildError(
-                f"{self.spec.describe()} windows take timestamp= {allowed}, not {self.timestamp.name}: "
-                f"{self.spec.TIMESTAMPS_WHY}"
+                f"{self.spec.describe()} windows take timestamp= {allowed}, not {self.timestamp.name}: {self.spec.TIMESTAMPS_WHY}"
             )
         if isinstance(self.spec, SnapshotWindow) and not self.ends_known:
             if any(isinstance(e, x.WindowBound) and e.which == "end" for e in self.projection.walk()):
@@ -798,8 +802,7 @@ class ReleaseNode(UnaryNode):
     keyed_by: x.Expr | None = None
 
     SEMANTICS: ClassVar[str] = (
-        "Passes every event on unchanged, ids included, in the order the query's output releases "
-        "them: by start, then arrival."
+        "Passes every event on unchanged, ids included, in the order the query's output releases them: by start, then arrival."
     )
     CTI_RULE: ClassVar[str] = (
         "An event goes out once the input CTI passes its start, or, with keyed_by, once its "

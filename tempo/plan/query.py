@@ -15,7 +15,17 @@ from tempo.expr import nodes as x
 from tempo.expr.schema import record_fields
 from tempo.plan.group_apply import GroupInputNode
 from tempo.plan.nodes import (
-    AggregateKind, AlterLifetimeNode, ClipNode, EventTimeNode, ExplodeNode, JoinNode, Node, SelectNode, SourceNode, UnionNode, WhereNode,
+    AggregateKind,
+    AlterLifetimeNode,
+    ClipNode,
+    EventTimeNode,
+    ExplodeNode,
+    JoinNode,
+    Node,
+    SelectNode,
+    SourceNode,
+    UnionNode,
+    WhereNode,
     WindowNode,
 )
 from tempo.result import RESERVED_COLUMNS
@@ -195,4 +205,3 @@ class Query:
 
         visit(self.root, 0)
         return "\n".join(lines)
-

@@ -254,9 +254,7 @@ class CountWindow(WindowSpec):
         "of the group's events starting before c); CTIs pass unchanged."
     )
     DEFAULT_TIMESTAMP: ClassVar[WindowTimestamp] = WindowTimestamp.LATEST
-    TIMESTAMPS: ClassVar[frozenset[WindowTimestamp]] = frozenset(
-        {WindowTimestamp.LATEST, WindowTimestamp.END, WindowTimestamp.CTI}
-    )
+    TIMESTAMPS: ClassVar[frozenset[WindowTimestamp]] = frozenset({WindowTimestamp.LATEST, WindowTimestamp.END, WindowTimestamp.CTI})
     TIMESTAMPS_WHY: ClassVar[str] = (
         "a count window is complete only once its last event is committed, so a result stamped at "
         "its start would hold the output CTI back for as long as a group stays quiet"

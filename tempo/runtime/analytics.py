@@ -19,6 +19,7 @@ from tempo.runtime.codegen import Accumulator, Order
 from tempo.runtime.operators import Key, Operator
 from tempo.ticks import NEG_INF
 
+
 class Analytic(Operator):
     """``previous`` lists, per ``Previous`` analytic, its index among the analytics and its
     limit (None: none); ``previous_fn`` gives an event's previous-value arguments, in that
@@ -27,8 +28,20 @@ class Analytic(Operator):
     unchanged, ids included (``order_by_time``)."""
 
     WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
-        "key_fn", "order", "previous", "previous_fn", "running", "values_fn", "accumulator", "projection",
-        "new_id", "width", "keep_ids", "tell_rank", "arrival", "by_key",
+        "key_fn",
+        "order",
+        "previous",
+        "previous_fn",
+        "running",
+        "values_fn",
+        "accumulator",
+        "projection",
+        "new_id",
+        "width",
+        "keep_ids",
+        "tell_rank",
+        "arrival",
+        "by_key",
     }
 
     def __init__(

@@ -111,7 +111,10 @@ def window_shape(query: Query, planned: bool = True) -> BulkShape[p.WindowNode] 
 
 
 def reaching_shape(
-    query: Query, planned: bool, kinds: tuple[type[p.UnaryNode], ...], by_substream: bool = False,
+    query: Query,
+    planned: bool,
+    kinds: tuple[type[p.UnaryNode], ...],
+    by_substream: bool = False,
 ) -> BulkShape[p.UnaryNode] | str:
     """``window_shape`` for a stateful node of one of ``kinds`` in the window's place
     (``by_substream``: as ``reaching_checks`` takes it)."""
@@ -283,7 +286,13 @@ def plan_order(shape: BulkShape[Any]) -> list[tuple[int, int | None]]:
 
 
 def plan_batch(
-    engine: LiveEngine, index: int, kinds: Any, starts: Any, ends: Any, arrivals: Any | None, orders: Any,
+    engine: LiveEngine,
+    index: int,
+    kinds: Any,
+    starts: Any,
+    ends: Any,
+    arrivals: Any | None,
+    orders: Any,
     exporter: BatchPlan | None = None,
 ) -> BatchPlan | str:
     """The plan of input ``index``'s rows of one batch, or why they must go item by item.
@@ -355,9 +364,23 @@ def plan_batch(
         special_mask[int(np.argmax(is_event))] = True  # the input's first event sets the period
     events_before = np.cumsum(is_event) - is_event
     return BatchPlan(
-        index, n, np.flatnonzero(special_mask).tolist(), moved, frozenset(dropped), int(np.count_nonzero(is_event)), kinds, starts,
-        ends, arrivals, events_before, orders, int(orders[-1]) if n else feed.last_order, feed.next_position,
-        final, after, n - feed.positioned(n, int(kinds[-1]), int(orders[-1])) if n else 0,
+        index,
+        n,
+        np.flatnonzero(special_mask).tolist(),
+        moved,
+        frozenset(dropped),
+        int(np.count_nonzero(is_event)),
+        kinds,
+        starts,
+        ends,
+        arrivals,
+        events_before,
+        orders,
+        int(orders[-1]) if n else feed.last_order,
+        feed.next_position,
+        final,
+        after,
+        n - feed.positioned(n, int(kinds[-1]), int(orders[-1])) if n else 0,
     )
 
 
@@ -493,7 +516,14 @@ def join_before(engine: LiveEngine, shape: BulkShape[Any], plans: list[BatchPlan
     )
     out = min(ctis)
     released = [(start, min(left[2], right[2]), join.projection(left[3], right[3])) for start, left, right in _waiting(join) if start < out]
-    return JoinBefore(([(rec[1], rec[2], rec[3]) for rec in join.sides[0].by_id.values()], [(rec[1], rec[2], rec[3]) for rec in join.sides[1].by_id.values()]), released, ctis)
+    return JoinBefore(
+        (
+            [(rec[1], rec[2], rec[3]) for rec in join.sides[0].by_id.values()],
+            [(rec[1], rec[2], rec[3]) for rec in join.sides[1].by_id.values()],
+        ),
+        released,
+        ctis,
+    )
 
 
 def _waiting(join: ops.Join) -> list[tuple[int, list[Any], list[Any]]]:
@@ -556,8 +586,15 @@ values)."""
 
 
 def apply_batch(
-    engine: LiveEngine, shape: BulkShape[Any], plans: list[BatchPlan], cut: FrontierCut, payloads: dict[tuple[int, int], Any],
-    partials: Iterable[Partial], t_max: int | None, renamed: int, join: tuple[JoinBefore, JoinAfter] | None = None,
+    engine: LiveEngine,
+    shape: BulkShape[Any],
+    plans: list[BatchPlan],
+    cut: FrontierCut,
+    payloads: dict[tuple[int, int], Any],
+    partials: Iterable[Partial],
+    t_max: int | None,
+    renamed: int,
+    join: tuple[JoinBefore, JoinAfter] | None = None,
 ) -> None:
     """Put a batch computed in bulk into ``engine``: the window's partials, then the special
     rows through their ingresses in the merged arrival order, and the heartbeats ``cut``
@@ -589,9 +626,7 @@ def apply_times(engine: LiveEngine, plans: list[BatchPlan], cut: FrontierCut, pa
     the event ids the batch's events took, beyond ``ids`` more (renamed events, join pairs).
     The cluster engine applies only this: its window's events go to Spark's executors."""
     counts = [engine.ingresses[plan.index].count for plan in plans]
-    special = sorted(
-        (plan.arrival(i), n, i) for n, plan in enumerate(plans) for i in plan.special
-    )
+    special = sorted((plan.arrival(i), n, i) for n, plan in enumerate(plans) for i in plan.special)
     special_events = [0] * len(plans)
     for _, n, i in special:
         plan = plans[n]

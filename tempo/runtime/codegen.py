@@ -25,8 +25,7 @@ from tempo.expr.schema import is_record_type, record_fields
 from tempo.plan.nodes import Aggregate, AggregateKind
 from tempo.ticks import to_ticks
 
-_PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%",
-           "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
 class _OneNaN(float):
@@ -181,13 +180,30 @@ def canonical_key(v: Any) -> Any:
     return _NAN if v != v else v + 0.0
 
 
-_HELPERS: dict[str, Any] = {"_and3": _and3, "_or3": _or3, "_not3": _not3,
-                            "_div": _div, "_ifloordiv": _ifloordiv, "_ffloordiv": _ffloordiv, "_mod": _mod,
-                            "_iadd": _int_op(operator.add), "_isub": _int_op(operator.sub), "_imul": _int_op(operator.mul),
-                            "_ineg": _int_unary(operator.neg), "_iabs": _int_unary(abs),
-                            "_feq": _feq, "_fne": _fne, "_flt": _flt, "_fle": _fle,
-                            "_fgt": lambda a, b: _flt(b, a), "_fge": lambda a, b: _fle(b, a),
-                            "_instant": _instant, "_key": canonical_key, "_as_float": _as_float, "_as_int": _as_int}
+_HELPERS: dict[str, Any] = {
+    "_and3": _and3,
+    "_or3": _or3,
+    "_not3": _not3,
+    "_div": _div,
+    "_ifloordiv": _ifloordiv,
+    "_ffloordiv": _ffloordiv,
+    "_mod": _mod,
+    "_iadd": _int_op(operator.add),
+    "_isub": _int_op(operator.sub),
+    "_imul": _int_op(operator.mul),
+    "_ineg": _int_unary(operator.neg),
+    "_iabs": _int_unary(abs),
+    "_feq": _feq,
+    "_fne": _fne,
+    "_flt": _flt,
+    "_fle": _fle,
+    "_fgt": lambda a, b: _flt(b, a),
+    "_fge": lambda a, b: _fle(b, a),
+    "_instant": _instant,
+    "_key": canonical_key,
+    "_as_float": _as_float,
+    "_as_int": _as_int,
+}
 _FLOAT_COMPARISON = {"==": "_feq", "!=": "_fne", "<": "_flt", "<=": "_fle", ">": "_fgt", ">=": "_fge"}
 _INT_ARITHMETIC = {"+": "_iadd", "-": "_isub", "*": "_imul"}
 
@@ -574,7 +590,12 @@ class Accumulator:
             update.append(f"        if {v} is not None:")
             part = f"parts[{argument - 1}]"
             if kind is AggregateKind.AVG:
-                merged += [f"    total, count = {part}", "    if count:", f"        state[{slot}] += total", f"        state[{slot + 1}] += count"]
+                merged += [
+                    f"    total, count = {part}",
+                    "    if count:",
+                    f"        state[{slot}] += total",
+                    f"        state[{slot + 1}] += count",
+                ]
                 initial += ["0", "0"]
                 update += [f"            state[{slot}] += {v}", f"            state[{slot + 1}] += 1"]
                 # An integer total is made a float before dividing, as Spark and polars divide.
@@ -584,9 +605,12 @@ class Accumulator:
                 n, mean, m2 = slot, slot + 1, slot + 2
                 initial += ["0.0", "0.0", "0.0"]
                 update += [
-                    f"            n = state[{n}] + 1.0", f"            delta = float({v}) - state[{mean}]",
-                    "            share = delta / n", f"            state[{mean}] += share",
-                    f"            state[{m2}] += delta * (delta - share)", f"            state[{n}] = n",
+                    f"            n = state[{n}] + 1.0",
+                    f"            delta = float({v}) - state[{mean}]",
+                    "            share = delta / n",
+                    f"            state[{mean}] += share",
+                    f"            state[{m2}] += delta * (delta - share)",
+                    f"            state[{n}] = n",
                 ]
                 sample = kind in (AggregateKind.VAR, AggregateKind.STDDEV)
                 var = f"state[{m2}] / (state[{n}] - 1.0)" if sample else f"state[{m2}] / state[{n}]"
@@ -639,8 +663,13 @@ class Accumulator:
                 results.append(f"state[{slot}]")
         # Window k's state of the group, created (and k pushed onto the heap) when missing.
         state_of = [
-            "windows = acc.get(k)", "if windows is None:", "    windows = acc[k] = {}", "    _heappush(heap, k)",
-            "state = windows.get(key)", "if state is None:", f"    state = windows[key] = [{', '.join(initial)}]",
+            "windows = acc.get(k)",
+            "if windows is None:",
+            "    windows = acc[k] = {}",
+            "    _heappush(heap, k)",
+            "state = windows.get(key)",
+            "if state is None:",
+            f"    state = windows[key] = [{', '.join(initial)}]",
         ]
         add = [
             "def _f(acc, heap, key, values, k_lo, k_hi):",
@@ -717,14 +746,17 @@ def _value_order(dtype: type, element: type | None = None) -> Callable[[Any], tu
     elif is_record_type(dtype):
         inner = payload_order(dtype)
     elif dtype is float:
+
         def inner(v: Any) -> Any:
             return (1, 0.0) if math.isnan(v) else (0, v)
     elif dtype is datetime:  # naive and aware instants alike (a naive one is UTC)
         inner = to_ticks
     elif dtype in (bool, int, str):
+
         def inner(v: Any) -> Any:
             return v
     else:  # any other value (an ``object`` field, in memory only): by type, then by text
+
         def inner(v: Any) -> Any:
             return (type(v).__name__, repr(v))
 

@@ -144,15 +144,30 @@ def _window(b: Build, node: p.WindowNode) -> ops.Operator:
         elif node.timestamp is WindowTimestamp.EARLIEST:
             kinds.append(p.AggregateKind.MIN)
         return ops.Window(
-            spec, key_fn, values_fn, codegen.Accumulator(kinds), projection, b.to_datetime, b.new_id,
-            substream_index, len(node.keys or ()), node.timestamp,
+            spec,
+            key_fn,
+            values_fn,
+            codegen.Accumulator(kinds),
+            projection,
+            b.to_datetime,
+            b.new_id,
+            substream_index,
+            len(node.keys or ()),
+            node.timestamp,
         )
     windows: dict[type, type[ew.EventWindows]] = {SessionWindow: ew.Sessions, CountWindow: ew.CountWindows, SnapshotWindow: ew.Snapshots}
     operator = windows.get(type(spec))
     if operator is None:
         raise UnsupportedError("in-memory", spec.describe(), "it has no window operator for this kind")
     return operator(
-        spec, node.timestamp, key_fn, values_fn, codegen.Accumulator(kinds), projection, b.to_datetime, b.new_id,
+        spec,
+        node.timestamp,
+        key_fn,
+        values_fn,
+        codegen.Accumulator(kinds),
+        projection,
+        b.to_datetime,
+        b.new_id,
         codegen.payload_order(node.input.payload_type),
     )
 
@@ -202,8 +217,12 @@ def _join(b: Build, node: p.JoinNode) -> ops.Operator:
 def _followed_by(b: Build, node: p.FollowedByNode) -> ops.Operator:
     residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
     return ops.FollowedBy(
-        _join_keys(node), residual, codegen.compile_expression(node.projection, 2),
-        codegen.payload_order(node.right.payload_type), node.within, b.new_id,
+        _join_keys(node),
+        residual,
+        codegen.compile_expression(node.projection, 2),
+        codegen.payload_order(node.right.payload_type),
+        node.within,
+        b.new_id,
     )
 
 
@@ -271,9 +290,7 @@ def prepared_inputs(query: Query, mode: TimestampMode) -> list[Iterator[Prepared
     needs_arrival = query.ordered_by_arrival
     streams: list[Iterator[Prepared]] = []
     for source in query.sources:
-        fixed = isinstance(source.source, TableSource) or (
-            isinstance(source.source, ItemSource) and source.source.materialized is not None
-        )
+        fixed = isinstance(source.source, TableSource) or (isinstance(source.source, ItemSource) and source.source.materialized is not None)
         streams.append(stamped(source, (prepare_checked if fixed else prepare)(source, mode, source.name in needs_arrival)))
     return streams
 
@@ -340,9 +357,7 @@ def rejection(record: tuple[Any, ...], dt: Callable[[int], Any]) -> Rejection:
     return Rejection(name, position, item, rule, action, dt(cti), admitted_as)
 
 
-def process_in_arrival_order(
-    streams: list[Iterator[Prepared]], processes: list[Callable[[Prepared], None]]
-) -> None:
+def process_in_arrival_order(streams: list[Iterator[Prepared]], processes: list[Callable[[Prepared], None]]) -> None:
     """Merge the inputs into one arrival sequence, ordered by (arrival, declaration order,
     position), and process each item there.
 

@@ -27,11 +27,21 @@ from tempo.runtime.codegen import Accumulator, Order
 from tempo.runtime.operators import Key, Operator, stamp
 from tempo.ticks import INF, NEG_INF
 
+
 class EventWindows(Operator):
     """What the three kinds share: grouping, aggregating a window's events, emitting."""
 
     WIRING: ClassVar[frozenset[str]] = Operator.WIRING | {
-        "spec", "timestamp", "key_fn", "values_fn", "accumulator", "projection", "to_datetime", "new_id", "order", "ids_by_start",
+        "spec",
+        "timestamp",
+        "key_fn",
+        "values_fn",
+        "accumulator",
+        "projection",
+        "to_datetime",
+        "new_id",
+        "order",
+        "ids_by_start",
     }
     SHARED = {"t_max": max}  # where open lifetimes end when the input ends: over every group's events
 

@@ -89,9 +89,7 @@ class TimestampMode:
         return to_ticks(t)
 
 
-def prepare(
-    node: SourceNode, mode: TimestampMode, needs_arrival: bool
-) -> Iterator[Prepared]:
+def prepare(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -> Iterator[Prepared]:
     """Check and convert one input's items, in input order."""
     if isinstance(node.source, TableSource):
         return _prepare_table(node, mode, needs_arrival)
@@ -155,7 +153,12 @@ def plain_rows(
         arrivals_pass = not needs_arrival and not TimePolicy.of_input(node).ordered
     else:
         arrivals_pass = None not in arrivals and all(map(operator.le, itertools.chain((last_arrival,), arrivals), arrivals))
-    if not (arrivals_pass and set(kinds) <= _allowed(node) & {POINT, INTERVAL} and all(map(operator.gt, ends, starts)) and max(starts, default=NEG_INF) < INF):
+    if not (
+        arrivals_pass
+        and set(kinds) <= _allowed(node) & {POINT, INTERVAL}
+        and all(map(operator.gt, ends, starts))
+        and max(starts, default=NEG_INF) < INF
+    ):
         return None
     n = len(kinds)
     positions = range(first_position, first_position + n)
@@ -210,7 +213,12 @@ def checked_rows(
 
 
 _SCALAR_CHECKS: dict[type, tuple[type, ...]] = {
-    float: (float, int), int: (int,), bool: (bool,), str: (str,), datetime: (datetime,), timedelta: (timedelta,),
+    float: (float, int),
+    int: (int,),
+    bool: (bool,),
+    str: (str,),
+    datetime: (datetime,),
+    timedelta: (timedelta,),
 }
 """The values each scalar field type takes from an item (an int in a float field is widened)."""
 
@@ -237,7 +245,10 @@ def _typed_payload(payload: Any, fields: list[FieldInfo], name: str, position: i
                 widened[f.name] = float(v)  # type: ignore[arg-type]  # an int here
             continue
         rule = message(
-            InputRule.FIELD_TYPE, field=f"{type(payload).__qualname__}.{f.name}", declared=f.dtype.__name__, got=v,
+            InputRule.FIELD_TYPE,
+            field=f"{type(payload).__qualname__}.{f.name}",
+            declared=f.dtype.__name__,
+            got=v,
             kind=type(v).__name__,
         )
         raise InputError(name, position, item, rule)
@@ -278,7 +289,9 @@ def _prepare_items(node: SourceNode, mode: TimestampMode, needs_arrival: bool) -
             payload = item.payload
             if not isinstance(payload, payload_type):
                 raise InputError(
-                    name, position, item,
+                    name,
+                    position,
+                    item,
                     message(InputRule.PAYLOAD_TYPE, expected=payload_type.__qualname__, got=type(payload).__qualname__),
                 )
             if typed_fields:
@@ -364,11 +377,31 @@ class Ingress:
     shared arrival clock and the list of rejections are saved once for the whole query.
     """
 
-    WIRING: ClassVar[frozenset[str]] = frozenset({
-        "name", "node", "has_policy", "adjust", "every_n", "period", "delay", "flush", "ordered",
-        "out_of_order", "late", "early", "key_of", "clock", "importers", "new_id", "rejected",
-        "emit_insert", "emit_end", "emit_cti", "emit_key_cti",
-    })
+    WIRING: ClassVar[frozenset[str]] = frozenset(
+        {
+            "name",
+            "node",
+            "has_policy",
+            "adjust",
+            "every_n",
+            "period",
+            "delay",
+            "flush",
+            "ordered",
+            "out_of_order",
+            "late",
+            "early",
+            "key_of",
+            "clock",
+            "importers",
+            "new_id",
+            "rejected",
+            "emit_insert",
+            "emit_end",
+            "emit_cti",
+            "emit_key_cti",
+        }
+    )
 
     def __init__(
         self,
@@ -465,6 +498,7 @@ class Ingress:
 
     def public_metrics(self, dt: Callable[[int], Any]) -> InputMetrics:
         """The metrics with the watermark delays as datetimes and timedeltas."""
+
         def delays(samples: list[tuple[int, int]]) -> list[tuple[Any, timedelta]]:
             return [(dt(c), timedelta(microseconds=c - w)) for c, w in samples]
 
@@ -475,8 +509,14 @@ class Ingress:
 
     # ---- events -------------------------------------------------------------------------
     def _reject(
-        self, rec: Prepared, rule: Rule, action: Action, admitted_as: Any = None,
-        bound: int | None = None, key: Any = None, late: Action | None = None,
+        self,
+        rec: Prepared,
+        rule: Rule,
+        action: Action,
+        admitted_as: Any = None,
+        bound: int | None = None,
+        key: Any = None,
+        late: Action | None = None,
     ) -> None:
         """On record: ``bound`` is the time the event was held against (the CTI by default);
         ``late``, what the late-arrival rule did first, if it applied."""
@@ -676,8 +716,11 @@ def item_kind_rule(shape: EventShape, item: object) -> RuleText:
     if other:
         rule += f": declare the input as EventShape.{other[0].name} for {type(item).__name__} items"
     elif is_record(item):
-        wrap = {EventShape.POINT: "Point(start, payload)", EventShape.INTERVAL: "Interval(start, end, payload)",
-                EventShape.EDGE: "EdgeStart(start, payload) and EdgeEnd(start, end, payload)"}[shape]
+        wrap = {
+            EventShape.POINT: "Point(start, payload)",
+            EventShape.INTERVAL: "Interval(start, end, payload)",
+            EventShape.EDGE: "EdgeStart(start, payload) and EdgeEnd(start, end, payload)",
+        }[shape]
         rule += f": a payload needs a lifetime, wrap it as {wrap}"
     return rule
 
@@ -734,4 +777,3 @@ def _take(open_edges: dict[int, list[list[Any]]], start: int, payload: Any) -> l
 
 def _nowhere(*_: Any) -> None:
     return None
-

@@ -205,7 +205,17 @@ class Collector(ops.Operator):
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         self.results.append(
-            KeyedResult(self.cti_now, start, end, payload, eid if self.ids else None, self.ranked, closes=self.window_end, waits=self.waiting, by_key=self.by_key)
+            KeyedResult(
+                self.cti_now,
+                start,
+                end,
+                payload,
+                eid if self.ids else None,
+                self.ranked,
+                closes=self.window_end,
+                waits=self.waiting,
+                by_key=self.by_key,
+            )
         )
         self.window_end = self.waiting = None
 
@@ -226,14 +236,25 @@ class Collector(ops.Operator):
 _W = WindowTimestamp
 KEYED_STAMPS: dict[type, dict[WindowTimestamp, WindowTimestamp]] = {
     HoppingWindow: {
-        _W.LIFETIME: _W.LIFETIME, _W.END: _W.END, _W.START: _W.LIFETIME, _W.CTI: _W.END,
-        _W.EARLIEST: _W.EARLIEST, _W.LATEST: _W.LATEST,  # results carrying their window's end beside the stamp (``closes``)
+        _W.LIFETIME: _W.LIFETIME,
+        _W.END: _W.END,
+        _W.START: _W.LIFETIME,
+        _W.CTI: _W.END,
+        _W.EARLIEST: _W.EARLIEST,
+        _W.LATEST: _W.LATEST,  # results carrying their window's end beside the stamp (``closes``)
     },
     SessionWindow: {_W.END: _W.END, _W.CTI: _W.END},
     CountWindow: {_W.END: _W.END, _W.LATEST: _W.LATEST, _W.CTI: _W.END},  # a count window's latest start is its last tick
     # A snapshot's results are start edges ended later, or points at the window's start or its
     # last tick: each released just past a time it carries (``released_from``).
-    SnapshotWindow: {_W.LIFETIME: _W.LIFETIME, _W.START: _W.START, _W.EARLIEST: _W.EARLIEST, _W.LATEST: _W.LATEST, _W.END: _W.END, _W.CTI: _W.END},
+    SnapshotWindow: {
+        _W.LIFETIME: _W.LIFETIME,
+        _W.START: _W.START,
+        _W.EARLIEST: _W.EARLIEST,
+        _W.LATEST: _W.LATEST,
+        _W.END: _W.END,
+        _W.CTI: _W.END,
+    },
 }
 """The windows with a keyed form, each result stamp they take mapped to the stamp a key's
 operator computes with: one from whose results the CTI that released each follows, whoever
@@ -493,7 +514,9 @@ def restamp(window: p.WindowNode, start: int, end: int, released_by: int | None,
     the one rule)."""
     if KEYED_STAMPS[type(window.spec)][window.timestamp] is window.timestamp:
         return start, end
-    assert released_by is not None or window.timestamp is not WindowTimestamp.CTI, "a window stamped at the releasing CTI keeps no substream key"
+    assert released_by is not None or window.timestamp is not WindowTimestamp.CTI, (
+        "a window stamped at the releasing CTI keeps no substream key"
+    )
     t = ops.stamp(window.timestamp, start, end, None, NEG_INF if released_by is None else released_by, last_finite)
     return t, t + 1
 
@@ -632,7 +655,9 @@ class KeyedOperator:
         StatePickler(buffer).dump(state_of(self.operator, self.operator.WIRING))
         return buffer.getvalue()
 
-    def run(self, state: bytes | None, items: Iterable[KeyedItem], shared: Mapping[str, Any] | None = None) -> tuple[list[KeyedResult], bytes]:
+    def run(
+        self, state: bytes | None, items: Iterable[KeyedItem], shared: Mapping[str, Any] | None = None
+    ) -> tuple[list[KeyedResult], bytes]:
         """Put the key's ``state`` (None: a key not seen before) into the operator, combine
         ``shared`` into it, push ``items`` in order: the results released, and the state after."""
         if self.partner is not None:

@@ -141,7 +141,6 @@ class RowFeed:
             return rows - 1
         return rows
 
-
     def _gapless(self, node: SourceNode, table: Any) -> Any:
         """The rows that continue the dense order without a gap (with those held before);
         the rest is held. A value given to a row before is an ``InputError`` (ORDER_REPEAT)
@@ -161,8 +160,10 @@ class RowFeed:
                 continue  # nulls sort last; read_columns names them once they are reached
             if value < first:
                 where = f"lower than {first!r}, where the column starts counting (dense_order_from)"
-                words = RuleText(f"its {source.order!r} value {value!r} is {where}: the column counts the input's rows "
-                                 f"from {first!r}, one number each", InputRule.ORDER_BACK)
+                words = RuleText(
+                    f"its {source.order!r} value {value!r} is {where}: the column counts the input's rows from {first!r}, one number each",
+                    InputRule.ORDER_BACK,
+                )
                 raise InputError(node.name, self.next_position, table.slice(row, 1).to_pylist()[0], words)
             if value < expected:
                 where = f"item #{value - first}, taken in an earlier micro-batch"
@@ -357,9 +358,11 @@ class LiveEngine:
         """Each input's counts so far (watermark samples come through ``take``)."""
         out: dict[str, InputMetrics] = {}
         for ingress in self.ingresses:
-            metrics = attrs.evolve(ingress.metrics, watermark_delays=[], substreams={
-                k: attrs.evolve(v, watermark_delays=[]) for k, v in ingress.metrics.substreams.items()
-            })
+            metrics = attrs.evolve(
+                ingress.metrics,
+                watermark_delays=[],
+                substreams={k: attrs.evolve(v, watermark_delays=[]) for k, v in ingress.metrics.substreams.items()},
+            )
             out[ingress.name] = metrics
         return out
 
@@ -380,8 +383,15 @@ class LiveEngine:
             "given_last": self.given_last,
             "attached": self.attached,
             "feeds": [
-                (f.sequence.last_arrival, f.sequence.open_edges, f.next_position, f.last_order, f.next_order, f.held,
-                 None if f.stamper is None else f.stamper.state())
+                (
+                    f.sequence.last_arrival,
+                    f.sequence.open_edges,
+                    f.next_position,
+                    f.last_order,
+                    f.next_order,
+                    f.held,
+                    None if f.stamper is None else f.stamper.state(),
+                )
                 for f in self.feeds
             ],
         }
@@ -448,7 +458,7 @@ def put_state(obj: object, state: dict[str, Any]) -> None:
 
 def _next_of(counter: itertools.count[int]) -> int:
     """The value ``next(counter)`` would give, without taking it."""
-    return int(repr(counter)[len("count("):-1])
+    return int(repr(counter)[len("count(") : -1])
 
 
 class StatePickler(pickle.Pickler):

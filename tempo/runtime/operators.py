@@ -561,8 +561,21 @@ class Window(Operator):
     EAGER_WINDOWS = 64
     SHARED = {"t_max": max}  # where open lifetimes end when the input ends: over every group's events
     WIRING = Operator.WIRING | {
-        "keys_count", "substream_index", "spec", "_k_lo", "_k_hi", "key_fn", "values_fn", "accumulator",
-        "projection", "to_datetime", "new_id", "timestamp", "with_start", "passes_ctis", "tell_window",
+        "keys_count",
+        "substream_index",
+        "spec",
+        "_k_lo",
+        "_k_hi",
+        "key_fn",
+        "values_fn",
+        "accumulator",
+        "projection",
+        "to_datetime",
+        "new_id",
+        "timestamp",
+        "with_start",
+        "passes_ctis",
+        "tell_window",
     }
 
     def __init__(
@@ -695,7 +708,8 @@ class Window(Operator):
             return False
         next_k = NEG_INF if self.next_k is None else self.next_k
         return (
-            all(t <= self.in_cti for t in self.key_in.values()) and all(t <= self.out_cti for t in self.key_out.values())
+            all(t <= self.in_cti for t in self.key_in.values())
+            and all(t <= self.out_cti for t in self.key_out.values())
             and all(k <= next_k for k in self.key_next.values())
         )
 

@@ -114,6 +114,13 @@ class ResultAssembly(Generic[T]):
     ) -> Result[T]:
         """The result, with the output's CTIs (``ctis``, in ticks) and each input's metrics and rejections."""
         return Result(
-            self.events, [self.dt(t) for t in ctis], metrics, rejected, self.raw, self.substream_ctis, withheld,
-            payload_type, input_types,
+            self.events,
+            [self.dt(t) for t in ctis],
+            metrics,
+            rejected,
+            self.raw,
+            self.substream_ctis,
+            withheld,
+            payload_type,
+            input_types,
         )

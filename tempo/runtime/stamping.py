@@ -48,7 +48,9 @@ class Stamper:
         clock = getattr(self.notion, "clock", None)
         if isinstance(clock, ScriptedClock):
             if self.used >= len(clock.times):
-                raise InputError(self.name, rec[5], rec[6], "the ScriptedClock has no reading left for this item", InputRule.CLOCK_EXHAUSTED)
+                raise InputError(
+                    self.name, rec[5], rec[6], "the ScriptedClock has no reading left for this item", InputRule.CLOCK_EXHAUSTED
+                )
             self.used += 1
             return to_ticks(clock.times[self.used - 1])
         assert isinstance(clock, SystemClock)
@@ -62,7 +64,10 @@ class Stamper:
                 continue
             if kind == CTI:
                 raise InputError(
-                    self.name, position, item, f"an input in {self.notion.domain.value} takes no Cti items: its CTIs follow its stamps",
+                    self.name,
+                    position,
+                    item,
+                    f"an input in {self.notion.domain.value} takes no Cti items: its CTIs follow its stamps",
                     InputRule.STAMPED_CTI,
                 )
             reading = self._reading(rec)

@@ -51,7 +51,12 @@ class Compiler:
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
     def __init__(
-        self, spark: SparkSession, query: Query, replay: CtiReplay, inputs: dict[str, DataFrame], spans: dict[str, Span] | None = None,
+        self,
+        spark: SparkSession,
+        query: Query,
+        replay: CtiReplay,
+        inputs: dict[str, DataFrame],
+        spans: dict[str, Span] | None = None,
     ) -> None:
         """``spans``: where the inputs the driver read lie in time (``Span``)."""
         self.spark, self.query, self.replay, self.inputs = spark, query, replay, inputs
@@ -425,8 +430,12 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
     cov = cov.withColumn("__total", F.greatest(F.col("__lo"), F.coalesce(F.max("__ce").over(Window.partitionBy("__lid")), F.col("__lo"))))
     cov = cov.withColumn("__rn", F.row_number().over(by_left))
     payload = [F.col(f"`__l_{n}`").alias(n) for n in field_names(node.payload_type)]
-    inner = cov.filter(F.col("__cs") > F.col("__prev")).select(F.col("__prev").alias("__gs"), F.col("__cs").alias("__ge"), le.alias("__le"), F.col("__hi"), F.col("__cut"), *payload)
-    tail = cov.filter((F.col("__rn") == 1) & (F.col("__total") < F.col("__hi"))).select(F.col("__total").alias("__gs"), F.col("__hi").alias("__ge"), le.alias("__le"), F.col("__hi"), F.col("__cut"), *payload)
+    inner = cov.filter(F.col("__cs") > F.col("__prev")).select(
+        F.col("__prev").alias("__gs"), F.col("__cs").alias("__ge"), le.alias("__le"), F.col("__hi"), F.col("__cut"), *payload
+    )
+    tail = cov.filter((F.col("__rn") == 1) & (F.col("__total") < F.col("__hi"))).select(
+        F.col("__total").alias("__gs"), F.col("__hi").alias("__ge"), le.alias("__le"), F.col("__hi"), F.col("__cut"), *payload
+    )
     gaps = inner.unionByName(tail).filter(F.col("__gs") < F.lit(cti))
     left_may_end_first = (F.col("__le") >= F.lit(INF)) & (F.lit(left_cti) < F.col("__ge"))
     still_open = ((F.col("__ge") == F.col("__hi")) & ~(F.col("__le") <= F.lit(right_cti)) & ~F.col("__cut")) | left_may_end_first

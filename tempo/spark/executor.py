@@ -49,9 +49,7 @@ class SparkExecutor:
     (``tempo.spark.compiler``). ``to_dataframe`` keeps the result lazy.
     """
 
-    def __init__(
-        self, spark: SparkSession, local_items: int = ingress.LOCAL_ITEMS, local_scan_rows: int = ingress.LOCAL_SCAN_ROWS
-    ) -> None:
+    def __init__(self, spark: SparkSession, local_items: int = ingress.LOCAL_ITEMS, local_scan_rows: int = ingress.LOCAL_SCAN_ROWS) -> None:
         """``local_items``: item lists up to this size are admitted on the driver (0: never).
         ``local_scan_rows``: tables up to this many rows whose narrow columns the driver can
         read are scanned there, when the scan applies (``tempo.spark.ingress.local_scan``;
@@ -107,7 +105,9 @@ class SparkExecutor:
             by_input[names[r["__input"]]].append(r)
         return out, by_input
 
-    def _finish(self, prepared: _Prepared, by_input: dict[str, list[Any]], with_items: bool = True) -> dict[str, tuple[InputMetrics, list[Any]]]:
+    def _finish(
+        self, prepared: _Prepared, by_input: dict[str, list[Any]], with_items: bool = True
+    ) -> dict[str, tuple[InputMetrics, list[Any]]]:
         """Metrics and rejections of every input (raising for bad input admitted in Spark)."""
         out: dict[str, tuple[InputMetrics, list[Any]]] = {}
         for s in prepared.query.sources:
@@ -244,6 +244,8 @@ def _withheld_summary(spark: SparkSession, prepared: _Prepared, cols: list[Colum
     withheld = flushed.filter(~released).select(*cols)
     payload = [F.col(f"`{c}`") for c in withheld.columns[2:]]
     evaluated = F.max(F.xxhash64(*payload) if payload else F.lit(0))
-    return withheld.agg(
-        F.min(F.col(S)).alias(S), F.count(F.lit(1)).alias(E), evaluated.alias(_EVALUATED)
-    ).withColumn(_WITHHELD, F.lit(True)).select(S, E, _WITHHELD, _EVALUATED)
+    return (
+        withheld.agg(F.min(F.col(S)).alias(S), F.count(F.lit(1)).alias(E), evaluated.alias(_EVALUATED))
+        .withColumn(_WITHHELD, F.lit(True))
+        .select(S, E, _WITHHELD, _EVALUATED)
+    )

@@ -105,7 +105,9 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
 
                 table = table.set_column(i, f.name, table.column(i).cast(pa.int64()))
         return spark.createDataFrame(table)
-    raise UnsupportedError("Spark", repr(source), "it is not a table source the Spark executor knows (Parquet, CSV, JSON, Arrow, DataFrame, catalog table)")
+    raise UnsupportedError(
+        "Spark", repr(source), "it is not a table source the Spark executor knows (Parquet, CSV, JSON, Arrow, DataFrame, catalog table)"
+    )
 
 
 def arrow_types(source: TableSource[Any]) -> dict[str, Any]:

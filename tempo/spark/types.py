@@ -33,7 +33,11 @@ def spark_type(tp: type) -> st.DataType:
         return _SCALARS[tp]
     if is_record_type(tp):
         return payload_schema(tp)
-    raise UnsupportedError("Spark", f"a payload field of type {getattr(tp, '__qualname__', tp)!r}", "it has no column type for it (supported: bool, int, float, str, datetime, timedelta and records)")
+    raise UnsupportedError(
+        "Spark",
+        f"a payload field of type {getattr(tp, '__qualname__', tp)!r}",
+        "it has no column type for it (supported: bool, int, float, str, datetime, timedelta and records)",
+    )
 
 
 def field_type(f: FieldInfo) -> st.DataType:
@@ -50,6 +54,7 @@ def payload_schema(cls: type) -> st.StructType:
 
 def wire_schema(cls: type) -> st.StructType:
     """The schema payload values are shipped in from the driver: datetimes as longs."""
+
     def wired(f: FieldInfo) -> st.DataType:
         if f.dtype is datetime:
             return st.LongType()

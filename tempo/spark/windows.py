@@ -36,8 +36,16 @@ if TYPE_CHECKING:
 
 K = p.AggregateKind
 _SIMPLE_COLUMNS: dict[p.AggregateKind, Callable[[Column], Column]] = {
-    K.SUM: F.sum, K.AVG: F.avg, K.MIN: F.min, K.MAX: F.max, K.VAR: F.var_samp, K.VAR_POP: F.var_pop,
-    K.STDDEV: F.stddev_samp, K.STDDEV_POP: F.stddev_pop, K.FIRST: F.min, K.LAST: F.max,
+    K.SUM: F.sum,
+    K.AVG: F.avg,
+    K.MIN: F.min,
+    K.MAX: F.max,
+    K.VAR: F.var_samp,
+    K.VAR_POP: F.var_pop,
+    K.STDDEV: F.stddev_samp,
+    K.STDDEV_POP: F.stddev_pop,
+    K.FIRST: F.min,
+    K.LAST: F.max,
 }
 
 
@@ -240,7 +248,9 @@ def _hopping(c: Compiler, node: p.WindowNode) -> DataFrame:
                 spans = spans.filter(F.col("__klo") <= F.col("__khi"))
             exploded = spans.select(
                 F.explode(F.sequence(F.col("__klo"), F.col("__khi"))).alias("__k"),
-                *key_names(node), *_value_names(node), *(["__s"] if starts else []),
+                *key_names(node),
+                *_value_names(node),
+                *(["__s"] if starts else []),
             )
         extra = [F.min("__s").alias("__lo"), F.max("__s").alias("__hi")] if starts else []
         # Group keys before the window index: measured 1.6x faster than the other order on the
@@ -251,7 +261,11 @@ def _hopping(c: Compiler, node: p.WindowNode) -> DataFrame:
 
 
 _MERGED: dict[p.AggregateKind, Callable[[Column], Column]] = {
-    K.SUM: F.sum, K.MIN: F.min, K.MAX: F.max, K.FIRST: F.min, K.LAST: F.max,
+    K.SUM: F.sum,
+    K.MIN: F.min,
+    K.MAX: F.max,
+    K.FIRST: F.min,
+    K.LAST: F.max,
 }
 """Aggregates whose value over a window is the same aggregate of its panes' values."""
 
@@ -323,7 +337,9 @@ def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
     cti = c.final_cti(node.input)
     end = _ended(c, node, df, cti)
     gap = spec.gap
-    rows = df.select(F.col(S).alias("__s"), F.when(end >= INF, F.lit(INF)).otherwise(end - 1).alias("__last"), *key_columns(node), *_values(node))
+    rows = df.select(
+        F.col(S).alias("__s"), F.when(end >= INF, F.lit(INF)).otherwise(end - 1).alias("__last"), *key_columns(node), *_values(node)
+    )
     keys = key_names(node)
     ordered = Window.partitionBy(*keys).orderBy("__s")
     if c.query.longest_lifetime(node.input) == 1:  # points: the latest last tick before is the previous start
@@ -366,7 +382,9 @@ def _count(c: Compiler, node: p.WindowNode) -> DataFrame:
     if cti < INF:
         df = df.filter(F.col(S) < F.lit(cti))
     names = field_names(node.input.payload_type)
-    rows = df.select(F.col(S).alias("__s"), *key_columns(node), *_values(node), *[F.col(f"`{n}`").alias(f"__o{i}") for i, n in enumerate(names)])
+    rows = df.select(
+        F.col(S).alias("__s"), *key_columns(node), *_values(node), *[F.col(f"`{n}`").alias(f"__o{i}") for i, n in enumerate(names)]
+    )
     payload = [F.col(f"__o{i}").asc_nulls_first() for i in range(len(names))]
     rank = F.row_number().over(Window.partitionBy(*key_names(node)).orderBy(F.col("__s"), *payload)) - 1
     size, slide = spec.size, spec.slide
@@ -376,10 +394,10 @@ def _count(c: Compiler, node: p.WindowNode) -> DataFrame:
     else:
         lo = F.greatest(F.lit(0), F.floor((F.col("__r") - F.lit(size)) / slide) + 1)
         hi = F.floor(F.col("__r") / slide)
-        rows = rows.filter(lo <= hi).select(
-            F.explode(F.sequence(lo, hi)).alias("__k"), "__s", *key_names(node), *_value_names(node)
-        )
-    grouped = _grouped(node, rows, [*key_names(node), "__k"], [F.count(F.lit(1)).alias("__n"), F.min("__s").alias("__ws"), F.max("__s").alias("__hi")])
+        rows = rows.filter(lo <= hi).select(F.explode(F.sequence(lo, hi)).alias("__k"), "__s", *key_names(node), *_value_names(node))
+    grouped = _grouped(
+        node, rows, [*key_names(node), "__k"], [F.count(F.lit(1)).alias("__n"), F.min("__s").alias("__ws"), F.max("__s").alias("__hi")]
+    )
     full = grouped.filter(F.col("__n") == F.lit(size)).withColumn("__we", F.col("__hi") + 1)
     return results(c, node, full, strict=True, done="__hi")
 
@@ -397,9 +415,11 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> DataFrame:
     end = _ended(c, node, df, cti)
     keys = key_names(node)
     events = df.select(F.col(S).alias("__s"), end.alias("__e"), *key_columns(node), *_values(node))
-    points = events.select(*keys, F.col("__s").alias("__p")).unionByName(
-        events.filter(F.col("__e") < INF).select(*keys, F.col("__e").alias("__p"))
-    ).distinct()
+    points = (
+        events.select(*keys, F.col("__s").alias("__p"))
+        .unionByName(events.filter(F.col("__e") < INF).select(*keys, F.col("__e").alias("__p")))
+        .distinct()
+    )
     points = points.withColumn("__q", F.lead("__p").over(Window.partitionBy(*keys).orderBy("__p")))
     if cti < INF:
         points = points.filter(F.col("__p") < F.lit(cti))
@@ -466,11 +486,16 @@ def _empty(c: Compiler, node: p.WindowNode) -> DataFrame:
     from tempo.spark.types import payload_schema
 
     base = c.relation(node.input).limit(0)
-    return base.select(F.lit(0).cast("long").alias(S), F.lit(0).cast("long").alias(E), *[
-        F.lit(None).cast(t.dataType).alias(t.name) for t in payload_schema(node.payload_type).fields
-    ])
+    return base.select(
+        F.lit(0).cast("long").alias(S),
+        F.lit(0).cast("long").alias(E),
+        *[F.lit(None).cast(t.dataType).alias(t.name) for t in payload_schema(node.payload_type).fields],
+    )
 
 
 _KINDS: dict[type, Callable[[Any, p.WindowNode], DataFrame]] = {
-    HoppingWindow: _hopping, SessionWindow: _session, CountWindow: _count, SnapshotWindow: _snapshot,
+    HoppingWindow: _hopping,
+    SessionWindow: _session,
+    CountWindow: _count,
+    SnapshotWindow: _snapshot,
 }

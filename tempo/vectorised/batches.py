@@ -44,7 +44,17 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 from tempo.runtime.bulk import (
-    BatchPlan, BulkShape, FrontierCut, JoinAfter, JoinBefore, Partial, Position, apply_batch, frontier_cut, join_before, plan_batch,
+    BatchPlan,
+    BulkShape,
+    FrontierCut,
+    JoinAfter,
+    JoinBefore,
+    Partial,
+    Position,
+    apply_batch,
+    frontier_cut,
+    join_before,
+    plan_batch,
     plan_order,
 )
 from tempo.runtime.ingress import HEARTBEAT, INTERVAL, POINT
@@ -99,7 +109,9 @@ class VectorisedBatches:
         for node in shape.sources:
             if not _scalar_table(node):
                 raise UnsupportedError(
-                    EXECUTOR, f"input {node.name!r}", "it reads a live batch column by column only into a payload class of "
+                    EXECUTOR,
+                    f"input {node.name!r}",
+                    "it reads a live batch column by column only into a payload class of "
                     "scalar fields that only stores them (no validators, converters or __init__ of its own)",
                 )
         self.query, self.shape = query, shape
@@ -121,8 +133,13 @@ class VectorisedBatches:
         return True
 
     def _compute(
-        self, engine: LiveEngine, tables: Sequence[Any],
-    ) -> tuple[list[BatchPlan], FrontierCut, dict[tuple[int, int], Any], list[Partial], int | None, int, tuple[JoinBefore, JoinAfter] | None] | None:
+        self,
+        engine: LiveEngine,
+        tables: Sequence[Any],
+    ) -> (
+        tuple[list[BatchPlan], FrontierCut, dict[tuple[int, int], Any], list[Partial], int | None, int, tuple[JoinBefore, JoinAfter] | None]
+        | None
+    ):
         """What ``apply_batch`` takes for the batch, the engine left as it is; None when the
         batch must go item by item."""
         frames: list[pl.DataFrame] = []
@@ -136,7 +153,13 @@ class VectorisedBatches:
             frame = frames[index]
             arrivals = frame[ARR].to_numpy() if frame[ARR].dtype != pl.Null else None
             plan = plan_batch(
-                engine, index, frame[KIND].to_numpy(), frame[S].to_numpy(), frame[E].to_numpy(), arrivals, frame[ORDER].to_numpy(),
+                engine,
+                index,
+                frame[KIND].to_numpy(),
+                frame[S].to_numpy(),
+                frame[E].to_numpy(),
+                arrivals,
+                frame[ORDER].to_numpy(),
                 None if exporter is None else planned[exporter],
             )
             if isinstance(plan, str):
@@ -191,14 +214,23 @@ class VectorisedBatches:
         arrival = ticks(source.arrival) if source.arrival else None
         order = _ticks_of(schema, 0)(source.order)  # the values item by item keeps (``order_value``)
         kind = kind_codes(node, schema)
-        if order is None or kind is None or start is None or (source.arrival and arrival is None) or (node.shape is EventShape.INTERVAL and end is None):
+        if (
+            order is None
+            or kind is None
+            or start is None
+            or (source.arrival and arrival is None)
+            or (node.shape is EventShape.INTERVAL and end is None)
+        ):
             return None
         event = POINT if node.shape is EventShape.POINT else INTERVAL
         required = [f.name for f in record_fields(node.payload_type) if not f.nullable]
         k, own = pl.col(KIND), pl.col("__start")
         rows = frame.select(
-            pl.int_range(pl.len(), dtype=pl.Int64).alias(ROW), order.alias(ORDER), kind.alias(KIND),
-            start.alias("__start"), (end if end is not None else start + 1).alias("__end"),
+            pl.int_range(pl.len(), dtype=pl.Int64).alias(ROW),
+            order.alias(ORDER),
+            kind.alias(KIND),
+            start.alias("__start"),
+            (end if end is not None else start + 1).alias("__end"),
             (arrival if arrival is not None else pl.lit(None)).alias(ARR),
             pl.any_horizontal(pl.lit(False), *[pl.col(n).is_null() for n in required]).alias("__null"),
             *_payload_columns(node, schema),
@@ -233,9 +265,9 @@ class VectorisedBatches:
             kept.append(frame.filter(pl.Series(keep)))
         # The merged arrival order: (arrival, input, order); without arrival times every item
         # is at the earliest arrival, so the inputs come in declaration order.
-        arrivals = np.concatenate([
-            f[ARR].to_numpy().astype(np.int64) if f[ARR].dtype != pl.Null else np.full(f.height, NEG_INF, np.int64) for f in kept
-        ])
+        arrivals = np.concatenate(
+            [f[ARR].to_numpy().astype(np.int64) if f[ARR].dtype != pl.Null else np.full(f.height, NEG_INF, np.int64) for f in kept]
+        )
         inputs = np.concatenate([np.full(f.height, i, np.int64) for i, f in enumerate(kept)])
         orders = np.concatenate([f[ORDER].to_numpy() for f in kept])
         by_place = np.lexsort((orders, inputs, arrivals))
@@ -243,8 +275,13 @@ class VectorisedBatches:
         rank[by_place] = np.arange(len(orders))
         bounds = np.cumsum([0, *(f.height for f in kept)])
         events = {
-            node.name: f.with_columns(pl.Series(FIRST, rank[bounds[i]:bounds[i + 1]])).lazy().select(
-                pl.col(S), pl.col(E), pl.col(FIRST), *[pl.col(n) for n in field_names(node.payload_type)],
+            node.name: f.with_columns(pl.Series(FIRST, rank[bounds[i] : bounds[i + 1]]))
+            .lazy()
+            .select(
+                pl.col(S),
+                pl.col(E),
+                pl.col(FIRST),
+                *[pl.col(n) for n in field_names(node.payload_type)],
             )
             for i, (node, f) in enumerate(zip(self.shape.sources, kept))
         }
@@ -288,20 +325,28 @@ class VectorisedBatches:
         fresh_pair = (lpos >= first) | (rpos >= first)  # two held events were paired before
         candidates = matched(join, prefixed(sides[0], "__l_"), prefixed(sides[1], "__r_")).filter((ls < re) & (rs < le) & fresh_pair)
         pairs = candidates.with_columns(
-            pl.max_horizontal(ls, rs).alias("__start"), pl.max_horizontal(lpos, rpos).alias("__later"),
+            pl.max_horizontal(ls, rs).alias("__start"),
+            pl.max_horizontal(lpos, rpos).alias("__later"),
             pl.min_horizontal(lpos, rpos).alias("__earlier"),
         ).collect()
         out = before.out_cti
         waiting = pairs.filter(pl.col("__start") >= out)
         payloads = [
-            payload_objects(waiting.select(pl.col(f"{prefix}{n}").alias(n) for n in field_names(node.payload_type)), node.payload_type, naive)
+            payload_objects(
+                waiting.select(pl.col(f"{prefix}{n}").alias(n) for n in field_names(node.payload_type)), node.payload_type, naive
+            )
             for prefix, node in (("__l_", join.left), ("__r_", join.right))
         ]
         pending = [
             ((position(later), position(earlier)), l_s, l_e, l_p, r_s, r_e, r_p)
             for later, earlier, l_s, l_e, r_s, r_e, l_p, r_p in zip(
-                waiting["__later"], waiting["__earlier"], waiting[f"__l_{S}"], waiting[f"__l_{E}"], waiting[f"__r_{S}"],
-                waiting[f"__r_{E}"], *payloads,
+                waiting["__later"],
+                waiting["__earlier"],
+                waiting[f"__l_{S}"],
+                waiting[f"__l_{E}"],
+                waiting[f"__r_{S}"],
+                waiting[f"__r_{E}"],
+                *payloads,
             )
         ]
         # What the window receives: the waiting pairs the batch releases, then the batch's own
@@ -310,14 +355,26 @@ class VectorisedBatches:
         released = pairs.lazy().filter(pl.col("__start") < out)
         names = [S, E, "__old", "__later", "__earlier", *field_names(join.payload_type)]
         new = released.select(
-            pl.col("__start").alias(S), pl.min_horizontal(le, re).alias(E), pl.lit(1).alias("__old"), pl.col("__later"),
-            pl.col("__earlier"), *record_exprs(join.projection, Scope(("__l_", "__r_"))),
+            pl.col("__start").alias(S),
+            pl.min_horizontal(le, re).alias(E),
+            pl.lit(1).alias("__old"),
+            pl.col("__later"),
+            pl.col("__earlier"),
+            *record_exprs(join.projection, Scope(("__l_", "__r_"))),
         )
-        old = events_frame(join.payload_type, before.released).lazy().with_columns(
-            pl.lit(0).alias("__old"), pl.int_range(pl.len(), dtype=pl.Int64).alias("__later"), pl.lit(0, pl.Int64).alias("__earlier"),
+        old = (
+            events_frame(join.payload_type, before.released)
+            .lazy()
+            .with_columns(
+                pl.lit(0).alias("__old"),
+                pl.int_range(pl.len(), dtype=pl.Int64).alias("__later"),
+                pl.lit(0, pl.Int64).alias("__earlier"),
+            )
         )
         emitted = pl.concat([old.select(names), new.select(names)]).sort(S, "__old", "__later", "__earlier")
-        compiler.built[id(join)] = emitted.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(FIRST)).drop("__old", "__later", "__earlier")
+        compiler.built[id(join)] = emitted.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(FIRST)).drop(
+            "__old", "__later", "__earlier"
+        )
         found = _partials(self.shape.window, compiler.relation(self.shape.window.input), _renamed(compiler, join))
         return found, JoinAfter(held, pending, pairs.height - waiting.height)
 
@@ -335,11 +392,17 @@ def _partials(window: p.WindowNode, df: pl.LazyFrame, renamed: int) -> Found | N
     names = [f"__key{i}" for i in range(len(keys))]
     values = [  # sums of integers exactly, as the engine's state keeps them
         (expr(a.arg, Scope()).cast(pl.Int128) if a.wide_integers else expr(a.arg, Scope())).alias(f"__v{i}")
-        for i, a in enumerate(window.aggregates) if a.arg is not None
+        for i, a in enumerate(window.aggregates)
+        if a.arg is not None
     ]
     spans = df.select(
-        pl.col(S), pl.col(E), pl.col(FIRST), grid.first_window(pl.col(S)).alias("__klo"), grid.last_window(pl.col(E)).alias("__khi"),
-        *keys, *values,
+        pl.col(S),
+        pl.col(E),
+        pl.col(FIRST),
+        grid.first_window(pl.col(S)).alias("__klo"),
+        grid.last_window(pl.col(E)).alias("__khi"),
+        *keys,
+        *values,
     ).collect()
     if not spans.height:
         return [], None, renamed
@@ -358,18 +421,24 @@ def _partials(window: p.WindowNode, df: pl.LazyFrame, renamed: int) -> Found | N
         else:  # mergeable kinds only (bulk_shape): sum, min, max, with nulls and NaN as over the values
             aggs.append(_AGGREGATES[a.kind](v, a).alias(f"__a{i}"))
             parts.append((f"__a{i}",))
-    exploded = spans.lazy().filter(pl.col("__klo") <= pl.col("__khi")).with_columns(
-        pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k")
-    ).explode("__k")
+    exploded = (
+        spans.lazy()
+        .filter(pl.col("__klo") <= pl.col("__khi"))
+        .with_columns(pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k"))
+        .explode("__k")
+    )
     grouped = exploded.group_by("__k", *names).agg(aggs).collect()
     column = {name: grouped[name].to_list() for name in grouped.columns}
-    value_columns = [
-        column[c[0]] if len(c) == 1 else [(t if n else 0, n) for t, n in zip(column[c[0]], column[c[1]])] for c in parts
-    ]
-    partials: list[Partial] = list(zip(
-        column["__k"], zip(*[column[n] for n in names]) if names else itertools.repeat(()), column["__first"], column["__n"],
-        zip(*value_columns) if value_columns else itertools.repeat(()),
-    ))
+    value_columns = [column[c[0]] if len(c) == 1 else [(t if n else 0, n) for t, n in zip(column[c[0]], column[c[1]])] for c in parts]
+    partials: list[Partial] = list(
+        zip(
+            column["__k"],
+            zip(*[column[n] for n in names]) if names else itertools.repeat(()),
+            column["__first"],
+            column["__n"],
+            zip(*value_columns) if value_columns else itertools.repeat(()),
+        )
+    )
     return partials, max(int(s_max), int(e_max)), renamed
 
 

@@ -66,7 +66,11 @@ class Compiler:
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
     def __init__(
-        self, query: Query, replay: CtiReplay, inputs: dict[str, pl.LazyFrame], spans: dict[str, Callable[[], Span | None]] | None = None,
+        self,
+        query: Query,
+        replay: CtiReplay,
+        inputs: dict[str, pl.LazyFrame],
+        spans: dict[str, Callable[[], Span | None]] | None = None,
         carried: tuple[str, ...] = (),
     ) -> None:
         """``spans``: how to take where each table read column by column lies in time
@@ -253,7 +257,10 @@ def _on_buckets(c: Compiler, node: p.JoinNode) -> pl.LazyFrame | None:
     s, e = pl.col(f"{other}{S}"), pl.col(f"{other}{E}")
     lo, hi = pl.max_horizontal(s, pl.lit(first)) // width, (pl.min_horizontal(e, pl.lit(last)) - 1) // width
     sides[other] = (
-        sides[other].filter((s < last) & (e > first)).with_columns(pl.int_ranges(lo, hi + 1).alias(f"{other}bucket")).explode(f"{other}bucket")
+        sides[other]
+        .filter((s < last) & (e > first))
+        .with_columns(pl.int_ranges(lo, hi + 1).alias(f"{other}bucket"))
+        .explode(f"{other}bucket")
     )
     return matched(node, sides["__l_"], sides["__r_"], buckets=True)
 
@@ -267,9 +274,11 @@ def _followed_by(c: Compiler, node: p.FollowedByNode) -> pl.LazyFrame:
     kept; a point at b.s, once the final CTI is past it."""
     ls, rs, w = pl.col(f"__l_{S}"), pl.col(f"__r_{S}"), node.within
     left = prefixed(c.relation(node.left), "__l_").with_row_index("__lid").with_columns((ls // w).alias("__bucket"))
-    right = prefixed(c.relation(node.right), "__r_").with_columns(
-        pl.concat_list([rs // w, rs // w - 1]).alias("__rbucket")
-    ).explode("__rbucket")
+    right = (
+        prefixed(c.relation(node.right), "__r_")
+        .with_columns(pl.concat_list([rs // w, rs // w - 1]).alias("__rbucket"))
+        .explode("__rbucket")
+    )
     pairs = matched(node, left.with_columns(pl.col("__bucket").alias("__lb")), right.with_columns(pl.col("__rbucket").alias("__rb")))
     pairs = pairs.filter((pl.col("__lb") == pl.col("__rb")) & (ls < rs) & (rs < ls + w))
     order = [rs, *[pl.col(f"__r_{n}") for n in field_names(node.right.payload_type)]]
@@ -288,7 +297,9 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
     cti, left_cti, right_cti = c.final_cti(node), c.final_cti(node.left), c.final_cti(node.right)
     ls, le = pl.col(f"__l_{S}"), pl.col(f"__l_{E}")
     left = prefixed(c.relation(node.left), "__l_").filter(ls < pl.lit(cti)).with_row_index("__lid")
-    left = left.with_columns(ls.alias("__lo"), pl.min_horizontal(le, pl.lit(right_cti)).alias("__hi")).filter(pl.col("__lo") < pl.col("__hi"))
+    left = left.with_columns(ls.alias("__lo"), pl.min_horizontal(le, pl.lit(right_cti)).alias("__hi")).filter(
+        pl.col("__lo") < pl.col("__hi")
+    )
     rs, re = pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
     # A right event starting at the right CTI itself (``rs == hi``) covers nothing before it
     # but ends the stretch reaching it: no right event can start before it.
@@ -301,9 +312,16 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
     cov = cov.with_columns(pl.max_horizontal(pl.col("__lo"), pl.coalesce(covered_before, pl.col("__lo"))).alias("__prev"))
     inner = cov.filter(pl.col("__cs") > pl.col("__prev")).select("__lid", pl.col("__prev").alias("__gs"), pl.col("__cs").alias("__ge"))
     total = cov.group_by("__lid").agg(pl.col("__ce").max().alias("__total"))
-    tails = left.select("__lid", "__lo", "__hi").join(total, on="__lid", how="left").select(
-        "__lid", pl.max_horizontal(pl.col("__lo"), pl.coalesce(pl.col("__total"), pl.col("__lo"))).alias("__gs"), pl.col("__hi").alias("__ge")
-    ).filter(pl.col("__gs") < pl.col("__ge"))
+    tails = (
+        left.select("__lid", "__lo", "__hi")
+        .join(total, on="__lid", how="left")
+        .select(
+            "__lid",
+            pl.max_horizontal(pl.col("__lo"), pl.coalesce(pl.col("__total"), pl.col("__lo"))).alias("__gs"),
+            pl.col("__hi").alias("__ge"),
+        )
+        .filter(pl.col("__gs") < pl.col("__ge"))
+    )
     gaps = pl.concat([inner, tails]).filter(pl.col("__gs") < pl.lit(cti)).join(left, on="__lid", how="inner")
     gaps = gaps.join(cut, on="__lid", how="left")
     left_may_end_first = (le >= INF) & (pl.lit(left_cti) < pl.col("__ge"))
@@ -362,9 +380,7 @@ def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
     return v.cumulative_eval(_AGGREGATES[a.kind](pl.element(), a))
 
 
-_RUNNING = frozenset(
-    {K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST, K.COUNT_DISTINCT, K.COLLECT, K.PERCENTILE, K.PERCENTILE_APPROX}
-)
+_RUNNING = frozenset({K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST, K.COUNT_DISTINCT, K.COLLECT, K.PERCENTILE, K.PERCENTILE_APPROX})
 
 
 @compiles(p.AnalyticNode)
@@ -549,8 +565,10 @@ def _window(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     final CTI completed; ``_results`` stamps and projects them."""
     if c.final_bound(node.input) <= NEG_INF:
         schema = payload_schema(node.payload_type)
-        return c.relation(node.input).filter(pl.lit(False)).select(
-            pl.col(S), pl.col(E), *[pl.lit(None).cast(t).alias(n) for n, t in schema.items()]
+        return (
+            c.relation(node.input)
+            .filter(pl.lit(False))
+            .select(pl.col(S), pl.col(E), *[pl.lit(None).cast(t).alias(n) for n, t in schema.items()])
         )
     return _KINDS[type(node.spec)](c, node)
 
@@ -587,7 +605,9 @@ def _hopping(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
             spans = spans.filter(pl.col("__klo") <= pl.col("__khi"))
             exploded = spans.select(
                 pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k"),
-                *_key_names(node), *_value_names(node), *(["__s"] if starts else []),
+                *_key_names(node),
+                *_value_names(node),
+                *(["__s"] if starts else []),
             ).explode("__k")
         extra = [pl.col("__s").min().alias("__lo"), pl.col("__s").max().alias("__hi")] if starts else []
         grouped = _grouped(node, exploded, [*_key_names(node), "__k"], extra)
@@ -613,8 +633,12 @@ def _pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
         if a.kind is K.COUNT:
             merges.append(([pl.len().cast(pl.Int64).alias(f"__pa{i}_0")], part.sum()))
         elif a.kind is K.AVG:
-            merges.append(([v.sum().alias(f"__pa{i}_0"), v.count().alias(f"__pa{i}_1")],
-                           pl.when(count.sum() > 0).then(part.sum().cast(pl.Float64) / count.sum()).otherwise(None)))
+            merges.append(
+                (
+                    [v.sum().alias(f"__pa{i}_0"), v.count().alias(f"__pa{i}_1")],
+                    pl.when(count.sum() > 0).then(part.sum().cast(pl.Float64) / count.sum()).otherwise(None),
+                )
+            )
         elif a.kind in (K.SUM, K.MIN, K.MAX):
             merges.append(([_AGGREGATES[a.kind](v, a).alias(f"__pa{i}_0")], _AGGREGATES[a.kind](part, a)))
         else:
@@ -652,8 +676,12 @@ def _grouped(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], extra: list[
     for i, a in enumerate(node.aggregates):
         if a.kind is K.TOP:  # SQL's RANK within the group: the least position among equal values, plus one
             ranked_by = [f"__o{i}_{j}" for j in range(len(a.order))]
-            rows = rows.sort([*by, *ranked_by], descending=[False] * len(by) + list(a.descending),
-                             nulls_last=[False] * len(by) + list(a.descending), maintain_order=True)
+            rows = rows.sort(
+                [*by, *ranked_by],
+                descending=[False] * len(by) + list(a.descending),
+                nulls_last=[False] * len(by) + list(a.descending),
+                maintain_order=True,
+            )
             rows = rows.with_columns(pl.int_range(pl.len()).over(by).alias(f"__pos{i}"))
             rows = rows.with_columns((pl.col(f"__pos{i}").min().over([*by, *ranked_by]) + 1).alias(f"__rank{i}"))
             kept = pl.struct(pl.col(f"__rank{i}").cast(pl.Int64).alias("rank"), pl.col(f"__v{i}").alias("event"))
@@ -729,7 +757,9 @@ def _count(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
         lo = pl.max_horizontal(pl.lit(0), (pl.col("__r") - size) // slide + 1)
         hi = pl.col("__r") // slide
         rows = rows.filter(lo <= hi).select(pl.int_ranges(lo, hi + 1).alias("__k"), "__s", *keys, *_value_names(node)).explode("__k")
-    grouped = _grouped(node, rows, [*keys, "__k"], [pl.len().alias("__n"), pl.col("__s").min().alias("__ws"), pl.col("__s").max().alias("__hi")])
+    grouped = _grouped(
+        node, rows, [*keys, "__k"], [pl.len().alias("__n"), pl.col("__s").min().alias("__ws"), pl.col("__s").max().alias("__hi")]
+    )
     full = grouped.filter(pl.col("__n") == size).with_columns((pl.col("__hi") + 1).alias("__we"))
     return _results(c, node, full.with_columns(pl.col("__hi").alias("__done")), strict=True)
 
@@ -743,15 +773,21 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     end = _ended(c, node, df, cti)
     keys = _key_names(node)
     events = df.select(pl.col(S).alias("__s"), end.alias("__e"), *_keys(node), *_values(node)).with_row_index("__eid")
-    points = pl.concat([
-        events.select(*keys, pl.col("__s").alias("__p")),
-        events.filter(pl.col("__e") < INF).select(*keys, pl.col("__e").alias("__p")),
-    ]).unique().sort("__p")
+    points = (
+        pl.concat(
+            [
+                events.select(*keys, pl.col("__s").alias("__p")),
+                events.filter(pl.col("__e") < INF).select(*keys, pl.col("__e").alias("__p")),
+            ]
+        )
+        .unique()
+        .sort("__p")
+    )
     following = pl.col("__p").shift(-1)
     points = points.with_columns((following.over(keys) if keys else following).alias("__q"))
     if cti < INF:
         points = points.filter(pl.col("__p") < pl.lit(cti))
-    joined = (points.join(events, on=keys, how="inner", nulls_equal=True) if keys else points.join(events, how="cross"))
+    joined = points.join(events, on=keys, how="inner", nulls_equal=True) if keys else points.join(events, how="cross")
     joined = joined.filter((pl.col("__s") <= pl.col("__p")) & (pl.col("__e") > pl.col("__p")))
     grouped = _grouped(node, joined, [*keys, "__p", "__q"], [])
     final_end = pl.col("__q").is_not_null() & (pl.col("__q") < pl.lit(cti))
@@ -785,9 +821,14 @@ def _results(c: Compiler, node: p.WindowNode, rows: pl.LazyFrame, strict: bool) 
             at_infinity = pl.max_horizontal(we - 1, pl.lit(finite[-1])) if finite else we - 1  # ``operators.stamp``
             at = pl.when(pl.col("__cti") >= INF).then(at_infinity).otherwise(pl.col("__cti") - 1)
         until = at + 1
-    bounds = rows.select(ws.alias(S), we.alias(E), at.alias("__at"), until.alias("__until"), *_key_names(node), *[
-        f"__agg{i}" for i in range(len(node.aggregates))
-    ])
+    bounds = rows.select(
+        ws.alias(S),
+        we.alias(E),
+        at.alias("__at"),
+        until.alias("__until"),
+        *_key_names(node),
+        *[f"__agg{i}" for i in range(len(node.aggregates))],
+    )
     return bounds.select(pl.col("__at").alias(S), pl.col("__until").alias(E), *record_exprs(node.projection, Scope()))
 
 
@@ -800,5 +841,8 @@ def _completing_cti(c: Compiler, node: p.WindowNode, rows: pl.LazyFrame, strict:
 
 
 _KINDS: dict[type, Callable[[Compiler, p.WindowNode], pl.LazyFrame]] = {
-    HoppingWindow: _hopping, SessionWindow: _session, CountWindow: _count, SnapshotWindow: _snapshot,
+    HoppingWindow: _hopping,
+    SessionWindow: _session,
+    CountWindow: _count,
+    SnapshotWindow: _snapshot,
 }

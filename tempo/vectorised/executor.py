@@ -50,6 +50,7 @@ from tempo.vectorised.ingress import _columnar, _ingress
 
 T = TypeVar("T")
 
+
 class VectorisedExecutor:
     """Runs bounded queries as columnar polars plans, with the in-memory executor's results."""
 
@@ -111,9 +112,7 @@ class VectorisedExecutor:
         out = compiler.output().collect()
         withheld = _withheld(query, replay, inputs, compiler)
         payload_type = stream.payload_type
-        decoded = sorted(
-            zip(out[S].to_list(), out[E].to_list(), payload_objects(out, payload_type, naive)), key=lambda ev: (ev[0], ev[1])
-        )
+        decoded = sorted(zip(out[S].to_list(), out[E].to_list(), payload_objects(out, payload_type, naive)), key=lambda ev: (ev[0], ev[1]))
 
         def dt(t: int) -> datetime:
             return from_ticks(t, naive)
@@ -125,8 +124,12 @@ class VectorisedExecutor:
         assembly.released(release_order(decoded, messages, None if key is None else compile_expression(key, 1)), messages)
         metrics = _metrics(query, replay, counts, dt)
         result = assembly.result(
-            ctis, metrics, [rejection(r, dt) for r in replay.rejected], payload_type,
-            {s.name: s.payload_type for s in query.sources}, None if withheld is None else Withheld(withheld[1], dt(withheld[0])),
+            ctis,
+            metrics,
+            [rejection(r, dt) for r in replay.rejected],
+            payload_type,
+            {s.name: s.payload_type for s in query.sources},
+            None if withheld is None else Withheld(withheld[1], dt(withheld[0])),
         )
         warn_withheld(result)
         return result
@@ -146,7 +149,8 @@ def _metrics(query: Query, replay: CtiReplay, counts: dict[str, EventCounts], dt
             moved = m.substreams
             m.substreams = {
                 key: attrs.evolve(sub, ctis_generated=moved[key].ctis_generated, watermark_delays=moved[key].watermark_delays)
-                if key in moved else sub
+                if key in moved
+                else sub
                 for key, sub in c.substreams.items()
             }
         metrics[s.name] = m

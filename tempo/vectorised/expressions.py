@@ -44,7 +44,8 @@ def value_type(tp: type, name: str) -> Any:
     if is_record_type(tp):
         return pl.Struct({f.name: polars_type(f) for f in record_fields(tp)})
     raise UnsupportedError(
-        EXECUTOR, f"a payload field {name!r} of type {getattr(tp, '__qualname__', tp)}",
+        EXECUTOR,
+        f"a payload field {name!r} of type {getattr(tp, '__qualname__', tp)}",
         "it has columns for bool, int, float, str, datetime, timedelta, records and lists of them",
     )
 
@@ -172,8 +173,12 @@ def numeric_operands(left: x.Expr, right: x.Expr, a: pl.Expr, b: pl.Expr, arithm
 
 
 _COMPARE: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
 }
 
 

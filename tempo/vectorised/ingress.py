@@ -17,7 +17,19 @@ from tempo.expr.schema import is_record_type, record_fields
 from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
-from tempo.runtime.ingress import CTI, END, HEARTBEAT, INTERVAL, POINT, START, TimestampMode, adjusted_lifetime, count_rejection, item_of, prepare
+from tempo.runtime.ingress import (
+    CTI,
+    END,
+    HEARTBEAT,
+    INTERVAL,
+    POINT,
+    START,
+    TimestampMode,
+    adjusted_lifetime,
+    count_rejection,
+    item_of,
+    prepare,
+)
 from tempo.runtime.policy import TimePolicy
 from tempo.runtime.replay import CtiReplay, Key
 from tempo.runtime.stamping import stamped
@@ -32,7 +44,6 @@ ARR = "__tempo_arr"
 """The arrival column (ticks) of an input with ordering settings, among its narrow columns."""
 KEY = "__tempo_key"
 """The substream key of an input with ordering settings and substreams, among its narrow columns."""
-
 
 
 def _columnar(node: SourceNode, query: Query) -> bool:
@@ -218,7 +229,6 @@ def _read_columns(node: SourceNode, follows_order: bool = True) -> _Table | None
     def broken(ends: pl.Expr) -> pl.Expr:
         return (pl.col(S).is_null() | ends.is_null() | (ends <= pl.col(S)) | (pl.col(S) >= INF)).any()
 
-
     order = pl.col(source.order) if source.order is not None else None
     verdicts = policy.generates or ordered
     point = node.shape is EventShape.POINT
@@ -249,9 +259,12 @@ def _read_columns(node: SourceNode, follows_order: bool = True) -> _Table | None
     elif point and (proved := _proved_by_statistics(source)) is not None:
         count, bad, nullable = proved[0], False, []
     else:
-        count, bad, *null_order = raw.select(*times, *checked_order).select(
-            pl.len(), broken(pl.col(E)), *(pl.col("__null_order").any() for _ in checked_order)
-        ).collect(engine="streaming").row(0)
+        count, bad, *null_order = (
+            raw.select(*times, *checked_order)
+            .select(pl.len(), broken(pl.col(E)), *(pl.col("__null_order").any() for _ in checked_order))
+            .collect(engine="streaming")
+            .row(0)
+        )
         bad = bad or any(null_order)
     if nullable:
         bad = bad or any(raw.select(pl.col(n).null_count() for n in nullable).collect(engine="streaming").row(0))
@@ -321,10 +334,12 @@ def _verdicts(
         candidate = pl.when(before.is_not_null() & (period > before)).then(start - policy.delay)
         ranked = table.narrow.lazy().with_columns(candidate.alias("__cand"), position)
         ranked = ranked.with_columns(pl.col("__cand").cum_max().shift(1).forward_fill().fill_null(NEG_INF).alias("__cti"))
-        found, late_rows = pl.collect_all([
-            ranked.filter(pl.col("__cand").is_not_null()).select("__pos", "__cand"),
-            ranked.filter(start < pl.col("__cti")).select("__pos", "__cti"),
-        ])
+        found, late_rows = pl.collect_all(
+            [
+                ranked.filter(pl.col("__cand").is_not_null()).select("__pos", "__cand"),
+                ranked.filter(start < pl.col("__cti")).select("__pos", "__cti"),
+            ]
+        )
     candidates = list(zip(found["__pos"].to_list(), found["__cand"].to_list()))
     if not late_rows.height:
         return table.rows, counts, candidates
@@ -344,7 +359,17 @@ def _verdicts(
         counts.admitted -= 1 if lifetime is None else 0
         if row is not None:
             rec = (NEG_INF, kind, late[S], late[E], _payload(node, fields, row), late["__pos"], None)
-            rejected.append((node.name, late["__pos"], item_of(rec), Rule.START_BEFORE_CTI, action, cti, None if lifetime is None else ("lifetime", *lifetime)))
+            rejected.append(
+                (
+                    node.name,
+                    late["__pos"],
+                    item_of(rec),
+                    Rule.START_BEFORE_CTI,
+                    action,
+                    cti,
+                    None if lifetime is None else ("lifetime", *lifetime),
+                )
+            )
         changes["__pos"].append(late["__pos"])
         changes["__s"].append(None if lifetime is None else lifetime[0])
         changes["__e"].append(None if lifetime is None else lifetime[1])
@@ -367,9 +392,12 @@ def _admitted(table: _Table, changes: dict[str, list[Any]]) -> pl.LazyFrame:
     """The rows less the verdicts: ``changes`` gives each rejected row's position and its
     admitted lifetime (``__s``, ``__e``), null when it is dropped."""
     position = pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos")
-    verdicts = pl.DataFrame(changes, schema={"__pos": pl.Int64, "__s": pl.Int64, "__e": pl.Int64}).with_columns(pl.lit(True).alias("__late"))
+    verdicts = pl.DataFrame(changes, schema={"__pos": pl.Int64, "__s": pl.Int64, "__e": pl.Int64}).with_columns(
+        pl.lit(True).alias("__late")
+    )
     return (
-        table.rows.with_columns(position).join(verdicts.lazy(), on="__pos", how="left", maintain_order="left")
+        table.rows.with_columns(position)
+        .join(verdicts.lazy(), on="__pos", how="left", maintain_order="left")
         .filter(pl.col("__late").is_null() | pl.col("__s").is_not_null())
         .with_columns(pl.coalesce("__s", S).alias(S), pl.coalesce("__e", E).alias(E))
         .drop("__pos", "__s", "__e", "__late")
@@ -414,30 +442,57 @@ def _ordered_verdicts(
     out_kept = pl.lit(policy.adjust) & (cti < INF) & (pl.lit(point) | (end > cti))
     adm_s = pl.when(out_now).then(cti).otherwise(late_s)
     dropped = pl.col("__early") | (pl.col("__late") & ~late_kept) | (out_now & ~out_kept)
-    ranked = narrow.lazy().with_columns(
-        is_early.fill_null(False).alias("__early"), is_late.fill_null(False).alias("__late"), pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos")
-    ).with_columns(ordered.alias("__ordered")).with_columns(before.alias("__before"))
+    ranked = (
+        narrow.lazy()
+        .with_columns(
+            is_early.fill_null(False).alias("__early"),
+            is_late.fill_null(False).alias("__late"),
+            pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos"),
+        )
+        .with_columns(ordered.alias("__ordered"))
+        .with_columns(before.alias("__before"))
+    )
     verdicts = ranked.with_columns(
         pl.when(dropped).then(2).when(pl.col("__late") | out_now).then(1).otherwise(0).alias("__status"),
         pl.when(pl.col("__early")).then(1).when(out_now).then(2).when(pl.col("__late")).then(3).otherwise(0).alias("__rule"),
         pl.when(pl.col("__early")).then(arrival + (early or 0)).when(out_now).then(cti).otherwise(late_bound).alias("__bound"),
-        adm_s.alias("__adm_s"), pl.when(pl.lit(point)).then(adm_s + 1).otherwise(end).alias("__adm_e"), late_kept.alias("__late_kept"),
+        adm_s.alias("__adm_s"),
+        pl.when(pl.lit(point)).then(adm_s + 1).otherwise(end).alias("__adm_e"),
+        late_kept.alias("__late_kept"),
         pl.when(pl.lit(not keyed) & (pl.col("__ordered") > pl.col("__before"))).then(pl.col("__ordered") - out_of_order).alias("__c"),
         # With substreams, a new largest start of the key moves the key's own CTI, which goes
         # downstream when it is ahead of the input's (at least the arrival less the late tolerance).
         pl.when(
-            pl.lit(keyed and late is not None) & (pl.col("__ordered") > pl.col("__before"))
+            pl.lit(keyed and late is not None)
+            & (pl.col("__ordered") > pl.col("__before"))
             & (pl.col("__ordered") - out_of_order > arrival - (late or 0))
-        ).then(pl.col("__ordered") - out_of_order).alias("__kc"),
+        )
+        .then(pl.col("__ordered") - out_of_order)
+        .alias("__kc"),
         (arrival > arrival.cum_max().shift(1)).fill_null(True).alias("__arr_step"),
         (pl.col(KEY) if keyed else pl.lit(None)).alias("__key"),
     )
-    found, moving = pl.collect_all([
-        verdicts.filter(pl.col("__status") != 0).select(
-            "__pos", S, *([] if point else [E]), ARR, "__status", "__rule", "__bound", "__adm_s", "__adm_e", "__late", "__late_kept", "__key"
-        ),
-        verdicts.filter(pl.col("__c").is_not_null() | pl.col("__kc").is_not_null() | pl.col("__arr_step")).select("__pos", ARR, "__c", "__key", "__kc"),
-    ])
+    found, moving = pl.collect_all(
+        [
+            verdicts.filter(pl.col("__status") != 0).select(
+                "__pos",
+                S,
+                *([] if point else [E]),
+                ARR,
+                "__status",
+                "__rule",
+                "__bound",
+                "__adm_s",
+                "__adm_e",
+                "__late",
+                "__late_kept",
+                "__key",
+            ),
+            verdicts.filter(pl.col("__c").is_not_null() | pl.col("__kc").is_not_null() | pl.col("__arr_step")).select(
+                "__pos", ARR, "__c", "__key", "__kc"
+            ),
+        ]
+    )
     moves = [(p, a, NEG_INF if c is None else c, k, NEG_INF if kc is None else kc) for p, a, c, k, kc in moving.iter_rows()]
     counts = InputMetrics(received=table.count)
     if keyed:
@@ -475,11 +530,11 @@ def _every_n(narrow: pl.DataFrame, every_n: int, delay: int) -> tuple[pl.DataFra
     starts = narrow[S].to_numpy()
     n = len(starts)
     positions = np.arange(every_n - 1, n, every_n, dtype=np.int64)
-    values = starts[every_n - 1::every_n] - delay
+    values = starts[every_n - 1 :: every_n] - delay
     in_force = np.maximum.accumulate(np.concatenate(([NEG_INF], values)))  # [k]: rows kN .. kN+N-1
     runs = n // every_n
     late = np.flatnonzero(starts[: runs * every_n].reshape(runs, every_n) < in_force[:runs, None])
-    late = np.concatenate((late, runs * every_n + np.flatnonzero(starts[runs * every_n:] < in_force[runs])))
+    late = np.concatenate((late, runs * every_n + np.flatnonzero(starts[runs * every_n :] < in_force[runs])))
     found = pl.DataFrame({"__pos": positions, "__cand": values}, schema={"__pos": pl.Int64, "__cand": pl.Int64})
     return found, pl.DataFrame({"__pos": late, "__cti": in_force[late // every_n]}, schema={"__pos": pl.Int64, "__cti": pl.Int64})
 
@@ -518,7 +573,9 @@ def _ingress(
             spans[node.name] = functools.cache(read.span)  # taken once, if a join asks
             if TimePolicy.of_input(node).ordered:
                 frames[node.name], counts[node.name], moves = _ordered_verdicts(node, read, replay.rejected, rows_wanted)
-                rows.extend(((arrival, decl, position, 0), node.name, ("ordered", arrival, c, k, kc)) for position, arrival, c, k, kc in moves)
+                rows.extend(
+                    ((arrival, decl, position, 0), node.name, ("ordered", arrival, c, k, kc)) for position, arrival, c, k, kc in moves
+                )
                 continue
             frames[node.name], counts[node.name], candidates = _verdicts(node, read, replay.rejected, rows_wanted)
             rows.extend(((NEG_INF, decl, position, 0), node.name, ("generated", value)) for position, value in candidates)
@@ -569,14 +626,20 @@ def _imported(query: Query, node: SourceNode, decl: int, items: _Items, fed: lis
 def _span(rows: pl.LazyFrame) -> Span | None:
     """Where the admitted events lie (``tempo.tables.Span``), one streamed pass."""
     finite = pl.col(E) < INF
-    figures = rows.select(
-        pl.len(), pl.col(S).min(), pl.max_horizontal(pl.col(S).max() + 1, pl.col(E).filter(finite).max()).alias("__last"),
-        finite.sum().alias("__finite"), (pl.col(E) - pl.col(S)).filter(finite).cast(pl.Float64).sum().alias("__length"),
-    ).collect(engine="streaming").row(0)
+    figures = (
+        rows.select(
+            pl.len(),
+            pl.col(S).min(),
+            pl.max_horizontal(pl.col(S).max() + 1, pl.col(E).filter(finite).max()).alias("__last"),
+            finite.sum().alias("__finite"),
+            (pl.col(E) - pl.col(S)).filter(finite).cast(pl.Float64).sum().alias("__length"),
+        )
+        .collect(engine="streaming")
+        .row(0)
+    )
     if not figures[0]:
         return None
     return Span(int(figures[0]), int(figures[1]), int(figures[2]), int(figures[3]), float(figures[4] or 0.0))
-
 
 
 # ---- tables whose rows are items of every kind ------------------------------------------------
@@ -683,8 +746,12 @@ def _read_items(node: SourceNode, needs_arrival: bool) -> _Items | None:
     if below is not None and raw.select(below.any()).collect().item():
         return None
     narrow = raw.select(
-        kind.alias("__kind"), start.alias("__s"), (end if end is not None else pl.lit(None, pl.Int64)).alias("__e"),
-        (arrival if arrival is not None else pl.lit(None, pl.Int64)).alias("__arr"), null.alias("__null"), *order,
+        kind.alias("__kind"),
+        start.alias("__s"),
+        (end if end is not None else pl.lit(None, pl.Int64)).alias("__e"),
+        (arrival if arrival is not None else pl.lit(None, pl.Int64)).alias("__arr"),
+        null.alias("__null"),
+        *order,
     ).collect()
     narrow = narrow.with_columns(respelled_kinds(source, raw, narrow["__kind"]).alias("__kind"))
     if order:
@@ -696,19 +763,34 @@ def _read_items(node: SourceNode, needs_arrival: bool) -> _Items | None:
     k, s, e, arr = pl.col("__kind"), pl.col("__s"), pl.col("__e"), pl.col("__arr")
     allowed = {EventShape.POINT: [POINT], EventShape.INTERVAL: [INTERVAL], EventShape.EDGE: [START, END]}[node.shape]
     bad = (
-        k.is_null() | ~k.is_in([*allowed, CTI, HEARTBEAT]) | (s.is_null() & (k != HEARTBEAT))
-        | (k.is_in([INTERVAL, END]) & (e.is_null() | (e <= s))) | ((k < CTI) & ((s >= INF) | pl.col("__null")))
+        k.is_null()
+        | ~k.is_in([*allowed, CTI, HEARTBEAT])
+        | (s.is_null() & (k != HEARTBEAT))
+        | (k.is_in([INTERVAL, END]) & (e.is_null() | (e <= s)))
+        | ((k < CTI) & ((s >= INF) | pl.col("__null")))
         | (arr.is_null() & ((k == HEARTBEAT) | pl.lit(needs_arrival)))
     )
     inherited = arr.forward_fill().fill_null(NEG_INF)
-    checks = narrow.select(bad.any().alias("bad"), inherited.is_sorted().alias("sorted"), (inherited.max() < INF).fill_null(True).alias("finite"))
+    checks = narrow.select(
+        bad.any().alias("bad"), inherited.is_sorted().alias("sorted"), (inherited.max() < INF).fill_null(True).alias("finite")
+    )
     if checks.row(0) != (False, True, True):
         return None
     narrow = narrow.select(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos"), k, inherited.alias(ARR),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos"),
+        k,
+        inherited.alias(ARR),
         pl.when(k == HEARTBEAT).then(inherited).otherwise(s).alias(S),  # a heartbeat's time is its arrival
-        pl.when(k == POINT).then(s + 1).when(k == START).then(INF).when(k.is_in([INTERVAL, END])).then(e)
-        .when(k == HEARTBEAT).then(inherited).otherwise(s).alias(E),
+        pl.when(k == POINT)
+        .then(s + 1)
+        .when(k == START)
+        .then(INF)
+        .when(k.is_in([INTERVAL, END]))
+        .then(e)
+        .when(k == HEARTBEAT)
+        .then(inherited)
+        .otherwise(s)
+        .alias(E),
     )
     return _Items(narrow, raw.select(*_payload_columns(node, schema)))
 
@@ -747,7 +829,9 @@ def _item_verdicts(
             return None
     at_risk = pl.col("__late")
     if paired is not None:
-        table = table.join(paired.select("__epos", "__spos", "__start_late"), left_on="__pos", right_on="__epos", how="left", maintain_order="left")
+        table = table.join(
+            paired.select("__epos", "__spos", "__start_late"), left_on="__pos", right_on="__epos", how="left", maintain_order="left"
+        )
         at_risk = at_risk | ((k == END) & ((pl.col(E) < pl.col("__cti")) | pl.col("__start_late").fill_null(False)))
     risky = table.filter(at_risk)
     if risky.height and not policy.has_settings:
@@ -828,7 +912,9 @@ def _pair_edges(node: SourceNode, items: _Items, table: pl.DataFrame) -> pl.Data
     k = pl.col("__kind")
     edges = table.filter(k.is_in([START, END])).select("__pos", "__kind", S, E, "__cti", "__late")
     if not edges.height:
-        return pl.DataFrame(schema={"__epos": pl.Int64, "__spos": pl.Int64, "__end": pl.Int64, "__start_late": pl.Boolean, "__end_risk": pl.Boolean})
+        return pl.DataFrame(
+            schema={"__epos": pl.Int64, "__spos": pl.Int64, "__end": pl.Int64, "__start_late": pl.Boolean, "__end_risk": pl.Boolean}
+        )
     position = pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos")
     payloads = items.rows.with_columns(position).join(edges.lazy().select("__pos"), on="__pos", how="semi", maintain_order="left").collect()
     edges = edges.join(payloads, on="__pos", how="left", maintain_order="left")

@@ -31,8 +31,7 @@ def rejection_multiset(result: Result[Any]) -> list[RejectionKey]:
     """The rejections as a sorted multiset of (input, position, rule, action, cti, item
     repr, admitted_as repr)."""
     return sorted(
-        (j.input, j.position, _value(j.rule), _value(j.action), j.cti, repr(j.item), repr(j.admitted_as))
-        for j in result.rejected
+        (j.input, j.position, _value(j.rule), _value(j.action), j.cti, repr(j.item), repr(j.admitted_as)) for j in result.rejected
     )
 
 

@@ -65,23 +65,43 @@ def readings() -> list[Any]:
         CTIs               ^         ^     10, 20
     """
     return [
-        Point(T(1), R("a", "y", 4.0)), Point(T(1), R("a", "x", 1.0)), Point(T(2), R("b", "s", 2.0)),
-        Point(T(4), R("a", "w", None)), Point(T(5), R("a", "y", None)), Point(T(7), R("a", "z", 10.0)),
-        Point(T(8), R("a", "u", 7.0)), Cti(T(10)), Point(T(12), R("b", "n", None)), Cti(T(20)),
+        Point(T(1), R("a", "y", 4.0)),
+        Point(T(1), R("a", "x", 1.0)),
+        Point(T(2), R("b", "s", 2.0)),
+        Point(T(4), R("a", "w", None)),
+        Point(T(5), R("a", "y", None)),
+        Point(T(7), R("a", "z", 10.0)),
+        Point(T(8), R("a", "u", 7.0)),
+        Cti(T(10)),
+        Point(T(12), R("b", "n", None)),
+        Cti(T(20)),
     ]
 
 
 def stats(stream: Stream[R]) -> Stream[Stats]:
-    return stream.group_by(lambda e: e.k).tumbling(timedelta(seconds=10)).aggregate(
-        lambda k, w: Stats(
-            k=k, n=w.count(), var=w.var(lambda e: e.v), var_pop=w.var_pop(lambda e: e.v),
-            sd=w.stddev(lambda e: e.v), sd_pop=w.stddev_pop(lambda e: e.v),
-            distinct_v=w.count_distinct(lambda e: e.v), distinct_tag=w.count_distinct(lambda e: e.tag),
-            first_v=w.first(lambda e: e.v), first_tag=w.first(lambda e: e.tag),
-            last_v=w.last(lambda e: e.v), last_tag=w.last(lambda e: e.tag),
-            p25=w.percentile(lambda e: e.v, 0.25), median=w.median(lambda e: e.v),
-            approx50=w.percentile_approx(lambda e: e.v, 0.5), approx75=w.percentile_approx(lambda e: e.v, 0.75),
-            values=w.collect(lambda e: e.v),
+    return (
+        stream.group_by(lambda e: e.k)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(
+            lambda k, w: Stats(
+                k=k,
+                n=w.count(),
+                var=w.var(lambda e: e.v),
+                var_pop=w.var_pop(lambda e: e.v),
+                sd=w.stddev(lambda e: e.v),
+                sd_pop=w.stddev_pop(lambda e: e.v),
+                distinct_v=w.count_distinct(lambda e: e.v),
+                distinct_tag=w.count_distinct(lambda e: e.tag),
+                first_v=w.first(lambda e: e.v),
+                first_tag=w.first(lambda e: e.tag),
+                last_v=w.last(lambda e: e.v),
+                last_tag=w.last(lambda e: e.tag),
+                p25=w.percentile(lambda e: e.v, 0.25),
+                median=w.median(lambda e: e.v),
+                approx50=w.percentile_approx(lambda e: e.v, 0.5),
+                approx75=w.percentile_approx(lambda e: e.v, 0.75),
+                values=w.collect(lambda e: e.v),
+            )
         )
     )
 
@@ -96,8 +116,7 @@ def test_statistics_per_key_in_tumbling_windows(executor: Any) -> None:
     [10, 20) no value at all: every value aggregate null, distinct counts 0, collect empty.
     """
     r = run(executor, stats(Stream.create("in", readings(), EventShape.POINT)))
-    a = Stats("a", 6, 15.0, 11.25, math.sqrt(15.0), math.sqrt(11.25), 4, 5, 1.0, "x", 7.0, "u",
-              3.25, 5.5, 4.0, 7.0, [1.0, 4.0, 10.0, 7.0])
+    a = Stats("a", 6, 15.0, 11.25, math.sqrt(15.0), math.sqrt(11.25), 4, 5, 1.0, "x", 7.0, "u", 3.25, 5.5, 4.0, 7.0, [1.0, 4.0, 10.0, 7.0])
     b = Stats("b", 1, None, 0.0, None, 0.0, 1, 1, 2.0, "s", 2.0, "s", 2.0, 2.0, 2.0, 2.0, [2.0])
     b_empty = Stats("b", 1, None, None, None, None, 0, 1, None, "n", None, "n", None, None, None, None, [])
     releases: list[Release] = [
@@ -125,21 +144,42 @@ def test_first_last_collect_in_count_windows_and_snapshots(executor: Any) -> Non
     collect in (start, payload) order within each.
     """
     s = Stream.create("in", readings(), EventShape.POINT)
-    counted = s.count_window(3).aggregate(lambda w: Order(
-        first=w.first(lambda e: e.tag), last=w.last(lambda e: e.tag), tags=w.collect(lambda e: e.tag),
-        distinct=w.count_distinct(lambda e: e.k),
-    ))
+    counted = s.count_window(3).aggregate(
+        lambda w: Order(
+            first=w.first(lambda e: e.tag),
+            last=w.last(lambda e: e.tag),
+            tags=w.collect(lambda e: e.tag),
+            distinct=w.count_distinct(lambda e: e.k),
+        )
+    )
     r = run(executor, counted)
-    check(r, [
-        (T(10), [span(T(2), T(2) + _tick(), Order("x", "s", ["x", "y", "s"], 2)),
-                 span(T(7), T(7) + _tick(), Order("w", "z", ["w", "y", "z"], 1))]),
-        (T(20), []),
-    ])
+    check(
+        r,
+        [
+            (
+                T(10),
+                [
+                    span(T(2), T(2) + _tick(), Order("x", "s", ["x", "y", "s"], 2)),
+                    span(T(7), T(7) + _tick(), Order("w", "z", ["w", "y", "z"], 1)),
+                ],
+            ),
+            (T(20), []),
+        ],
+    )
 
-    b_only = s.where(lambda e: e.k == "a").alter_event_duration(timedelta(seconds=3)).snapshot().aggregate(
-        lambda w: Order(first=w.first(lambda e: e.tag), last=w.last(lambda e: e.tag), tags=w.collect(lambda e: e.tag),
-                        distinct=w.count_distinct(lambda e: e.v)),
-        timestamp=WindowTimestamp.END,
+    b_only = (
+        s.where(lambda e: e.k == "a")
+        .alter_event_duration(timedelta(seconds=3))
+        .snapshot()
+        .aggregate(
+            lambda w: Order(
+                first=w.first(lambda e: e.tag),
+                last=w.last(lambda e: e.tag),
+                tags=w.collect(lambda e: e.tag),
+                distinct=w.count_distinct(lambda e: e.v),
+            ),
+            timestamp=WindowTimestamp.END,
+        )
     )
     # a's events as [s, s+3): x,y [1,4); w [4,7); y [5,8); z [7,10); u [8,11). Endpoints 1, 4,
     # 5, 7, 8, 10, 11: windows [1,4) x y; [4,5) w; [5,7) w y; [7,8) y z; [8,10) z u; [10,11) u.
@@ -150,11 +190,21 @@ def test_first_last_collect_in_count_windows_and_snapshots(executor: Any) -> Non
     def at(t: int, o: Order) -> tuple[Any, Any, Any]:
         return span(T(t) - _tick(), T(t), o)
 
-    check(r, [
-        (T(10) - _tick(), [at(4, Order("x", "y", ["x", "y"], 2)), at(5, Order("w", "w", ["w"], 0)),
-                 at(7, Order("w", "y", ["w", "y"], 0)), at(8, Order("y", "z", ["y", "z"], 1))]),
-        (T(20) - _tick(), [at(10, Order("z", "u", ["z", "u"], 2)), at(11, Order("u", "u", ["u"], 1))]),
-    ])
+    check(
+        r,
+        [
+            (
+                T(10) - _tick(),
+                [
+                    at(4, Order("x", "y", ["x", "y"], 2)),
+                    at(5, Order("w", "w", ["w"], 0)),
+                    at(7, Order("w", "y", ["w", "y"], 0)),
+                    at(8, Order("y", "z", ["y", "z"], 1)),
+                ],
+            ),
+            (T(20) - _tick(), [at(10, Order("z", "u", ["z", "u"], 2)), at(11, Order("u", "u", ["u"], 1))]),
+        ],
+    )
 
 
 def _tick() -> timedelta:
@@ -180,23 +230,36 @@ def test_running_aggregates_in_analytic(executor: Any) -> None:
     each: distinct tags, the first tag, the last value so far (nulls skipped), the sample
     variance and median of the values so far, and the values so far."""
     s = Stream.create("in", readings(), EventShape.POINT).where(lambda e: e.k == "a")
-    q = s.group_by(lambda e: e.k).analytic(lambda k, e, a: Running(
-        tag=e.tag, distinct=a.count_distinct(lambda e: e.tag), first=a.first(lambda e: e.tag),
-        last=a.last(lambda e: e.v), var=a.var(lambda e: e.v), median=a.median(lambda e: e.v), values=a.collect(lambda e: e.v),
-    ))
+    q = s.group_by(lambda e: e.k).analytic(
+        lambda k, e, a: Running(
+            tag=e.tag,
+            distinct=a.count_distinct(lambda e: e.tag),
+            first=a.first(lambda e: e.tag),
+            last=a.last(lambda e: e.v),
+            var=a.var(lambda e: e.v),
+            median=a.median(lambda e: e.v),
+            values=a.collect(lambda e: e.v),
+        )
+    )
     r = run(executor, q)
     pt = lambda t, o: span(T(t), T(t) + _tick(), o)  # noqa: E731
-    check(r, [
-        (T(10), [
-            pt(1, Running("x", 1, "x", 1.0, None, 1.0, [1.0])),
-            pt(1, Running("y", 2, "x", 4.0, 4.5, 2.5, [1.0, 4.0])),
-            pt(4, Running("w", 3, "x", 4.0, 4.5, 2.5, [1.0, 4.0])),
-            pt(5, Running("y", 3, "x", 4.0, 4.5, 2.5, [1.0, 4.0])),
-            pt(7, Running("z", 4, "x", 10.0, 21.0, 4.0, [1.0, 4.0, 10.0])),
-            pt(8, Running("u", 5, "x", 7.0, 15.0, 5.5, [1.0, 4.0, 10.0, 7.0])),
-        ]),
-        (T(20), []),
-    ])
+    check(
+        r,
+        [
+            (
+                T(10),
+                [
+                    pt(1, Running("x", 1, "x", 1.0, None, 1.0, [1.0])),
+                    pt(1, Running("y", 2, "x", 4.0, 4.5, 2.5, [1.0, 4.0])),
+                    pt(4, Running("w", 3, "x", 4.0, 4.5, 2.5, [1.0, 4.0])),
+                    pt(5, Running("y", 3, "x", 4.0, 4.5, 2.5, [1.0, 4.0])),
+                    pt(7, Running("z", 4, "x", 10.0, 21.0, 4.0, [1.0, 4.0, 10.0])),
+                    pt(8, Running("u", 5, "x", 7.0, 15.0, 5.5, [1.0, 4.0, 10.0, 7.0])),
+                ],
+            ),
+            (T(20), []),
+        ],
+    )
 
 
 @pytest.mark.parametrize(
@@ -261,11 +324,20 @@ class Moments:
 
 def _moments(values: list[float]) -> Stream[Moments]:
     items: list[Any] = [Point(T(i % 10), R("a", "t", v)) for i, v in enumerate(values)]
-    return Stream.create("in", [*items, Cti(T(10))], EventShape.POINT).tumbling(timedelta(seconds=10)).aggregate(
-        lambda w: Moments(
-            var=w.var(lambda e: e.v), var_pop=w.var_pop(lambda e: e.v), sd=w.stddev(lambda e: e.v),
-            sd_pop=w.stddev_pop(lambda e: e.v), q1=w.percentile(lambda e: e.v, 0.25), median=w.median(lambda e: e.v),
-            q3=w.percentile(lambda e: e.v, 0.75), approx=w.percentile_approx(lambda e: e.v, 0.9),
+    return (
+        Stream.create("in", [*items, Cti(T(10))], EventShape.POINT)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(
+            lambda w: Moments(
+                var=w.var(lambda e: e.v),
+                var_pop=w.var_pop(lambda e: e.v),
+                sd=w.stddev(lambda e: e.v),
+                sd_pop=w.stddev_pop(lambda e: e.v),
+                q1=w.percentile(lambda e: e.v, 0.25),
+                median=w.median(lambda e: e.v),
+                q3=w.percentile(lambda e: e.v, 0.75),
+                approx=w.percentile_approx(lambda e: e.v, 0.9),
+            )
         )
     )
 
@@ -297,8 +369,9 @@ def test_statistics_agree_with_pythons_statistics(values: list[float]) -> None:
     assert m.approx == sorted(values)[max(1, math.ceil(0.9 * n)) - 1]
 
 
-@settings(max_examples=examples(12), derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(12), derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(values=_VALUES)
 def test_spark_statistics_agree(spark_executor: Any, values: list[float]) -> None:
     """Spark against the in-memory executor on any values: the percentiles to the bit (the
@@ -325,10 +398,19 @@ def test_nan_is_greater_than_every_number(executor: Any, values: list[float]) ->
     """NaN orders after every number (5.6.5), whatever the order of arrival: max NaN, min 2;
     ranks 1 and 3 of (2, 4, NaN) are 2 and NaN; the median of them is 4 (position 1)."""
     items: list[Any] = [Point(T(1), R("a", str(i), v)) for i, v in enumerate(values)] + [Cti(T(10))]
-    q = Stream.create("in", items, EventShape.POINT).tumbling(timedelta(seconds=10)).aggregate(lambda w: Nan(
-        low=w.min(lambda e: e.v), high=w.max(lambda e: e.v), approx_low=w.percentile_approx(lambda e: e.v, 0.25),
-        approx_high=w.percentile_approx(lambda e: e.v, 0.9), median=w.median(lambda e: e.v),
-    ))
+    q = (
+        Stream.create("in", items, EventShape.POINT)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(
+            lambda w: Nan(
+                low=w.min(lambda e: e.v),
+                high=w.max(lambda e: e.v),
+                approx_low=w.percentile_approx(lambda e: e.v, 0.25),
+                approx_high=w.percentile_approx(lambda e: e.v, 0.9),
+                median=w.median(lambda e: e.v),
+            )
+        )
+    )
     (event,) = run(executor, q).events
     got = event.payload
     assert (got.low, got.approx_low, got.median) == (2.0, 2.0, 4.0)

@@ -207,10 +207,13 @@ def test_late_arrival_with_an_earlier_start_changes_previous_and_running_totals(
     """
     s = points(Point(T(1), V(10)), Point(T(4), V(12)), Cti(T(2)), Point(T(3), V(11)), Cti(T(5)))
     r = run(executor, s.analytic(run_stats))
-    check(r, [
-        (T(2), [at(T(1), Run(10, None, 1, 10))]),
-        (T(5), [at(T(3), Run(11, 10, 2, 21)), at(T(4), Run(12, 11, 3, 33))]),
-    ])
+    check(
+        r,
+        [
+            (T(2), [at(T(1), Run(10, None, 1, 10))]),
+            (T(5), [at(T(3), Run(11, 10, 2, 21)), at(T(4), Run(12, 11, 3, 33))]),
+        ],
+    )
 
 
 def test_ties_at_the_same_start_are_ordered_by_payload_nulls_first(executor: Any) -> None:
@@ -235,18 +238,22 @@ def test_ties_at_the_same_start_are_ordered_by_payload_nulls_first(executor: Any
         Point(T(5), NX(1, 2)),
         Cti(T(6)),
     )
-    r = run(executor, s.analytic(
-        lambda e, a: NXOut(n=e.n, x=e.x, prev=a.previous(lambda e: e.x), c=a.count(), total=a.sum(lambda e: e.x))
-    ))
-    check(r, [
-        (T(3), [at(T(2), NXOut(0, 100, None, 1, 100))]),
-        (T(6), [
-            at(T(5), NXOut(None, 9, 100, 2, 109)),
-            at(T(5), NXOut(1, 2, 9, 3, 111)),
-            at(T(5), NXOut(1, 7, 2, 4, 118)),
-            at(T(5), NXOut(3, 1, 7, 5, 119)),
-        ]),
-    ])
+    r = run(executor, s.analytic(lambda e, a: NXOut(n=e.n, x=e.x, prev=a.previous(lambda e: e.x), c=a.count(), total=a.sum(lambda e: e.x))))
+    check(
+        r,
+        [
+            (T(3), [at(T(2), NXOut(0, 100, None, 1, 100))]),
+            (
+                T(6),
+                [
+                    at(T(5), NXOut(None, 9, 100, 2, 109)),
+                    at(T(5), NXOut(1, 2, 9, 3, 111)),
+                    at(T(5), NXOut(1, 7, 2, 4, 118)),
+                    at(T(5), NXOut(3, 1, 7, 5, 119)),
+                ],
+            ),
+        ],
+    )
 
 
 def test_ties_order_bools_strings_by_code_point_and_nan_after_every_number(executor: Any) -> None:
@@ -314,20 +321,27 @@ def test_exact_peers_get_identical_analytics_and_the_previous_before_both(execut
         Point(T(3), V(7)),
         Cti(T(5)),
     )
-    r = run(executor, s.analytic(lambda e, a: Peer(
-        v=e.v, prev=a.previous(v_of), n=a.count(), total=a.sum(v_of), lo=a.min(v_of), hi=a.max(v_of)
-    )))
+    r = run(
+        executor,
+        s.analytic(lambda e, a: Peer(v=e.v, prev=a.previous(v_of), n=a.count(), total=a.sum(v_of), lo=a.min(v_of), hi=a.max(v_of))),
+    )
     five, seven = Peer(5, None, 2, 10, 5, 5), Peer(7, 6, 5, 30, 5, 7)
-    check(r, [
-        (T(2), [at(T(1), five), at(T(1), five)]),
-        (T(5), [
-            at(T(2), Peer(6, 5, 3, 16, 5, 6)),
-            at(T(3), seven),
-            at(T(3), seven),
-            at(T(3), Peer(9, 7, 6, 39, 5, 9)),
-            at(T(4), Peer(2, 9, 7, 41, 2, 9)),
-        ]),
-    ])
+    check(
+        r,
+        [
+            (T(2), [at(T(1), five), at(T(1), five)]),
+            (
+                T(5),
+                [
+                    at(T(2), Peer(6, 5, 3, 16, 5, 6)),
+                    at(T(3), seven),
+                    at(T(3), seven),
+                    at(T(3), Peer(9, 7, 6, 39, 5, 9)),
+                    at(T(4), Peer(2, 9, 7, 41, 2, 9)),
+                ],
+            ),
+        ],
+    )
 
 
 def test_previous_limit_is_strict_exactly_limit_back_is_none(executor: Any) -> None:
@@ -348,12 +362,20 @@ def test_previous_limit_is_strict_exactly_limit_back_is_none(executor: Any) -> N
         Cti(T(10)),
     )
     r = run(executor, s.analytic(lambda e, a: Lim(v=e.v, near=a.previous(v_of, sec(3)), far=a.previous(v_of))))
-    check(r, [(T(10), [
-        at(T(0), Lim(1, None, None)),
-        at(T(3), Lim(2, None, 1)),
-        at(T(6) - TICK, Lim(3, 2, 2)),
-        at(T(9) - TICK, Lim(4, None, 3)),
-    ])])
+    check(
+        r,
+        [
+            (
+                T(10),
+                [
+                    at(T(0), Lim(1, None, None)),
+                    at(T(3), Lim(2, None, 1)),
+                    at(T(6) - TICK, Lim(3, 2, 2)),
+                    at(T(9) - TICK, Lim(4, None, 3)),
+                ],
+            )
+        ],
+    )
 
 
 def test_previous_of_a_null_value_is_null_not_the_one_before(executor: Any) -> None:
@@ -375,10 +397,13 @@ def test_previous_of_a_null_value_is_null_not_the_one_before(executor: Any) -> N
         return Prev(v=e.v, prev=prev, prev_or=tempo.coalesce(prev, -1), missing=tempo.is_null(prev))
 
     r = run(executor, s.analytic(project))
-    check(r, [
-        (T(3), [at(T(1), Prev(4, None, -1, True)), at(T(2), Prev(None, 4, 4, False))]),
-        (T(6), [at(T(4), Prev(6, None, -1, True)), at(T(5), Prev(8, 6, 6, False))]),
-    ])
+    check(
+        r,
+        [
+            (T(3), [at(T(1), Prev(4, None, -1, True)), at(T(2), Prev(None, 4, 4, False))]),
+            (T(6), [at(T(4), Prev(6, None, -1, True)), at(T(5), Prev(8, 6, 6, False))]),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -417,19 +442,28 @@ def test_grouped_analytic_runs_per_key(executor: Any) -> None:
     b: @2 v10 prev None n1 s10 | @3 v30 prev 10 n2 s40 | @6 v60 prev 30 n3 s100
     |5 releases the events at 1..4 of both keys; |8 b@6 and a@7. Output CTIs: 5, 8.
     """
-    r = run(executor, _grouped_input().group_by(lambda e: e.k).analytic(
-        lambda k, e, a: GRun(k=k, v=e.v, prev=a.previous(v_of), n=a.count(), total=a.sum(v_of))
-    ))
-    check(r, [
-        (T(5), [
-            at(T(1), GRun("a", 1, None, 1, 1)),
-            at(T(2), GRun("b", 10, None, 1, 10)),
-            at(T(3), GRun("a", 3, 1, 2, 4)),
-            at(T(3), GRun("b", 30, 10, 2, 40)),
-            at(T(4), GRun("a", 4, 3, 3, 8)),
-        ]),
-        (T(8), [at(T(6), GRun("b", 60, 30, 3, 100)), at(T(7), GRun("a", 7, 4, 4, 15))]),
-    ])
+    r = run(
+        executor,
+        _grouped_input()
+        .group_by(lambda e: e.k)
+        .analytic(lambda k, e, a: GRun(k=k, v=e.v, prev=a.previous(v_of), n=a.count(), total=a.sum(v_of))),
+    )
+    check(
+        r,
+        [
+            (
+                T(5),
+                [
+                    at(T(1), GRun("a", 1, None, 1, 1)),
+                    at(T(2), GRun("b", 10, None, 1, 10)),
+                    at(T(3), GRun("a", 3, 1, 2, 4)),
+                    at(T(3), GRun("b", 30, 10, 2, 40)),
+                    at(T(4), GRun("a", 4, 3, 3, 8)),
+                ],
+            ),
+            (T(8), [at(T(6), GRun("b", 60, 30, 3, 100)), at(T(7), GRun("a", 7, 4, 4, 15))]),
+        ],
+    )
 
 
 def test_ungrouped_analytic_runs_over_all_keys(executor: Any) -> None:
@@ -441,24 +475,26 @@ def test_ungrouped_analytic_runs_over_all_keys(executor: Any) -> None:
     sum:   1        11        14       44        48       108       115
     |5 releases the first five; |8 the last two. Output CTIs: 5, 8.
     """
-    r = run(executor, _grouped_input().analytic(
-        lambda e, a: GRun(k=e.k, v=e.v, prev=a.previous(v_of), n=a.count(), total=a.sum(v_of))
-    ))
-    check(r, [
-        (T(5), [
-            at(T(1), GRun("a", 1, None, 1, 1)),
-            at(T(2), GRun("b", 10, 1, 2, 11)),
-            at(T(3), GRun("a", 3, 10, 3, 14)),
-            at(T(3), GRun("b", 30, 3, 4, 44)),
-            at(T(4), GRun("a", 4, 30, 5, 48)),
-        ]),
-        (T(8), [at(T(6), GRun("b", 60, 4, 6, 108)), at(T(7), GRun("a", 7, 60, 7, 115))]),
-    ])
+    r = run(executor, _grouped_input().analytic(lambda e, a: GRun(k=e.k, v=e.v, prev=a.previous(v_of), n=a.count(), total=a.sum(v_of))))
+    check(
+        r,
+        [
+            (
+                T(5),
+                [
+                    at(T(1), GRun("a", 1, None, 1, 1)),
+                    at(T(2), GRun("b", 10, 1, 2, 11)),
+                    at(T(3), GRun("a", 3, 10, 3, 14)),
+                    at(T(3), GRun("b", 30, 3, 4, 44)),
+                    at(T(4), GRun("a", 4, 30, 5, 48)),
+                ],
+            ),
+            (T(8), [at(T(6), GRun("b", 60, 4, 6, 108)), at(T(7), GRun("a", 7, 60, 7, 115))]),
+        ],
+    )
 
 
-test_grouped_analytic_runs_per_key.__doc__ = (test_grouped_analytic_runs_per_key.__doc__ or "").format(
-    timeline=GROUPED_TIMELINE
-)
+test_grouped_analytic_runs_per_key.__doc__ = (test_grouped_analytic_runs_per_key.__doc__ or "").format(timeline=GROUPED_TIMELINE)
 test_ungrouped_analytic_runs_over_all_keys.__doc__ = (test_ungrouped_analytic_runs_over_all_keys.__doc__ or "").format(
     timeline=GROUPED_TIMELINE
 )
@@ -491,22 +527,34 @@ def test_running_avg_min_max_skip_nulls(executor: Any) -> None:
         Point(T(5), KN("a", 9)),
         Cti(T(7)),
     )
-    r = run(executor, s.group_by(lambda e: e.k).analytic(lambda k, e, a: GAgg(
-        k=k, v=e.v, n=a.count(), total=a.sum(v_of), mean=a.avg(v_of), lo=a.min(v_of), hi=a.max(v_of)
-    )))
-    check(r, [
-        (T(3), [
-            at(T(1), GAgg("a", None, 1, None, None, None, None)),
-            at(T(2), GAgg("a", 4, 2, 4, 4.0, 4, 4)),
-            at(T(2), GAgg("b", None, 1, None, None, None, None)),
-        ]),
-        (T(7), [
-            at(T(3), GAgg("a", None, 3, 4, 4.0, 4, 4)),
-            at(T(4), GAgg("a", 2, 4, 6, 3.0, 2, 4)),
-            at(T(5), GAgg("a", 9, 5, 15, 5.0, 2, 9)),
-            at(T(6), GAgg("b", None, 2, None, None, None, None)),
-        ]),
-    ])
+    r = run(
+        executor,
+        s.group_by(lambda e: e.k).analytic(
+            lambda k, e, a: GAgg(k=k, v=e.v, n=a.count(), total=a.sum(v_of), mean=a.avg(v_of), lo=a.min(v_of), hi=a.max(v_of))
+        ),
+    )
+    check(
+        r,
+        [
+            (
+                T(3),
+                [
+                    at(T(1), GAgg("a", None, 1, None, None, None, None)),
+                    at(T(2), GAgg("a", 4, 2, 4, 4.0, 4, 4)),
+                    at(T(2), GAgg("b", None, 1, None, None, None, None)),
+                ],
+            ),
+            (
+                T(7),
+                [
+                    at(T(3), GAgg("a", None, 3, 4, 4.0, 4, 4)),
+                    at(T(4), GAgg("a", 2, 4, 6, 3.0, 2, 4)),
+                    at(T(5), GAgg("a", 9, 5, 15, 5.0, 2, 9)),
+                    at(T(6), GAgg("b", None, 2, None, None, None, None)),
+                ],
+            ),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -545,10 +593,14 @@ def test_interval_and_open_edges_keep_their_lifetimes(executor: Any) -> None:
     pa, pb, pc = P(1, None, 1), P(2, 1, 2), P(3, 2, 3)
     check(r, [(T(3), [span(T(1), T(6), pa), span(T(2), T(4), pb)]), (T(7), [span(T(5), INF, pc)])])
     assert r.withheld is None
-    check_raw_steps(executor, r, [
-        ([("start", T(1), pa), ("interval", T(2), T(4), pb)], T(3)),
-        ([("end", T(1), T(6), pa), ("start", T(5), pc)], T(7)),
-    ])
+    check_raw_steps(
+        executor,
+        r,
+        [
+            ([("start", T(1), pa), ("interval", T(2), T(4), pb)], T(3)),
+            ([("end", T(1), T(6), pa), ("start", T(5), pc)], T(7)),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -600,15 +652,21 @@ def test_order_by_time_passes_every_event_unchanged(executor: Any) -> None:
     |3 releases m4, a3, z2; |6 c0, c6, b1, a5; q7 is withheld (1 event, waiting for 7).
     """
     r = run(executor, _unordered_intervals().order_by_time())
-    check(r, [
-        (T(3), [span(T(1), T(20), KV("m", 4)), span(T(2), T(3), KV("a", 3)), span(T(2), T(8), KV("z", 2))]),
-        (T(6), [
-            span(T(3), T(30), KV("c", 0)),
-            span(T(3), T(4), KV("c", 6)),
-            span(T(4), T(9), KV("b", 1)),
-            span(T(5), T(6), KV("a", 5)),
-        ]),
-    ])
+    check(
+        r,
+        [
+            (T(3), [span(T(1), T(20), KV("m", 4)), span(T(2), T(3), KV("a", 3)), span(T(2), T(8), KV("z", 2))]),
+            (
+                T(6),
+                [
+                    span(T(3), T(30), KV("c", 0)),
+                    span(T(3), T(4), KV("c", 6)),
+                    span(T(4), T(9), KV("b", 1)),
+                    span(T(5), T(6), KV("a", 5)),
+                ],
+            ),
+        ],
+    )
     assert r.withheld == tempo.Withheld(events=1, waiting_for=T(7))
     alone = run(executor, _unordered_intervals())
     assert sorted(evs(r), key=key) == sorted(evs(alone), key=key)
@@ -707,14 +765,20 @@ def test_analytic_output_feeds_a_tumbling_window(executor: Any) -> None:
         Cti(INF),
     )
     deltas = s.analytic(lambda e, a: Delta(v=e.v, d=e.v - tempo.coalesce(a.previous(v_of), e.v)))
-    check(run(executor, deltas), [
-        (T(11), [at(T(2), Delta(10, 0)), at(T(5), Delta(13, 3))]),
-        (T(21), [at(T(12), Delta(15, 2)), at(T(14), Delta(11, -4))]),
-        (INF, [at(T(25), Delta(30, 19))]),
-    ])
+    check(
+        run(executor, deltas),
+        [
+            (T(11), [at(T(2), Delta(10, 0)), at(T(5), Delta(13, 3))]),
+            (T(21), [at(T(12), Delta(15, 2)), at(T(14), Delta(11, -4))]),
+            (INF, [at(T(25), Delta(30, 19))]),
+        ],
+    )
     windows = deltas.tumbling(sec(10)).aggregate(lambda w: W(start=w.start, end=w.end, n=w.count(), total=w.sum(lambda e: e.d)))
-    check(run(executor, windows), [
-        (T(10), [span(T(0), T(10), W(T(0), T(10), 2, 3))]),
-        (T(20), [span(T(10), T(20), W(T(10), T(20), 2, -2))]),
-        (INF, [span(T(20), T(30), W(T(20), T(30), 1, 19))]),
-    ])
+    check(
+        run(executor, windows),
+        [
+            (T(10), [span(T(0), T(10), W(T(0), T(10), 2, 3))]),
+            (T(20), [span(T(10), T(20), W(T(10), T(20), 2, -2))]),
+            (INF, [span(T(20), T(30), W(T(20), T(30), 1, 19))]),
+        ],
+    )

@@ -14,10 +14,17 @@ from tests.conformance.test_operators import run
 def readings() -> list[Any]:
     """a@1 (ended at 20), b@2, a@5, then a@8 and b@8, a@12; CTIs 3, 6, 9, 12."""
     return [
-        EdgeStart(T(1), KV("a", 1)), EdgeStart(T(2), KV("b", 2)), Cti(T(3)),
-        EdgeStart(T(5), KV("a", 3)), EdgeEnd(T(1), T(20), KV("a", 1)), Cti(T(6)),
-        EdgeStart(T(8), KV("b", 4)), EdgeStart(T(8), KV("a", 5)), Cti(T(9)),
-        EdgeStart(T(12), KV("a", 6)), Cti(T(12)),
+        EdgeStart(T(1), KV("a", 1)),
+        EdgeStart(T(2), KV("b", 2)),
+        Cti(T(3)),
+        EdgeStart(T(5), KV("a", 3)),
+        EdgeEnd(T(1), T(20), KV("a", 1)),
+        Cti(T(6)),
+        EdgeStart(T(8), KV("b", 4)),
+        EdgeStart(T(8), KV("a", 5)),
+        Cti(T(9)),
+        EdgeStart(T(12), KV("a", 6)),
+        Cti(T(12)),
     ]
 
 
@@ -45,12 +52,24 @@ def test_clip_per_key_by_the_next_reading(executor: Any) -> None:
         (T(12), []),
     ]
     check(r, releases)
-    check_raw_steps(executor, r, [
-        ([("start", T(1), KV("a", 1)), ("start", T(2), KV("b", 2))], T(3)),
-        ([("end", T(1), T(5), KV("a", 1)), ("start", T(5), KV("a", 3))], T(6)),
-        ([("end", T(5), T(8), KV("a", 3)), ("end", T(2), T(8), KV("b", 2)), ("start", T(8), KV("a", 5)), ("start", T(8), KV("b", 4))], T(9)),
-        ([], T(12)),
-    ])
+    check_raw_steps(
+        executor,
+        r,
+        [
+            ([("start", T(1), KV("a", 1)), ("start", T(2), KV("b", 2))], T(3)),
+            ([("end", T(1), T(5), KV("a", 1)), ("start", T(5), KV("a", 3))], T(6)),
+            (
+                [
+                    ("end", T(5), T(8), KV("a", 3)),
+                    ("end", T(2), T(8), KV("b", 2)),
+                    ("start", T(8), KV("a", 5)),
+                    ("start", T(8), KV("b", 4)),
+                ],
+                T(9),
+            ),
+            ([], T(12)),
+        ],
+    )
 
 
 def test_clip_ungrouped_and_same_start_peers(executor: Any) -> None:
@@ -62,12 +81,24 @@ def test_clip_ungrouped_and_same_start_peers(executor: Any) -> None:
         in    [1,3) x, [2,4) y, [8,9) z, [8,20) w, then |10 and the flush
         out   [1,2) x, [2,4) y (own end first), [8,9) z, [8,20) w
     """
-    items = [Interval(T(1), T(3), KV("x", 1)), Interval(T(2), T(4), KV("y", 2)), Interval(T(8), T(9), KV("z", 3)),
-             Interval(T(8), T(20), KV("w", 4)), Cti(T(10)), Cti(INF)]
+    items = [
+        Interval(T(1), T(3), KV("x", 1)),
+        Interval(T(2), T(4), KV("y", 2)),
+        Interval(T(8), T(9), KV("z", 3)),
+        Interval(T(8), T(20), KV("w", 4)),
+        Cti(T(10)),
+        Cti(INF),
+    ]
     r = run(executor, Stream.create("in", items, EventShape.INTERVAL).clip_event_duration())
-    assert sorted(((e.start, e.end, e.payload) for e in r.events), key=key) == sorted([
-        (T(1), T(2), KV("x", 1)), (T(2), T(4), KV("y", 2)), (T(8), T(9), KV("z", 3)), (T(8), T(20), KV("w", 4)),
-    ], key=key)
+    assert sorted(((e.start, e.end, e.payload) for e in r.events), key=key) == sorted(
+        [
+            (T(1), T(2), KV("x", 1)),
+            (T(2), T(4), KV("y", 2)),
+            (T(8), T(9), KV("z", 3)),
+            (T(8), T(20), KV("w", 4)),
+        ],
+        key=key,
+    )
     assert r.ctis == [T(10), INF]
 
 
@@ -82,9 +113,17 @@ def test_to_points_and_back_to_a_signal(executor: Any) -> None:
     points = Stream.create("in", readings(), EventShape.EDGE).to_points()
     r = run(executor, points)
     assert sorted((e.start, e.end, e.payload.k) for e in r.events) == [
-        (T(1), T(1) + TICK, "a"), (T(2), T(2) + TICK, "b"), (T(5), T(5) + TICK, "a"), (T(8), T(8) + TICK, "a"), (T(8), T(8) + TICK, "b"),
+        (T(1), T(1) + TICK, "a"),
+        (T(2), T(2) + TICK, "b"),
+        (T(5), T(5) + TICK, "a"),
+        (T(8), T(8) + TICK, "a"),
+        (T(8), T(8) + TICK, "b"),
     ]
     signal = points.alter_event_duration(timedelta(hours=1)).group_by(lambda e: e.k).clip_event_duration()
     assert sorted((e.start, e.end, e.payload.k) for e in run(executor, signal).events) == [
-        (T(1), T(5), "a"), (T(2), T(8), "b"), (T(5), T(8), "a"), (T(8), INF, "a"), (T(8), INF, "b"),
+        (T(1), T(5), "a"),
+        (T(2), T(8), "b"),
+        (T(5), T(8), "a"),
+        (T(8), INF, "a"),
+        (T(8), INF, "b"),
     ]

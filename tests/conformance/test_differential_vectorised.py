@@ -26,7 +26,11 @@ polars = pytest.importorskip("polars")
 EXAMPLES = int(os.environ.get("TEMPO_VECTORISED_EXAMPLES", str(examples(300))))
 
 VECTORISED = settings(
-    max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 

@@ -74,8 +74,12 @@ def test_the_list_in_the_document_is_the_list_tested_here() -> None:
 def test_float_sums_agree_to_a_tolerance(spark_executor: Any) -> None:
     """Thirds do not add exactly: the sums agree to 1e-9, whatever the order of addition."""
     items = [Point(T(i), F(1 / 3 + i / 7)) for i in range(200)] + [Cti(datetime.max)]
-    query = lambda: Stream.create("f", items, EventShape.POINT).tumbling(timedelta(seconds=50)).aggregate(  # noqa: E731
-        lambda w: F(w.sum(lambda r: r.x))
+    query = lambda: (
+        Stream.create("f", items, EventShape.POINT)
+        .tumbling(timedelta(seconds=50))
+        .aggregate(  # noqa: E731
+            lambda w: F(w.sum(lambda r: r.x))
+        )
     )
     got = [e.payload.x for e in spark_executor.run(query()).events]
     want = [e.payload.x for e in InMemoryExecutor().run(query()).events]
@@ -92,7 +96,8 @@ def test_raw_shows_an_edge_pair_as_one_interval(spark_executor: Any) -> None:
         EventShape.EDGE,
     )
     right = lambda: Stream.create(  # noqa: E731
-        "right", [Interval(T(2), T(12), V("a", 1), arrival=A(2)), Cti(T(5), arrival=A(4)), Cti(T(12), arrival=A(7))],
+        "right",
+        [Interval(T(2), T(12), V("a", 1), arrival=A(2)), Cti(T(5), arrival=A(4)), Cti(T(12), arrival=A(7))],
         EventShape.INTERVAL,
     )
     query = lambda: left().join(right(), on=lambda l, r: l.k == r.k, select=lambda l, r: V(l.k, r.x))  # noqa: E731
@@ -130,10 +135,19 @@ def test_an_end_edge_before_its_start_edge_in_a_table_is_an_error(spark_executor
     from tempo.sources import ParquetSource
 
     path = tmp_path / "edges.parquet"
-    pq.write_table(pa.table({
-        "seq": [0, 1, 2], "kind": ["end", "start", "cti"], "k": ["a", "a", "a"], "x": [0, 0, 0],
-        "s": [T(0), T(0), T(9)], "e": [T(5), None, None],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "seq": [0, 1, 2],
+                "kind": ["end", "start", "cti"],
+                "k": ["a", "a", "a"],
+                "x": [0, 0, 0],
+                "s": [T(0), T(0), T(9)],
+                "e": [T(5), None, None],
+            }
+        ),
+        path,
+    )
     query = lambda: Stream.create(  # noqa: E731
         "edges", ParquetSource(str(path), V, start="s", end="e", kind="kind", order="seq"), EventShape.EDGE
     )

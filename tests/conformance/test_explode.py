@@ -73,13 +73,23 @@ def test_intervals_points_and_lists_empty_null_or_with_nulls(executor: Any) -> N
         out                 [=)    (o4, c), (o4, None), released at CTI 10
     """
     items: list[Any] = [
-        Interval(T(1), T(5), Order(1, ["a", "b"])), Interval(T(3), T(3) + TICK, Order(2, [])),
-        Interval(T(4), T(4) + TICK, Order(3, None)), Cti(T(5)), Interval(T(7), T(9), Order(4, ["c", None])), Cti(T(10)),
+        Interval(T(1), T(5), Order(1, ["a", "b"])),
+        Interval(T(3), T(3) + TICK, Order(2, [])),
+        Interval(T(4), T(4) + TICK, Order(3, None)),
+        Cti(T(5)),
+        Interval(T(7), T(9), Order(4, ["c", None])),
+        Cti(T(10)),
     ]
     r = run(executor, lines(Stream.create("orders", items, EventShape.INTERVAL)))
-    assert sorted(evs(r), key=key) == sorted([
-        (T(1), T(5), Line(1, "a")), (T(1), T(5), Line(1, "b")), (T(7), T(9), Line(4, "c")), (T(7), T(9), Line(4, None)),
-    ], key=key)
+    assert sorted(evs(r), key=key) == sorted(
+        [
+            (T(1), T(5), Line(1, "a")),
+            (T(1), T(5), Line(1, "b")),
+            (T(7), T(9), Line(4, "c")),
+            (T(7), T(9), Line(4, None)),
+        ],
+        key=key,
+    )
     assert r.ctis == [T(5), T(10)]
 
 
@@ -97,13 +107,21 @@ def test_an_edges_outputs_are_ended_by_its_end_edge(executor: Any) -> None:
         out                  [==>  (o6, z), open
     """
     items: list[Any] = [
-        EdgeStart(T(2), Order(5, ["x", "y"])), Cti(T(3)), EdgeEnd(T(2), T(6), Order(5, ["x", "y"])),
-        EdgeStart(T(8), Order(6, ["z"])), Cti(T(9)),
+        EdgeStart(T(2), Order(5, ["x", "y"])),
+        Cti(T(3)),
+        EdgeEnd(T(2), T(6), Order(5, ["x", "y"])),
+        EdgeStart(T(8), Order(6, ["z"])),
+        Cti(T(9)),
     ]
     r = run(executor, lines(Stream.create("orders", items, EventShape.EDGE)))
-    assert sorted(evs(r), key=key) == sorted([
-        (T(2), T(6), Line(5, "x")), (T(2), T(6), Line(5, "y")), (T(8), INF, Line(6, "z")),
-    ], key=key)
+    assert sorted(evs(r), key=key) == sorted(
+        [
+            (T(2), T(6), Line(5, "x")),
+            (T(2), T(6), Line(5, "y")),
+            (T(8), INF, Line(6, "z")),
+        ],
+        key=key,
+    )
     assert r.ctis == [T(3), T(9)]
 
 
@@ -117,9 +135,14 @@ def test_a_tuple_of_records_keeps_list_order(executor: Any) -> None:
     ]
     s = Stream.create("crates", items, EventShape.POINT, AdvanceTimeSettings.replay())
     r = run(executor, s.explode(lambda c: c.parts, lambda c, p: Qty(crate=c.id, sku=p.sku, qty=p.qty * 10)))
-    assert sorted(evs(r), key=key) == sorted([
-        (T(1), T(1) + TICK, Qty(1, "a", 20)), (T(1), T(1) + TICK, Qty(1, "b", 10)), (T(2), T(2) + TICK, Qty(3, "a", 50)),
-    ], key=key)
+    assert sorted(evs(r), key=key) == sorted(
+        [
+            (T(1), T(1) + TICK, Qty(1, "a", 20)),
+            (T(1), T(1) + TICK, Qty(1, "b", 10)),
+            (T(2), T(2) + TICK, Qty(3, "a", 50)),
+        ],
+        key=key,
+    )
 
 
 @attrs.frozen
@@ -145,8 +168,10 @@ def test_a_list_column_of_a_table_then_a_window_over_the_elements(executor: Any)
         n: int
         total: int
 
-    out = s.explode(lambda b: b.items, lambda b, price: Item(b.id, price)).tumbling(timedelta(seconds=10)).aggregate(
-        lambda w: Total(w.count(), w.sum(lambda i: i.price))
+    out = (
+        s.explode(lambda b: b.items, lambda b, price: Item(b.id, price))
+        .tumbling(timedelta(seconds=10))
+        .aggregate(lambda w: Total(w.count(), w.sum(lambda i: i.price)))
     )
     r = executor.run(out)  # a table's timestamps are UTC instants: results are aware
     utc = [T(s).replace(tzinfo=timezone.utc) for s in (0, 10, 20)]

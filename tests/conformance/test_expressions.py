@@ -124,9 +124,23 @@ AT = {p.name: (i + 1, p) for i, p in enumerate(NULLS)}
         (lambda e: tempo.when(tempo.is_null(e.v), e.n == 4, e.v > 0), "ab"),
     ],
     ids=[
-        "is_null", "is_not_null", "is_null-int", "invert", "not_", "and", "or", "arith", "comparison",
-        "never-null", "coalesce", "coalesce-3", "coalesce-int", "coalesce-all-null", "lit-true",
-        "lit-false", "when",
+        "is_null",
+        "is_not_null",
+        "is_null-int",
+        "invert",
+        "not_",
+        "and",
+        "or",
+        "arith",
+        "comparison",
+        "never-null",
+        "coalesce",
+        "coalesce-3",
+        "coalesce-int",
+        "coalesce-all-null",
+        "lit-true",
+        "lit-false",
+        "when",
     ],
 )
 def test_null_tests_and_coalesce_in_where(executor: Any, predicate: Callable[[M], bool], kept: str) -> None:
@@ -329,7 +343,9 @@ def test_a_bool_is_the_number_it_is(executor: Any) -> None:
     mixed = run(executor, stream.select(lambda b: Total(name=b.name, total=tempo.when(b.n > 1, b.flag, b.n) + tempo.coalesce(b.flag, 5))))
     assert [e.payload for e in mixed.events] == [Total("a", 2), Total("b", 1), Total("c", 2), Total("d", 0)]
     numbers = Stream.create(
-        "numbers", [Interval(T(0), T(10), Bit("one", False, 1)), Interval(T(0), T(10), Bit("zero", False, 0)), Cti(T(10))], EventShape.INTERVAL,
+        "numbers",
+        [Interval(T(0), T(10), Bit("one", False, 1)), Interval(T(0), T(10), Bit("zero", False, 0)), Cti(T(10))],
+        EventShape.INTERVAL,
     )
     joined = run(executor, stream.join(numbers, lambda b, m: b.flag == m.n, lambda b, m: Total(name=b.name, total=m.n)))
     assert sorted((e.payload.name, e.payload.total) for e in joined.events) == [("a", 1), ("b", 0), ("c", 1), ("d", 0)]

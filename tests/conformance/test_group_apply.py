@@ -78,8 +78,14 @@ def readings() -> list[Any]:
     first = [(1, "a", 1), (2, "b", 2), (3, "a", 3), (5, "a", 5)]
     second = [(12, "a", 4), (13, "b", 2), (15, "b", 7)]
     third = [(21, "a", 1), (25, "b", 9)]
-    return ([Point(T(t), R(d, v)) for t, d, v in first] + [Cti(T(10))] + [Point(T(t), R(d, v)) for t, d, v in second]
-            + [Cti(T(20))] + [Point(T(t), R(d, v)) for t, d, v in third] + [Cti(T(30))])
+    return (
+        [Point(T(t), R(d, v)) for t, d, v in first]
+        + [Cti(T(10))]
+        + [Point(T(t), R(d, v)) for t, d, v in second]
+        + [Cti(T(20))]
+        + [Point(T(t), R(d, v)) for t, d, v in third]
+        + [Cti(T(30))]
+    )
 
 
 def by_dev() -> tempo.GroupedStream[R, str]:
@@ -96,14 +102,21 @@ def test_two_window_stages_run_per_group(executor: Any) -> None:
     3, 2.) The 30 s window completes at CTI 30; before, the second stage holds its CTI at the
     window's start, 0."""
     q = by_dev().apply(
-        lambda g: g.tumbling(timedelta(seconds=10)).aggregate(lambda w: N(w.count()))
-        .tumbling(timedelta(seconds=30)).aggregate(lambda w: Busiest(w.max(lambda c: c.n), w.count())),
+        lambda g: (
+            g.tumbling(timedelta(seconds=10))
+            .aggregate(lambda w: N(w.count()))
+            .tumbling(timedelta(seconds=30))
+            .aggregate(lambda w: Busiest(w.max(lambda c: c.n), w.count()))
+        ),
         lambda dev, r: DevBusiest(dev, r.most, r.windows),
     )
-    check(run(executor, q), [
-        (T(0), []),
-        (T(30), [span(T(0), T(30), DevBusiest("a", 3, 3)), span(T(0), T(30), DevBusiest("b", 2, 3))]),
-    ])
+    check(
+        run(executor, q),
+        [
+            (T(0), []),
+            (T(30), [span(T(0), T(30), DevBusiest("a", 3, 3)), span(T(0), T(30), DevBusiest("b", 2, 3))]),
+        ],
+    )
 
 
 def test_a_self_join_pairs_events_of_one_group_only(executor: Any) -> None:
@@ -113,32 +126,47 @@ def test_a_self_join_pairs_events_of_one_group_only(executor: Any) -> None:
     at the later reading."""
     q = by_dev().apply(
         lambda g: g.join(
-            g.alter_event_lifetime(TICK, timedelta(seconds=5)), lambda now, before: now.v > before.v,
+            g.alter_event_lifetime(TICK, timedelta(seconds=5)),
+            lambda now, before: now.v > before.v,
             lambda now, before: Step(now.v, before.v),
         ),
         lambda dev, r: DevStep(dev, r.now, r.before),
     )
-    check(run(executor, q), [
-        (T(10), [pt(3, DevStep("a", 3, 1)), pt(5, DevStep("a", 5, 1)), pt(5, DevStep("a", 5, 3))]),
-        (T(20), [pt(15, DevStep("b", 7, 2))]),
-        (T(30), []),
-    ])
+    check(
+        run(executor, q),
+        [
+            (T(10), [pt(3, DevStep("a", 3, 1)), pt(5, DevStep("a", 5, 1)), pt(5, DevStep("a", 5, 3))]),
+            (T(20), [pt(15, DevStep("b", 7, 2))]),
+            (T(30), []),
+        ],
+    )
 
 
 def test_a_stream_from_outside_is_joined_whole_by_every_group(executor: Any) -> None:
     """Limits (outside the sub-query): level 2 over [0, 10), 3 over [10, 30). Per device, the
     readings above the limit of their time, counted per 10 s: a@3, a@5 in [0, 10), a@12 in
     [10, 20); b@15 in [10, 20), b@25 in [20, 30). Both groups see both limits."""
-    limits = Stream.create("limits", [Interval(T(0), T(10), Limit(2)), Interval(T(10), T(30), Limit(3)), Cti(T(30))], EventShape.INTERVAL, payload_type=Limit)
+    limits = Stream.create(
+        "limits", [Interval(T(0), T(10), Limit(2)), Interval(T(10), T(30), Limit(3)), Cti(T(30))], EventShape.INTERVAL, payload_type=Limit
+    )
     q = by_dev().apply(
-        lambda g: g.join(limits, lambda r, lim: r.v > lim.level, lambda r, lim: r).tumbling(timedelta(seconds=10)).aggregate(lambda w: N(w.count())),
+        lambda g: (
+            g.join(limits, lambda r, lim: r.v > lim.level, lambda r, lim: r)
+            .tumbling(timedelta(seconds=10))
+            .aggregate(lambda w: N(w.count()))
+        ),
         lambda dev, r: DevN(dev, r.n),
     )
     r = run(executor, q)  # two inputs unlinked: the intermediate CTIs follow their interleaving (2.4)
-    assert sorted(evs(r), key=key) == sorted([
-        span(T(0), T(10), DevN("a", 2)), span(T(10), T(20), DevN("a", 1)), span(T(10), T(20), DevN("b", 1)),
-        span(T(20), T(30), DevN("b", 1)),
-    ], key=key)
+    assert sorted(evs(r), key=key) == sorted(
+        [
+            span(T(0), T(10), DevN("a", 2)),
+            span(T(10), T(20), DevN("a", 1)),
+            span(T(10), T(20), DevN("b", 1)),
+            span(T(20), T(30), DevN("b", 1)),
+        ],
+        key=key,
+    )
     assert r.ctis[-1] == T(30)
 
 
@@ -150,11 +178,14 @@ def test_an_anti_join_inside_the_group_keeps_the_first_of_each_burst(executor: A
         lambda g: g.anti_join(g.alter_event_lifetime(TICK, timedelta(seconds=5)), lambda now, before: tempo.lit(True)),
         lambda dev, r: r,
     )
-    check(run(executor, q), [
-        (T(10), [pt(1, R("a", 1)), pt(2, R("b", 2))]),
-        (T(20), [pt(12, R("a", 4)), pt(13, R("b", 2))]),
-        (T(30), [pt(21, R("a", 1)), pt(25, R("b", 9))]),
-    ])
+    check(
+        run(executor, q),
+        [
+            (T(10), [pt(1, R("a", 1)), pt(2, R("b", 2))]),
+            (T(20), [pt(12, R("a", 4)), pt(13, R("b", 2))]),
+            (T(30), [pt(21, R("a", 1)), pt(25, R("b", 9))]),
+        ],
+    )
 
 
 @attrs.frozen
@@ -167,10 +198,17 @@ def test_the_null_key_is_a_group(executor: Any) -> None:
     """Devices None, a, None: the two readings without a device are one group, so the self-join
     pairs None@3 with None@1, and a@2 with neither."""
     items: list[Any] = [Point(T(1), Maybe(None, 1)), Point(T(2), Maybe("a", 2)), Point(T(3), Maybe(None, 3)), Cti(T(10))]
-    q = Stream.create("maybe", items, EventShape.POINT, payload_type=Maybe).group_by(lambda e: e.dev).apply(
-        lambda g: g.join(g.alter_event_lifetime(TICK, timedelta(seconds=5)), lambda now, before: now.v > before.v,
-                         lambda now, before: Step(now.v, before.v)),
-        lambda dev, r: DevStep(dev, r.now, r.before),
+    q = (
+        Stream.create("maybe", items, EventShape.POINT, payload_type=Maybe)
+        .group_by(lambda e: e.dev)
+        .apply(
+            lambda g: g.join(
+                g.alter_event_lifetime(TICK, timedelta(seconds=5)),
+                lambda now, before: now.v > before.v,
+                lambda now, before: Step(now.v, before.v),
+            ),
+            lambda dev, r: DevStep(dev, r.now, r.before),
+        )
     )
     check(run(executor, q), [(T(10), [pt(3, DevStep(None, 3, 1))])])
 
@@ -209,10 +247,15 @@ def test_groups_within_groups_and_tuple_keys(executor: Any) -> None:
     items = [Point(T(t), Visit(s, u, pg)) for t, s, u, pg in rows] + [Cti(T(10))]
     visits = Stream.create("visits", items, EventShape.POINT)
     q = visits.group_by(lambda v: v.site).apply(
-        lambda site: site.group_by(lambda v: v.user).apply(
-            lambda user: user.tumbling(timedelta(seconds=10)).aggregate(lambda w: N(w.count())),
-            lambda user, r: UserPages(user, r.n),
-        ).tumbling(timedelta(seconds=10)).aggregate(lambda w: Stats(w.count(), w.max(lambda u: u.pages))),
+        lambda site: (
+            site.group_by(lambda v: v.user)
+            .apply(
+                lambda user: user.tumbling(timedelta(seconds=10)).aggregate(lambda w: N(w.count())),
+                lambda user, r: UserPages(user, r.n),
+            )
+            .tumbling(timedelta(seconds=10))
+            .aggregate(lambda w: Stats(w.count(), w.max(lambda u: u.pages)))
+        ),
         lambda site, r: SiteUsers(site, r.users, r.busiest),
     )
     check(run(executor, q), [(T(10), [span(T(0), T(10), SiteUsers("s1", 2, 3)), span(T(0), T(10), SiteUsers("s2", 1, 1))])])
@@ -221,8 +264,19 @@ def test_groups_within_groups_and_tuple_keys(executor: Any) -> None:
         lambda g: g.tumbling(timedelta(seconds=10)).aggregate(lambda w: N(w.count())),
         lambda key, r: UserPages(key[0] + "/" + key[1], r.n),
     )
-    check(run(executor, pairs), [(T(10), [span(T(0), T(10), UserPages("s1/u1", 3)), span(T(0), T(10), UserPages("s1/u2", 1)),
-                                          span(T(0), T(10), UserPages("s2/u1", 1))])])
+    check(
+        run(executor, pairs),
+        [
+            (
+                T(10),
+                [
+                    span(T(0), T(10), UserPages("s1/u1", 3)),
+                    span(T(0), T(10), UserPages("s1/u2", 1)),
+                    span(T(0), T(10), UserPages("s2/u1", 1)),
+                ],
+            )
+        ],
+    )
 
 
 @attrs.frozen
@@ -238,26 +292,50 @@ def test_per_group_time_order_clip_count_and_session(executor: Any) -> None:
     each device is still open at CTI 40, as a later reading may clip it). a: 1, 3, 5 | 4 | 1;
     b: 2 | 2, 7 | 9."""
     g = by_dev()
-    previous = g.apply(lambda s: s.analytic(lambda e, a: Seen(e.v, a.previous(lambda e: e.v))), lambda dev, r: (r))
-    check(run(executor, previous), [
-        (T(10), [pt(1, Seen(1, None)), pt(2, Seen(2, None)), pt(3, Seen(3, 1)), pt(5, Seen(5, 3))]),
-        (T(20), [pt(12, Seen(4, 5)), pt(13, Seen(2, 2)), pt(15, Seen(7, 2))]),
-        (T(30), [pt(21, Seen(1, 4)), pt(25, Seen(9, 7))]),
-    ])
+    previous = g.apply(lambda s: s.analytic(lambda e, a: Seen(e.v, a.previous(lambda e: e.v))), lambda dev, r: r)
+    check(
+        run(executor, previous),
+        [
+            (T(10), [pt(1, Seen(1, None)), pt(2, Seen(2, None)), pt(3, Seen(3, 1)), pt(5, Seen(5, 3))]),
+            (T(20), [pt(12, Seen(4, 5)), pt(13, Seen(2, 2)), pt(15, Seen(7, 2))]),
+            (T(30), [pt(21, Seen(1, 4)), pt(25, Seen(9, 7))]),
+        ],
+    )
     pairs = g.apply(lambda s: s.count_window(2).aggregate(lambda w: N(w.sum(lambda e: e.v))), lambda dev, r: DevN(dev, r.n))
-    check(run(executor, pairs), [  # a: (1, 3), (5, 4), 1 alone; b: (2, 2), (7, 9); CTIs pass unchanged
-        (T(10), [pt(3, DevN("a", 4))]),
-        (T(20), [pt(12, DevN("a", 9)), pt(13, DevN("b", 4))]),
-        (T(30), [pt(25, DevN("b", 16))]),
-    ])
-    held = Stream.create("r", [Interval(T(t), T(t + 30), r.payload) for r in readings() if isinstance(r, Point)
-                               for t in [(r.start - T(0)).total_seconds()]] + [Cti(T(40))], EventShape.INTERVAL)
+    check(
+        run(executor, pairs),
+        [  # a: (1, 3), (5, 4), 1 alone; b: (2, 2), (7, 9); CTIs pass unchanged
+            (T(10), [pt(3, DevN("a", 4))]),
+            (T(20), [pt(12, DevN("a", 9)), pt(13, DevN("b", 4))]),
+            (T(30), [pt(25, DevN("b", 16))]),
+        ],
+    )
+    held = Stream.create(
+        "r",
+        [Interval(T(t), T(t + 30), r.payload) for r in readings() if isinstance(r, Point) for t in [(r.start - T(0)).total_seconds()]]
+        + [Cti(T(40))],
+        EventShape.INTERVAL,
+    )
     clipped = held.group_by(lambda e: e.dev).apply(lambda s: s.clip_event_duration(), lambda dev, r: r)
-    check(run(executor, clipped), [(T(40), [
-        span(T(1), T(3), R("a", 1)), span(T(3), T(5), R("a", 3)), span(T(5), T(12), R("a", 5)), span(T(12), T(21), R("a", 4)),
-        span(T(21), INF, R("a", 1)), span(T(2), T(13), R("b", 2)), span(T(13), T(15), R("b", 2)), span(T(15), T(25), R("b", 7)),
-        span(T(25), INF, R("b", 9)),
-    ])])
+    check(
+        run(executor, clipped),
+        [
+            (
+                T(40),
+                [
+                    span(T(1), T(3), R("a", 1)),
+                    span(T(3), T(5), R("a", 3)),
+                    span(T(5), T(12), R("a", 5)),
+                    span(T(12), T(21), R("a", 4)),
+                    span(T(21), INF, R("a", 1)),
+                    span(T(2), T(13), R("b", 2)),
+                    span(T(13), T(15), R("b", 2)),
+                    span(T(15), T(25), R("b", 7)),
+                    span(T(25), INF, R("b", 9)),
+                ],
+            )
+        ],
+    )
 
 
 def test_the_sub_query_must_use_its_stream_and_stay_inside(executor: Any) -> None:
@@ -269,7 +347,10 @@ def test_the_sub_query_must_use_its_stream_and_stay_inside(executor: Any) -> Non
         (lambda s: 42, "must return a Stream"),
         (lambda s: s.union(other), "union() of a stream from outside"),
         (lambda s: other.anti_join(s, lambda a, b: a.dev == b.dev), "anti_join() of a stream outside"),
-        (lambda s: other.followed_by(s, lambda a, b: a.dev == b.dev, timedelta(seconds=1), lambda a, b: a), "followed_by() from a stream outside"),
+        (
+            lambda s: other.followed_by(s, lambda a, b: a.dev == b.dev, timedelta(seconds=1), lambda a, b: a),
+            "followed_by() from a stream outside",
+        ),
     ]
     for query, message in cases:
         with pytest.raises(QueryBuildError, match=re.escape(message)):

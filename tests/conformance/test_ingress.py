@@ -98,9 +98,7 @@ def gen(
     flush: bool = False,
     policy: AdvanceTimePolicy = DROP,
 ) -> AdvanceTimeSettings:
-    return AdvanceTimeSettings(
-        generation=AdvanceTimeGenerationSettings(frequency, delay, flush), policy=policy
-    )
+    return AdvanceTimeSettings(generation=AdvanceTimeGenerationSettings(frequency, delay, flush), policy=policy)
 
 
 def policy_only(policy: AdvanceTimePolicy) -> AdvanceTimeSettings:
@@ -168,9 +166,9 @@ def nothing(e: R) -> bool:
 def test_flush_only_admits_everything_and_releases_at_the_end(executor: Any) -> None:
     """frequency=None with the flush: no CTI until the input ends, so nothing is late.
 
-        arrival  p5   p1   p3   p9   (end of input)
-        CTI                          |inf
-        out      p1 p3 p5 p9          (all of them, released by the CTI at infinity)
+    arrival  p5   p1   p3   p9   (end of input)
+    CTI                          |inf
+    out      p1 p3 p5 p9          (all of them, released by the CTI at infinity)
     """
     items = [Point(T(5), r(5)), Point(T(1), r(1)), Point(T(3), r(3)), Point(T(9), r(9))]
     flush_only = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
@@ -185,9 +183,9 @@ def test_flush_only_admits_everything_and_releases_at_the_end(executor: Any) -> 
 def test_flush_only_still_takes_explicit_ctis(executor: Any) -> None:
     """frequency=None generates nothing, but a Cti item still commits time (policy DROP).
 
-        arrival  p5   Cti@4   p3 (late: dropped)   p6
-        CTI           |4                               |inf
-        out      p5                                p6
+    arrival  p5   Cti@4   p3 (late: dropped)   p6
+    CTI           |4                               |inf
+    out      p5                                p6
     """
     items = [Point(T(5), r(5)), Cti(T(4)), Point(T(3), r(3)), Point(T(6), r(6))]
     flush_only = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
@@ -204,10 +202,10 @@ def test_flush_only_still_takes_explicit_ctis(executor: Any) -> None:
 def test_count_cti_after_every_nth_event(executor: Any) -> None:
     """N=2, delay 0.
 
-        time   1    2    3    4    5
-        in     p1   p2#1 p3   p4#3 p5
-        CTI         |2        |4            (after the 2nd and the 4th event, at its start)
-        out    p1   p2   p3                 (start < 4; p4 and p5 wait for a later CTI)
+    time   1    2    3    4    5
+    in     p1   p2#1 p3   p4#3 p5
+    CTI         |2        |4            (after the 2nd and the 4th event, at its start)
+    out    p1   p2   p3                 (start < 4; p4 and p5 wait for a later CTI)
     """
     items = [Point(T(i), r(i)) for i in range(1, 6)]
     res = run(executor, Stream.create("in", items, POINT, gen(2)))
@@ -221,8 +219,8 @@ def test_count_cti_after_every_nth_event(executor: Any) -> None:
 def test_count_uses_interval_start(executor: Any) -> None:
     """N=1, delay 0, intervals: the CTI is at the event's start, not its end.
 
-        I(1,5)#0 -> |1 ;  I(3,4)#1 -> |3
-        out: I(1,5) (start 1 < 3); I(3,4) waits
+    I(1,5)#0 -> |1 ;  I(3,4)#1 -> |3
+    out: I(1,5) (start 1 < 3); I(3,4) waits
     """
     items = [Interval(T(1), T(5), r(1)), Interval(T(3), T(4), r(3))]
     res = run(executor, Stream.create("in", items, INTERVAL, gen(1)))
@@ -233,12 +231,12 @@ def test_count_uses_interval_start(executor: Any) -> None:
 def test_count_positive_delay_gives_slack_and_ignores_going_back(executor: Any) -> None:
     """N=1, delay 2s: a CTI at start - 2 after every event.
 
-        item   CTI before  check          generated (start-2)
-        p5 #0  -inf        ok             |3
-        p3 #1  3           ok (3 >= 3)    1  -> ignored (not after 3)
-        p7 #2  3           ok             |5
-        p4 #3  5           4 < 5: DROP    2  -> ignored
-        out: p3 only (p5 and p7 start at/after the last CTI 5)
+    item   CTI before  check          generated (start-2)
+    p5 #0  -inf        ok             |3
+    p3 #1  3           ok (3 >= 3)    1  -> ignored (not after 3)
+    p7 #2  3           ok             |5
+    p4 #3  5           4 < 5: DROP    2  -> ignored
+    out: p3 only (p5 and p7 start at/after the last CTI 5)
     """
     items = [Point(T(5), r(5)), Point(T(3), r(3)), Point(T(7), r(7)), Point(T(4), r(4))]
     res = run(executor, Stream.create("in", items, POINT, gen(1, 2 * SEC)))
@@ -251,9 +249,9 @@ def test_count_positive_delay_gives_slack_and_ignores_going_back(executor: Any) 
 def test_count_counts_dropped_events(executor: Any) -> None:
     """N=2, delay 0: a dropped event was received, so it counts towards N.
 
-        p5#0 (1)  p6#1 (2) -> |6   p4#2 dropped (1)   p8#3 (2) -> |8   p9#4 (1)
-        (if dropped events did not count, the 2nd CTI would be at 9)
-        out: p5, p6 (start < 8)
+    p5#0 (1)  p6#1 (2) -> |6   p4#2 dropped (1)   p8#3 (2) -> |8   p9#4 (1)
+    (if dropped events did not count, the 2nd CTI would be at 9)
+    out: p5, p6 (start < 8)
     """
     items = [Point(T(s), r(s)) for s in (5, 6, 4, 8, 9)]
     res = run(executor, Stream.create("in", items, POINT, gen(2)))
@@ -266,9 +264,9 @@ def test_count_counts_dropped_events(executor: Any) -> None:
 def test_count_does_not_count_end_edges(executor: Any) -> None:
     """N=2, delay 0, edges: only start edges count.
 
-        ES(1,a)#0 (1)  EE(1,3,a)#1 (-)  ES(2,b)#2 (2) -> |2  ES(4,c)#3 (1)  EE(2,5,b)#4 (-)  |10#5
-        (if end edges counted, CTIs would be |1 after #1 and |4 after #3)
-        out: a [1,3) at |2; b [2,5), c [4,inf) at |10
+    ES(1,a)#0 (1)  EE(1,3,a)#1 (-)  ES(2,b)#2 (2) -> |2  ES(4,c)#3 (1)  EE(2,5,b)#4 (-)  |10#5
+    (if end edges counted, CTIs would be |1 after #1 and |4 after #3)
+    out: a [1,3) at |2; b [2,5), c [4,inf) at |10
     """
     a, b, c = r(1, "a"), r(2, "b"), r(4, "c")
     items = [
@@ -288,9 +286,9 @@ def test_count_does_not_count_end_edges(executor: Any) -> None:
 def test_generated_cti_at_original_start_of_adjusted_event(executor: Any) -> None:
     """N=1, delay -1 tick, ADJUST: the generated CTI uses the event's start as received.
 
-        |5#0   p3#1 -> adjusted to 5; generated CTI at 3 + 1 tick <= 5 -> ignored
-        (a CTI from the adjusted start would be 5 + 1 tick and would release the point)
-        out: nothing (the point at 5 is not before the last CTI 5)
+    |5#0   p3#1 -> adjusted to 5; generated CTI at 3 + 1 tick <= 5 -> ignored
+    (a CTI from the adjusted start would be 5 + 1 tick and would release the point)
+    out: nothing (the point at 5 is not before the last CTI 5)
     """
     items: list[Any] = [Cti(T(5)), Point(T(3), r(3))]
     res = run(executor, Stream.create("in", items, POINT, gen(1, -TICK, policy=ADJUST)))
@@ -305,13 +303,13 @@ def test_generated_cti_at_original_start_of_adjusted_event(executor: Any) -> Non
 def test_timespan_cti_when_a_later_period_is_entered(executor: Any) -> None:
     """T=10s, delay 0; periods [0,10) [10,20) [20,30) [30,40) (epoch-aligned).
 
-        p3   period 0: the first event only sets the period
-        p7   period 0
-        p12  period 1 > 0  -> |12
-        p15  period 1
-        p31  period 3 > 1  -> |31
-        p33  period 3
-        out: p3 p7 (at |12), p12 p15 (at |31)
+    p3   period 0: the first event only sets the period
+    p7   period 0
+    p12  period 1 > 0  -> |12
+    p15  period 1
+    p31  period 3 > 1  -> |31
+    p33  period 3
+    out: p3 p7 (at |12), p12 p15 (at |31)
     """
     items = [Point(T(s), r(s)) for s in (3, 7, 12, 15, 31, 33)]
     res = run(executor, Stream.create("in", items, POINT, gen(10 * SEC)))
@@ -323,7 +321,7 @@ def test_timespan_cti_when_a_later_period_is_entered(executor: Any) -> None:
 def test_timespan_first_event_only_sets_the_period(executor: Any) -> None:
     """T=10s: one event, no CTI, nothing released.
 
-        p3   period 0 (first) -> no CTI
+    p3   period 0 (first) -> no CTI
     """
     res = run(executor, Stream.create("in", [Point(T(3), r(3))], POINT, gen(10 * SEC)))
     assert res.ctis == []
@@ -334,12 +332,12 @@ def test_timespan_first_event_only_sets_the_period(executor: Any) -> None:
 def test_timespan_with_delay_and_earlier_period(executor: Any) -> None:
     """T=10s, delay 5s.
 
-        p3#0   period 0 (first)
-        p12#1  period 1 > 0 -> |7 (12 - 5)
-        p8#2   period 0, 8 >= 7 admitted, no CTI (period not greater than seen)
-        p15#3  period 1, not greater -> no CTI
-        p21#4  period 2 -> |16
-        out: p3 at |7; p12, p8, p15 at |16 (same CTI: order not asserted)
+    p3#0   period 0 (first)
+    p12#1  period 1 > 0 -> |7 (12 - 5)
+    p8#2   period 0, 8 >= 7 admitted, no CTI (period not greater than seen)
+    p15#3  period 1, not greater -> no CTI
+    p21#4  period 2 -> |16
+    out: p3 at |7; p12, p8, p15 at |16 (same CTI: order not asserted)
     """
     items = [Point(T(s), r(s)) for s in (3, 12, 8, 15, 21)]
     res = run(executor, Stream.create("in", items, POINT, gen(10 * SEC, 5 * SEC)))
@@ -352,9 +350,9 @@ def test_timespan_with_delay_and_earlier_period(executor: Any) -> None:
 def test_timespan_periods_are_epoch_aligned(executor: Any) -> None:
     """T=1h; 2024-01-01 00:00 is a whole hour after the epoch.
 
-        p(00:50)  hour 0 (first)
-        p(01:10)  hour 1 -> |01:10      (aligned on the first event instead, both would be
-                                           in one period and no CTI would come)
+    p(00:50)  hour 0 (first)
+    p(01:10)  hour 1 -> |01:10      (aligned on the first event instead, both would be
+                                       in one period and no CTI would come)
     """
     items = [Point(T(50 * 60), r(1)), Point(T(70 * 60), r(2))]
     res = run(executor, Stream.create("in", items, POINT, gen(timedelta(hours=1))))
@@ -365,12 +363,12 @@ def test_timespan_periods_are_epoch_aligned(executor: Any) -> None:
 def test_timespan_does_not_count_end_edges(executor: Any) -> None:
     """T=10s, delay 0, edges.
 
-        ES(3,a)#0    period 0 (first)
-        EE(3,25,a)#1 not counted (by its end it would enter period 2 and give |25,
-                      after which ES(12,b) would be dropped)
-        ES(12,b)#2   period 1 -> |12
-        |30#3        explicit
-        out: a [3,25), b [12,inf)
+    ES(3,a)#0    period 0 (first)
+    EE(3,25,a)#1 not counted (by its end it would enter period 2 and give |25,
+                  after which ES(12,b) would be dropped)
+    ES(12,b)#2   period 1 -> |12
+    |30#3        explicit
+    out: a [3,25), b [12,inf)
     """
     a, b = r(3, "a"), r(12, "b")
     items = [EdgeStart(T(3), a), EdgeEnd(T(3), T(25), a), EdgeStart(T(12), b), Cti(T(30))]
@@ -386,8 +384,8 @@ def test_timespan_does_not_count_end_edges(executor: Any) -> None:
 def test_delay_minus_one_tick_releases_every_event_at_once(executor: Any) -> None:
     """N=1, delay -1 tick: a CTI just after every point.
 
-        p1 |1+t   p2 |2+t   p3 |3+t
-        out: p1 p2 p3 (each released by its own CTI)
+    p1 |1+t   p2 |2+t   p3 |3+t
+    out: p1 p2 p3 (each released by its own CTI)
     """
     items = [Point(T(s), r(s)) for s in (1, 2, 3)]
     res = run(executor, Stream.create("in", items, POINT, gen(1, -TICK)))
@@ -398,8 +396,8 @@ def test_delay_minus_one_tick_releases_every_event_at_once(executor: Any) -> Non
 def test_delay_zero_keeps_the_last_event(executor: Any) -> None:
     """N=1, delay 0: the CTI is at the point's own start, which does not commit it.
 
-        p1 |1   p2 |2   p3 |3
-        out: p1 (at |2), p2 (at |3); p3 waits
+    p1 |1   p2 |2   p3 |3
+    out: p1 (at |2), p2 (at |3); p3 waits
     """
     items = [Point(T(s), r(s)) for s in (1, 2, 3)]
     res = run(executor, Stream.create("in", items, POINT, gen(1)))
@@ -413,8 +411,8 @@ def test_delay_zero_keeps_the_last_event(executor: Any) -> None:
 def test_ctis_never_go_back(executor: Any) -> None:
     """No settings: explicit CTIs only.
 
-        |5#0   p6#1   |3#2 (ignored: before 5)   |5#3 (ignored: not after 5)   |8#4
-        out: p6 (at |8)
+    |5#0   p6#1   |3#2 (ignored: before 5)   |5#3 (ignored: not after 5)   |8#4
+    out: p6 (at |8)
     """
     items: list[Any] = [Cti(T(5)), Point(T(6), r(6)), Cti(T(3)), Cti(T(5)), Cti(T(8))]
     res = run(executor, Stream.create("in", items, POINT))
@@ -426,9 +424,9 @@ def test_ctis_never_go_back(executor: Any) -> None:
 def test_explicit_ctis_alongside_generated(executor: Any) -> None:
     """N=2, delay 0, plus explicit CTIs.
 
-        p1#0  p2#1 -> |2 (gen)   |4#2 (explicit)   p4#3   p6#4 -> |6 (gen)
-        |5#5 (explicit, ignored)   p7#6
-        out: p1 (at |2), p2 (at |4), p4 (at |6); p6 p7 wait
+    p1#0  p2#1 -> |2 (gen)   |4#2 (explicit)   p4#3   p6#4 -> |6 (gen)
+    |5#5 (explicit, ignored)   p7#6
+    out: p1 (at |2), p2 (at |4), p4 (at |6); p6 p7 wait
     """
     items: list[Any] = [
         Point(T(1), r(1)),
@@ -442,16 +440,14 @@ def test_explicit_ctis_alongside_generated(executor: Any) -> None:
     res = run(executor, Stream.create("in", items, POINT, gen(2)))
     assert res.ctis == [T(2), T(4), T(6)]
     same_items(executor, res.events, [pt(1, 1), pt(2, 2), pt(4, 4)])
-    assert counts(metrics(res)) == M(
-        received=5, admitted=5, ctis_generated=2, ctis_explicit=1, ctis_ignored=1
-    )
+    assert counts(metrics(res)) == M(received=5, admitted=5, ctis_generated=2, ctis_explicit=1, ctis_ignored=1)
 
 
 def test_generated_cti_behind_an_explicit_one_is_ignored(executor: Any) -> None:
     """N=2, delay 0.
 
-        p1#0 (1)   |10#1 explicit   p10#2 (2) -> generated |10: not after 10, ignored
-        out: p1
+    p1#0 (1)   |10#1 explicit   p10#2 (2) -> generated |10: not after 10, ignored
+    out: p1
     """
     items: list[Any] = [Point(T(1), r(1)), Cti(T(10)), Point(T(10), r(10))]
     res = run(executor, Stream.create("in", items, POINT, gen(2)))
@@ -463,8 +459,8 @@ def test_generated_cti_behind_an_explicit_one_is_ignored(executor: Any) -> None:
 def test_release_rule_without_final_cti(executor: Any) -> None:
     """No settings.
 
-        p1#0   p2#1   |2#2   p3#3
-        out: p1 only: p2 starts at the last CTI, p3 after it
+    p1#0   p2#1   |2#2   p3#3
+    out: p1 only: p2 starts at the last CTI, p3 after it
     """
     items: list[Any] = [Point(T(1), r(1)), Point(T(2), r(2)), Cti(T(2)), Point(T(3), r(3))]
     res = run(executor, Stream.create("in", items, POINT))
@@ -476,8 +472,8 @@ def test_release_rule_without_final_cti(executor: Any) -> None:
 def test_advance_to_infinity_on_shutdown_releases_everything(executor: Any) -> None:
     """N=1, delay 0, advance_to_infinity_on_shutdown.
 
-        p1 |1   p2 |2   p3 |3   <end of input> |inf
-        out: p1 p2 p3 (p3 released by the final CTI)
+    p1 |1   p2 |2   p3 |3   <end of input> |inf
+    out: p1 p2 p3 (p3 released by the final CTI)
     """
     items = [Point(T(s), r(s)) for s in (1, 2, 3)]
     res = run(executor, Stream.create("in", items, POINT, gen(1, flush=True)))
@@ -489,8 +485,8 @@ def test_advance_to_infinity_on_shutdown_releases_everything(executor: Any) -> N
 def test_advance_to_infinity_releases_open_edges(executor: Any) -> None:
     """EDGE, N=1, delay 0, flush.
 
-        ES(1,a) |1   ES(2,b) |2   EE(1,4,a) (not counted)   <end> |inf
-        out: a [1,4) (at |2), b [2,inf) (at |inf; its end edge never came)
+    ES(1,a) |1   ES(2,b) |2   EE(1,4,a) (not counted)   <end> |inf
+    out: a [1,4) (at |2), b [2,inf) (at |inf; its end edge never came)
     """
     a, b = r(1, "a"), r(2, "b")
     items = [EdgeStart(T(1), a), EdgeStart(T(2), b), EdgeEnd(T(1), T(4), a)]
@@ -534,9 +530,7 @@ def test_point_adjust_moves_to_the_cti(executor: Any) -> None:
     res = run(executor, Stream.create("in", items, POINT, policy_only(ADJUST)))
     assert res.ctis == [T(5), T(6)]
     assert by_v(res.events) == [pt(5, 3), pt(5, 5)]
-    assert res.rejected == [
-        Rejection("in", 1, items[1], Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), Point(T(5), r(3)))
-    ]
+    assert res.rejected == [Rejection("in", 1, items[1], Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), Point(T(5), r(3)))]
     assert counts(metrics(res)) == M(received=2, admitted=2, adjusted=1, ctis_explicit=2)
 
 
@@ -570,11 +564,15 @@ def test_interval_adjust(executor: Any) -> None:
     ]
     res = run(executor, Stream.create("in", items, INTERVAL, policy_only(ADJUST)))
     assert by_v(res.events) == [out(5, 8, 3), out(5, 6, 4), out(5, 7, 5)]
-    same_items(executor, res.rejected, [
-        Rejection("in", 1, items[1], Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), Interval(T(5), T(8), r(3))),
-        Rejection("in", 2, items[2], Rule.START_BEFORE_CTI, Action.DROPPED, T(5), None),
-        Rejection("in", 3, items[3], Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), Interval(T(5), T(6), r(4))),
-    ])
+    same_items(
+        executor,
+        res.rejected,
+        [
+            Rejection("in", 1, items[1], Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), Interval(T(5), T(8), r(3))),
+            Rejection("in", 2, items[2], Rule.START_BEFORE_CTI, Action.DROPPED, T(5), None),
+            Rejection("in", 3, items[3], Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), Interval(T(5), T(6), r(4))),
+        ],
+    )
     assert counts(metrics(res)) == M(received=4, admitted=3, adjusted=2, dropped=1, ctis_explicit=2)
 
 
@@ -598,10 +596,14 @@ def test_start_edge_drop_drops_its_end_edge(executor: Any) -> None:
     ]
     res = run(executor, Stream.create("in", items, EDGE, policy_only(DROP)))
     same_items(executor, res.events, [out(6, 8, 6, "b")])
-    same_items(executor, res.rejected, [
-        Rejection("in", 1, items[1], Rule.START_BEFORE_CTI, Action.DROPPED, T(5), None),
-        Rejection("in", 3, items[3], Rule.START_EDGE_DROPPED, Action.DROPPED, T(5), None),
-    ])
+    same_items(
+        executor,
+        res.rejected,
+        [
+            Rejection("in", 1, items[1], Rule.START_BEFORE_CTI, Action.DROPPED, T(5), None),
+            Rejection("in", 3, items[3], Rule.START_EDGE_DROPPED, Action.DROPPED, T(5), None),
+        ],
+    )
     assert counts(metrics(res)) == M(received=4, admitted=2, dropped=2, ctis_explicit=2)
 
 
@@ -619,9 +621,7 @@ def start_edge_adjusted(executor: Any) -> tempo.Result[Any]:
 def test_start_edge_adjust_and_its_end_edge_matches_the_original_start(executor: Any) -> None:
     res, a = start_edge_adjusted(executor), r(3, "a")
     same_items(executor, res.events, [out(5, 9, 3, "a")])
-    assert res.rejected == [
-        Rejection("in", 1, EdgeStart(T(3), a), Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), EdgeStart(T(5), a))
-    ]
+    assert res.rejected == [Rejection("in", 1, EdgeStart(T(3), a), Rule.START_BEFORE_CTI, Action.ADJUSTED, T(5), EdgeStart(T(5), a))]
     assert counts(metrics(res)) == M(received=2, admitted=2, adjusted=1, ctis_explicit=3)
 
 
@@ -667,9 +667,7 @@ def test_end_edge_adjust_ends_at_the_cti(executor: Any) -> None:
     items: list[Any] = [EdgeStart(T(1), a), Cti(T(5)), EdgeEnd(T(1), T(3), a), Cti(T(6))]
     res = run(executor, Stream.create("in", items, EDGE, policy_only(ADJUST)))
     same_items(executor, res.events, [out(1, 5, 1, "a")])
-    assert res.rejected == [
-        Rejection("in", 2, items[2], Rule.END_BEFORE_CTI, Action.ADJUSTED, T(5), EdgeEnd(T(1), T(5), a))
-    ]
+    assert res.rejected == [Rejection("in", 2, items[2], Rule.END_BEFORE_CTI, Action.ADJUSTED, T(5), EdgeEnd(T(1), T(5), a))]
     assert counts(metrics(res)) == M(received=2, admitted=2, adjusted=1, ctis_explicit=2)
 
 
@@ -747,9 +745,9 @@ def test_end_edges_match_adjusted_and_unadjusted_start_edges_by_received_start(e
 def two_edges(executor: Any) -> tempo.Result[Any]:
     """No settings.
 
-        ES(1,a)#0   ES(2,b)#1   |3#2   EE(1,4,a)#3   |10#4
-        events: a [1,4) (both ends), b [2,inf) (never ended)
-        raw:    EdgeStart a, EdgeStart b, Cti 3, EdgeEnd a, Cti 10
+    ES(1,a)#0   ES(2,b)#1   |3#2   EE(1,4,a)#3   |10#4
+    events: a [1,4) (both ends), b [2,inf) (never ended)
+    raw:    EdgeStart a, EdgeStart b, Cti 3, EdgeEnd a, Cti 10
     """
     a, b = r(1, "a"), r(2, "b")
     items: list[Any] = [EdgeStart(T(1), a), EdgeStart(T(2), b), Cti(T(3)), EdgeEnd(T(1), T(4), a), Cti(T(10))]
@@ -799,18 +797,18 @@ def test_raw_points_and_intervals(executor: Any) -> None:
 def test_import_interleaves_by_arrival(executor: Any) -> None:
     """fast: POINT, N=1 delay 0.  slow: EDGE, imports fast, DROP.  (arrival = a)
 
-        a   input  item           fast CTI   slow CTI
-        0   slow   ES(0,s0)#0                -inf      ok
-        1   fast   p1#0           |1         |1
-        2   fast   p2#1           |2         |2
-        3   slow   ES(3,s3)#1                2         ok (3 >= 2)
-        6   fast   p6#2           |6         |6
-        7   slow   ES(5,s5)#2                6         5 < 6: dropped
-        8   fast   p8#3           |8         |8
-        9   slow   EE(3,9,s3)#3              8         ok (9 >= 8)
-        10  fast   |10#4          |10        |10
-        query: slow ∪ (fast where nothing): output CTI = min of both = 1 2 6 8 10
-        out: s0 [0,inf), s3 [3,9)
+    a   input  item           fast CTI   slow CTI
+    0   slow   ES(0,s0)#0                -inf      ok
+    1   fast   p1#0           |1         |1
+    2   fast   p2#1           |2         |2
+    3   slow   ES(3,s3)#1                2         ok (3 >= 2)
+    6   fast   p6#2           |6         |6
+    7   slow   ES(5,s5)#2                6         5 < 6: dropped
+    8   fast   p8#3           |8         |8
+    9   slow   EE(3,9,s3)#3              8         ok (9 >= 8)
+    10  fast   |10#4          |10        |10
+    query: slow ∪ (fast where nothing): output CTI = min of both = 1 2 6 8 10
+    out: s0 [0,inf), s3 [3,9)
     """
     fast_items: list[Any] = [
         Point(T(1), r(1, "f"), T(1)),
@@ -831,9 +829,7 @@ def test_import_interleaves_by_arrival(executor: Any) -> None:
     res = run(executor, slow.union(fast.where(nothing)))
     assert counts(metrics(res, "slow")) == M(received=4, admitted=3, dropped=1, ctis_imported=5)
     assert counts(metrics(res, "fast")) == M(received=4, admitted=4, ctis_generated=4, ctis_explicit=1)
-    assert res.rejected == [
-        Rejection("slow", 2, slow_items[2], Rule.START_BEFORE_CTI, Action.DROPPED, T(6), None)
-    ]
+    assert res.rejected == [Rejection("slow", 2, slow_items[2], Rule.START_BEFORE_CTI, Action.DROPPED, T(6), None)]
     same_items(executor, res.events, [out(0, NINF, 0, "s"), out(3, 9, 3, "s")])
     assert res.ctis == [T(1), T(2), T(6), T(8), T(10)]
 
@@ -841,28 +837,22 @@ def test_import_interleaves_by_arrival(executor: Any) -> None:
 def test_import_with_generation_max_wins(executor: Any) -> None:
     """fast: POINT, N=1.  slow: POINT, N=1 and imports fast, DROP.
 
-        a  input  item       fast CTI  slow CTI
-        1  fast   p5#0       |5        |5  (imported)
-        2  slow   p10#0                |10 (generated; the later of the two)
-        3  fast   p6#1       |6        6 imported: not after 10 -> ignored
-        4  slow   p8#1                 8 < 10: dropped; generated 8 -> ignored
-        5  fast   |12#2      |12       |12 (imported)
-        query: slow ∪ (fast where nothing): CTIs min(fast, slow) = 5 6 10 12
-        out: slow p10
+    a  input  item       fast CTI  slow CTI
+    1  fast   p5#0       |5        |5  (imported)
+    2  slow   p10#0                |10 (generated; the later of the two)
+    3  fast   p6#1       |6        6 imported: not after 10 -> ignored
+    4  slow   p8#1                 8 < 10: dropped; generated 8 -> ignored
+    5  fast   |12#2      |12       |12 (imported)
+    query: slow ∪ (fast where nothing): CTIs min(fast, slow) = 5 6 10 12
+    out: slow p10
     """
     fast_items: list[Any] = [Point(T(5), r(5, "f"), T(1)), Point(T(6), r(6, "f"), T(3)), Cti(T(12), T(5))]
     slow_items = [Point(T(10), r(10, "s"), T(2)), Point(T(8), r(8, "s"), T(4))]
     fast = Stream.create("fast", fast_items, POINT, gen(1))
-    slow = Stream.create(
-        "slow", slow_items, POINT, imports("fast", generation=AdvanceTimeGenerationSettings(1))
-    )
+    slow = Stream.create("slow", slow_items, POINT, imports("fast", generation=AdvanceTimeGenerationSettings(1)))
     res = run(executor, slow.union(fast.where(nothing)))
-    assert counts(metrics(res, "slow")) == M(
-        received=2, admitted=1, dropped=1, ctis_generated=1, ctis_imported=2, ctis_ignored=2
-    )
-    assert res.rejected == [
-        Rejection("slow", 1, slow_items[1], Rule.START_BEFORE_CTI, Action.DROPPED, T(10), None)
-    ]
+    assert counts(metrics(res, "slow")) == M(received=2, admitted=1, dropped=1, ctis_generated=1, ctis_imported=2, ctis_ignored=2)
+    assert res.rejected == [Rejection("slow", 1, slow_items[1], Rule.START_BEFORE_CTI, Action.DROPPED, T(10), None)]
     same_items(executor, res.events, [pt(10, 10, "s")])
     assert res.ctis == [T(5), T(6), T(10), T(12)]
 
@@ -870,12 +860,12 @@ def test_import_with_generation_max_wins(executor: Any) -> None:
 def test_import_chain_receives_the_final_infinity(executor: Any) -> None:
     """a: N=1, flush.  b imports a.  c imports b (EDGE).
 
-        arr 0  c  ES(0,c0)
-        arr 1  a  p1 -> a|1, b|1, c|1
-        arr 2  a  p2 -> a|2, b|2, c|2
-        arr 3  b  p3 (3 >= 2 ok)
-        <end>  a|inf -> b|inf -> c|inf
-        out: everything (a1, a2, b3, c0 [0,inf)); final CTI inf
+    arr 0  c  ES(0,c0)
+    arr 1  a  p1 -> a|1, b|1, c|1
+    arr 2  a  p2 -> a|2, b|2, c|2
+    arr 3  b  p3 (3 >= 2 ok)
+    <end>  a|inf -> b|inf -> c|inf
+    out: everything (a1, a2, b3, c0 [0,inf)); final CTI inf
     """
     a = Stream.create("a", [Point(T(1), r(1, "a"), T(1)), Point(T(2), r(2, "a"), T(2))], POINT, gen(1, flush=True))
     b = Stream.create("b", [Point(T(3), r(3, "b"), T(3))], POINT, imports("a"))
@@ -890,15 +880,13 @@ def test_import_chain_receives_the_final_infinity(executor: Any) -> None:
 def test_only_ctis_that_advance_the_exporter_are_imported(executor: Any) -> None:
     """fast: N=1.  slow imports fast.
 
-        a=1 fast p5#0 -> fast|5 -> slow|5
-        a=2 fast |3#1 -> ignored by fast (3 <= 5): not passed on to slow
-        a=3 slow p6#0 ok
-        a=4 fast |7#2 -> fast|7 -> slow|7
-        out: slow p6 (at |7)
+    a=1 fast p5#0 -> fast|5 -> slow|5
+    a=2 fast |3#1 -> ignored by fast (3 <= 5): not passed on to slow
+    a=3 slow p6#0 ok
+    a=4 fast |7#2 -> fast|7 -> slow|7
+    out: slow p6 (at |7)
     """
-    fast = Stream.create(
-        "fast", [Point(T(5), r(5, "f"), T(1)), Cti(T(3), T(2)), Cti(T(7), T(4))], POINT, gen(1)
-    )
+    fast = Stream.create("fast", [Point(T(5), r(5, "f"), T(1)), Cti(T(3), T(2)), Cti(T(7), T(4))], POINT, gen(1))
     slow = Stream.create("slow", [Point(T(6), r(6, "s"), T(3))], POINT, imports("fast"))
     res = run(executor, slow.union(fast.where(nothing)))
     assert counts(metrics(res, "fast")) == M(received=1, admitted=1, ctis_generated=1, ctis_explicit=1, ctis_ignored=1)
@@ -956,11 +944,11 @@ def test_import_without_arrival_is_an_import_order_error(executor: Any, missing:
 def test_inputs_outside_imports_need_no_arrival(executor: Any) -> None:
     """fast/slow with arrivals; `other` (no import either way) has none: no error.
 
-        a=1  fast p1 -> |1 (slow |1)
-        a=3  slow p3 (3 >= 1 ok)
-        a=4  fast |5 -> slow |5
-        other (no arrivals, no settings): p1#0 |5#1
-        out: other p1, slow p3 (all CTIs reach 5)
+    a=1  fast p1 -> |1 (slow |1)
+    a=3  slow p3 (3 >= 1 ok)
+    a=4  fast |5 -> slow |5
+    other (no arrivals, no settings): p1#0 |5#1
+    out: other p1, slow p3 (all CTIs reach 5)
     """
     fast = Stream.create("fast", [Point(T(1), r(1, "f"), T(1)), Cti(T(5), T(4))], POINT, gen(1))
     slow = Stream.create("slow", [Point(T(3), r(3, "s"), T(3))], POINT, imports("fast"))
@@ -991,9 +979,9 @@ def test_arrival_tie_goes_to_the_input_declared_first(executor: Any) -> None:
 def test_arrival_tie_other_declaration_order(executor: Any) -> None:
     """As above with slow declared first: slow's item goes first and is admitted.
 
-        a=1  slow p3#0 -> ok (slow CTI -inf)
-        a=1  fast p5#0 -> fast|5 -> slow|5
-        out: slow p3 (3 < 5)
+    a=1  slow p3#0 -> ok (slow CTI -inf)
+    a=1  fast p5#0 -> fast|5 -> slow|5
+    out: slow p3 (3 < 5)
     """
     slow = Stream.create("slow", [Point(T(3), r(3, "s"), T(1))], POINT, imports("fast"))
     fast = Stream.create("fast", [Point(T(5), r(5, "f"), T(1))], POINT, gen(1))
@@ -1006,8 +994,8 @@ def test_arrival_tie_other_declaration_order(executor: Any) -> None:
 def test_arrival_tie_keeps_position_order_within_an_input(executor: Any) -> None:
     """fast declared first; all three items arrive at a=1.
 
-        a=1  fast p5#0 -> |5 ; fast |7#1 -> |7   (position order within fast)
-        a=1  slow p6#0 -> slow CTI already 7: 6 < 7 dropped
+    a=1  fast p5#0 -> |5 ; fast |7#1 -> |7   (position order within fast)
+    a=1  slow p6#0 -> slow CTI already 7: 6 < 7 dropped
     """
     fast = Stream.create("fast", [Point(T(5), r(5, "f"), T(1)), Cti(T(7), T(1))], POINT, gen(1))
     slow = Stream.create("slow", [Point(T(6), r(6, "s"), T(1))], POINT, imports("fast"))
@@ -1087,9 +1075,7 @@ def failed_run_seen(executor: Any) -> list[int]:
         return True
 
     good = Stream.create("good", [Point(T(i), r(i)) for i in range(5)], POINT, gen(1, flush=True))
-    bad = Stream.create(
-        "bad", [Point(T(i), r(i)) for i in range(5)] + [Interval(T(9), T(8), r(9))], POINT, gen(1)
-    )
+    bad = Stream.create("bad", [Point(T(i), r(i)) for i in range(5)] + [Interval(T(9), T(8), r(9))], POINT, gen(1))
     q = good.where(lambda e: tempo.udf(record, returns=bool)(e.v)).union(bad.where(lambda e: tempo.udf(record, returns=bool)(e.v)))
     with pytest.raises(tempo.InputError) as info:
         run(executor, q)
@@ -1135,8 +1121,8 @@ def test_bad_settings_are_build_errors(make: Any) -> None:
 def test_cti_violation_without_settings_raises(executor: Any, shape: EventShape, items: list[Any], position: int) -> None:
     """No settings (and none from the source): a violation fails the run.
 
-        e.g. point:  |5#0  p3#1 -> CtiViolationError at #1
-             edge:   ES(1)#0 |5#1 EE(1,3)#2 -> end 3 < 5: CtiViolationError at #2
+    e.g. point:  |5#0  p3#1 -> CtiViolationError at #1
+         edge:   ES(1)#0 |5#1 EE(1,3)#2 -> end 3 < 5: CtiViolationError at #2
     """
     with pytest.raises(tempo.CtiViolationError) as info:
         run(executor, Stream.create("in", items, shape))
@@ -1198,8 +1184,8 @@ def test_custom_source_declares_settings_per_shape(executor: Any) -> None:
 # =============================================================================================
 def test_naive_in_naive_out(executor: Any) -> None:
     """N=1, delay 0, DROP, flush, EDGE.
-        ES(1,a) |1   ES(0,b) dropped (cti 1)   <end> |inf
-        out: a [1, inf) naive; CTIs naive; rejection CTI naive
+    ES(1,a) |1   ES(0,b) dropped (cti 1)   <end> |inf
+    out: a [1, inf) naive; CTIs naive; rejection CTI naive
     """
     a, b = r(1, "a"), r(0, "b")
     res = run(executor, Stream.create("in", [EdgeStart(T(1), a), EdgeStart(T(0), b)], EDGE, gen(1, flush=True)))
@@ -1212,7 +1198,7 @@ def test_naive_in_naive_out(executor: Any) -> None:
 
 def test_aware_in_aware_utc_out(executor: Any) -> None:
     """Same as above with aware timestamps (one of them at +02:00):
-        ES(1,a) |1   ES(0,b) dropped   <end> |inf     -> results in aware UTC
+    ES(1,a) |1   ES(0,b) dropped   <end> |inf     -> results in aware UTC
     """
     plus2 = timezone(timedelta(hours=2))
     u1 = T(1).replace(tzinfo=UTC)

@@ -13,9 +13,7 @@ Expected outputs are written by hand.
 
 from __future__ import annotations
 
-import decimal
 import enum
-import typing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -64,13 +62,15 @@ def _table(unit: str, zone: str | None, ns_extra: int = 0) -> Any:
         ns = pa.array([ns[0].as_py(), ns[1].as_py() + ns_extra], pa.int64())
     stamp = pa.timestamp(unit, tz=zone)
     start = ns.cast(pa.timestamp("ns", tz=zone)).cast(stamp) if not ns_extra else ns.cast(pa.timestamp("ns", tz=zone))
-    return pa.table({
-        "ts": start,
-        "te": pa.array([t + 3 * step for t in starts], pa.timestamp("us")).cast(pa.timestamp(unit)),
-        "k": [1, 2],
-        "at": pa.array([T0 + step, T0 + 7 * step], pa.timestamp("us")).cast(pa.timestamp(unit, tz=zone)),
-        "took": pa.array([step, 4 * step], pa.duration("us")).cast(pa.duration(unit)),
-    })
+    return pa.table(
+        {
+            "ts": start,
+            "te": pa.array([t + 3 * step for t in starts], pa.timestamp("us")).cast(pa.timestamp(unit)),
+            "k": [1, 2],
+            "at": pa.array([T0 + step, T0 + 7 * step], pa.timestamp("us")).cast(pa.timestamp(unit, tz=zone)),
+            "took": pa.array([step, 4 * step], pa.duration("us")).cast(pa.duration(unit)),
+        }
+    )
 
 
 def _expected(unit: str) -> list[tuple[datetime, datetime, Timed]]:
@@ -99,7 +99,9 @@ def _source(table: Any, how: str, tmp_path: Path) -> Any:
 @pytest.mark.parametrize("zone", [None, "Europe/Paris"], ids=["naive", "zoned"])
 @pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
 @pytest.mark.parametrize("how", ["parquet", "arrow"])
-def test_timestamps_and_durations_of_every_unit_are_read_exactly(executor: Any, tmp_path: Path, unit: str, zone: str | None, how: str) -> None:
+def test_timestamps_and_durations_of_every_unit_are_read_exactly(
+    executor: Any, tmp_path: Path, unit: str, zone: str | None, how: str
+) -> None:
     """Before: a nanosecond Parquet file was Spark's PARQUET_TYPE_ILLEGAL, a duration column in
     Parquet an "integer column" on Spark, durations of another unit than us misread by the
     vectorised executor, and ``timedelta`` fields had no Spark column."""
@@ -111,19 +113,24 @@ def test_a_parquet_file_written_by_pandas_is_read_exactly(executor: Any, tmp_pat
     """pandas writes ``timestamp[ns]`` (and ``duration[ns]``), even for whole seconds."""
     import pandas as pd
 
-    frame = pd.DataFrame({
-        "ts": pd.to_datetime(["2024-01-01 00:00:01", "2024-01-01 00:00:02.000250"], format="ISO8601"),
-        "k": [1, 2],
-        "at": pd.to_datetime(["2024-01-01 10:00:00", "2024-01-01 11:00:00.5"], format="ISO8601"),
-        "took": pd.to_timedelta(["1s", "1500us"]),
-    })
+    frame = pd.DataFrame(
+        {
+            "ts": pd.to_datetime(["2024-01-01 00:00:01", "2024-01-01 00:00:02.000250"], format="ISO8601"),
+            "k": [1, 2],
+            "at": pd.to_datetime(["2024-01-01 10:00:00", "2024-01-01 11:00:00.5"], format="ISO8601"),
+            "took": pd.to_timedelta(["1s", "1500us"]),
+        }
+    )
     frame.to_parquet(tmp_path / "in.parquet")
     out = _run(executor, ParquetSource(str(tmp_path / "in.parquet"), Timed, start="ts"), EventShape.POINT)
     us = timedelta(microseconds=1)
     assert out == [
         (UTC0 + timedelta(seconds=1), UTC0 + timedelta(seconds=1) + us, Timed(1, UTC0 + timedelta(hours=10), timedelta(seconds=1))),
-        (UTC0 + timedelta(seconds=2, microseconds=250), UTC0 + timedelta(seconds=2, microseconds=251),
-         Timed(2, UTC0 + timedelta(hours=11, milliseconds=500), timedelta(microseconds=1500))),
+        (
+            UTC0 + timedelta(seconds=2, microseconds=250),
+            UTC0 + timedelta(seconds=2, microseconds=251),
+            Timed(2, UTC0 + timedelta(hours=11, milliseconds=500), timedelta(microseconds=1500)),
+        ),
     ]
 
 
@@ -163,19 +170,23 @@ def test_a_value_below_a_microsecond_comes_after_null_times_and_before_the_row_k
     import pyarrow.parquet as pq
 
     ns = [1_704_067_201_000_000_000 + i * 1_000_000_000 for i in range(4)]
-    table = pa.table({
-        "ts": pa.array([ns[0], None, ns[2] + 1, ns[3]], pa.int64()).cast(pa.timestamp("ns")),
-        "what": ["cti", "point", "start", "point"],
-        "k": [0, 1, 2, 3],
-        "at": pa.array([ns[0] + 7, ns[1], ns[2], ns[3]], pa.int64()).cast(pa.timestamp("ns")),  # row 0 a CTI: not read
-        "took": pa.array([0, 0, 0, 0], pa.duration("ns")),
-    })
+    table = pa.table(
+        {
+            "ts": pa.array([ns[0], None, ns[2] + 1, ns[3]], pa.int64()).cast(pa.timestamp("ns")),
+            "what": ["cti", "point", "start", "point"],
+            "k": [0, 1, 2, 3],
+            "at": pa.array([ns[0] + 7, ns[1], ns[2], ns[3]], pa.int64()).cast(pa.timestamp("ns")),  # row 0 a CTI: not read
+            "took": pa.array([0, 0, 0, 0], pa.duration("ns")),
+        }
+    )
     pq.write_table(table, tmp_path / "in.parquet")
     source = ParquetSource(str(tmp_path / "in.parquet"), Timed, start="ts", kind="what")
     with pytest.raises(InputError) as info:  # row 1: a null start
         executor.run(Stream.create("timed", source, EventShape.POINT, FLUSH))
     assert info.value.position == 1 and "the start column 'ts' is null" in str(info.value)
-    pq.write_table(table.set_column(0, "ts", pa.array([ns[0], ns[1], ns[2] + 1, ns[3]], pa.int64()).cast(pa.timestamp("ns"))), tmp_path / "in.parquet")
+    pq.write_table(
+        table.set_column(0, "ts", pa.array([ns[0], ns[1], ns[2] + 1, ns[3]], pa.int64()).cast(pa.timestamp("ns"))), tmp_path / "in.parquet"
+    )
     with pytest.raises(InputError) as info:  # row 2: a start edge in a POINT input, its start below a microsecond
         executor.run(Stream.create("timed", source, EventShape.POINT, FLUSH))
     assert info.value.position == 2 and info.value.rule is InputRule.SUB_MICROSECOND
@@ -200,14 +211,17 @@ def test_an_integer_time_column_without_time_unit_is_refused(executor: Any, tmp_
     with pytest.raises(InputSchemaError) as info:
         executor.run(Stream.create("secs", source, EventShape.POINT, FLUSH))
     assert str(info.value).startswith("input 'secs': start='t' is an integer column of ParquetSource(")
-    assert 'but the source has no time_unit' in str(info.value) and 'time_unit="s"' in str(info.value)
+    assert "but the source has no time_unit" in str(info.value) and 'time_unit="s"' in str(info.value)
 
 
 @pytest.mark.parametrize(
     "unit, values, seconds",
-    [("s", [1_704_067_201, 1_704_067_262], [1, 62]), ("ms", [1_704_067_201_500, 1_704_067_202_001], [1.5, 2.001]),
-     ("us", [1_704_067_201_000_001, 1_704_067_202_000_000], [1.000001, 2]),
-     ("ns", [1_704_067_201_000_001_000, 1_704_067_202_000_000_000], [1.000001, 2])],
+    [
+        ("s", [1_704_067_201, 1_704_067_262], [1, 62]),
+        ("ms", [1_704_067_201_500, 1_704_067_202_001], [1.5, 2.001]),
+        ("us", [1_704_067_201_000_001, 1_704_067_202_000_000], [1.000001, 2]),
+        ("ns", [1_704_067_201_000_001_000, 1_704_067_202_000_000_000], [1.000001, 2]),
+    ],
 )
 def test_integer_times_are_scaled_by_their_unit(executor: Any, tmp_path: Path, unit: Any, values: list[int], seconds: list[float]) -> None:
     source = ParquetSource(_integers(tmp_path, values), Reading, start="t", order="t", time_unit=unit)
@@ -240,13 +254,21 @@ class Color(enum.Enum):
 
 @pytest.mark.parametrize(
     "annotation, shown, use",
-    [("object", "object", "one of bool, int, float, str, datetime, timedelta"), ("typing.Any", "Any", "one of bool"),
-     ("Color", "Color", "str (the member's name)"), ("tuple[int, str]", "tuple[int, str]", "list[X] or tuple[X, ...]"),
-     ("int | str", "int | str", "one type per field"), ("list[list[int]]", "list[list[int]]", "a list of records"),
-     ("typing.Literal['a', 'b']", "Literal['a', 'b']", "the values' own type"), ("decimal.Decimal", "Decimal", "float"),
-     ("dict[str, int] | None", "dict[str, int]", "a record class")],
+    [
+        ("object", "object", "one of bool, int, float, str, datetime, timedelta"),
+        ("typing.Any", "Any", "one of bool"),
+        ("Color", "Color", "str (the member's name)"),
+        ("tuple[int, str]", "tuple[int, str]", "list[X] or tuple[X, ...]"),
+        ("int | str", "int | str", "one type per field"),
+        ("list[list[int]]", "list[list[int]]", "a list of records"),
+        ("typing.Literal['a', 'b']", "Literal['a', 'b']", "the values' own type"),
+        ("decimal.Decimal", "Decimal", "float"),
+        ("dict[str, int] | None", "dict[str, int]", "a record class"),
+    ],
 )
-def test_a_payload_field_not_every_executor_holds_is_refused_on_every_executor(executor: Any, annotation: str, shown: str, use: str) -> None:
+def test_a_payload_field_not_every_executor_holds_is_refused_on_every_executor(
+    executor: Any, annotation: str, shown: str, use: str
+) -> None:
     """Before: such fields ran in memory and failed later elsewhere ("type 'object'")."""
     namespace: dict[str, Any] = {**globals()}  # the annotations resolve in this module (decimal, typing, Color)
     exec(f"@attrs.frozen\nclass Odd:\n    k: int\n    x: {annotation}\n", namespace)
@@ -266,7 +288,10 @@ class Lap:
 
 def test_timedelta_fields_run_on_every_executor(executor: Any) -> None:
     """Before: the Spark executor had no column for a ``timedelta`` field."""
-    items = [Point(T0, Lap(1, timedelta(seconds=90), None)), Point(T0 + timedelta(seconds=1), Lap(2, timedelta(microseconds=-1), timedelta(0)))]
+    items = [
+        Point(T0, Lap(1, timedelta(seconds=90), None)),
+        Point(T0 + timedelta(seconds=1), Lap(2, timedelta(microseconds=-1), timedelta(0))),
+    ]
     out = executor.run(Stream.create("laps", items, EventShape.POINT, FLUSH).where(lambda r: r.k > 0)).payloads()
     assert sorted(out, key=lambda r: r.k) == [Lap(1, timedelta(seconds=90), None), Lap(2, timedelta(microseconds=-1), timedelta(0))]
 
@@ -280,12 +305,14 @@ def test_a_rejected_rows_payload_holds_its_fields_as_declared(executor: Any) -> 
 
     from tempo import AdvanceTimePolicy
 
-    table = pa.table({
-        "ts": pa.array([UTC0, UTC0 + timedelta(seconds=10), UTC0], pa.timestamp("us", tz="UTC")),
-        "k": pa.array([1, 2, 3], pa.int64()),
-        "at": pa.array([UTC0 + timedelta(hours=k) for k in (1, 2, 3)], pa.timestamp("ms", tz="UTC")),
-        "took": pa.array([timedelta(seconds=k) for k in (1, 2, 3)], pa.duration("us")),
-    })
+    table = pa.table(
+        {
+            "ts": pa.array([UTC0, UTC0 + timedelta(seconds=10), UTC0], pa.timestamp("us", tz="UTC")),
+            "k": pa.array([1, 2, 3], pa.int64()),
+            "at": pa.array([UTC0 + timedelta(hours=k) for k in (1, 2, 3)], pa.timestamp("ms", tz="UTC")),
+            "took": pa.array([timedelta(seconds=k) for k in (1, 2, 3)], pa.duration("us")),
+        }
+    )
     settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP)
     result = executor.run(Stream.create("timed", ArrowSource(table, Timed, start="ts"), EventShape.POINT, settings))
     assert [j.item for j in result.rejected] == [Point(UTC0, Timed(3, UTC0 + timedelta(hours=3), timedelta(seconds=3)))]

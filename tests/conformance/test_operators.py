@@ -446,16 +446,31 @@ def _is_none(value: int | None) -> bool:
         (lambda e: tempo.udf(_is_none, returns=bool)(e.x), "c"),  # udfs receive None as is
     ],
     ids=[
-        "gt", "ne-null", "arith", "is_in", "not_", "invert", "col", "and", "or", "when", "udf",
-        "invert-null", "not_-null", "is_in-null", "not-is_in-null", "eq-none", "and-null", "or-null",
-        "div-zero", "udf-none",
+        "gt",
+        "ne-null",
+        "arith",
+        "is_in",
+        "not_",
+        "invert",
+        "col",
+        "and",
+        "or",
+        "when",
+        "udf",
+        "invert-null",
+        "not_-null",
+        "is_in-null",
+        "not-is_in-null",
+        "eq-none",
+        "and-null",
+        "or-null",
+        "div-zero",
+        "udf-none",
     ],
 )
 def test_where_expressions(executor: Any, predicate: Callable[[X], bool], kept: str) -> None:
     """Points a(x=1)@1, b(x=5)@2, c(x=None)@3, d(x=7)@4, then |10; CTIs unchanged."""
-    s = Stream.create(
-        "in", [*(Point(T(i + 1), p) for i, p in enumerate(WHERE_DATA)), Cti(T(10))], EventShape.POINT
-    )
+    s = Stream.create("in", [*(Point(T(i + 1), p) for i, p in enumerate(WHERE_DATA)), Cti(T(10))], EventShape.POINT)
     r = run(executor, s.where(predicate))
     by_name = {p.name: (i + 1, p) for i, p in enumerate(WHERE_DATA)}
     same_items(executor, evs(r), [pt(*by_name[n]) for n in kept])
@@ -464,9 +479,7 @@ def test_where_expressions(executor: Any, predicate: Callable[[X], bool], kept: 
 
 def test_where_dropping_everything_still_forwards_ctis(executor: Any) -> None:
     """* x=1 @1, |2, * x=1 @3, |4 -> where(x > 5): no events, CTIs 2, 4."""
-    s = Stream.create(
-        "in", [Point(T(1), X("a", 1)), Cti(T(2)), Point(T(3), X("b", 1)), Cti(T(4))], EventShape.POINT
-    )
+    s = Stream.create("in", [Point(T(1), X("a", 1)), Cti(T(2)), Point(T(3), X("b", 1)), Cti(T(4))], EventShape.POINT)
     r = run(executor, s.where(lambda e: e.x > 5))
     assert r.events == []
     assert r.ctis == [T(2), T(4)]
@@ -480,9 +493,7 @@ def test_select_builds_new_record_with_arithmetic(executor: Any) -> None:
     i=7, f=1.5:  a=15 b=10.5 c=3.5 d=3 m=1 g=-5.5  n=-7 ab=3
     i=4, f=0.25: a=9  b=1.0  c=2.0 d=2 m=1 g=-3.75 n=-4 ab=6
     """
-    s = Stream.create(
-        "in", [Point(T(1), Num(7, 1.5)), Cti(T(2)), Point(T(3), Num(4, 0.25)), Cti(T(5))], EventShape.POINT
-    )
+    s = Stream.create("in", [Point(T(1), Num(7, 1.5)), Cti(T(2)), Point(T(3), Num(4, 0.25)), Cti(T(5))], EventShape.POINT)
     out = s.select(
         lambda e: Arith(
             a=e.i * 2 + 1,
@@ -532,12 +543,16 @@ def test_select_with_when_udf_col(executor: Any) -> None:
                 tag=tempo.udf(_tag, returns=str)(e.name, e.x),
                 x=tempo.col("x"),
             )
-        )
+        ),
     )
-    same_items(executor, evs(r), [
-        iv(0, 3, Labelled("a", "small", "a:1", 1)),
-        iv(1, 5, Labelled("b", "big", "b:5", 5)),
-    ])
+    same_items(
+        executor,
+        evs(r),
+        [
+            iv(0, 3, Labelled("a", "small", "a:1", 1)),
+            iv(1, 5, Labelled("b", "big", "b:5", 5)),
+        ],
+    )
     assert r.ctis == [T(5)]
 
 
@@ -578,9 +593,7 @@ def test_shift_event_time_moves_events_and_ctis(executor: Any, shift: int) -> No
     +5:  a [6,8), b [9,11), CTIs 7, 15     -1: a [0,2), b [3,5), CTIs 1, 9
     """
     a, b = V(1), V(2)
-    s = Stream.create(
-        "in", [Interval(T(1), T(3), a), Cti(T(2)), Interval(T(4), T(6), b), Cti(T(10))], EventShape.INTERVAL
-    )
+    s = Stream.create("in", [Interval(T(1), T(3), a), Cti(T(2)), Interval(T(4), T(6), b), Cti(T(10))], EventShape.INTERVAL)
     r = run(executor, s.shift_event_time(sec(shift)))
     same_items(executor, evs(r), [iv(1 + shift, 3 + shift, a), iv(4 + shift, 6 + shift, b)])
     assert r.ctis == [T(2 + shift), T(10 + shift)]
@@ -633,9 +646,7 @@ def test_alter_event_lifetime_shift_and_duration(executor: Any) -> None:
     out: a [3,6), b [6,9); CTIs 5, 14
     """
     a, b = V(1), V(2)
-    s = Stream.create(
-        "in", [Interval(T(1), T(2), a), Cti(T(3)), Interval(T(4), T(10), b), Cti(T(12))], EventShape.INTERVAL
-    )
+    s = Stream.create("in", [Interval(T(1), T(2), a), Cti(T(3)), Interval(T(4), T(10), b), Cti(T(12))], EventShape.INTERVAL)
     r = run(executor, s.alter_event_lifetime(sec(2), sec(3)))
     same_items(executor, evs(r), [iv(3, 6, a), iv(6, 9, b)])
     assert r.ctis == [T(5), T(14)]
@@ -670,9 +681,7 @@ def test_alter_event_duration_intervals_and_points(executor: Any) -> None:
                                              |12
     """
     a, b = V(1), V(2)
-    s = Stream.create(
-        "in", [Interval(T(1), T(10), a), Cti(T(5)), Interval(T(6), T(7), b), Cti(T(12))], EventShape.INTERVAL
-    )
+    s = Stream.create("in", [Interval(T(1), T(10), a), Cti(T(5)), Interval(T(6), T(7), b), Cti(T(12))], EventShape.INTERVAL)
     r = run(executor, s.alter_event_duration(sec(3)))
     same_items(executor, evs(r), [iv(1, 4, a), iv(6, 9, b)])
     assert r.ctis == [T(5), T(12)]
@@ -702,12 +711,16 @@ def test_alter_event_duration_turns_open_edge_into_interval(executor: Any) -> No
     r = run(executor, s.alter_event_duration(sec(3)))
     same_items(executor, evs(r), [iv(2, 5, a), iv(6, 9, b)])
     assert r.ctis == [T(3), T(10)]
-    check_raw(executor, r, [
-        ("interval", T(2), T(5), a),
-        ("cti", T(3)),
-        ("interval", T(6), T(9), b),
-        ("cti", T(10)),
-    ])
+    check_raw(
+        executor,
+        r,
+        [
+            ("interval", T(2), T(5), a),
+            ("cti", T(3)),
+            ("interval", T(6), T(9), b),
+            ("cti", T(10)),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -728,6 +741,7 @@ def test_tumbling_aggregates_membership_and_ctis(executor: Any) -> None:
     windows emitted once the CTI reaches their end; output CTI = start of earliest
     incomplete window: CTI 15 -> 10, CTI 30 -> 30.
     """
+
     def p(t: float, v: int) -> Interval[V]:  # a point-long interval [t, t + 1 tick)
         return Interval(T(t), T(t) + TICK, V(v))
 
@@ -751,13 +765,17 @@ def test_tumbling_aggregates_membership_and_ctis(executor: Any) -> None:
     w2 = Stats(T(20), T(30), 1, 7, 7.0, 7, 7)
     same_items(executor, evs(r), [iv(0, 10, w0), iv(10, 20, w1), iv(20, 30, w2)])
     assert r.ctis == [T(10), T(30)]
-    check_raw(executor, r, [
-        ("interval", T(0), T(10), w0),
-        ("cti", T(10)),
-        ("interval", T(10), T(20), w1),
-        ("interval", T(20), T(30), w2),
-        ("cti", T(30)),
-    ])
+    check_raw(
+        executor,
+        r,
+        [
+            ("interval", T(0), T(10), w0),
+            ("cti", T(10)),
+            ("interval", T(10), T(20), w1),
+            ("interval", T(20), T(30), w2),
+            ("cti", T(30)),
+        ],
+    )
     assert all(type(out.mean) is float for out in r.payloads())
 
 
@@ -798,13 +816,17 @@ def test_tumbling_cti_pulled_back_to_window_start(executor: Any) -> None:
     )
     r = run(executor, s.tumbling(sec(10)).aggregate(count))
     assert r.ctis == [T(0), T(10), T(20)]
-    check_raw(executor, r, [
-        ("cti", T(0)),
-        ("interval", T(0), T(10), Count(1, 1)),
-        ("cti", T(10)),
-        ("interval", T(10), T(20), Count(2, 5)),
-        ("cti", T(20)),
-    ])
+    check_raw(
+        executor,
+        r,
+        [
+            ("cti", T(0)),
+            ("interval", T(0), T(10), Count(1, 1)),
+            ("cti", T(10)),
+            ("interval", T(10), T(20), Count(2, 5)),
+            ("cti", T(20)),
+        ],
+    )
 
 
 def test_tumbling_window_waits_for_cti_at_its_end(executor: Any) -> None:
@@ -822,19 +844,21 @@ def test_tumbling_interval_in_several_windows(executor: Any) -> None:
                       |12        |22         |30
     out CTIs: 12 -> 10, 22 -> 20, 30 -> 30
     """
-    s = Stream.create(
-        "in", [Interval(T(5), T(25), V(1)), Cti(T(12)), Cti(T(22)), Cti(T(30))], EventShape.INTERVAL
-    )
+    s = Stream.create("in", [Interval(T(5), T(25), V(1)), Cti(T(12)), Cti(T(22)), Cti(T(30))], EventShape.INTERVAL)
     r = run(executor, s.tumbling(sec(10)).aggregate(count))
     c = Count(1, 1)
-    check_raw(executor, r, [
-        ("interval", T(0), T(10), c),
-        ("cti", T(10)),
-        ("interval", T(10), T(20), c),
-        ("cti", T(20)),
-        ("interval", T(20), T(30), c),
-        ("cti", T(30)),
-    ])
+    check_raw(
+        executor,
+        r,
+        [
+            ("interval", T(0), T(10), c),
+            ("cti", T(10)),
+            ("interval", T(10), T(20), c),
+            ("cti", T(20)),
+            ("interval", T(20), T(30), c),
+            ("cti", T(30)),
+        ],
+    )
 
 
 def test_tumbling_offset(executor: Any) -> None:
@@ -844,9 +868,7 @@ def test_tumbling_offset(executor: Any) -> None:
          [---*--)[-*--------)[--*-------)[--
                                             |25 -> earliest incomplete [23,33) -> out CTI 23
     """
-    s = Stream.create(
-        "in", [Point(T(2), V(1)), Point(T(5), V(2)), Point(T(14), V(3)), Cti(T(25))], EventShape.POINT
-    )
+    s = Stream.create("in", [Point(T(2), V(1)), Point(T(5), V(2)), Point(T(14), V(3)), Cti(T(25))], EventShape.POINT)
     for offset in (3, 13):
         r = run(executor, s.tumbling(sec(10), offset=sec(offset)).aggregate(count))
         same_items(executor, evs(r), [iv(-7, 3, Count(1, 1)), iv(3, 13, Count(1, 2)), iv(13, 23, Count(1, 3))])
@@ -855,9 +877,7 @@ def test_tumbling_offset(executor: Any) -> None:
 
 def test_aggregates_skip_nulls_and_avg_is_float(executor: Any) -> None:
     """[0,10): v = 1, None, 3 -> count 3 (events), sum 4, avg 2.0 (float), min 1, max 3."""
-    s = Stream.create(
-        "in", [Point(T(1), NV(1)), Point(T(2), NV(None)), Point(T(3), NV(3)), Cti(T(10))], EventShape.POINT
-    )
+    s = Stream.create("in", [Point(T(1), NV(1)), Point(T(2), NV(None)), Point(T(3), NV(3)), Cti(T(10))], EventShape.POINT)
     r = run(
         executor,
         s.tumbling(sec(10)).aggregate(
@@ -870,7 +890,7 @@ def test_aggregates_skip_nulls_and_avg_is_float(executor: Any) -> None:
                 lo=w.min(lambda e: e.v),
                 hi=w.max(lambda e: e.v),
             )
-        )
+        ),
     )
     same_items(executor, evs(r), [iv(0, 10, Stats(T(0), T(10), 3, 4, 2.0, 1, 3))])
     assert type(r.payloads()[0].mean) is float
@@ -891,9 +911,7 @@ def test_same_aggregate_used_twice(executor: Any) -> None:
     s = Stream.create("in", [Point(T(1), V(2)), Point(T(2), V(3)), Cti(T(10))], EventShape.POINT)
     r = run(
         executor,
-        s.tumbling(sec(10)).aggregate(
-            lambda w: Twice(n1=w.count(), n2=w.count(), s1=w.sum(lambda e: e.v), s2=w.sum(lambda e: e.v) * 2)
-        )
+        s.tumbling(sec(10)).aggregate(lambda w: Twice(n1=w.count(), n2=w.count(), s1=w.sum(lambda e: e.v), s2=w.sum(lambda e: e.v) * 2)),
     )
     same_items(executor, evs(r), [iv(0, 10, Twice(2, 2, 5, 10))])
 
@@ -909,19 +927,24 @@ def test_hopping_membership_by_overlap_and_cti_pull_back(executor: Any) -> None:
     [-5,5): n1 s1   [0,10): n2 s11   [5,15): n2 s11   [10,20): n1 s1   [15,25),[20,30): empty
     """
     s = Stream.create(
-        "in", [Interval(T(3), T(12), V(1)), Interval(T(8), T(8) + TICK, V(10)), Cti(T(12)), Cti(T(30))],
+        "in",
+        [Interval(T(3), T(12), V(1)), Interval(T(8), T(8) + TICK, V(10)), Cti(T(12)), Cti(T(30))],
         EventShape.INTERVAL,
     )
     r = run(executor, s.hopping(sec(10), sec(5)).aggregate(count))
     assert r.ctis == [T(5), T(25)]
-    check_raw(executor, r, [
-        ("interval", T(-5), T(5), Count(1, 1)),
-        ("interval", T(0), T(10), Count(2, 11)),
-        ("cti", T(5)),
-        ("interval", T(5), T(15), Count(2, 11)),
-        ("interval", T(10), T(20), Count(1, 1)),
-        ("cti", T(25)),
-    ])
+    check_raw(
+        executor,
+        r,
+        [
+            ("interval", T(-5), T(5), Count(1, 1)),
+            ("interval", T(0), T(10), Count(2, 11)),
+            ("cti", T(5)),
+            ("interval", T(5), T(15), Count(2, 11)),
+            ("interval", T(10), T(20), Count(1, 1)),
+            ("cti", T(25)),
+        ],
+    )
 
 
 def test_hopping_with_gaps_hop_greater_than_size(executor: Any) -> None:
@@ -987,9 +1010,7 @@ def test_flush_at_shutdown_emits_remaining_windows(executor: Any) -> None:
 
     * @1, * @12, end of input -> CTI INF: [0,10) and [10,20) emitted, out CTI INF.
     """
-    settings = AdvanceTimeSettings(
-        generation=AdvanceTimeGenerationSettings(frequency=100, advance_to_infinity_on_shutdown=True)
-    )
+    settings = AdvanceTimeSettings(generation=AdvanceTimeGenerationSettings(frequency=100, advance_to_infinity_on_shutdown=True))
     s = Stream.create("in", [Point(T(1), V(1)), Point(T(12), V(2))], EventShape.POINT, settings)
     r = run(executor, s.tumbling(sec(10)).aggregate(count))
     same_items(executor, evs(r), [iv(0, 10, Count(1, 1)), iv(10, 20, Count(1, 2))])
@@ -1017,17 +1038,18 @@ def test_tumbling_group_by(executor: Any) -> None:
         EventShape.POINT,
     )
     r = run(
-        executor,
-        s.group_by(lambda e: e.k)
-        .tumbling(sec(10))
-        .aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
+        executor, s.group_by(lambda e: e.k).tumbling(sec(10)).aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
     )
-    same_items(executor, evs(r), [
-        iv(0, 10, GStats("a", 2, 3)),
-        iv(0, 10, GStats("b", 1, 10)),
-        iv(10, 20, GStats("a", 1, 3)),
-        iv(10, 20, GStats("b", 1, 20)),
-    ])
+    same_items(
+        executor,
+        evs(r),
+        [
+            iv(0, 10, GStats("a", 2, 3)),
+            iv(0, 10, GStats("b", 1, 10)),
+            iv(10, 20, GStats("a", 1, 3)),
+            iv(10, 20, GStats("b", 1, 20)),
+        ],
+    )
     assert r.ctis == [T(20)]
 
 
@@ -1044,12 +1066,7 @@ def test_tumbling_group_by_tuple_key(executor: Any) -> None:
         ],
         EventShape.POINT,
     )
-    r = run(
-        executor,
-        s.group_by(lambda e: (e.k, e.j))
-        .tumbling(sec(10))
-        .aggregate(lambda key, w: TStats(k=key[0], j=key[1], n=w.count()))
-    )
+    r = run(executor, s.group_by(lambda e: (e.k, e.j)).tumbling(sec(10)).aggregate(lambda key, w: TStats(k=key[0], j=key[1], n=w.count())))
     same_items(executor, evs(r), [iv(0, 10, TStats("a", 1, 2)), iv(0, 10, TStats("a", 2, 1)), iv(0, 10, TStats("b", 1, 1))])
     assert r.ctis == [T(10)]
 
@@ -1069,17 +1086,19 @@ def test_hopping_group_by(executor: Any) -> None:
     )
     r = run(
         executor,
-        s.group_by(lambda e: e.k)
-        .hopping(sec(10), sec(5))
-        .aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
+        s.group_by(lambda e: e.k).hopping(sec(10), sec(5)).aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v))),
     )
-    same_items(executor, evs(r), [
-        iv(0, 10, GStats("a", 1, 1)),
-        iv(0, 10, GStats("b", 1, 2)),
-        iv(5, 15, GStats("a", 2, 4)),
-        iv(5, 15, GStats("b", 1, 2)),
-        iv(10, 20, GStats("a", 1, 3)),
-    ])
+    same_items(
+        executor,
+        evs(r),
+        [
+            iv(0, 10, GStats("a", 1, 1)),
+            iv(0, 10, GStats("b", 1, 2)),
+            iv(5, 15, GStats("a", 2, 4)),
+            iv(5, 15, GStats("b", 1, 2)),
+            iv(10, 20, GStats("a", 1, 3)),
+        ],
+    )
     assert r.ctis == [T(15)]
 
 
@@ -1123,27 +1142,20 @@ def test_join_key_plus_residual(executor: Any) -> None:
     left (1,5) with right (1,3): residual false; (1,7): match; (2,9): other key
     left (2,10) with right (2,9): residual false
     """
-    left = Stream.create(
-        "left", [Interval(T(0), T(10), LV(1, 5)), Interval(T(0), T(10), LV(2, 10)), Cti(T(10))], EventShape.INTERVAL
-    )
+    left = Stream.create("left", [Interval(T(0), T(10), LV(1, 5)), Interval(T(0), T(10), LV(2, 10)), Cti(T(10))], EventShape.INTERVAL)
     right = Stream.create(
         "right",
         [Interval(T(0), T(10), RV(1, 3)), Interval(T(0), T(10), RV(1, 7)), Interval(T(0), T(10), RV(2, 9)), Cti(T(10))],
         EventShape.INTERVAL,
     )
-    r = run(
-        executor,
-        left.join(right, on=lambda l, r: (l.id == r.id) & (r.v > l.v), select=lambda l, r: Pair(l=l.v, r=r.v))
-    )
+    r = run(executor, left.join(right, on=lambda l, r: (l.id == r.id) & (r.v > l.v), select=lambda l, r: Pair(l=l.v, r=r.v)))
     same_items(executor, evs(r), [iv(0, 10, Pair(5, 7))])
     assert r.ctis == [T(10)]
 
 
 def test_join_residual_only(executor: Any) -> None:
     """on l.v < r.v (no equality key): left 5 matches right 7 and 9; left 10 nothing. All [0,10)."""
-    left = Stream.create(
-        "left", [Interval(T(0), T(10), LV(1, 5)), Interval(T(0), T(10), LV(2, 10)), Cti(T(10))], EventShape.INTERVAL
-    )
+    left = Stream.create("left", [Interval(T(0), T(10), LV(1, 5)), Interval(T(0), T(10), LV(2, 10)), Cti(T(10))], EventShape.INTERVAL)
     right = Stream.create(
         "right",
         [Interval(T(0), T(10), RV(1, 3)), Interval(T(0), T(10), RV(1, 7)), Interval(T(0), T(10), RV(2, 9)), Cti(T(10))],
@@ -1162,7 +1174,9 @@ def test_join_without_key_points_and_long_intervals(executor: Any) -> None:
         out    each point with every interval it lies in; lifetime [t, t+1)
     """
     flush = AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True))
-    left = Stream.create("left", [Point(T(t), LV(1, v)) for t, v in ((1, 11), (5, 15), (12, 22), (30, 40), (50, 0))], EventShape.POINT, flush)
+    left = Stream.create(
+        "left", [Point(T(t), LV(1, v)) for t, v in ((1, 11), (5, 15), (12, 22), (30, 40), (50, 0))], EventShape.POINT, flush
+    )
     spans = ((0, 4, 1), (3, 13, 2), (2, 40, 3), (1, 100, 4))
     right = Stream.create("right", [Interval(T(s), T(e), RV(1, r)) for s, e, r in spans], EventShape.INTERVAL, flush)
     r = run(executor, left.join(right, on=lambda l, r: l.v >= r.v, select=lambda l, r: Pair(l=l.v, r=r.v)))
@@ -1207,15 +1221,19 @@ def test_join_output_cti_is_min_of_both(executor: Any) -> None:
     j1, j6 = J(1, "p1", "r"), J(1, "p6", "r")
     assert r.ctis == [T(5), T(7), T(10), T(15), T(20)]
     same_items(executor, evs(r), [pt(1, j1), pt(6, j6)])
-    check_raw(executor, r, [
-        ("point", T(1), j1),
-        ("cti", T(5)),
-        ("point", T(6), j6),
-        ("cti", T(7)),
-        ("cti", T(10)),
-        ("cti", T(15)),
-        ("cti", T(20)),
-    ])
+    check_raw(
+        executor,
+        r,
+        [
+            ("point", T(1), j1),
+            ("cti", T(5)),
+            ("point", T(6), j6),
+            ("cti", T(7)),
+            ("cti", T(10)),
+            ("cti", T(15)),
+            ("cti", T(20)),
+        ],
+    )
 
 
 def test_join_cti_min_without_arrivals(executor: Any) -> None:
@@ -1285,9 +1303,7 @@ def test_join_open_edge_against_interval_ends_with_the_interval(executor: Any) -
     """
     x, p = L(1, "x"), R(1, "p")
     left = Stream.create("left", [EdgeStart(T(2), x, arrival=A(1)), Cti(T(20), arrival=A(3))], EventShape.EDGE)
-    right = Stream.create(
-        "right", [Interval(T(4), T(10), p, arrival=A(2)), Cti(T(20), arrival=A(4))], EventShape.INTERVAL
-    )
+    right = Stream.create("right", [Interval(T(4), T(10), p, arrival=A(2)), Cti(T(20), arrival=A(4))], EventShape.INTERVAL)
     r = run(executor, left.join(right, on=lambda l, r: l.id == r.id, select=jsel))
     same_items(executor, evs(r), [iv(4, 10, J(1, "x", "p"))])
     assert r.ctis == [T(20)]
@@ -1428,12 +1444,8 @@ def test_anti_join_residual_and_point_removed(executor: Any) -> None:
     right      [id1 v7: 2-------5)  [id1 v0: 5-----8)   |8
     *@1: no right alive -> kept; *@4: v7 > 5 alive -> removed; *@6: v0 > 1 false -> kept
     """
-    left = Stream.create(
-        "left", [Point(T(1), LV(1, 5)), Point(T(4), LV(1, 5)), Point(T(6), LV(1, 1)), Cti(T(8))], EventShape.POINT
-    )
-    right = Stream.create(
-        "right", [Interval(T(2), T(5), RV(1, 7)), Interval(T(5), T(8), RV(1, 0)), Cti(T(8))], EventShape.INTERVAL
-    )
+    left = Stream.create("left", [Point(T(1), LV(1, 5)), Point(T(4), LV(1, 5)), Point(T(6), LV(1, 1)), Cti(T(8))], EventShape.POINT)
+    right = Stream.create("right", [Interval(T(2), T(5), RV(1, 7)), Interval(T(5), T(8), RV(1, 0)), Cti(T(8))], EventShape.INTERVAL)
     r = run(executor, left.anti_join(right, on=lambda l, r: (l.id == r.id) & (r.v > l.v)))
     assert sorted_evs(r) == [pt(1, LV(1, 5)), pt(6, LV(1, 1))]
     assert r.ctis == [T(8)]
@@ -1479,9 +1491,7 @@ def test_union_of_intervals_and_edges(executor: Any) -> None:
     """
     a, b = V(1), V(2)
     left = Stream.create("left", [Interval(T(1), T(4), a), Cti(T(5))], EventShape.INTERVAL)
-    right = Stream.create(
-        "right", [EdgeStart(T(2), b), EdgeEnd(T(2), T(7), b), Cti(T(8))], EventShape.EDGE
-    )
+    right = Stream.create("right", [EdgeStart(T(2), b), EdgeEnd(T(2), T(7), b), Cti(T(8))], EventShape.EDGE)
     r = run(executor, left.union(right))
     assert sorted_evs(r) == [iv(1, 4, a), iv(2, 7, b)]
     assert r.ctis == [T(5)]
@@ -1498,9 +1508,7 @@ INTERVALS = [(2, 6, 1), (5, 9, 2), (11, 18, 3), (19, 22, 1), (25, 31, 2)]
 
 def _gen(frequency: int = 1, delay: float = 0, flush: bool = True) -> AdvanceTimeSettings:
     return AdvanceTimeSettings(
-        generation=AdvanceTimeGenerationSettings(
-            frequency=frequency, delay=sec(delay), advance_to_infinity_on_shutdown=flush
-        )
+        generation=AdvanceTimeGenerationSettings(frequency=frequency, delay=sec(delay), advance_to_infinity_on_shutdown=flush)
     )
 
 
@@ -1536,28 +1544,28 @@ PIPELINES: dict[str, Callable[[], Stream[Any]]] = {
     "where-select": lambda: _points().where(lambda e: e.v > 1).select(lambda e: V(v=e.v * 2)),
     "tumbling": lambda: _points().tumbling(sec(5)).aggregate(_kvcount),
     "tumbling-delay": lambda: _points(frequency=2, delay=3).tumbling(sec(5)).aggregate(_kvcount),
-    "grouped-hopping": lambda: _points()
-    .group_by(lambda e: e.k)
-    .hopping(sec(10), sec(3))
-    .aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v))),
-    "join": lambda: _points().join(
-        _intervals(), on=lambda p, i: p.k == i.k, select=lambda p, i: Pair(l=p.v, r=i.v)
+    "grouped-hopping": lambda: (
+        _points()
+        .group_by(lambda e: e.k)
+        .hopping(sec(10), sec(3))
+        .aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
     ),
+    "join": lambda: _points().join(_intervals(), on=lambda p, i: p.k == i.k, select=lambda p, i: Pair(l=p.v, r=i.v)),
     "join-no-flush": lambda: _points(flush=False).join(
         _intervals(flush=False), on=lambda p, i: p.k == i.k, select=lambda p, i: Pair(l=p.v, r=i.v)
     ),
     "anti-join": lambda: _points().anti_join(_intervals(), on=lambda p, i: p.k == i.k),
     "union-shift": lambda: _points().union(_intervals().shift_event_time(sec(2))),
     "edges-shift-tumbling": lambda: _edges().shift_event_time(sec(1)).tumbling(sec(5)).aggregate(_kvcount),
-    "edges-join": lambda: _edges().join(
-        _intervals(), on=lambda e, i: e.k == i.k, select=lambda e, i: Pair(l=e.v, r=i.v)
-    ),
+    "edges-join": lambda: _edges().join(_intervals(), on=lambda e, i: e.k == i.k, select=lambda e, i: Pair(l=e.v, r=i.v)),
     "edges-anti-join": lambda: _edges().anti_join(_intervals(), on=lambda e, i: e.k == i.k),
-    "duration-join-window": lambda: _points()
-    .alter_event_duration(sec(4))
-    .join(_intervals(), on=lambda p, i: p.k == i.k, select=lambda p, i: V(v=p.v + i.v))
-    .tumbling(sec(10))
-    .aggregate(lambda w: Count(n=w.count(), total=w.sum(lambda e: e.v))),
+    "duration-join-window": lambda: (
+        _points()
+        .alter_event_duration(sec(4))
+        .join(_intervals(), on=lambda p, i: p.k == i.k, select=lambda p, i: V(v=p.v + i.v))
+        .tumbling(sec(10))
+        .aggregate(lambda w: Count(n=w.count(), total=w.sum(lambda e: e.v)))
+    ),
 }
 
 
@@ -1613,8 +1621,17 @@ def _x_stream(name: str = "xs") -> Stream[X]:
         lambda s: s.alter_event_lifetime(S, -S),
     ],
     ids=[
-        "tumbling-0", "tumbling-neg", "hop-0", "hop-neg", "size-0", "grouped-size-0", "grouped-hop-0",
-        "duration-0", "duration-neg", "lifetime-0", "lifetime-neg",
+        "tumbling-0",
+        "tumbling-neg",
+        "hop-0",
+        "hop-neg",
+        "size-0",
+        "grouped-size-0",
+        "grouped-hop-0",
+        "duration-0",
+        "duration-neg",
+        "lifetime-0",
+        "lifetime-neg",
     ],
 )
 def test_bad_window_and_duration_parameters(build: Callable[[Stream[X]], Any]) -> None:
@@ -1807,9 +1824,7 @@ def test_where_drops_the_end_edge_of_a_dropped_start_edge(executor: Any) -> None
 def test_shift_event_time_moves_end_edges(executor: Any) -> None:
     """a>>@2 |3, a ends @6, |8, shifted +10: start edge @12, |13, end edge 12 -> 16, |18."""
     a = V(1)
-    s = Stream.create(
-        "in", [EdgeStart(T(2), a), Cti(T(3)), EdgeEnd(T(2), T(6), a), Cti(T(8))], EventShape.EDGE
-    )
+    s = Stream.create("in", [EdgeStart(T(2), a), Cti(T(3)), EdgeEnd(T(2), T(6), a), Cti(T(8))], EventShape.EDGE)
     r = run(executor, s.shift_event_time(sec(10)))
     check_raw(executor, r, [("start", T(12), a), ("cti", T(13)), ("end", T(12), T(16), a), ("cti", T(18))])
     same_items(executor, evs(r), [iv(12, 16, a)])
@@ -1835,12 +1850,16 @@ def test_window_counts_an_edge_into_windows_after_its_start_is_committed(executo
     a = V(1)
     s = Stream.create("in", [EdgeStart(T(3), a), Cti(T(12)), EdgeEnd(T(3), T(15), a), Cti(T(30))], EventShape.EDGE)
     r = run(executor, s.tumbling(sec(10)).aggregate(count))
-    check_raw(executor, r, [
-        ("interval", T(0), T(10), Count(1, 1)),
-        ("cti", T(10)),
-        ("interval", T(10), T(20), Count(1, 1)),
-        ("cti", T(30)),
-    ])
+    check_raw(
+        executor,
+        r,
+        [
+            ("interval", T(0), T(10), Count(1, 1)),
+            ("cti", T(10)),
+            ("interval", T(10), T(20), Count(1, 1)),
+            ("cti", T(30)),
+        ],
+    )
 
 
 def test_window_open_edge_alone_at_infinity(executor: Any) -> None:
@@ -1866,16 +1885,16 @@ def test_grouped_window_counts_open_edges_per_group(executor: Any) -> None:
         EventShape.EDGE,
     )
     r = run(
-        executor,
-        s.group_by(lambda e: e.k)
-        .tumbling(sec(10))
-        .aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
+        executor, s.group_by(lambda e: e.k).tumbling(sec(10)).aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
     )
-    assert sorted(evs(r), key=repr) == sorted([
-        iv(0, 10, GStats("a", 1, 1)),
-        iv(0, 10, GStats("b", 1, 2)),
-        iv(10, 20, GStats("a", 1, 1)),
-    ], key=repr)
+    assert sorted(evs(r), key=repr) == sorted(
+        [
+            iv(0, 10, GStats("a", 1, 1)),
+            iv(0, 10, GStats("b", 1, 2)),
+            iv(10, 20, GStats("a", 1, 1)),
+        ],
+        key=repr,
+    )
     assert r.ctis == [T(10), T(20)]
 
 
@@ -1886,23 +1905,22 @@ def grouped_long_interval(executor: Any) -> tempo.Result[Any]:
     specified, docs/semantics.md 5.7); [6,7).. incomplete.
     """
     a, b = KV("a", 1), KV("b", 2)
-    s = Stream.create(
-        "in", [Interval(T(0), T(100), a), Interval(T(5), T(5) + TICK, b), Cti(T(6))], EventShape.INTERVAL
-    )
+    s = Stream.create("in", [Interval(T(0), T(100), a), Interval(T(5), T(5) + TICK, b), Cti(T(6))], EventShape.INTERVAL)
     return run(
-        executor,
-        s.group_by(lambda e: e.k)
-        .tumbling(sec(1))
-        .aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
+        executor, s.group_by(lambda e: e.k).tumbling(sec(1)).aggregate(lambda k, w: GStats(k=k, n=w.count(), total=w.sum(lambda e: e.v)))
     )
 
 
 def test_grouped_window_counts_a_long_interval_in_every_window(executor: Any) -> None:
     r = grouped_long_interval(executor)
-    assert sorted(evs(r), key=repr) == sorted([iv(i, i + 1, GStats("a", 1, 1)) for i in range(5)] + [
-        iv(5, 6, GStats("a", 1, 1)),
-        iv(5, 6, GStats("b", 1, 2)),
-    ], key=repr)
+    assert sorted(evs(r), key=repr) == sorted(
+        [iv(i, i + 1, GStats("a", 1, 1)) for i in range(5)]
+        + [
+            iv(5, 6, GStats("a", 1, 1)),
+            iv(5, 6, GStats("b", 1, 2)),
+        ],
+        key=repr,
+    )
     assert r.ctis == [T(6)]
 
 
@@ -1934,9 +1952,7 @@ def test_join_left_edge_ending_before_the_right_starts_gives_nothing(executor: A
         [EdgeStart(T(2), x, arrival=A(1)), EdgeEnd(T(2), T(4), x, arrival=A(3)), Cti(T(20), arrival=A(4))],
         EventShape.EDGE,
     )
-    right = Stream.create(
-        "right", [Interval(T(5), T(10), p, arrival=A(2)), Cti(T(20), arrival=A(5))], EventShape.INTERVAL
-    )
+    right = Stream.create("right", [Interval(T(5), T(10), p, arrival=A(2)), Cti(T(20), arrival=A(5))], EventShape.INTERVAL)
     r = run(executor, left.join(right, on=lambda l, r: l.id == r.id, select=jsel))
     assert r.events == []
     assert r.ctis == [T(20)]
@@ -2039,16 +2055,26 @@ def test_anti_join_right_cti_settles_a_fragments_end(executor: Any) -> None:
     """
     a = L(1, "a")
     left = Stream.create(
-        "left", [Interval(T(0), T(10), a, arrival=A(1)), Cti(T(5), arrival=A(2)), Cti(T(20), arrival=A(6)), Cti(INF, arrival=A(7))],
+        "left",
+        [Interval(T(0), T(10), a, arrival=A(1)), Cti(T(5), arrival=A(2)), Cti(T(20), arrival=A(6)), Cti(INF, arrival=A(7))],
         EventShape.INTERVAL,
     )
     right = Stream.create(
         "right", [Interval(T(7), T(8), R(1, "r"), arrival=A(3)), Cti(T(9), arrival=A(4)), Cti(INF, arrival=A(8))], EventShape.INTERVAL
     )
     r = run(executor, left.anti_join(right, on=lambda l, r: l.id == r.id))
-    check_raw(executor, r, [
-        ("interval", T(0), T(7), a), ("cti", T(5)), ("start", T(8), a), ("cti", T(9)), ("end", T(8), T(10), a), ("cti", INF),
-    ])
+    check_raw(
+        executor,
+        r,
+        [
+            ("interval", T(0), T(7), a),
+            ("cti", T(5)),
+            ("start", T(8), a),
+            ("cti", T(9)),
+            ("end", T(8), T(10), a),
+            ("cti", INF),
+        ],
+    )
 
 
 def test_anti_join_a_right_event_at_the_right_cti_ends_the_fragment(executor: Any) -> None:
@@ -2119,9 +2145,7 @@ def test_union_right_side_edge_ended_after_release(executor: Any) -> None:
     """
     a, b = V(1), V(2)
     left = Stream.create("left", [Point(T(1), a), Cti(T(10))], EventShape.POINT)
-    right = Stream.create(
-        "right", [EdgeStart(T(2), b), Cti(T(5)), EdgeEnd(T(2), T(7), b), Cti(T(10))], EventShape.EDGE
-    )
+    right = Stream.create("right", [EdgeStart(T(2), b), Cti(T(5)), EdgeEnd(T(2), T(7), b), Cti(T(10))], EventShape.EDGE)
     r = run(executor, left.union(right))
     same_items(executor, evs(r), [pt(1, a), iv(2, 7, b)])
     assert r.ctis == [T(5), T(10)]
@@ -2195,7 +2219,7 @@ def test_aggregates_of_only_nulls_are_none(executor: Any) -> None:
                 lo=w.min(lambda e: e.v),
                 hi=w.max(lambda e: e.v),
             )
-        )
+        ),
     )
     same_items(executor, evs(r), [iv(0, 10, Stats(T(0), T(10), 2, None, None, None, None))])
 
@@ -2220,9 +2244,7 @@ def test_null_group_key_is_its_own_group(executor: Any) -> None:
 def test_null_join_key_matches_nothing(executor: Any) -> None:
     """Every lifetime [0,10); left ids 1, None; right ids 1, None: only 1 == 1 matches.
     anti_join: the left with the null id has no match, so it is kept whole."""
-    left = Stream.create(
-        "left", [Interval(T(0), T(10), NL(1, "x")), Interval(T(0), T(10), NL(None, "n")), Cti(T(10))], EventShape.INTERVAL
-    )
+    left = Stream.create("left", [Interval(T(0), T(10), NL(1, "x")), Interval(T(0), T(10), NL(None, "n")), Cti(T(10))], EventShape.INTERVAL)
     right = Stream.create(
         "right", [Interval(T(0), T(10), NR(1, "p")), Interval(T(0), T(10), NR(None, "q")), Cti(T(10))], EventShape.INTERVAL
     )

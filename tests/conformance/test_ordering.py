@@ -84,8 +84,18 @@ def M(minute: float) -> datetime:
 
 
 EVENTS = [
-    ("d1", 7, 7), ("d2", 8, 8), ("d1", 17, 11), ("d3", 8, 13), ("d1", 19, 16), ("d3", 12, 17),
-    ("d2", 17, 18), ("d2", 20, 19), ("d3", 16, 21), ("d2", 23, 22), ("d2", 22, 24), ("d3", 21, 27),
+    ("d1", 7, 7),
+    ("d2", 8, 8),
+    ("d1", 17, 11),
+    ("d3", 8, 13),
+    ("d1", 19, 16),
+    ("d3", 12, 17),
+    ("d2", 17, 18),
+    ("d2", 20, 19),
+    ("d3", 16, 21),
+    ("d2", 23, 22),
+    ("d2", 22, 24),
+    ("d3", 21, 27),
 ]
 ITEMS = [Point(M(e), Reading(d, M(e)), arrival=M(a)) for d, e, a in EVENTS]
 
@@ -108,6 +118,7 @@ def minutes(ts: list[datetime]) -> list[float]:
 def releases(result: Result[Any], label: Callable[[Any], Any] = lambda p: p.device) -> list[ReleaseStep]:
     """``release_steps`` in minutes: the (label of the payload, start minute) of the events
     each CTI released, and the CTI: ("cti", minute) or ("key", key, minute)."""
+
     def minute(t: datetime) -> float:
         return minutes([t])[0]
 
@@ -210,13 +221,16 @@ def test_setting_3_substreams_over_the_device(run: Any) -> None:
     assert released == [("d1", 7), *sorted(released[1:3]), ("d3", 12), ("d2", 17), ("d3", 16), ("d2", 20), ("d1", 19)]
     m = r.metrics["readings"]
     assert (m.received, m.admitted, m.adjusted, m.dropped, m.out_of_order_adjusted) == (12, 11, 1, 1, 0)
+
     # Each device's own CTI moves and its delay then: d1 2 min at 12:07, -1 min at 12:16
     # (12:17 is ahead of the clock); d2 2, 3, 1, 1 min; d3's never gets ahead of the input's.
     def delays(*pairs: tuple[int, int]) -> list[tuple[datetime, timedelta]]:
         return [(M(a), timedelta(minutes=d)) for a, d in pairs]
 
     assert m.substreams == {
-        "d1": SubstreamMetrics(received=3, admitted=2, dropped=1, early_dropped=1, ctis_generated=2, watermark_delays=delays((7, 2), (16, -1))),
+        "d1": SubstreamMetrics(
+            received=3, admitted=2, dropped=1, early_dropped=1, ctis_generated=2, watermark_delays=delays((7, 2), (16, -1))
+        ),
         "d2": SubstreamMetrics(received=5, admitted=5, ctis_generated=4, watermark_delays=delays((8, 2), (18, 3), (19, 1), (22, 1))),
         "d3": SubstreamMetrics(received=4, admitted=4, adjusted=1, late_adjusted=1),
     }
@@ -225,21 +239,35 @@ def test_setting_3_substreams_over_the_device(run: Any) -> None:
 
 _C, _K = "cti", "key"
 SETTING_3_RELEASES: list[ReleaseStep] = [
-    ([], (_C, 2)), ([], (_K, "d1", 5)), ([], (_C, 3)), ([], (_K, "d2", 6)), ([], (_C, 6)),
+    ([], (_C, 2)),
+    ([], (_K, "d1", 5)),
+    ([], (_C, 3)),
+    ([], (_K, "d2", 6)),
+    ([], (_C, 6)),
     ([("d1", 7)], (_C, 8)),
-    ([("d2", 8), ("d3", 8)], (_C, 11)), ([], (_K, "d1", 17)), ([], (_C, 12)),
-    ([("d3", 12)], (_C, 13)), ([], (_K, "d2", 15)),
-    ([], (_C, 14)), ([("d2", 17)], (_K, "d2", 18)),
+    ([("d2", 8), ("d3", 8)], (_C, 11)),
+    ([], (_K, "d1", 17)),
+    ([], (_C, 12)),
+    ([("d3", 12)], (_C, 13)),
+    ([], (_K, "d2", 15)),
+    ([], (_C, 14)),
+    ([("d2", 17)], (_K, "d2", 18)),
     ([], (_C, 16)),
-    ([("d3", 16)], (_C, 17)), ([("d2", 20)], (_K, "d2", 21)),
+    ([("d3", 16)], (_C, 17)),
+    ([("d2", 20)], (_K, "d2", 21)),
     ([], (_C, 19)),
     ([("d1", 19)], (_C, 22)),
 ]
 """Setting 3's release steps (``releases``), by hand: ``test_setting_3_substreams_over_the_device``."""
 
 SETTING_3_WINDOW_RELEASES: list[ReleaseStep] = [
-    ([], (_C, 0)), ([], (_K, "d1", 5)), ([], (_K, "d2", 5)), ([], (_C, 5)),
-    ([(("d1", 1), 5), (("d2", 1), 5), (("d3", 1), 5)], (_C, 10)), ([], (_K, "d1", 15)), ([], (_K, "d2", 15)),
+    ([], (_C, 0)),
+    ([], (_K, "d1", 5)),
+    ([], (_K, "d2", 5)),
+    ([], (_C, 5)),
+    ([(("d1", 1), 5), (("d2", 1), 5), (("d3", 1), 5)], (_C, 10)),
+    ([], (_K, "d1", 15)),
+    ([], (_K, "d2", 15)),
     ([(("d3", 1), 10)], (_C, 15)),
     ([(("d2", 1), 15)], (_K, "d2", 20)),
     ([(("d1", 1), 15), (("d3", 1), 15)], (_C, 20)),
@@ -288,7 +316,9 @@ def test_what_only_a_key_cti_released_stays_released(run: Any) -> None:
     result although no CTI of the input ever passed it. After e10 (12:22), d2's CTI 12:21
     closed d2's window [12:15, 12:20) while the input's CTI is 12:17, so that count is
     released and the other devices' windows of 12:15 are not."""
-    settings = AdvanceTimeSettings(None, policy=ADJUST, ordering=EventOrderingSettings(timedelta(minutes=2), timedelta(minutes=5), timedelta(minutes=5)))
+    settings = AdvanceTimeSettings(
+        None, policy=ADJUST, ordering=EventOrderingSettings(timedelta(minutes=2), timedelta(minutes=5), timedelta(minutes=5))
+    )
 
     def first(n: int) -> Stream[Reading]:
         return Stream.create("readings", ITEMS[:n], EventShape.POINT, settings, over=lambda r: r.device)
@@ -301,7 +331,11 @@ def test_what_only_a_key_cti_released_stays_released(run: Any) -> None:
     w = run(count_per_device(first(10)))
     assert w.ctis[-1] == M(15) and w.substream_ctis["d2"][-1] == M(20)
     assert sorted((e.payload.device, minutes([e.start])[0], e.payload.n) for e in w.events) == [
-        ("d1", 5, 1), ("d2", 5, 1), ("d2", 15, 1), ("d3", 5, 1), ("d3", 10, 1),
+        ("d1", 5, 1),
+        ("d2", 5, 1),
+        ("d2", 15, 1),
+        ("d3", 5, 1),
+        ("d3", 10, 1),
     ]
     assert releases(w, lambda p: p.device)[-1] == ([("d2", 15)], ("key", "d2", 20))
     executor = getattr(run, "__self__", None)
@@ -317,15 +351,17 @@ def test_an_operator_that_drops_the_key_runs_on_the_input_cti(run: Any) -> None:
     names the substream: its output runs on the input's CTIs alone (as in setting 3 before
     per-key release): e7 waits for 12:19, e8 for 12:22, where d2's own CTIs released them
     at 12:18 and 12:21."""
-    stream = illustration(ADJUST, early=True, substreams=True, flush=False).select(
-        lambda r: Reading(r.device + "!", r.event_time)
-    )
+    stream = illustration(ADJUST, early=True, substreams=True, flush=False).select(lambda r: Reading(r.device + "!", r.event_time))
     r = run(stream)
     assert r.substream_ctis == {} and not any(isinstance(i, SubstreamCti) for i in r.raw)
     released = [step for step in releases(r) if step[0]]
     assert released == [
-        ([("d1!", 7)], ("cti", 8)), ([("d2!", 8), ("d3!", 8)], ("cti", 11)), ([("d3!", 12)], ("cti", 13)),
-        ([("d3!", 16)], ("cti", 17)), ([("d2!", 17)], ("cti", 19)), ([("d1!", 19), ("d2!", 20)], ("cti", 22)),
+        ([("d1!", 7)], ("cti", 8)),
+        ([("d2!", 8), ("d3!", 8)], ("cti", 11)),
+        ([("d3!", 12)], ("cti", 13)),
+        ([("d3!", 16)], ("cti", 17)),
+        ([("d2!", 17)], ("cti", 19)),
+        ([("d1!", 19), ("d2!", 20)], ("cti", 22)),
     ]
 
 
@@ -396,11 +432,16 @@ def _heartbeat_table(tmp_path: Path) -> Any:
     from tempo.sources import ParquetSource
 
     at = [M(0).replace(tzinfo=timezone.utc), None, None]
-    rows = pa.table({
-        "seq": [0, 1, 2], "kind": ["point", "HEARTBEAT", "heartbeat"], "start": pa.array(at, pa.timestamp("us", "UTC")),
-        "arrival": pa.array([M(m).replace(tzinfo=timezone.utc) for m in (0, 4, 6)], pa.timestamp("us", "UTC")),
-        "device": ["a", None, None], "event_time": pa.array(at, pa.timestamp("us", "UTC")),
-    })
+    rows = pa.table(
+        {
+            "seq": [0, 1, 2],
+            "kind": ["point", "HEARTBEAT", "heartbeat"],
+            "start": pa.array(at, pa.timestamp("us", "UTC")),
+            "arrival": pa.array([M(m).replace(tzinfo=timezone.utc) for m in (0, 4, 6)], pa.timestamp("us", "UTC")),
+            "device": ["a", None, None],
+            "event_time": pa.array(at, pa.timestamp("us", "UTC")),
+        }
+    )
     path = tmp_path / "heartbeats.parquet"
     pq.write_table(rows, path)
     return ParquetSource(str(path), Reading, "start", kind="kind", arrival="arrival", order="seq")
@@ -412,11 +453,17 @@ def test_heartbeat_rows_move_time_as_heartbeat_items(run: Any, tmp_path: Path) -
     ordering = EventOrderingSettings(timedelta(0), timedelta(minutes=5), None)
     r = run(Stream.create("in", _heartbeat_table(tmp_path), EventShape.POINT, AdvanceTimeSettings(policy=ADJUST, ordering=ordering)))
     utc = timezone.utc
-    assert r.raw == [Cti(M(0).replace(tzinfo=utc)), Point(M(0).replace(tzinfo=utc), Reading("a", M(0).replace(tzinfo=utc))), Cti(M(1).replace(tzinfo=utc))]
+    assert r.raw == [
+        Cti(M(0).replace(tzinfo=utc)),
+        Point(M(0).replace(tzinfo=utc), Reading("a", M(0).replace(tzinfo=utc))),
+        Cti(M(1).replace(tzinfo=utc)),
+    ]
     m = r.metrics["in"]
     assert (m.received, m.ctis_generated) == (1, 2)
     assert [(c.replace(tzinfo=None), d) for c, d in m.watermark_delays] == [
-        (M(0), timedelta(0)), (M(4), timedelta(minutes=4)), (M(6), timedelta(minutes=5)),
+        (M(0), timedelta(0)),
+        (M(4), timedelta(minutes=4)),
+        (M(6), timedelta(minutes=5)),
     ]
 
 
@@ -449,9 +496,9 @@ def test_an_idle_input_follows_the_arrival_clock(run: Any) -> None:
     assert r.ctis == [M(-5), M(-2), M(3)]
     assert [e.start for e in r.events] == [M(0)]
     stuck = AdvanceTimeSettings(policy=ADJUST, ordering=EventOrderingSettings(timedelta(0), None, None))
-    r = run(Stream.create("p1", p1, EventShape.POINT, settings).union(
-        Stream.create("p2", [], EventShape.POINT, stuck, payload_type=Reading)
-    ))
+    r = run(
+        Stream.create("p1", p1, EventShape.POINT, settings).union(Stream.create("p2", [], EventShape.POINT, stuck, payload_type=Reading))
+    )
     assert (r.ctis, r.events) == ([], [])
 
 
@@ -538,9 +585,12 @@ def test_rejections_as_a_table(tmp_path: Path) -> None:
     pq.write_table(r.rejections_table(), path)
     back = pq.read_table(path).to_pylist()
     assert [(row["tempo_position"], row["tempo_rule"], row["tempo_action"]) for row in back] == [
-        (2, "early arrival", "dropped"), (5, "start before CTI", "adjusted"),
-        (8, "start before CTI", "adjusted"), (11, "late arrival", "adjusted"),
+        (2, "early arrival", "dropped"),
+        (5, "start before CTI", "adjusted"),
+        (8, "start before CTI", "adjusted"),
+        (11, "late arrival", "adjusted"),
     ]
+
     def utc(minute: float) -> datetime:  # the table's times are timestamp[us, UTC]
         return M(minute).replace(tzinfo=timezone.utc)
 

@@ -46,22 +46,50 @@ def test_matched_pairs_and_unmatched_parts(executor: Any) -> None:
     """
     a, c = L(1, "a"), L(2, "c")
     r, s = R(1, "r"), R(1, "s")
-    left = Stream.create("left", [
-        Interval(T(1), T(10), a, arrival=A(1)), Interval(T(2), T(4), c, arrival=A(2)), Cti(T(6), arrival=A(3)), Cti(T(20), arrival=A(7)),
-    ], EventShape.INTERVAL)
-    right = Stream.create("right", [
-        Interval(T(3), T(5), r, arrival=A(4)), Cti(T(6), arrival=A(5)), Interval(T(7), T(12), s, arrival=A(6)), Cti(T(20), arrival=A(8)),
-    ], EventShape.INTERVAL)
+    left = Stream.create(
+        "left",
+        [
+            Interval(T(1), T(10), a, arrival=A(1)),
+            Interval(T(2), T(4), c, arrival=A(2)),
+            Cti(T(6), arrival=A(3)),
+            Cti(T(20), arrival=A(7)),
+        ],
+        EventShape.INTERVAL,
+    )
+    right = Stream.create(
+        "right",
+        [
+            Interval(T(3), T(5), r, arrival=A(4)),
+            Cti(T(6), arrival=A(5)),
+            Interval(T(7), T(12), s, arrival=A(6)),
+            Cti(T(20), arrival=A(8)),
+        ],
+        EventShape.INTERVAL,
+    )
     result = run(executor, outer(left, right))
-    check(result, [
-        (T(6), [iv(3, 5, Out(1, "a", "r")), iv(1, 3, Out(1, "a", "-")), iv(2, 4, Out(2, "c", "-")), iv(5, 7, Out(1, "a", "-"))]),
-        (T(20), [iv(7, 10, Out(1, "a", "s"))]),
-    ])
-    check_raw_steps(executor, result, [
-        ([("interval", T(3), T(5), Out(1, "a", "r")), ("interval", T(1), T(3), Out(1, "a", "-")),
-          ("interval", T(2), T(4), Out(2, "c", "-")), ("start", T(5), Out(1, "a", "-"))], T(6)),
-        ([("end", T(5), T(7), Out(1, "a", "-")), ("interval", T(7), T(10), Out(1, "a", "s"))], T(20)),
-    ])
+    check(
+        result,
+        [
+            (T(6), [iv(3, 5, Out(1, "a", "r")), iv(1, 3, Out(1, "a", "-")), iv(2, 4, Out(2, "c", "-")), iv(5, 7, Out(1, "a", "-"))]),
+            (T(20), [iv(7, 10, Out(1, "a", "s"))]),
+        ],
+    )
+    check_raw_steps(
+        executor,
+        result,
+        [
+            (
+                [
+                    ("interval", T(3), T(5), Out(1, "a", "r")),
+                    ("interval", T(1), T(3), Out(1, "a", "-")),
+                    ("interval", T(2), T(4), Out(2, "c", "-")),
+                    ("start", T(5), Out(1, "a", "-")),
+                ],
+                T(6),
+            ),
+            ([("end", T(5), T(7), Out(1, "a", "-")), ("interval", T(7), T(10), Out(1, "a", "s"))], T(20)),
+        ],
+    )
 
 
 def test_a_left_never_matched_is_whole_and_a_right_alone_gives_nothing(executor: Any) -> None:
@@ -83,8 +111,9 @@ def test_unmatched_projects_the_left_alone(executor: Any) -> None:
     [1, 6) (id 1), right r [3, 4): (a, r) [3, 4); (a, None) [1, 3) and [4, 6)."""
     left = Stream.create("left", [Interval(T(1), T(6), L(1, "a")), Cti(T(10))], EventShape.INTERVAL)
     right = Stream.create("right", [Interval(T(3), T(4), R(1, "r")), Cti(T(10))], EventShape.INTERVAL)
-    q = left.left_outer_join(right, on=lambda l, r: l.id == r.id, select=lambda l, r: Maybe(id=l.id, b=r.b),
-                             unmatched=lambda l: Maybe(id=l.id, b=None))
+    q = left.left_outer_join(
+        right, on=lambda l, r: l.id == r.id, select=lambda l, r: Maybe(id=l.id, b=r.b), unmatched=lambda l: Maybe(id=l.id, b=None)
+    )
     check(run(executor, q), [(T(10), [iv(3, 4, Maybe(1, "r")), iv(1, 3, Maybe(1, None)), iv(4, 6, Maybe(1, None))])])
 
 

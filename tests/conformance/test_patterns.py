@@ -38,12 +38,29 @@ def acts() -> list[Any]:
         kind     F  F  F  ok ok ok ok     F  ok F  F  ok ok
         n        1  2  7  8  3  4  9      5  6  10 11 13 12
     """
-    rows = [(1, "u1", "fail", 1), (2, "u1", "fail", 2), (3, "u2", "fail", 7), (3, "u2", "ok", 8), (4, "u1", "ok", 3),
-            (5, "u1", "ok", 4), (7, "u2", "ok", 9)]
-    later = [(10, "u1", "fail", 5), (16, "u1", "ok", 6), (20, "u2", "fail", 10), (30, "u3", "fail", 11), (32, "u3", "ok", 13),
-             (32, "u3", "ok", 12)]
-    return ([Point(T(t), Act(u, k, n)) for t, u, k, n in rows] + [Cti(T(8))]
-            + [Point(T(t), Act(u, k, n)) for t, u, k, n in later] + [Cti(T(40))])
+    rows = [
+        (1, "u1", "fail", 1),
+        (2, "u1", "fail", 2),
+        (3, "u2", "fail", 7),
+        (3, "u2", "ok", 8),
+        (4, "u1", "ok", 3),
+        (5, "u1", "ok", 4),
+        (7, "u2", "ok", 9),
+    ]
+    later = [
+        (10, "u1", "fail", 5),
+        (16, "u1", "ok", 6),
+        (20, "u2", "fail", 10),
+        (30, "u3", "fail", 11),
+        (32, "u3", "ok", 13),
+        (32, "u3", "ok", 12),
+    ]
+    return (
+        [Point(T(t), Act(u, k, n)) for t, u, k, n in rows]
+        + [Cti(T(8))]
+        + [Point(T(t), Act(u, k, n)) for t, u, k, n in later]
+        + [Cti(T(40))]
+    )
 
 
 def pattern(on: Any) -> Stream[Match]:
@@ -60,11 +77,20 @@ def test_each_failure_with_its_first_success_per_user(executor: Any) -> None:
     first by payload (n 12 before 13). Points at the success; out at the CTIs after them."""
     r = run(executor, pattern(lambda a, b: a.user == b.user))
     tick = timedelta(microseconds=1)
-    check(r, [
-        (T(8), [span(T(4), T(4) + tick, Match("u1", 1, 3)), span(T(4), T(4) + tick, Match("u1", 2, 3)),
-                span(T(7), T(7) + tick, Match("u2", 7, 9))]),
-        (T(40), [span(T(32), T(32) + tick, Match("u3", 11, 12))]),
-    ])
+    check(
+        r,
+        [
+            (
+                T(8),
+                [
+                    span(T(4), T(4) + tick, Match("u1", 1, 3)),
+                    span(T(4), T(4) + tick, Match("u1", 2, 3)),
+                    span(T(7), T(7) + tick, Match("u2", 7, 9)),
+                ],
+            ),
+            (T(40), [span(T(32), T(32) + tick, Match("u3", 11, 12))]),
+        ],
+    )
 
 
 def test_a_condition_on_the_pair(executor: Any) -> None:
@@ -72,11 +98,20 @@ def test_a_condition_on_the_pair(executor: Any) -> None:
     success at 5 (4 and 3 s later)."""
     r = run(executor, pattern(lambda a, b: (a.user == b.user) & (b.n != 3)))
     tick = timedelta(microseconds=1)
-    check(r, [
-        (T(8), [span(T(5), T(5) + tick, Match("u1", 1, 4)), span(T(5), T(5) + tick, Match("u1", 2, 4)),
-                span(T(7), T(7) + tick, Match("u2", 7, 9))]),
-        (T(40), [span(T(32), T(32) + tick, Match("u3", 11, 12))]),
-    ])
+    check(
+        r,
+        [
+            (
+                T(8),
+                [
+                    span(T(5), T(5) + tick, Match("u1", 1, 4)),
+                    span(T(5), T(5) + tick, Match("u1", 2, 4)),
+                    span(T(7), T(7) + tick, Match("u2", 7, 9)),
+                ],
+            ),
+            (T(40), [span(T(32), T(32) + tick, Match("u3", 11, 12))]),
+        ],
+    )
 
 
 def test_within_must_be_positive() -> None:

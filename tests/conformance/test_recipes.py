@@ -74,15 +74,32 @@ MIN = timedelta(minutes=1)
 def toll_booths() -> tuple[Stream[Any], Stream[Any]]:
     """Entries A@1 (booth 1), B@3, C@4, A@8 (booth 2), CTIs 10, 20; then exits B@2 (before B's
     entry), A@6, |7, A@9, B@13 (exactly 10 after), |14, C@15 (11 after), |20."""
-    entries = Stream.create("entries", [
-        Point(M(1), R.Entry("A", 1)), Point(M(3), R.Entry("B", 1)), Point(M(4), R.Entry("C", 2)),
-        Point(M(8), R.Entry("A", 2)), Cti(M(10)), Cti(M(20)),
-    ], EventShape.POINT)
-    exits = Stream.create("exits", [
-        Point(M(2), R.Exit("B", 7)), Point(M(6), R.Exit("A", 8)), Cti(M(7)),
-        Point(M(9), R.Exit("A", 9)), Point(M(13), R.Exit("B", 9)), Cti(M(14)),
-        Point(M(15), R.Exit("C", 9)), Cti(M(20)),
-    ], EventShape.POINT)
+    entries = Stream.create(
+        "entries",
+        [
+            Point(M(1), R.Entry("A", 1)),
+            Point(M(3), R.Entry("B", 1)),
+            Point(M(4), R.Entry("C", 2)),
+            Point(M(8), R.Entry("A", 2)),
+            Cti(M(10)),
+            Cti(M(20)),
+        ],
+        EventShape.POINT,
+    )
+    exits = Stream.create(
+        "exits",
+        [
+            Point(M(2), R.Exit("B", 7)),
+            Point(M(6), R.Exit("A", 8)),
+            Cti(M(7)),
+            Point(M(9), R.Exit("A", 9)),
+            Point(M(13), R.Exit("B", 9)),
+            Cti(M(14)),
+            Point(M(15), R.Exit("C", 9)),
+            Cti(M(20)),
+        ],
+        EventShape.POINT,
+    )
     return entries, exits
 
 
@@ -92,11 +109,14 @@ def test_datediff_join_between_0_and_10_includes_both_bounds(executor: Any) -> N
     is exactly 10 after its entry: in, as BETWEEN includes its bounds."""
     entries, exits = toll_booths()
     r = run(executor, R.trips(entries, exits, timedelta(0), 10 * MIN))
-    check(r, [
-        (M(7), [at(M(6), R.Trip("A", 1, 8))]),
-        (M(14), [at(M(9), R.Trip("A", 1, 9)), at(M(9), R.Trip("A", 2, 9)), at(M(13), R.Trip("B", 1, 9))]),
-        (M(20), []),
-    ])
+    check(
+        r,
+        [
+            (M(7), [at(M(6), R.Trip("A", 1, 8))]),
+            (M(14), [at(M(9), R.Trip("A", 1, 9)), at(M(9), R.Trip("A", 2, 9)), at(M(13), R.Trip("B", 1, 9))]),
+            (M(20), []),
+        ],
+    )
     assert r.withheld is None
 
 
@@ -104,11 +124,14 @@ def test_datediff_join_less_than_10_minutes(executor: Any) -> None:
     """high = 10 min - TICK: the reach of B is [3, 13), so B's exit at 13 no longer pairs."""
     entries, exits = toll_booths()
     r = run(executor, R.trips(entries, exits, timedelta(0), 10 * MIN - TICK))
-    check(r, [
-        (M(7), [at(M(6), R.Trip("A", 1, 8))]),
-        (M(14), [at(M(9), R.Trip("A", 1, 9)), at(M(9), R.Trip("A", 2, 9))]),
-        (M(20), []),
-    ])
+    check(
+        r,
+        [
+            (M(7), [at(M(6), R.Trip("A", 1, 8))]),
+            (M(14), [at(M(9), R.Trip("A", 1, 9)), at(M(9), R.Trip("A", 2, 9))]),
+            (M(20), []),
+        ],
+    )
 
 
 def test_datediff_join_either_order(executor: Any) -> None:
@@ -117,11 +140,14 @@ def test_datediff_join_either_order(executor: Any) -> None:
     entries' CTIs move back 5 (to 5, 15), so the output CTIs are 7, 14 and min(15, 20) = 15."""
     entries, exits = toll_booths()
     r = run(executor, R.trips(entries, exits, -5 * MIN, 5 * MIN))
-    check(r, [
-        (M(7), [at(M(2), R.Trip("B", 1, 7)), at(M(6), R.Trip("A", 1, 8)), at(M(6), R.Trip("A", 2, 8))]),
-        (M(14), [at(M(9), R.Trip("A", 2, 9))]),
-        (M(15), []),
-    ])
+    check(
+        r,
+        [
+            (M(7), [at(M(2), R.Trip("B", 1, 7)), at(M(6), R.Trip("A", 1, 8)), at(M(6), R.Trip("A", 2, 8))]),
+            (M(14), [at(M(9), R.Trip("A", 2, 9))]),
+            (M(15), []),
+        ],
+    )
 
 
 def test_datediff_join_stamped_at_the_entry(executor: Any) -> None:
@@ -130,25 +156,41 @@ def test_datediff_join_stamped_at_the_entry(executor: Any) -> None:
     exits' CTIs move back 10 (-3, 4, 10): the trips at 1 and 3 go out at 4, the one at 8 at 10."""
     entries, exits = toll_booths()
     low, high = timedelta(0), 10 * MIN
-    r = run(executor, entries.join(exits.alter_event_lifetime(-high, high - low + TICK), on=lambda n, x: n.plate == x.plate,
-                                   select=lambda n, x: R.Trip(plate=n.plate, entered_at=n.booth, left_at=x.booth)))
-    check(r, [
-        (M(-3), []),
-        (M(4), [at(M(1), R.Trip("A", 1, 8)), at(M(1), R.Trip("A", 1, 9)), at(M(3), R.Trip("B", 1, 9))]),
-        (M(10), [at(M(8), R.Trip("A", 2, 9))]),
-    ])
+    r = run(
+        executor,
+        entries.join(
+            exits.alter_event_lifetime(-high, high - low + TICK),
+            on=lambda n, x: n.plate == x.plate,
+            select=lambda n, x: R.Trip(plate=n.plate, entered_at=n.booth, left_at=x.booth),
+        ),
+    )
+    check(
+        r,
+        [
+            (M(-3), []),
+            (M(4), [at(M(1), R.Trip("A", 1, 8)), at(M(1), R.Trip("A", 1, 9)), at(M(3), R.Trip("B", 1, 9))]),
+            (M(10), [at(M(8), R.Trip("A", 2, 9))]),
+        ],
+    )
 
 
 def test_datediff_join_half_open_is_the_plain_duration(executor: Any) -> None:
     """`entries.alter_event_duration(10 min)` joined as in `trips` gives trips(0, 10 min - TICK)."""
     entries, exits = toll_booths()
-    r = run(executor, entries.alter_event_duration(10 * MIN).join(
-        exits, on=lambda n, x: n.plate == x.plate, select=lambda n, x: R.Trip(plate=n.plate, entered_at=n.booth, left_at=x.booth)))
-    check(r, [
-        (M(7), [at(M(6), R.Trip("A", 1, 8))]),
-        (M(14), [at(M(9), R.Trip("A", 1, 9)), at(M(9), R.Trip("A", 2, 9))]),
-        (M(20), []),
-    ])
+    r = run(
+        executor,
+        entries.alter_event_duration(10 * MIN).join(
+            exits, on=lambda n, x: n.plate == x.plate, select=lambda n, x: R.Trip(plate=n.plate, entered_at=n.booth, left_at=x.booth)
+        ),
+    )
+    check(
+        r,
+        [
+            (M(7), [at(M(6), R.Trip("A", 1, 8))]),
+            (M(14), [at(M(9), R.Trip("A", 1, 9)), at(M(9), R.Trip("A", 2, 9))]),
+            (M(20), []),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -160,15 +202,31 @@ def ads() -> tuple[Stream[Any], Stream[Any]]:
     """Impressions u1/ad1 @11, u2/ad1 @12, u1/ad2 @14, u3/ad1 @15, CTIs 16, 40; then clicks
     u1/ad1 @13, u3/ad1 @14 (before its impression), |18, u2/ad1 @22 (exactly 10 after), |23,
     |26, |40."""
-    impressions = Stream.create("impressions", [
-        Point(M(11), R.Impression("u1", "ad1")), Point(M(12), R.Impression("u2", "ad1")),
-        Point(M(14), R.Impression("u1", "ad2")), Point(M(15), R.Impression("u3", "ad1")),
-        Cti(M(16)), Cti(M(40)),
-    ], EventShape.POINT)
-    clicks = Stream.create("clicks", [
-        Point(M(13), R.Click("u1", "ad1")), Point(M(14), R.Click("u3", "ad1")), Cti(M(18)),
-        Point(M(22), R.Click("u2", "ad1")), Cti(M(23)), Cti(M(26)), Cti(M(40)),
-    ], EventShape.POINT)
+    impressions = Stream.create(
+        "impressions",
+        [
+            Point(M(11), R.Impression("u1", "ad1")),
+            Point(M(12), R.Impression("u2", "ad1")),
+            Point(M(14), R.Impression("u1", "ad2")),
+            Point(M(15), R.Impression("u3", "ad1")),
+            Cti(M(16)),
+            Cti(M(40)),
+        ],
+        EventShape.POINT,
+    )
+    clicks = Stream.create(
+        "clicks",
+        [
+            Point(M(13), R.Click("u1", "ad1")),
+            Point(M(14), R.Click("u3", "ad1")),
+            Cti(M(18)),
+            Point(M(22), R.Click("u2", "ad1")),
+            Cti(M(23)),
+            Cti(M(26)),
+            Cti(M(40)),
+        ],
+        EventShape.POINT,
+    )
     return impressions, clicks
 
 
@@ -179,12 +237,15 @@ def test_impressions_without_a_click_within_10_minutes(executor: Any) -> None:
     the clicks' CTI past 24 and 25, i.e. 26, which is output CTI 16."""
     impressions, clicks = ads()
     r = run(executor, R.unclicked(impressions, clicks, 10 * MIN))
-    check(r, [
-        (M(8), []),
-        (M(13), []),
-        (M(16), [at(M(14), R.Impression("u1", "ad2")), at(M(15), R.Impression("u3", "ad1"))]),
-        (M(30), []),
-    ])
+    check(
+        r,
+        [
+            (M(8), []),
+            (M(13), []),
+            (M(16), [at(M(14), R.Impression("u1", "ad2")), at(M(15), R.Impression("u3", "ad1"))]),
+            (M(30), []),
+        ],
+    )
     assert r.withheld is None
 
 
@@ -193,12 +254,15 @@ def test_impressions_without_a_click_less_than_10_minutes(executor: Any) -> None
     click at 22 no longer answers @12, which goes out at 13+ (the clicks' CTI 23)."""
     impressions, clicks = ads()
     r = run(executor, R.unclicked(impressions, clicks, 10 * MIN - TICK))
-    check(r, [
-        (M(8) + TICK, []),
-        (M(13) + TICK, [at(M(12), R.Impression("u2", "ad1"))]),
-        (M(16) + TICK, [at(M(14), R.Impression("u1", "ad2")), at(M(15), R.Impression("u3", "ad1"))]),
-        (M(30) + TICK, []),
-    ])
+    check(
+        r,
+        [
+            (M(8) + TICK, []),
+            (M(13) + TICK, [at(M(12), R.Impression("u2", "ad1"))]),
+            (M(16) + TICK, [at(M(14), R.Impression("u1", "ad2")), at(M(15), R.Impression("u3", "ad1"))]),
+            (M(30) + TICK, []),
+        ],
+    )
 
 
 def test_impressions_without_a_click_stamped_at_the_verdict(executor: Any) -> None:
@@ -206,12 +270,15 @@ def test_impressions_without_a_click_stamped_at_the_verdict(executor: Any) -> No
     output CTIs move by 10 too (18, 23, 26, 40), so they go out at 26, the clicks' CTI past 25."""
     impressions, clicks = ads()
     r = run(executor, R.unclicked(impressions, clicks, 10 * MIN).shift_event_time(10 * MIN))
-    check(r, [
-        (M(18), []),
-        (M(23), []),
-        (M(26), [at(M(24), R.Impression("u1", "ad2")), at(M(25), R.Impression("u3", "ad1"))]),
-        (M(40), []),
-    ])
+    check(
+        r,
+        [
+            (M(18), []),
+            (M(23), []),
+            (M(26), [at(M(24), R.Impression("u1", "ad2")), at(M(25), R.Impression("u3", "ad1"))]),
+            (M(40), []),
+        ],
+    )
 
 
 def test_impressions_extended_instead_give_stretches(executor: Any) -> None:
@@ -220,16 +287,24 @@ def test_impressions_extended_instead_give_stretches(executor: Any) -> None:
     ahead); every stretch starts before 18."""
     impressions, clicks = ads()
     r = run(executor, R.unclicked_stretches(impressions, clicks, 10 * MIN))
-    check(r, [
-        (M(18), [
-            span(M(11), M(13), R.Impression("u1", "ad1")), span(M(13) + TICK, M(21), R.Impression("u1", "ad1")),
-            span(M(12), M(22), R.Impression("u2", "ad1")), span(M(14), M(24), R.Impression("u1", "ad2")),
-            span(M(15), M(25), R.Impression("u3", "ad1")),
-        ]),
-        (M(23), []),
-        (M(26), []),
-        (M(40), []),
-    ])
+    check(
+        r,
+        [
+            (
+                M(18),
+                [
+                    span(M(11), M(13), R.Impression("u1", "ad1")),
+                    span(M(13) + TICK, M(21), R.Impression("u1", "ad1")),
+                    span(M(12), M(22), R.Impression("u2", "ad1")),
+                    span(M(14), M(24), R.Impression("u1", "ad2")),
+                    span(M(15), M(25), R.Impression("u3", "ad1")),
+                ],
+            ),
+            (M(23), []),
+            (M(26), []),
+            (M(40), []),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -242,10 +317,19 @@ def message_items(flush: bool = False) -> list[Any]:
     CTIs 5, 10, 15 (and the flush)."""
     m = R.Message
     items: list[Any] = [
-        Point(M(1), m("m1", "a")), Point(M(2), m("m2", "b")), Point(M(4), m("m1", "a")), Cti(M(5)),
-        Point(M(7), m("m1", "a")), Point(M(7), m("m2", "b")), Point(M(9), m("m3", "c")), Point(M(9), m("m3", "c")),
+        Point(M(1), m("m1", "a")),
+        Point(M(2), m("m2", "b")),
+        Point(M(4), m("m1", "a")),
+        Cti(M(5)),
+        Point(M(7), m("m1", "a")),
+        Point(M(7), m("m2", "b")),
+        Point(M(9), m("m3", "c")),
+        Point(M(9), m("m3", "c")),
         Cti(M(10)),
-        Point(M(10), m("m4", "y")), Point(M(10), m("m4", "x")), Point(M(12), m("m1", "a")), Cti(M(15)),
+        Point(M(10), m("m4", "y")),
+        Point(M(10), m("m4", "x")),
+        Point(M(12), m("m1", "a")),
+        Cti(M(15)),
     ]
     return items + [Cti(INF)] if flush else items
 
@@ -262,11 +346,14 @@ def test_one_per_instant_counts_exact_copies(executor: Any) -> None:
     """One-tick windows per (id, body), stamped at their start: one point per distinct message
     and instant, at the first CTI past it; the output CTI is the input's (no pull-back)."""
     r = run(executor, R.one_per_instant(messages()))
-    check(r, [
-        (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b")), at(M(4), D("m1", "a"))]),
-        (M(10), [at(M(7), D("m1", "a")), at(M(7), D("m2", "b")), at(M(9), D("m3", "c", 2))]),
-        (M(15), [at(M(10), D("m4", "x")), at(M(10), D("m4", "y")), at(M(12), D("m1", "a"))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b")), at(M(4), D("m1", "a"))]),
+            (M(10), [at(M(7), D("m1", "a")), at(M(7), D("m2", "b")), at(M(9), D("m3", "c", 2))]),
+            (M(15), [at(M(10), D("m4", "x")), at(M(10), D("m4", "y")), at(M(12), D("m1", "a"))]),
+        ],
+    )
 
 
 def test_deduplication_within_5_minutes(executor: Any) -> None:
@@ -274,36 +361,46 @@ def test_deduplication_within_5_minutes(executor: Any) -> None:
     m1 @12 and m2 @7 (exactly 5 after) stay; m3's copies are one event; m4 x (first by payload)
     stays and y (0 after x) goes. Each released at the first CTI past it."""
     r = run(executor, R.drop_repeats(R.one_per_instant(messages()), 5 * MIN))
-    check(r, [
-        (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
-        (M(10), [at(M(7), D("m2", "b")), at(M(9), D("m3", "c", 2))]),
-        (M(15), [at(M(10), D("m4", "x")), at(M(12), D("m1", "a"))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
+            (M(10), [at(M(7), D("m2", "b")), at(M(9), D("m3", "c", 2))]),
+            (M(15), [at(M(10), D("m4", "x")), at(M(12), D("m1", "a"))]),
+        ],
+    )
 
 
 def test_analytic_alone_keeps_exact_copies(executor: Any) -> None:
     """Without one_per_instant the two copies of m3 at 9 are peers: both see no previous, both
     stay."""
-    delivered = Stream.create("delivered", [
-        Point(item.start, D(item.payload.id, item.payload.body)) if isinstance(item, Point) else item
-        for item in message_items()
-    ], EventShape.POINT)
+    delivered = Stream.create(
+        "delivered",
+        [Point(item.start, D(item.payload.id, item.payload.body)) if isinstance(item, Point) else item for item in message_items()],
+        EventShape.POINT,
+    )
     r = run(executor, R.drop_repeats(delivered, 5 * MIN))
-    check(r, [
-        (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
-        (M(10), [at(M(7), D("m2", "b")), at(M(9), D("m3", "c")), at(M(9), D("m3", "c"))]),
-        (M(15), [at(M(10), D("m4", "x")), at(M(12), D("m1", "a"))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
+            (M(10), [at(M(7), D("m2", "b")), at(M(9), D("m3", "c")), at(M(9), D("m3", "c"))]),
+            (M(15), [at(M(10), D("m4", "x")), at(M(12), D("m1", "a"))]),
+        ],
+    )
 
 
 def test_deduplication_at_the_boundary_with_a_tick_more(executor: Any) -> None:
     """within + TICK: m2 @7 and m1 @12, exactly 5 minutes after the previous, are dropped too."""
     r = run(executor, R.drop_repeats(R.one_per_instant(messages()), 5 * MIN + TICK))
-    check(r, [
-        (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
-        (M(10), [at(M(9), D("m3", "c", 2))]),
-        (M(15), [at(M(10), D("m4", "x"))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
+            (M(10), [at(M(9), D("m3", "c", 2))]),
+            (M(15), [at(M(10), D("m4", "x"))]),
+        ],
+    )
 
 
 def test_first_per_tumbling_window(executor: Any) -> None:
@@ -312,21 +409,27 @@ def test_first_per_tumbling_window(executor: Any) -> None:
     when the window completes (the window's output CTI is the input's here: each CTI is a
     window boundary)."""
     r = run(executor, R.first_per_window(R.one_per_instant(messages()), 5 * MIN))
-    check(r, [
-        (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
-        (M(10), [at(M(7), D("m1", "a")), at(M(7), D("m2", "b")), at(M(9), D("m3", "c", 2))]),
-        (M(15), [at(M(10), D("m4", "x")), at(M(10), D("m4", "y")), at(M(12), D("m1", "a"))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
+            (M(10), [at(M(7), D("m1", "a")), at(M(7), D("m2", "b")), at(M(9), D("m3", "c", 2))]),
+            (M(15), [at(M(10), D("m4", "x")), at(M(10), D("m4", "y")), at(M(12), D("m1", "a"))]),
+        ],
+    )
 
 
 def test_first_per_tumbling_window_one_per_instant(executor: Any) -> None:
     """drop_repeats(..., TICK) after it keeps the first by payload at one instant: m4 x."""
     r = run(executor, R.drop_repeats(R.first_per_window(R.one_per_instant(messages()), 5 * MIN), TICK))
-    check(r, [
-        (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
-        (M(10), [at(M(7), D("m1", "a")), at(M(7), D("m2", "b")), at(M(9), D("m3", "c", 2))]),
-        (M(15), [at(M(10), D("m4", "x")), at(M(12), D("m1", "a"))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), [at(M(1), D("m1", "a")), at(M(2), D("m2", "b"))]),
+            (M(10), [at(M(7), D("m1", "a")), at(M(7), D("m2", "b")), at(M(9), D("m3", "c", 2))]),
+            (M(15), [at(M(10), D("m4", "x")), at(M(12), D("m1", "a"))]),
+        ],
+    )
 
 
 def test_first_per_tumbling_window_with_asa_edges(executor: Any) -> None:
@@ -351,8 +454,7 @@ def test_first_per_tumbling_window_with_asa_edges(executor: Any) -> None:
     expected = {
         steps[0]: [],
         steps[1]: [(M(1), D("m1", "a")), (M(2), D("m2", "b"))],
-        steps[2]: [(M(7), D("m1", "a")), (M(7), D("m2", "b")), (M(9), D("m3", "c", 2)),
-                   (M(10), D("m4", "x")), (M(10), D("m4", "y"))],
+        steps[2]: [(M(7), D("m1", "a")), (M(7), D("m2", "b")), (M(9), D("m3", "c", 2)), (M(10), D("m4", "x")), (M(10), D("m4", "y"))],
         steps[3]: [(M(12), D("m1", "a"))],
     }
     assert {c: sorted(v) for c, v in released.items()} == {c: sorted((t, repr(p)) for t, p in v) for c, v in expected.items()}
@@ -367,16 +469,33 @@ def test_first_per_tumbling_window_with_asa_edges(executor: Any) -> None:
 def readings() -> Stream[Any]:
     """d1 @1 v5, d2 @3 v7, d1 @4 v3, |5, d1 @8 v1, d1 @11 v4, |12, d1 @20 v2, |25, |∞."""
     rd = R.Reading
-    return Stream.create("readings", [
-        Point(M(1), rd("d1", 5)), Point(M(3), rd("d2", 7)), Point(M(4), rd("d1", 3)), Cti(M(5)),
-        Point(M(8), rd("d1", 1)), Point(M(11), rd("d1", 4)), Cti(M(12)),
-        Point(M(20), rd("d1", 2)), Cti(M(25)), Cti(INF),
-    ], EventShape.POINT)
+    return Stream.create(
+        "readings",
+        [
+            Point(M(1), rd("d1", 5)),
+            Point(M(3), rd("d2", 7)),
+            Point(M(4), rd("d1", 3)),
+            Cti(M(5)),
+            Point(M(8), rd("d1", 1)),
+            Point(M(11), rd("d1", 4)),
+            Cti(M(12)),
+            Point(M(20), rd("d1", 2)),
+            Cti(M(25)),
+            Cti(INF),
+        ],
+        EventShape.POINT,
+    )
 
 
 D1_CHANGES = [  # (p, q, n, total): d1's readings extended to [1,11), [4,14), [8,18), [11,21), [20,30)
-    (1, 4, 1, 5), (4, 8, 2, 8), (8, 11, 3, 9), (11, 14, 3, 8),
-    (14, 18, 2, 5), (18, 20, 1, 4), (20, 21, 2, 6), (21, 30, 1, 2),
+    (1, 4, 1, 5),
+    (4, 8, 2, 8),
+    (8, 11, 3, 9),
+    (11, 14, 3, 8),
+    (14, 18, 2, 5),
+    (18, 20, 1, 4),
+    (20, 21, 2, 6),
+    (21, 30, 1, 2),
 ]
 
 
@@ -387,35 +506,54 @@ def test_sliding_window_lifetimes(executor: Any) -> None:
     r = run(executor, R.sliding(readings(), 10 * MIN))
     d1 = {p: span(M(p), M(q), R.Recent("d1", n, t)) for p, q, n, t in D1_CHANGES}
     d2 = span(M(3), M(13), R.Recent("d2", 1, 7))
-    check(r, [
-        (M(5), [d1[1], d1[4], d2]),
-        (M(12), [d1[8], d1[11]]),
-        (M(25), [d1[14], d1[18], d1[20], d1[21]]),
-        (INF, []),
-    ])
+    check(
+        r,
+        [
+            (M(5), [d1[1], d1[4], d2]),
+            (M(12), [d1[8], d1[11]]),
+            (M(25), [d1[14], d1[18], d1[20], d1[21]]),
+            (INF, []),
+        ],
+    )
 
     def rec(n: int, t: int, device: str = "d1") -> Any:
         return R.Recent(device, n, t)
 
-    check_raw_steps(executor, r, [
-        ([("interval", M(1), M(4), rec(1, 5)), ("start", M(4), rec(2, 8)), ("start", M(3), rec(1, 7, "d2"))], M(5)),
-        ([("end", M(4), M(8), rec(2, 8)), ("interval", M(8), M(11), rec(3, 9)), ("start", M(11), rec(3, 8))], M(12)),
-        ([("end", M(11), M(14), rec(3, 8)), ("interval", M(14), M(18), rec(2, 5)), ("interval", M(18), M(20), rec(1, 4)),
-          ("interval", M(20), M(21), rec(2, 6)), ("end", M(3), M(13), rec(1, 7, "d2")), ("start", M(21), rec(1, 2))], M(25)),
-        ([("end", M(21), M(30), rec(1, 2))], INF),
-    ])
+    check_raw_steps(
+        executor,
+        r,
+        [
+            ([("interval", M(1), M(4), rec(1, 5)), ("start", M(4), rec(2, 8)), ("start", M(3), rec(1, 7, "d2"))], M(5)),
+            ([("end", M(4), M(8), rec(2, 8)), ("interval", M(8), M(11), rec(3, 9)), ("start", M(11), rec(3, 8))], M(12)),
+            (
+                [
+                    ("end", M(11), M(14), rec(3, 8)),
+                    ("interval", M(14), M(18), rec(2, 5)),
+                    ("interval", M(18), M(20), rec(1, 4)),
+                    ("interval", M(20), M(21), rec(2, 6)),
+                    ("end", M(3), M(13), rec(1, 7, "d2")),
+                    ("start", M(21), rec(1, 2)),
+                ],
+                M(25),
+            ),
+            ([("end", M(21), M(30), rec(1, 2))], INF),
+        ],
+    )
 
 
 def test_sliding_window_points_at_each_change(executor: Any) -> None:
     """timestamp=START: ASA's output, a point at each change, out at the first CTI past it."""
     r = run(executor, R.sliding(readings(), 10 * MIN, timestamp=WindowTimestamp.START))
     d1 = {p: at(M(p), R.Recent("d1", n, t)) for p, _, n, t in D1_CHANGES}
-    check(r, [
-        (M(5), [d1[1], at(M(3), R.Recent("d2", 1, 7)), d1[4]]),
-        (M(12), [d1[8], d1[11]]),
-        (M(25), [d1[14], d1[18], d1[20], d1[21]]),
-        (INF, []),
-    ])
+    check(
+        r,
+        [
+            (M(5), [d1[1], at(M(3), R.Recent("d2", 1, 7)), d1[4]]),
+            (M(12), [d1[8], d1[11]]),
+            (M(25), [d1[14], d1[18], d1[20], d1[21]]),
+            (INF, []),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -426,15 +564,32 @@ def test_sliding_window_points_at_each_change(executor: Any) -> None:
 def limits_and_samples() -> tuple[Stream[Any], Stream[Any]]:
     """Limits d1 50 @0, d2 30 @2, d1 55 @6, CTIs 7, 20 (declared first); samples d1 40 @2,
     d2 35 @3, d3 10 @4, |5, d1 52 @6, |10, d2 31 @14, d1 60 @15, |20."""
-    limits = Stream.create("limits", [
-        Point(M(0), R.Limit("d1", 50.0)), Point(M(2), R.Limit("d2", 30.0)), Point(M(6), R.Limit("d1", 55.0)),
-        Cti(M(7)), Cti(M(20)),
-    ], EventShape.POINT)
-    samples = Stream.create("samples", [
-        Point(M(2), R.Sample("d1", 40.0)), Point(M(3), R.Sample("d2", 35.0)), Point(M(4), R.Sample("d3", 10.0)),
-        Cti(M(5)), Point(M(6), R.Sample("d1", 52.0)), Cti(M(10)),
-        Point(M(14), R.Sample("d2", 31.0)), Point(M(15), R.Sample("d1", 60.0)), Cti(M(20)),
-    ], EventShape.POINT)
+    limits = Stream.create(
+        "limits",
+        [
+            Point(M(0), R.Limit("d1", 50.0)),
+            Point(M(2), R.Limit("d2", 30.0)),
+            Point(M(6), R.Limit("d1", 55.0)),
+            Cti(M(7)),
+            Cti(M(20)),
+        ],
+        EventShape.POINT,
+    )
+    samples = Stream.create(
+        "samples",
+        [
+            Point(M(2), R.Sample("d1", 40.0)),
+            Point(M(3), R.Sample("d2", 35.0)),
+            Point(M(4), R.Sample("d3", 10.0)),
+            Cti(M(5)),
+            Point(M(6), R.Sample("d1", 52.0)),
+            Cti(M(10)),
+            Point(M(14), R.Sample("d2", 31.0)),
+            Point(M(15), R.Sample("d1", 60.0)),
+            Cti(M(20)),
+        ],
+        EventShape.POINT,
+    )
     return limits, samples
 
 
@@ -443,18 +598,22 @@ def test_current_limits_are_clipped_signals(executor: Any) -> None:
     at the first CTI past its start. With FOREVER the last limit of each device never ends."""
     limits, _ = limits_and_samples()
     r = run(executor, R.current_limits(limits, 10 * MIN))
-    check(r, [
-        (M(7), [span(M(0), M(6), R.Limit("d1", 50.0)), span(M(2), M(12), R.Limit("d2", 30.0)),
-                span(M(6), M(16), R.Limit("d1", 55.0))]),
-        (M(20), []),
-    ])
+    check(
+        r,
+        [
+            (M(7), [span(M(0), M(6), R.Limit("d1", 50.0)), span(M(2), M(12), R.Limit("d2", 30.0)), span(M(6), M(16), R.Limit("d1", 55.0))]),
+            (M(20), []),
+        ],
+    )
     limits, _ = limits_and_samples()
     r = run(executor, R.current_limits(limits, R.FOREVER))
-    check(r, [
-        (M(7), [span(M(0), M(6), R.Limit("d1", 50.0)), span(M(2), INF, R.Limit("d2", 30.0)),
-                span(M(6), INF, R.Limit("d1", 55.0))]),
-        (M(20), []),
-    ])
+    check(
+        r,
+        [
+            (M(7), [span(M(0), M(6), R.Limit("d1", 50.0)), span(M(2), INF, R.Limit("d2", 30.0)), span(M(6), INF, R.Limit("d1", 55.0))]),
+            (M(20), []),
+        ],
+    )
 
 
 def test_samples_with_the_current_limit_or_none(executor: Any) -> None:
@@ -463,11 +622,14 @@ def test_samples_with_the_current_limit_or_none(executor: Any) -> None:
     limits, samples = limits_and_samples()
     r = run(executor, R.checked(samples, limits, 10 * MIN))
     c = R.Checked
-    check(r, [
-        (M(5), [at(M(2), c("d1", 40.0, 50.0)), at(M(3), c("d2", 35.0, 30.0)), at(M(4), c("d3", 10.0, None))]),
-        (M(10), [at(M(6), c("d1", 52.0, 55.0))]),
-        (M(20), [at(M(14), c("d2", 31.0, None)), at(M(15), c("d1", 60.0, 55.0))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), [at(M(2), c("d1", 40.0, 50.0)), at(M(3), c("d2", 35.0, 30.0)), at(M(4), c("d3", 10.0, None))]),
+            (M(10), [at(M(6), c("d1", 52.0, 55.0))]),
+            (M(20), [at(M(14), c("d2", 31.0, None)), at(M(15), c("d1", 60.0, 55.0))]),
+        ],
+    )
 
 
 def test_samples_with_the_last_limit_ever(executor: Any) -> None:
@@ -475,11 +637,14 @@ def test_samples_with_the_last_limit_ever(executor: Any) -> None:
     limits, samples = limits_and_samples()
     r = run(executor, R.checked(samples, limits, R.FOREVER))
     c = R.Checked
-    check(r, [
-        (M(5), [at(M(2), c("d1", 40.0, 50.0)), at(M(3), c("d2", 35.0, 30.0)), at(M(4), c("d3", 10.0, None))]),
-        (M(10), [at(M(6), c("d1", 52.0, 55.0))]),
-        (M(20), [at(M(14), c("d2", 31.0, 30.0)), at(M(15), c("d1", 60.0, 55.0))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), [at(M(2), c("d1", 40.0, 50.0)), at(M(3), c("d2", 35.0, 30.0)), at(M(4), c("d3", 10.0, None))]),
+            (M(10), [at(M(6), c("d1", 52.0, 55.0))]),
+            (M(20), [at(M(14), c("d2", 31.0, 30.0)), at(M(15), c("d1", 60.0, 55.0))]),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -494,13 +659,26 @@ def unix(t: datetime) -> int:
 def pings() -> Stream[Any]:
     """d1 @1 @2, d2 @3 @4 @4 (two copies), |5, d1 @6 @12, |13, |20; `at` is each start in
     Unix seconds."""
+
     def ping(device: str, m: int) -> Point[Any]:
         return Point(M(m), R.Ping(device, unix(M(m))))
 
-    return Stream.create("pings", [
-        ping("d1", 1), ping("d1", 2), ping("d2", 3), ping("d2", 4), ping("d2", 4), Cti(M(5)),
-        ping("d1", 6), ping("d1", 12), Cti(M(13)), Cti(M(20)),
-    ], EventShape.POINT)
+    return Stream.create(
+        "pings",
+        [
+            ping("d1", 1),
+            ping("d1", 2),
+            ping("d2", 3),
+            ping("d2", 4),
+            ping("d2", 4),
+            Cti(M(5)),
+            ping("d1", 6),
+            ping("d1", 12),
+            Cti(M(13)),
+            Cti(M(20)),
+        ],
+        EventShape.POINT,
+    )
 
 
 def test_time_since_the_previous_ping(executor: Any) -> None:
@@ -511,11 +689,14 @@ def test_time_since_the_previous_ping(executor: Any) -> None:
     def since(device: str, m: int, gap: int | None) -> Any:
         return at(M(m), R.Since(device, unix(M(m)), gap))
 
-    check(r, [
-        (M(5), [since("d1", 1, None), since("d1", 2, 60), since("d2", 3, None), since("d2", 4, 60), since("d2", 4, 60)]),
-        (M(13), [since("d1", 6, 240), since("d1", 12, None)]),
-        (M(20), []),
-    ])
+    check(
+        r,
+        [
+            (M(5), [since("d1", 1, None), since("d1", 2, 60), since("d2", 3, None), since("d2", 4, 60), since("d2", 4, 60)]),
+            (M(13), [since("d1", 6, 240), since("d1", 12, None)]),
+            (M(20), []),
+        ],
+    )
 
 
 def test_silences_longer_than_a_minute(executor: Any) -> None:
@@ -530,11 +711,14 @@ def test_a_device_that_goes_quiet(executor: Any) -> None:
     20."""
     r = run(executor, R.gone_quiet(pings(), 5 * MIN))
     q = R.Quiet
-    check(r, [
-        (M(5), []),
-        (M(13), [at(M(9) - TICK, q("d2", 3, M(3), M(9))), at(M(11) - TICK, q("d1", 3, M(1), M(11)))]),
-        (M(20), [at(M(17) - TICK, q("d1", 1, M(12), M(17)))]),
-    ])
+    check(
+        r,
+        [
+            (M(5), []),
+            (M(13), [at(M(9) - TICK, q("d2", 3, M(3), M(9))), at(M(11) - TICK, q("d1", 3, M(1), M(11)))]),
+            (M(20), [at(M(17) - TICK, q("d1", 1, M(12), M(17)))]),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -545,8 +729,7 @@ def test_a_device_that_goes_quiet(executor: Any) -> None:
 def test_every_recipe_block_is_tested() -> None:
     """Every function the page defines is called by a test above (so none goes untested)."""
     source = Path(__file__).read_text()
-    functions = [name for name, value in vars(R).items()
-                 if isinstance(value, types.FunctionType) and value.__module__ == "recipes_md"]
+    functions = [name for name, value in vars(R).items() if isinstance(value, types.FunctionType) and value.__module__ == "recipes_md"]
     assert functions
     untested = [name for name in functions if f"R.{name}(" not in source]
     assert not untested, untested

@@ -105,8 +105,13 @@ def test_a_pass_through_withholds_what_starts_at_or_after_the_last_cti(executor:
     ours = [w for w in caught if w.category is UnreleasedResultsWarning]
     assert len(ours) == 1
     text = str(ours[0].message)
-    for words in ("3 output events", "2024-01-01 00:00:04", "last output CTI is 2024-01-01 00:00:03",
-                  "advance_to_infinity_on_shutdown=True", "AdvanceTimeSettings.replay()"):
+    for words in (
+        "3 output events",
+        "2024-01-01 00:00:04",
+        "last output CTI is 2024-01-01 00:00:03",
+        "advance_to_infinity_on_shutdown=True",
+        "AdvanceTimeSettings.replay()",
+    ):
         assert words in text, (words, text)
     assert ours[0].filename == __file__  # points at the caller of run, not into tempo
 
@@ -117,8 +122,15 @@ def test_windows_not_yet_closed_count_as_withheld(executor: Any) -> None:
     CTI 20 completes [0,10) (n 2) and [10,20) (n 1), released by output CTI 20. [20,30),
     [30,40) and [40,50) are still open inside the window operator: no output event exists
     for them yet, but a CTI at infinity would emit and release all three, from 20."""
-    items = [Point(T(1), V(1)), Point(T(5), V(2)), Point(T(12), V(3)), Cti(T(20)),
-             Point(T(25), V(4)), Point(T(31), V(5)), Point(T(47), V(6))]
+    items = [
+        Point(T(1), V(1)),
+        Point(T(5), V(2)),
+        Point(T(12), V(3)),
+        Cti(T(20)),
+        Point(T(25), V(4)),
+        Point(T(31), V(5)),
+        Point(T(47), V(6)),
+    ]
     query = Stream.create("in", items, EventShape.POINT).tumbling(timedelta(seconds=10)).aggregate(lambda w: Count(w.count()))
     with pytest.warns(UnreleasedResultsWarning, match="3 output events .*2024-01-01 00:00:20"):
         r = run(executor, query)
@@ -229,10 +241,30 @@ def test_to_arrow_has_typed_columns_from_the_annotations(executor: Any) -> None:
     table = r.to_arrow()
     assert schema_of(table) == READING_SCHEMA
     assert sorted(table.to_pylist(), key=lambda row: row["tempo_start"]) == [
-        {"tempo_start": U(1), "tempo_end": U(3), "sensor": "a", "ok": True, "count": 3, "celsius": 20.5,
-         "seen": U(100), "note": None, "spare": 7, "place": {"city": "Oslo", "floor": 2}},
-        {"tempo_start": U(2), "tempo_end": U(5), "sensor": "b", "ok": False, "count": -1, "celsius": -0.25,
-         "seen": U(101), "note": "hot", "spare": None, "place": {"city": "Rome", "floor": None}},
+        {
+            "tempo_start": U(1),
+            "tempo_end": U(3),
+            "sensor": "a",
+            "ok": True,
+            "count": 3,
+            "celsius": 20.5,
+            "seen": U(100),
+            "note": None,
+            "spare": 7,
+            "place": {"city": "Oslo", "floor": 2},
+        },
+        {
+            "tempo_start": U(2),
+            "tempo_end": U(5),
+            "sensor": "b",
+            "ok": False,
+            "count": -1,
+            "celsius": -0.25,
+            "seen": U(101),
+            "note": "hot",
+            "spare": None,
+            "place": {"city": "Rome", "floor": None},
+        },
     ]
 
 
@@ -288,10 +320,15 @@ def test_durations_become_duration_columns() -> None:
         took: timedelta
         best: timedelta | None
 
-    r = quiet_run(InMemoryExecutor(), Stream.create(
-        "in", [Point(T(1), Lap(timedelta(minutes=-1), None)), Point(T(2), Lap(timedelta(seconds=90), timedelta(0)))],
-        EventShape.POINT, FLUSH,
-    ))
+    r = quiet_run(
+        InMemoryExecutor(),
+        Stream.create(
+            "in",
+            [Point(T(1), Lap(timedelta(minutes=-1), None)), Point(T(2), Lap(timedelta(seconds=90), timedelta(0)))],
+            EventShape.POINT,
+            FLUSH,
+        ),
+    )
     table = r.to_arrow()
     assert schema_of(table)[2:] == [("took", "duration[us]", False), ("best", "duration[us]", True)]
     assert table.column("took").to_pylist() == [timedelta(minutes=-1), timedelta(seconds=90)]
@@ -338,9 +375,7 @@ class Door:
 
 def adjusting(items: list[Any]) -> Stream[Door]:
     """CTIs after every event, delay 0; events before the CTI are adjusted."""
-    settings = AdvanceTimeSettings(
-        AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.ADJUST
-    )
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.ADJUST)
     return Stream.create("doors", items, EventShape.INTERVAL, settings)
 
 
@@ -355,18 +390,44 @@ def test_rejections_keep_the_payload_as_typed_columns(executor: Any) -> None:
     r = quiet_run(executor, adjusting(items))
     table = r.rejections_table()
     assert schema_of(table) == REJECTION_SCHEMA + [
-        ("door", "string", False), ("opened", "timestamp[us, tz=UTC]", False), ("width", "double", True),
+        ("door", "string", False),
+        ("opened", "timestamp[us, tz=UTC]", False),
+        ("width", "double", True),
     ]
     rows = sorted(table.to_pylist(), key=lambda row: row["tempo_position"])
     assert rows == [
-        {"tempo_input": "doors", "tempo_position": 1, "tempo_kind": "Interval", "tempo_rule": "start before CTI",
-         "tempo_action": "adjusted", "tempo_start": U(3), "tempo_end": U(8), "tempo_arrival": U(9),
-         "tempo_cti": U(5), "tempo_admitted_start": U(5), "tempo_admitted_end": U(8),
-         "door": "b", "opened": U(30), "width": None},
-        {"tempo_input": "doors", "tempo_position": 2, "tempo_kind": "Interval", "tempo_rule": "start before CTI",
-         "tempo_action": "dropped", "tempo_start": U(1), "tempo_end": U(4), "tempo_arrival": None,
-         "tempo_cti": U(5), "tempo_admitted_start": None, "tempo_admitted_end": None,
-         "door": "c", "opened": U(10), "width": 0.75},
+        {
+            "tempo_input": "doors",
+            "tempo_position": 1,
+            "tempo_kind": "Interval",
+            "tempo_rule": "start before CTI",
+            "tempo_action": "adjusted",
+            "tempo_start": U(3),
+            "tempo_end": U(8),
+            "tempo_arrival": U(9),
+            "tempo_cti": U(5),
+            "tempo_admitted_start": U(5),
+            "tempo_admitted_end": U(8),
+            "door": "b",
+            "opened": U(30),
+            "width": None,
+        },
+        {
+            "tempo_input": "doors",
+            "tempo_position": 2,
+            "tempo_kind": "Interval",
+            "tempo_rule": "start before CTI",
+            "tempo_action": "dropped",
+            "tempo_start": U(1),
+            "tempo_end": U(4),
+            "tempo_arrival": None,
+            "tempo_cti": U(5),
+            "tempo_admitted_start": None,
+            "tempo_admitted_end": None,
+            "door": "c",
+            "opened": U(10),
+            "width": 0.75,
+        },
     ]
 
 
@@ -375,7 +436,9 @@ def test_no_rejections_give_an_empty_typed_table(executor: Any) -> None:
     table = r.rejections_table()
     assert table.num_rows == 0
     assert schema_of(table) == REJECTION_SCHEMA + [
-        ("door", "string", False), ("opened", "timestamp[us, tz=UTC]", False), ("width", "double", True),
+        ("door", "string", False),
+        ("opened", "timestamp[us, tz=UTC]", False),
+        ("width", "double", True),
     ]
 
 
@@ -398,13 +461,15 @@ def test_rejections_of_two_inputs_share_the_fields_by_name(executor: Any) -> Non
     badges = Stream.create("badges", [Interval(T(1), T(2), Badge("a", 7))], EventShape.INTERVAL, FLUSH)
     r = quiet_run(executor, doors.join(badges, on=lambda d, b: d.door == b.door, select=lambda d, b: Door(d.door, d.opened, d.width)))
     table = r.rejections_table()
-    assert schema_of(table)[len(REJECTION_SCHEMA):] == [
-        ("door", "string", False), ("opened", "timestamp[us, tz=UTC]", True),
-        ("width", "double", True), ("person", "int64", True),
+    assert schema_of(table)[len(REJECTION_SCHEMA) :] == [
+        ("door", "string", False),
+        ("opened", "timestamp[us, tz=UTC]", True),
+        ("width", "double", True),
+        ("person", "int64", True),
     ]
     assert [(row["tempo_input"], row["door"], row["person"]) for row in table.to_pylist()] == [("doors", "c", None)]
     only = r.rejections_table(input="badges")
-    assert only.num_rows == 0 and schema_of(only)[len(REJECTION_SCHEMA):] == [("door", "string", False), ("person", "int64", False)]
+    assert only.num_rows == 0 and schema_of(only)[len(REJECTION_SCHEMA) :] == [("door", "string", False), ("person", "int64", False)]
     with pytest.raises(QueryBuildError, match="no input 'nope'"):
         r.rejections_table(input="nope")
 

@@ -59,10 +59,17 @@ def write_table(items: list[Any], path: Path, shuffle_seed: int | None) -> dict[
         end = getattr(it, "end", None)
         payload = getattr(it, "payload", None)
         start = it.timestamp if isinstance(it, Cti) else None if isinstance(it, Heartbeat) else it.start
-        rows.append({
-            "seq": seq, "kind": KIND[type(it)], "start": _us(start), "end": _us(end), "arrival": _us(it.arrival),
-            "key": payload.key if payload else 0, "value": payload.value if payload else 0,
-        })
+        rows.append(
+            {
+                "seq": seq,
+                "kind": KIND[type(it)],
+                "start": _us(start),
+                "end": _us(end),
+                "arrival": _us(it.arrival),
+                "key": payload.key if payload else 0,
+                "value": payload.value if payload else 0,
+            }
+        )
     if shuffle_seed is not None:
         random.Random(shuffle_seed).shuffle(rows)
     columns: dict[str, Any] = {"order": "seq", "time_origin": ORIGIN, "time_unit": "us"}
@@ -76,14 +83,25 @@ def write_table(items: list[Any], path: Path, shuffle_seed: int | None) -> dict[
     if any(it.arrival is not None for it in items):
         names.append("arrival")
         columns["arrival"] = "arrival"
-    types = {"seq": pa.int64(), "kind": pa.string(), "start": pa.int64(), "end": pa.int64(), "arrival": pa.int64(), "key": pa.int64(), "value": pa.int64()}
+    types = {
+        "seq": pa.int64(),
+        "kind": pa.string(),
+        "start": pa.int64(),
+        "end": pa.int64(),
+        "arrival": pa.int64(),
+        "key": pa.int64(),
+        "value": pa.int64(),
+    }
     table = pa.table({n: pa.array([r[n] for r in rows], types[n]) for n in names})
     pq.write_table(table, path, row_group_size=7)  # several row groups: footers are read for the range
     return columns
 
 
 TABLES = settings(
-    max_examples=examples(12), derandomize=True, database=None, deadline=None,
+    max_examples=examples(12),
+    derandomize=True,
+    database=None,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 
@@ -174,8 +192,10 @@ def test_a_table_event_cannot_start_at_infinity(spark_session: Any, tmp_path: Pa
     path = tmp_path / "inf.parquet"
     pq.write_table(pa.table({"seq": [0, 1, 2], "start": [5, INF - origin_us, 7], "key": [1, 1, 1], "value": [1, 2, 3]}), path)
     source = ParquetSource(str(path), Ev, start="start", order="seq", time_origin=ORIGIN, time_unit="us")
-    for adv in (AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)),
-                AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True))):
+    for adv in (
+        AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)),
+        AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True)),
+    ):
         for executor in (InMemoryExecutor(), SparkExecutor(spark_session)):
             with pytest.raises(InputError, match="cannot start at infinity") as error:
                 executor.run(Stream.create("in", source, EventShape.POINT, adv))
@@ -198,15 +218,25 @@ def test_a_table_end_past_infinity_is_an_open_end(spark_session: Any, tmp_path: 
 
     path = tmp_path / "forever.parquet"
     second = 1_000_000
-    pq.write_table(pa.table({
-        "seq": [0, 1, 2], "start": [0, 5 * second, 7 * second], "end": [10 * second, 2**62, 12 * second],
-        "key": [1, 1, 2], "value": [1, 2, 3],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "seq": [0, 1, 2],
+                "start": [0, 5 * second, 7 * second],
+                "end": [10 * second, 2**62, 12 * second],
+                "key": [1, 1, 2],
+                "value": [1, 2, 3],
+            }
+        ),
+        path,
+    )
     source = ParquetSource(str(path), Ev, start="start", end="end", order="seq", time_origin=ORIGIN, time_unit="us")
     at = lambda s: ORIGIN + timedelta(seconds=s)  # noqa: E731
     expected = [(at(0), at(10), 1), (at(5), INFINITY, 2), (at(7), at(12), 3)]
-    for adv in (AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)),
-                AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True))):
+    for adv in (
+        AdvanceTimeSettings(AdvanceTimeGenerationSettings(advance_to_infinity_on_shutdown=True)),
+        AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, advance_to_infinity_on_shutdown=True)),
+    ):
         for executor in (InMemoryExecutor(), SparkExecutor(spark_session), SparkExecutor(spark_session, local_scan_rows=0)):
             query = Stream.create("in", source, EventShape.INTERVAL, adv)
             result = executor.run(query)

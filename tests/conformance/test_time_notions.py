@@ -64,16 +64,11 @@ ARRIVALS = [1, 2, 4, 6, 7, 12]
 
 def readings() -> list[Point[Reading]]:
     """a..f arriving at 1, 2, 4, 6, 7, 12; their own starts lie hours later, in reverse order."""
-    return [
-        Point(M(600 - 10 * i), Reading(name, M(600 - 10 * i)), arrival=M(a))
-        for i, (a, name) in enumerate(zip(ARRIVALS, "abcdef"))
-    ]
+    return [Point(M(600 - 10 * i), Reading(name, M(600 - 10 * i)), arrival=M(a)) for i, (a, name) in enumerate(zip(ARRIVALS, "abcdef"))]
 
 
 def counts(stream: Stream[Reading]) -> Stream[Count]:
-    return stream.tumbling(timedelta(minutes=5)).aggregate(
-        lambda w: Count(n=w.count(), first=w.min(lambda r: r.name), start=w.start)
-    )
+    return stream.tumbling(timedelta(minutes=5)).aggregate(lambda w: Count(n=w.count(), first=w.min(lambda r: r.name), start=w.start))
 
 
 def test_ingestion_time_stamps_arrivals_and_generates_ctis_every_period(executor: Any) -> None:
@@ -120,12 +115,16 @@ def test_processing_time_on_an_arrival_clock_with_a_lag(executor: Any) -> None:
         out                    [====)   n=1 (f)
     """
     stream = Stream.create(
-        "in", readings(), EventShape.POINT,
+        "in",
+        readings(),
+        EventShape.POINT,
         time=ProcessingTime(ArrivalClock(timedelta(minutes=1)), advance_to_infinity_on_shutdown=True),
     )
     r = run(executor, counts(stream))
     assert evs(r) == [
-        (M(0), M(5), Count(2, "a", M(0))), (M(5), M(10), Count(3, "c", M(5))), (M(10), M(15), Count(1, "f", M(10))),
+        (M(0), M(5), Count(2, "a", M(0))),
+        (M(5), M(10), Count(3, "c", M(5))),
+        (M(10), M(15), Count(1, "f", M(10))),
     ]
     assert r.ctis == [M(0), M(5), M(10), datetime.max]  # 2->0, 3->0 (repeat), 5->5, 7, 8->5, 13->10
 
@@ -145,7 +144,9 @@ def test_a_scripted_clock_is_read_once_per_item_and_never_goes_back(executor: An
     clock = ScriptedClock([M(3), M(1), M(7), M(11)])
     r = run(executor, Stream.create("in", items, EventShape.POINT, time=ProcessingTime(clock)))
     assert sorted(evs(r), key=key) == [
-        (M(3), M(3) + TICK, Reading("w", M(0))), (M(3), M(3) + TICK, Reading("x", M(0))), (M(7), M(7) + TICK, Reading("y", M(0))),
+        (M(3), M(3) + TICK, Reading("w", M(0))),
+        (M(3), M(3) + TICK, Reading("x", M(0))),
+        (M(7), M(7) + TICK, Reading("y", M(0))),
     ]
     assert r.ctis == [M(3), M(7), M(11)]  # z at 11 waits for a later reading
 
@@ -165,9 +166,14 @@ def test_intervals_keep_their_duration_and_edges_end_at_their_own_arrival(execut
     edges = Stream.create("edges", items[1:], EventShape.EDGE, time=IngestionTime(advance_to_infinity_on_shutdown=True))
     intervals = Stream.create("intervals", items[:1], EventShape.INTERVAL, time=IngestionTime(advance_to_infinity_on_shutdown=True))
     got = evs(run(executor, edges)) + evs(run(executor, intervals))
-    assert sorted(got, key=key) == sorted([
-        (M(4), M(9), Reading("e", M(0))), (M(10), M(10) + TICK, Reading("p", M(0))), (M(2), M(5), r0),
-    ], key=key)
+    assert sorted(got, key=key) == sorted(
+        [
+            (M(4), M(9), Reading("e", M(0))),
+            (M(10), M(10) + TICK, Reading("p", M(0))),
+            (M(2), M(5), r0),
+        ],
+        key=key,
+    )
 
 
 def test_heartbeats_pass_and_explicit_ctis_are_refused(executor: Any) -> None:
@@ -188,9 +194,15 @@ def test_streams_of_two_notions_meet_only_through_as_event_time() -> None:
     processed = Stream.create("processed", readings(), EventShape.POINT, time=ProcessingTime(ArrivalClock()))
     # Refused by the operator that brings them together, when the query is built, naming
     # the operator, both notions and the inputs on each side first (no plan dump).
-    with pytest.raises(QueryBuildError, match=r"^union brings together a stream in event time and one in ingestion time \(input 'events' and input 'ingested'\)"):
+    with pytest.raises(
+        QueryBuildError,
+        match=r"^union brings together a stream in event time and one in ingestion time \(input 'events' and input 'ingested'\)",
+    ):
         events.union(ingested)
-    with pytest.raises(QueryBuildError, match=r"^join brings together a stream in ingestion time and one in processing time \(input 'ingested' and input 'processed'\)"):
+    with pytest.raises(
+        QueryBuildError,
+        match=r"^join brings together a stream in ingestion time and one in processing time \(input 'ingested' and input 'processed'\)",
+    ):
         ingested.join(processed, lambda a, b: a.name == b.name, lambda a, b: a)
     assert Query.build(events.union(ingested.as_event_time()).node).time_domains  # allowed
     with pytest.raises(QueryBuildError, match="processing time cannot become event time"):
@@ -206,8 +218,11 @@ def test_stamped_inputs_take_no_settings_and_no_import_across_notions() -> None:
         Stream.create("in", readings(), EventShape.POINT, time="ingestion")  # type: ignore[arg-type]
     ingested = Stream.create("ingested", readings(), EventShape.POINT, time=IngestionTime())
     importing = Stream.create(
-        "slow", [Point(M(1), Reading("x", M(1)), arrival=M(1))], EventShape.POINT,
-        AdvanceTimeSettings(import_=AdvanceTimeImportSettings("ingested")), time=EventTime(),
+        "slow",
+        [Point(M(1), Reading("x", M(1)), arrival=M(1))],
+        EventShape.POINT,
+        AdvanceTimeSettings(import_=AdvanceTimeImportSettings("ingested")),
+        time=EventTime(),
     )
     with pytest.raises(QueryBuildError, match="imports CTIs from 'ingested'"):
         Query.build(importing.union(ingested.as_event_time()).node)

@@ -46,25 +46,39 @@ def test_top_three_descending_keeps_a_tie_at_the_last_place(executor: Any) -> No
     dropped); 1 ranks 7 and the null last. [10, 20): 2 ranks 1. Each result lives as its window."""
     s = Stream.create("in", readings(), EventShape.POINT)
     q = s.tumbling(timedelta(seconds=10)).top_k(3, by=lambda e: e.v, select=lambda e, rank: Ranked(e.k, e.v, rank), descending=True)
-    check(run(executor, q), [
-        (T(10), [span(T(0), T(10), Ranked("b", 9, 1)), span(T(0), T(10), Ranked("a", 5, 2)), span(T(0), T(10), Ranked("b", 5, 2))]),
-        (T(20), [span(T(10), T(20), Ranked("a", 2, 1))]),
-    ])
+    check(
+        run(executor, q),
+        [
+            (T(10), [span(T(0), T(10), Ranked("b", 9, 1)), span(T(0), T(10), Ranked("a", 5, 2)), span(T(0), T(10), Ranked("b", 5, 2))]),
+            (T(20), [span(T(10), T(20), Ranked("a", 2, 1))]),
+        ],
+    )
 
 
 def test_per_key_ascending_nulls_rank_first(executor: Any) -> None:
     """Per key, ascending, k = 1, stamped at the window's START. Key a in [0, 10): None, 1, 3, 5:
     the null is the least value, rank 1 alone. Key b: 3, 3, 5, 9: the two 3s share rank 1."""
     s = Stream.create("in", readings(), EventShape.POINT)
-    q = s.group_by(lambda e: e.k).tumbling(timedelta(seconds=10)).top_k(
-        1, by=lambda e: e.v, select=lambda e, rank: Ranked(e.k, e.v, rank), timestamp=WindowTimestamp.START
+    q = (
+        s.group_by(lambda e: e.k)
+        .tumbling(timedelta(seconds=10))
+        .top_k(1, by=lambda e: e.v, select=lambda e, rank: Ranked(e.k, e.v, rank), timestamp=WindowTimestamp.START)
     )
     tick = timedelta(microseconds=1)
-    check(run(executor, q), [
-        (T(10), [span(T(0), T(0) + tick, Ranked("a", None, 1)), span(T(0), T(0) + tick, Ranked("b", 3, 1)),
-                 span(T(0), T(0) + tick, Ranked("b", 3, 1))]),
-        (T(20), [span(T(10), T(10) + tick, Ranked("a", 2, 1))]),
-    ])
+    check(
+        run(executor, q),
+        [
+            (
+                T(10),
+                [
+                    span(T(0), T(0) + tick, Ranked("a", None, 1)),
+                    span(T(0), T(0) + tick, Ranked("b", 3, 1)),
+                    span(T(0), T(0) + tick, Ranked("b", 3, 1)),
+                ],
+            ),
+            (T(20), [span(T(10), T(10) + tick, Ranked("a", 2, 1))]),
+        ],
+    )
 
 
 def test_snapshot_top_one_as_edges(executor: Any) -> None:
@@ -85,16 +99,23 @@ def test_snapshot_top_one_as_edges(executor: Any) -> None:
     items: list[Any] = [Interval(T(1), T(6), M("a", 2)), Interval(T(3), T(8), M("b", 7)), Cti(T(4)), Cti(T(7)), Cti(T(9))]
     s = Stream.create("in", items, EventShape.INTERVAL)
     r = run(executor, s.snapshot().top_k(1, by=lambda e: e.v, select=lambda e, rank: Ranked(e.k, e.v, rank), descending=True))
-    check(r, [
-        (T(4), [span(T(1), T(3), Ranked("a", 2, 1)), span(T(3), T(6), Ranked("b", 7, 1))]),
-        (T(7), [span(T(6), T(8), Ranked("b", 7, 1))]),
-        (T(9), []),
-    ])
-    check_raw_steps(executor, r, [
-        ([("interval", T(1), T(3), Ranked("a", 2, 1)), ("start", T(3), Ranked("b", 7, 1))], T(4)),
-        ([("end", T(3), T(6), Ranked("b", 7, 1)), ("start", T(6), Ranked("b", 7, 1))], T(7)),
-        ([("end", T(6), T(8), Ranked("b", 7, 1))], T(9)),
-    ])
+    check(
+        r,
+        [
+            (T(4), [span(T(1), T(3), Ranked("a", 2, 1)), span(T(3), T(6), Ranked("b", 7, 1))]),
+            (T(7), [span(T(6), T(8), Ranked("b", 7, 1))]),
+            (T(9), []),
+        ],
+    )
+    check_raw_steps(
+        executor,
+        r,
+        [
+            ([("interval", T(1), T(3), Ranked("a", 2, 1)), ("start", T(3), Ranked("b", 7, 1))], T(4)),
+            ([("end", T(3), T(6), Ranked("b", 7, 1)), ("start", T(6), Ranked("b", 7, 1))], T(7)),
+            ([("end", T(6), T(8), Ranked("b", 7, 1))], T(9)),
+        ],
+    )
 
 
 def test_ranked_by_several_values_each_its_direction(executor: Any) -> None:
@@ -105,18 +126,26 @@ def test_ranked_by_several_values_each_its_direction(executor: Any) -> None:
     q = s.tumbling(timedelta(seconds=10)).top_k(
         2, by=lambda e: (e.v, e.k), select=lambda e, rank: Ranked(e.k, e.v, rank), descending=(False, True)
     )
-    check(run(executor, q), [
-        (T(10), [span(T(0), T(10), Ranked("a", None, 1)), span(T(0), T(10), Ranked("a", 1, 2))]),
-        (T(20), [span(T(10), T(20), Ranked("a", 2, 1))]),
-    ])
+    check(
+        run(executor, q),
+        [
+            (T(10), [span(T(0), T(10), Ranked("a", None, 1)), span(T(0), T(10), Ranked("a", 1, 2))]),
+            (T(20), [span(T(10), T(20), Ranked("a", 2, 1))]),
+        ],
+    )
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda w: w.top_k(0, by=lambda e: e.v, select=lambda e, r: Ranked(e.k, e.v, r)), "k must be a positive int, got 0"),
-    (lambda w: w.top_k(1, by=lambda e: (e.v, e.k), select=lambda e, r: Ranked(e.k, e.v, r), descending=(True,)),
-     "descending= one bool for each"),
-    (lambda w: w.top_k(1, by=lambda e: e.v, select=lambda e, r: Ranked(e.k, e.v, r), descending="yes"), "takes a bool"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda w: w.top_k(0, by=lambda e: e.v, select=lambda e, r: Ranked(e.k, e.v, r)), "k must be a positive int, got 0"),
+        (
+            lambda w: w.top_k(1, by=lambda e: (e.v, e.k), select=lambda e, r: Ranked(e.k, e.v, r), descending=(True,)),
+            "descending= one bool for each",
+        ),
+        (lambda w: w.top_k(1, by=lambda e: e.v, select=lambda e, r: Ranked(e.k, e.v, r), descending="yes"), "takes a bool"),
+    ],
+)
 def test_bad_top_k_is_refused_when_built(build: Any, message: str) -> None:
     s = Stream.create("in", readings(), EventShape.POINT)
     with pytest.raises(QueryBuildError, match=message):
@@ -127,7 +156,10 @@ def test_the_event_itself_as_the_result(executor: Any) -> None:
     """``select=lambda e, rank: e``: the ranked events unchanged (the two 5s share rank 2)."""
     s = Stream.create("in", readings(), EventShape.POINT)
     q = s.tumbling(timedelta(seconds=10)).top_k(2, by=lambda e: e.v, select=lambda e, rank: e, descending=True)
-    check(run(executor, q), [
-        (T(10), [span(T(0), T(10), M("b", 9)), span(T(0), T(10), M("a", 5)), span(T(0), T(10), M("b", 5))]),
-        (T(20), [span(T(10), T(20), M("a", 2))]),
-    ])
+    check(
+        run(executor, q),
+        [
+            (T(10), [span(T(0), T(10), M("b", 9)), span(T(0), T(10), M("a", 5)), span(T(0), T(10), M("b", 5))]),
+            (T(20), [span(T(10), T(20), M("a", 2))]),
+        ],
+    )

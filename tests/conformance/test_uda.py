@@ -97,8 +97,12 @@ class Out:
 def readings() -> list[Any]:
     """a: 2.0 @1, None @2, 7.5 @3, 4.0 @12; b: None @4; CTI 20."""
     return [
-        Point(T(1), M("a", 2.0, T(100))), Point(T(2), M("a", None, T(300))), Point(T(3), M("a", 7.5, T(200))),
-        Point(T(4), M("b", None, T(50))), Point(T(12), M("a", 4.0, T(400))), Cti(T(20)),
+        Point(T(1), M("a", 2.0, T(100))),
+        Point(T(2), M("a", None, T(300))),
+        Point(T(3), M("a", 7.5, T(200))),
+        Point(T(4), M("b", None, T(50))),
+        Point(T(12), M("a", 4.0, T(400))),
+        Cti(T(20)),
     ]
 
 
@@ -107,13 +111,28 @@ def test_a_uda_in_tumbling_windows_per_key(executor: Any) -> None:
     the times 100, 300, 200: 300. b in [0, 10): no value: result(zero()) is None, and the
     calls aggregator (0 calls) gives 0. a in [10, 20): one value: spread 0."""
     s = Stream.create("in", readings(), EventShape.POINT)
-    q = s.group_by(lambda e: e.k).tumbling(timedelta(seconds=10)).aggregate(
-        lambda k, w: Out(k=k, spread=w.uda(Spread(), lambda e: e.v), calls=w.uda(Calls(), lambda e: e.v), latest=w.uda(Latest(), lambda e: e.at))
+    q = (
+        s.group_by(lambda e: e.k)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(
+            lambda k, w: Out(
+                k=k, spread=w.uda(Spread(), lambda e: e.v), calls=w.uda(Calls(), lambda e: e.v), latest=w.uda(Latest(), lambda e: e.at)
+            )
+        )
     )
-    check(run(executor, q), [(T(20), [
-        span(T(0), T(10), Out("a", 5.5, 1, T(300))), span(T(0), T(10), Out("b", None, 0, T(50))),
-        span(T(10), T(20), Out("a", 0.0, 1, T(400))),
-    ])])
+    check(
+        run(executor, q),
+        [
+            (
+                T(20),
+                [
+                    span(T(0), T(10), Out("a", 5.5, 1, T(300))),
+                    span(T(0), T(10), Out("b", None, 0, T(50))),
+                    span(T(10), T(20), Out("a", 0.0, 1, T(400))),
+                ],
+            )
+        ],
+    )
 
 
 @attrs.frozen
@@ -134,7 +153,9 @@ def test_a_window_longer_than_a_batch_merges(executor: Any, monkeypatch: pytest.
     )
     # values i*i % 7 for i in 0..9: 0 1 4 2 2 4 1 0 1 4: spread 4; the session [0, 9 + 5) ends at 14.
     check(run(executor, sessions), [(T(30), [span(T(14) - _tick(), T(14), Count(10, 4.0, 3))])])
-    counted = s.count_window(5).aggregate(lambda w: Count(n=w.count(), spread=w.uda(Spread(), lambda e: e.v), calls=w.uda(Calls(), lambda e: e.v)))
+    counted = s.count_window(5).aggregate(
+        lambda w: Count(n=w.count(), spread=w.uda(Spread(), lambda e: e.v), calls=w.uda(Calls(), lambda e: e.v))
+    )
     check(run(executor, counted), [(T(30), [span(T(4), T(4) + _tick(), Count(5, 4.0, 2)), span(T(9), T(9) + _tick(), Count(5, 4.0, 2))])])
 
 
@@ -189,7 +210,12 @@ def test_an_aggregator_raising_is_a_udf_error_naming_the_method(executor: Any) -
     with pytest.raises(UdfError) as info:
         executor.run(q)
     e = info.value
-    assert (e.udf, e.error, e.text, e.arguments) == ("Refusing.accumulate", "ValueError", "7.5 is out of range", "(the 2 values of a window)")
+    assert (e.udf, e.error, e.text, e.arguments) == (
+        "Refusing.accumulate",
+        "ValueError",
+        "7.5 is out of range",
+        "(the 2 values of a window)",
+    )
 
 
 def test_bad_aggregators_are_refused_when_built() -> None:

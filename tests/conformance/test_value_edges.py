@@ -210,6 +210,7 @@ def test_a_withheld_result_is_computed_as_a_flush_would_compute_it(executor: Any
     what a flush would release (``Result.withheld``) computes the window [0, 60) whose sum
     2**63 does not fit 64 bits: every executor raises. Below 64 bits (2**62 and 1) the run
     gives no events and counts one withheld result from 0 s."""
+
     def unflushed(*values: int) -> Stream[Sums]:
         items = [Point(T(i + 1), Num(f"v{i}", v)) for i, v in enumerate(values)]
         return window_sums(Stream.create("numbers", items, EventShape.POINT))
@@ -249,9 +250,12 @@ def test_an_integer_in_a_float_field_is_a_float(executor: Any) -> None:
     2**53 + 1, as a float 2**53)."""
     selected = run(executor, numbers(3).select(lambda r: Widened(r.name, r.v, r.v, r.v > 0)))
     assert [repr(e.payload) for e in selected.events] == ["Widened(name='v0', x=3.0, top=3.0, flag=1)"]
-    windowed = run(executor, numbers(3, 2**53 + 1).tumbling(timedelta(minutes=1)).aggregate(
-        lambda w: Widened("w", w.count(), w.max(lambda r: r.v), w.count() > 1)
-    ))
+    windowed = run(
+        executor,
+        numbers(3, 2**53 + 1)
+        .tumbling(timedelta(minutes=1))
+        .aggregate(lambda w: Widened("w", w.count(), w.max(lambda r: r.v), w.count() > 1)),
+    )
     assert [repr(e.payload) for e in windowed.events] == ["Widened(name='w', x=2.0, top=9007199254740992.0, flag=1)"]
 
 
@@ -268,9 +272,12 @@ def test_percentile_approx_ranks_integers_as_doubles(executor: Any) -> None:
     ranks values as doubles, as Spark's summary holds them: the values of rank 1, 2, 3 and 4
     (fractions 0.25 to 1) are 5, then 2**53 + 1 and 2**62 + 1 made doubles (2**53 and 2**62)
     and back, and 2**63 - 1, whose double 2**63 comes back as the largest long."""
-    result = run(executor, numbers(5, 2**53 + 1, 2**62 + 1, 2**63 - 1).tumbling(timedelta(minutes=1)).aggregate(
-        lambda w: Quartiles(*(w.percentile_approx(lambda r: r.v, f) for f in (0.25, 0.5, 0.75, 1.0)))
-    ))
+    result = run(
+        executor,
+        numbers(5, 2**53 + 1, 2**62 + 1, 2**63 - 1)
+        .tumbling(timedelta(minutes=1))
+        .aggregate(lambda w: Quartiles(*(w.percentile_approx(lambda r: r.v, f) for f in (0.25, 0.5, 0.75, 1.0)))),
+    )
     assert [e.payload for e in result.events] == [Quartiles(5, 2**53, 2**62, 2**63 - 1)]
 
 
@@ -298,8 +305,11 @@ def readings(*keys: float) -> Stream[Reading]:
 def test_nan_and_negative_zero_keys_group_as_spark_groups_them(executor: Any) -> None:
     """Keys NaN, -0.0, NaN, 0.0, 1.0, NaN: three groups, NaN (3 events), 0.0 (2: -0.0 is 0.0,
     shown as 0.0) and 1.0 (1)."""
-    q = readings(NAN, -0.0, NAN, 0.0, 1.0, NAN).group_by(lambda r: r.k).tumbling(timedelta(minutes=1)).aggregate(
-        lambda k, w: Grouped(k=k, n=w.count())
+    q = (
+        readings(NAN, -0.0, NAN, 0.0, 1.0, NAN)
+        .group_by(lambda r: r.k)
+        .tumbling(timedelta(minutes=1))
+        .aggregate(lambda k, w: Grouped(k=k, n=w.count()))
     )
     events = run(executor, q).events
     got = sorted((("nan" if math.isnan(e.payload.k) else repr(e.payload.k)), e.payload.n) for e in events)
@@ -309,6 +319,7 @@ def test_nan_and_negative_zero_keys_group_as_spark_groups_them(executor: Any) ->
 def test_nan_and_negative_zero_keys_join_as_spark_joins_them(executor: Any) -> None:
     """Left keys NaN (l0), -0.0 (l1), 2.0 (l2); right NaN (r0), 0.0 (r1), 3.0 (r2), all
     points at the same second: l0-r0 and l1-r1 match, the others meet nothing."""
+
     def side(name: str, keys: list[float]) -> Stream[Reading]:
         items: list[Any] = [Point(T(1), Reading(f"{name}{i}", k)) for i, k in enumerate(keys)]
         return Stream.create(name, [*items, Cti(T(10))], EventShape.POINT)

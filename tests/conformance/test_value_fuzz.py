@@ -23,7 +23,11 @@ from tests.budget import examples
 EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", str(examples(150))))
 
 FUZZ = settings(
-    max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 

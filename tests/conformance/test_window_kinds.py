@@ -329,15 +329,11 @@ def test_chained_tumbling_results_land_in_the_same_or_the_next_window(executor: 
     upstream output CTIs: pulled back 5, 10, INF; END/CTI 7, 13, INF. Downstream (pulled
     back) 5, 10, INF either way; a downstream result is released at the first past its start.
     """
-    s = Stream.create(
-        "in", [Point(T(1), V(1)), Point(T(3), V(2)), Cti(T(7)), Point(T(8), V(4)), Cti(T(13)), Cti(INF)], EventShape.POINT
-    )
+    s = Stream.create("in", [Point(T(1), V(1)), Point(T(3), V(2)), Cti(T(7)), Point(T(8), V(4)), Cti(T(13)), Cti(INF)], EventShape.POINT)
     upstream = s.tumbling(sec(5)).aggregate(
         lambda w: Up(start=w.start, end=w.end, n=w.count(), total=w.sum(lambda e: e.v)), timestamp=stamp
     )
-    down = upstream.tumbling(sec(5)).aggregate(
-        lambda w: W(start=w.start, end=w.end, n=w.count(), total=w.sum(lambda e: e.n))
-    )
+    down = upstream.tumbling(sec(5)).aggregate(lambda w: W(start=w.start, end=w.end, n=w.count(), total=w.sum(lambda e: e.n)))
     r = run(executor, down)
     if stamp is CTI:
         check(r, [(T(5), []), (T(10), [span(T(5), T(10), W(T(5), T(10), 1, 2))]), (INF, [span(T(10), T(15), W(T(10), T(15), 1, 1))])])
@@ -381,11 +377,15 @@ def test_session_split_exactly_at_gap(executor: Any, stamp: WindowTimestamp | No
     r = run(executor, s.session(sec(5)).aggregate(wstats, timestamp=stamp))
     a, b, c, d = W(T(1), T(8), 2, 3), W(T(8), T(13), 1, 4), W(T(13), T(18), 1, 8), W(T(20), T(25), 1, 16)
     if stamp is CTI:
-        check(r, [(T(7), []), (T(8), [at(T(8) - TICK, a)]), (T(14), [at(T(14) - TICK, b)]),
-                  (T(30), [at(T(30) - TICK, c), at(T(30) - TICK, d)])])
+        check(
+            r,
+            [(T(7), []), (T(8), [at(T(8) - TICK, a)]), (T(14), [at(T(14) - TICK, b)]), (T(30), [at(T(30) - TICK, c), at(T(30) - TICK, d)])],
+        )
     else:
-        check(r, [(T(7), []), (T(8), [at(T(8) - TICK, a)]), (T(14), [at(T(13) - TICK, b)]),
-                  (T(30), [at(T(18) - TICK, c), at(T(25) - TICK, d)])])
+        check(
+            r,
+            [(T(7), []), (T(8), [at(T(8) - TICK, a)]), (T(14), [at(T(13) - TICK, b)]), (T(30), [at(T(18) - TICK, c), at(T(25) - TICK, d)])],
+        )
 
 
 def test_session_intervals_extend_it_from_their_last_tick(executor: Any) -> None:
@@ -472,11 +472,14 @@ def test_grouped_session_max_duration_pieces_without_a_start_give_nothing(execut
         executor,
         s.group_by(lambda e: e.k).session(timedelta(minutes=3), timedelta(minutes=10)).aggregate(gstats),
     )
-    check(r, [
-        (M(20), [at(M(20) - TICK, GW("a", M(2), M(20), 1, 1))]),
-        (M(30), [at(M(28) - TICK, GW("b", M(25), M(28), 1, 4))]),
-        (M(40), [at(M(39) - TICK, GW("a", M(30), M(39), 1, 2))]),
-    ])
+    check(
+        r,
+        [
+            (M(20), [at(M(20) - TICK, GW("a", M(2), M(20), 1, 1))]),
+            (M(30), [at(M(28) - TICK, GW("b", M(25), M(28), 1, 4))]),
+            (M(40), [at(M(39) - TICK, GW("a", M(30), M(39), 1, 2))]),
+        ],
+    )
 
 
 def test_grouped_sessions_are_per_key(executor: Any) -> None:
@@ -506,11 +509,14 @@ def test_grouped_sessions_are_per_key(executor: Any) -> None:
         EventShape.POINT,
     )
     r = run(executor, s.group_by(lambda e: e.k).session(sec(5)).aggregate(gstats))
-    check(r, [
-        (T(8), [at(T(8) - TICK, GW("b", T(3), T(8), 1, 2))]),
-        (T(10), [at(T(10) - TICK, GW("a", T(1), T(10), 2, 5))]),
-        (T(20), [at(T(14) - TICK, GW("b", T(9), T(14), 1, 8)), at(T(17) - TICK, GW("a", T(12), T(17), 1, 16))]),
-    ])
+    check(
+        r,
+        [
+            (T(8), [at(T(8) - TICK, GW("b", T(3), T(8), 1, 2))]),
+            (T(10), [at(T(10) - TICK, GW("a", T(1), T(10), 2, 5))]),
+            (T(20), [at(T(14) - TICK, GW("b", T(9), T(14), 1, 8)), at(T(17) - TICK, GW("a", T(12), T(17), 1, 16))]),
+        ],
+    )
     ungrouped = run(executor, s.session(sec(5)).aggregate(wstats))
     check(ungrouped, [(T(8), []), (T(10), []), (T(20), [at(T(17) - TICK, W(T(1), T(17), 5, 31))])])
 
@@ -673,12 +679,15 @@ def test_grouped_count_window_slide_greater_than_size_skips_events(executor: Any
         EventShape.POINT,
     )
     r = run(executor, s.group_by(lambda e: e.k).count_window(2, slide=3).aggregate(gstats))
-    check(r, [
-        (T(4), [at(T(3), GW("a", T(1), T(3) + TICK, 2, 3))]),
-        (T(5), [at(T(4), GW("b", T(2), T(4) + TICK, 2, 30))]),
-        (T(10), [at(T(9), GW("a", T(7), T(9) + TICK, 2, 9))]),
-        (INF, []),
-    ])
+    check(
+        r,
+        [
+            (T(4), [at(T(3), GW("a", T(1), T(3) + TICK, 2, 3))]),
+            (T(5), [at(T(4), GW("b", T(2), T(4) + TICK, 2, 30))]),
+            (T(10), [at(T(9), GW("a", T(7), T(9) + TICK, 2, 9))]),
+            (INF, []),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -757,12 +766,16 @@ def test_snapshot_result_timestamps(executor: Any, stamp: WindowTimestamp | None
     r = run(executor, s.snapshot().aggregate(project, timestamp=stamp))
     check(r, SNAPSHOT_STAMPS[stamp])
     if stamp in (None, LIFETIME):
-        check_raw_steps(executor, r, [
-            ([("start", T(1), SNAP[0])], T(2)),
-            ([("end", T(1), T(3), SNAP[0]), ("start", T(3), SNAP[1])], T(4)),
-            ([("end", T(3), T(5), SNAP[1]), ("interval", T(5), T(8), SNAP[2])], T(9)),
-            ([("interval", T(10), T(12), SNAP[3])], T(20)),
-        ])
+        check_raw_steps(
+            executor,
+            r,
+            [
+                ([("start", T(1), SNAP[0])], T(2)),
+                ([("end", T(1), T(3), SNAP[0]), ("start", T(3), SNAP[1])], T(4)),
+                ([("end", T(3), T(5), SNAP[1]), ("interval", T(5), T(8), SNAP[2])], T(9)),
+                ([("interval", T(10), T(12), SNAP[3])], T(20)),
+            ],
+        )
 
 
 def test_grouped_snapshot_with_an_open_edge(executor: Any) -> None:
@@ -797,16 +810,23 @@ def test_grouped_snapshot_with_an_open_edge(executor: Any) -> None:
     )
     r = run(executor, s.group_by(lambda e: e.k).snapshot().aggregate(gsstats))
     a1, a2, a3, b1 = GS("a", T(1), 1, 1), GS("a", T(3), 2, 3), GS("a", T(6), 1, 1), GS("b", T(2), 1, 4)
-    check(r, [
-        (T(5), [span(T(1), T(3), a1), span(T(3), T(6), a2), span(T(2), T(4), b1)]),
-        (T(7), [span(T(6), T(9), a3)]),
-        (T(12), []),
-    ])
-    check_raw_steps(executor, r, [
-        ([("interval", T(1), T(3), a1), ("start", T(3), a2), ("interval", T(2), T(4), b1)], T(5)),
-        ([("end", T(3), T(6), a2), ("start", T(6), a3)], T(7)),
-        ([("end", T(6), T(9), a3)], T(12)),
-    ])
+    check(
+        r,
+        [
+            (T(5), [span(T(1), T(3), a1), span(T(3), T(6), a2), span(T(2), T(4), b1)]),
+            (T(7), [span(T(6), T(9), a3)]),
+            (T(12), []),
+        ],
+    )
+    check_raw_steps(
+        executor,
+        r,
+        [
+            ([("interval", T(1), T(3), a1), ("start", T(3), a2), ("interval", T(2), T(4), b1)], T(5)),
+            ([("end", T(3), T(6), a2), ("start", T(6), a3)], T(7)),
+            ([("end", T(6), T(9), a3)], T(12)),
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------

@@ -49,9 +49,7 @@ def label(device: int) -> str:
 
 
 def query(source: Any) -> Stream[Stats]:
-    settings = AdvanceTimeSettings(
-        AdvanceTimeGenerationSettings(50, timedelta(seconds=1), True), policy=AdvanceTimePolicy.DROP
-    )
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(50, timedelta(seconds=1), True), policy=AdvanceTimePolicy.DROP)
     readings = Stream.create("readings", source, EventShape.POINT, settings)
     return (
         readings.where(lambda r: r.value % 7 != 0)
@@ -117,10 +115,19 @@ def main() -> None:
         }
 
     live, live_memory = live_run(spark, rows)
-    print(json.dumps({
-        "cluster": dump(on_cluster), "memory": dump(in_memory), "executor_pids": pids, "driver_pid": os.getpid(),
-        "master": spark.sparkContext.master, "live": live, "live_memory": live_memory,
-    }))
+    print(
+        json.dumps(
+            {
+                "cluster": dump(on_cluster),
+                "memory": dump(in_memory),
+                "executor_pids": pids,
+                "driver_pid": os.getpid(),
+                "master": spark.sparkContext.master,
+                "live": live,
+                "live_memory": live_memory,
+            }
+        )
+    )
     spark.stop()
 
 

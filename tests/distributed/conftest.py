@@ -43,16 +43,41 @@ class StandaloneCluster:
         # freed and handed out again) left the master's JSON behind another page.
         self.port, self.ui_port, *worker_ports = _free_ports(2 + workers)
         self.url = f"spark://127.0.0.1:{self.port}"
-        self.env = with_repo_on_path({
-            **os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-        })
+        self.env = with_repo_on_path(
+            {
+                **os.environ,
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYSPARK_PYTHON": sys.executable,
+                "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+            }
+        )
         self.processes: list[subprocess.Popen[bytes]] = []
-        self.master = self._daemon("master", "org.apache.spark.deploy.master.Master",
-                                   "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui_port))
+        self.master = self._daemon(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+        )
         self.workers = [
-            self._daemon(f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                         "--cores", "1", "--memory", "1g", "--webui-port", str(worker_ports[i]), "--work-dir", str(folder / f"worker{i}"))
+            self._daemon(
+                f"worker{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                self.url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(worker_ports[i]),
+                "--work-dir",
+                str(folder / f"worker{i}"),
+            )
             for i in range(workers)
         ]
         try:
@@ -63,7 +88,9 @@ class StandaloneCluster:
 
     def _daemon(self, name: str, main: str, *args: str) -> subprocess.Popen[bytes]:
         with open(self.folder / f"{name}.log", "ab") as log:
-            process = subprocess.Popen([self.spark_class, main, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                [self.spark_class, main, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.processes.append(process)
         return process
 

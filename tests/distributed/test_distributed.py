@@ -28,7 +28,11 @@ def test_cluster_run_equals_in_memory() -> None:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(root)}
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).with_name("cluster_job.py"))],
-        capture_output=True, text=True, env=env, timeout=600, cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=root,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

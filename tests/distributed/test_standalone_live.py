@@ -51,12 +51,21 @@ def _wait_for(path: Path, driver: Worker) -> None:
     # The default suite kills a worker under the cluster engine's query; the kills of its driver
     # at each phase are test_cluster.py's, after a worker's on this cluster slow; ``chain``: two
     # windows in sequence (``live_worker --chain``), each keyed on the executors.
-    [("cluster", False, False), pytest.param("cluster", True, False, marks=pytest.mark.slow), pytest.param("cluster", False, True, marks=pytest.mark.slow),
-     pytest.param("spark", False, False, marks=pytest.mark.slow), pytest.param("spark", True, False, marks=pytest.mark.slow)],
+    [
+        ("cluster", False, False),
+        pytest.param("cluster", True, False, marks=pytest.mark.slow),
+        pytest.param("cluster", False, True, marks=pytest.mark.slow),
+        pytest.param("spark", False, False, marks=pytest.mark.slow),
+        pytest.param("spark", True, False, marks=pytest.mark.slow),
+    ],
     ids=["cluster-worker", "cluster-worker-then-driver", "cluster-chain-worker", "spark-worker", "spark-worker-then-driver"],
 )
 def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
-    standalone_cluster: StandaloneCluster, tmp_path: Path, engine: str, driver_crash: bool, chain: bool,
+    standalone_cluster: StandaloneCluster,
+    tmp_path: Path,
+    engine: str,
+    driver_crash: bool,
+    chain: bool,
 ) -> None:
     if engine == "cluster":
         from tests.streaming.test_cluster import _skip_without_tws
@@ -65,8 +74,15 @@ def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
     rows = _rows(10 * FILES, seed=13)
     stop = tmp_path / "stop"
     options = (
-        "--until", str(stop), "--flush", "--engine", engine, f"--master={standalone_cluster.url}",
-        "--conf=spark.executor.memory=512m", "--conf=spark.cores.max=2", *(["--chain"] if chain else []),
+        "--until",
+        str(stop),
+        "--flush",
+        "--engine",
+        engine,
+        f"--master={standalone_cluster.url}",
+        "--conf=spark.executor.memory=512m",
+        "--conf=spark.cores.max=2",
+        *(["--chain"] if chain else []),
     )
     commits = tmp_path / "ck" / "tempo" / "commits"
 
@@ -79,7 +95,7 @@ def test_a_live_query_goes_on_when_a_worker_dies_and_after_its_driver_dies(
         _write_files(tmp_path / "in", rows[30:40], [10], first=3)
         standalone_cluster.kill_worker(0)  # while batch 3 is read and computed
         for index in range(4, FILES):
-            _write_files(tmp_path / "in", rows[index * 10:(index + 1) * 10], [10], first=index)
+            _write_files(tmp_path / "in", rows[index * 10 : (index + 1) * 10], [10], first=index)
             time.sleep(1.0)
         if driver_crash:
             assert driver.wait() == -9, driver.output()  # it went on past the lost worker, to its own crash

@@ -128,7 +128,11 @@ class S3Server:
         from pyarrow import fs
 
         return fs.S3FileSystem(
-            access_key="testing", secret_key="testing", endpoint_override=self.endpoint, scheme="http", region="us-east-1",
+            access_key="testing",
+            secret_key="testing",
+            endpoint_override=self.endpoint,
+            scheme="http",
+            region="us-east-1",
             allow_bucket_creation=True,
         )
 
@@ -146,7 +150,9 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     port = _free_port()
     log = (directory / "moto.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:

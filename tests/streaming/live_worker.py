@@ -75,7 +75,10 @@ def main() -> None:
 
     conf = dict(setting.split("=", 1) for setting in args.conf)
     spark = tempo.spark.spark_session(
-        args.master, spark_sql_shuffle_partitions="1", spark_driver_memory="1g", **{key.replace(".", "_"): value for key, value in conf.items()},
+        args.master,
+        spark_sql_shuffle_partitions="1",
+        spark_driver_memory="1g",
+        **{key.replace(".", "_"): value for key, value in conf.items()},
     )
     os.makedirs(args.input, exist_ok=True)
     try:
@@ -83,8 +86,11 @@ def main() -> None:
             os.makedirs(args.join, exist_ok=True)
             query: Any = _join(live_source(spark, args.input, arrival="arrived"), live_limits(spark, args.join), flush=True)
         else:
-            query = (_counts_per_half_minute if args.chain else _outer_counts if args.outer else _counts_beside if args.around else _counts)(
-                live_source(spark, args.input), flush=True,
+            query = (
+                _counts_per_half_minute if args.chain else _outer_counts if args.outer else _counts_beside if args.around else _counts
+            )(
+                live_source(spark, args.input),
+                flush=True,
             )
         live = StreamingExecutor(spark, args.checkpoint, engine=args.engine).start(query, ParquetSink(args.output))
     except CheckpointMismatchError as refused:

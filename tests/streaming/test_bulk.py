@@ -25,8 +25,16 @@ import pytest
 
 import tempo
 from tempo import (
-    AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventOrderingSettings, EventShape, InMemoryExecutor,
-    IngestionTime, ProcessingTime, Stream,
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    EventOrderingSettings,
+    EventShape,
+    InMemoryExecutor,
+    IngestionTime,
+    ProcessingTime,
+    Stream,
 )
 from tempo.sources import ParquetSource
 from tests.streaming.test_live_spark import land
@@ -67,11 +75,18 @@ def _rows(n: int, seed: int, ctis: bool, intervals: bool) -> list[dict[str, Any]
     for i in range(n):
         start = T0 + timedelta(seconds=i * 2 + rnd.choice([0, 0, 0, -3, -13, -40]), microseconds=rnd.choice([0, 0, 7]))
         kind = "cti" if ctis and rnd.random() < 0.06 else ("interval" if intervals else "point")
-        rows.append({
-            "seq": i, "kind": kind, "ts": start, "te": start + timedelta(seconds=rnd.choice([1, 5, 30])),
-            "arrived": T0 + timedelta(seconds=i * 2), "device": rnd.randrange(3),
-            "value": None if rnd.random() < 0.1 else rnd.randrange(-50, 100) / 16, "site": rnd.choice(["a", "b", None]),
-        })
+        rows.append(
+            {
+                "seq": i,
+                "kind": kind,
+                "ts": start,
+                "te": start + timedelta(seconds=rnd.choice([1, 5, 30])),
+                "arrived": T0 + timedelta(seconds=i * 2),
+                "device": rnd.randrange(3),
+                "value": None if rnd.random() < 0.1 else rnd.randrange(-50, 100) / 16,
+                "site": rnd.choice(["a", "b", None]),
+            }
+        )
     return rows
 
 
@@ -96,10 +111,18 @@ def _edge_rows(n: int, seed: int, ctis: bool) -> list[dict[str, Any]]:
     return rows
 
 
-SCHEMA = pa.schema([
-    ("seq", pa.int64()), ("kind", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("te", pa.timestamp("us", tz="UTC")),
-    ("arrived", pa.timestamp("us", tz="UTC")), ("device", pa.int64()), ("value", pa.float64()), ("site", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("kind", pa.string()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("te", pa.timestamp("us", tz="UTC")),
+        ("arrived", pa.timestamp("us", tz="UTC")),
+        ("device", pa.int64()),
+        ("value", pa.float64()),
+        ("site", pa.string()),
+    ]
+)
 
 
 def _write(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:
@@ -124,14 +147,21 @@ class Case:
 
 def _by_device(s: Stream[Reading]) -> Stream[Stat]:
     return (
-        s.where(lambda r: r.device != 2).group_by(lambda r: r.device).tumbling(timedelta(seconds=10))
-        .aggregate(lambda k, w: Stat(device=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value), mean=w.avg(lambda r: r.value)))
+        s.where(lambda r: r.device != 2)
+        .group_by(lambda r: r.device)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(
+            lambda k, w: Stat(
+                device=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value), mean=w.avg(lambda r: r.value)
+            )
+        )
     )
 
 
 def _hopping(s: Stream[Reading]) -> Stream[Overall]:
     return (
-        s.shift_event_time(timedelta(seconds=-3)).hopping(timedelta(seconds=20), timedelta(seconds=5))
+        s.shift_event_time(timedelta(seconds=-3))
+        .hopping(timedelta(seconds=20), timedelta(seconds=5))
         .aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.value)))
         .where(lambda o: o.n > 1)
     )
@@ -147,8 +177,11 @@ class Peak:
 def _in_sequence(s: Stream[Reading]) -> Stream[Peak]:
     """Per-device counts over 10 s, then per device over 30 s the busiest of them: the second
     window runs on the engine, on the first one's results."""
-    return _by_device(s).group_by(lambda c: c.device).tumbling(timedelta(seconds=30)).aggregate(
-        lambda k, w: Peak(device=k, windows=w.count(), busiest=w.max(lambda c: c.n))
+    return (
+        _by_device(s)
+        .group_by(lambda c: c.device)
+        .tumbling(timedelta(seconds=30))
+        .aggregate(lambda k, w: Peak(device=k, windows=w.count(), busiest=w.max(lambda c: c.n)))
     )
 
 
@@ -198,7 +231,12 @@ def _executor(spark: Any, checkpoint: str, bulk: str, **kw: Any) -> Any:
 
 
 def in_lockstep(
-    tmp_path: Path, case: Case, seed: int, files: int, start: Callable[[Stream[Any], Any], Any], same: Callable[[list[Any]], Any] = list,
+    tmp_path: Path,
+    case: Case,
+    seed: int,
+    files: int,
+    start: Callable[[Stream[Any], Any], Any],
+    same: Callable[[list[Any]], Any] = list,
 ) -> Any:
     """The case's query started by ``start(query, sink)`` over random rows cut into
     ``files`` + 2 random files: after each file its committed output must be the in-memory
@@ -207,7 +245,9 @@ def in_lockstep(
     from tempo.spark.streaming import ParquetSink, read_committed
 
     rnd = random.Random(seed)
-    rows = _edge_rows(90, seed, case.ctis) if case.shape is EventShape.EDGE else _rows(90, seed, case.ctis, case.shape is EventShape.INTERVAL)
+    rows = (
+        _edge_rows(90, seed, case.ctis) if case.shape is EventShape.EDGE else _rows(90, seed, case.ctis, case.shape is EventShape.INTERVAL)
+    )
     cuts = sorted({0, 1, len(rows)} | {rnd.randrange(2, len(rows)) for _ in range(files)})
     inputs, out = tmp_path / "in", tmp_path / "out"
     _write(inputs, 0, rows[:1])
@@ -244,7 +284,8 @@ too), within CI's time budget; Spark's bulk engine runs the other cases."""
     ("case", "bulk"),
     [
         pytest.param(c, b, marks=pytest.mark.slow if b == "spark" and c.name in SLOW_ON_SPARK else (), id=f"{c.name}-{b}")
-        for c in CASES for b in BULK_ENGINES
+        for c in CASES
+        for b in BULK_ENGINES
     ],
 )
 def test_batches_in_bulk_and_item_by_item_give_the_in_memory_release(spark_session: Any, tmp_path: Path, case: Case, bulk: str) -> None:
@@ -260,11 +301,18 @@ def test_the_bulk_engines_refuse_a_query_they_cannot_compute_in_bulk(spark_sessi
 
     inputs = tmp_path / "in"
     _write(inputs, 0, _rows(3, 0, False, False))
-    readings = Stream.create("readings", ParquetSource(str(inputs), Reading, start="ts", order="seq"), EventShape.POINT,
-                             AdvanceTimeSettings(AdvanceTimeGenerationSettings(4)), payload_type=Reading)
+    readings = Stream.create(
+        "readings",
+        ParquetSource(str(inputs), Reading, start="ts", order="seq"),
+        EventShape.POINT,
+        AdvanceTimeSettings(AdvanceTimeGenerationSettings(4)),
+        payload_type=Reading,
+    )
     for engine in ("spark", "vectorised"):
         with pytest.raises(UnsupportedError, match=f"engine='{engine}'.*cannot be computed in bulk: only a window aggregate"):
-            StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(readings.where(lambda r: r.device > 0), ParquetSink(str(tmp_path / "out")))
+            StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(
+                readings.where(lambda r: r.device > 0), ParquetSink(str(tmp_path / "out"))
+            )
     with pytest.raises(ValueError, match="engine= is one of"):
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="gpu")
 
@@ -300,8 +348,13 @@ def test_a_batch_with_an_event_spanning_many_windows_goes_item_by_item(spark_ses
 
 def _short_windows(s: Stream[Reading]) -> Stream[Stat]:
     return (
-        s.group_by(lambda r: r.device).tumbling(timedelta(seconds=5))
-        .aggregate(lambda k, w: Stat(device=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value), mean=w.avg(lambda r: r.value)))
+        s.group_by(lambda r: r.device)
+        .tumbling(timedelta(seconds=5))
+        .aggregate(
+            lambda k, w: Stat(
+                device=k, n=w.count(), total=w.sum(lambda r: r.value), low=w.min(lambda r: r.value), mean=w.avg(lambda r: r.value)
+            )
+        )
     )
 
 
@@ -320,10 +373,13 @@ def _join_of_two(a: Any, b: Any, flush: bool, imports: bool = False) -> Stream[S
     if imports:  # b's CTIs are a's, as they reach b in the merged arrival order
         settings = AdvanceTimeSettings(import_=AdvanceTimeImportSettings("a"), policy=AdvanceTimePolicy.DROP)
     second = Stream.create("b", b, EventShape.POINT, settings, payload_type=Reading)
-    return _by_device(first.join(
-        second.alter_event_duration(timedelta(seconds=9)), lambda x, y: x.device == y.device,
-        lambda x, y: Reading(device=x.device, value=x.value, site=y.site),
-    ))
+    return _by_device(
+        first.join(
+            second.alter_event_duration(timedelta(seconds=9)),
+            lambda x, y: x.device == y.device,
+            lambda x, y: Reading(device=x.device, value=x.value, site=y.site),
+        )
+    )
 
 
 def _join_importing(a: Any, b: Any, flush: bool) -> Stream[Stat]:
@@ -335,10 +391,13 @@ def _join_importing(a: Any, b: Any, flush: bool) -> Stream[Stat]:
     [
         # Spark's bulk engine: slow (CI time), the vectorised one the same mechanism by default.
         pytest.param(c, b, marks=pytest.mark.slow if b == "spark" else (), id=f"{name}-{b}")
-        for c, name in [(_union_of_two, "union"), (_join_of_two, "join"), (_join_importing, "join-importing")] for b in BULK_ENGINES
+        for c, name in [(_union_of_two, "union"), (_join_of_two, "join"), (_join_importing, "join-importing")]
+        for b in BULK_ENGINES
     ],
 )
-def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path: Path, combine: Callable[[Any, Any, bool], Stream[Stat]], bulk: str) -> None:
+def test_two_inputs_in_bulk_at_the_arrival_frontier(
+    spark_session: Any, tmp_path: Path, combine: Callable[[Any, Any, bool], Stream[Stat]], bulk: str
+) -> None:
     """Two inputs with arrival times, merged by a union (or joined) into a window. Each run of the query
     (``availableNow``, restarted on its checkpoint) takes a file of each input, which ends
     with a heartbeat at the clock: item by item would process the batch whole but hold
@@ -371,8 +430,11 @@ def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path
         return ParquetSource(str(folder), Reading, **kw) if isinstance(folder, Path) else tempo.sources.ArrowSource(folder, Reading, **kw)
 
     def query(a: Any, b: Any, flush: bool) -> Stream[Stat]:
-        return combine(source(a, start="ts", kind="kind", order="seq", arrival="arrived"),
-                       source(b, start="ts", kind="kind", order="seq", arrival="arrived"), flush)
+        return combine(
+            source(a, start="ts", kind="kind", order="seq", arrival="arrived"),
+            source(b, start="ts", kind="kind", order="seq", arrival="arrived"),
+            flush,
+        )
 
     live_query = query(*folders, flush=True)
     # With a join, auto goes to Spark from JOIN_BULK_FACTOR times bulk_rows.
@@ -400,7 +462,10 @@ def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path
         from tempo.runtime.ingress import TimestampMode
         from tempo.plan.query import Query
 
-        reference = LiveEngine(Query.build(query(pa.Table.from_pylist(a_rows, schema=SCHEMA), pa.Table.from_pylist(b_rows, schema=SCHEMA), False).node), TimestampMode())
+        reference = LiveEngine(
+            Query.build(query(pa.Table.from_pylist(a_rows, schema=SCHEMA), pa.Table.from_pylist(b_rows, schema=SCHEMA), False).node),
+            TimestampMode(),
+        )
         reference.push_rows(0, pa.Table.from_pylist(a_rows, schema=SCHEMA))
         if b_rows:
             reference.push_rows(1, pa.Table.from_pylist(b_rows, schema=SCHEMA))
@@ -413,7 +478,9 @@ def test_two_inputs_in_bulk_at_the_arrival_frontier(spark_session: Any, tmp_path
         assert repr(saved.build.ids) == repr(reference.build.ids), f"after step {step}"
     live = StreamingExecutor(spark_session, str(tmp_path / "ck")).start(live_query, ParquetSink(str(out)))
     live.flush()
-    whole = InMemoryExecutor().run(query(*(pa.Table.from_pylist([r for s in split for r in s[i]], schema=SCHEMA) for i in range(2)), flush=True))
+    whole = InMemoryExecutor().run(
+        query(*(pa.Table.from_pylist([r for s in split for r in s[i]], schema=SCHEMA) for i in range(2)), flush=True)
+    )
     assert _items(read_committed(str(out)), Stat) == whole.raw
     assert len(whole.rejected) > 0
     assert engines[:2] == ["driver", "driver"] and engines.count(bulk) >= 3 and set(engines) == {bulk, "driver"}, engines
@@ -441,14 +508,21 @@ def test_the_engines_take_turns_on_any_order_column(spark_session: Any, tmp_path
     gen = AdvanceTimeGenerationSettings(frequency=4, delay=timedelta(seconds=5), advance_to_infinity_on_shutdown=True)
 
     def query(source: Any) -> Stream[Stat]:
-        readings = Stream.create("readings", source(**ORDERED_BY[ordered_by]), EventShape.POINT,
-                                 AdvanceTimeSettings(gen, policy=AdvanceTimePolicy.DROP), payload_type=Reading)
+        readings = Stream.create(
+            "readings",
+            source(**ORDERED_BY[ordered_by]),
+            EventShape.POINT,
+            AdvanceTimeSettings(gen, policy=AdvanceTimePolicy.DROP),
+            payload_type=Reading,
+        )
         return _by_device(readings)
 
     inputs, out = tmp_path / "in", tmp_path / "out"
     write = lambda index, part: land(inputs, index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=schema), tmp))  # noqa: E731
     write(0, rows[:2])
-    live = _executor(spark_session, str(tmp_path / "ck"), bulk).start(query(lambda **kw: ParquetSource(str(inputs), Reading, **kw)), ParquetSink(str(out)))
+    live = _executor(spark_session, str(tmp_path / "ck"), bulk).start(
+        query(lambda **kw: ParquetSource(str(inputs), Reading, **kw)), ParquetSink(str(out))
+    )
     try:
         live.process_all_available()
         for index, (a, b) in enumerate([(2, 4), (4, 20), (20, 22), (22, 40), (40, 60)], start=1):
@@ -479,20 +553,33 @@ def test_float_keys_are_keyed_alike_by_every_engine(spark_session: Any, tmp_path
 
     values = [math.nan, -0.0, math.nan, 0.0, 1.5, math.nan, -0.0, 0.0, 2.0, math.nan, -0.0]
     rows = [
-        {"seq": i, "kind": "point", "ts": T0 + timedelta(seconds=i if i < 8 else 10 + i), "te": None, "arrived": T0 + timedelta(seconds=i),
-         "device": i % 3, "value": v, "site": None}
+        {
+            "seq": i,
+            "kind": "point",
+            "ts": T0 + timedelta(seconds=i if i < 8 else 10 + i),
+            "te": None,
+            "arrived": T0 + timedelta(seconds=i),
+            "device": i % 3,
+            "value": v,
+            "site": None,
+        }
         for i, v in enumerate(values)
     ]
 
     def query(source: Any) -> Stream[ByValue]:
         gen = AdvanceTimeSettings(AdvanceTimeGenerationSettings(3, advance_to_infinity_on_shutdown=True))
-        return Stream.create("readings", source(start="ts", order="seq"), EventShape.POINT, gen, payload_type=Reading).group_by(
-            lambda r: r.value
-        ).tumbling(timedelta(seconds=10)).aggregate(lambda k, w: ByValue(value=k, n=w.count(), devices=w.sum(lambda r: r.device)))
+        return (
+            Stream.create("readings", source(start="ts", order="seq"), EventShape.POINT, gen, payload_type=Reading)
+            .group_by(lambda r: r.value)
+            .tumbling(timedelta(seconds=10))
+            .aggregate(lambda k, w: ByValue(value=k, n=w.count(), devices=w.sum(lambda r: r.device)))
+        )
 
     inputs, out = tmp_path / "in", tmp_path / "out"
     _write(inputs, 0, rows[:7])  # in bulk
-    live = _executor(spark_session, str(tmp_path / "ck"), bulk).start(query(lambda **kw: ParquetSource(str(inputs), Reading, **kw)), ParquetSink(str(out)))
+    live = _executor(spark_session, str(tmp_path / "ck"), bulk).start(
+        query(lambda **kw: ParquetSource(str(inputs), Reading, **kw)), ParquetSink(str(out))
+    )
     try:
         live.process_all_available()
         _write(inputs, 1, rows[7:9])  # item by item

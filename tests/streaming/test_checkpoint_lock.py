@@ -30,7 +30,13 @@ class Count:
 
 
 def _query(inputs: Path) -> Stream[Count]:
-    land(inputs, 0, lambda tmp: pq.write_table(pa.table({"seq": [0], "ts": pa.array([T0], pa.timestamp("us", tz="UTC")), "device": [1], "value": [1.0]}), tmp))
+    land(
+        inputs,
+        0,
+        lambda tmp: pq.write_table(
+            pa.table({"seq": [0], "ts": pa.array([T0], pa.timestamp("us", tz="UTC")), "device": [1], "value": [1.0]}), tmp
+        ),
+    )
     settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1))
     readings = Stream.create("readings", ParquetSource(str(inputs), Reading, start="ts", order="seq"), EventShape.POINT, settings)
     return readings.tumbling(timedelta(seconds=10)).aggregate(lambda w: Count(n=w.count()))
@@ -44,7 +50,10 @@ def test_a_second_start_on_a_running_checkpoint_is_refused_naming_the_holder(spa
     first = executor.start(_query(tmp_path / "in"), ParquetSink(str(tmp_path / "out")))
     try:
         first.process_all_available()
-        with pytest.raises(CheckpointInUseError, match=rf"is held by a running live query \(process {os.getpid()} on .*started .*Z?.*\); stop that query first"):
+        with pytest.raises(
+            CheckpointInUseError,
+            match=rf"is held by a running live query \(process {os.getpid()} on .*started .*Z?.*\); stop that query first",
+        ):
             executor.start(_query(tmp_path / "in"), ParquetSink(str(tmp_path / "other")))
         assert first.is_active  # the refused start left the first query running
     finally:

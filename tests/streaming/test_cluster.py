@@ -27,7 +27,17 @@ from tempo import InMemoryExecutor
 from tempo.events import Cti, EdgeEnd, SubstreamCti
 from tempo.plan.nodes import JoinNode
 from tempo.sources import ParquetSource
-from tempo import AdvanceTimePolicy, AdvanceTimeSettings, ArrivalClock, EventOrderingSettings, EventShape, IngestionTime, ProcessingTime, Stream, WindowTimestamp
+from tempo import (
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    ArrivalClock,
+    EventOrderingSettings,
+    EventShape,
+    IngestionTime,
+    ProcessingTime,
+    Stream,
+    WindowTimestamp,
+)
 from tests.budget import thorough
 from tests.streaming.test_bulk import CASES, Case, Overall, Reading, _by_device, _join_of_two, in_lockstep
 
@@ -81,50 +91,47 @@ def _per_device(k: int, w: tempo.Window[Reading]) -> Session:
 
 def _sessions(s: Stream[Reading]) -> Stream[Session]:
     return (
-        s.where(lambda r: r.site != "b").group_by(lambda r: r.device).session(timedelta(seconds=7), max_duration=timedelta(seconds=30))
+        s.where(lambda r: r.site != "b")
+        .group_by(lambda r: r.device)
+        .session(timedelta(seconds=7), max_duration=timedelta(seconds=30))
         .aggregate(_per_device)
     )
 
 
 def _uncut_sessions(s: Stream[Reading]) -> Stream[Session]:
     """Sessions without a max_duration: a planned batch's events reach the executors as runs."""
-    return (
-        s.group_by(lambda r: r.device).session(timedelta(seconds=4))
-        .aggregate(_per_device)
-    )
+    return s.group_by(lambda r: r.device).session(timedelta(seconds=4)).aggregate(_per_device)
 
 
 def _sessions_then_count(s: Stream[Reading]) -> Stream[Any]:
     """Sessions without a cut, then a count of them per 20 s (the sessions' next hop)."""
     return (
-        s.shift_event_time(timedelta(seconds=2)).group_by(lambda r: r.device).session(timedelta(seconds=5))
+        s.shift_event_time(timedelta(seconds=2))
+        .group_by(lambda r: r.device)
+        .session(timedelta(seconds=5))
         .aggregate(_per_device)
-        .tumbling(timedelta(seconds=20)).aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.total)))
+        .tumbling(timedelta(seconds=20))
+        .aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.total)))
     )
 
 
 def _count_windows(s: Stream[Reading]) -> Stream[Session]:
-    return (
-        s.group_by(lambda r: r.device).count_window(3, slide=2)
-        .aggregate(_per_device)
-    )
+    return s.group_by(lambda r: r.device).count_window(3, slide=2).aggregate(_per_device)
 
 
 def _fine_windows(s: Stream[Reading]) -> Stream[Session]:
     """Tumbling 450 ms windows over intervals of 1, 5 and 30 s: the events of 30 s span 67
     windows, more than a window adds up front (``Window.EAGER_WINDOWS``), and reach the
     executors as events, the others as each window's partial aggregates."""
-    return (
-        s.group_by(lambda r: r.device).tumbling(timedelta(milliseconds=450))
-        .aggregate(_per_device)
-    )
+    return s.group_by(lambda r: r.device).tumbling(timedelta(milliseconds=450)).aggregate(_per_device)
 
 
 def _hopping_at_starts(s: Stream[Reading]) -> Stream[Session]:
     """Hopping windows per device stamped at their start: the keys compute with the windows'
     lifetimes, the driver stamps each result."""
     return (
-        s.group_by(lambda r: r.device).hopping(timedelta(seconds=12), timedelta(seconds=4))
+        s.group_by(lambda r: r.device)
+        .hopping(timedelta(seconds=12), timedelta(seconds=4))
         .aggregate(_per_device, timestamp=WindowTimestamp.START)
     )
 
@@ -133,7 +140,8 @@ def _hopping_at_latest_events(s: Stream[Reading]) -> Stream[Session]:
     """Hopping windows per device stamped at their latest event: each result carries its
     window's end beside the stamp, from which the driver finds the CTI that released it."""
     return (
-        s.group_by(lambda r: r.device).hopping(timedelta(seconds=12), timedelta(seconds=4))
+        s.group_by(lambda r: r.device)
+        .hopping(timedelta(seconds=12), timedelta(seconds=4))
         .aggregate(_per_device, timestamp=WindowTimestamp.LATEST)
     )
 
@@ -142,16 +150,14 @@ def _sessions_at_ctis(s: Stream[Reading]) -> Stream[Session]:
     """Sessions stamped at the CTI releasing them, which a key without rows does not hear:
     the driver stamps each result with the first CTI at or after its session's end."""
     return (
-        s.group_by(lambda r: r.device).session(timedelta(seconds=4), max_duration=timedelta(seconds=20))
+        s.group_by(lambda r: r.device)
+        .session(timedelta(seconds=4), max_duration=timedelta(seconds=20))
         .aggregate(_per_device, timestamp=WindowTimestamp.CTI)
     )
 
 
 def _count_windows_at_ctis(s: Stream[Reading]) -> Stream[Session]:
-    return (
-        s.group_by(lambda r: r.device).count_window(2)
-        .aggregate(_per_device, timestamp=WindowTimestamp.CTI)
-    )
+    return s.group_by(lambda r: r.device).count_window(2).aggregate(_per_device, timestamp=WindowTimestamp.CTI)
 
 
 def _snapshots(s: Stream[Reading]) -> Stream[Session]:
@@ -164,8 +170,11 @@ def _snapshots_at_ends(s: Stream[Reading]) -> Stream[Session]:
     """Snapshot windows per device stamped at their last tick, then a count of them per 20 s,
     their next hop (the snapshot window's output CTI is a tick behind its input's)."""
     return (
-        s.group_by(lambda r: r.device).snapshot().aggregate(_per_device, timestamp=WindowTimestamp.END)
-        .tumbling(timedelta(seconds=20)).aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.total)))
+        s.group_by(lambda r: r.device)
+        .snapshot()
+        .aggregate(_per_device, timestamp=WindowTimestamp.END)
+        .tumbling(timedelta(seconds=20))
+        .aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.total)))
     )
 
 
@@ -179,7 +188,8 @@ def _clipped(s: Stream[Reading]) -> Stream[Reading]:
 def _clipped_then_window(s: Stream[Reading]) -> Stream[Overall]:
     """All readings clipped at the next (one key), then hopping windows over them (the clip's next hop)."""
     return (
-        s.clip_event_duration().hopping(timedelta(seconds=12), timedelta(seconds=4))
+        s.clip_event_duration()
+        .hopping(timedelta(seconds=12), timedelta(seconds=4))
         .aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda r: r.value)))
     )
 
@@ -210,8 +220,11 @@ def _analytic_then_window(s: Stream[Reading]) -> Stream[Overall]:
     """Analytics of edges (outputs open until their event's end), then (its next hop) a
     window over them."""
     return (
-        s.where(lambda r: r.device != 2).group_by(lambda r: r.site).analytic(_trend)
-        .tumbling(timedelta(seconds=15)).aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda t: t.total)))
+        s.where(lambda r: r.device != 2)
+        .group_by(lambda r: r.site)
+        .analytic(_trend)
+        .tumbling(timedelta(seconds=15))
+        .aggregate(lambda w: Overall(n=w.count(), high=w.max(lambda t: t.total)))
     )
 
 
@@ -223,14 +236,19 @@ def _in_time_order(s: Stream[Reading]) -> Stream[Reading]:
 def _stateless(s: Stream[Reading]) -> Stream[Reading]:
     """No stateful operator: the cluster engine holds the output's waiting events by key
     (``ReleaseNode``), spread by event id."""
-    return s.where(lambda r: r.device != 2).select(lambda r: Reading(device=r.device * 10, value=r.value, site=r.site)).shift_event_time(timedelta(seconds=1))
+    return (
+        s.where(lambda r: r.device != 2)
+        .select(lambda r: Reading(device=r.device * 10, value=r.value, site=r.site))
+        .shift_event_time(timedelta(seconds=1))
+    )
 
 
 def _self_join(s: Stream[Reading]) -> Stream[Reading]:
     """A stream joined with itself, no stateful operator above: the driver runs the inputs item
     by item (a stream two operators read), the join runs by device on the executors."""
     return s.join(
-        s.alter_event_duration(timedelta(seconds=5)), lambda a, b: a.device == b.device,
+        s.alter_event_duration(timedelta(seconds=5)),
+        lambda a, b: a.device == b.device,
         lambda a, b: Reading(device=a.device, value=b.value, site=a.site),
     )
 
@@ -268,71 +286,198 @@ def _followed(s: Stream[Reading]) -> Stream[Reading]:
     """A reading of device 0 followed within 6 s by one of device 1 of its site: a point at
     the second, its value the first's (the pattern keyed by site on the executors)."""
     return s.where(lambda r: r.device == 0).followed_by(
-        s.where(lambda r: r.device == 1), lambda a, b: a.site == b.site, timedelta(seconds=6),
+        s.where(lambda r: r.device == 1),
+        lambda a, b: a.site == b.site,
+        timedelta(seconds=6),
         lambda a, b: Reading(device=b.device, value=a.value, site=a.site),
     )
 
 
 OWN_CASES = [  # sessions, count windows, and windows whose events reach the executors both ways
     Case("sessions, count, drop, cut", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions),
-    Case("sessions, period, adjust, intervals, then a window", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _sessions_then_count),
+    Case(
+        "sessions, period, adjust, intervals, then a window",
+        timedelta(seconds=8),
+        1,
+        AdvanceTimePolicy.ADJUST,
+        EventShape.INTERVAL,
+        False,
+        _sessions_then_count,
+    ),
     Case("count windows, count, adjust", 3, 4, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _count_windows),
-    Case("ordering settings, adjust: item by item on the driver", 4, 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, False, _sessions,
-         EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20))),
+    Case(
+        "ordering settings, adjust: item by item on the driver",
+        4,
+        1,
+        AdvanceTimePolicy.ADJUST,
+        EventShape.POINT,
+        False,
+        _sessions,
+        EventOrderingSettings(timedelta(seconds=3), timedelta(seconds=20)),
+    ),
     Case("sessions without a cut, count, drop, intervals: runs", 3, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _uncut_sessions),
-    Case("tumbling 450 ms over intervals, the long ones as events", timedelta(seconds=8), 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _fine_windows),
-    Case("hopping stamped at window starts, period, adjust, intervals", timedelta(seconds=6), 2, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _hopping_at_starts),
-    Case("hopping stamped at latest events, count, drop, intervals", 4, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _hopping_at_latest_events),
+    Case(
+        "tumbling 450 ms over intervals, the long ones as events",
+        timedelta(seconds=8),
+        1,
+        AdvanceTimePolicy.DROP,
+        EventShape.INTERVAL,
+        False,
+        _fine_windows,
+    ),
+    Case(
+        "hopping stamped at window starts, period, adjust, intervals",
+        timedelta(seconds=6),
+        2,
+        AdvanceTimePolicy.ADJUST,
+        EventShape.INTERVAL,
+        True,
+        _hopping_at_starts,
+    ),
+    Case(
+        "hopping stamped at latest events, count, drop, intervals",
+        4,
+        2,
+        AdvanceTimePolicy.DROP,
+        EventShape.INTERVAL,
+        True,
+        _hopping_at_latest_events,
+    ),
     Case("sessions stamped at releasing CTIs, count, drop", 3, 1, AdvanceTimePolicy.DROP, EventShape.POINT, True, _sessions_at_ctis),
-    Case("count windows stamped at releasing CTIs, period, drop", timedelta(seconds=5), 0, AdvanceTimePolicy.DROP, EventShape.POINT, False, _count_windows_at_ctis),
+    Case(
+        "count windows stamped at releasing CTIs, period, drop",
+        timedelta(seconds=5),
+        0,
+        AdvanceTimePolicy.DROP,
+        EventShape.POINT,
+        False,
+        _count_windows_at_ctis,
+    ),
     # Edges: each end goes to the key its start went to, through a where that passes ends by id.
     Case("edges, count, drop: tumbling", 4, 5, AdvanceTimePolicy.DROP, EventShape.EDGE, True, _by_device),
     Case("edges, period, adjust: sessions", timedelta(seconds=8), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _sessions),
     # Stamped as read: the driver stamps each item with its arrival (or the arrival clock's
     # reading) as it runs the batch item by item, and the stage holds the stamped events.
-    Case("ingestion time, a CTI every 5 s, intervals: sessions", 0, 0, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _sessions,
-         time=IngestionTime(cti_every=timedelta(seconds=5))),
-    Case("processing time on an arrival clock, edges: tumbling", 0, 0, AdvanceTimePolicy.DROP, EventShape.EDGE, False, _by_device,
-         time=ProcessingTime(ArrivalClock(timedelta(seconds=3)))),
+    Case(
+        "ingestion time, a CTI every 5 s, intervals: sessions",
+        0,
+        0,
+        AdvanceTimePolicy.DROP,
+        EventShape.INTERVAL,
+        False,
+        _sessions,
+        time=IngestionTime(cti_every=timedelta(seconds=5)),
+    ),
+    Case(
+        "processing time on an arrival clock, edges: tumbling",
+        0,
+        0,
+        AdvanceTimePolicy.DROP,
+        EventShape.EDGE,
+        False,
+        _by_device,
+        time=ProcessingTime(ArrivalClock(timedelta(seconds=3))),
+    ),
     # Analytics: the same shapes, the analytic in the window's place; results in its exact order.
     Case("analytic per site, count, drop", 4, 5, AdvanceTimePolicy.DROP, EventShape.POINT, True, _analytic),
-    Case("analytic of edges, period, adjust, then a window", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _analytic_then_window),
+    Case(
+        "analytic of edges, period, adjust, then a window",
+        timedelta(seconds=6),
+        1,
+        AdvanceTimePolicy.ADJUST,
+        EventShape.EDGE,
+        False,
+        _analytic_then_window,
+    ),
     Case("order by time, count, adjust, intervals", 3, 2, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, True, _in_time_order),
     Case("analytic of edges, count, drop", 5, 3, AdvanceTimePolicy.DROP, EventShape.EDGE, True, _analytic),
     # Snapshots: start edges ended later by their keys; points at the windows' last ticks.
     Case("snapshots of edges, count, drop", 4, 2, AdvanceTimePolicy.DROP, EventShape.EDGE, True, _snapshots),
-    Case("snapshots at ends, period, adjust, intervals, then a window", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.INTERVAL, False, _snapshots_at_ends),
+    Case(
+        "snapshots at ends, period, adjust, intervals, then a window",
+        timedelta(seconds=6),
+        1,
+        AdvanceTimePolicy.ADJUST,
+        EventShape.INTERVAL,
+        False,
+        _snapshots_at_ends,
+    ),
     # Clip: start edges ended later by their keys, or split by the driver.
     Case("clip per device, count, drop, intervals", 4, 3, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _clipped),
-    Case("clip of edges, period, adjust, then a window", timedelta(seconds=5), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _clipped_then_window),
+    Case(
+        "clip of edges, period, adjust, then a window",
+        timedelta(seconds=5),
+        1,
+        AdvanceTimePolicy.ADJUST,
+        EventShape.EDGE,
+        False,
+        _clipped_then_window,
+    ),
     # No stateful operator: the output's release, by event id over the buckets.
     Case("no window, count, drop, intervals", 4, 3, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _stateless),
     Case("no window, edges, period, adjust", timedelta(seconds=5), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _stateless),
     # A stream two operators read: item by item on the driver below the keyed node.
     Case("a self-join, no window, count, drop", 3, 2, AdvanceTimePolicy.DROP, EventShape.POINT, True, _self_join),
-    Case("a union of a stream with itself, period, adjust: sessions", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, False, _union_with_itself),
+    Case(
+        "a union of a stream with itself, period, adjust: sessions",
+        timedelta(seconds=6),
+        1,
+        AdvanceTimePolicy.ADJUST,
+        EventShape.POINT,
+        False,
+        _union_with_itself,
+    ),
     # Anti-joins and patterns: keyed by their join key, or item by item on the driver below a window.
     Case("an anti-join, no window, count, drop, intervals", 4, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _uncovered),
-    Case("an anti-join of edges, period, adjust: sessions", timedelta(seconds=6), 1, AdvanceTimePolicy.ADJUST, EventShape.EDGE, False, _uncovered_sessions),
+    Case(
+        "an anti-join of edges, period, adjust: sessions",
+        timedelta(seconds=6),
+        1,
+        AdvanceTimePolicy.ADJUST,
+        EventShape.EDGE,
+        False,
+        _uncovered_sessions,
+    ),
     Case("a pattern, no window, count, adjust", 3, 1, AdvanceTimePolicy.ADJUST, EventShape.POINT, True, _followed),
     # No node with a keyed form that every input reaches: the whole plan on the driver, below the release.
     Case("a window beside its own input, count, drop, intervals", 4, 2, AdvanceTimePolicy.DROP, EventShape.INTERVAL, True, _window_beside),
 ]
-EXACT_ORDER = {c.name for c in OWN_CASES if c.query in (_analytic, _analytic_then_window, _in_time_order, _stateless, _self_join, _uncovered, _followed)}
+EXACT_ORDER = {
+    c.name
+    for c in OWN_CASES
+    if c.query in (_analytic, _analytic_then_window, _in_time_order, _stateless, _self_join, _uncovered, _followed)
+}
 """Cases whose output order is specified whole (an analytic's: by start, payload and arrival
 over all groups; the output's: by start and arrival), compared item for item. (Not a join
 of a keyed window's results, ``_window_beside``: the pairs of one start follow the order of
 the window's groups at their CTI, which the semantics leave open.)"""
 SLOW_CASES = {
-    "count, drop", "sessions stamped at releasing CTIs, count, drop", "count, adjust, cti rows", "period, drop, intervals", "period, adjust, intervals, cti rows", "count, drop, windows in sequence",
-    "sessions, period, adjust, intervals, then a window", "ordering settings, adjust: item by item on the driver",
-    "count windows stamped at releasing CTIs, period, drop", "edges, period, adjust: sessions",
-    "processing time on an arrival clock, edges: tumbling", "sessions, count, drop, cut", "order by time, count, adjust, intervals",
-    "analytic of edges, period, adjust, then a window", "snapshots at ends, period, adjust, intervals, then a window",
-    "clip of edges, period, adjust, then a window", "edges, count, drop: tumbling", "analytic of edges, count, drop", "count windows, count, adjust",
-    "tumbling 450 ms over intervals, the long ones as events", "no window, count, drop, intervals",
-    "a union of a stream with itself, period, adjust: sessions", "hopping stamped at latest events, count, drop, intervals",
-    "an anti-join, no window, count, drop, intervals", "a pattern, no window, count, adjust", "a self-join, no window, count, drop",
+    "count, drop",
+    "sessions stamped at releasing CTIs, count, drop",
+    "count, adjust, cti rows",
+    "period, drop, intervals",
+    "period, adjust, intervals, cti rows",
+    "count, drop, windows in sequence",
+    "sessions, period, adjust, intervals, then a window",
+    "ordering settings, adjust: item by item on the driver",
+    "count windows stamped at releasing CTIs, period, drop",
+    "edges, period, adjust: sessions",
+    "processing time on an arrival clock, edges: tumbling",
+    "sessions, count, drop, cut",
+    "order by time, count, adjust, intervals",
+    "analytic of edges, period, adjust, then a window",
+    "snapshots at ends, period, adjust, intervals, then a window",
+    "clip of edges, period, adjust, then a window",
+    "edges, count, drop: tumbling",
+    "analytic of edges, count, drop",
+    "count windows, count, adjust",
+    "tumbling 450 ms over intervals, the long ones as events",
+    "no window, count, drop, intervals",
+    "a union of a stream with itself, period, adjust: sessions",
+    "hopping stamped at latest events, count, drop, intervals",
+    "an anti-join, no window, count, drop, intervals",
+    "a pattern, no window, count, adjust",
+    "a self-join, no window, count, drop",
 }
 """Run with ``--run-slow`` (which also cuts each case's rows into more files): the default
 suite runs one case of hopping windows (stamped at window starts), one of sessions
@@ -348,7 +493,8 @@ batches item by item)."""
 
 
 @pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=pytest.mark.slow) if c.name in SLOW_CASES else c for c in CASES + OWN_CASES],
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c.name in SLOW_CASES else c for c in CASES + OWN_CASES],
     ids=[c.name for c in CASES + OWN_CASES],
 )
 def test_the_cluster_engine_gives_the_in_memory_release_after_every_file(spark_session: Any, tmp_path: Path, case: Case) -> None:
@@ -357,7 +503,9 @@ def test_the_cluster_engine_gives_the_in_memory_release_after_every_file(spark_s
     _skip_without_tws()
     executor = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster")
     files = 4 if thorough() else 2  # each file costs a time batch and two work micro-batches
-    live = in_lockstep(tmp_path, case, (CASES + OWN_CASES).index(case), files, executor.start, list if case.name in EXACT_ORDER else groups_as_sets)
+    live = in_lockstep(
+        tmp_path, case, (CASES + OWN_CASES).index(case), files, executor.start, list if case.name in EXACT_ORDER else groups_as_sets
+    )
     assert {p.engine for p in live.progress} == {"cluster"}
     # What was released is dropped: every side file, and all stage files but the last output batch's.
     staged = tmp_path / "ck" / "cluster"
@@ -380,7 +528,13 @@ def _assert_whole_run_as_sets(out: Path, rows: list[dict[str, Any]], *options: s
     from tests.streaming.test_live_spark import _items as items
 
     query = (
-        _counts_per_half_minute if "--chain" in options else _outer_counts if "--outer" in options else _counts_beside if "--around" in options else _counts
+        _counts_per_half_minute
+        if "--chain" in options
+        else _outer_counts
+        if "--outer" in options
+        else _counts_beside
+        if "--around" in options
+        else _counts
     )
     whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Plain, start="ts", order="seq"), flush=True))
     assert groups_as_sets(items(read_committed(str(out)), Count)) == groups_as_sets(whole.raw)
@@ -445,7 +599,10 @@ def test_kills_of_the_cluster_engine_at_two_phases_then_a_restart_commits_the_wh
 @pytest.mark.parametrize(
     ("phase", "batch"),
     [
-        *[(phase, 2) for phase in ("time-read", "time-stage", "time-state", "time-commit", "read", "engine", "sink", "state", "commit", "publish")],
+        *[
+            (phase, 2)
+            for phase in ("time-read", "time-stage", "time-state", "time-commit", "read", "engine", "sink", "state", "commit", "publish")
+        ],
         *[(phase, FILES) for phase in ("time-stage", "time-state", "time-commit")],
     ],
 )
@@ -465,7 +622,9 @@ CHAIN_KILLS = [
 
 @pytest.mark.slow  # (the default suite kills a cluster engine's driver on the standalone cluster: tests/distributed/test_standalone_live.py)
 @pytest.mark.parametrize(("phase", "batch"), CHAIN_KILLS)
-def test_a_kill_of_a_chain_of_two_windows_at_a_phase_then_a_restart_commits_the_whole_run_once(tmp_path: Path, phase: str, batch: int) -> None:
+def test_a_kill_of_a_chain_of_two_windows_at_a_phase_then_a_restart_commits_the_whole_run_once(
+    tmp_path: Path, phase: str, batch: int
+) -> None:
     """Counts per device in 10 s windows, then their sums per 30 s (``--chain``): the second
     window is the first's next hop, staged by the first's work query, once per work batch
     id. One kill at ``phase`` of ``batch`` of either work query, then a restart: the whole
@@ -496,14 +655,20 @@ def test_a_kill_of_a_left_outer_join_at_a_phase_then_a_restart_commits_the_whole
     from tests.streaming.test_live_spark import _outer_counts
 
     chain = cluster_chain(Query.build(_outer_counts([], flush=True).node))
-    assert not isinstance(chain, str) and [type(shape.window).__name__ for shape in chain] == ["JoinNode", "WindowNode"] and chain[0].partner is not None
+    assert (
+        not isinstance(chain, str)
+        and [type(shape.window).__name__ for shape in chain] == ["JoinNode", "WindowNode"]
+        and chain[0].partner is not None
+    )
     rows = _input(tmp_path, seed=23)
     _kill_then_restart(tmp_path, phase, batch, "--outer")
     _finish(tmp_path, rows, "--outer", refused=False)
 
 
 AROUND_KILLS = [
-    ("time-stage", 2), ("time-commit", 2), *[(phase, 2) for phase in ("read", "engine", "stage", "state", "commit")],
+    ("time-stage", 2),
+    ("time-commit", 2),
+    *[(phase, 2) for phase in ("read", "engine", "stage", "state", "commit")],
     *[(f"work1-{phase}", 2) for phase in ("sink", "commit")],
 ]
 """The phases a kill of ``--around``'s query hits: of the time query (which writes what goes
@@ -513,7 +678,9 @@ join's feed at its places and stages the join's), and of the join's."""
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("phase", "batch"), AROUND_KILLS)
-def test_a_kill_of_a_window_joined_with_its_own_input_at_a_phase_then_a_restart_commits_the_whole_run_once(tmp_path: Path, phase: str, batch: int) -> None:
+def test_a_kill_of_a_window_joined_with_its_own_input_at_a_phase_then_a_restart_commits_the_whole_run_once(
+    tmp_path: Path, phase: str, batch: int
+) -> None:
     """Each reading with its device's count in its 10 s window (``--around``: the window
     keyed, the join its next hop, the readings reaching the join around the window). One
     kill at ``phase`` of ``batch``, then a restart: the whole run once, as in memory."""
@@ -569,18 +736,27 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert chained(overall(outer.select(lambda r: r))) == "JoinNode > WindowNode"  # the union of both halves is the hop's input
     partnered = cluster_chain(Query.build(outer.node))
     assert not isinstance(partnered, str) and type(partnered[0].partner).__name__ == "AntiJoinNode"
-    assert chained(overall(outer.union(other))) == "WindowNode"  # another input meets the halves' results: the window, both halves below it on the driver
+    assert (
+        chained(overall(outer.union(other))) == "WindowNode"
+    )  # another input meets the halves' results: the window, both halves below it on the driver
     sessions = _sessions(readings)
-    assert chained(overall(sessions).union(sessions.select(lambda s: Overall(n=s.n, high=s.high)))) == "WindowNode"  # read twice: the window above on the driver
+    assert (
+        chained(overall(sessions).union(sessions.select(lambda s: Overall(n=s.n, high=s.high)))) == "WindowNode"
+    )  # read twice: the window above on the driver
 
     assert keyed(_stateless(readings)) == "ReleaseNode"
     assert keyed(_self_join(readings)) == "JoinNode"
-    assert keyed(_self_join(readings).where(lambda r: r.value > 0).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"
+    assert (
+        keyed(_self_join(readings).where(lambda r: r.value > 0).join(other, lambda a, b: a.device == b.device, lambda a, b: b))
+        == "JoinNode"
+    )
     edges = Stream.create("e", [], EventShape.EDGE, payload_type=Reading)
     assert keyed(_self_join(edges)) == "JoinNode"  # its inputs' end edges reach its keys
     intervals = Stream.create("i", [], EventShape.INTERVAL, payload_type=Reading)
     assert keyed(_self_join(intervals)) == "JoinNode"  # lifetimes of any length, ending at infinity too
-    assert keyed(_self_join(intervals).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"  # the ends of open pairs below too
+    assert (
+        keyed(_self_join(intervals).join(other, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"
+    )  # the ends of open pairs below too
     assert keyed(_self_join(edges.alter_event_duration(timedelta(seconds=2)))) == "JoinNode"  # edges given a duration are closed
     by_site = readings.join(other, lambda a, b: a.site == b.site, lambda a, b: b)
     assert keyed(by_site) == "JoinNode"
@@ -592,8 +768,12 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     assert chained(_window_beside(readings)) == "WindowNode > JoinNode"  # the readings reach both
     assert keyed(readings.anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"
     assert keyed(edges.anti_join(edges, lambda a, b: a.device == b.device)) == "AntiJoinNode"  # end edges reach its keys
-    assert keyed(_self_join(intervals).anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"  # the ends of a join's open pairs too
-    assert keyed(edges.followed_by(edges, lambda a, b: a.device == b.device, timedelta(seconds=5), lambda a, b: b)) == "FollowedByNode"  # it reads starts only
+    assert (
+        keyed(_self_join(intervals).anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"
+    )  # the ends of a join's open pairs too
+    assert (
+        keyed(edges.followed_by(edges, lambda a, b: a.device == b.device, timedelta(seconds=5), lambda a, b: b)) == "FollowedByNode"
+    )  # it reads starts only
     assert keyed(_self_join(readings).anti_join(other, lambda a, b: a.device == b.device)) == "AntiJoinNode"  # a join below it
     assert keyed(_uncovered_sessions(readings)) == "AntiJoinNode"  # then the window, its next hop
     assert keyed(_followed(readings)) == "FollowedByNode"
@@ -605,9 +785,17 @@ def test_the_shapes_the_cluster_engine_takes() -> None:
     over = Stream.create("s", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.device)
     assert keyed(over.where(lambda r: r.device > 0)) == "ReleaseNode"  # released by the device's own CTIs too
     assert keyed(_by_device(over)) == "WindowNode"  # the window keeps it: keyed by it, fed each device's own CTIs
-    by_device_value = Stream.create("w", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.value)
-    assert keyed(by_device_value.group_by(lambda r: r.value).tumbling(timedelta(seconds=60)).aggregate(
-        lambda k, w: Reading(device=0, value=k, site="s"))) == "its output's substream key is of type float"  # the window's too
+    by_device_value = Stream.create(
+        "w", [], EventShape.POINT, AdvanceTimeSettings(ordering=late), payload_type=Reading, over=lambda r: r.value
+    )
+    assert (
+        keyed(
+            by_device_value.group_by(lambda r: r.value)
+            .tumbling(timedelta(seconds=60))
+            .aggregate(lambda k, w: Reading(device=0, value=k, site="s"))
+        )
+        == "its output's substream key is of type float"
+    )  # the window's too
     # An anti-join merges keys, so its inputs' key CTIs stop there, as in memory: keyed by its join key.
     assert keyed(over.anti_join(readings, lambda a, b: a.device == b.device)) == "AntiJoinNode"
     assert keyed(over.join(readings, lambda a, b: a.device == b.device, lambda a, b: b)) == "JoinNode"  # its record does not copy the key
@@ -663,7 +851,13 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     from tempo.spark.streaming.cluster import cluster_chain, cluster_shape
     from tests.conformance.compare import release_steps
     from tests.conformance.test_ordering import (
-        EVENTS, SETTING_3_RELEASES, SETTING_3_WINDOW_RELEASES, DeviceCount, Reading as Device, count_per_device, illustration,
+        EVENTS,
+        SETTING_3_RELEASES,
+        SETTING_3_WINDOW_RELEASES,
+        DeviceCount,
+        Reading as Device,
+        count_per_device,
+        illustration,
     )
     from tests.streaming.test_live_spark import _items, land
 
@@ -671,32 +865,53 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     base = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
     utc = pa.timestamp("us", tz="UTC")
     schema = pa.schema([("seq", pa.int64()), ("device", pa.string()), ("event_time", utc), ("arrival", utc)])
-    rows = [{"seq": i, "device": d, "event_time": base + timedelta(minutes=e), "arrival": base + timedelta(minutes=a)} for i, (d, e, a) in enumerate(EVENTS)]
+    rows = [
+        {"seq": i, "device": d, "event_time": base + timedelta(minutes=e), "arrival": base + timedelta(minutes=a)}
+        for i, (d, e, a) in enumerate(EVENTS)
+    ]
     source = ParquetSource(str(tmp_path / "in"), Device, start="event_time", arrival="arrival", order="seq")
 
     def query(over: Stream[Device]) -> Stream[Any]:
         if kind == "counted":
             return count_per_device(over)
         if kind == "counted twice":
-            return count_per_device(over).group_by(lambda c: c.device).tumbling(timedelta(minutes=10)).aggregate(lambda k, w: DeviceCount(k, w.count()))
+            return (
+                count_per_device(over)
+                .group_by(lambda c: c.device)
+                .tumbling(timedelta(minutes=10))
+                .aggregate(lambda k, w: DeviceCount(k, w.count()))
+            )
         return over.join(over, lambda a, b: a.device == b.device, lambda a, b: a) if kind == "self-joined" else over
 
     ordering = illustration(AdvanceTimePolicy.ADJUST, early=True, substreams=True, flush=False).node
     live_query = query(Stream(attrs.evolve(ordering, source=source)))
     shape = cluster_shape(Query.build(live_query.node))
-    expected_node = {"as is": "Release by substream key r.device", "counted": "Tumbling 5 min by r.device", "counted twice": "Tumbling 5 min by r.device", "self-joined": "Join"}[kind]
+    expected_node = {
+        "as is": "Release by substream key r.device",
+        "counted": "Tumbling 5 min by r.device",
+        "counted twice": "Tumbling 5 min by r.device",
+        "self-joined": "Join",
+    }[kind]
     assert not isinstance(shape, str) and shape.window.describe().startswith(expected_node), shape
     assert len(cluster_chain(Query.build(live_query.node))) == (2 if kind == "counted twice" else 1)
 
     def start(checkpoint: str = "ck") -> Any:
-        return StreamingExecutor(spark_session, str(tmp_path / checkpoint), engine="cluster").start(live_query, ParquetSink(str(tmp_path / f"{checkpoint}-out")))
+        return StreamingExecutor(spark_session, str(tmp_path / checkpoint), engine="cluster").start(
+            live_query, ParquetSink(str(tmp_path / f"{checkpoint}-out"))
+        )
 
     for index, (low, high) in enumerate([(0, 4), (4, 9), (9, 12)]):
-        land(tmp_path / "in", index, lambda tmp, low=low, high=high: pq.write_table(pa.Table.from_pylist(rows[low:high], schema=schema), tmp))
-        if kind == "counted" and index == 0:  # a checkpoint an earlier tempo wrote (the window on the driver below the release by key) is refused, not misread
+        land(
+            tmp_path / "in", index, lambda tmp, low=low, high=high: pq.write_table(pa.Table.from_pylist(rows[low:high], schema=schema), tmp)
+        )
+        if (
+            kind == "counted" and index == 0
+        ):  # a checkpoint an earlier tempo wrote (the window on the driver below the release by key) is refused, not misread
             start("old").stop()
             records = tmp_path / "old" / "tempo" / "query.json"
-            (tmp_path / "old" / "cluster" / "work" / "tempo" / "query.json").write_bytes(records.read_bytes())  # the same query, no layout line
+            (tmp_path / "old" / "cluster" / "work" / "tempo" / "query.json").write_bytes(
+                records.read_bytes()
+            )  # the same query, no layout line
             with pytest.raises(CheckpointMismatchError, match="belongs to another query"):
                 start("old")
         if index == 2 or thorough():
@@ -720,7 +935,9 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     seen = steps(committed, lambda k: k)
     assert seen == steps(whole.raw, repr), seen  # the sink writes a substream CTI's key as its repr
     twice: list[Any] = [
-        ([], ("cti", 0)), ([(("d1", 1), 0), (("d2", 1), 0), (("d3", 1), 0)], ("cti", 10)), ([(("d2", 1), 10)], ("key", "d2", 20)),
+        ([], ("cti", 0)),
+        ([(("d1", 1), 0), (("d2", 1), 0), (("d3", 1), 0)], ("cti", 10)),
+        ([(("d2", 1), 10)], ("key", "d2", 20)),
         ([(("d1", 1), 10), (("d3", 2), 10)], ("cti", 20)),
     ]
     by_hand = {"counted": SETTING_3_WINDOW_RELEASES, "counted twice": twice}.get(kind, SETTING_3_RELEASES)
@@ -754,7 +971,10 @@ def test_a_top_k_of_records_with_datetimes_comes_back_whole(spark_session: Any, 
 
     _skip_without_tws()
     utc = timezone.utc
-    rows = [{"seq": s, "ts": datetime(2024, 1, 1, 0, 0, s, tzinfo=utc), "key": s % 2, "at": datetime(2020, 1, 1, 0, 0, s, tzinfo=utc)} for s in range(6)]
+    rows = [
+        {"seq": s, "ts": datetime(2024, 1, 1, 0, 0, s, tzinfo=utc), "key": s % 2, "at": datetime(2020, 1, 1, 0, 0, s, tzinfo=utc)}
+        for s in range(6)
+    ]
     table = pa.Table.from_pylist(rows)
     (tmp_path / "in").mkdir()
     pq.write_table(table, tmp_path / "in" / "part-0.parquet")
@@ -762,7 +982,11 @@ def test_a_top_k_of_records_with_datetimes_comes_back_whole(spark_session: Any, 
     def query(source: Any) -> Stream[Earliest]:
         settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, timedelta(0), True), policy=AdvanceTimePolicy.DROP)
         stamped = Stream.create("stamped", source, EventShape.POINT, settings, payload_type=Stamped)
-        return stamped.group_by(lambda e: e.key).tumbling(timedelta(seconds=3)).top_k(1, by=lambda e: e.at, select=lambda e, rank: Earliest(e.key, e.at, rank))
+        return (
+            stamped.group_by(lambda e: e.key)
+            .tumbling(timedelta(seconds=3))
+            .top_k(1, by=lambda e: e.at, select=lambda e, rank: Earliest(e.key, e.at, rank))
+        )
 
     source = ParquetSource(str(tmp_path / "in"), Stamped, start="ts", order="seq")
     live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(query(source), ParquetSink(str(tmp_path / "out")))
@@ -784,7 +1008,9 @@ def _bare_join(a: Any, b: Any, flush: bool) -> Stream[Reading]:
     return Stream(joined)
 
 
-@pytest.mark.parametrize("combine", [pytest.param("union", marks=pytest.mark.slow), pytest.param("join", marks=pytest.mark.slow), "join without a window"])
+@pytest.mark.parametrize(
+    "combine", [pytest.param("union", marks=pytest.mark.slow), pytest.param("join", marks=pytest.mark.slow), "join without a window"]
+)
 def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: Any, tmp_path: Path, combine: str) -> None:
     """Two inputs with arrival times merged by a union (or joined) below the window: the time
     query runs each batch item by item up to the window on the driver (the arrival frontier,
@@ -813,7 +1039,9 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
         return ParquetSource(str(folder), Reading, start="ts", kind="kind", order="seq", arrival="arrived")
 
     def arrow(part: list[dict[str, Any]]) -> Any:
-        return tempo.sources.ArrowSource(pa.Table.from_pylist(part, schema=SCHEMA), Reading, start="ts", kind="kind", order="seq", arrival="arrived")
+        return tempo.sources.ArrowSource(
+            pa.Table.from_pylist(part, schema=SCHEMA), Reading, start="ts", kind="kind", order="seq", arrival="arrived"
+        )
 
     for index, folder in enumerate(folders):
         _write(folder, 0, steps[0][index])
@@ -822,7 +1050,9 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
 
         shape = cluster_shape(Query.build(build(*map(parquet, folders), True).node))
         assert not isinstance(shape, str) and isinstance(shape.window, JoinNode)
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(build(*map(parquet, folders), True), ParquetSink(str(out)))
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="cluster").start(
+        build(*map(parquet, folders), True), ParquetSink(str(out))
+    )
     try:
         for step in range(len(steps)):
             if step:
@@ -848,8 +1078,16 @@ def test_two_inputs_reach_the_window_item_by_item_on_the_driver(spark_session: A
 
 
 def _flushed_on_the_cluster(
-    spark_session: Any, tmp_path: Path, files: list[list[dict[str, Any]]], schema: pa.Schema, shape: EventShape,
-    window: str | Callable[[Any], Stream[Any]], payload_type: type, result_type: type, restarts: bool = False, layout: bool = False,
+    spark_session: Any,
+    tmp_path: Path,
+    files: list[list[dict[str, Any]]],
+    schema: pa.Schema,
+    shape: EventShape,
+    window: str | Callable[[Any], Stream[Any]],
+    payload_type: type,
+    result_type: type,
+    restarts: bool = False,
+    layout: bool = False,
     **columns: str,
 ) -> tuple[list[Any], list[Any]]:
     """Each of ``files`` (rows) landed as a Parquet file of the input, whose events carry a CTI
@@ -870,7 +1108,10 @@ def _flushed_on_the_cluster(
     _skip_without_tws()
 
     def query(source: Any) -> Stream[Any]:
-        settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0), advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.ADJUST)
+        settings = AdvanceTimeSettings(
+            AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0), advance_to_infinity_on_shutdown=True),
+            policy=AdvanceTimePolicy.ADJUST,
+        )
         grouped = Stream.create("readings", source, shape, settings, payload_type=payload_type).group_by(lambda r: r.key)
         if callable(window):
             return window(grouped)
@@ -880,14 +1121,18 @@ def _flushed_on_the_cluster(
     source = ParquetSource(str(tmp_path / "in"), payload_type, start="ts", order="seq", **columns)
 
     def start(checkpoint: str = "ck") -> Any:
-        return StreamingExecutor(spark_session, str(tmp_path / checkpoint), engine="cluster").start(query(source), ParquetSink(str(tmp_path / f"{checkpoint}-out")))
+        return StreamingExecutor(spark_session, str(tmp_path / checkpoint), engine="cluster").start(
+            query(source), ParquetSink(str(tmp_path / f"{checkpoint}-out"))
+        )
 
     for index, part in enumerate(files):
         land(tmp_path / "in", index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=schema), tmp))
         if layout and index == 0:
             start("old").stop()
             records = tmp_path / "old" / "tempo" / "query.json"
-            (tmp_path / "old" / "cluster" / "work" / "tempo" / "query.json").write_bytes(records.read_bytes())  # the same query, no layout line
+            (tmp_path / "old" / "cluster" / "work" / "tempo" / "query.json").write_bytes(
+                records.read_bytes()
+            )  # the same query, no layout line
             with pytest.raises(CheckpointMismatchError, match="belongs to another query"):
                 start("old")
         if restarts and index < len(files) - 1:
@@ -902,7 +1147,9 @@ def _flushed_on_the_cluster(
     finally:
         live.stop()
     rows = [row for part in files for row in part]
-    whole = InMemoryExecutor().run(query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), payload_type, start="ts", order="seq", **columns)))
+    whole = InMemoryExecutor().run(
+        query(tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=schema), payload_type, start="ts", order="seq", **columns))
+    )
     return _items(read_committed(str(tmp_path / "ck-out")), result_type), whole.raw
 
 
@@ -937,11 +1184,22 @@ def test_a_float_group_key_is_one_key_however_it_is_written(spark_session: Any, 
     nan = float("nan")
     files = [[(1, 0.0, 1.0), (2, -0.0, 2.0), (3, nan, 3.0)], [(4, nan, 4.0), (5, 1.5, 5.0), (12, -0.0, 6.0)]]
     schema = pa.schema([("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("key", pa.float64()), ("value", pa.float64())])
-    rows = [{"seq": 3 * f + i, "ts": base + timedelta(seconds=s), "key": k, "value": v} for f, part in enumerate(files) for i, (s, k, v) in enumerate(part)]
+    rows = [
+        {"seq": 3 * f + i, "ts": base + timedelta(seconds=s), "key": k, "value": v}
+        for f, part in enumerate(files)
+        for i, (s, k, v) in enumerate(part)
+    ]
 
-    committed, whole = _flushed_on_the_cluster(spark_session, tmp_path, [rows[:3], rows[3:]], schema, EventShape.POINT, window, FloatReading, FloatCount)
+    committed, whole = _flushed_on_the_cluster(
+        spark_session, tmp_path, [rows[:3], rows[3:]], schema, EventShape.POINT, window, FloatReading, FloatCount
+    )
     got = [item for item in committed if not isinstance(item, Cti)]
-    assert sorted((repr(r.payload.key), r.payload.n, r.payload.total) for r in got) == [("0.0", 1, 6.0), ("0.0", 2, 3.0), ("1.5", 1, 5.0), ("nan", 2, 7.0)]
+    assert sorted((repr(r.payload.key), r.payload.n, r.payload.total) for r in got) == [
+        ("0.0", 1, 6.0),
+        ("0.0", 2, 3.0),
+        ("1.5", 1, 5.0),
+        ("nan", 2, 7.0),
+    ]
     assert repr(groups_as_sets(committed)) == repr(groups_as_sets(whole))
 
 
@@ -962,7 +1220,9 @@ def _clipped_then_tumbling(grouped: Any) -> Stream[KeyedCount]:
     """Each key's events clipped at its next one, then tumbling 10 s per key: the window is
     the clip's next hop, its input's lifetimes may reach infinity."""
     return (
-        grouped.clip_event_duration().group_by(lambda r: r.key).tumbling(timedelta(seconds=10))
+        grouped.clip_event_duration()
+        .group_by(lambda r: r.key)
+        .tumbling(timedelta(seconds=10))
         .aggregate(lambda k, w: KeyedCount(key=k, n=w.count(), total=w.sum(lambda r: r.value)))
     )
 
@@ -971,7 +1231,9 @@ def _passed_on_then_tumbling(grouped: Any) -> Stream[KeyedCount]:
     """Each key's events passed on by an analytic (lifetimes kept), then tumbling 10 s per
     key: the window is the analytic's next hop."""
     return (
-        grouped.analytic(lambda k, r, a: Keyed(key=r.key, value=r.value)).group_by(lambda r: r.key).tumbling(timedelta(seconds=10))
+        grouped.analytic(lambda k, r, a: Keyed(key=r.key, value=r.value))
+        .group_by(lambda r: r.key)
+        .tumbling(timedelta(seconds=10))
         .aggregate(lambda k, w: KeyedCount(key=k, n=w.count(), total=w.sum(lambda r: r.value)))
     )
 
@@ -1016,11 +1278,14 @@ def test_open_lifetimes_end_at_the_flush_after_the_latest_time_of_every_key(spar
     schema = pa.schema([("seq", pa.int64()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
     rows = [
         {"seq": 2 * f + i, "ts": at(s), "until": INFINITY if e is None else at(e), "key": k, "value": v}
-        for f, part in enumerate(files) for i, (s, e, k, v) in enumerate(part)
+        for f, part in enumerate(files)
+        for i, (s, e, k, v) in enumerate(part)
     ]
 
     query = _clipped_then_tumbling if window.startswith("clipped") else _passed_on_then_tumbling if passed_on else window
-    committed, whole = _flushed_on_the_cluster(spark_session, tmp_path, [rows[:2], rows[2:]], schema, EventShape.INTERVAL, query, Keyed, KeyedCount, end="until")
+    committed, whole = _flushed_on_the_cluster(
+        spark_session, tmp_path, [rows[:2], rows[2:]], schema, EventShape.INTERVAL, query, Keyed, KeyedCount, end="until"
+    )
     got = [item for item in committed if not isinstance(item, Cti)]
     tick = timedelta(microseconds=1)
     if passed_on:
@@ -1058,14 +1323,29 @@ def test_an_end_edge_reaches_its_events_key_after_a_restart(spark_session: Any, 
         return base + timedelta(seconds=seconds)
 
     utc = pa.timestamp("us", tz="UTC")
-    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
+    schema = pa.schema(
+        [("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())]
+    )
     items = [[("start", 1, None, "a", 1.0), ("start", 2, None, "b", 2.0)], [("end", 1, 12, "a", 1.0), ("start", 25, None, "c", 3.0)]]
-    files = [[{"kind": kind, "ts": at(s), "until": None if e is None else at(e), "key": k, "value": v} for kind, s, e, k, v in part] for part in items]
+    files = [
+        [{"kind": kind, "ts": at(s), "until": None if e is None else at(e), "key": k, "value": v} for kind, s, e, k, v in part]
+        for part in items
+    ]
     for seq, row in enumerate(row for part in files for row in part):
         row["seq"] = seq
 
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.EDGE, "tumbling", Keyed, KeyedCount, restarts=True, end="until", kind="kind",
+        spark_session,
+        tmp_path,
+        files,
+        schema,
+        EventShape.EDGE,
+        "tumbling",
+        Keyed,
+        KeyedCount,
+        restarts=True,
+        end="until",
+        kind="kind",
     )
     got = [item for item in committed if not isinstance(item, Cti)]
     expected = [(at(0), at(10), "a", 1.0), (at(10), at(20), "a", 1.0), (at(20), at(30), "c", 3.0)]
@@ -1143,17 +1423,35 @@ def test_a_join_keyed_by_its_join_key_gives_its_pairs_and_their_ends_in_order(sp
     base, at, schema, files = _keyed_intervals()
     assert _keyed_shape_of(_paired, EventShape.INTERVAL) == "JoinNode"
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.INTERVAL, _paired, Keyed, KeyedPair, restarts=thorough(), end="until",
+        spark_session,
+        tmp_path,
+        files,
+        schema,
+        EventShape.INTERVAL,
+        _paired,
+        Keyed,
+        KeyedPair,
+        restarts=thorough(),
+        end="until",
     )
     assert repr(committed) == repr(whole)
     events = [r for r in committed if not isinstance(r, Cti)]
     split = [r for r in events if r.payload == KeyedPair("a", 1.0, 3.0)]
     assert [type(r) for r in split] == [EdgeStart, EdgeEnd] and split[0].start == at(3) and split[1].end == at(6), split
-    whole_pairs = sorted((((r.start - base).seconds, (r.end - base).seconds, r.payload) for r in events if not isinstance(r, (EdgeStart, EdgeEnd))), key=repr)
-    assert whole_pairs == sorted([
-        (2, 9, KeyedPair("b", 2.0, 2.0)), (3, 6, KeyedPair("a", 3.0, 3.0)), (7, 8, KeyedPair("b", 2.0, 5.0)), (7, 8, KeyedPair("b", 5.0, 2.0)),
-        (7, 8, KeyedPair("b", 5.0, 5.0)), (10, 12, KeyedPair("c", 4.0, 4.0)),
-    ], key=repr), whole_pairs
+    whole_pairs = sorted(
+        (((r.start - base).seconds, (r.end - base).seconds, r.payload) for r in events if not isinstance(r, (EdgeStart, EdgeEnd))), key=repr
+    )
+    assert whole_pairs == sorted(
+        [
+            (2, 9, KeyedPair("b", 2.0, 2.0)),
+            (3, 6, KeyedPair("a", 3.0, 3.0)),
+            (7, 8, KeyedPair("b", 2.0, 5.0)),
+            (7, 8, KeyedPair("b", 5.0, 2.0)),
+            (7, 8, KeyedPair("b", 5.0, 5.0)),
+            (10, 12, KeyedPair("c", 4.0, 4.0)),
+        ],
+        key=repr,
+    ), whole_pairs
 
 
 def _keyed_edges() -> tuple[datetime, Callable[[float], datetime], pa.Schema, list[list[dict[str, Any]]]]:
@@ -1171,13 +1469,28 @@ def _keyed_edges() -> tuple[datetime, Callable[[float], datetime], pa.Schema, li
         return base + timedelta(seconds=seconds)
 
     utc = pa.timestamp("us", tz="UTC")
-    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())])
+    schema = pa.schema(
+        [("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("key", pa.string()), ("value", pa.float64())]
+    )
     items = [
         [("start", 1, None, "a", 1.0), ("start", 2, None, "b", 2.0)],
-        [("start", 3, None, "a", 3.0), ("end", 1, 6, "a", 1.0), ("start", 4, None, "c", 1.0), ("start", 5, None, "d", 1.0), ("start", 6, None, "e", 1.0),
-         ("end", 5, 8, "d", 1.0), ("end", 2, 9, "b", 2.0), ("end", 3, 7, "a", 3.0), ("start", 10, None, "c", 4.0), ("end", 6, 12, "e", 1.0)],
+        [
+            ("start", 3, None, "a", 3.0),
+            ("end", 1, 6, "a", 1.0),
+            ("start", 4, None, "c", 1.0),
+            ("start", 5, None, "d", 1.0),
+            ("start", 6, None, "e", 1.0),
+            ("end", 5, 8, "d", 1.0),
+            ("end", 2, 9, "b", 2.0),
+            ("end", 3, 7, "a", 3.0),
+            ("start", 10, None, "c", 4.0),
+            ("end", 6, 12, "e", 1.0),
+        ],
     ]
-    files = [[{"kind": kind, "ts": at(s), "until": None if e is None else at(e), "key": k, "value": v} for kind, s, e, k, v in part] for part in items]
+    files = [
+        [{"kind": kind, "ts": at(s), "until": None if e is None else at(e), "key": k, "value": v} for kind, s, e, k, v in part]
+        for part in items
+    ]
     for seq, row in enumerate(row for part in files for row in part):
         row["seq"] = seq
     return base, at, schema, files
@@ -1189,8 +1502,11 @@ def _timeline(committed: list[Any], base: datetime, label: Callable[[Any], Any])
     from tempo.events import EdgeStart
 
     return [
-        ("cti", r.timestamp) if isinstance(r, Cti) else (type(r).__name__, label(r.payload), (r.start - base).seconds, None if isinstance(r, EdgeStart) else (r.end - base).seconds)
-        for r in committed if not (isinstance(r, Cti) and r.timestamp.year == 9999)
+        ("cti", r.timestamp)
+        if isinstance(r, Cti)
+        else (type(r).__name__, label(r.payload), (r.start - base).seconds, None if isinstance(r, EdgeStart) else (r.end - base).seconds)
+        for r in committed
+        if not (isinstance(r, Cti) and r.timestamp.year == 9999)
     ]
 
 
@@ -1212,15 +1528,36 @@ def test_a_join_of_edges_keyed_by_its_join_key_ends_its_pairs_where_memory_does(
     base, at, schema, files = _keyed_edges()
     assert _keyed_shape_of(_paired, EventShape.EDGE) == "JoinNode"
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.EDGE, _paired, Keyed, KeyedPair, restarts=thorough(), end="until", kind="kind",
+        spark_session,
+        tmp_path,
+        files,
+        schema,
+        EventShape.EDGE,
+        _paired,
+        Keyed,
+        KeyedPair,
+        restarts=thorough(),
+        end="until",
+        kind="kind",
     )
     assert repr(committed) == repr(whole)
     seen = _timeline(committed, base, lambda pair: (pair.key, pair.left, pair.right))
     assert seen == [
-        ("cti", at(1)), ("cti", at(2)), ("EdgeStart", ("b", 2.0, 2.0), 2, None), ("cti", at(3)),
-        ("EdgeStart", ("a", 1.0, 3.0), 3, None), ("EdgeStart", ("a", 3.0, 3.0), 3, None), ("cti", at(4)), ("cti", at(5)),
-        ("EdgeEnd", ("a", 1.0, 3.0), 3, 6), ("cti", at(6)), ("EdgeEnd", ("b", 2.0, 2.0), 2, 9), ("EdgeEnd", ("a", 3.0, 3.0), 3, 7), ("cti", at(10)),
-        ("EdgeStart", ("c", 1.0, 4.0), 10, None), ("EdgeStart", ("c", 4.0, 4.0), 10, None),
+        ("cti", at(1)),
+        ("cti", at(2)),
+        ("EdgeStart", ("b", 2.0, 2.0), 2, None),
+        ("cti", at(3)),
+        ("EdgeStart", ("a", 1.0, 3.0), 3, None),
+        ("EdgeStart", ("a", 3.0, 3.0), 3, None),
+        ("cti", at(4)),
+        ("cti", at(5)),
+        ("EdgeEnd", ("a", 1.0, 3.0), 3, 6),
+        ("cti", at(6)),
+        ("EdgeEnd", ("b", 2.0, 2.0), 2, 9),
+        ("EdgeEnd", ("a", 3.0, 3.0), 3, 7),
+        ("cti", at(10)),
+        ("EdgeStart", ("c", 1.0, 4.0), 10, None),
+        ("EdgeStart", ("c", 4.0, 4.0), 10, None),
     ], seen
 
 
@@ -1253,15 +1590,30 @@ def test_an_anti_join_keyed_by_its_join_key_ends_its_fragments_where_the_right_i
     base, at, schema, files = _keyed_intervals()
     assert _keyed_shape_of(_uncovered_by_key, EventShape.INTERVAL) == "AntiJoinNode" == _keyed_shape_of(_uncovered_by_key, EventShape.EDGE)
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.INTERVAL, _uncovered_by_key, Keyed, Keyed, restarts=thorough(), end="until",
+        spark_session,
+        tmp_path,
+        files,
+        schema,
+        EventShape.INTERVAL,
+        _uncovered_by_key,
+        Keyed,
+        Keyed,
+        restarts=thorough(),
+        end="until",
     )
     assert repr(committed) == repr(whole)
-    first = [(type(r).__name__, r.start, getattr(r, "end", None)) for r in committed if not isinstance(r, Cti) and r.payload == Keyed("a", 1.0)]
+    first = [
+        (type(r).__name__, r.start, getattr(r, "end", None)) for r in committed if not isinstance(r, Cti) and r.payload == Keyed("a", 1.0)
+    ]
     assert first == [("EdgeStart", at(1), None), ("EdgeEnd", at(1), at(5)), ("EdgeStart", at(8), None)], first
     ctis = [r.timestamp for r in committed if isinstance(r, Cti)]
     end_at = next(i for i, r in enumerate(committed) if isinstance(r, EdgeEnd))
-    assert [r.timestamp for r in committed[:end_at] if isinstance(r, Cti)] == [at(1), at(2), at(3), at(4)] and ctis[4] == at(7)  # in the sweep to 7
-    spans = sorted(((r.start - base).seconds, (r.end - base).seconds, r.payload.key) for r in committed if not isinstance(r, (Cti, EdgeStart, EdgeEnd)))
+    assert [r.timestamp for r in committed[:end_at] if isinstance(r, Cti)] == [at(1), at(2), at(3), at(4)] and ctis[4] == at(
+        7
+    )  # in the sweep to 7
+    spans = sorted(
+        ((r.start - base).seconds, (r.end - base).seconds, r.payload.key) for r in committed if not isinstance(r, (Cti, EdgeStart, EdgeEnd))
+    )
     assert spans == [(2, 4, "b"), (3, 5, "a"), (4, 5, "c"), (10, 12, "c")], spans
     assert not any(isinstance(r, EdgeStart) and r.payload.key != "a" for r in committed)
 
@@ -1289,15 +1641,41 @@ def test_an_anti_join_of_edges_keyed_by_its_join_key_ends_its_fragments_where_me
     executor's item for item."""
     base, at, schema, files = _keyed_edges()
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.EDGE, _uncovered_by_key, Keyed, Keyed, restarts=thorough(), end="until", kind="kind",
+        spark_session,
+        tmp_path,
+        files,
+        schema,
+        EventShape.EDGE,
+        _uncovered_by_key,
+        Keyed,
+        Keyed,
+        restarts=thorough(),
+        end="until",
+        kind="kind",
     )
     assert repr(committed) == repr(whole)
     seen = _timeline(committed, base, lambda payload: payload.key)
     assert seen == [
-        ("cti", at(1)), ("EdgeStart", "a", 1, None), ("cti", at(2)), ("EdgeStart", "b", 2, None), ("cti", at(3)), ("EdgeEnd", "a", 1, 5),
-        ("EdgeEnd", "b", 2, 4), ("EdgeStart", "a", 3, None), ("cti", at(4)), ("EdgeEnd", "a", 3, 5), ("EdgeStart", "c", 4, None), ("cti", at(5)),
-        ("EdgeStart", "d", 5, None), ("cti", at(6)), ("EdgeEnd", "d", 5, 8), ("EdgeStart", "e", 6, None), ("cti", at(10)), ("EdgeEnd", "e", 6, 12),
-        ("EdgeEnd", "c", 4, 12), ("Interval", "c", 10, 12),
+        ("cti", at(1)),
+        ("EdgeStart", "a", 1, None),
+        ("cti", at(2)),
+        ("EdgeStart", "b", 2, None),
+        ("cti", at(3)),
+        ("EdgeEnd", "a", 1, 5),
+        ("EdgeEnd", "b", 2, 4),
+        ("EdgeStart", "a", 3, None),
+        ("cti", at(4)),
+        ("EdgeEnd", "a", 3, 5),
+        ("EdgeStart", "c", 4, None),
+        ("cti", at(5)),
+        ("EdgeStart", "d", 5, None),
+        ("cti", at(6)),
+        ("EdgeEnd", "d", 5, 8),
+        ("EdgeStart", "e", 6, None),
+        ("cti", at(10)),
+        ("EdgeEnd", "e", 6, 12),
+        ("EdgeEnd", "c", 4, 12),
+        ("Interval", "c", 10, 12),
     ], seen
 
 
@@ -1306,7 +1684,10 @@ def _outer_by_key(grouped: Any) -> Stream[KeyedPair]:
     readings: Stream[Keyed] = grouped._stream
     above = readings.where(lambda r: r.value > 1.5)
     return readings.left_outer_join(
-        above, lambda a, b: a.key == b.key, lambda a, b: KeyedPair(a.key, a.value, b.value), unmatched=lambda a: KeyedPair(a.key, a.value, -1.0),
+        above,
+        lambda a, b: a.key == b.key,
+        lambda a, b: KeyedPair(a.key, a.value, b.value),
+        unmatched=lambda a: KeyedPair(a.key, a.value, -1.0),
     )
 
 
@@ -1345,22 +1726,51 @@ def test_a_left_outer_join_of_edges_runs_its_join_and_anti_join_in_one_keyed_ope
     files[0].insert(2, {"kind": "start", "ts": at(2), "until": None, "key": "f", "value": 1.0})
     for seq, row in enumerate(row for part in files for row in part):
         row["seq"] = seq
-    chain = cluster_chain(Query.build(_outer_by_key(Stream.create("r", [], EventShape.EDGE, payload_type=Keyed).group_by(lambda r: r.key)).node))
+    chain = cluster_chain(
+        Query.build(_outer_by_key(Stream.create("r", [], EventShape.EDGE, payload_type=Keyed).group_by(lambda r: r.key)).node)
+    )
     assert not isinstance(chain, str) and len(chain) == 1 and chain[0].partner is not None
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.EDGE, _outer_by_key, Keyed, KeyedPair, restarts=thorough(), layout=True, end="until", kind="kind",
+        spark_session,
+        tmp_path,
+        files,
+        schema,
+        EventShape.EDGE,
+        _outer_by_key,
+        Keyed,
+        KeyedPair,
+        restarts=thorough(),
+        layout=True,
+        end="until",
+        kind="kind",
     )
     assert repr(committed) == repr(whole)
     seen = _timeline(committed, base, lambda pair: (pair.key, pair.left, pair.right))
     assert seen == [
-        ("cti", at(1)), ("EdgeStart", ("a", 1.0, -1.0), 1, None), ("cti", at(2)),
-        ("EdgeEnd", ("a", 1.0, -1.0), 1, 3), ("EdgeStart", ("b", 2.0, 2.0), 2, None), ("EdgeStart", ("f", 1.0, -1.0), 2, None), ("cti", at(3)),
-        ("EdgeStart", ("a", 1.0, 3.0), 3, None), ("EdgeStart", ("a", 3.0, 3.0), 3, None), ("cti", at(4)),
-        ("EdgeStart", ("c", 1.0, -1.0), 4, None), ("cti", at(5)),
-        ("EdgeEnd", ("a", 1.0, 3.0), 3, 6), ("EdgeStart", ("d", 1.0, -1.0), 5, None), ("cti", at(6)),
-        ("EdgeEnd", ("b", 2.0, 2.0), 2, 9), ("EdgeEnd", ("a", 3.0, 3.0), 3, 7), ("EdgeEnd", ("d", 1.0, -1.0), 5, 8),
-        ("EdgeEnd", ("c", 1.0, -1.0), 4, 10), ("EdgeStart", ("e", 1.0, -1.0), 6, None), ("cti", at(10)),
-        ("EdgeEnd", ("e", 1.0, -1.0), 6, 12), ("EdgeStart", ("c", 1.0, 4.0), 10, None), ("EdgeStart", ("c", 4.0, 4.0), 10, None),
+        ("cti", at(1)),
+        ("EdgeStart", ("a", 1.0, -1.0), 1, None),
+        ("cti", at(2)),
+        ("EdgeEnd", ("a", 1.0, -1.0), 1, 3),
+        ("EdgeStart", ("b", 2.0, 2.0), 2, None),
+        ("EdgeStart", ("f", 1.0, -1.0), 2, None),
+        ("cti", at(3)),
+        ("EdgeStart", ("a", 1.0, 3.0), 3, None),
+        ("EdgeStart", ("a", 3.0, 3.0), 3, None),
+        ("cti", at(4)),
+        ("EdgeStart", ("c", 1.0, -1.0), 4, None),
+        ("cti", at(5)),
+        ("EdgeEnd", ("a", 1.0, 3.0), 3, 6),
+        ("EdgeStart", ("d", 1.0, -1.0), 5, None),
+        ("cti", at(6)),
+        ("EdgeEnd", ("b", 2.0, 2.0), 2, 9),
+        ("EdgeEnd", ("a", 3.0, 3.0), 3, 7),
+        ("EdgeEnd", ("d", 1.0, -1.0), 5, 8),
+        ("EdgeEnd", ("c", 1.0, -1.0), 4, 10),
+        ("EdgeStart", ("e", 1.0, -1.0), 6, None),
+        ("cti", at(10)),
+        ("EdgeEnd", ("e", 1.0, -1.0), 6, 12),
+        ("EdgeStart", ("c", 1.0, 4.0), 10, None),
+        ("EdgeStart", ("c", 4.0, 4.0), 10, None),
     ], seen
 
 
@@ -1381,9 +1791,7 @@ class TaggedTrend:
 
 
 def _tagged_trend(grouped: Any) -> Stream[TaggedTrend]:
-    return grouped.analytic(
-        lambda k, r, a: TaggedTrend(k, r.tag, r.value, a.previous(lambda r: r.value, timedelta(seconds=9)), a.count())
-    )
+    return grouped.analytic(lambda k, r, a: TaggedTrend(k, r.tag, r.value, a.previous(lambda r: r.value, timedelta(seconds=9)), a.count()))
 
 
 def test_an_analytic_s_keys_give_its_order_and_its_ends_across_a_restart(spark_session: Any, tmp_path: Path) -> None:
@@ -1409,22 +1817,54 @@ def test_an_analytic_s_keys_give_its_order_and_its_ends_across_a_restart(spark_s
         return base + timedelta(seconds=seconds)
 
     utc = pa.timestamp("us", tz="UTC")
-    schema = pa.schema([("seq", pa.int64()), ("kind", pa.string()), ("ts", utc), ("until", utc), ("tag", pa.int64()), ("key", pa.string()), ("value", pa.float64())])
+    schema = pa.schema(
+        [
+            ("seq", pa.int64()),
+            ("kind", pa.string()),
+            ("ts", utc),
+            ("until", utc),
+            ("tag", pa.int64()),
+            ("key", pa.string()),
+            ("value", pa.float64()),
+        ]
+    )
     items = [
-        [("start", 5, None, 1, "b", 10.0), ("start", 5, None, 3, "a", 20.0), ("start", 5, None, 2, "c", 30.0), ("start", 8, None, 0, "a", 40.0)],
+        [
+            ("start", 5, None, 1, "b", 10.0),
+            ("start", 5, None, 3, "a", 20.0),
+            ("start", 5, None, 2, "c", 30.0),
+            ("start", 8, None, 0, "a", 40.0),
+        ],
         [("end", 5, 9, 1, "b", 10.0), ("end", 8, 12, 0, "a", 40.0), ("start", 10, None, 5, "c", 50.0), ("end", 5, 11, 2, "c", 30.0)],
     ]
-    files = [[{"kind": kind, "ts": at(s), "until": None if e is None else at(e), "tag": t, "key": k, "value": v} for kind, s, e, t, k, v in part] for part in items]
+    files = [
+        [{"kind": kind, "ts": at(s), "until": None if e is None else at(e), "tag": t, "key": k, "value": v} for kind, s, e, t, k, v in part]
+        for part in items
+    ]
     for seq, row in enumerate(row for part in files for row in part):
         row["seq"] = seq
 
     committed, whole = _flushed_on_the_cluster(
-        spark_session, tmp_path, files, schema, EventShape.EDGE, _tagged_trend, Tagged, TaggedTrend, restarts=True, end="until", kind="kind",
+        spark_session,
+        tmp_path,
+        files,
+        schema,
+        EventShape.EDGE,
+        _tagged_trend,
+        Tagged,
+        TaggedTrend,
+        restarts=True,
+        end="until",
+        kind="kind",
     )
     b, a5, c5 = TaggedTrend("b", 1, 10.0, None, 1), TaggedTrend("a", 3, 20.0, None, 1), TaggedTrend("c", 2, 30.0, None, 1)
     expected = [
-        EdgeStart(at(5), b), EdgeStart(at(5), c5), EdgeStart(at(5), a5), EdgeEnd(at(5), at(9), b),
-        Interval(at(8), at(12), TaggedTrend("a", 0, 40.0, 20.0, 2)), EdgeEnd(at(5), at(11), c5),
+        EdgeStart(at(5), b),
+        EdgeStart(at(5), c5),
+        EdgeStart(at(5), a5),
+        EdgeEnd(at(5), at(9), b),
+        Interval(at(8), at(12), TaggedTrend("a", 0, 40.0, 20.0, 2)),
+        EdgeEnd(at(5), at(11), c5),
         EdgeStart(at(10), TaggedTrend("c", 5, 50.0, 30.0, 2)),
     ]
     assert [item for item in committed if not isinstance(item, Cti)] == expected
@@ -1453,14 +1893,20 @@ class Checked:
 def _counts_checked(readings: Any, limits: Any) -> Stream[Checked]:
     """Each key's count of readings per 10 s, joined with the limits of its key: a window
     whose results a join reads, the join's other input going around the window."""
+
     def settings() -> AdvanceTimeSettings:
         from tempo import AdvanceTimeGenerationSettings
 
-        return AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0), advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.ADJUST)
+        return AdvanceTimeSettings(
+            AdvanceTimeGenerationSettings(frequency=1, delay=timedelta(0), advance_to_infinity_on_shutdown=True),
+            policy=AdvanceTimePolicy.ADJUST,
+        )
 
     counts = (
-        Stream.create("readings", readings, EventShape.POINT, settings(), payload_type=Keyed).group_by(lambda r: r.key)
-        .tumbling(timedelta(seconds=10)).aggregate(lambda k, w: KeyCount(k, w.count()))
+        Stream.create("readings", readings, EventShape.POINT, settings(), payload_type=Keyed)
+        .group_by(lambda r: r.key)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: KeyCount(k, w.count()))
     )
     limited = Stream.create("limits", limits, EventShape.INTERVAL, settings(), payload_type=Limit)
     return counts.join(limited, lambda c, m: c.key == m.key, lambda c, m: Checked(c.key, c.n, m.limit))
@@ -1503,7 +1949,9 @@ def test_a_window_joined_with_an_input_going_around_it_runs_both_keyed_where_mem
 
     utc = pa.timestamp("us", tz="UTC")
     reading_schema = pa.schema([("seq", pa.int64()), ("ts", utc), ("arrived", utc), ("key", pa.string()), ("value", pa.float64())])
-    limit_schema = pa.schema([("seq", pa.int64()), ("ts", utc), ("until", utc), ("arrived", utc), ("key", pa.string()), ("limit", pa.float64())])
+    limit_schema = pa.schema(
+        [("seq", pa.int64()), ("ts", utc), ("until", utc), ("arrived", utc), ("key", pa.string()), ("limit", pa.float64())]
+    )
     reading_files = [[(1, "a", 1), (4, "a", 4), (6, "b", 6), (12, "a", 12)], [(14, "b", 15), (25, "b", 25)]]
     limit_files = [[(0, 30, "a", 1.0, 2), (5, 15, "b", 0.0, 7)], [(11, 40, "a", 5.0, 13), (14, 22, "b", 2.0, 16), (26, 35, "c", 9.0, 27)]]
     readings = [[{"ts": at(s), "arrived": at(a), "key": k, "value": 1.0} for s, k, a in part] for part in reading_files]
@@ -1542,15 +1990,31 @@ def test_a_window_joined_with_an_input_going_around_it_runs_both_keyed_where_mem
                 live.flush()
         finally:
             live.stop()
-    whole = InMemoryExecutor().run(_counts_checked(*sources((
-        pa.Table.from_pylist([r for part in readings for r in part], schema=reading_schema),
-        pa.Table.from_pylist([r for part in limits for r in part], schema=limit_schema),
-    ))))
+    whole = InMemoryExecutor().run(
+        _counts_checked(
+            *sources(
+                (
+                    pa.Table.from_pylist([r for part in readings for r in part], schema=reading_schema),
+                    pa.Table.from_pylist([r for part in limits for r in part], schema=limit_schema),
+                )
+            )
+        )
+    )
     committed = _items(read_committed(str(tmp_path / "out")), Checked)
     assert repr(committed) == repr(whole.raw)
     seen = _timeline(committed, base, lambda c: (c.key, c.n, c.limit))
     assert seen == [
-        ("cti", at(0)), ("Interval", ("a", 2, 1.0), 0, 10), ("cti", at(5)), ("Interval", ("b", 1, 0.0), 5, 10), ("cti", at(10)),
-        ("Interval", ("a", 1, 1.0), 10, 20), ("Interval", ("b", 1, 0.0), 10, 15), ("Interval", ("a", 1, 5.0), 11, 20), ("cti", at(14)),
-        ("Interval", ("b", 1, 2.0), 14, 20), ("cti", at(20)), ("Interval", ("b", 1, 2.0), 20, 22), ("cti", at(26)),
+        ("cti", at(0)),
+        ("Interval", ("a", 2, 1.0), 0, 10),
+        ("cti", at(5)),
+        ("Interval", ("b", 1, 0.0), 5, 10),
+        ("cti", at(10)),
+        ("Interval", ("a", 1, 1.0), 10, 20),
+        ("Interval", ("b", 1, 0.0), 10, 15),
+        ("Interval", ("a", 1, 5.0), 11, 20),
+        ("cti", at(14)),
+        ("Interval", ("b", 1, 2.0), 14, 20),
+        ("cti", at(20)),
+        ("Interval", ("b", 1, 2.0), 20, 22),
+        ("cti", at(26)),
     ], seen

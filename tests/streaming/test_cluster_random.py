@@ -49,8 +49,17 @@ pytestmark = pytest.mark.spark
 EXAMPLES = int(os.environ.get("TEMPO_CLUSTER_EXAMPLES", "12" if thorough() else "2"))
 """Examples of each test (one input, two inputs); ``TEMPO_CLUSTER_EXAMPLES`` sets it."""
 RANDOM = settings(
-    max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.filter_too_much,
+    ],
 )
 STAMP = pa.timestamp("us", tz="UTC")
 ARRIVALS = datetime(2030, 1, 1, tzinfo=timezone.utc)
@@ -87,7 +96,9 @@ def _table(items: list[Any], payload_type: type) -> Any:
         payload = getattr(item, "payload", None)
         for f in fields:
             rows[f].append(None if payload is None else getattr(payload, f))
-    columns = {k: pa.array(v, STAMP if k in ("start", "end", "arrival") else pa.string() if k == "kind" else pa.int64()) for k, v in rows.items()}
+    columns = {
+        k: pa.array(v, STAMP if k in ("start", "end", "arrival") else pa.string() if k == "kind" else pa.int64()) for k, v in rows.items()
+    }
     return pa.table(columns)
 
 
@@ -161,19 +172,25 @@ def _land(index: int, parts: list[tuple[Path, Any]]) -> None:
 
 @RANDOM
 @given(query=queries(min_events=1, inputs=1))
-def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_of_one_input(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_of_one_input(
+    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]
+) -> None:
     _agree(spark_session, tmp_path_factory, query)
 
 
 @RANDOM
 @given(query=queries(min_events=1, inputs=2))
-def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_of_two_inputs(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_of_two_inputs(
+    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]
+) -> None:
     _agree(spark_session, tmp_path_factory, query)
 
 
 @settings(RANDOM, max_examples=max(1, EXAMPLES // 2))  # two inputs half the time: a start costs twice the others'
 @given(query=queries(min_events=1, keyed=True))
-def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_over_substreams(spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]) -> None:
+def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_over_substreams(
+    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder]
+) -> None:
     """Every input split into substreams by key: an output that keeps the key is released by
     each key's own CTIs too, on the executors (a release keyed by the key)."""
     _agree(spark_session, tmp_path_factory, query)
@@ -182,7 +199,9 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_over_su
 @settings(RANDOM, max_examples=max(1, EXAMPLES // 2))
 @given(query=queries(min_events=1, keyed=True))
 def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_window_keeping_the_substream_key(
-    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder],
+    spark_session: Any,
+    tmp_path_factory: Any,
+    query: tuple[str, Builder],
 ) -> None:
     """Queries over substreams whose first keyed node is a window keeping the substream key
     (about one draw in eleven): keyed by that key on the executors, each key's own CTIs
@@ -193,7 +212,9 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_
 @settings(RANDOM, max_examples=max(1, EXAMPLES // 2))
 @given(query=queries(min_events=1, keyed=True))
 def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_join_keeping_the_substream_key(
-    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder],
+    spark_session: Any,
+    tmp_path_factory: Any,
+    query: tuple[str, Builder],
 ) -> None:
     """Queries over substreams whose first keyed node is a join equating both inputs' keys
     and copying one (about one draw in seven): keyed by that key on the executors, each
@@ -206,7 +227,10 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_
 @settings(RANDOM, max_examples=max(1, EXAMPLES // 2))
 @given(data=st.data())
 def test_the_cluster_engine_gives_the_in_memory_result_of_random_joins_with_their_anti_joins(
-    spark_session: Any, tmp_path_factory: Any, binary: str, data: st.DataObject,
+    spark_session: Any,
+    tmp_path_factory: Any,
+    binary: str,
+    data: st.DataObject,
 ) -> None:
     """Random left outer joins (``left_outer_join``: a join and an anti-join of the same
     inputs, their results meeting at a union) and groups of ``apply`` each joined with the
@@ -219,13 +243,22 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_joins_with_thei
         return build(flush).tumbling(timedelta(seconds=20)).aggregate(lambda w: Tally(w.count()))
 
     on_top = len(desc) % 2 == 1
-    _agree(spark_session, tmp_path_factory, (f"{desc}, counted per 20 s", counted) if on_top else query, hops=2 if on_top else 1, partnered=True, all_keyed=True)
+    _agree(
+        spark_session,
+        tmp_path_factory,
+        (f"{desc}, counted per 20 s", counted) if on_top else query,
+        hops=2 if on_top else 1,
+        partnered=True,
+        all_keyed=True,
+    )
 
 
 @settings(RANDOM, max_examples=max(1, EXAMPLES // 2))
 @given(data=st.data())
 def test_the_cluster_engine_gives_the_in_memory_result_of_random_windows_joined_with_an_input_going_around_them(
-    spark_session: Any, tmp_path_factory: Any, data: st.DataObject,
+    spark_session: Any,
+    tmp_path_factory: Any,
+    data: st.DataObject,
 ) -> None:
     """Random counts per key and 10 s joined with the other input (``window_then_join``),
     counted per 20 s on top half the time: the window keyed on the executors, the join its
@@ -238,7 +271,13 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_windows_joined_
         return build(flush).tumbling(timedelta(seconds=20)).aggregate(lambda w: Tally(w.count()))
 
     on_top = len(desc) % 2 == 1
-    _agree(spark_session, tmp_path_factory, (f"{desc}, counted per 20 s", counted) if on_top else query, hops=3 if on_top else 2, all_keyed=True)
+    _agree(
+        spark_session,
+        tmp_path_factory,
+        (f"{desc}, counted per 20 s", counted) if on_top else query,
+        hops=3 if on_top else 2,
+        all_keyed=True,
+    )
 
 
 @attrs.frozen
@@ -249,7 +288,9 @@ class Tally:
 @settings(RANDOM, max_examples=max(1, EXAMPLES // 2))
 @given(query=queries(min_events=1, inputs=1))
 def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_window_on_top(
-    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder],
+    spark_session: Any,
+    tmp_path_factory: Any,
+    query: tuple[str, Builder],
 ) -> None:
     """Each query's results counted in tumbling 20 s windows (one key): where the query's
     last keyed node reads into it through stateless operators, the count is that node's next
@@ -263,8 +304,13 @@ def test_the_cluster_engine_gives_the_in_memory_result_of_random_queries_with_a_
 
 
 def _agree(
-    spark_session: Any, tmp_path_factory: Any, query: tuple[str, Builder], hops: int = 1, first_by_substream: type[Node] | None = None,
-    partnered: bool = False, all_keyed: bool = False,
+    spark_session: Any,
+    tmp_path_factory: Any,
+    query: tuple[str, Builder],
+    hops: int = 1,
+    first_by_substream: type[Node] | None = None,
+    partnered: bool = False,
+    all_keyed: bool = False,
 ) -> None:
     """The cluster engine's run of ``query`` cut into random files against the in-memory
     executor's, when the engine takes it with ``hops`` keyed nodes in sequence or more (and,

@@ -76,8 +76,16 @@ def test_payload_classes_of_the_users_script_run_on_the_cluster_engine(spark_ses
     schema = pa.schema([("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("key", pa.string()), ("value", pa.float64())])
     committed, whole = _flushed_on_the_cluster(spark_session, tmp_path, files, schema, EventShape.POINT, _seen, ScriptReading, ScriptSeen)
     assert sorted(map(repr, committed)) == sorted(map(repr, whole))
-    seen = sorted((type(r).__name__, (r.start - base).seconds, r.payload.key, r.payload.value, r.payload.n) for r in committed if hasattr(r, "payload"))
+    seen = sorted(
+        (type(r).__name__, (r.start - base).seconds, r.payload.key, r.payload.value, r.payload.n)
+        for r in committed
+        if hasattr(r, "payload")
+    )
     assert seen == [
-        ("Point", 1, "a", 1.0, 2), ("Point", 3, "b", 2.0, 1), ("Point", 4, "a", 3.0, 2),
-        ("Point", 12, "a", 4.0, 1), ("Point", 15, "b", 5.0, 2), ("Point", 17, "b", 6.0, 2),
+        ("Point", 1, "a", 1.0, 2),
+        ("Point", 3, "b", 2.0, 1),
+        ("Point", 4, "a", 3.0, 2),
+        ("Point", 12, "a", 4.0, 1),
+        ("Point", 15, "b", 5.0, 2),
+        ("Point", 17, "b", 6.0, 2),
     ], seen

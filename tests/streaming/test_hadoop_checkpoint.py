@@ -81,7 +81,15 @@ def _worker(tmp: Path, s3: S3Server, crash_at: str | None = None, engine: str = 
     conf = [f"--conf={key}={value}" for key, value in s3.spark_conf().items()]
     prefix = _prefix(tmp, s3)
     worker = Worker(
-        tmp, "--flush", "--engine", engine, *conf, *options, crash_at=crash_at, checkpoint=f"s3a://{prefix}/ck", output=f"s3a://{prefix}/out",
+        tmp,
+        "--flush",
+        "--engine",
+        engine,
+        *conf,
+        *options,
+        crash_at=crash_at,
+        checkpoint=f"s3a://{prefix}/ck",
+        output=f"s3a://{prefix}/out",
     )
     status = worker.wait()
     assert status in (-9, 0, FLUSHED), worker.output()
@@ -98,9 +106,12 @@ S3_FILES = 3
 
 
 @pytest.mark.parametrize(
-    ("engine", "chain"), [("auto", False), pytest.param("cluster", False, marks=pytest.mark.slow), pytest.param("cluster", True, marks=pytest.mark.slow)],
+    ("engine", "chain"),
+    [("auto", False), pytest.param("cluster", False, marks=pytest.mark.slow), pytest.param("cluster", True, marks=pytest.mark.slow)],
 )
-def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(s3_server: S3Server, tmp_path: Path, engine: str, chain: bool) -> None:
+def test_a_live_query_with_its_checkpoint_and_output_on_s3_survives_a_kill(
+    s3_server: S3Server, tmp_path: Path, engine: str, chain: bool
+) -> None:
     """Killed between a batch's state and its commit record (on the cluster engine: the time
     query's), with every record and output file on S3; the restart finishes the run
     (``chain``: two windows in sequence, the second's stage on S3 too)."""

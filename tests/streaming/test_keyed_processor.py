@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from tempo.plan.windows import WindowTimestamp
 from tempo.runtime.keyed import Cti, End, Insert, KeyedResult
 from tempo.ticks import INF
-from tests.test_keyed_operator import SECOND, Op, Stats, _order, _reference, _Stamped, _stats_node, _window_node, feeds
+from tests.test_keyed_operator import SECOND, Op, Stats, _reference, _Stamped, _stats_node, _window_node, feeds
 
 pytest.importorskip("pyspark.sql.streaming.tws_tester")
 
@@ -66,7 +66,8 @@ def _results(rows: list[Any]) -> list[KeyedResult]:
 
     return [
         read_result(RESULT, r.tempo_released_by, r.tempo_start, r.tempo_end, r.tempo_rank, Stats(r.key, r.n, r.total, r.low))
-        for r in rows if r.tempo_kind == RESULT
+        for r in rows
+        if r.tempo_kind == RESULT
     ]
 
 
@@ -115,9 +116,17 @@ def _seen(r: KeyedResult) -> tuple[Any, ...]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
-@given(feeds(), st.sampled_from([(4, 2), (2, 2), (6, 1)]), st.sampled_from([0.0, 2.0]), st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.LATEST]))
+@given(
+    feeds(),
+    st.sampled_from([(4, 2), (2, 2), (6, 1)]),
+    st.sampled_from([0.0, 2.0]),
+    st.sampled_from([WindowTimestamp.LIFETIME, WindowTimestamp.LATEST]),
+)
 def test_the_keyed_processor_releases_what_the_window_releases_batch_by_batch(
-    feed: tuple[list[Op], list[int]], spec: tuple[int, int], share: float, stamp: WindowTimestamp,
+    feed: tuple[list[Op], list[int]],
+    spec: tuple[int, int],
+    share: float,
+    stamp: WindowTimestamp,
 ) -> None:
     """(``share``: a bucket's keys are read all at once, or each alone; ``stamp``: results
     stamped by their window's lifetime, or at their latest event, carrying the window's end.)"""
@@ -152,9 +161,16 @@ def _analytic_results(rows: list[Any]) -> list[KeyedResult]:
     from tests.test_keyed_operator import Trend
 
     return [
-        read_result(r.tempo_kind, r.tempo_released_by, r.tempo_start, r.tempo_end, r.tempo_rank,
-                    None if r.tempo_kind == ENDED else Trend(r.key, r.value, r.previous, r.total, r.n))
-        for r in rows if r.tempo_kind in (RESULT, ENDED)
+        read_result(
+            r.tempo_kind,
+            r.tempo_released_by,
+            r.tempo_start,
+            r.tempo_end,
+            r.tempo_rank,
+            None if r.tempo_kind == ENDED else Trend(r.key, r.value, r.previous, r.total, r.n),
+        )
+        for r in rows
+        if r.tempo_kind in (RESULT, ENDED)
     ]
 
 
@@ -212,19 +228,66 @@ def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_
         pytest.skip("transformWithState over rows needs pyspark 4.1 or later")
 
     from tempo.spark.streaming.keyed import (
-        BATCH, BUCKET, CTI, CTI_LANE, CTI_ROW, EID, END, EVENT_LANE, ITEM, LANE, POSITION, START, KeyedProcessor, bucket_column, output_schema,
+        BATCH,
+        BUCKET,
+        CTI,
+        CTI_LANE,
+        CTI_ROW,
+        EID,
+        END,
+        EVENT_LANE,
+        ITEM,
+        LANE,
+        POSITION,
+        START,
+        KeyedProcessor,
+        bucket_column,
+        output_schema,
     )
 
-    schema = pa.schema([
-        (POSITION, pa.int64()), (ITEM, pa.int32()), (EID, pa.int64()), (START, pa.int64()), (END, pa.int64()), (CTI, pa.int64()), (LANE, pa.int32()),
-        (BATCH, pa.int64()), ("key", pa.int64()), ("value", pa.float64()),
-    ])
+    schema = pa.schema(
+        [
+            (POSITION, pa.int64()),
+            (ITEM, pa.int32()),
+            (EID, pa.int64()),
+            (START, pa.int64()),
+            (END, pa.int64()),
+            (CTI, pa.int64()),
+            (LANE, pa.int32()),
+            (BATCH, pa.int64()),
+            ("key", pa.int64()),
+            ("value", pa.float64()),
+        ]
+    )
     stage = tmp_path / "stage"
     stage.mkdir()
     for index, rows in enumerate(files):
         table = [
-            {POSITION: pos, ITEM: CTI_ROW, EID: index, START: None, END: None, CTI: cti, LANE: CTI_LANE, BATCH: index, "key": None, "value": None} if item is None
-            else {POSITION: pos, ITEM: 0, EID: item.eid, START: item.start, END: item.end, CTI: cti, LANE: EVENT_LANE, BATCH: index, "key": item.payload.key, "value": item.payload.value}
+            {
+                POSITION: pos,
+                ITEM: CTI_ROW,
+                EID: index,
+                START: None,
+                END: None,
+                CTI: cti,
+                LANE: CTI_LANE,
+                BATCH: index,
+                "key": None,
+                "value": None,
+            }
+            if item is None
+            else {
+                POSITION: pos,
+                ITEM: 0,
+                EID: item.eid,
+                START: item.start,
+                END: item.end,
+                CTI: cti,
+                LANE: EVENT_LANE,
+                BATCH: index,
+                "key": item.payload.key,
+                "value": item.payload.value,
+            }
             for pos, item, cti in rows
         ]
         path = stage / f"part-{index}.parquet"
@@ -238,16 +301,22 @@ def _stage_query(spark_session: Any, tmp_path: Any, files: list[list[Any]], per_
     spark_session.conf.set(provider, "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
     try:
         rows = (
-            spark_session.readStream.schema(spark_session.read.parquet(str(stage)).schema).option("maxFilesPerTrigger", per_trigger).parquet(str(stage))
-            .withColumn("tempo_watermark", F.timestamp_millis(F.col(CTI))).withWatermark("tempo_watermark", "1 millisecond")
+            spark_session.readStream.schema(spark_session.read.parquet(str(stage)).schema)
+            .option("maxFilesPerTrigger", per_trigger)
+            .parquet(str(stage))
+            .withColumn("tempo_watermark", F.timestamp_millis(F.col(CTI)))
+            .withWatermark("tempo_watermark", "1 millisecond")
             .drop("tempo_watermark")  # its instants lie past the years Python's datetime holds
         )
         index = query.nodes.index(node)
         keyed = rows.withColumn(BUCKET, bucket_column(["key"])).groupBy(LANE, BUCKET)
         out = keyed.transformWithState(KeyedProcessor(query, index, ["key"]), output_schema(query, index), "Append", "EventTime")
         batches: dict[int, list[Any]] = {}
-        handle = out.writeStream.foreachBatch(lambda df, batch: batches.__setitem__(batch, df.collect())).option(
-            "checkpointLocation", str(tmp_path / "ck")).start()
+        handle = (
+            out.writeStream.foreachBatch(lambda df, batch: batches.__setitem__(batch, df.collect()))
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .start()
+        )
         try:
             handle.processAllAvailable()
         finally:
@@ -279,15 +348,22 @@ def test_the_keyed_processor_in_a_streaming_query_on_spark(spark_session: Any, t
 
     s = SECOND
     files = [
-        [(0, Insert(0, BASE + 1 * s, BASE + 1 * s + 1, Reading(1, 1.0)), BASE), (1, Insert(1, BASE + 2 * s + s // 2, BASE + 2 * s + s // 2 + 1, Reading(2, 2.0)), BASE),
-         (2, None, BASE + 3 * s)],
+        [
+            (0, Insert(0, BASE + 1 * s, BASE + 1 * s + 1, Reading(1, 1.0)), BASE),
+            (1, Insert(1, BASE + 2 * s + s // 2, BASE + 2 * s + s // 2 + 1, Reading(2, 2.0)), BASE),
+            (2, None, BASE + 3 * s),
+        ],
         [(3, Insert(2, BASE + 3 * s + s // 2, BASE + 3 * s + s // 2 + 1, Reading(1, 4.0)), BASE + 3 * s), (4, None, BASE + 6 * s)],
     ]
     batches = _stage_query(spark_session, tmp_path, files, 1)
-    released = {b: sorted((r.key, (r.tempo_start - BASE) // s, r.n, r.total) for r in rows if r.tempo_kind == RESULT) for b, rows in batches.items()}
+    released = {
+        b: sorted((r.key, (r.tempo_start - BASE) // s, r.n, r.total) for r in rows if r.tempo_kind == RESULT) for b, rows in batches.items()
+    }
     assert released == {0: [], 1: [(1, 0, 1, 1.0)], 2: [(1, 2, 1, 4.0), (2, 2, 1, 2.0)]}
     # The CTI rows come back once the watermark has reached them: file 0's in batch 1, file 1's in batch 2.
-    markers = {b: [(r.tempo_start, (r.tempo_released_by - BASE) // s) for r in rows if r.tempo_kind == MARKER] for b, rows in batches.items()}
+    markers = {
+        b: [(r.tempo_start, (r.tempo_released_by - BASE) // s) for r in rows if r.tempo_kind == MARKER] for b, rows in batches.items()
+    }
     assert markers == {0: [], 1: [(0, 3)], 2: [(1, 6)]}
 
 

@@ -55,7 +55,12 @@ class Worker:
     and Python workers)."""
 
     def __init__(
-        self, tmp: Path, *options: str, crash_at: str | None = None, checkpoint: str | None = None, output: str | None = None,
+        self,
+        tmp: Path,
+        *options: str,
+        crash_at: str | None = None,
+        checkpoint: str | None = None,
+        output: str | None = None,
     ) -> None:
         """The query over ``tmp/in``, on ``checkpoint`` and into ``output`` (by default
         ``tmp/ck`` and ``tmp/out``)."""
@@ -67,7 +72,11 @@ class Worker:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.streaming.live_worker", str(tmp / "in"), *where, *options],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def kill(self) -> None:
@@ -92,14 +101,16 @@ class Worker:
 def _write_files(folder: Path, rows: list[dict[str, Any]], sizes: list[int], first: int = 0) -> None:
     at = 0
     for index, size in enumerate(sizes, start=first):
-        _write(folder, index, rows[at:at + size])
+        _write(folder, index, rows[at : at + size])
         at += size
 
 
 def _assert_whole_run(out: Path, rows: list[dict[str, Any]]) -> None:
     from tempo.spark.streaming import read_committed
 
-    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    whole = InMemoryExecutor().run(
+        _counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True)
+    )
     assert _items(read_committed(str(out)), Count) == whole.raw
     rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
     assert len(whole.rejected) > 0 and rejected.equals(whole.rejections_table())
@@ -132,8 +143,12 @@ slow = pytest.mark.slow
     ("phase", "batch"),
     [
         # the default suite kills at "state" with the checkpoint on S3 (test_hadoop_checkpoint.py)
-        pytest.param("state", MIDDLE, marks=slow), pytest.param("sink", MIDDLE, marks=slow), pytest.param("commit", MIDDLE, marks=slow),
-        pytest.param("read", MIDDLE, marks=slow), pytest.param("engine", MIDDLE, marks=slow), pytest.param("publish", MIDDLE, marks=slow),
+        pytest.param("state", MIDDLE, marks=slow),
+        pytest.param("sink", MIDDLE, marks=slow),
+        pytest.param("commit", MIDDLE, marks=slow),
+        pytest.param("read", MIDDLE, marks=slow),
+        pytest.param("engine", MIDDLE, marks=slow),
+        pytest.param("publish", MIDDLE, marks=slow),
         pytest.param("state", 0, marks=slow),
         *[pytest.param(phase, FINAL, marks=slow) for phase in ("engine", "sink", "state", "commit", "publish")],
     ],
@@ -156,12 +171,19 @@ def test_a_kill_at_a_phase_of_a_batch_then_a_restart_commits_the_whole_run_once(
 
 
 @pytest.mark.parametrize(
-    ("engine", "phase", "batch"), [
-        pytest.param("spark", "engine", MIDDLE, marks=slow), pytest.param("spark", "commit", MIDDLE, marks=slow), pytest.param("spark", "sink", MIDDLE, marks=slow),
-        pytest.param("spark", "read", 0, marks=slow), pytest.param("vectorised", "engine", MIDDLE, marks=slow), pytest.param("vectorised", "commit", MIDDLE, marks=slow),
+    ("engine", "phase", "batch"),
+    [
+        pytest.param("spark", "engine", MIDDLE, marks=slow),
+        pytest.param("spark", "commit", MIDDLE, marks=slow),
+        pytest.param("spark", "sink", MIDDLE, marks=slow),
+        pytest.param("spark", "read", 0, marks=slow),
+        pytest.param("vectorised", "engine", MIDDLE, marks=slow),
+        pytest.param("vectorised", "commit", MIDDLE, marks=slow),
     ],
 )
-def test_a_kill_during_a_batch_computed_in_bulk_then_a_restart_on_the_other_engine(tmp_path: Path, engine: str, phase: str, batch: int) -> None:
+def test_a_kill_during_a_batch_computed_in_bulk_then_a_restart_on_the_other_engine(
+    tmp_path: Path, engine: str, phase: str, batch: int
+) -> None:
     """The same with every batch computed in bulk (``engine="spark"``, or ``"vectorised"``:
     polars on the driver), killed at ``phase`` of ``batch``; the restart runs every batch on
     the driver item by item, from the state the bulk batches saved: the whole run once, as
@@ -190,13 +212,22 @@ def write_limits(folder: Path, index: int, part: list[dict[str, Any]]) -> None:
     land(folder, index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=LIMITS), tmp))
 
 
-LIMITS = pa.schema([
-    ("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("end", pa.timestamp("us", tz="UTC")),
-    ("arrived", pa.timestamp("us", tz="UTC")), ("device", pa.int64()), ("limit", pa.float64()),
-])
+LIMITS = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("end", pa.timestamp("us", tz="UTC")),
+        ("arrived", pa.timestamp("us", tz="UTC")),
+        ("device", pa.int64()),
+        ("limit", pa.float64()),
+    ]
+)
 
 
-@pytest.mark.parametrize(("phase", "batch"), [pytest.param("state", MIDDLE, marks=slow), pytest.param("engine", MIDDLE, marks=slow), pytest.param("commit", 1, marks=slow)])
+@pytest.mark.parametrize(
+    ("phase", "batch"),
+    [pytest.param("state", MIDDLE, marks=slow), pytest.param("engine", MIDDLE, marks=slow), pytest.param("commit", 1, marks=slow)],
+)
 def test_a_kill_with_two_inputs_held_at_the_frontier_then_a_restart(tmp_path: Path, phase: str, batch: int) -> None:
     """The two-input query (readings joined with a slow stream of limits importing their
     CTIs): each micro-batch takes a file of each, so readings wait at the arrival frontier
@@ -209,8 +240,14 @@ def test_a_kill_with_two_inputs_held_at_the_frontier_then_a_restart(tmp_path: Pa
 
     readings = _rows(60, seed=14, arrival_offset=0.5)
     limits = [
-        {"seq": i, "ts": T0 + timedelta(seconds=15 * i - 5), "end": T0 + timedelta(seconds=15 * i + 40),
-         "arrived": T0 + timedelta(seconds=15 * i), "device": i % 3, "limit": float(20 * i % 100)}
+        {
+            "seq": i,
+            "ts": T0 + timedelta(seconds=15 * i - 5),
+            "end": T0 + timedelta(seconds=15 * i + 40),
+            "arrived": T0 + timedelta(seconds=15 * i),
+            "device": i % 3,
+            "limit": float(20 * i % 100),
+        }
         for i in range(8)
     ]
     _write_files(tmp_path / "in", readings, [10] * FILES)
@@ -227,10 +264,13 @@ def test_a_kill_with_two_inputs_held_at_the_frontier_then_a_restart(tmp_path: Pa
 
     from tests.streaming.test_live_spark import Limit
 
-    whole = InMemoryExecutor().run(_join(
-        arrow(readings, pa.Table.from_pylist(readings).schema, Reading, start="ts"),
-        arrow(limits, LIMITS, Limit, start="ts", end="end"), flush=True,
-    ))
+    whole = InMemoryExecutor().run(
+        _join(
+            arrow(readings, pa.Table.from_pylist(readings).schema, Reading, start="ts"),
+            arrow(limits, LIMITS, Limit, start="ts", end="end"),
+            flush=True,
+        )
+    )
     assert _items(read_committed(str(tmp_path / "out")), Over) == whole.raw and len(whole.events) > 3
     rejected = read_committed(str(tmp_path / "out"), rejections=True).drop_columns(["tempo_batch"])
     assert rejected.equals(whole.rejections_table())
@@ -255,7 +295,7 @@ def _live_production(tmp: Path, seed: int, files: int, kills: int) -> None:
         at = sizes[0]
         for index in range(1, files):
             time.sleep(pauses[index])
-            _write(tmp / "in", index, rows[at:at + sizes[index]])
+            _write(tmp / "in", index, rows[at : at + sizes[index]])
             at += sizes[index]
 
     producer = threading.Thread(target=produce)

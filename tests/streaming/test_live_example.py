@@ -38,7 +38,7 @@ def test_the_live_example_runs_and_continues_after_a_restart(spark_session: Any,
     assert "batch 0:" in printed and "alerts committed" in printed
     # The second run goes on from the first's checkpoint: its batches come after the first's
     # (whether they released an alert or not depends on how fast the machine is).
-    second = [r["batch"] for r in read_progress(checkpoint)][len(first):]
+    second = [r["batch"] for r in read_progress(checkpoint)][len(first) :]
     assert first and second and min(second) == max(first) + 1, (first, second)
     alerts = [(r["tempo_start"], r["device"], r["celsius"], r["max_celsius"]) for r in both.to_pylist() if r["tempo_kind"] == "point"]
     assert alerts and len(alerts) == len(set(alerts))

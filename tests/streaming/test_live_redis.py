@@ -202,7 +202,10 @@ class Count:
 
 @pytest.mark.parametrize("engine", ["driver", "vectorised"])
 def test_a_rejections_position_counts_the_streams_entries_not_the_sources_heartbeats(
-    spark_session: Any, redis_server: str, tmp_path: Path, engine: str,
+    spark_session: Any,
+    redis_server: str,
+    tmp_path: Path,
+    engine: str,
 ) -> None:
     """Positions count the rows of an input as written (docs/semantics.md 2.5, 4.3): for a
     Redis input, the stream's entries. The heartbeat rows the source adds to its batches
@@ -218,7 +221,9 @@ def test_a_rejections_position_counts_the_streams_entries_not_the_sources_heartb
     key = f"late-{next(_keys)}-{uuid.uuid4().hex[:8]}"
     settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, delay=timedelta(0)), policy=AdvanceTimePolicy.DROP)
     source = redis_source(spark_session, key, Reading, url=redis_server)
-    query = Stream.create("readings", source, EventShape.POINT, settings).tumbling(timedelta(seconds=10)).aggregate(lambda w: Count(w.count()))
+    query = (
+        Stream.create("readings", source, EventShape.POINT, settings).tumbling(timedelta(seconds=10)).aggregate(lambda w: Count(w.count()))
+    )
     out = tmp_path / "out"
     live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(query, ParquetSink(str(out)))
     try:

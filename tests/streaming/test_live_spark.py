@@ -23,7 +23,15 @@ import pyarrow.parquet as pq
 import pytest
 
 import tempo
-from tempo import AdvanceTimeGenerationSettings, AdvanceTimeImportSettings, AdvanceTimePolicy, AdvanceTimeSettings, EventShape, InMemoryExecutor, Stream
+from tempo import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    EventShape,
+    InMemoryExecutor,
+    Stream,
+)
 from tempo.sources import ParquetSource
 
 pytestmark = pytest.mark.spark
@@ -56,10 +64,15 @@ def _rows(n: int, seed: int, arrival_offset: float = 0.0) -> list[dict[str, Any]
     rows = []
     for i in range(n):
         start = T0 + timedelta(seconds=i * 2 + rnd.choice([0, 0, 0, -3, -13]))
-        rows.append({
-            "seq": i, "ts": start, "arrived": T0 + timedelta(seconds=i * 2 + arrival_offset),
-            "device": rnd.randrange(3), "value": float(rnd.randrange(100)),
-        })
+        rows.append(
+            {
+                "seq": i,
+                "ts": start,
+                "arrived": T0 + timedelta(seconds=i * 2 + arrival_offset),
+                "device": rnd.randrange(3),
+                "value": float(rnd.randrange(100)),
+            }
+        )
     return rows
 
 
@@ -75,10 +88,15 @@ def land(folder: Path, index: int, write: Callable[[Path], None], suffix: str = 
     os.replace(tmp, folder / f"part-{index:05d}{suffix}")
 
 
-READINGS = pa.schema([
-    ("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("arrived", pa.timestamp("us", tz="UTC")),
-    ("device", pa.int64()), ("value", pa.float64()),
-])
+READINGS = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("arrived", pa.timestamp("us", tz="UTC")),
+        ("device", pa.int64()),
+        ("value", pa.float64()),
+    ]
+)
 
 
 def _write(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:
@@ -106,7 +124,10 @@ def _counts_per_half_minute(source: Any, flush: bool) -> Stream[Count]:
     """``_counts``, then per device its counts of 30 s added up: two windows in sequence, two
     keyed nodes on the cluster engine (its hops)."""
     return (
-        _counts(source, flush).where(lambda c: c.n > 0).group_by(lambda c: c.device).tumbling(timedelta(seconds=30))
+        _counts(source, flush)
+        .where(lambda c: c.n > 0)
+        .group_by(lambda c: c.device)
+        .tumbling(timedelta(seconds=30))
         .aggregate(lambda k, w: Count(device=k, n=w.sum(lambda c: c.n), total=w.sum(lambda c: c.total)))
     )
 
@@ -120,7 +141,8 @@ def _outer_counts(source: Any, flush: bool) -> Stream[Count]:
     recent = readings.where(lambda r: r.value > 50).alter_event_duration(timedelta(seconds=5))
     joined = readings.left_outer_join(recent, lambda a, b: a.device == b.device, lambda a, b: Reading(a.device, b.value), Reading(-1, -1.0))
     return (
-        joined.group_by(lambda r: r.device).tumbling(timedelta(seconds=10))
+        joined.group_by(lambda r: r.device)
+        .tumbling(timedelta(seconds=10))
         .aggregate(lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value)))
     )
 
@@ -130,8 +152,10 @@ def _counts_beside(source: Any, flush: bool) -> Stream[Count]:
     ``n``, the reading's value as ``total``): the readings go around the window into the
     join; on the cluster engine the window keyed, the join its next hop."""
     readings = Stream.create("readings", source, EventShape.POINT, _settings(flush), payload_type=Reading)
-    counts = readings.group_by(lambda r: r.device).tumbling(timedelta(seconds=10)).aggregate(
-        lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value))
+    counts = (
+        readings.group_by(lambda r: r.device)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(lambda k, w: Count(device=k, n=w.count(), total=w.sum(lambda r: r.value)))
     )
     return counts.join(readings, lambda c, r: c.device == r.device, lambda c, r: Count(device=r.device, n=c.n, total=r.value))
 
@@ -172,7 +196,10 @@ def _analytics(source: Any, flush: bool) -> Stream[Previous]:
 def _ingested(source: Any, flush: bool) -> Stream[Count]:
     """Stamped with the arrival column (ingestion time), a CTI every 4 s of stamps."""
     readings = Stream.create(
-        "readings", source, EventShape.POINT, payload_type=Reading,
+        "readings",
+        source,
+        EventShape.POINT,
+        payload_type=Reading,
         time=tempo.IngestionTime(cti_every=timedelta(seconds=4), advance_to_infinity_on_shutdown=flush),
     )
     return (
@@ -199,7 +226,9 @@ def _flushed_against_memory(live: Any, rows: list[dict[str, Any]]) -> Any:
         live.flush()
     finally:
         live.stop()
-    return InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    return InMemoryExecutor().run(
+        _counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True)
+    )
 
 
 def _items(table: Any, payload_type: type) -> list[Any]:
@@ -228,12 +257,16 @@ def test_committed_output_after_every_file_is_the_in_memory_release(spark_sessio
             _write(inputs, index, rows[a:b])
             live.process_all_available()
             prefix = pa.Table.from_pylist(rows[:b])
-            expected = InMemoryExecutor().run(build(tempo.sources.ArrowSource(prefix, Reading, start="ts", arrival="arrived", order="seq"), flush=False))
+            expected = InMemoryExecutor().run(
+                build(tempo.sources.ArrowSource(prefix, Reading, start="ts", arrival="arrived", order="seq"), flush=False)
+            )
             assert _items(read_committed(str(out)), payload) == expected.raw, f"after {b} rows"
         live.flush()
     finally:
         live.stop()
-    whole = InMemoryExecutor().run(build(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", arrival="arrived", order="seq"), flush=True))
+    whole = InMemoryExecutor().run(
+        build(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", arrival="arrived", order="seq"), flush=True)
+    )
     assert _items(read_committed(str(out)), payload) == whole.raw
     rejected = read_committed(str(out), rejections=True).drop_columns(["tempo_batch"])
     # Late readings are adjusted in event time; stamped with arrivals, nothing is late.
@@ -265,7 +298,9 @@ def test_a_restart_continues_after_the_last_committed_batch(spark_session: Any, 
     finally:
         second.stop()
     assert committed is not None and second.progress[0].batch == committed + 1
-    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    whole = InMemoryExecutor().run(
+        _counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True)
+    )
     assert _items(read_committed(str(out)), Count) == whole.raw
     assert second.metrics["readings"].received == 40
     from tempo.spark.streaming import read_progress
@@ -291,7 +326,7 @@ def test_a_start_after_a_kill_while_spark_wrote_its_first_offsets_goes_on(spark_
     spark_logs = [checkpoint / "spark"] + ([checkpoint / "cluster" / "work" / "spark"] if engine == "cluster" else [])
     for log in spark_logs:
         (log / "offsets").mkdir(parents=True)
-        (log / "offsets" / ".0.5d1c0c7e-6f0e-4a57-9d41-2b6f0c1e9a11.tmp").write_text("v1\n{\"batchWatermarkMs\":0,")  # cut short
+        (log / "offsets" / ".0.5d1c0c7e-6f0e-4a57-9d41-2b6f0c1e9a11.tmp").write_text('v1\n{"batchWatermarkMs":0,')  # cut short
         (log / "offsets" / "..0.5d1c0c7e-6f0e-4a57-9d41-2b6f0c1e9a11.tmp.crc").write_bytes(b"crc")
     live = StreamingExecutor(spark_session, str(checkpoint), engine=engine).start(_counts(source, flush=True), ParquetSink(str(out)))
     whole = _flushed_against_memory(live, rows)
@@ -324,7 +359,9 @@ def test_relative_paths_are_read_where_the_script_runs(spark_session: Any, tmp_p
         live.flush()
     finally:
         live.stop()
-    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    whole = InMemoryExecutor().run(
+        _counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True)
+    )
     assert _items(read_committed("out"), Count) == whole.raw
     assert (tmp_path / "ck" / "spark").is_dir() and (tmp_path / "ck" / "tempo").is_dir()
     batch = SparkExecutor(spark_session).run(_counts(source, flush=True))
@@ -382,7 +419,9 @@ def test_bad_input_stops_the_query_with_the_tempo_error_naming_the_row(spark_ses
     broken = [dict(rows[0]), dict(rows[1], ts=None)]
     _write(tmp_path / "in2", 0, broken)
     source2 = ParquetSource(str(tmp_path / "in2"), Reading, start="ts", order="seq")
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck2"), engine=engine).start(_counts(source2, flush=True), ParquetSink(str(tmp_path / "out2")))
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck2"), engine=engine).start(
+        _counts(source2, flush=True), ParquetSink(str(tmp_path / "out2"))
+    )
     try:
         with pytest.raises(InputError, match=r"input 'readings', item #1 .*the start column 'ts' is null"):
             live.process_all_available()
@@ -404,7 +443,9 @@ def test_a_new_file_whose_column_type_changed_is_an_input_schema_error(spark_ses
     inputs = tmp_path / "in"
     _write(inputs, 0, rows[:4])
     source = ParquetSource(str(inputs), Reading, start="ts", order="seq")
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(
+        _counts(source, flush=True), ParquetSink(str(tmp_path / "out"))
+    )
     try:
         live.process_all_available()
         drifted = pa.Table.from_pylist([dict(r, value=str(r["value"])) for r in rows[4:]])
@@ -421,7 +462,9 @@ def test_a_new_file_whose_column_type_changed_is_an_input_schema_error(spark_ses
         # The failed query gave up its checkpoint: a start with the file written again with
         # the input's types runs the batch again, and goes on.
         _write(inputs, 1, rows[4:])
-        again = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(_counts(source, flush=True), ParquetSink(str(tmp_path / "out")))
+        again = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=engine).start(
+            _counts(source, flush=True), ParquetSink(str(tmp_path / "out"))
+        )
         again.process_all_available()
         assert sum(p.rows_in.get("readings", 0) for p in again.progress) == 4
         again.stop()
@@ -446,10 +489,13 @@ def test_a_dense_order_value_seen_twice_is_reported_when_its_file_lands(spark_se
         live.process_all_available()
         assert live.metrics["readings"].received == 0  # 2 to 4 wait for 0 and 1
         _write(inputs, 1, [rows[3], rows[5]])
-        with pytest.raises(InputError, match=(
-            r"input 'readings', item #3 .*: a repeat of 'seq' value 3, first seen in a row of an earlier micro-batch, "
-            r"which waits for the rows before it"
-        )) as caught:
+        with pytest.raises(
+            InputError,
+            match=(
+                r"input 'readings', item #3 .*: a repeat of 'seq' value 3, first seen in a row of an earlier micro-batch, "
+                r"which waits for the rows before it"
+            ),
+        ) as caught:
             live.process_all_available()
         assert caught.value.rule is InputRule.ORDER_REPEAT
     finally:
@@ -474,8 +520,14 @@ def _join(readings_source: Any, limits_source: Any, flush: bool) -> Stream[Over]
     readings' CTIs, as docs/semantics.md's CTI import: the limits' CTI follows the readings'."""
     readings = Stream.create("readings", readings_source, EventShape.POINT, _settings(flush), payload_type=Reading)
     limits = Stream.create(
-        "limits", limits_source, EventShape.INTERVAL,
-        AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=None, advance_to_infinity_on_shutdown=flush), import_=AdvanceTimeImportSettings("readings"), policy=AdvanceTimePolicy.DROP),
+        "limits",
+        limits_source,
+        EventShape.INTERVAL,
+        AdvanceTimeSettings(
+            AdvanceTimeGenerationSettings(frequency=None, advance_to_infinity_on_shutdown=flush),
+            import_=AdvanceTimeImportSettings("readings"),
+            policy=AdvanceTimePolicy.DROP,
+        ),
         payload_type=Limit,
     )
     return readings.join(limits, lambda r, m: r.device == m.device, lambda r, m: Over(r.device, r.value, m.limit)).where(
@@ -492,14 +544,26 @@ def test_two_inputs_merge_in_arrival_order_whatever_the_batches(spark_session: A
     readings = _rows(40, seed=5, arrival_offset=0.5)
     rnd = random.Random(6)
     limits = [
-        {"seq": i, "ts": T0 + timedelta(seconds=20 * i - 5), "end": T0 + timedelta(seconds=20 * i + 30),
-         "arrived": T0 + timedelta(seconds=20 * i), "device": rnd.randrange(3), "limit": float(rnd.randrange(100))}
+        {
+            "seq": i,
+            "ts": T0 + timedelta(seconds=20 * i - 5),
+            "end": T0 + timedelta(seconds=20 * i + 30),
+            "arrived": T0 + timedelta(seconds=20 * i),
+            "device": rnd.randrange(3),
+            "limit": float(rnd.randrange(100)),
+        }
         for i in range(5)
     ]
-    limit_schema = pa.schema([
-        ("seq", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("end", pa.timestamp("us", tz="UTC")),
-        ("arrived", pa.timestamp("us", tz="UTC")), ("device", pa.int64()), ("limit", pa.float64()),
-    ])
+    limit_schema = pa.schema(
+        [
+            ("seq", pa.int64()),
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("end", pa.timestamp("us", tz="UTC")),
+            ("arrived", pa.timestamp("us", tz="UTC")),
+            ("device", pa.int64()),
+            ("limit", pa.float64()),
+        ]
+    )
 
     def write_limits(index: int, part: list[dict[str, Any]]) -> None:
         land(tmp_path / "limits", index, lambda tmp: pq.write_table(pa.Table.from_pylist(part, schema=limit_schema), tmp))
@@ -532,14 +596,23 @@ def test_two_inputs_merge_in_arrival_order_whatever_the_batches(spark_session: A
             r_last, m_last = r_upto[-1]["arrived"], m_upto[-1]["arrived"]
             r_in = [r for r in r_upto if r["arrived"] <= m_last]
             m_in = [m for m in m_upto if m["arrived"] < r_last]
-            expected = InMemoryExecutor().run(_join(*sources(
-                pa.Table.from_pylist(r_in, schema=pa.Table.from_pylist(readings).schema),
-                pa.Table.from_pylist(m_in, schema=limit_schema), True), flush=False))
+            expected = InMemoryExecutor().run(
+                _join(
+                    *sources(
+                        pa.Table.from_pylist(r_in, schema=pa.Table.from_pylist(readings).schema),
+                        pa.Table.from_pylist(m_in, schema=limit_schema),
+                        True,
+                    ),
+                    flush=False,
+                )
+            )
             assert _items(read_committed(str(tmp_path / "out")), Over) == expected.raw, f"after step {index}"
         live.flush()
     finally:
         live.stop()
-    whole = InMemoryExecutor().run(_join(*sources(pa.Table.from_pylist(readings), pa.Table.from_pylist(limits, schema=limit_schema), True), flush=True))
+    whole = InMemoryExecutor().run(
+        _join(*sources(pa.Table.from_pylist(readings), pa.Table.from_pylist(limits, schema=limit_schema), True), flush=True)
+    )
     assert _items(read_committed(str(tmp_path / "out")), Over) == whole.raw
     assert len(whole.events) > 0
 
@@ -572,7 +645,9 @@ def test_a_streaming_dataframe_of_the_users_own_and_a_callback_sink(spark_sessio
     finally:
         live.stop()
     assert sorted(batches) == list(range(4))  # one batch per file, then the flush
-    whole = InMemoryExecutor().run(_counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True))
+    whole = InMemoryExecutor().run(
+        _counts(tempo.sources.ArrowSource(pa.Table.from_pylist(rows), Reading, start="ts", order="seq"), flush=True)
+    )
     assert [i for b in sorted(batches) for i in released_items(batches[b][0], Count)] == whole.raw
     assert sum(batches[b][1].num_rows for b in batches) == len(whole.rejected)
 
@@ -599,7 +674,6 @@ def test_files_with_equal_modification_times_in_any_order_with_a_dense_order(spa
     whole = _flushed_against_memory(live, rows)
     assert _items(read_committed(str(tmp_path / "out")), Count) == whole.raw
     assert len(live.progress) == 7
-
 
 
 def _write_json(folder: Path, index: int, rows: list[dict[str, Any]]) -> None:

@@ -110,7 +110,7 @@ def entries_and_heartbeats(rows: list[dict[str, Any]], kind: str = "kind") -> tu
     ordered and arriving at its clock after every entry of the batch)."""
     entries = [r for r in rows if r[kind] != "heartbeat"]
     beats = [r for r in rows if r[kind] == "heartbeat"]
-    assert len(beats) <= 1 and rows[len(entries):] == beats
+    assert len(beats) <= 1 and rows[len(entries) :] == beats
     for beat in beats:
         assert beat[ORDER_COLUMN] == heartbeat_order(beat[ARRIVAL_COLUMN] // 1000)
         assert all(e[ARRIVAL_COLUMN] < beat[ARRIVAL_COLUMN] for e in entries)
@@ -201,7 +201,18 @@ def test_encoding_refuses_a_value_of_another_type() -> None:
 def test_decode_names_the_stream_entry_field_and_rule() -> None:
     layout = Layout.of(Reading, "start", None, "kind")
     good = {b"sensor": b"a", b"count": b"1", b"value": b"0.5", b"ok": b"true", b"seen": b"7", b"start": b"9"}
-    assert layout.decode("s", "3-1", {**good, b"kind": b"point"}) == ("a", 1, 0.5, True, datetime(1970, 1, 1, 0, 0, 0, 7, tzinfo=UTC), None, datetime(1970, 1, 1, 0, 0, 0, 9, tzinfo=UTC), "point", 3 * 4194304 + 3, datetime(1970, 1, 1, 0, 0, 0, 3000, tzinfo=UTC))
+    assert layout.decode("s", "3-1", {**good, b"kind": b"point"}) == (
+        "a",
+        1,
+        0.5,
+        True,
+        datetime(1970, 1, 1, 0, 0, 0, 7, tzinfo=UTC),
+        None,
+        datetime(1970, 1, 1, 0, 0, 0, 9, tzinfo=UTC),
+        "point",
+        3 * 4194304 + 3,
+        datetime(1970, 1, 1, 0, 0, 0, 3000, tzinfo=UTC),
+    )
     good[b"kind"] = b"point"
     missing = {k: v for k, v in good.items() if k != b"count"}
     with pytest.raises(RedisEntryError) as info:
@@ -213,7 +224,13 @@ def test_decode_names_the_stream_entry_field_and_rule() -> None:
     assert layout.decode("s", "3-2", {b"kind": b"cti", b"start": b"9"})[:6] == (None,) * 6
     # A heartbeat entry is its arrival alone: no payload, no start needed.
     assert layout.decode("s", "3-2", {b"kind": b"HeartBeat"})[:8] == (None,) * 7 + ("HeartBeat",)
-    assert layout.heartbeat_row(4)[5:] == (None, datetime(1970, 1, 1, 0, 0, 0, 4000, tzinfo=UTC), "heartbeat", 4 * 4194304, datetime(1970, 1, 1, 0, 0, 0, 4000, tzinfo=UTC))
+    assert layout.heartbeat_row(4)[5:] == (
+        None,
+        datetime(1970, 1, 1, 0, 0, 0, 4000, tzinfo=UTC),
+        "heartbeat",
+        4 * 4194304,
+        datetime(1970, 1, 1, 0, 0, 0, 4000, tzinfo=UTC),
+    )
     # Without a kind field every entry is a point (an interval with end=) in KIND_COLUMN.
     assert Layout.of(Reading, "start", None, None).decode("s", "3-1", good)[7] == "point"
     assert Layout.of(Reading, "start", "end", None).decode("s", "3-1", good)[8] == "interval"
@@ -247,7 +264,12 @@ def test_redis_errors_carry_their_rule_across_workers() -> None:
         error = info.value
         assert error.rule is rule and error.message.startswith(words) and str(error).endswith(error.message)
         for again in (pickle.loads(pickle.dumps(error)), redis_entry_error(error.for_driver())):
-            assert again is not None and (type(again), again.rule, again.message, str(again)) == (RedisEntryError, rule, error.message, str(error))
+            assert again is not None and (type(again), again.rule, again.message, str(again)) == (
+                RedisEntryError,
+                rule,
+                error.message,
+                str(error),
+            )
     with pytest.raises(RedisEventError) as event:
         add_event(None, "s", Reading("a", None, 0.5, True, T0, None), start=T0)  # type: ignore[arg-type]
     assert event.value.rule is InputRule.NULL_FIELD and event.value.message == "field 'count' is None, and it is not Optional"
@@ -279,10 +301,22 @@ def test_add_event_writes_the_documented_fields(client: Any, stream_key: str) ->
     [(raw_id, fields)] = client.xrange(stream_key)
     assert raw_id.decode() == entry_id
     t0 = str(micros(T0)).encode()
-    assert fields == {b"sensor": b"a", b"count": b"7", b"value": b"0.25", b"ok": b"false", b"seen": t0, b"ts": t0, b"end": str(micros(T0) + 1_000_000).encode(), b"kind": b"interval"}
+    assert fields == {
+        b"sensor": b"a",
+        b"count": b"7",
+        b"value": b"0.25",
+        b"ok": b"false",
+        b"seen": t0,
+        b"ts": t0,
+        b"end": str(micros(T0) + 1_000_000).encode(),
+        b"kind": b"interval",
+    }
     with pytest.raises(RedisEventError) as info:
         add_event(client, stream_key, Reading(None, 7, 0.25, False, T0, None), start=T0)  # type: ignore[arg-type]
-    assert str(info.value) == f"redis stream {stream_key!r}, event {Reading(None, 7, 0.25, False, T0, None)!r}: field 'sensor' is None, and it is not Optional"  # type: ignore[arg-type]
+    assert (
+        str(info.value)
+        == f"redis stream {stream_key!r}, event {Reading(None, 7, 0.25, False, T0, None)!r}: field 'sensor' is None, and it is not Optional"
+    )  # type: ignore[arg-type]
     assert isinstance(info.value, InputError)
     with pytest.raises(RedisEventError, match="field 'count': '7' \\(a str\\) is not a int"):
         add_event(client, stream_key, Reading("a", "7", 0.25, False, T0, None), start=T0)  # type: ignore[arg-type]
@@ -297,7 +331,9 @@ def test_add_event_writes_the_documented_fields(client: Any, stream_key: str) ->
 
 
 @pytest.mark.spark
-def test_every_entry_is_read_once_in_id_order_with_its_types(spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path) -> None:
+def test_every_entry_is_read_once_in_id_order_with_its_types(
+    spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path
+) -> None:
     from tempo.spark.types import frame_columns
     from tempo.tables import check_columns
 
@@ -321,10 +357,50 @@ def test_every_entry_is_read_once_in_id_order_with_its_types(spark_session: Any,
     rows = [row for _, row_list in batches for row in entries_and_heartbeats(row_list)[0]]
     t0 = micros(T0)
     assert rows == [
-        {"sensor": "a", "count": 1, "value": 0.5, "ok": True, "seen": t0, "note": "first", "start": t0, "kind": "point", **expected_id_columns(ids[0])},
-        {"sensor": "b", "count": -2, "value": 1e-300, "ok": False, "seen": t0 + 1, "note": None, "start": t0 + 1_000_000, "kind": "point", **expected_id_columns(ids[1])},
-        {"sensor": "a", "count": 2**62, "value": float("-inf"), "ok": True, "seen": 946684799999999, "note": "", "start": t0 + 2_000_000, "kind": "point", **expected_id_columns(ids[2])},
-        {"sensor": None, "count": None, "value": None, "ok": None, "seen": None, "note": None, "start": t0 + 5_000_000, "kind": "cti", **expected_id_columns(ids[3])},
+        {
+            "sensor": "a",
+            "count": 1,
+            "value": 0.5,
+            "ok": True,
+            "seen": t0,
+            "note": "first",
+            "start": t0,
+            "kind": "point",
+            **expected_id_columns(ids[0]),
+        },
+        {
+            "sensor": "b",
+            "count": -2,
+            "value": 1e-300,
+            "ok": False,
+            "seen": t0 + 1,
+            "note": None,
+            "start": t0 + 1_000_000,
+            "kind": "point",
+            **expected_id_columns(ids[1]),
+        },
+        {
+            "sensor": "a",
+            "count": 2**62,
+            "value": float("-inf"),
+            "ok": True,
+            "seen": 946684799999999,
+            "note": "",
+            "start": t0 + 2_000_000,
+            "kind": "point",
+            **expected_id_columns(ids[2]),
+        },
+        {
+            "sensor": None,
+            "count": None,
+            "value": None,
+            "ok": None,
+            "seen": None,
+            "note": None,
+            "start": t0 + 5_000_000,
+            "kind": "cti",
+            **expected_id_columns(ids[3]),
+        },
     ]
     # The arrival is the broker's clock at XADD: between its clock before and after.
     broker_ms = [int(s) * 1000 + int(us) // 1000 for s, us in (before, after)]
@@ -333,7 +409,9 @@ def test_every_entry_is_read_once_in_id_order_with_its_types(spark_session: Any,
 
 
 @pytest.mark.spark
-def test_batches_are_capped_and_a_restart_continues_after_the_last_batch(spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path) -> None:
+def test_batches_are_capped_and_a_restart_continues_after_the_last_batch(
+    spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path
+) -> None:
     def produce(counts: range) -> list[str]:
         return [add_event(client, stream_key, Reading("s", n, 0.0, True, T0, None), start=T0 + timedelta(seconds=n)) for n in counts]
 
@@ -350,7 +428,9 @@ def test_batches_are_capped_and_a_restart_continues_after_the_last_batch(spark_s
     batches = run(source, checkpoint)
     assert [rows for _, rows in counts_by_batch(batches)] == [[5, 6], [7]]
     assert [i for i, _ in batches] == sorted(i for i, _ in batches) and batches[0][0] >= 3
-    assert [r[ORDER_COLUMN] for _, rows in batches for r in entries_and_heartbeats(rows, KIND_COLUMN)[0]] == [expected_id_columns(i)[ORDER_COLUMN] for i in ids]
+    assert [r[ORDER_COLUMN] for _, rows in batches for r in entries_and_heartbeats(rows, KIND_COLUMN)[0]] == [
+        expected_id_columns(i)[ORDER_COLUMN] for i in ids
+    ]
 
 
 def _pyspark_before(version: tuple[int, int]) -> bool:
@@ -362,15 +442,22 @@ def _pyspark_before(version: tuple[int, int]) -> bool:
 
 
 @pytest.mark.spark
-@pytest.mark.skipif(_pyspark_before((4, 2)), reason="PySpark before 4.2 asks a Python source for its latest offset once per available-now run")
-def test_an_available_now_run_reads_what_was_there_in_capped_batches(spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    _pyspark_before((4, 2)), reason="PySpark before 4.2 asks a Python source for its latest offset once per available-now run"
+)
+def test_an_available_now_run_reads_what_was_there_in_capped_batches(
+    spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path
+) -> None:
     """``trigger(availableNow=True)`` with ``max_entries_per_batch=2`` over 5 entries: one
     run reads them all, two a batch, and ends; the next run reads what came since."""
+
     def produce(counts: range) -> None:
         for n in counts:
             add_event(client, stream_key, Reading("s", n, 0.0, True, T0, None), start=T0 + timedelta(seconds=n))
 
-    source = redis_source(spark_session, stream_key, Reading, url=redis_server, max_entries_per_batch=2, heartbeat=timedelta(milliseconds=1))
+    source = redis_source(
+        spark_session, stream_key, Reading, url=redis_server, max_entries_per_batch=2, heartbeat=timedelta(milliseconds=1)
+    )
     checkpoint = tmp_path / "checkpoint"
     produce(range(5))
     first = run(source, checkpoint, available_now=True)
@@ -381,7 +468,9 @@ def test_an_available_now_run_reads_what_was_there_in_capped_batches(spark_sessi
 
 
 @pytest.mark.spark
-def test_a_bad_entry_reaches_the_driver_as_a_redis_entry_error(spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path) -> None:
+def test_a_bad_entry_reaches_the_driver_as_a_redis_entry_error(
+    spark_session: Any, redis_server: str, client: Any, stream_key: str, tmp_path: Path
+) -> None:
     add_event(client, stream_key, Reading("a", 1, 0.5, True, T0, None), start=T0)
     bad_id = client.xadd(stream_key, {"sensor": "b", "count": "12x", "value": "1.0", "ok": "true", "seen": "0", "start": "0"}).decode()
     source = redis_source(spark_session, stream_key, Reading, url=redis_server)
@@ -425,7 +514,9 @@ def read_heartbeats(r: Any, start: dict[str, Any], end: dict[str, Any]) -> list[
     return [(row[-2], micros(row[-1]) // 1000) for p in r.partitions(start, end) for row in r.read(p) if row[-3] == "heartbeat"]
 
 
-def test_offsets_move_by_the_cap_and_replays_read_the_same_entries(redis_server: str, client: Any, stream_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offsets_move_by_the_cap_and_replays_read_the_same_entries(
+    redis_server: str, client: Any, stream_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tempo.spark.streaming import redis as source_module
 
     monkeypatch.setattr(source_module, "PAGE_ENTRIES", 2)  # a batch of 3 reads two pages

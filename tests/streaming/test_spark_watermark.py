@@ -79,8 +79,13 @@ def _ms(text: str) -> int:
 
 
 def _run_spark(
-    spark: Any, directory: Path, cutting: list[list[datetime]], no_data_batches: bool, name: str,
-    stateful: Callable[[Any], Any], read: Callable[[Any], Any],
+    spark: Any,
+    directory: Path,
+    cutting: list[list[datetime]],
+    no_data_batches: bool,
+    name: str,
+    stateful: Callable[[Any], Any],
+    read: Callable[[Any], Any],
 ) -> SparkRun:
     """The streaming query ``stateful(rows)`` over ``cutting``, one Parquet file (column ``ts``)
     per micro-batch, appending to a memory sink; ``read`` selects the sink's columns to compare
@@ -97,8 +102,12 @@ def _run_spark(
     spark.conf.set(conf, str(no_data_batches).lower())
     try:
         query = (
-            stateful(frame).writeStream.outputMode("append").format("memory").queryName(name)
-            .option("checkpointLocation", str(directory / "checkpoint")).start()
+            stateful(frame)
+            .writeStream.outputMode("append")
+            .format("memory")
+            .queryName(name)
+            .option("checkpointLocation", str(directory / "checkpoint"))
+            .start()
         )
     finally:
         spark.conf.unset(conf)
@@ -118,10 +127,14 @@ def _run_spark(
         for batch_id in sorted(by_id):
             progress = by_id[batch_id]
             (operator,) = progress.stateOperators
-            batches.append(Batch(
-                progress.numInputRows, _ms(progress.eventTime["watermark"]),
-                operator.numRowsDroppedByWatermark, operator.numRowsTotal,
-            ))
+            batches.append(
+                Batch(
+                    progress.numInputRows,
+                    _ms(progress.eventTime["watermark"]),
+                    operator.numRowsDroppedByWatermark,
+                    operator.numRowsTotal,
+                )
+            )
         rows = sorted(tuple(r) for r in read(spark.table(name)).collect())
     finally:
         query.stop()
@@ -226,9 +239,7 @@ def _counts(items: list[Point[Reading]]) -> Stream[Count]:
 # start of the earliest window not yet complete ([90, 100)), and does not forward 96 (also
 # 90). The flush at infinity emits [100, 110) with its two points.
 EXPECTED_RAW = [Cti(_utc(90)), Interval(_utc(100), _utc(110), Count(2)), Cti(INFINITY)]
-EXPECTED_REJECTIONS = [
-    Rejection("readings", 2, Point(_utc(10), Reading(10)), Rule.START_BEFORE_CTI, Action.DROPPED, _utc(96))
-]
+EXPECTED_REJECTIONS = [Rejection("readings", 2, Point(_utc(10), Reading(10)), Rule.START_BEFORE_CTI, Action.DROPPED, _utc(96))]
 
 
 def test_tempo_drops_the_late_row_by_the_cti_before_it() -> None:

@@ -28,8 +28,12 @@ def test_stop_during_a_batch_prints_no_java_trace_and_the_batch_commits(tmp_path
     skip_without_spark()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     done = subprocess.run(
-        [sys.executable, "-m", "tests.streaming.stop_worker", str(tmp_path)], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "tests.streaming.stop_worker", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for noise in ("Exception in thread", "StackOverflowError", "\tat org.apache", "\tat java."):

@@ -39,7 +39,11 @@ EXAMPLES = int(os.environ.get("TEMPO_VALUE_LIVE_EXAMPLES", "4"))
 
 
 @settings(
-    max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 @given(case=value_tables(), data=st.data())
@@ -83,12 +87,15 @@ def test_live_spark_agrees_on_edge_values(
     assert got == expected, f"the live query and the in-memory run differ on {desc}:\n  {got}\n  {expected}"
 
 
-
 BULK_EXAMPLES = int(os.environ.get("TEMPO_VALUE_EXAMPLES", "10"))
 
 
 @settings(
-    max_examples=BULK_EXAMPLES, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+    max_examples=BULK_EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 @given(case=value_tables(), data=st.data())

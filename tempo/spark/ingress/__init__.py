@@ -42,6 +42,15 @@ BLOCK_ROWS = 1 << 14
 ``blocks`` at each cut, so that tests can shrink it here."""
 
 __all__ = [
-    "BLOCK_ROWS", "LOCAL_ITEMS", "LOCAL_SCAN_ROWS", "Admitted", "InputFrame", "admit", "finish", "input_frame", "local_events", "replay",
+    "BLOCK_ROWS",
+    "LOCAL_ITEMS",
+    "LOCAL_SCAN_ROWS",
+    "Admitted",
+    "InputFrame",
+    "admit",
+    "finish",
+    "input_frame",
+    "local_events",
+    "replay",
     "validate",
 ]

@@ -62,7 +62,9 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
         table = spark.createDataFrame([(o, f, status, s, e) for o, f, status, _, s, e in verdicts.events], schema)
         events = events.join(F.broadcast(table), [ORDER, FILE], "left")
         events = events.withColumn("__status", F.coalesce(F.col("__status"), F.lit(0)))
-        events = events.withColumn("__adm_s", F.coalesce(F.col("__adm_s"), F.col(S))).withColumn("__adm_e", F.coalesce(F.col("__adm_e"), F.col(E)))
+        events = events.withColumn("__adm_s", F.coalesce(F.col("__adm_s"), F.col(S))).withColumn(
+            "__adm_e", F.coalesce(F.col("__adm_e"), F.col(E))
+        )
     else:
         events = events.withColumn("__status", F.lit(0)).withColumn("__adm_s", F.col(S)).withColumn("__adm_e", F.col(E))
     if node.shape is not EventShape.EDGE:
@@ -84,9 +86,12 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
         ends = ends.withColumn("__cti", F.lit(None).cast("long"))
     ends = ends.withColumn("__rank", F.row_number().over(rank_w))
     starts_k = starts.select(
-        *[c.alias(f"__s_{i}") for i, c in enumerate(key_cols)], F.col("__rank").alias("__s_rank"),
-        F.col("__status").alias("__start_status"), F.col("__adm_s").alias("__start_adm"),
-        F.col(ORDER).alias("__start_o"), F.col(FILE).alias("__start_f"),
+        *[c.alias(f"__s_{i}") for i, c in enumerate(key_cols)],
+        F.col("__rank").alias("__s_rank"),
+        F.col("__status").alias("__start_status"),
+        F.col("__adm_s").alias("__start_adm"),
+        F.col(ORDER).alias("__start_o"),
+        F.col(FILE).alias("__start_f"),
     )
     cond = F.col("__rank") == F.col("__s_rank")
     for i, c in enumerate(key_cols):
@@ -102,7 +107,9 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     )
     paired = paired.withColumn("__status", status)
     # A start edge moved up to the CTI may now start where this edge ends: one tick stays.
-    adm_end = F.when(F.col("__status") == ADJUSTED, F.greatest(F.col("__cti"), F.col("__start_adm") + 1)).otherwise(F.greatest(F.col(E), F.col("__start_adm") + 1))
+    adm_end = F.when(F.col("__status") == ADJUSTED, F.greatest(F.col("__cti"), F.col("__start_adm") + 1)).otherwise(
+        F.greatest(F.col(E), F.col("__start_adm") + 1)
+    )
     paired = paired.withColumn("__adm_e", adm_end)
     closing = paired.filter(F.col("__status").isin(0, ADJUSTED) & (F.col("__adm_e") < INF)).select(
         F.col("__start_o").alias("__close_o"), F.col("__start_f").alias("__close_f"), F.col("__adm_e").alias("__close_e")

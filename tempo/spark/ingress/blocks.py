@@ -15,7 +15,17 @@ from tempo.spark.columns import START as S
 from tempo.ticks import NEG_INF
 from tempo.spark import ingress as package  # for BLOCK_ROWS, read at each cut (tests shrink it)
 from tempo.spark.ingress.rows import (
-    KIND, ARR, BLOCK, ORDER, EVENT_KINDS, InputFrame, _counted, _period_column, _imports, _ordering, _ordered_start,
+    KIND,
+    ARR,
+    BLOCK,
+    ORDER,
+    EVENT_KINDS,
+    InputFrame,
+    _counted,
+    _period_column,
+    _imports,
+    _ordering,
+    _ordered_start,
 )
 
 
@@ -85,16 +95,20 @@ def _cut(frame: InputFrame) -> None:
     df = df.withColumn(BLOCK, blocks.column())
     period = _period_column(frame)
     counted = _counted()
-    figures = df.groupBy(BLOCK).agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(counted.cast("long")).alias("counted"),
-        F.sum(F.col(KIND).isin(*EVENT_KINDS, END).cast("long")).alias("events"),
-        F.max(F.when(counted, F.col(S))).alias("latest"),
-        F.max(F.when(F.col(KIND) == CTI, F.col(S))).alias("explicit"),
-        (F.max(period) if period is not None else F.lit(None).cast("long")).alias("period"),
-        F.max(ARR).alias("arrival"),
-        (F.max(_ordered_start(frame)) if _ordering(frame) else F.lit(None).cast("long")).alias("ordered"),
-    ).collect()
+    figures = (
+        df.groupBy(BLOCK)
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(counted.cast("long")).alias("counted"),
+            F.sum(F.col(KIND).isin(*EVENT_KINDS, END).cast("long")).alias("events"),
+            F.max(F.when(counted, F.col(S))).alias("latest"),
+            F.max(F.when(F.col(KIND) == CTI, F.col(S))).alias("explicit"),
+            (F.max(period) if period is not None else F.lit(None).cast("long")).alias("period"),
+            F.max(ARR).alias("arrival"),
+            (F.max(_ordered_start(frame)) if _ordering(frame) else F.lit(None).cast("long")).alias("ordered"),
+        )
+        .collect()
+    )
     nulls = [r["rows"] for r in figures if r[BLOCK] is None]
     if nulls:  # a null in the order column: the in-memory executor sorts such rows last
         from tempo.tables import null_order_rule

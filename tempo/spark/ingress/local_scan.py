@@ -80,7 +80,12 @@ def scan_locally(frame: InputFrame) -> bool:
     node, policy, limit = frame.node, frame.policy, frame.scan_limit
     source = node.source
     if (
-        limit <= 0 or not frame.in_spark or frame.kinds_vary or _imports(frame) or _ordering(frame) or not policy.generates
+        limit <= 0
+        or not frame.in_spark
+        or frame.kinds_vary
+        or _imports(frame)
+        or _ordering(frame)
+        or not policy.generates
         or node.shape not in (EventShape.POINT, EventShape.INTERVAL)
         or not isinstance(source, (ParquetSource, ArrowSource))
         or (source.order is None and not single_parquet_file(source))  # else file order is Spark's partitions'
@@ -114,8 +119,12 @@ def count_if_clean(frame: InputFrame) -> int | None:
     infinity. Otherwise the narrow columns are read as ``scan_locally`` reads them."""
     node, source, limit = frame.node, frame.node.source, frame.scan_limit
     if (
-        limit <= 0 or not frame.in_spark or frame.kinds_vary or frame.has_arrival
-        or node.shape not in (EventShape.POINT, EventShape.INTERVAL) or not isinstance(source, (ParquetSource, ArrowSource))
+        limit <= 0
+        or not frame.in_spark
+        or frame.kinds_vary
+        or frame.has_arrival
+        or node.shape not in (EventShape.POINT, EventShape.INTERVAL)
+        or not isinstance(source, (ParquetSource, ArrowSource))
     ):
         return None
     try:
@@ -168,7 +177,12 @@ def _narrow_batches(
     import pyarrow as pa
 
     arrivals = source.arrival if arrival else None
-    names = [*([source.order] if source.order else []), source.start, *([source.end] if source.end else []), *([arrivals] if arrivals else [])]
+    names = [
+        *([source.order] if source.order else []),
+        source.start,
+        *([source.end] if source.end else []),
+        *([arrivals] if arrivals else []),
+    ]
     columns = list(dict.fromkeys(names))  # the order column may be a time column too
     required = [f.name for f in record_fields(source.payload_type) if not f.nullable]
     if isinstance(source, ArrowSource):
@@ -252,9 +266,9 @@ def at_risk(start: Any, latest: int, delay: int, block: int = RISK_BLOCK) -> Any
         seen = np.maximum.accumulate(np.concatenate(([latest], start[:-1])))
         return start < seen - delay
     for b in unsure.tolist():
-        rows = start[edges[b]: edges[b] + block]
+        rows = start[edges[b] : edges[b] + block]
         seen = np.maximum.accumulate(np.concatenate(([before[b]], rows[:-1])))
-        risk[edges[b]: edges[b] + block] = rows < seen - delay
+        risk[edges[b] : edges[b] + block] = rows < seen - delay
     return risk
 
 
@@ -308,11 +322,24 @@ def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any, Any]]) -> tu
         starts = start[picked].tolist()
         ends = [t + 1 for t in starts] if end is None else end[picked].tolist()
         arrived = arrivals[picked].tolist() if arrivals is not None else [NEG_INF] * len(starts)
-        for i, o, s, e, a, risky, c in zip(picked.tolist(), order[picked].tolist(), starts, ends, arrived, risk[picked].tolist(), is_candidate):
-            collected.append({
-                POS: rows + i, ORDER: o, FILE: 0, KIND: kind, S: s, E: e, ARR: a,
-                "__g": s - delay if c else None, "__x": None, "__risk": risky, "__bad": 0,
-            })
+        for i, o, s, e, a, risky, c in zip(
+            picked.tolist(), order[picked].tolist(), starts, ends, arrived, risk[picked].tolist(), is_candidate
+        ):
+            collected.append(
+                {
+                    POS: rows + i,
+                    ORDER: o,
+                    FILE: 0,
+                    KIND: kind,
+                    S: s,
+                    E: e,
+                    ARR: a,
+                    "__g": s - delay if c else None,
+                    "__x": None,
+                    "__risk": risky,
+                    "__bad": 0,
+                }
+            )
         latest = max(latest, int(start.max()))
         spanning.add(start, end, latest + 1)
         rows += n

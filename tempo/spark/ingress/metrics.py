@@ -56,7 +56,9 @@ def finish(
             raise InputError(node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k], message(InputRule.END_WITHOUT_START))
         if not frame.policy.has_settings:
             raise CtiViolationError(
-                node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k],
+                node.name,
+                pos,
+                _items(spark, frame, [_with_pos(r, pos)])[k],
                 cti_violation_rule(Rule.END_BEFORE_CTI, late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))),
             )
         cti = late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))
@@ -69,9 +71,7 @@ def finish(
     if verdicts.counts is not None:
         metrics = with_ctis(attrs.evolve(verdicts.counts))
     else:
-        metrics = InputMetrics(
-            received=received, admitted=received - dropped, adjusted=len(found) - dropped, dropped=dropped
-        )
+        metrics = InputMetrics(received=received, admitted=received - dropped, adjusted=len(found) - dropped, dropped=dropped)
         with_ctis(metrics)
     if not with_items:
         return metrics, []

@@ -31,7 +31,9 @@ from tempo.spark.ingress.local_scan import LOCAL_SCAN_ROWS, scan_locally
 from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, SUB_MICRO, InputFrame, TableProjection, single_parquet_file
 
 
-def below_microsecond_columns(source: TableSource[Any], schema: st.StructType, arrow: Mapping[str, Any] | None) -> dict[str, tuple[str, str]]:
+def below_microsecond_columns(
+    source: TableSource[Any], schema: st.StructType, arrow: Mapping[str, Any] | None
+) -> dict[str, tuple[str, str]]:
     """``tempo.tables.nanosecond_columns`` of a table Spark reads with ``schema`` (its
     columns' Arrow types, ``arrow``, where the driver knows them)."""
     import pyarrow as pa
@@ -70,7 +72,12 @@ _ITEM_FIELDS = [
 
 
 def input_frame(
-    spark: SparkSession, node: SourceNode, decl: int, mode: TimestampMode, needs_arrival: bool, local_limit: int = LOCAL_ITEMS,
+    spark: SparkSession,
+    node: SourceNode,
+    decl: int,
+    mode: TimestampMode,
+    needs_arrival: bool,
+    local_limit: int = LOCAL_ITEMS,
     scan_limit: int = LOCAL_SCAN_ROWS,
 ) -> InputFrame:
     """The rows of one input, checked as the in-memory executor checks them.
@@ -94,7 +101,9 @@ def input_frame(
         df = df.withColumn(NULLF, F.lit(None).cast("int"))  # prepare() has checked the items
         frame = InputFrame(node, decl, df, items, rows=len(rows))
         # prepare() has checked every row; without CTI rows nothing can be late.
-        frame.static = frame.policy.nothing_can_be_late and all(r[1] not in (CTI, HEARTBEAT) for r in rows) and node.shape is not EventShape.EDGE
+        frame.static = (
+            frame.policy.nothing_can_be_late and all(r[1] not in (CTI, HEARTBEAT) for r in rows) and node.shape is not EventShape.EDGE
+        )
     else:
         frame = table_frame(spark, node, decl, needs_arrival)
         mode.saw(aware=True)  # a table's times are instants, given as aware UTC datetimes
@@ -114,7 +123,9 @@ def table_frame(spark: SparkSession, node: SourceNode, decl: int, needs_arrival:
     raw = read_table(spark, node.name, source)
     arrow = arrow_types(source)
     projection = TableProjection(raw, tuple(table_columns(node, raw.schema, needs_arrival, arrow)))
-    frame = InputFrame(node, decl, None, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None, projection=projection)
+    frame = InputFrame(
+        node, decl, None, None, kinds_vary=source.kind is not None, has_arrival=source.arrival is not None, projection=projection
+    )
     frame.below = tuple((name, *told) for name, told in below_microsecond_columns(source, raw.schema, arrow).items())
     # Arrival times are checked (non-decreasing) by the scan; without an arrival column,
     # a kind column or CTIs from settings, there is nothing to check but each row itself.
@@ -145,7 +156,8 @@ def table_columns(
     if TimePolicy.of_input(node).ordered and not source.arrival:
         raise InputSchemaError(node.name, ordering_needs_arrival_column(source))
     longs = {  # columns Spark holds as longs that are timestamps or durations: name -> Arrow type
-        name: t for name, t in (arrow or {}).items()
+        name: t
+        for name, t in (arrow or {}).items()
         if name in schema.names and isinstance(schema[name].dataType, st.LongType) and (pa_types.is_timestamp(t) or pa_types.is_duration(t))
     }
     column_words = frame_columns(schema)
@@ -159,7 +171,13 @@ def table_columns(
     def micros(name: str, per_tick: tuple[int, int]) -> str:
         """A long count of a unit (``(multiply, divide)`` per tick) as whole ticks, floored."""
         c = f"CAST({quoted(name)} AS BIGINT)"
-        return f"({c} * {per_tick[0]})" if per_tick[0] != 1 else f"(({c} - pmod({c}, {per_tick[1]})) div {per_tick[1]})" if per_tick[1] != 1 else c
+        return (
+            f"({c} * {per_tick[0]})"
+            if per_tick[0] != 1
+            else f"(({c} - pmod({c}, {per_tick[1]})) div {per_tick[1]})"
+            if per_tick[1] != 1
+            else c
+        )
 
     def long_unit(name: str) -> tuple[int, int]:
         return TIME_UNITS[longs[name].unit]
@@ -198,7 +216,11 @@ def table_columns(
     # read only then: it costs the scan a column.)
     by_index = source.order is None and single_parquet_file(source)
     file_order = "_metadata.row_index" if by_index else "monotonically_increasing_id()"
-    order = (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False)) if source.order else file_order
+    order = (
+        (ticks(source.order) if source.order in (source.arrival, source.start, source.end) else ticks(source.order, shift=False))
+        if source.order
+        else file_order
+    )
     payload = []
     first_null = []  # NULLF: the index of the first field not declared optional that is null
     for i, f in enumerate(record_fields(node.payload_type)):
@@ -219,7 +241,15 @@ def table_columns(
     # among ``nanosecond_columns`` (as ``tempo.tables.read_columns`` checks them).
     below = []
     for j, (name, (what, _)) in enumerate(below_microsecond_columns(source, schema, arrow).items()):
-        uses = "TRUE" if what == "arrival" else f"{kind} <> {HEARTBEAT}" if what == "start" else f"{kind} IN ({INTERVAL}, {END})" if what == "end" else f"{kind} < {CTI}"
+        uses = (
+            "TRUE"
+            if what == "arrival"
+            else f"{kind} <> {HEARTBEAT}"
+            if what == "start"
+            else f"{kind} IN ({INTERVAL}, {END})"
+            if what == "end"
+            else f"{kind} < {CTI}"
+        )
         below.append(f"WHEN {uses} AND pmod(CAST({quoted(name)} AS BIGINT), 1000) <> 0 THEN {SUB_MICRO + j}")
     cases = below + first_null
     null_field = f"CASE {' '.join(cases)} ELSE CAST(NULL AS INT) END" if cases else "CAST(NULL AS INT)"
@@ -229,4 +259,6 @@ def table_columns(
 def local_events(spark: SparkSession, frame: InputFrame, events: dict[int, list[Any]]) -> DataFrame:
     """The events admitted on the driver, as a relation (S, E, payload columns)."""
     rows = [(s, INF if e is None else e, *to_wire(p)) for s, e, p in events.values()]
-    return driver_frame(spark, [st.StructField(S, st.LongType(), False), st.StructField(E, st.LongType(), False)], frame.node.payload_type, rows)
+    return driver_frame(
+        spark, [st.StructField(S, st.LongType(), False), st.StructField(E, st.LongType(), False)], frame.node.payload_type, rows
+    )

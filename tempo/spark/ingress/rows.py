@@ -41,9 +41,18 @@ EVENT_KINDS = (POINT, INTERVAL, START)
 
 # Why a row was collected as breaking a rule (the ``__bad`` column): the rule's code.
 BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD = (
-    int(r) for r in (
-        InputRule.LIFETIME, InputRule.ROW_KIND, InputRule.ARRIVAL_ORDER, InputRule.IMPORT_ARRIVAL, InputRule.START_AT_INFINITY,
-        InputRule.ORDERING_ARRIVAL, InputRule.UNKNOWN_KIND, InputRule.NULL_START, InputRule.NULL_END, InputRule.NULL_FIELD,
+    int(r)
+    for r in (
+        InputRule.LIFETIME,
+        InputRule.ROW_KIND,
+        InputRule.ARRIVAL_ORDER,
+        InputRule.IMPORT_ARRIVAL,
+        InputRule.START_AT_INFINITY,
+        InputRule.ORDERING_ARRIVAL,
+        InputRule.UNKNOWN_KIND,
+        InputRule.NULL_START,
+        InputRule.NULL_END,
+        InputRule.NULL_FIELD,
     )
 )
 """``NULL_FIELD + i``: a null in the i-th payload field, which is not declared optional."""
@@ -181,8 +190,12 @@ def _ordered_start(frame: InputFrame) -> Column:
 def _breaks_a_rule(node: SourceNode) -> Column:
     """A row of an input where nothing can be late (points or intervals) breaking a rule."""
     return (
-        F.col(S).isNull() | F.col(E).isNull() | (F.col(S) >= INF) | ((F.col(KIND) == INTERVAL) & (F.col(E) <= F.col(S)))
-        | F.col(NULLF).isNotNull() | F.col(ORDER).isNull()
+        F.col(S).isNull()
+        | F.col(E).isNull()
+        | (F.col(S) >= INF)
+        | ((F.col(KIND) == INTERVAL) & (F.col(E) <= F.col(S)))
+        | F.col(NULLF).isNotNull()
+        | F.col(ORDER).isNull()
     )
 
 

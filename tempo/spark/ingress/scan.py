@@ -19,9 +19,36 @@ from tempo.spark.columns import Scope, column
 from tempo.ticks import INF, NEG_INF
 from tempo.spark.ingress.blocks import _block_table
 from tempo.spark.ingress.rows import (
-    POS, KIND, ARR, BLOCK, ORDER, FILE, NULLF, SUB_MICRO, EVENT_KINDS, BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START,
-    NO_ORDER_ARRIVAL, NO_HEARTBEAT_ARRIVAL, UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD, DROPPED, ADJUSTED, InputFrame, _counted,
-    _period_column, _imports, _ordering, _tolerances, _early_late, _ordered_start,
+    POS,
+    KIND,
+    ARR,
+    BLOCK,
+    ORDER,
+    FILE,
+    NULLF,
+    SUB_MICRO,
+    EVENT_KINDS,
+    BAD_ROW,
+    BAD_KIND,
+    BAD_ARRIVAL,
+    NO_ARRIVAL,
+    BAD_START,
+    NO_ORDER_ARRIVAL,
+    NO_HEARTBEAT_ARRIVAL,
+    UNKNOWN_KIND,
+    NULL_START,
+    NULL_END,
+    NULL_FIELD,
+    DROPPED,
+    ADJUSTED,
+    InputFrame,
+    _counted,
+    _period_column,
+    _imports,
+    _ordering,
+    _tolerances,
+    _early_late,
+    _ordered_start,
 )
 
 
@@ -59,7 +86,16 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
     none = F.lit(None).cast("long")
     rn = F.row_number().over(w)
     df = df.select(
-        BLOCK, ORDER, FILE, KIND, S, E, ARR, NULLF, "__imp", rn.alias("__rn"),
+        BLOCK,
+        ORDER,
+        FILE,
+        KIND,
+        S,
+        E,
+        ARR,
+        NULLF,
+        "__imp",
+        rn.alias("__rn"),
         # Only the running aggregates the input needs: each costs the window a pass.
         (F.sum(counted.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, 0)) if frame.kinds_vary else none).alias("__counted"),
         (F.max(period).over(before) if period is not None else none).alias("__period_before"),
@@ -79,20 +115,28 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
             seen = F.greatest(F.col("__p_period"), F.coalesce(F.col("__period_before"), F.lit(NEG_INF)))
             generated = F.when(counted & (seen > NEG_INF) & (period > seen), F.col(S) - delay)
     # The largest CTI that can be in force at a row: any candidate or imported CTI before it.
-    bound = F.greatest(
-        F.col("__p_bound"), F.col("__latest_before"), F.col("__explicit_before"), F.col("__imp"), F.lit(NEG_INF)
-    )
+    bound = F.greatest(F.col("__p_bound"), F.col("__latest_before"), F.col("__explicit_before"), F.col("__imp"), F.lit(NEG_INF))
     df = df.select(
-        ORDER, FILE, KIND, S, E, ARR, NULLF, bound.alias("__bound"),
+        ORDER,
+        FILE,
+        KIND,
+        S,
+        E,
+        ARR,
+        NULLF,
+        bound.alias("__bound"),
         (F.col("__p_rows") + F.col("__rn") - 1).alias(POS),
-        generated.alias("__g"), F.when(kind == CTI, F.col(S)).alias("__x"),
+        generated.alias("__g"),
+        F.when(kind == CTI, F.col(S)).alias("__x"),
         F.greatest(F.col("__p_arrival"), F.col("__arr_in_block")).alias("__arr_before"),
     )
     bound = F.col("__bound")
     risk = (kind.isin(*EVENT_KINDS) & (F.col(S) < bound)) | ((kind == END) & (F.col(E) < bound))
     bad = _bad_row(frame)
     arrival = F.coalesce(F.col(ARR), F.col("__arr_before"), F.lit(NEG_INF)).alias(ARR)  # a missing arrival is the last one
-    kept = df.select(POS, ORDER, FILE, KIND, S, E, arrival, "__g", "__x", F.coalesce(risk, F.lit(False)).alias("__risk"), bad.alias("__bad"))
+    kept = df.select(
+        POS, ORDER, FILE, KIND, S, E, arrival, "__g", "__x", F.coalesce(risk, F.lit(False)).alias("__risk"), bad.alias("__bad")
+    )
     frame.collected = kept.filter(F.col("__g").isNotNull() | F.col("__x").isNotNull() | F.col("__risk") | (F.col("__bad") != 0)).collect()
 
 
@@ -114,7 +158,8 @@ def _bad_row(frame: InputFrame) -> Column:
         InputRule.NULL_FIELD: (~kind.isin(CTI, HEARTBEAT) & (F.col(NULLF) < SUB_MICRO), F.col(NULLF) + NULL_FIELD),
         InputRule.ORDERING_ARRIVAL: (F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL)),
         InputRule.HEARTBEAT_ARRIVAL: (
-            (kind == HEARTBEAT) & (F.col(ARR).isNull() | F.lit(not frame.has_arrival)), F.lit(NO_HEARTBEAT_ARRIVAL)
+            (kind == HEARTBEAT) & (F.col(ARR).isNull() | F.lit(not frame.has_arrival)),
+            F.lit(NO_HEARTBEAT_ARRIVAL),
         ),
         InputRule.IMPORT_ARRIVAL: (F.lit(frame.needs_arrival) & F.col(ARR).isNull(), F.lit(NO_ARRIVAL)),
         InputRule.ARRIVAL_ORDER: (F.col(ARR) < F.col("__arr_before"), F.lit(BAD_ARRIVAL)),
@@ -152,11 +197,15 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
     none = F.lit(None).cast("long")
     key = column(node.over, Scope()) if node.over is not None else None
     df = frame.df.select(
-        "*", _ordered_start(frame).alias("__ordered"), is_early.alias("__early"), is_late.alias("__late"),
+        "*",
+        _ordered_start(frame).alias("__ordered"),
+        is_early.alias("__early"),
+        is_late.alias("__late"),
         (key if key is not None else F.lit(None)).alias("__key"),
     )
     df = df.select(
-        "*", F.row_number().over(w).alias("__rn"),
+        "*",
+        F.row_number().over(w).alias("__rn"),
         F.max(ARR).over(before).alias("__arr_in_block"),
         F.max(F.when(kind == CTI, start)).over(before).alias("__explicit_in_block"),
         (F.max("__ordered").over(before) if key is None else none).alias("__ordered_in_block"),
@@ -192,7 +241,8 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
     )
     code = {rule: c for c, rule in CTI_RULE_CODES.items()}
     rule = (
-        F.when(F.col("__early"), F.lit(code[Rule.EARLY_ARRIVAL])).when(out_of_order_now, F.lit(code[Rule.START_BEFORE_CTI]))
+        F.when(F.col("__early"), F.lit(code[Rule.EARLY_ARRIVAL]))
+        .when(out_of_order_now, F.lit(code[Rule.START_BEFORE_CTI]))
         .when(F.col("__late"), F.lit(code[Rule.LATE_ARRIVAL]))
     )
     bound = F.when(F.col("__early"), arrival + (early if early is not None else 0)).when(out_of_order_now, cti).otherwise(late_bound)
@@ -206,13 +256,35 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
         key_candidate = F.when(ordered_step & (F.col("__ordered") - out_of_order > arrival - late), F.col("__ordered") - out_of_order)
     arrival_step = F.coalesce(arrival > F.col("__arr_before"), F.lit(True))
     kept = df.select(
-        POS, ORDER, FILE, KIND, S, E, ARR, _bad_row(frame).alias("__bad"),
-        F.coalesce(status, F.lit(0)).alias("__status"), rule.alias("__rule"), bound.alias("__bound"),
-        adm_s.alias("__adm_s"), adm_e.alias("__adm_e"), F.col("__late"), late_kept.alias("__late_kept"),
-        candidate.alias("__c"), key_candidate.alias("__kc"), arrival_step.alias("__arr_step"), F.when(kind == CTI, start).alias("__x"),
-        F.col("__key"), first_of_key.alias("__first"), key_events.alias("__key_events"),
+        POS,
+        ORDER,
+        FILE,
+        KIND,
+        S,
+        E,
+        ARR,
+        _bad_row(frame).alias("__bad"),
+        F.coalesce(status, F.lit(0)).alias("__status"),
+        rule.alias("__rule"),
+        bound.alias("__bound"),
+        adm_s.alias("__adm_s"),
+        adm_e.alias("__adm_e"),
+        F.col("__late"),
+        late_kept.alias("__late_kept"),
+        candidate.alias("__c"),
+        key_candidate.alias("__kc"),
+        arrival_step.alias("__arr_step"),
+        F.when(kind == CTI, start).alias("__x"),
+        F.col("__key"),
+        first_of_key.alias("__first"),
+        key_events.alias("__key_events"),
     )
     frame.collected = kept.filter(
-        (F.col("__bad") != 0) | (F.col("__status") != 0) | F.col("__c").isNotNull() | F.col("__arr_step")
-        | F.col("__x").isNotNull() | F.col("__first") | F.col("__kc").isNotNull()
+        (F.col("__bad") != 0)
+        | (F.col("__status") != 0)
+        | F.col("__c").isNotNull()
+        | F.col("__arr_step")
+        | F.col("__x").isNotNull()
+        | F.col("__first")
+        | F.col("__kc").isNotNull()
     ).collect()

@@ -24,8 +24,28 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.ticks import NEG_INF
 from tempo.spark.ingress.rows import (
-    POS, KIND, ARR, BLOCK, ORDER, FILE, BAD_ROW, BAD_KIND, BAD_ARRIVAL, NO_ARRIVAL, BAD_START, NO_ORDER_ARRIVAL, NO_HEARTBEAT_ARRIVAL,
-    UNKNOWN_KIND, NULL_START, NULL_END, NULL_FIELD, SUB_MICRO, DROPPED, ADJUSTED, InputFrame, _ordering,
+    POS,
+    KIND,
+    ARR,
+    BLOCK,
+    ORDER,
+    FILE,
+    BAD_ROW,
+    BAD_KIND,
+    BAD_ARRIVAL,
+    NO_ARRIVAL,
+    BAD_START,
+    NO_ORDER_ARRIVAL,
+    NO_HEARTBEAT_ARRIVAL,
+    UNKNOWN_KIND,
+    NULL_START,
+    NULL_END,
+    NULL_FIELD,
+    SUB_MICRO,
+    DROPPED,
+    ADJUSTED,
+    InputFrame,
+    _ordering,
 )
 
 
@@ -104,7 +124,10 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
             continue
         if not frame.policy.has_settings:
             raise CtiViolationError(
-                node.name, r[POS], _items(spark, frame, [r])[_key(r)], cti_violation_rule(Rule.START_BEFORE_CTI, cti),
+                node.name,
+                r[POS],
+                _items(spark, frame, [r])[_key(r)],
+                cti_violation_rule(Rule.START_BEFORE_CTI, cti),
             )
         lifetime = adjusted_lifetime(kind, e, cti) if adjust else None
         if lifetime is not None:

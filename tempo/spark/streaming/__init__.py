@@ -7,6 +7,17 @@ from tempo.runtime.live import StateError
 from tempo.spark.streaming.sinks import CallbackSink, NoCommittedOutputError, ParquetSink, Sink, read_committed, released_items
 
 __all__ = [
-    "BatchProgress", "CallbackSink", "CheckpointInUseError", "CheckpointMismatchError", "LiveQuery", "NoCommittedOutputError", "ParquetSink", "Sink", "StateError",
-    "StreamingExecutor", "read_committed", "read_progress", "released_items",
+    "BatchProgress",
+    "CallbackSink",
+    "CheckpointInUseError",
+    "CheckpointMismatchError",
+    "LiveQuery",
+    "NoCommittedOutputError",
+    "ParquetSink",
+    "Sink",
+    "StateError",
+    "StreamingExecutor",
+    "read_committed",
+    "read_progress",
+    "released_items",
 ]

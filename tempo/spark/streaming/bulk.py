@@ -45,7 +45,18 @@ from tempo.plan.nodes import AggregateKind, Node, UnaryNode, UnionNode, WindowNo
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow, SessionWindow
 from tempo.runtime.bulk import (
-    BatchPlan, BulkShape, FrontierCut, JoinAfter, JoinBefore, Partial, Position, apply_batch, frontier_cut, join_before, plan_batch, plan_order,
+    BatchPlan,
+    BulkShape,
+    FrontierCut,
+    JoinAfter,
+    JoinBefore,
+    Partial,
+    Position,
+    apply_batch,
+    frontier_cut,
+    join_before,
+    plan_batch,
+    plan_order,
     released_key,
 )
 from tempo.runtime.live import LiveEngine
@@ -96,7 +107,7 @@ class BulkRunner:
         order column that is also a time column is not shifted by the time origin here)."""
         if index not in self._columns:  # the same for every batch: built (and checked) once
             prefix = input_prefix(index)
-            own = [F.col(f"`{c}`").alias(c[len(prefix):]) for c in batch.columns if c.startswith(prefix)]
+            own = [F.col(f"`{c}`").alias(c[len(prefix) :]) for c in batch.columns if c.startswith(prefix)]
             schema = batch.select(*own).schema
             source = self.shape.sources[index].source
             assert isinstance(source, TableSource) and source.order is not None
@@ -167,7 +178,11 @@ class BulkRunner:
     def _counts(self, table: Any) -> list[int]:
         import numpy as np
 
-        return np.bincount(table.column(INPUT_COLUMN).to_numpy(), minlength=len(self.shape.sources)).tolist() if table.num_rows else [0] * len(self.shape.sources)
+        return (
+            np.bincount(table.column(INPUT_COLUMN).to_numpy(), minlength=len(self.shape.sources)).tolist()
+            if table.num_rows
+            else [0] * len(self.shape.sources)
+        )
 
     def plans(self, engine: LiveEngine, table: Any) -> tuple[list[BatchPlan], FrontierCut] | None:
         """Each input's batch plan from the time columns and what the arrival frontier holds,
@@ -194,7 +209,13 @@ class BulkRunner:
                 order = np.argsort(col[ORDER], kind="stable")
                 col = {name: values[order] for name, values in col.items()}
             plan = plan_batch(
-                engine, index, col[KIND].astype(np.int64), col[S], col[E], col[ARR] if has_arrival else None, col[ORDER],
+                engine,
+                index,
+                col[KIND].astype(np.int64),
+                col[S],
+                col[E],
+                col[ARR] if has_arrival else None,
+                col[ORDER],
                 None if exporter is None else planned[exporter],
             )
             if isinstance(plan, str):
@@ -225,12 +246,17 @@ class BulkRunner:
         if plan is not None and plan.late:
             orders = plan.orders
             fixes = [(int(orders[i]), None, None) for i in plan.dropped] + [(int(orders[i]), s, e) for i, (s, e) in plan.moved.items()]
-            schema = st.StructType([st.StructField("__o", st.LongType()), st.StructField("__s", st.LongType()), st.StructField("__e", st.LongType())])
+            schema = st.StructType(
+                [st.StructField("__o", st.LongType()), st.StructField("__s", st.LongType()), st.StructField("__e", st.LongType())]
+            )
             fix = F.broadcast(self.spark.createDataFrame(fixes, schema))
             events = events.join(fix, events[ORDER] == fix["__o"], "left")
             # Dropped rows have no new start; moved ones take theirs.
-            events = events.filter(F.col("__o").isNull() | F.col("__s").isNotNull()).withColumn(
-                S, F.coalesce(F.col("__s"), F.col(S))).withColumn(E, F.coalesce(F.col("__e"), F.col(E)))
+            events = (
+                events.filter(F.col("__o").isNull() | F.col("__s").isNotNull())
+                .withColumn(S, F.coalesce(F.col("__s"), F.col(S)))
+                .withColumn(E, F.coalesce(F.col("__e"), F.col(E)))
+            )
         names = field_names(node.payload_type)
         payload = [F.col(f"`{n}`") for n in names]
         if len(self.shape.sources) == 1:  # the input order alone (a struct costs its aggregation twice the time)
@@ -265,7 +291,11 @@ class BulkRunner:
         return rows
 
     def _join_partials(
-        self, rows: list[DataFrame], plans: list[BatchPlan], before: JoinBefore, naive: bool,
+        self,
+        rows: list[DataFrame],
+        plans: list[BatchPlan],
+        before: JoinBefore,
+        naive: bool,
     ) -> tuple[tuple[list[Partial], int | None, int] | None, JoinAfter]:
         """As ``_partials``, through the join (``tempo.runtime.bulk.JoinBefore`` states the
         rule): the pairs of an event of the batch and one held or of the batch; those the
@@ -286,7 +316,11 @@ class BulkRunner:
                 df.unpersist()
 
     def _join_batch(
-        self, compiler: Compiler, before: JoinBefore, naive: bool, cached: list[DataFrame],
+        self,
+        compiler: Compiler,
+        before: JoinBefore,
+        naive: bool,
+        cached: list[DataFrame],
     ) -> tuple[tuple[list[Partial], int | None, int] | None, JoinAfter]:
         """``_join_partials``'s work, the DataFrames it caches put in ``cached``."""
         join = self.shape.join
@@ -296,24 +330,37 @@ class BulkRunner:
             fresh = compiler.relation(node)
             first = F.col(FIRST)
             fresh = fresh.select(
-                F.col(S), F.col(E), F.struct(F.lit(1).alias("t"), first["a"].alias("a"), first["i"].alias("i"), first["o"].alias("o")).cast(POSITION_TYPE).alias(POSITION),
+                F.col(S),
+                F.col(E),
+                F.struct(F.lit(1).alias("t"), first["a"].alias("a"), first["i"].alias("i"), first["o"].alias("o"))
+                .cast(POSITION_TYPE)
+                .alias(POSITION),
                 *[F.col(f"`{n}`") for n in field_names(node.payload_type)],
             ).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(fresh)
             still = fresh.filter(F.col(E) > F.lit(before.ctis[1 - port])).select(
-                F.lit(port).alias("__port"), POSITION, S, E, F.struct(*wire_columns(node.payload_type)).alias(f"__payload{port}"),
+                F.lit(port).alias("__port"),
+                POSITION,
+                S,
+                E,
+                F.struct(*wire_columns(node.payload_type)).alias(f"__payload{port}"),
             )
             kept = still if kept is None else kept.unionByName(still, allowMissingColumns=True)
-            old = driver_frame(self.spark, [_long_field(S), _long_field(E), st.StructField(POSITION, POSITION_TYPE)], node.payload_type, [
-                (s, e, (0, rank, 0, 0), *to_wire(payload)) for rank, (s, e, payload) in enumerate(events)
-            ])
+            old = driver_frame(
+                self.spark,
+                [_long_field(S), _long_field(E), st.StructField(POSITION, POSITION_TYPE)],
+                node.payload_type,
+                [(s, e, (0, rank, 0, 0), *to_wire(payload)) for rank, (s, e, payload) in enumerate(events)],
+            )
             compiler.built[id(node)] = fresh.unionByName(old)
         assert kept is not None
         held: list[list[tuple[Position, int, int, Any]]] = [[], []]
         for port, position, held_start, held_end, *payloads in _collect(kept):
             if held_end >= INF:  # a shift took its end to infinity: open, which item by item handles
                 return None, JoinAfter(([], []), [], 0)
-            held[port].append((position, held_start, held_end, from_wire((join.left, join.right)[port].payload_type, payloads[port], naive)))
+            held[port].append(
+                (position, held_start, held_end, from_wire((join.left, join.right)[port].payload_type, payloads[port], naive))
+            )
         ls, le, rs, re = F.col(f"__l_{S}"), F.col(f"__l_{E}"), F.col(f"__r_{S}"), F.col(f"__r_{E}")
         lpos, rpos = F.col(f"__l_{POSITION}"), F.col(f"__r_{POSITION}")
         fresh_pair = (lpos["t"] == 1) | (rpos["t"] == 1)  # two held events were paired before
@@ -327,24 +374,44 @@ class BulkRunner:
         # The waiting pairs, and in one more row the count of the released ones and of the
         # events unions renamed below the join: one job (Spark reuses the join's exchanges).
         still = pairs.filter(start >= out).select(
-            later.alias("__later"), earlier.alias("__earlier"), ls, le, *wire_columns(join.left.payload_type, "__l_"),
-            rs, re, *wire_columns(join.right.payload_type, "__r_"),
+            later.alias("__later"),
+            earlier.alias("__earlier"),
+            ls,
+            le,
+            *wire_columns(join.left.payload_type, "__l_"),
+            rs,
+            re,
+            *wire_columns(join.right.payload_type, "__r_"),
         )
         counts = pairs.filter(start < out).agg(F.count(F.lit(1)).alias("__released"))
         renames = self._renames(compiler, join)
-        counts = counts.crossJoin(renames.agg(F.count(F.lit(1)).alias("__renamed"))) if renames is not None else counts.withColumn("__renamed", F.lit(0).cast("long"))
+        counts = (
+            counts.crossJoin(renames.agg(F.count(F.lit(1)).alias("__renamed")))
+            if renames is not None
+            else counts.withColumn("__renamed", F.lit(0).cast("long"))
+        )
         rows_back = _collect(still.unionByName(counts, allowMissingColumns=True))  # the two counts last
         count, renamed = next(r[-2:] for r in rows_back if r[-2] is not None)
         waiting = [r[:-2] for r in rows_back if r[-2] is None]
         width = len(field_names(join.left.payload_type))
         pending = [
-            ((r[0], r[1]), r[2], r[3], from_wire(join.left.payload_type, r[4:4 + width], naive),
-             r[4 + width], r[5 + width], from_wire(join.right.payload_type, r[6 + width:], naive))
+            (
+                (r[0], r[1]),
+                r[2],
+                r[3],
+                from_wire(join.left.payload_type, r[4 : 4 + width], naive),
+                r[4 + width],
+                r[5 + width],
+                from_wire(join.right.payload_type, r[6 + width :], naive),
+            )
             for r in waiting
         ]
-        old_released = driver_frame(self.spark, [_long_field(S), _long_field(E), st.StructField(FIRST, EMITTED_TYPE)], join.payload_type, [
-            (s, e, released_key(rank, s), *to_wire(payload)) for rank, (s, e, payload) in enumerate(before.released)
-        ])
+        old_released = driver_frame(
+            self.spark,
+            [_long_field(S), _long_field(E), st.StructField(FIRST, EMITTED_TYPE)],
+            join.payload_type,
+            [(s, e, released_key(rank, s), *to_wire(payload)) for rank, (s, e, payload) in enumerate(before.released)],
+        )
         compiler.built[id(join)] = released.unionByName(old_released)
         found = self._aggregate(compiler.relation(self.shape.window.input), True, None)
         if found is not None:
@@ -376,7 +443,11 @@ class BulkRunner:
         partials: list[Partial] = [
             (k, key, first, n, values)
             for k, key, first, n, values in zip(
-                col["__k"], zip(*key_columns) if key_columns else itertools.repeat(()), firsts, col["__n"], partial_values(window, col),
+                col["__k"],
+                zip(*key_columns) if key_columns else itertools.repeat(()),
+                firsts,
+                col["__n"],
+                partial_values(window, col),
             )
             if k is not None  # events in no window count only for the latest time
         ]
@@ -399,8 +470,12 @@ def window_partials(window: WindowNode, df: DataFrame, renames: DataFrame | None
     # An event in no window (a gap between hopping windows) still counts for the
     # operator's latest time: it goes to a window null.
     exploded = spans.select(
-        "*", F.explode(F.when(F.col("__klo") <= F.col("__khi"), F.sequence(F.col("__klo"), F.col("__khi")))
-                       .otherwise(F.array(F.lit(None).cast("long")))).alias("__k"),
+        "*",
+        F.explode(
+            F.when(F.col("__klo") <= F.col("__khi"), F.sequence(F.col("__klo"), F.col("__khi"))).otherwise(
+                F.array(F.lit(None).cast("long"))
+            )
+        ).alias("__k"),
     )
     if renames is not None:  # rows of their own, in the group of no window: the other columns null
         exploded = exploded.unionByName(renames, allowMissingColumns=True)
@@ -436,7 +511,8 @@ def _partial_inputs(window: WindowNode) -> tuple[list[Column], list[Column]]:
     keys = key_columns(window)
     values = [  # sums of integers exactly, as the engine's state keeps them (Decimals made ints by partial_values)
         (column(a.arg, Scope()).cast(WIDE) if a.wide_integers else column(a.arg, Scope())).alias(f"__v{i}")
-        for i, a in enumerate(window.aggregates) if a.arg is not None
+        for i, a in enumerate(window.aggregates)
+        if a.arg is not None
     ]
     return keys, values
 
@@ -510,11 +586,19 @@ RENAME = "__tempo_rename"
 """A column of ``BulkRunner._renames``' rows."""
 POSITION = "__tempo_position"
 """A join input event's ``tempo.runtime.bulk.Position``, as a struct."""
-POSITION_TYPE = st.StructType([
-    st.StructField("t", st.IntegerType()), st.StructField("a", st.LongType()),
-    st.StructField("i", st.IntegerType()), st.StructField("o", st.LongType()),
-])
-EMITTED_TYPE = st.StructType([
-    st.StructField("s", st.LongType()), st.StructField("l", POSITION_TYPE), st.StructField("e", POSITION_TYPE),
-])
+POSITION_TYPE = st.StructType(
+    [
+        st.StructField("t", st.IntegerType()),
+        st.StructField("a", st.LongType()),
+        st.StructField("i", st.IntegerType()),
+        st.StructField("o", st.LongType()),
+    ]
+)
+EMITTED_TYPE = st.StructType(
+    [
+        st.StructField("s", st.LongType()),
+        st.StructField("l", POSITION_TYPE),
+        st.StructField("e", POSITION_TYPE),
+    ]
+)
 """A pair's place in the join's emission order: (start, later position, earlier position)."""

@@ -65,7 +65,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from tempo.errors import EvaluationError, TempoError, UdfResultError, UnsupportedError
-from tempo.events import Cti, EventShape
+from tempo.events import Cti
 from tempo.expr.nodes import udf_error
 from tempo.expr.schema import record_fields
 from tempo.plan.query import Query
@@ -76,10 +76,34 @@ from tempo.runtime import operators as ops
 from tempo.plan import nodes as p
 from tempo.runtime.analytics import Analytic
 from tempo.runtime.bulk import (
-    JOIN_KEY_TYPES, STATELESS, WHY_NOT, BulkShape, apply_times, consumers_of, reaching_checks, reaching_shape, runs_unmergeable, unmergeable,
+    JOIN_KEY_TYPES,
+    STATELESS,
+    WHY_NOT,
+    BulkShape,
+    apply_times,
+    consumers_of,
+    reaching_checks,
+    reaching_shape,
+    runs_unmergeable,
+    unmergeable,
 )
 from tempo.runtime.keyed import (
-    IN_ORDER, KEYED_NODES, MATCHING, TWO_INPUTS, AntiJoinTimeline, JoinTimeline, KeyedResult, by_substream, cti_in_force, keyed_unsupported, may_reach_infinity, pass_cti, placed, release_order, released_from, restamp,
+    IN_ORDER,
+    KEYED_NODES,
+    MATCHING,
+    TWO_INPUTS,
+    AntiJoinTimeline,
+    JoinTimeline,
+    KeyedResult,
+    by_substream,
+    cti_in_force,
+    keyed_unsupported,
+    may_reach_infinity,
+    pass_cti,
+    placed,
+    release_order,
+    released_from,
+    restamp,
 )
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
@@ -91,12 +115,62 @@ from tempo.spark.sources import spark_path
 from tempo.spark.streaming.bulk import BulkRunner, partial_columns, session_runs, window_partials
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.executor import (
-    CRASH_AT, BatchProgress, LiveQuery, StoppedDuringBatch, _metrics_record, _recognized, committed_engine, input_parts, schema_drift_error,
+    CRASH_AT,
+    BatchProgress,
+    LiveQuery,
+    StoppedDuringBatch,
+    _metrics_record,
+    _recognized,
+    committed_engine,
+    input_parts,
+    schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
-    BATCH, CTI, CTI_LANE, CTI_ROW, EID, END, END_EDGE, ENDED, EVENT_LANE, INSERT, ITEM, JOIN_KEY, LANE, MARKER, MERGE, OUT_END, OUT_KIND, OUT_START, PAYLOAD, PORT, POSITION,
-    RANK, RELEASED_BY, RESULT, RESULT_COLUMNS, GROUP, START, BUCKET, KEY_BUCKETS, LATEST, SHARED, KeyedProcessor, bucket_column, group_names,
-    KEY_CTI, KEY_VALUE, PASSED, SUBSTREAM, join_key_name, output_schema, read_move, read_result, staged_keys, watermark_ms, work_keys,
+    BATCH,
+    CTI,
+    CTI_LANE,
+    CTI_ROW,
+    EID,
+    END,
+    END_EDGE,
+    ENDED,
+    EVENT_LANE,
+    INSERT,
+    ITEM,
+    JOIN_KEY,
+    LANE,
+    MARKER,
+    MERGE,
+    OUT_END,
+    OUT_KIND,
+    OUT_START,
+    PAYLOAD,
+    PORT,
+    POSITION,
+    RANK,
+    RELEASED_BY,
+    RESULT,
+    RESULT_COLUMNS,
+    GROUP,
+    START,
+    BUCKET,
+    KEY_BUCKETS,
+    LATEST,
+    SHARED,
+    KeyedProcessor,
+    bucket_column,
+    group_names,
+    KEY_CTI,
+    KEY_VALUE,
+    PASSED,
+    SUBSTREAM,
+    join_key_name,
+    output_schema,
+    read_move,
+    read_result,
+    staged_keys,
+    watermark_ms,
+    work_keys,
 )
 from tempo.spark.streaming.layout import INPUT_COLUMN
 from tempo.spark.streaming.sinks import Sink
@@ -398,7 +472,12 @@ def _partner(query: Query, node: p.Node) -> p.AntiJoinNode | None:
     if not isinstance(node, p.JoinNode) or by_substream(query, node):
         return None
     for other in query.nodes:
-        if isinstance(other, p.AntiJoinNode) and other.left is node.left and other.right is node.right and all(k in other.keys for k in node.keys):
+        if (
+            isinstance(other, p.AntiJoinNode)
+            and other.left is node.left
+            and other.right is node.right
+            and all(k in other.keys for k in node.keys)
+        ):
             return other
     return None
 
@@ -410,7 +489,10 @@ def planned_in_bulk(query: Query, shape: BulkShape[Keyed]) -> bool:
     by item up to the window (``TimeRunner``)."""
     planned = reaching_shape(query, True, KEYED_NODES)
     return (
-        isinstance(planned, BulkShape) and planned.window is shape.window and planned.join is None and len(planned.sources) == 1
+        isinstance(planned, BulkShape)
+        and planned.window is shape.window
+        and planned.join is None
+        and len(planned.sources) == 1
         and not by_substream(query, shape.window)  # its key CTIs come item by item
     )
 
@@ -491,7 +573,9 @@ class _WindowFeed(ops.Operator):
     event's payload (in ``open``, the engine's attached state, saved with it) until its end,
     so that the end reaches the key its event went to."""
 
-    def __init__(self, window: ops.Operator, open_events: dict[int | tuple[int, int], tuple[int, Any]], partner: ops.AntiJoin | None = None) -> None:
+    def __init__(
+        self, window: ops.Operator, open_events: dict[int | tuple[int, int], tuple[int, Any]], partner: ops.AntiJoin | None = None
+    ) -> None:
         super().__init__()
         assert isinstance(window, DRIVER_OPERATORS)
         self.window = window
@@ -749,20 +833,34 @@ class Stage:
         """Rows of partial aggregates (``window_partials``' or ``session_runs``') as ``MERGE``
         stage rows: ``EID`` the hopping window, ``START`` the run's start."""
         return partials.select(
-            F.col("__first").cast("long").alias(POSITION), F.lit(MERGE).cast("int").alias(ITEM), eid.alias(EID),
-            start.alias(START), F.greatest(F.col("__smax"), F.col("__emax")).alias(END),
-            F.lit(before).cast("long").alias(CTI), F.lit(stage_watermark(before)).cast("long").alias(WATERMARK),
-            F.lit(EVENT_LANE).cast("int").alias(LANE), F.lit(batch).cast("long").alias(BATCH), *[F.col(c) for c in self.key_columns], F.col("__n"),
+            F.col("__first").cast("long").alias(POSITION),
+            F.lit(MERGE).cast("int").alias(ITEM),
+            eid.alias(EID),
+            start.alias(START),
+            F.greatest(F.col("__smax"), F.col("__emax")).alias(END),
+            F.lit(before).cast("long").alias(CTI),
+            F.lit(stage_watermark(before)).cast("long").alias(WATERMARK),
+            F.lit(EVENT_LANE).cast("int").alias(LANE),
+            F.lit(batch).cast("long").alias(BATCH),
+            *[F.col(c) for c in self.key_columns],
+            F.col("__n"),
             *[F.col(c) for c in partial_columns(window)],
         )
 
     def _events(self, batch: int, relation: DataFrame, before: int) -> DataFrame:
         """The window's input events ``relation`` as stage rows of their own."""
         return relation.select(
-            F.col(FIRST).cast("long").alias(POSITION), F.lit(INSERT).cast("int").alias(ITEM), F.col(FIRST).cast("long").alias(EID),
-            F.col(S).alias(START), F.col(E).alias(END), F.lit(before).cast("long").alias(CTI),
-            F.lit(stage_watermark(before)).cast("long").alias(WATERMARK), F.lit(EVENT_LANE).cast("int").alias(LANE),
-            F.lit(batch).cast("long").alias(BATCH), *self.keys, *wire_columns(self.payload_type),
+            F.col(FIRST).cast("long").alias(POSITION),
+            F.lit(INSERT).cast("int").alias(ITEM),
+            F.col(FIRST).cast("long").alias(EID),
+            F.col(S).alias(START),
+            F.col(E).alias(END),
+            F.lit(before).cast("long").alias(CTI),
+            F.lit(stage_watermark(before)).cast("long").alias(WATERMARK),
+            F.lit(EVENT_LANE).cast("int").alias(LANE),
+            F.lit(batch).cast("long").alias(BATCH),
+            *self.keys,
+            *wire_columns(self.payload_type),
         )
 
     def recorded(self, batch: int, events: list[Reached]) -> DataFrame:
@@ -772,7 +870,9 @@ class Stage:
         if self.joined:
             return self._joined(batch, events)
         long = st.LongType()
-        leading = [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
+        leading = [st.StructField(ITEM, st.IntegerType())] + [
+            st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)
+        ]
         by_key: list[Column] = []
         if self.by_key:  # each row's substream key's name, a key CTI's key (``by_substream``)
             leading += [st.StructField(SUBSTREAM, st.StringType()), st.StructField(KEY_VALUE, st.BinaryType())]
@@ -786,8 +886,18 @@ class Stage:
         ]
         relation = driver_frame(self.spark, leading, self.payload_type, rows)
         return relation.select(
-            POSITION, ITEM, EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
-            F.lit(batch).cast("long").alias(BATCH), *self.keys, *by_key, *wire_columns(self.payload_type),
+            POSITION,
+            ITEM,
+            EID,
+            START,
+            END,
+            CTI,
+            WATERMARK,
+            F.lit(EVENT_LANE).cast("int").alias(LANE),
+            F.lit(batch).cast("long").alias(BATCH),
+            *self.keys,
+            *by_key,
+            *wire_columns(self.payload_type),
         )
 
     def _joined(self, batch: int, events: list[Reached]) -> DataFrame:
@@ -797,34 +907,70 @@ class Stage:
         and a key's output CTI as a ``KEY_CTI`` row with the key pickled)."""
         long = st.LongType()
         schema = st.StructType(
-            [st.StructField(ITEM, st.IntegerType())] + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
+            [st.StructField(ITEM, st.IntegerType())]
+            + [st.StructField(name, long) for name in (POSITION, EID, START, END, CTI, WATERMARK)]
             + [st.StructField(PORT, st.IntegerType()), st.StructField(JOIN_KEY, st.StringType()), st.StructField(PAYLOAD, st.BinaryType())]
             + ([st.StructField(KEY_VALUE, st.BinaryType())] if self.by_key else [])
         )
         rows = [
-            (r.item, i, r.eid, r.start, r.end, r.cti, stage_watermark(r.cti), r.port, r.key, None if r.item in (END_EDGE, KEY_CTI) else pickle.dumps(to_wire(r.payload)))
+            (
+                r.item,
+                i,
+                r.eid,
+                r.start,
+                r.end,
+                r.cti,
+                stage_watermark(r.cti),
+                r.port,
+                r.key,
+                None if r.item in (END_EDGE, KEY_CTI) else pickle.dumps(to_wire(r.payload)),
+            )
             + ((pickle.dumps(r.payload) if r.item == KEY_CTI else None,) if self.by_key else ())
             for i, r in enumerate(events)
         ]
         return self.spark.createDataFrame(rows, schema).select(
-            POSITION, ITEM, EID, START, END, CTI, WATERMARK, F.lit(EVENT_LANE).cast("int").alias(LANE),
-            F.lit(batch).cast("long").alias(BATCH), PORT, JOIN_KEY, PAYLOAD, *([KEY_VALUE] if self.by_key else []),
+            POSITION,
+            ITEM,
+            EID,
+            START,
+            END,
+            CTI,
+            WATERMARK,
+            F.lit(EVENT_LANE).cast("int").alias(LANE),
+            F.lit(batch).cast("long").alias(BATCH),
+            PORT,
+            JOIN_KEY,
+            PAYLOAD,
+            *([KEY_VALUE] if self.by_key else []),
         )
 
-    def markers(self, batch: int, ctis: list[int], shared: Shared | None = None, moves: list[tuple[int, int, int]] | None = None) -> DataFrame:
+    def markers(
+        self, batch: int, ctis: list[int], shared: Shared | None = None, moves: list[tuple[int, int, int]] | None = None
+    ) -> DataFrame:
         """The batch's CTI rows; with ``shared``, a ``SHARED`` row for every bucket; with
         ``moves`` (a keyed join's or anti-join's, one per CTI row), each row's place among
         them (``POSITION``), its move of an input's CTI (``PORT``, ``START``) and the number
         of the batch's events before it (``END``)."""
         assert self.schema is not None
-        rows: list[dict[str, Any]] = [{ITEM: CTI_ROW, EID: batch, CTI: c, WATERMARK: stage_watermark(c), LANE: CTI_LANE, BATCH: batch} for c in ctis]
+        rows: list[dict[str, Any]] = [
+            {ITEM: CTI_ROW, EID: batch, CTI: c, WATERMARK: stage_watermark(c), LANE: CTI_LANE, BATCH: batch} for c in ctis
+        ]
         for position, (row, (port, t, before)) in enumerate(zip(rows, moves or [])):
             row.update({POSITION: position, PORT: port, START: t, END: before})
         if shared is not None:
             before, last_cti, latest = shared
             buckets = KEY_BUCKETS if self.key_columns else 1  # a window without keys is bucket 0's alone
             rows += [
-                {ITEM: SHARED, EID: b, START: last_cti, END: latest, CTI: before, WATERMARK: stage_watermark(before), LANE: EVENT_LANE, BATCH: batch}
+                {
+                    ITEM: SHARED,
+                    EID: b,
+                    START: last_cti,
+                    END: latest,
+                    CTI: before,
+                    WATERMARK: stage_watermark(before),
+                    LANE: EVENT_LANE,
+                    BATCH: batch,
+                }
                 for b in range(buckets)
             ]
         return self.spark.createDataFrame([tuple(row.get(f.name) for f in self.schema.fields) for row in rows], self.schema)
@@ -851,7 +997,12 @@ class Stage:
         return self.store.join(self.sides, f"{batch}.bin")
 
     def write(
-        self, batch: int, events: DataFrame | None, ctis: list[int], side: StageBatch, shared: Shared | None = None,
+        self,
+        batch: int,
+        events: DataFrame | None,
+        ctis: list[int],
+        side: StageBatch,
+        shared: Shared | None = None,
         moves: list[tuple[int, int, int]] | None = None,
     ) -> None:
         """Stage batch ``batch``, once: its side file, then its stage file, which a reader of
@@ -863,7 +1014,9 @@ class Stage:
         rows = self.markers(batch, ctis, shared, moves)
         if events is not None:  # the columns a batch's rows lack (partial aggregates, or events' fields) null
             have = set(events.columns)
-            rows = events.select(*[F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType).alias(f.name) for f in rows.schema.fields]).unionByName(rows)
+            rows = events.select(
+                *[F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType).alias(f.name) for f in rows.schema.fields]
+            ).unionByName(rows)
         rows.coalesce(1).write.mode("overwrite").parquet(spark_path(self.scratch))
         parts = [n for n in self.store.names(self.scratch) if n.endswith(".parquet")]
         assert len(parts) == 1, parts
@@ -971,7 +1124,12 @@ def flushed(stage: Stage, feed: _WindowFeed, before: int, latest: int) -> Shared
 
 def staged_latest(events: list[Reached]) -> int:
     """The latest finite time of ``events`` (their starts and ends)."""
-    times = [t for r in events for t in ((r.start, r.end) if r.item == INSERT else (r.end,) if r.item == END_EDGE else ()) if t is not None and t < INF]
+    times = [
+        t
+        for r in events
+        for t in ((r.start, r.end) if r.item == INSERT else (r.end,) if r.item == END_EDGE else ())
+        if t is not None and t < INF
+    ]
     return max(times, default=NEG_INF)
 
 
@@ -1016,7 +1174,13 @@ class TimeRunner(_Batches):
     """The time query's ``foreachBatch`` (see the module's docstring)."""
 
     def __init__(
-        self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], log: BatchLog, stage: Stage, around: BulkShape[Keyed] | None = None,
+        self,
+        spark: SparkSession,
+        query: Query,
+        shape: BulkShape[Keyed],
+        log: BatchLog,
+        stage: Stage,
+        around: BulkShape[Keyed] | None = None,
     ) -> None:
         super().__init__(query, log)
         self.spark = spark
@@ -1139,7 +1303,12 @@ class TimeRunner(_Batches):
             return batch
 
     def _commit(self, engine: LiveEngine, batch: int, record: dict[str, Any], began: float, final: bool) -> None:
-        record = record | {"batch": batch, "final": final, "seconds": time.perf_counter() - began, "metrics": _metrics_record(engine.metrics())}
+        record = record | {
+            "batch": batch,
+            "final": final,
+            "seconds": time.perf_counter() - began,
+            "metrics": _metrics_record(engine.metrics()),
+        }
         self.log.commit(batch, engine.snapshot(), record, saved=lambda: self.crash.point("time-state", batch))
         self.crash.point("time-commit", batch)
         self.engine, self.engine_batch = engine, batch
@@ -1154,8 +1323,16 @@ class WorkRunner(_Batches, Generic[T]):
     stages the first; the rejections and the flush go on in its side files)."""
 
     def __init__(
-        self, spark: SparkSession, query: Query, shape: BulkShape[Keyed], payload_type: type[T], sink: Sink, log: BatchLog, stage: Stage,
-        next_stage: Stage | None = None, hop: int = 0,
+        self,
+        spark: SparkSession,
+        query: Query,
+        shape: BulkShape[Keyed],
+        payload_type: type[T],
+        sink: Sink,
+        log: BatchLog,
+        stage: Stage,
+        next_stage: Stage | None = None,
+        hop: int = 0,
     ) -> None:
         super().__init__(query, log, f"work{hop}-" if hop else "")
         self.spark = spark
@@ -1209,7 +1386,11 @@ class WorkRunner(_Batches, Generic[T]):
         kinds = col[OUT_KIND]
         # (stage batch, CTI, and a keyed join's or anti-join's place among them, move of an
         # input's CTI and the number of the batch's events before it)
-        markers = sorted((col[OUT_START][i], col[RELEASED_BY][i], *read_move(col[RANK][i], col[OUT_END][i])) for i in range(table.num_rows) if kinds[i] == MARKER)
+        markers = sorted(
+            (col[OUT_START][i], col[RELEASED_BY][i], *read_move(col[RANK][i], col[OUT_END][i]))
+            for i in range(table.num_rows)
+            if kinds[i] == MARKER
+        )
         ctis = [m[1] for m in markers]
         fields = [f for f in table.column_names if f not in RESULT_COLUMNS]
         node = self.shape.window
@@ -1243,8 +1424,12 @@ class WorkRunner(_Batches, Generic[T]):
                 arrival = result.rank[0] if result.by_key is None else result.by_key
                 nearer.append((arrival >> 64, arrival & 0xFFFF_FFFF_FFFF_FFFF, group, result))
                 continue
-            if not result.ended and released_from(member, result) > result.cti:  # its key released it earlier than memory could: its place is lost
-                raise AssertionError(f"cluster engine: a result {result} of group {group} came back released at CTI {result.cti}, before any CTI that releases it in memory")
+            if (
+                not result.ended and released_from(member, result) > result.cti
+            ):  # its key released it earlier than memory could: its place is lost
+                raise AssertionError(
+                    f"cluster engine: a result {result} of group {group} came back released at CTI {result.cti}, before any CTI that releases it in memory"
+                )
             for at, part in placed(member, result, ctis):
                 if at == len(ctis) and not (part.ended and isinstance(member, IN_ORDER)):
                     raise AssertionError(f"cluster engine: a result {part} came back with no CTI releasing it (CTIs {ctis})")
@@ -1254,7 +1439,9 @@ class WorkRunner(_Batches, Generic[T]):
         staged_through = self.staged_through
         opened: dict[tuple[str, int], int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
         timeline: JoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, JoinTimeline()) if isinstance(window, ops.Join) else None
-        anti: AntiJoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, ops.AntiJoin) else None
+        anti: AntiJoinTimeline | None = (
+            engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, ops.AntiJoin) else None
+        )
         partner_timeline = None if partner is None else engine.attached.setdefault(PARTNER_TIMELINE, AntiJoinTimeline())
         partner_first = self.shape.partner_position < self.shape.position
 
@@ -1361,12 +1548,23 @@ class WorkRunner(_Batches, Generic[T]):
             stage_recorded(following, batch, feed, before_next, StageBatch(rejections, final), shared)
             self.crash.point("stage", batch)
             extra["next_latest"] = max(self.next_latest, staged_latest(feed.events))
-            written, out_ctis = len(feed.events), [from_ticks(c).isoformat() for c in feed.ctis if c > NEG_INF]  # (a join's output CTI: none until both inputs have one)
+            written, out_ctis = (
+                len(feed.events),
+                [from_ticks(c).isoformat() for c in feed.ctis if c > NEG_INF],
+            )  # (a join's output CTI: none until both inputs have one)
         state = engine.snapshot()
         previous = self.progress[-1].output_cti if self.progress else None
         progress = BatchProgress(
-            batch, {}, written, len(rejections), out_ctis[-1] if out_ctis else previous, 0, len(state),
-            time.perf_counter() - began, final, "cluster",
+            batch,
+            {},
+            written,
+            len(rejections),
+            out_ctis[-1] if out_ctis else previous,
+            0,
+            len(state),
+            time.perf_counter() - began,
+            final,
+            "cluster",
         )
         record = attrs.asdict(progress) | {"staged_through": staged_through, "latest": latest} | extra
         self.log.commit(batch, state, record, saved=lambda: self.crash.point("state", batch))
@@ -1381,10 +1579,13 @@ class WorkRunner(_Batches, Generic[T]):
         self.staged_through, self.latest = staged_through, latest
         self.progress.append(progress)
 
-
     @staticmethod
     def _emit_pairs(
-        join: ops.Join, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, move: list[Any], timeline: JoinTimeline,
+        join: ops.Join,
+        results: list[tuple[tuple[Any, ...], str, KeyedResult]],
+        cti: int,
+        move: list[Any],
+        timeline: JoinTimeline,
     ) -> None:
         """A keyed join's CTI row (``move``: its place among its stage batch's, the input whose
         CTI moved, its CTI and the number of the batch's events before it; none for a batch
@@ -1408,7 +1609,11 @@ class WorkRunner(_Batches, Generic[T]):
 
     @staticmethod
     def _emit_fragments(
-        anti: ops.AntiJoin, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int, move: list[Any], timeline: AntiJoinTimeline,
+        anti: ops.AntiJoin,
+        results: list[tuple[tuple[Any, ...], str, KeyedResult]],
+        cti: int,
+        move: list[Any],
+        timeline: AntiJoinTimeline,
     ) -> None:
         """A keyed anti-join's CTI row (``move``: as a join's, ``_emit_pairs``), as the
         anti-join over all keys takes it, after the ends told at the arrivals before it: the
@@ -1424,13 +1629,18 @@ class WorkRunner(_Batches, Generic[T]):
 
     @staticmethod
     def _arrivals(
-        arrived: Callable[[str, list[KeyedResult]], None], nearer: list[tuple[int, int, str, KeyedResult]], stage_batch: int, before: int | None,
+        arrived: Callable[[str, list[KeyedResult]], None],
+        nearer: list[tuple[int, int, str, KeyedResult]],
+        stage_batch: int,
+        before: int | None,
     ) -> None:
         """What was told at the arrivals of stage batch ``stage_batch``'s events before its
         ``before``-th (None: all), out of ``nearer`` (``NEARER_ENDS``), to ``arrived`` (the
         group, its results), arrival by arrival."""
         if any(n[0] < stage_batch for n in nearer):
-            raise AssertionError(f"cluster engine: results told at arrivals {[n for n in nearer if n[0] < stage_batch]} came back after their stage batch's CTI rows")
+            raise AssertionError(
+                f"cluster engine: results told at arrivals {[n for n in nearer if n[0] < stage_batch]} came back after their stage batch's CTI rows"
+            )
         due = sorted((n for n in nearer if n[0] == stage_batch and (before is None or n[1] < before)), key=lambda n: n[1])
         if not due:
             return
@@ -1440,7 +1650,10 @@ class WorkRunner(_Batches, Generic[T]):
             arrived(arrival[0][2], [n[3] for n in arrival])
 
     def _emit(
-        self, window: DriverOperator, results: list[tuple[tuple[Any, ...], str, KeyedResult]], cti: int | None,
+        self,
+        window: DriverOperator,
+        results: list[tuple[tuple[Any, ...], str, KeyedResult]],
+        cti: int | None,
         opened: dict[tuple[str, int], int],
     ) -> None:
         """``results`` (each with its ``release_order`` and group), released by ``cti``, out
@@ -1483,15 +1696,24 @@ def work_frame(spark: SparkSession, query: Query, shape: BulkShape[Keyed], stage
     """The work query: the stage as a stream, the window per key on the executors."""
     assert stage.schema is not None
     rows = (
-        spark.readStream.schema(stage.schema).option("maxFileAge", "36500d").parquet(spark_path(stage.folder))
-        .withColumn("__tempo_wm", F.timestamp_millis(F.col(WATERMARK))).withWatermark("__tempo_wm", "1 millisecond")
+        spark.readStream.schema(stage.schema)
+        .option("maxFileAge", "36500d")
+        .parquet(spark_path(stage.folder))
+        .withColumn("__tempo_wm", F.timestamp_millis(F.col(WATERMARK)))
+        .withWatermark("__tempo_wm", "1 millisecond")
         .drop("__tempo_wm", WATERMARK)  # its instants lie past the years Python's datetime holds
     )
     for name, key in work_keys(query, shape.window).items():
         rows = rows.withColumn(name, key)
-    return rows.withColumn(BUCKET, bucket_column(stage.key_columns)).groupBy(LANE, BUCKET).transformWithState(
-        KeyedProcessor(query, shape.position, stage.key_columns, None if shape.partner is None else shape.partner_position),
-        output_schema(query, shape.position, pickled=shape.partner is not None), "Append", "EventTime",
+    return (
+        rows.withColumn(BUCKET, bucket_column(stage.key_columns))
+        .groupBy(LANE, BUCKET)
+        .transformWithState(
+            KeyedProcessor(query, shape.position, stage.key_columns, None if shape.partner is None else shape.partner_position),
+            output_schema(query, shape.position, pickled=shape.partner is not None),
+            "Append",
+            "EventTime",
+        )
     )
 
 
@@ -1500,7 +1722,9 @@ class ClusterQuery(LiveQuery[T]):
     node of its chain, lowest first (see the module's docstring), with ``LiveQuery``'s
     methods."""
 
-    def __init__(self, time_handle: Any, work_handles: list[Any], time_runner: TimeRunner, work_runners: list[WorkRunner[T]], lock: Any) -> None:
+    def __init__(
+        self, time_handle: Any, work_handles: list[Any], time_runner: TimeRunner, work_runners: list[WorkRunner[T]], lock: Any
+    ) -> None:
         self._time = time_handle
         self._works = work_handles
         self._time_runner = time_runner
@@ -1524,7 +1748,9 @@ class ClusterQuery(LiveQuery[T]):
                 if runner.staged_through >= target:
                     break
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"the work query of {runner.shape.window.describe()} has not released stage batch {target} after {WAIT_SECONDS:.0f} s")
+                    raise TimeoutError(
+                        f"the work query of {runner.shape.window.describe()} has not released stage batch {target} after {WAIT_SECONDS:.0f} s"
+                    )
                 time.sleep(0.05)
             if halting:
                 self._halt(runner, handle)
@@ -1590,8 +1816,15 @@ class ClusterQuery(LiveQuery[T]):
 
 
 def start_cluster(
-    spark: SparkSession, query: Query, payload_type: type[T], sink: Sink, log: BatchLog, description: str, lock: Any,
-    merged: DataFrame, trigger: dict[str, Any],
+    spark: SparkSession,
+    query: Query,
+    payload_type: type[T],
+    sink: Sink,
+    log: BatchLog,
+    description: str,
+    lock: Any,
+    merged: DataFrame,
+    trigger: dict[str, Any],
 ) -> ClusterQuery[T]:
     """Start ``query``'s time query over the inputs' stream ``merged`` and the work query of
     each keyed node of its chain (``cluster_chain``)."""
@@ -1633,7 +1866,11 @@ def start_cluster(
     work_handles: list[Any] = []
     try:
         for shape, stage, work_log, runner in zip(chain, stages, work_logs, work_runners):
-            work = work_frame(spark, query, shape, stage).writeStream.foreachBatch(runner).option("checkpointLocation", work_log.spark_checkpoint)
+            work = (
+                work_frame(spark, query, shape, stage)
+                .writeStream.foreachBatch(runner)
+                .option("checkpointLocation", work_log.spark_checkpoint)
+            )
             work_log.prepare_spark_checkpoint()
             work_handles.append(work.start())
     except BaseException:

@@ -111,7 +111,9 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
     if isinstance(source, DataFrameSource):
         df: DataFrame = source.df
         if not df.isStreaming:
-            raise UnsupportedError(EXECUTOR, repr(source), f"input {node.name!r}: its DataFrame is not a streaming one (make it with spark.readStream)")
+            raise UnsupportedError(
+                EXECUTOR, repr(source), f"input {node.name!r}: its DataFrame is not a streaming one (make it with spark.readStream)"
+            )
         return df
     if isinstance(source, JsonSource):
         source.check_readable(node.name)
@@ -121,7 +123,8 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
         source.check_readable(node.name)
         if "://" not in source.path and os.path.isdir(source.path) and not _data_files(source.path):
             raise InputSchemaError(
-                node.name, f"{source!r} reads {source.path!r}, which holds no file yet: a live Parquet or CSV input takes its "
+                node.name,
+                f"{source!r} reads {source.path!r}, which holds no file yet: a live Parquet or CSV input takes its "
                 f"columns' types from the files there when the query starts, so land a first file before starting it",
                 InputRule.SOURCE_MISSING,
             )
@@ -134,7 +137,9 @@ def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
         schema = spark.read.option("header", True).option("inferSchema", True).csv(path).schema
         return spark.readStream.schema(schema).option("header", True).option("maxFileAge", "36500d").csv(path)
     raise UnsupportedError(
-        EXECUTOR, repr(source), f"input {node.name!r}: a live query reads a directory of Parquet, CSV or JSON files, Redis Streams "
+        EXECUTOR,
+        repr(source),
+        f"input {node.name!r}: a live query reads a directory of Parquet, CSV or JSON files, Redis Streams "
         f"(tempo.spark.streaming.redis_source) or a streaming DataFrame (DataFrameSource)",
     )
 
@@ -166,7 +171,9 @@ def _check_live_inputs(query: Query) -> None:
     for node in query.sources:
         source = node.source
         if not isinstance(source, TableSource):
-            raise UnsupportedError(EXECUTOR, repr(source), f"input {node.name!r}: a live query reads tables (rows of a stream), not item lists")
+            raise UnsupportedError(
+                EXECUTOR, repr(source), f"input {node.name!r}: a live query reads tables (rows of a stream), not item lists"
+            )
         if source.order is None:
             raise QueryBuildError(
                 f"input {node.name!r} ({source!r}) needs order= (or arrival=): a live input's rows come in micro-batches "
@@ -207,8 +214,17 @@ _DRIFT_CAUSE = re.compile(
     re.S,
 )
 _SPARK_WORDS = {
-    "double": "float", "float": "float", "bigint": "integer", "int": "integer", "smallint": "integer", "tinyint": "integer",
-    "string": "string", "boolean": "boolean", "timestamp": "timestamp", "timestamp_ntz": "timestamp", "date": "date",
+    "double": "float",
+    "float": "float",
+    "bigint": "integer",
+    "int": "integer",
+    "smallint": "integer",
+    "tinyint": "integer",
+    "string": "string",
+    "boolean": "boolean",
+    "timestamp": "timestamp",
+    "timestamp_ntz": "timestamp",
+    "date": "date",
 }
 
 
@@ -226,7 +242,7 @@ def schema_drift_error(exc: BaseException, query: Query) -> InputSchemaError | N
         if cause is None:
             return None
         url, column, physical, expected = cause.groups()
-    path = url[len("file://"):] if url.startswith("file://") else url
+    path = url[len("file://") :] if url.startswith("file://") else url
     path = "/" + path.lstrip("/") if url.startswith("file:") else path
     actual = f"a Parquet {physical}"
     if "://" not in path and os.path.exists(path):
@@ -266,7 +282,7 @@ def input_parts(query: Query, table: Any) -> list[Any]:
         prefix = input_prefix(index)
         part = table.filter(pc.equal(table.column(INPUT_COLUMN), index)) if len(query.sources) > 1 else table
         names = [n for n in part.column_names if n.startswith(prefix)]
-        parts.append(part.select(names).rename_columns([n[len(prefix):] for n in names]))
+        parts.append(part.select(names).rename_columns([n[len(prefix) :] for n in names]))
     return parts
 
 
@@ -284,8 +300,16 @@ class _Runner(Generic[T]):
     """What runs inside ``foreachBatch`` (on the driver): one batch at a time."""
 
     def __init__(
-        self, spark: SparkSession, query: Query, payload_type: type[T], sink: Sink, log: BatchLog,
-        bulk: BulkRunner | None = None, bulk_rows: int = 0, vectorised: BatchEngine | None = None, vector_rows: int = 0,
+        self,
+        spark: SparkSession,
+        query: Query,
+        payload_type: type[T],
+        sink: Sink,
+        log: BatchLog,
+        bulk: BulkRunner | None = None,
+        bulk_rows: int = 0,
+        vectorised: BatchEngine | None = None,
+        vector_rows: int = 0,
     ) -> None:
         self.spark = spark
         self.bulk = bulk
@@ -390,7 +414,13 @@ class _Runner(Generic[T]):
             self._commit(engine, batch, engine.take(), {}, time.perf_counter(), final=True)
 
     def _commit(
-        self, engine: LiveEngine, batch: int, released: Released, rows_in: dict[str, int], began: float, final: bool,
+        self,
+        engine: LiveEngine,
+        batch: int,
+        released: Released,
+        rows_in: dict[str, int],
+        began: float,
+        final: bool,
         used: str = "driver",
     ) -> None:
         events = released_table(released.items, self.payload_type)
@@ -402,11 +432,21 @@ class _Runner(Generic[T]):
         ctis = [item.timestamp.isoformat() for item in released.items if isinstance(item, Cti)]
         previous = self.progress[-1].output_cti if self.progress else None
         progress = BatchProgress(
-            batch, rows_in, len(released.items), len(released.rejections), ctis[-1] if ctis else previous,
-            sum(len(b) for b in engine.buffers) + sum(0 if f.held is None else f.held.num_rows for f in engine.feeds), len(state), time.perf_counter() - began, final, used,
+            batch,
+            rows_in,
+            len(released.items),
+            len(released.rejections),
+            ctis[-1] if ctis else previous,
+            sum(len(b) for b in engine.buffers) + sum(0 if f.held is None else f.held.num_rows for f in engine.feeds),
+            len(state),
+            time.perf_counter() - began,
+            final,
+            used,
         )
         self.log.commit(
-            batch, state, attrs.asdict(progress) | {"metrics": _metrics_record(engine.metrics())},
+            batch,
+            state,
+            attrs.asdict(progress) | {"metrics": _metrics_record(engine.metrics())},
             saved=lambda: self._crash_point("state", batch),
         )
         self._crash_point("commit", batch)
@@ -435,13 +475,11 @@ class StoppedDuringBatch(Exception):
 def _metrics_record(metrics: dict[str, InputMetrics]) -> dict[str, Any]:
     """Each input's metrics as JSON values (substream keys by their repr; the watermark
     samples are not kept for a live query)."""
+
     def counts(m: Any) -> dict[str, Any]:
         return attrs.asdict(m, recurse=False, filter=lambda a, _: a.name not in ("watermark_delays", "substreams"))
 
-    return {
-        name: counts(m) | {"substreams": {repr(k): counts(v) for k, v in m.substreams.items()}}
-        for name, m in metrics.items()
-    }
+    return {name: counts(m) | {"substreams": {repr(k): counts(v) for k, v in m.substreams.items()}} for name, m in metrics.items()}
 
 
 def read_progress(checkpoint: str) -> list[dict[str, Any]]:
@@ -574,8 +612,13 @@ class StreamingExecutor:
     """
 
     def __init__(
-        self, spark: SparkSession, checkpoint: str, trigger: Mapping[str, Any] | None = None,
-        engine: str = "auto", bulk_rows: int | None = None, vector_rows: int = VECTOR_ROWS,
+        self,
+        spark: SparkSession,
+        checkpoint: str,
+        trigger: Mapping[str, Any] | None = None,
+        engine: str = "auto",
+        bulk_rows: int | None = None,
+        vector_rows: int = VECTOR_ROWS,
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine= is one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
@@ -639,13 +682,14 @@ class StreamingExecutor:
         log.prepare_spark_checkpoint()
         return LiveQuery(writer.start(), runner, lock)
 
-
     def _merged(self, query: Query) -> DataFrame:
         """The inputs' streams as one, each input's columns prefixed, with its index."""
         merged: DataFrame | None = None
         for index, node in enumerate(query.sources):
             df = _live_table_source(self.spark, node)
-            part = df.select(F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in _columns_read(node, df)])
+            part = df.select(
+                F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in _columns_read(node, df)]
+            )
             merged = part if merged is None else merged.unionByName(part, allowMissingColumns=True)
         assert merged is not None
         return merged
@@ -666,7 +710,9 @@ def _vectorised(query: Query, shape: BulkShape[WindowNode] | str, engine: str) -
     factory = batch_engine("vectorised")
     if factory is None:
         if engine == "vectorised":
-            raise UnsupportedError(EXECUTOR, "engine='vectorised'", "it needs the vectorised extra (polars): pip install 'tempo-streams[vectorised]'")
+            raise UnsupportedError(
+                EXECUTOR, "engine='vectorised'", "it needs the vectorised extra (polars): pip install 'tempo-streams[vectorised]'"
+            )
         return None
     try:
         return factory(query, shape)

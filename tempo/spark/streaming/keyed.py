@@ -44,7 +44,20 @@ from tempo.plan.nodes import detached
 from tempo.plan.query import Query
 from tempo.plan.nodes import AnalyticNode, AntiJoinNode, ClipNode, Node, ReleaseNode, WindowNode
 from tempo.runtime.bulk import grouped_key, runs_unmergeable, unmergeable
-from tempo.runtime.keyed import MATCHING, Cti, End, Insert, KeyCti, KeyedItem, KeyedOperator, KeyedResult, Merge, Run, by_substream, may_reach_infinity
+from tempo.runtime.keyed import (
+    MATCHING,
+    Cti,
+    End,
+    Insert,
+    KeyCti,
+    KeyedItem,
+    KeyedOperator,
+    KeyedResult,
+    Merge,
+    Run,
+    by_substream,
+    may_reach_infinity,
+)
 from tempo.spark.streaming.bulk import partial_columns, partial_values
 from tempo.spark.windows import key_columns, key_names
 from tempo.ticks import INF, NEG_INF
@@ -169,7 +182,14 @@ def spread_column() -> Column:
 
 
 RESULT, MARKER, LATEST, ENDED, PASSED = 0, 1, 2, 3, 4
-OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK = "tempo_kind", "tempo_released_by", "tempo_start", "tempo_end", "tempo_group", "tempo_rank"
+OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK = (
+    "tempo_kind",
+    "tempo_released_by",
+    "tempo_start",
+    "tempo_end",
+    "tempo_group",
+    "tempo_rank",
+)
 RESULT_COLUMNS = (OUT_KIND, RELEASED_BY, OUT_START, OUT_END, GROUP, RANK)
 """An output row's columns before its payload's fields (in ``wire_schema`` form): ``RESULT``
 (a result of the operator: the CTI that released it, its lifetime, its group key's
@@ -199,7 +219,8 @@ def watermark_ms(tick: int) -> int:
         return WATERMARK_LIMIT_MS
     if not WATERMARK_DELAY_MS < tick < WATERMARK_LIMIT_MS - WATERMARK_DELAY_MS:
         raise UnsupportedError(
-            "Spark streaming", f"a CTI at tick {tick}",
+            "Spark streaming",
+            f"a CTI at tick {tick}",
             "the cluster engine carries CTIs in Spark's watermark, whose milliseconds hold the ticks after the epoch and before 2262 only",
         )
     return tick
@@ -369,8 +390,12 @@ class KeyedProcessor(StatefulProcessor):
         self.output_fields = [PAYLOAD] if partner is not None else field_names(node.payload_type)
         self.blank = [None] * len(self.output_fields)
         self.names = self.key_columns if self.key_columns is not None else group_names(query, node)  # the stage's
-        self.runs = isinstance(node, WindowNode) and runs_unmergeable(node) is None  # MERGE rows as a session window's runs (else a hopping window's)
-        self.window = node if isinstance(node, WindowNode) and (self.runs or unmergeable(node) is None) else None  # one that takes MERGE rows
+        self.runs = (
+            isinstance(node, WindowNode) and runs_unmergeable(node) is None
+        )  # MERGE rows as a session window's runs (else a hopping window's)
+        self.window = (
+            node if isinstance(node, WindowNode) and (self.runs or unmergeable(node) is None) else None
+        )  # one that takes MERGE rows
         self.partial_columns = ["__n", *partial_columns(self.window)] if self.window is not None else []
         # Open lifetimes end, when the input ends, after the latest finite time over all keys
         # (``Window.SHARED``), which no call sees: each call reports its keys' (``LATEST``)
@@ -389,7 +414,9 @@ class KeyedProcessor(StatefulProcessor):
         now = cti_of_watermark(timerValues.getCurrentWatermarkInMs())
         if key[0] == CTI_LANE:  # (stage batch, CTI, and a keyed join's or anti-join's move: ``Stage.markers``)
             moves = self.moves  # a keyed join's, anti-join's or release's stage alone has these columns
-            markers = [(row[EID], row[CTI], row[POSITION], row[PORT], row[START], row[END]) if moves else (row[EID], row[CTI]) for row in rows]
+            markers = [
+                (row[EID], row[CTI], row[POSITION], row[PORT], row[START], row[END]) if moves else (row[EID], row[CTI]) for row in rows
+            ]
             return self._markers(markers, now, fired=False)
         by_group: dict[tuple[Any, ...], list[Row]] = {}
         names = self.names
@@ -424,7 +451,9 @@ class KeyedProcessor(StatefulProcessor):
                 port = row[PORT] if self.joined else 0
                 wired = pickle.loads(row[PAYLOAD]) if self.joined else [row[f] for f in fields]
                 payload = from_wire(self.payload_types[port], wired, False)
-                items.append(Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload, event_id(row[BATCH], row[POSITION]), port))
+                items.append(
+                    Insert(event_id(row[BATCH], row[EID]), row[START], row[END], payload, event_id(row[BATCH], row[POSITION]), port)
+                )
             elif row[ITEM] == KEY_CTI:
                 items.append(KeyCti(pickle.loads(row[KEY_VALUE]), row[START], event_id(row[BATCH], row[POSITION])))
             elif row[ITEM] == MERGE and self.runs:
@@ -512,7 +541,9 @@ class KeyedProcessor(StatefulProcessor):
         else:
             self.state.update((pickle.dumps(KeyState(None, waiting, wanted)),))
         for batch, cti, *move in out:
-            position, port, t, before = (*move, None)[:4] if move else (None, None, None, None)  # a checkpoint of before 2026-11-28 holds no ``before``
+            position, port, t, before = (
+                (*move, None)[:4] if move else (None, None, None, None)
+            )  # a checkpoint of before 2026-11-28 holds no ``before``
             rank = None if port is None else pickle.dumps((position, port, before))
             yield self.out(MARKER, cti, batch, t, None, rank, *self.blank)
 
@@ -541,8 +572,10 @@ class KeyedProcessor(StatefulProcessor):
             self.groups.updateValue((name,), (pickle.dumps(KeyState(operator, waiting, wanted)),))
             bucket.size += 1 if held is None else 0
         return [
-            self.out(ENDED, r.cti, None, r.end, name, _rank_bytes(r), *self.blank) if r.ended
-            else self.out(PASSED, r.cti, r.start, None, name, _rank_bytes(r), *self.blank) if r.key_cti
+            self.out(ENDED, r.cti, None, r.end, name, _rank_bytes(r), *self.blank)
+            if r.ended
+            else self.out(PASSED, r.cti, r.start, None, name, _rank_bytes(r), *self.blank)
+            if r.key_cti
             else self.out(RESULT, r.cti, r.start, r.end, name, _rank_bytes(r), *self._wired(r.payload))
             for r in out
         ]
@@ -562,12 +595,21 @@ def _rank_bytes(result: KeyedResult) -> bytes | None:
     arrival of the substream key's CTI that released it (``by_key``; a ``PASSED`` row's, its
     key too) and, a partner's, its ``member``, pickled; None for a result with none of them (a
     window's stamped by its lifetime)."""
-    if result.eid is None and result.closes is None and not result.rank and result.waits is None and result.by_key is None and not result.member:
+    if (
+        result.eid is None
+        and result.closes is None
+        and not result.rank
+        and result.waits is None
+        and result.by_key is None
+        and not result.member
+    ):
         return None
     if result.member:  # a partner's (``KeyedOperator``): an anti-join's fragment or end
         return pickle.dumps((result.eid, result.rank, result.closes, result.waits, result.by_key, None, result.member))
     if result.by_key is not None:
-        return pickle.dumps((result.eid, result.rank, result.closes, result.waits, result.by_key, result.payload if result.key_cti else None))
+        return pickle.dumps(
+            (result.eid, result.rank, result.closes, result.waits, result.by_key, result.payload if result.key_cti else None)
+        )
     return pickle.dumps((result.eid, result.rank, result.closes, result.waits))
 
 

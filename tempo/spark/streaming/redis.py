@@ -195,7 +195,11 @@ def decode_value(text: bytes, value_type: str) -> Any:
         raise ValueError(f"{s!r} is not a bool: write true or false")
     if value_type in ("int", _DATETIME):
         if not _INTEGER.fullmatch(s) or len(s) > 20 or not _LONG_MIN <= int(s) <= _LONG_MAX:
-            unit = "a 64-bit decimal integer" if value_type == "int" else "a datetime: write the decimal count of microseconds since 1970-01-01 UTC"
+            unit = (
+                "a 64-bit decimal integer"
+                if value_type == "int"
+                else "a datetime: write the decimal count of microseconds since 1970-01-01 UTC"
+            )
             raise ValueError(f"{s!r} is not {unit}")
         if value_type == "int":
             return int(s)
@@ -221,7 +225,9 @@ def order_of(entry_id: str) -> tuple[int, int]:
         raise ValueError(f"the entry ID {entry_id!r} is not <milliseconds>-<sequence>")
     ms, seq = int(match.group(1)), int(match.group(2))
     if seq >= 2 ** (SEQ_BITS - 1):
-        raise ValueError(f"the sequence number {seq} of the ID needs more than {SEQ_BITS - 1} bits, which {ORDER_COLUMN} gives it (ms * 2**{SEQ_BITS} + 2 * seq + 1)")
+        raise ValueError(
+            f"the sequence number {seq} of the ID needs more than {SEQ_BITS - 1} bits, which {ORDER_COLUMN} gives it (ms * 2**{SEQ_BITS} + 2 * seq + 1)"
+        )
     if ms >= 2 ** (63 - SEQ_BITS):
         raise ValueError(f"the milliseconds {ms} of the ID are 2**{63 - SEQ_BITS} or more, beyond what {ORDER_COLUMN} holds in a long")
     return ms * 2**SEQ_BITS + 2 * seq + 1, ms
@@ -260,11 +266,15 @@ class Layout:
             if not isinstance(name, str) or not name:
                 raise QueryBuildError(f"{arg}= names the entry field holding the {arg}: a non-empty str, got {name!r}")
             if name in names:
-                raise QueryBuildError(f"{arg}={name!r} names an entry field that is already taken (by a field of {owner} or another argument): give each its own name")
+                raise QueryBuildError(
+                    f"{arg}={name!r} names an entry field that is already taken (by a field of {owner} or another argument): give each its own name"
+                )
             names.append(name)
         for reserved in (ORDER_COLUMN, ARRIVAL_COLUMN, KIND_COLUMN):
             if reserved in names:
-                raise QueryBuildError(f"{reserved!r} is a column the Redis Streams source fills itself (from the entry ID, or the kind of its rows): rename the field or argument that takes it")
+                raise QueryBuildError(
+                    f"{reserved!r} is a column the Redis Streams source fills itself (from the entry ID, or the kind of its rows): rename the field or argument that takes it"
+                )
         return cls(fields, start, end, kind)
 
     @property
@@ -316,13 +326,18 @@ class Layout:
             kind = value(self.kind, "str", "the source reads each entry's kind from it", InputRule.UNKNOWN_KIND)
             if kind.lower() not in KINDS:
                 raise RedisEntryError(
-                    stream_key, entry_id, self.kind, f"{kind!r} is no kind: write point, interval, start, end, cti or heartbeat",
+                    stream_key,
+                    entry_id,
+                    self.kind,
+                    f"{kind!r} is no kind: write point, interval, start, end, cti or heartbeat",
                     InputRule.UNKNOWN_KIND,
                 )
         no_payload = kind.lower() in ("cti", "heartbeat")  # a heartbeat is its entry's arrival alone
         required = "the payload field is not Optional"
         row = [value(n, t, None if nullable or no_payload else required, InputRule.NULL_FIELD) for n, t, nullable in self.fields]
-        row.append(value(self.start, _DATETIME, None if kind.lower() == "heartbeat" else "every entry needs its start time", InputRule.NULL_START))
+        row.append(
+            value(self.start, _DATETIME, None if kind.lower() == "heartbeat" else "every entry needs its start time", InputRule.NULL_START)
+        )
         if self.end is not None:
             row.append(value(self.end, _DATETIME, None))
         row.append(kind)
@@ -367,7 +382,9 @@ def add_event(
     (and nothing is written)."""
     if payload is not None and not is_record_type(type(payload)):
         raise RedisEventError(
-            stream_key, payload, f"a payload must be an attrs class or dataclass instance, got a {type(payload).__qualname__}",
+            stream_key,
+            payload,
+            f"a payload must be an attrs class or dataclass instance, got a {type(payload).__qualname__}",
             InputRule.PAYLOAD_TYPE,
         )
     if payload is None:
@@ -397,7 +414,9 @@ def _connect(url: str) -> Any:
     try:
         import redis
     except ImportError as exc:
-        raise UnsupportedError("Spark", "the Redis Streams source", f"the `redis` package is not installed (the `streaming` extra): {exc}") from None
+        raise UnsupportedError(
+            "Spark", "the Redis Streams source", f"the `redis` package is not installed (the `streaming` extra): {exc}"
+        ) from None
     return redis.Redis.from_url(url)
 
 
@@ -620,7 +639,9 @@ def redis_source(
     None: a batch only when entries arrive. Registers the source on ``spark`` (once)."""
     if not isinstance(stream_key, str) or not stream_key:
         raise QueryBuildError(f"stream_key names a Redis stream: a non-empty str, got {stream_key!r}")
-    if max_entries_per_batch is not None and (isinstance(max_entries_per_batch, bool) or not isinstance(max_entries_per_batch, int) or max_entries_per_batch < 1):
+    if max_entries_per_batch is not None and (
+        isinstance(max_entries_per_batch, bool) or not isinstance(max_entries_per_batch, int) or max_entries_per_batch < 1
+    ):
         raise QueryBuildError(f"max_entries_per_batch must be a positive int or None, got {max_entries_per_batch!r}")
     if heartbeat is not None and (not isinstance(heartbeat, timedelta) or heartbeat < timedelta(milliseconds=1)):
         raise QueryBuildError(f"heartbeat must be a timedelta of at least 1 ms or None, got {heartbeat!r}")
@@ -632,4 +653,6 @@ def redis_source(
     if heartbeat is not None:
         reader = reader.option("heartbeat_ms", str(duration_ticks(heartbeat) // 1000))
     df = reader.load()
-    return RedisSource(df, payload_type, start=start, end=end, kind=layout.kind_column, order=ORDER_COLUMN, arrival=ARRIVAL_COLUMN, settings=settings)
+    return RedisSource(
+        df, payload_type, start=start, end=end, kind=layout.kind_column, order=ORDER_COLUMN, arrival=ARRIVAL_COLUMN, settings=settings
+    )

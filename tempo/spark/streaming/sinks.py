@@ -122,7 +122,7 @@ def read_committed(path: str, rejections: bool = False) -> Any:
     tables = []
     for name in names:
         table = pq.read_table(pa.BufferReader(store.read(store.join(folder, name))))
-        batch = int(name[len("part-"):-len(".parquet")])
+        batch = int(name[len("part-") : -len(".parquet")])
         tables.append(table.add_column(0, "tempo_batch", pa.array([batch] * table.num_rows, pa.int64())))
     if not tables:
         return pa.table({"tempo_batch": pa.array([], pa.int64())})

@@ -52,7 +52,7 @@ def is_local(path: str) -> bool:
 
 def _local_path(path: str) -> str:
     if path.lower().startswith("file:"):
-        rest = path[len("file:"):]
+        rest = path[len("file:") :]
         # file:///a/b and file:/a/b are /a/b; file://host/a is not a local path Hadoop writes either
         return "/" + rest.lstrip("/") if rest.startswith("/") else rest
     return path
