@@ -27,7 +27,6 @@ from tempo import (
     Stream,
 )
 from tempo.sources import ArrowSource, ParquetSource
-from tempo.ticks import NEG_INF
 from tests.conformance.compare import assert_executors_agree
 from tests.budget import examples
 
@@ -297,33 +296,6 @@ def test_a_bad_row_where_nothing_is_late_is_left_to_spark_to_name(spark_session:
                 executor.run(stream)
             errors.append(str(info.value))
         assert errors[0] == errors[1] and checks == [None]
-
-
-@settings(max_examples=300, derandomize=True, deadline=None, database=None)
-@given(
-    starts=st.lists(st.integers(-40, 40), max_size=60),
-    latest=st.one_of(st.just(NEG_INF), st.integers(-40, 40)),
-    delay=st.integers(-3, 10),
-    block=st.integers(1, 9),
-    drift=st.integers(0, 3),
-)
-def test_rows_at_risk_by_blocks_are_those_of_the_running_maximum(
-    starts: list[int], latest: int, delay: int, block: int, drift: int
-) -> None:
-    """``at_risk`` (blocks first, a running maximum only where a block is unsure, or over
-    every row when many are) marks exactly the rows starting before the largest start
-    before them less the delay, row by row. With ``drift`` the starts mostly rise, so most
-    blocks are sure."""
-    import numpy as np
-
-    from tempo.spark.ingress.local_scan import at_risk
-
-    values = [s + i * drift for i, s in enumerate(starts)]
-    expected, seen = [], latest
-    for v in values:
-        expected.append(v < seen - delay)
-        seen = max(seen, v)
-    assert at_risk(np.array(values, dtype=np.int64), latest, delay, block).tolist() == expected
 
 
 @settings(CASES, max_examples=examples(8))

@@ -57,7 +57,8 @@ from tempo.clocks import TimeDomain
 from tempo.plan.windows import HoppingWindow, SessionWindow, WindowTimestamp
 from tempo.runtime.codegen import canonical_key
 from tempo.runtime import operators as ops
-from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared, adjusted_lifetime
+from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared
+from tempo.runtime.verdicts import GenerationState, adjusted, generation, in_force
 from tempo.runtime.policy import TimePolicy
 from tempo.events import EventShape
 from tempo.sources import TableSource
@@ -319,24 +320,10 @@ def plan_batch(
             return "arrival times going back"
     elif np.any(kinds == HEARTBEAT):
         return "a heartbeat row without arrival times"
-    count0, cti0 = ingress.count, ingress.cti
-    if ingress.every_n:
-        rank = np.cumsum(is_event)
-        generates = is_event & ((count0 + rank) % ingress.every_n == 0)
-    elif ingress.period:
-        period = np.where(is_event, starts // ingress.period, np.iinfo(np.int64).min)
-        first = int(np.argmax(is_event)) if np.any(is_event) else None
-        seed = ingress.last_period if ingress.last_period is not None else (None if first is None else int(period[first]))
-        if seed is None:
-            generates = np.zeros(n, dtype=bool)
-        else:
-            before = np.maximum(np.concatenate(([seed], np.maximum.accumulate(period)[:-1])), seed)
-            generates = is_event & (period > before)
-    else:
-        generates = np.zeros(n, dtype=bool)
-    candidates = np.where(generates, starts - ingress.delay, np.where(is_cti, starts, NEG_INF))
-    after = np.maximum.accumulate(np.maximum(candidates, cti0)) if n else candidates
-    in_force = np.concatenate(([cti0], after[:-1])) if n else after
+    cti0 = ingress.cti
+    generated = generation(TimePolicy.of_input(node), starts, is_event, GenerationState(ingress.count, ingress.last_period))
+    generates = generated.generates
+    before_rows, after = in_force(np.where(is_cti, starts, generated.candidates), cti0)
     final = int(after[-1]) if n else cti0
     if exporter is not None and exporter.rows:
         # The exporter's CTI after each of its rows reaches this input before its rows that
@@ -345,20 +332,19 @@ def plan_batch(
             return "imported CTIs without arrival times"  # item by item names the rule
         before = np.searchsorted(exporter.arrivals, arrivals, side="right" if exporter.index < index else "left")
         imported = np.where(before > 0, exporter.ctis[np.maximum(before - 1, 0)], NEG_INF)
-        in_force = np.maximum(in_force, imported)
+        before_rows = np.maximum(before_rows, imported)
         final = max(final, exporter.cti)
-    late_mask = is_event & (starts < in_force)
-    late = np.flatnonzero(late_mask).tolist()
-    if late and not ingress.has_policy:
+    late_mask = is_event & (starts < before_rows)
+    late = np.flatnonzero(late_mask)
+    if len(late) and not ingress.has_policy:
         return "an event breaks the CTI rule on an input without a policy"
     moved: dict[int, tuple[int, int]] = {}
     dropped: list[int] = []
-    for i in late:
-        lifetime = adjusted_lifetime(int(kinds[i]), int(ends[i]), int(in_force[i])) if ingress.adjust else None
-        if lifetime is None:
-            dropped.append(i)
-        else:
-            moved[i] = lifetime
+    if len(late):
+        kept, moved_start, moved_end = adjusted(kinds[late] == POINT, ends[late], before_rows[late])
+        kept &= ingress.adjust
+        dropped = late[~kept].tolist()
+        moved = dict(zip(late[kept].tolist(), zip(moved_start[kept].tolist(), moved_end[kept].tolist())))
     special_mask = generates | is_cti | late_mask
     if ingress.period and ingress.last_period is None and np.any(is_event):
         special_mask[int(np.argmax(is_event))] = True  # the input's first event sets the period

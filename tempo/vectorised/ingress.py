@@ -33,6 +33,7 @@ from tempo.runtime.ingress import (
 from tempo.runtime.policy import TimePolicy
 from tempo.runtime.replay import CtiReplay, Key
 from tempo.runtime.stamping import stamped
+from tempo.runtime.verdicts import generation, in_force, ordered_verdicts, own_ctis
 from tempo.sources import ParquetSource, TableSource
 from tempo.tables import Span
 from tempo.ticks import INF, NEG_INF
@@ -324,23 +325,9 @@ def _verdicts(
     counts = EventCounts(received=table.count, admitted=table.count)
     if table.narrow is None:
         return table.rows, counts, []
-    start = pl.col(S)
-    position = pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos")
-    if policy.every_n:
-        found, late_rows = _every_n(table.narrow, policy.every_n, policy.delay)
-    else:
-        period = start // policy.period
-        before = period.cum_max().shift(1)
-        candidate = pl.when(before.is_not_null() & (period > before)).then(start - policy.delay)
-        ranked = table.narrow.lazy().with_columns(candidate.alias("__cand"), position)
-        ranked = ranked.with_columns(pl.col("__cand").cum_max().shift(1).forward_fill().fill_null(NEG_INF).alias("__cti"))
-        found, late_rows = pl.collect_all(
-            [
-                ranked.filter(pl.col("__cand").is_not_null()).select("__pos", "__cand"),
-                ranked.filter(start < pl.col("__cti")).select("__pos", "__cti"),
-            ]
-        )
-    candidates = list(zip(found["__pos"].to_list(), found["__cand"].to_list()))
+    own = own_ctis(policy, table.narrow[S].to_numpy())
+    candidates = list(zip(own.positions.tolist(), own.values.tolist()))
+    late_rows = pl.DataFrame({"__pos": own.late, "__cti": own.late_cti}, schema={"__pos": pl.Int64, "__cti": pl.Int64})
     if not late_rows.height:
         return table.rows, counts, candidates
     late_starts = table.narrow[S].gather(late_rows["__pos"])
@@ -404,139 +391,58 @@ def _admitted(table: _Table, changes: dict[str, list[Any]]) -> pl.LazyFrame:
     )
 
 
-_CODES = {0: None, 1: Rule.EARLY_ARRIVAL, 2: Rule.START_BEFORE_CTI, 3: Rule.LATE_ARRIVAL}
-
-
 def _ordered_verdicts(
     node: SourceNode, table: _Table, rejected: list[Any], rows_wanted: bool = True
 ) -> tuple[pl.LazyFrame, InputMetrics, list[tuple[int, int, int, Any, int]]]:
-    """ASA's ordering settings over a table's columns, as the Spark scan takes them
-    (``tempo.spark.ingress.scan.scan_ordered``): each verdict depends on two running figures
-    over input order only, the largest start that passed both arrival checks before the row
-    and, here without CTI rows, nothing else, so the early, late and out-of-order checks and
-    the ADJUST arithmetic are columns. Returns the admitted rows, the counts, and the rows
-    that move time ``(position, arrival, candidate, key, key candidate)`` for the replay's
+    """ASA's ordering settings over a table's columns (``tempo.runtime.verdicts.
+    ordered_verdicts``). Returns the admitted rows, the counts, and the rows that move time
+    ``(position, arrival, candidate, key, key candidate)`` for the replay's
     ``feed_ordered`` (a new largest start less the out-of-order tolerance, or a later
     arrival; with substreams, a new largest start of a key whose CTI it moves ahead of the
     input's), which gives the input's and the keys' CTIs, the clock-following CTIs and the
-    watermark delays as in memory. With substreams the running figure is each key's."""
+    watermark delays as in memory."""
+    import numpy as np
+
     policy = TimePolicy.of_input(node)
     narrow = table.narrow
     assert narrow is not None
-    out_of_order, late, early = policy.out_of_order, policy.late, policy.early
     point = node.shape is EventShape.POINT
-    start, arrival = pl.col(S), pl.col(ARR)
-    end = start + 1 if point else pl.col(E)
-    is_early = (start > arrival + early) if early is not None else pl.lit(False)
-    is_late = (~is_early & (start < arrival - late)) if late is not None else pl.lit(False)
-    ordered = pl.when(~pl.col("__early") & ~pl.col("__late")).then(start)
     keyed = KEY in narrow.columns
-    before = pl.col("__ordered").cum_max().shift(1).forward_fill()  # cum_max is null at a null
-    before = (before.over(KEY) if keyed else before).fill_null(NEG_INF)  # with substreams: the key's own figure
-    cti = pl.col("__before") - out_of_order
-    late_bound = (arrival - late) if late is not None else pl.lit(None, dtype=pl.Int64)
-    late_kept = pl.lit(policy.adjust) & (pl.lit(point) | (end > late_bound))
-    late_s = pl.when(pl.col("__late")).then(late_bound).otherwise(start)
-    alive = ~pl.col("__early") & ~(pl.col("__late") & ~late_kept)
-    out_now = alive & (late_s < cti)
-    out_kept = pl.lit(policy.adjust) & (cti < INF) & (pl.lit(point) | (end > cti))
-    adm_s = pl.when(out_now).then(cti).otherwise(late_s)
-    dropped = pl.col("__early") | (pl.col("__late") & ~late_kept) | (out_now & ~out_kept)
-    ranked = (
-        narrow.lazy()
-        .with_columns(
-            is_early.fill_null(False).alias("__early"),
-            is_late.fill_null(False).alias("__late"),
-            pl.int_range(pl.len(), dtype=pl.Int64).alias("__pos"),
-        )
-        .with_columns(ordered.alias("__ordered"))
-        .with_columns(before.alias("__before"))
+    starts, arrivals = narrow[S].to_numpy(), narrow[ARR].to_numpy()
+    ends = starts + 1 if point else narrow[E].to_numpy()
+    codes = narrow[KEY].rank("dense").to_numpy() if keyed else None
+    v = ordered_verdicts(policy, starts, ends, arrivals, codes, point)
+    rejected_rows = np.flatnonzero(v.status)
+    moving = np.flatnonzero((v.candidate > NEG_INF) | (v.key_candidate > NEG_INF) | v.arrival_step)
+    keys = narrow[KEY].gather(rejected_rows).to_list() if keyed else [None] * len(rejected_rows)
+    moving_keys = narrow[KEY].gather(moving).to_list() if keyed else [None] * len(moving)
+    moves = list(
+        zip(moving.tolist(), arrivals[moving].tolist(), v.candidate[moving].tolist(), moving_keys, v.key_candidate[moving].tolist())
     )
-    verdicts = ranked.with_columns(
-        pl.when(dropped).then(2).when(pl.col("__late") | out_now).then(1).otherwise(0).alias("__status"),
-        pl.when(pl.col("__early")).then(1).when(out_now).then(2).when(pl.col("__late")).then(3).otherwise(0).alias("__rule"),
-        pl.when(pl.col("__early")).then(arrival + (early or 0)).when(out_now).then(cti).otherwise(late_bound).alias("__bound"),
-        adm_s.alias("__adm_s"),
-        pl.when(pl.lit(point)).then(adm_s + 1).otherwise(end).alias("__adm_e"),
-        late_kept.alias("__late_kept"),
-        pl.when(pl.lit(not keyed) & (pl.col("__ordered") > pl.col("__before"))).then(pl.col("__ordered") - out_of_order).alias("__c"),
-        # With substreams, a new largest start of the key moves the key's own CTI, which goes
-        # downstream when it is ahead of the input's (at least the arrival less the late tolerance).
-        pl.when(
-            pl.lit(keyed and late is not None)
-            & (pl.col("__ordered") > pl.col("__before"))
-            & (pl.col("__ordered") - out_of_order > arrival - (late or 0))
-        )
-        .then(pl.col("__ordered") - out_of_order)
-        .alias("__kc"),
-        (arrival > arrival.cum_max().shift(1)).fill_null(True).alias("__arr_step"),
-        (pl.col(KEY) if keyed else pl.lit(None)).alias("__key"),
-    )
-    found, moving = pl.collect_all(
-        [
-            verdicts.filter(pl.col("__status") != 0).select(
-                "__pos",
-                S,
-                *([] if point else [E]),
-                ARR,
-                "__status",
-                "__rule",
-                "__bound",
-                "__adm_s",
-                "__adm_e",
-                "__late",
-                "__late_kept",
-                "__key",
-            ),
-            verdicts.filter(pl.col("__c").is_not_null() | pl.col("__kc").is_not_null() | pl.col("__arr_step")).select(
-                "__pos", ARR, "__c", "__key", "__kc"
-            ),
-        ]
-    )
-    moves = [(p, a, NEG_INF if c is None else c, k, NEG_INF if kc is None else kc) for p, a, c, k, kc in moving.iter_rows()]
     counts = InputMetrics(received=table.count)
     if keyed:
         for key, n in narrow.group_by(KEY).len().iter_rows():
             counts.substreams[key] = SubstreamMetrics(received=n)
     fields = record_fields(node.payload_type)
-    payloads = _payloads_at(table.rows, found["__pos"]) if rows_wanted and found.height else [None] * found.height
+    wanted = rows_wanted and len(rejected_rows)
+    payloads = _payloads_at(table.rows, pl.Series(rejected_rows, dtype=pl.Int64)) if wanted else [None] * len(rejected_rows)
     changes: dict[str, list[Any]] = {"__pos": [], "__s": [], "__e": []}
-    for row, r in zip(payloads, found.iter_rows(named=True)):
-        rule = _CODES[r["__rule"]]
-        assert rule is not None
-        action = Action.DROPPED if r["__status"] == 2 else Action.ADJUSTED
-        late_action = (Action.ADJUSTED if r["__late_kept"] else Action.DROPPED) if r["__late"] else None
-        for c in (counts, counts.substreams[r["__key"]]) if keyed else (counts,):
+    for row, i, key in zip(payloads, rejected_rows.tolist(), keys):
+        rule = v.rule_at(i)
+        action = Action.DROPPED if v.status[i] == 2 else Action.ADJUSTED
+        late_action = (Action.ADJUSTED if v.late_kept[i] else Action.DROPPED) if v.late[i] else None
+        for c in (counts, counts.substreams[key]) if keyed else (counts,):
             count_rejection(c, rule, action, True, late_action)
-        admitted_as = ("lifetime", r["__adm_s"], r["__adm_e"]) if action is Action.ADJUSTED else None
+        admitted_as = ("lifetime", int(v.start[i]), int(v.end[i])) if action is Action.ADJUSTED else None
         if row is not None:
-            rec = (r[ARR], POINT if point else INTERVAL, r[S], r[S] + 1 if point else r[E], _payload(node, fields, row), r["__pos"], None)
-            rejected.append((node.name, r["__pos"], item_of(rec), rule, action, r["__bound"], admitted_as))
-        changes["__pos"].append(r["__pos"])
-        changes["__s"].append(r["__adm_s"] if admitted_as else None)
-        changes["__e"].append(r["__adm_e"] if admitted_as else None)
+            rec = (int(arrivals[i]), POINT if point else INTERVAL, int(starts[i]), int(ends[i]), _payload(node, fields, row), i, None)
+            rejected.append((node.name, i, item_of(rec), rule, action, int(v.bound[i]), admitted_as))
+        changes["__pos"].append(i)
+        changes["__s"].append(admitted_as[1] if admitted_as else None)
+        changes["__e"].append(admitted_as[2] if admitted_as else None)
     for every in (counts, *counts.substreams.values()):
         every.admitted = every.received - every.dropped
     return (_admitted(table, changes) if rows_wanted else table.rows), counts, moves
-
-
-def _every_n(narrow: pl.DataFrame, every_n: int, delay: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Count generation's candidates ``(__pos, __cand)`` and the rows starting before the CTI
-    in force ``(__pos, __cti)``, without a column per row: the candidates are the starts of
-    rows N-1, 2N-1, ... less the delay, so the CTI in force in the k-th run of N rows is the
-    largest of the first k candidates, and the rows are compared with it N at a time."""
-    import numpy as np
-
-    starts = narrow[S].to_numpy()
-    n = len(starts)
-    positions = np.arange(every_n - 1, n, every_n, dtype=np.int64)
-    values = starts[every_n - 1 :: every_n] - delay
-    in_force = np.maximum.accumulate(np.concatenate(([NEG_INF], values)))  # [k]: rows kN .. kN+N-1
-    runs = n // every_n
-    late = np.flatnonzero(starts[: runs * every_n].reshape(runs, every_n) < in_force[:runs, None])
-    late = np.concatenate((late, runs * every_n + np.flatnonzero(starts[runs * every_n :] < in_force[runs])))
-    found = pl.DataFrame({"__pos": positions, "__cand": values}, schema={"__pos": pl.Int64, "__cand": pl.Int64})
-    return found, pl.DataFrame({"__pos": late, "__cti": in_force[late // every_n]}, schema={"__pos": pl.Int64, "__cti": pl.Int64})
 
 
 def _ingress(
@@ -803,24 +709,24 @@ def _item_verdicts(
     origin, value)`` for the replay. ``imported``: the CTI the input imports in force at each
     row. None when the rows would raise instead (an event before a CTI without settings, an
     end edge without its start edge): the reference ingress raises the error."""
+    import numpy as np
+
     policy = TimePolicy.of_input(node)
-    narrow = items.narrow if imported is None else items.narrow.with_columns(imported.alias("__imported"))
-    k, start = pl.col("__kind"), pl.col(S)
+    narrow = items.narrow
+    k = pl.col("__kind")
     counted = k.is_in(list(_EVENTS))
-    if policy.every_n:
-        nth = counted.cast(pl.Int64).cum_sum()
-        generated: pl.Expr = pl.when(counted & (nth % policy.every_n == 0)).then(start - policy.delay)
-    elif policy.period:
-        period = pl.when(counted).then(start // policy.period)
-        before = period.cum_max().shift(1).forward_fill()  # the latest period of the events before
-        generated = pl.when(counted & before.is_not_null() & (period > before)).then(start - policy.delay)
-    else:
-        generated = pl.lit(None, pl.Int64)
-    candidate = pl.when(k == CTI).then(start).otherwise(generated)
-    own = pl.col("__cand").cum_max().shift(1).forward_fill().fill_null(NEG_INF)
-    in_force = own if imported is None else pl.max_horizontal(own, pl.col("__imported"))
-    table = narrow.with_columns(candidate.alias("__cand")).with_columns(in_force.alias("__cti"))
-    table = table.with_columns((counted & (start < pl.col("__cti"))).alias("__late"))
+    row_kinds, row_starts = narrow["__kind"].to_numpy(), narrow[S].to_numpy()
+    is_event, is_cti = np.isin(row_kinds, list(_EVENTS)), row_kinds == CTI
+    generated = generation(policy, row_starts, is_event)
+    candidate = np.where(is_cti, row_starts, generated.candidates)
+    cti, _ = in_force(candidate)
+    if imported is not None:
+        cti = np.maximum(cti, imported.to_numpy())
+    table = narrow.with_columns(
+        pl.Series("__cand", candidate, dtype=pl.Int64).set(pl.Series(~(is_cti | generated.generates)), None),
+        pl.Series("__cti", cti, dtype=pl.Int64),
+        pl.Series("__late", is_event & (row_starts < cti)),
+    )
     # Edges: the k-th end edge with a start and payload closes the k-th start edge with them.
     paired = None
     if node.shape is EventShape.EDGE:

@@ -13,7 +13,9 @@ Expected outputs are written by hand.
 
 from __future__ import annotations
 
+import decimal  # noqa: F401  # read by the payload classes exec'd below
 import enum
+import typing  # noqa: F401  # read by the payload classes exec'd below
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any

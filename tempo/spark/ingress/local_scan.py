@@ -27,6 +27,7 @@ from typing import Any
 from tempo.events import EventShape
 from tempo.expr.schema import record_fields
 from tempo.runtime.ingress import INTERVAL, POINT
+from tempo.runtime.verdicts import GenerationState, generation, may_be_late
 from tempo.sources import ArrowSource, ParquetSource, TableSource
 from tempo.tables import TIME_UNITS, Span, nanosecond_columns, parquet_proves_no_nulls, points_proved_by_statistics
 from tempo.spark.columns import END as E
@@ -240,55 +241,23 @@ def _narrow_batches(
     return narrow()
 
 
-RISK_BLOCK = 1024
-"""The rows ``at_risk`` looks at together first."""
-
-
-def at_risk(start: Any, latest: int, delay: int, block: int = RISK_BLOCK) -> Any:
-    """Which rows start before the largest start before them (``latest`` before the first)
-    less ``delay``: a boolean array. A running maximum over every row costs a few
-    nanoseconds a row, as it cannot be vectorised; so blocks of ``block`` rows come first:
-    none of a block's rows is at risk when its least start is at least the largest start up
-    to its end less the delay (the usual case, rows in about time order), and only the
-    other blocks take the running maximum (every row does when many blocks are unsure)."""
-    import numpy as np
-
-    n = len(start)
-    risk = np.zeros(n, dtype=bool)
-    if not n:
-        return risk
-    edges = np.arange(0, n, block)
-    highest = np.maximum.reduceat(start, edges)
-    lowest = np.minimum.reduceat(start, edges)
-    before = np.maximum.accumulate(np.concatenate(([latest], highest[:-1])))  # the largest start before each block
-    unsure = np.flatnonzero(lowest < np.maximum(before, highest) - delay)
-    if len(unsure) * 8 > len(edges):  # rows far out of order: one running maximum over all
-        seen = np.maximum.accumulate(np.concatenate(([latest], start[:-1])))
-        return start < seen - delay
-    for b in unsure.tolist():
-        rows = start[edges[b] : edges[b] + block]
-        seen = np.maximum.accumulate(np.concatenate(([before[b]], rows[:-1])))
-        risk[edges[b] : edges[b] + block] = rows < seen - delay
-    return risk
-
-
 def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any, Any]]) -> tuple[int, int, list[dict[str, Any]], Span | None] | None:
     """The Spark scan's collected rows (as dicts of the same columns), or None when a row
     breaks a rule, the order column does not strictly increase, or the arrivals (when the
     table has them) go back. Every row is a counted event: a CTI candidate is every N-th
     row's start (or a start entering a later period) less the delay, and a row is at risk
-    when it starts before the latest start before it less the delay (``at_risk``)."""
+    when it starts before the latest start before it less the delay (``may_be_late``)."""
     import numpy as np
 
     policy = frame.policy
-    delay, every_n, period = policy.delay, policy.every_n, policy.period
+    delay = policy.delay
     point = frame.node.shape is EventShape.POINT
     kind = POINT if point else INTERVAL
     rows = 0
     lo: int | None = None
     last_order = NEG_INF
     latest = NEG_INF  # the largest start before the batch
-    seen_period = NEG_INF  # the greatest period entered before the batch
+    state = GenerationState()  # what generation carries to the next batch
     collected: list[dict[str, Any]] = []
     spanning = _Spanning()
     last_arrival = NEG_INF
@@ -309,14 +278,9 @@ def _scan(frame: InputFrame, batches: Iterator[tuple[Any, Any, Any, Any]]) -> tu
                 return None
             last_arrival = int(arrivals[-1])
         last_order = int(order[-1])
-        risk = at_risk(start, latest, delay)
-        if every_n:
-            candidates = np.arange((every_n - 1 - rows % every_n) % every_n, n, every_n)
-        else:
-            p = np.floor_divide(start, period)
-            seen = np.maximum.accumulate(np.concatenate(([seen_period], p[:-1])))
-            candidates = np.flatnonzero((seen > NEG_INF) & (p > seen))
-            seen_period = max(seen_period, int(p.max()))
+        risk = may_be_late(start, latest, delay)
+        generated = generation(policy, start, before=state)
+        candidates, state = np.flatnonzero(generated.generates), generated.state
         picked = np.union1d(np.flatnonzero(risk), candidates)
         is_candidate = np.isin(picked, candidates, assume_unique=True).tolist()
         starts = start[picked].tolist()
