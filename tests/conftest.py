@@ -3,11 +3,24 @@
 ``KINDS`` lists the executors tests run on, each an ``ExecutorKind`` with the name its errors
 use and the ``Capability`` set it promises; a third executor is one more entry. Every test
 taking the ``executor`` fixture runs on ``EXECUTORS``: ``"memory"`` (``InMemoryExecutor``) and
-``"spark"`` (``tempo.spark.SparkExecutor``). ``on_executors`` picks other kinds for one test or module, and
-``@pytest.mark.needs(Capability...)`` skips a test on kinds that lack a capability. The Spark
+``"spark"`` (``tempo.spark.SparkExecutor``). ``on_executors`` picks other kinds for one test or module. The Spark
 kinds carry the ``spark`` marker and are skipped, with the reason, when pyspark, a Java
 runtime or ``tempo.spark.SparkExecutor`` is missing. ``tempo.spark`` (and pyspark) are
 imported only when a Spark test runs, and a whole test run shares one local Spark session.
+
+A test an executor kind does not pass is declared, in one of two ways, and nothing else is
+excused (an ``UnsupportedError`` elsewhere is a failure):
+
+- **Not promised** (a skip): ``@pytest.mark.needs(Capability.X)``. A ``Capability`` is a detail
+  beyond results, events and CTIs that an executor's design does not give, stated in its docs
+  (docs/spark.md, docs/vectorised.md): both capabilities are such choices, so a kind lacking
+  one skips the test, with the reason. A kind that comes to promise one says so in its
+  ``capabilities``, and the tests then run on it.
+- **Not implemented** (a strict xfail): ``@pytest.mark.not_implemented(KIND, ..., lacks="...")``
+  for a query the kind is meant to run but has no rule for yet. It becomes
+  ``xfail(strict=True, raises=UnsupportedError)`` on those kinds, and the error must name
+  ``lacks``: when the kind gains the rule the test passes and so fails (strict), and any
+  other error, or an ``UnsupportedError`` for something else, fails too.
 """
 
 from __future__ import annotations
@@ -97,14 +110,19 @@ class Capability(enum.Enum):
     """What an executor promises beyond the results, events and CTIs every executor gives.
 
     A test that checks such a detail is marked ``@pytest.mark.needs(Capability.X)`` and is
-    skipped, with the reason, on executors that do not promise it."""
+    skipped, with the reason, on executors that do not promise it: each is a design choice of
+    the executors lacking it, not a missing feature (those are ``not_implemented``)."""
 
     RAW_ITEMS = "raw_items"
     """``Result.raw`` is the item-by-item output the hand-written timelines describe: edges
-    as edges, interleaved with CTIs, and events released by one CTI in the engine's order."""
+    as edges, interleaved with CTIs, and events released by one CTI in the engine's order.
+    The compiled executors compute events in bulk and replay the CTIs on the driver: their raw
+    items are the events and CTIs, not the reference's item order."""
 
     IN_PROCESS_UDFS = "in_process_udfs"
-    """udfs run in the test's process, so a test can observe their calls."""
+    """udfs run in the test's process, so a test can observe their calls (on Spark they run in
+    Python workers, where a test sees none of them). The vectorised executor runs them here
+    today (polars' ``map_elements``) without promising it (docs/vectorised.md)."""
 
 
 @attrs.frozen
@@ -149,8 +167,8 @@ MEMORY = ExecutorKind("memory", "in-memory", "InMemoryExecutor", frozenset(Capab
 SPARK = ExecutorKind("spark", "Spark", "SparkExecutor", frozenset(), _spark, (pytest.mark.spark,))
 SPARK_INGRESS = ExecutorKind("spark-ingress", "Spark", "SparkExecutor", frozenset(), _spark_ingress, (pytest.mark.spark,), everywhere=False)
 VECTORISED = ExecutorKind("vectorised", "vectorised", "VectorisedExecutor", frozenset(), _vectorised)
-"""Being built up (issue 15): a test whose query it has no rule for yet is reported skipped,
-with the node it lacks (``pytest_runtest_makereport``), rather than failed."""
+"""Being built up (issue 15): the tests whose query it has no rule for yet are marked
+``not_implemented(VECTORISED, lacks=...)``."""
 KINDS = (MEMORY, SPARK, SPARK_INGRESS, VECTORISED)
 """Every executor kind: a new executor is one more entry here."""
 EXECUTORS = tuple(k for k in KINDS if k.everywhere)
@@ -180,12 +198,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def executor_kind(request: pytest.FixtureRequest) -> ExecutorKind:
-    """The executor kind a test runs on; skips a test marked ``needs`` what it lacks."""
+    """The executor kind a test runs on; skips a test marked ``needs`` what it does not promise."""
     kind: ExecutorKind = request.param
     for mark in request.node.iter_markers("needs"):
         missing = set(mark.args) - kind.capabilities
         if missing:
-            pytest.skip(f"the {kind.name} executor does not promise {', '.join(sorted(c.value for c in missing))}")
+            pytest.skip(f"not promised: the {kind.name} executor does not promise {', '.join(sorted(c.value for c in missing))}")
     return kind
 
 
@@ -195,17 +213,51 @@ def executor(executor_kind: ExecutorKind, request: pytest.FixtureRequest) -> Any
     return executor_kind.make(request)
 
 
+def item_kind(item: pytest.Item) -> ExecutorKind | None:
+    """The executor kind ``item`` runs on, if it takes the ``executor`` fixture."""
+    kind: ExecutorKind | None = getattr(getattr(item, "callspec", None), "params", {}).get("executor_kind")
+    return kind
+
+
+def lacking(item: pytest.Item) -> list[str]:
+    """What the ``not_implemented`` marks of ``item`` say the kind it runs on lacks.
+
+    A mark must name kinds (a typo would excuse nothing) and what they lack."""
+    lacks = []
+    for mark in item.iter_markers("not_implemented"):
+        if not mark.args or not all(isinstance(k, ExecutorKind) for k in mark.args) or not mark.kwargs.get("lacks"):
+            raise pytest.UsageError(f"{item.nodeid}: not_implemented takes ExecutorKind values and lacks=..., got {mark}")
+        if item_kind(item) in mark.args:
+            lacks.append(mark.kwargs["lacks"])
+    return lacks
+
+
+def not_implemented_xfail(item: pytest.Item) -> pytest.MarkDecorator | None:
+    """The strict xfail of ``item`` when it is a ``not_implemented`` pair, else None."""
+    lacks, kind = lacking(item), item_kind(item)
+    if not lacks or kind is None:
+        return None
+    from tempo.errors import UnsupportedError
+
+    return pytest.mark.xfail(
+        strict=True, raises=UnsupportedError, reason=f"not implemented on the {kind.name} executor: {'; '.join(lacks)}"
+    )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """An expected failure of a ``not_implemented`` pair whose ``UnsupportedError`` does not
+    name what the mark says the kind lacks is a failure: the query lacks other rules than
+    declared."""
     outcome = yield
     report = outcome.get_result()
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    if report.when == "call" and call.excinfo is not None and params.get("executor_kind") is VECTORISED:
-        from tempo.errors import UnsupportedError
-
-        if call.excinfo.errisinstance(UnsupportedError):
-            report.outcome = "skipped"
-            report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: not yet on the vectorised executor: {call.excinfo.value}")
+    if report.when != "call" or not hasattr(report, "wasxfail") or call.excinfo is None:
+        return
+    lacks = lacking(item)
+    if lacks and not any(what in str(call.excinfo.value) for what in lacks):
+        del report.wasxfail
+        report.outcome = "failed"
+        report.longrepr = f"declared not_implemented, lacking {' or '.join(map(repr, lacks))}, but raised {call.excinfo.value!r}"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -240,8 +292,13 @@ drew them last would run them alone while the other had nothing left."""
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` (long soak and kill loops, each with a short version that always
     runs) are skipped unless ``--run-slow`` is given: CI and the README's command run the
-    short versions. The tests in ``FIRST`` go first."""
+    short versions. The tests in ``FIRST`` go first. The ``not_implemented`` pairs become strict
+    xfails."""
     items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keep their order
+    for item in items:
+        xfail = not_implemented_xfail(item)
+        if xfail is not None:
+            item.add_marker(xfail)
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow (nox -s slow)")

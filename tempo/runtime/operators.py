@@ -456,7 +456,7 @@ class ByStart:
         """The entries starting before ``t``, in order, each removed as it is yielded."""
         if self.aside:
             # Merging costs about as much as pushing onto the heap once the run is at most
-            # eight times as long as what joins it.
+            # eight times as long as what joins it (bench/README.md, "Latest figures", tempo-memory).
             if 8 * len(self.aside) >= len(self.run):
                 self.run = deque(sorted(itertools.chain(self.run, self.aside)))
             else:

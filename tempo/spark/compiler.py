@@ -321,7 +321,7 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, also: Column | None = None)
         width, cut = planned[0], planned[1:]
     if cut is None and unbounded and node.keys:
         # A key's events meet every event of the key, but the extra rows of ``LONG_BUCKET``
-        # were measured to cost what the buckets saved on the benchmark's reference join.
+        # cost what the buckets save (measured in bench/README.md, "Latest figures", W4 on Spark).
         return unbucketed()
     if cut is None and unbounded:
         side = c.relation(node.right if other == "__r_" else node.left)

@@ -23,7 +23,7 @@ the same tables column by column instead:
    rows (CTIs, late rows) through their ingresses.
 
 Nothing leaves the driver: a batch costs what collecting its rows costs, which item by item
-pays too, and milliseconds of polars. Float sums and averages add a batch's values in
+pays too, and polars' fixed cost a batch (measured in bench/README.md, "Live queries"). Float sums and averages add a batch's values in
 polars' order rather than one by one (docs/streaming.md, as for Spark's bulk engine).
 """
 

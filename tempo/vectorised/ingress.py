@@ -593,7 +593,8 @@ def kind_codes(node: SourceNode, schema: pl.Schema) -> pl.Expr | None:
         return pl.lit(POINT if node.shape is EventShape.POINT else INTERVAL, pl.Int64)
     if schema[source.kind] != pl.String:
         return None
-    # Lowercase words by comparisons (a few times faster than a lookup); other spellings
+    # Lowercase words by comparisons (faster than a lookup: bench/README.md, "Latest figures",
+    # tempo-vectorised); other spellings
     # by a second pass, lowercased, when some row is left without a kind.
     word = pl.col(source.kind)
     chain: Any = pl

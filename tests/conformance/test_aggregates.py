@@ -24,6 +24,7 @@ from tempo import Cti, EventShape, InMemoryExecutor, Point, QueryBuildError, Str
 from tests.conformance.test_operators import T, run
 from tests.conformance.test_window_kinds import Release, check, span
 from tests.budget import examples
+from tests.conftest import VECTORISED
 
 
 @attrs.frozen
@@ -224,6 +225,7 @@ class Running:
     values: list[float]
 
 
+@pytest.mark.not_implemented(VECTORISED, lacks="the running aggregate var(e.v)")
 def test_running_aggregates_in_analytic(executor: Any) -> None:
     """Key a in order (start, payload): (x,1)@1 (y,4)@1 are peers of one start? No: their
     payloads differ, so each is its own peer group, x first. Running over the events up to

@@ -6,9 +6,9 @@ It applies where the Spark scan's window is all there is to compute: a Parquet f
 Arrow table with an integer order column (or one Parquet file in file order, which Spark
 numbers by ``_metadata.row_index``), no ``kind`` or ``arrival`` column (so every row is
 an event and every event counts), CTIs generated from its own rows (no import, no ordering
-settings) and at most ``LOCAL_SCAN_ROWS`` rows. Reading two or three columns of ten million
-rows takes well under a second on one core, where the Spark scan sorts every row within its
-block. The heavy work, the query itself, stays in Spark.
+settings) and at most ``LOCAL_SCAN_ROWS`` rows. Reading two or three columns on the driver
+costs little next to the Spark scan, which sorts every row within its block (measured in
+bench/README.md, "Latest figures", W1 on Spark). The heavy work, the query itself, stays in Spark.
 
 It proves or gives up: it collects exactly the rows the Spark scan collects (CTI candidates
 and rows at risk, with their positions) only when the order column strictly increases in

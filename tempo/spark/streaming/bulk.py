@@ -1,7 +1,8 @@
 """The second engine of a live query: a micro-batch computed by Spark's compiled plan.
 
 The driver engine (``tempo.runtime.live``) handles every item in Python, which is exact
-and fast for small batches but costs about 4 µs per event. For queries of the bulk shape
+and fast for small batches but costs Python's work per event (measured in bench/README.md,
+"Live queries"). For queries of the bulk shape
 (``tempo.runtime.bulk.bulk_shape``: inputs without ordering settings whose
 events reach one window aggregate through where / select / shift / union operators and at
 most one join), a large batch runs here instead, in two Spark jobs over the batch's rows

@@ -63,15 +63,16 @@ BULK_ROWS = 100_000
 VECTOR_ROWS = 2_000
 """With ``engine="auto"``, smaller batches collected to the driver go item by item, larger
 ones in bulk by polars (the vectorised executor's ``BatchEngine``, when it is installed):
-polars costs about 5 ms a batch, item by item about 4 µs a row, and the two broke even
-near 1,300 rows of W2 (docs/streaming.md, "Three engines")."""
+polars has a fixed cost a batch and item by item a cost a row, and the two break even below
+this size (measured in bench/README.md, "Live queries"; docs/streaming.md, "Three engines")."""
 BULK_GUESS = 4
 """With ``engine="auto"``, a batch after one of fewer than ``BULK_ROWS / BULK_GUESS`` rows
 goes to the driver without being sized first."""
 JOIN_BULK_FACTOR = 4
 """With ``engine="auto"`` and a join below the window, batches go to Spark from this many
 times ``bulk_rows``: every pair goes through Spark's join and aggregation and the join's
-state travels both ways, a few seconds a batch more (bench/streaming_join.py)."""
+state travels both ways, a fixed cost a batch (measured in bench/README.md, "A join below
+the window")."""
 
 CRASH_AT = "TEMPO_CRASH_AT"
 """The environment variable of the testing hook (see the module's docstring)."""
@@ -603,7 +604,8 @@ class StreamingExecutor:
     (default), for such a query, polars for batches of at least ``vector_rows`` rows when it
     is installed, and Spark for batches of at least ``bulk_rows`` rows (``JOIN_BULK_FACTOR``
     times as many with a join; by default ``BULK_ROWS`` when polars is not installed, else
-    never: polars on the driver was faster at every batch size measured on one machine),
+    never: polars on the driver was the faster at every batch size measured, bench/README.md,
+    "Live queries"),
     else the driver item by item. docs/streaming.md, "Three engines". ``"cluster"``: the
     window's state and work on Spark's executors, in Spark's state store, the driver deciding
     time only (a query with one input reaching a hopping, tumbling, session or count window

@@ -117,9 +117,9 @@ LANE = "tempo_lane"
 BUCKET = "tempo_bucket"
 KEY_BUCKETS = 64
 """The work query groups the event lane's rows by a bucket of their group key (``BUCKET``,
-``bucket_column``), one of ``KEY_BUCKETS``: PySpark's ``transformWithState`` costs about
-0.2 ms a call of the processor (a message to the JVM for the key, its own Arrow batch of
-output) and about a millisecond a state call (bench/README.md), so the processor is called
+``bucket_column``), one of ``KEY_BUCKETS``: PySpark's ``transformWithState`` pays for each
+call of the processor (a message to the JVM for the key, its own Arrow batch of output) and
+more for each state call (measured in bench/README.md, "The cluster engine"), so the processor is called
 per bucket, keeps each group key's state in an entry of the bucket's map state, and reads
 a bucket's states in one streamed read when it runs most of them. The number is part of a checkpoint's state layout: a
 restart must bucket as the first run did."""
@@ -403,7 +403,7 @@ class KeyedProcessor(StatefulProcessor):
         self.open_lifetimes = may_reach_infinity(query, node)
         self.out = Row(*RESULT_COLUMNS, *self.output_fields)  # a Row class: Spark maps fields by name
         # A group key's state is one value, read once and written once per call: each state
-        # call is a message to the JVM (bench/README.md).
+        # call is a message to the JVM (bench/README.md, "The cluster engine").
         self.state = handle.getValueState("key", "state binary")  # the CTI lane's
         self.groups = handle.getMapState("groups", "name string", "state binary")
         self.size = handle.getValueState("size", "n long")  # the bucket's entries in groups
@@ -498,7 +498,7 @@ class KeyedProcessor(StatefulProcessor):
     def _read(self, names: list[str]) -> _Bucket:
         """The saved states of the bucket's group keys ``names``: each read alone, or, when
         they are a quarter of the bucket's keys or more, all the bucket's in one streamed read
-        (each state call is a round trip to the JVM, about a millisecond: bench/README.md)."""
+        (each state call is a round trip to the JVM: bench/README.md, "The cluster engine")."""
         held = self.size.get()
         size = 0 if held is None else int(held[0])
         if size and len(names) >= self.STREAMED_SHARE * size:
