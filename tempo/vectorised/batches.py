@@ -58,7 +58,7 @@ from tempo.runtime.bulk import (
     plan_order,
 )
 from tempo.runtime.ingress import HEARTBEAT, INTERVAL, POINT
-from tempo.runtime.operators import Window as WindowOperator
+from tempo.runtime.windows import Window as WindowOperator
 from tempo.runtime.replay import CtiReplay
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF

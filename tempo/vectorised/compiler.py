@@ -293,7 +293,7 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
     (``tempo.spark.compiler._anti_join``): the span ``[s, min(e, r))``, ``r`` the right
     input's final CTI, minus the union of the matching right lifetimes; a stretch reaching
     ``r`` before the left event ends is still open, and so is one of a left edge never ended
-    cut past the left input's final CTI (``tempo.runtime.operators.final_end``)."""
+    cut past the left input's final CTI (``tempo.runtime.joins.final_end``)."""
     cti, left_cti, right_cti = c.final_cti(node), c.final_cti(node.left), c.final_cti(node.right)
     ls, le = pl.col(f"__l_{S}"), pl.col(f"__l_{E}")
     left = prefixed(c.relation(node.left), "__l_").filter(ls < pl.lit(cti)).with_row_index("__lid")
@@ -818,7 +818,7 @@ def _results(c: Compiler, node: p.WindowNode, rows: pl.LazyFrame, strict: bool) 
         else:
             rows = _completing_cti(c, node, rows, strict)
             finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
-            at_infinity = pl.max_horizontal(we - 1, pl.lit(finite[-1])) if finite else we - 1  # ``operators.stamp``
+            at_infinity = pl.max_horizontal(we - 1, pl.lit(finite[-1])) if finite else we - 1  # ``windows.stamp``
             at = pl.when(pl.col("__cti") >= INF).then(at_infinity).otherwise(pl.col("__cti") - 1)
         until = at + 1
     bounds = rows.select(
