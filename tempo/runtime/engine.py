@@ -255,7 +255,7 @@ def run_query(query: Query) -> Result[Any]:
     build_ingresses(build, query)
     streams = prepared_inputs(query, mode)
     built = build_operators(build, query)
-    egress = Egress(_output_key(query))
+    egress = Egress(output_key(query))
     built[id(query.root)].connect(egress, 0)
 
     ingresses = [build.ingresses[s.name] for s in query.sources]
@@ -318,8 +318,9 @@ def _withheld(egress: Egress, ingresses: list[Ingress], dt: Callable[[int], Any]
     return Withheld(len(starts), dt(min(starts)))
 
 
-def _output_key(query: Query) -> Callable[[Any], Any] | None:
-    """The substream key of an output payload, when the query's output keeps one."""
+def output_key(query: Query) -> Callable[[Any], Any] | None:
+    """The substream key of an output payload, when the query's output keeps one: the key the
+    query's ``Egress`` releases by, built alike by ``run_query`` and the live engine."""
     key = query.substream_key(query.root)
     return None if key is None else codegen.compile_expression(key, 1)
 

@@ -42,7 +42,7 @@ from tempo.runtime.egress import Egress
 from tempo.runtime.operator import Operator
 from tempo.runtime.release_queues import KeyedByStart
 from tempo.runtime.engine import Build, build_ingresses, build_operators, rejection
-from tempo.runtime.engine import _output_key as output_key
+from tempo.runtime.engine import output_key
 from tempo.errors import InputError, RuleText, TempoError
 from tempo.clocks import TimeDomain
 from tempo.runtime.stamping import Stamper

@@ -123,10 +123,10 @@ from tempo.spark.streaming.executor import (
     BatchProgress,
     LiveQuery,
     StoppedDuringBatch,
-    _metrics_record,
-    _recognized,
     committed_engine,
     input_parts,
+    metrics_record,
+    recognized_error,
     schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
@@ -1199,7 +1199,7 @@ class TimeRunner(_Batches):
         self.progress: list[dict[str, Any]] = []
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
-        return _recognized(exc) or schema_drift_error(exc, self.query)
+        return recognized_error(exc) or schema_drift_error(exc, self.query)
 
     def __call__(self, df: DataFrame, batch: int) -> None:
         self.guarded(self._run, df, batch)
@@ -1311,7 +1311,7 @@ class TimeRunner(_Batches):
             "batch": batch,
             "final": final,
             "seconds": time.perf_counter() - began,
-            "metrics": _metrics_record(engine.metrics()),
+            "metrics": metrics_record(engine.metrics()),
         }
         self.log.commit(batch, engine.snapshot(), record, saved=lambda: self.crash.point("time-state", batch))
         self.crash.point("time-commit", batch)
@@ -1369,13 +1369,13 @@ class WorkRunner(_Batches, Generic[T]):
         if self.log.is_committed(batch):  # Spark runs a batch again when it crashed before its own commit
             # Its state stores must commit the batch again (Spark checks that each did): the
             # plan runs, its output (what was committed) goes nowhere.
-            with worker_errors(_recognized):
+            with worker_errors(recognized_error):
                 df.write.format("noop").mode("overwrite").save()
             if self.next_stage is None:
                 self.sink.publish(batch)
             return
         began = time.perf_counter()
-        with worker_errors(_recognized):
+        with worker_errors(recognized_error):
             table = df.toArrow()
         self.crash.point("read", batch)
         engine = self.engine_after(self.log.last_committed(before=batch))
