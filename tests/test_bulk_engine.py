@@ -49,7 +49,8 @@ from tempo.runtime.bulk import (
 )
 from tempo.runtime.ingress import CTI, HEARTBEAT, TimestampMode
 from tempo.runtime.live import LiveEngine
-from tempo.runtime.operators import Join, Window
+from tempo.runtime.joins import Join
+from tempo.runtime.windows import Window
 from tempo.tables import read_columns
 from tests.strategies import Ev
 from tests.budget import examples
@@ -350,7 +351,9 @@ def _state(engine: LiveEngine) -> Any:
     order) and the next event id."""
     from tempo.runtime.live import state_of
     from tempo.runtime.bulk import _waiting
-    from tempo.runtime.operators import Join, Union, Window
+    from tempo.runtime.joins import Join
+    from tempo.runtime.stateless import Union
+    from tempo.runtime.windows import Window
 
     window = next(op for op in engine.operators if isinstance(op, Window))
     inputs = []

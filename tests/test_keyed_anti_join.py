@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 from tempo import EventShape, Stream
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.runtime import operators as ops
+from tempo.runtime.joins import AntiJoin
+from tempo.runtime.operator import Operator
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.keyed import AntiJoinTimeline, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, pass_cti, placed, release_order
@@ -100,7 +101,7 @@ def sequences(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
     return steps, cuts
 
 
-def _recorded(query: Query, node: p.Node) -> tuple[ops.Operator, _Recorder]:
+def _recorded(query: Query, node: p.Node) -> tuple[Operator, _Recorder]:
     """The in-memory engine's operator of ``node``, connected to a recorder."""
     mode = TimestampMode()
     mode.saw(aware=True)
@@ -261,7 +262,7 @@ def _driven(query: Query, node: p.AntiJoinNode, steps: list[Step], cuts: list[in
     assert released[-1] == []  # every fragment goes out at an output CTI past its start
     # The driver: every move of an input's CTI and every right event's arrival, in order.
     anti, recorder = _recorded(query, node)
-    assert isinstance(anti, ops.AntiJoin)
+    assert isinstance(anti, AntiJoin)
     timeline = AntiJoinTimeline()
     for step in steps:
         if isinstance(step, PortCti):

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from tempo import EventShape, Stream
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.runtime import operators as ops
+from tempo.runtime.operator import Operator
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.keyed import Cti, End, Insert, JoinTimeline, KeyCti, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
@@ -117,7 +117,7 @@ def sequences(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
     return steps, cuts
 
 
-class _Recorder(ops.Operator):
+class _Recorder(Operator):
     """What an operator emits, in order: (``kind``, start, end, payload) for an event ("pair"
     for the join's), ("end", the place of its event among the events, end) and ("cti", t)."""
 
@@ -148,7 +148,7 @@ def _reference(query: Query, node: p.JoinNode, steps: list[Step]) -> list[tuple[
     return recorder.seen
 
 
-def feed_all_keys(operator: ops.Operator, items: Iterable[Insert | End | PortCti]) -> None:
+def feed_all_keys(operator: Operator, items: Iterable[Insert | End | PortCti]) -> None:
     """``items`` into an operator of two inputs over all keys, in order, each input's CTIs its own."""
     for item in items:
         if isinstance(item, PortCti):
@@ -337,7 +337,7 @@ def test_a_join_keeping_a_substream_key_run_one_key_at_a_time_gives_what_it_give
 ) -> None:
     """Key CTIs of either input put among the steps (each at most the start of the key's
     later events at that input). The driver's join, holding nothing, hears every input's CTI
-    and key CTI and works out each key's output CTI (``operators.KeyCtis``: at a key CTI, or
+    and key CTI and works out each key's output CTI (``operator.KeyCtis``: at a key CTI, or
     at a move of an input's CTI); each key, keyed by its substream key (``by_substream``),
     hears the output CTIs and its own output CTIs at both inputs (``KeyCti``), run batch by
     batch. The pairs a key's output CTI released, given out at its arrival through the

@@ -33,7 +33,8 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import WindowTimestamp
 from tempo.runtime.event_windows import CountWindows, Snapshots
-from tempo.runtime.operators import Clip, Window as WindowOperator
+from tempo.runtime.clip import Clip
+from tempo.runtime.windows import Window as WindowOperator
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.analytics import Analytic
@@ -563,7 +564,7 @@ def test_a_release_by_substream_key_run_one_key_at_a_time_gives_what_the_output_
     after it; the rest before the first CTI past its start, in ``release_order``), are what the
     output over all keys releases (``Egress`` with the substream key), in its order: events
     whole or open, ends, CTIs and key CTIs, ids and all."""
-    from tempo.runtime.operators import Egress
+    from tempo.runtime.egress import Egress
 
     sequence = _with_key_ctis(feed[0], data)
     cuts = sorted(set(data.draw(st.lists(st.integers(0, len(sequence)), max_size=6))) | {len(sequence)})

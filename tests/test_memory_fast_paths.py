@@ -36,7 +36,7 @@ from tempo.errors import InputError
 from tempo.runtime.codegen import Accumulator
 from tempo.runtime.engine import process_in_arrival_order
 from tempo.runtime.ingress import TimestampMode, prepare, prepare_checked
-from tempo.runtime.operators import ByStart
+from tempo.runtime.release_queues import ByStart
 from tempo.plan.nodes import SourceNode
 from tempo.sources import ParquetSource
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from tempo.runtime.codegen import Accumulator, Order
-from tempo.runtime.operators import Key, Operator
+from tempo.runtime.operator import Key, Operator
 from tempo.ticks import NEG_INF
 
 

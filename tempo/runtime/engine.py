@@ -2,10 +2,11 @@
 
 ``run_query`` is what ``InMemoryExecutor.run`` does; executors that compute events in bulk use
 the same pieces on the driver (``tempo.runtime.replay.CtiReplay``). The plan is compiled by a
-visitor keyed by node class (``compiles``) into the operators of ``operators.py``; inputs are
-checked and merged into one arrival sequence (``ingress.py``, ``process_in_arrival_order``);
-the output is assembled into a ``Result`` (``result_of``, by ``release.ResultAssembly``) with
-what a flush would still release (``withheld``).
+visitor keyed by node class (``compiles``) into the operators of the family modules
+``tempo.runtime.operator`` lists; inputs are checked and merged into one arrival sequence
+(``ingress.py``, ``process_in_arrival_order``); the output is assembled into a ``Result``
+(``result_of``, by ``release.ResultAssembly``) with what a flush would still release
+(``withheld``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from tempo.result import Rejection, Result, Withheld, warn_withheld
 from tempo.runtime import codegen
 from tempo.runtime import analytics
 from tempo.runtime import event_windows as ew
-from tempo.runtime import operators as ops
+from tempo.runtime.clip import Clip
+from tempo.runtime.egress import Egress
+from tempo.runtime.joins import AntiJoin, Join
+from tempo.runtime.operator import Operator
+from tempo.runtime.patterns import FollowedBy
+from tempo.runtime.stateless import AlterLifetime, Explode, Select, Union, Where
+from tempo.runtime.windows import Window
 from tempo.runtime.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
 from tempo.runtime.release import ResultAssembly
 from tempo.runtime.stamping import stamped
@@ -37,7 +44,7 @@ from tempo.ticks import INF, from_ticks
 
 T = TypeVar("T")
 
-_COMPILERS: Registry[Build, ops.Operator] = Registry("in-memory", "plan node")
+_COMPILERS: Registry[Build, Operator] = Registry("in-memory", "plan node")
 compiles = _COMPILERS.rule
 """Register the compiler of one node class."""
 
@@ -70,20 +77,20 @@ def _join_keys(node: p.MatchingNode) -> tuple[Callable[[Any], Any], Callable[[An
 
 
 @compiles(p.SourceNode)
-def _source(b: Build, node: p.SourceNode) -> ops.Operator:
+def _source(b: Build, node: p.SourceNode) -> Operator:
     return _SourceOp(b.ingresses[node.name])
 
 
-class _SourceOp(ops.Operator):
+class _SourceOp(Operator):
     """Connects an ``Ingress`` to the operators that consume its input."""
 
-    WIRING = ops.Operator.WIRING | {"ingress"}
+    WIRING = Operator.WIRING | {"ingress"}
 
     def __init__(self, ingress: Ingress) -> None:
         super().__init__()
         self.ingress = ingress
 
-    def connect(self, op: ops.Operator, port: int) -> None:
+    def connect(self, op: Operator, port: int) -> None:
         super().connect(op, port)
         self.ingress.emit_insert = self.emit_insert
         self.ingress.emit_end = self.emit_end
@@ -92,18 +99,18 @@ class _SourceOp(ops.Operator):
 
 
 @compiles(p.WhereNode)
-def _where(b: Build, node: p.WhereNode) -> ops.Operator:
-    return ops.Where(codegen.compile_expression(node.predicate, 1))
+def _where(b: Build, node: p.WhereNode) -> Operator:
+    return Where(codegen.compile_expression(node.predicate, 1))
 
 
 @compiles(p.SelectNode)
-def _select(b: Build, node: p.SelectNode) -> ops.Operator:
-    return ops.Select(codegen.compile_expression(node.projection, 1), b.query.substream_key(node) is not None)
+def _select(b: Build, node: p.SelectNode) -> Operator:
+    return Select(codegen.compile_expression(node.projection, 1), b.query.substream_key(node) is not None)
 
 
 @compiles(p.EventTimeNode)
-def _event_time(b: Build, node: p.EventTimeNode) -> ops.Operator:
-    return ops.Select(_same, keeps_key=b.query.substream_key(node) is not None)
+def _event_time(b: Build, node: p.EventTimeNode) -> Operator:
+    return Select(_same, keeps_key=b.query.substream_key(node) is not None)
 
 
 def _same(payload: Any) -> Any:
@@ -111,13 +118,13 @@ def _same(payload: Any) -> Any:
 
 
 @compiles(p.ClipNode)
-def _clip(b: Build, node: p.ClipNode) -> ops.Operator:
-    return ops.Clip(codegen.compile_keys(node.keys) if node.keys is not None else None, b.new_id)
+def _clip(b: Build, node: p.ClipNode) -> Operator:
+    return Clip(codegen.compile_keys(node.keys) if node.keys is not None else None, b.new_id)
 
 
 @compiles(p.ExplodeNode)
-def _explode(b: Build, node: p.ExplodeNode) -> ops.Operator:
-    return ops.Explode(
+def _explode(b: Build, node: p.ExplodeNode) -> Operator:
+    return Explode(
         codegen.compile_expression(node.items, 1),
         codegen.compile_function([node.projection], ["a0", "item"], inputs=["a0"]),
         b.new_id,
@@ -125,12 +132,12 @@ def _explode(b: Build, node: p.ExplodeNode) -> ops.Operator:
 
 
 @compiles(p.AlterLifetimeNode)
-def _alter(b: Build, node: p.AlterLifetimeNode) -> ops.Operator:
-    return ops.AlterLifetime(node.shift, node.duration)
+def _alter(b: Build, node: p.AlterLifetimeNode) -> Operator:
+    return AlterLifetime(node.shift, node.duration)
 
 
 @compiles(p.WindowNode)
-def _window(b: Build, node: p.WindowNode) -> ops.Operator:
+def _window(b: Build, node: p.WindowNode) -> Operator:
     key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
     values_fn = codegen.compile_aggregate_values(node.aggregates, node.input.payload_type)
     kinds: list[p.Aggregate | p.AggregateKind] = list(node.aggregates)
@@ -143,7 +150,7 @@ def _window(b: Build, node: p.WindowNode) -> ops.Operator:
             kinds.append(p.AggregateKind.MAX)  # of the starts: the operator appends them
         elif node.timestamp is WindowTimestamp.EARLIEST:
             kinds.append(p.AggregateKind.MIN)
-        return ops.Window(
+        return Window(
             spec,
             key_fn,
             values_fn,
@@ -173,7 +180,7 @@ def _window(b: Build, node: p.WindowNode) -> ops.Operator:
 
 
 @compiles(p.AnalyticNode)
-def _analytic(b: Build, node: p.AnalyticNode) -> ops.Operator:
+def _analytic(b: Build, node: p.AnalyticNode) -> Operator:
     previous = [(i, a.limit) for i, a in enumerate(node.analytics) if isinstance(a, p.Previous)]
     running = [(i, a) for i, a in enumerate(node.analytics) if isinstance(a, p.Aggregate)]
     identity = not node.analytics and isinstance(node.projection, x.Input)
@@ -195,7 +202,7 @@ def _no_values(payload: Any, start: int = 0) -> tuple[Any, ...]:
 
 
 @compiles(p.ReleaseNode)
-def _release(b: Build, node: p.ReleaseNode) -> ops.Operator:
+def _release(b: Build, node: p.ReleaseNode) -> Operator:
     """The output's release as an operator: ``order_by_time`` with every payload tied, so that
     events of one start go out in order of arrival, as the output releases them; grouped by
     the substream key it releases by (``keyed_by``), whose CTIs release a group's events."""
@@ -206,17 +213,17 @@ def _release(b: Build, node: p.ReleaseNode) -> ops.Operator:
 
 
 @compiles(p.JoinNode)
-def _join(b: Build, node: p.JoinNode) -> ops.Operator:
+def _join(b: Build, node: p.JoinNode) -> Operator:
     residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
     keyed = b.query.substream_key(node) is not None
     substream_index = node.key_index((b.query.substream_key(node.left), b.query.substream_key(node.right))) if keyed else None
-    return ops.Join(_join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id, substream_index)
+    return Join(_join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id, substream_index)
 
 
 @compiles(p.FollowedByNode)
-def _followed_by(b: Build, node: p.FollowedByNode) -> ops.Operator:
+def _followed_by(b: Build, node: p.FollowedByNode) -> Operator:
     residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
-    return ops.FollowedBy(
+    return FollowedBy(
         _join_keys(node),
         residual,
         codegen.compile_expression(node.projection, 2),
@@ -227,14 +234,14 @@ def _followed_by(b: Build, node: p.FollowedByNode) -> ops.Operator:
 
 
 @compiles(p.AntiJoinNode)
-def _anti_join(b: Build, node: p.AntiJoinNode) -> ops.Operator:
+def _anti_join(b: Build, node: p.AntiJoinNode) -> Operator:
     residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
-    return ops.AntiJoin(_join_keys(node), residual, b.new_id)
+    return AntiJoin(_join_keys(node), residual, b.new_id)
 
 
 @compiles(p.UnionNode)
-def _union(b: Build, node: p.UnionNode) -> ops.Operator:
-    return ops.Union(b.new_id, b.query.substream_key(node) is not None)
+def _union(b: Build, node: p.UnionNode) -> Operator:
+    return Union(b.new_id, b.query.substream_key(node) is not None)
 
 
 def run_query(query: Query) -> Result[Any]:
@@ -248,7 +255,7 @@ def run_query(query: Query) -> Result[Any]:
     build_ingresses(build, query)
     streams = prepared_inputs(query, mode)
     built = build_operators(build, query)
-    egress = ops.Egress(_output_key(query))
+    egress = Egress(output_key(query))
     built[id(query.root)].connect(egress, 0)
 
     ingresses = [build.ingresses[s.name] for s in query.sources]
@@ -295,7 +302,7 @@ def prepared_inputs(query: Query, mode: TimestampMode) -> list[Iterator[Prepared
     return streams
 
 
-def _withheld(egress: ops.Egress, ingresses: list[Ingress], dt: Callable[[int], Any]) -> Withheld | None:
+def _withheld(egress: Egress, ingresses: list[Ingress], dt: Callable[[int], Any]) -> Withheld | None:
     """After the result is taken: what the query would still release if every input's time
     advanced to infinity. Each input's CTI moves there (as the flush at the end would, in
     declaration order, but without touching the metrics), and the events that then reach
@@ -311,8 +318,9 @@ def _withheld(egress: ops.Egress, ingresses: list[Ingress], dt: Callable[[int], 
     return Withheld(len(starts), dt(min(starts)))
 
 
-def _output_key(query: Query) -> Callable[[Any], Any] | None:
-    """The substream key of an output payload, when the query's output keeps one."""
+def output_key(query: Query) -> Callable[[Any], Any] | None:
+    """The substream key of an output payload, when the query's output keeps one: the key the
+    query's ``Egress`` releases by, built alike by ``run_query`` and the live engine."""
     key = query.substream_key(query.root)
     return None if key is None else codegen.compile_expression(key, 1)
 
@@ -330,14 +338,14 @@ def build_ingresses(build: Build, query: Query) -> dict[str, Ingress]:
     return build.ingresses
 
 
-def build_operator(build: Build, node: p.Node) -> ops.Operator:
+def build_operator(build: Build, node: p.Node) -> Operator:
     """The operator of one plan node, not yet connected to any other."""
     return _COMPILERS(build, node)
 
 
-def build_operators(build: Build, query: Query) -> dict[int, ops.Operator]:
+def build_operators(build: Build, query: Query) -> dict[int, Operator]:
     """Every node's operator, wired to its consumers (inputs before consumers)."""
-    built: dict[int, ops.Operator] = {}
+    built: dict[int, Operator] = {}
     for node in query.nodes:
         op = build_operator(build, node)
         built[id(node)] = op
@@ -388,7 +396,7 @@ def process_in_arrival_order(streams: list[Iterator[Prepared]], processes: list[
                 break
 
 
-def result_of(egress: ops.Egress, build: Build, query: Query) -> Result[Any]:
+def result_of(egress: Egress, build: Build, query: Query) -> Result[Any]:
     """The result of the egress's released output (``tempo.runtime.release``): its events
     in the order the egress released them, an open edge as its start and then its end."""
     assembly: ResultAssembly[Any] = ResultAssembly(build.to_datetime)

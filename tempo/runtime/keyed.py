@@ -3,7 +3,8 @@
 On the cluster (docs/streaming.md, "Live queries on the cluster") a stateful operator's work
 is spread over Spark's executors by its group key, each key's state kept in Spark's state
 store, while the driver decides time. ``KeyedOperator`` is the runtime's side of that: the
-operator the in-memory engine builds for the plan node (``tempo.runtime.operators``, the one
+operator the in-memory engine builds for the plan node (``tempo.runtime.operator`` and its
+family modules, the one
 implementation of its rules), built once, into which one key's saved state is put, that
 key's items are pushed, and whose state is taken out again.
 
@@ -59,7 +60,11 @@ from tempo.plan.query import Query
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
 from tempo.runtime import event_windows as ew
 from tempo.runtime.analytics import Analytic
-from tempo.runtime import operators as ops
+from tempo.runtime.clip import Clip
+from tempo.runtime.joins import AntiJoin, Join, final_end
+from tempo.runtime.operator import Operator
+from tempo.runtime.patterns import FollowedBy
+from tempo.runtime.windows import Window, stamp
 from tempo.runtime.engine import Build, build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.live import StatePickler, put_state, state_of
@@ -113,7 +118,7 @@ class KeyCti:
 @attrs.frozen
 class Merge:
     """A hopping window's aggregates over some of the key's events, computed apart
-    (``tempo.runtime.operators.Window.merge`` states the terms)."""
+    (``tempo.runtime.windows.Window.merge`` states the terms)."""
 
     key: tuple[Any, ...]
     k: int | None
@@ -172,7 +177,7 @@ class KeyedResult:
     """Which operator of a ``KeyedOperator`` with a partner gave it: 0 the node's, 1 the partner's."""
 
 
-class Collector(ops.Operator):
+class Collector(Operator):
     """Records what an operator connected to it emits, with the CTI being processed
     (``cti_now``, set by whoever feeds the operator), the rank the operator told (``rank``)
     and the arrival of the item being fed over all keys (``arrival``); with ``ids``, each result's id (an
@@ -278,18 +283,18 @@ open event and one ending at ``end`` goes out whole, with the open one's input
 or as a start edge ended later: the driver, which sees every move of the inputs' CTIs, splits
 it so (``JoinTimeline``). The ends of its open events reach it too (``End``, of either input):
 the end such an end gives a pair already out goes at its arrival (an ``ENDED`` result of the
-pair's id, ``operators.pair_id``, with the input still open, if any), which the driver places among the
+pair's id, ``joins.pair_id``, with the input still open, if any), which the driver places among the
 moves of the inputs' CTIs (``JoinTimeline.arrived``). A join keeping a substream key is keyed
 by that key (``by_substream``: its join keys of one substream key in one key), and hears
 each key's output CTI (the least of that key's CTIs at the inputs, which the driver works
-out as the join over all keys does, ``operators.KeyCtis``) at both inputs, as a ``KeyCti``:
+out as the join over all keys does, ``operator.KeyCtis``) at both inputs, as a ``KeyCti``:
 the pairs it releases go out at its arrival."""
 
 
 class JoinTimeline:
     """The driver's side of a keyed join: each input's CTI and the output CTI, as the join over
     all keys has them, and the pairs it gave out as start edges (the join's own rule,
-    ``tempo.runtime.operators.Join``: a pair's end is final once both ends are known, or the
+    ``tempo.runtime.joins.Join``: a pair's end is final once both ends are known, or the
     input whose event is open has its CTI at or past it). Fed, in arrival order, every move of
     an input's CTI (``move``: the ends it settles), each pair as the output CTI releases it
     (``give``: whole, or a start edge whose end waits), and the ends the end edges of open
@@ -389,7 +394,7 @@ class AntiJoinTimeline:
     the ends the right input's CTI makes final), and the nearer ends a right event or a left
     event's end brought, at its arrival (``arrived``); it emits through ``op``, an anti-join operator in the keyed one's
     place (its ``new_id``, ``emit_insert``, ``emit_end``). The anti-join's own rules,
-    ``tempo.runtime.operators.AntiJoin``: a fragment's end is final once the right input's CTI
+    ``tempo.runtime.joins.AntiJoin``: a fragment's end is final once the right input's CTI
     reaches it and the left event cannot end before it (``final_end``); a sweep to ``c`` gives whole the fragments ending before ``c`` or with their
     left event at ``c``, and ends, in the place of their left event, the open ones it ends."""
 
@@ -401,7 +406,7 @@ class AntiJoinTimeline:
         event's end (None: not known yet), its start], in the order the anti-join over all
         keys keeps them."""
 
-    def arrived(self, op: ops.AntiJoin, group: str, ends: Iterable[KeyedResult]) -> None:
+    def arrived(self, op: AntiJoin, group: str, ends: Iterable[KeyedResult]) -> None:
         """A right event of join key ``group``, or the end of a left one, arrived, bringing
         open fragments the ``ends`` (the key's ``ENDED`` results at its arrival): a right
         event's are nearer; a left event's own end (``waits`` 0) is told whether nearer or not,
@@ -417,7 +422,7 @@ class AntiJoinTimeline:
                 held[2] = r.end
         self._settle(op, group)
 
-    def move(self, op: ops.AntiJoin, port: int | None, t: int, out: int, fragments: Iterable[tuple[str, KeyedResult]]) -> None:
+    def move(self, op: AntiJoin, port: int | None, t: int, out: int, fragments: Iterable[tuple[str, KeyedResult]]) -> None:
         """Input ``port``'s CTI moves to ``t`` (None: no move), the output CTI to ``out``, which
         releases ``fragments`` (group, result); the caller emits the output CTI after."""
         if port is not None and t > self.ctis[port]:
@@ -429,7 +434,7 @@ class AntiJoinTimeline:
         elif port == 1:
             self._settle(op, None)
 
-    def _sweep(self, op: ops.AntiJoin, c: int, fragments: Iterable[tuple[str, KeyedResult]]) -> None:
+    def _sweep(self, op: AntiJoin, c: int, fragments: Iterable[tuple[str, KeyedResult]]) -> None:
         items: list[tuple[tuple[Any, ...], tuple[str, int], KeyedResult | None]] = [
             ((held[3], key[1], 0, 0), key, None) for key, held in self.open.items() if held[1] < c or held[1] == c == held[2]
         ]
@@ -453,11 +458,11 @@ class AntiJoinTimeline:
         for key in closed:
             del self.open[key]
 
-    def _settle(self, op: ops.AntiJoin, group: str | None) -> None:
+    def _settle(self, op: AntiJoin, group: str | None) -> None:
         """End the open fragments (of ``group`` alone, if given) whose end the right input's CTI
         has made final, in the order held."""
         for key, held in list(self.open.items()):
-            if (group is None or key[0] == group) and ops.final_end(held[1], self.ctis, held[2]):
+            if (group is None or key[0] == group) and final_end(held[1], self.ctis, held[2]):
                 op.emit_end(held[0], held[1])
                 del self.open[key]
 
@@ -466,7 +471,7 @@ KEYED_PATTERN = p.FollowedByNode
 """The pattern's keyed form: a key holds its join key's left events waiting and right events
 not yet matched, fed the output CTI at both inputs. Its matches are points at their right
 event's start, whole, released with the output CTI past it and ranked as the pattern over all
-keys emits them (``tempo.runtime.operators.FollowedBy``); end edges reach it and change
+keys emits them (``tempo.runtime.patterns.FollowedBy``); end edges reach it and change
 nothing (a pattern reads starts only)."""
 
 MATCHING = (KEYED_JOIN, KEYED_ANTI_JOIN, KEYED_PATTERN)
@@ -510,14 +515,14 @@ def restamp(window: p.WindowNode, start: int, end: int, released_by: int | None,
     ``KEYED_STAMPS`` gives: ``[start, end)``, ``end`` the window's end) stamped as the window
     asks, ``released_by`` the CTI that released it (None: a substream key's CTI, which
     releases no result stamped at the releasing CTI: ``WindowNode.substream_key``) and
-    ``last_finite`` the last finite CTI before that one (``tempo.runtime.operators.stamp``,
+    ``last_finite`` the last finite CTI before that one (``tempo.runtime.windows.stamp``,
     the one rule)."""
     if KEYED_STAMPS[type(window.spec)][window.timestamp] is window.timestamp:
         return start, end
     assert released_by is not None or window.timestamp is not WindowTimestamp.CTI, (
         "a window stamped at the releasing CTI keeps no substream key"
     )
-    t = ops.stamp(window.timestamp, start, end, None, NEG_INF if released_by is None else released_by, last_finite)
+    t = stamp(window.timestamp, start, end, None, NEG_INF if released_by is None else released_by, last_finite)
     return t, t + 1
 
 
@@ -598,28 +603,28 @@ def placed(node: p.Node, result: KeyedResult, ctis: Sequence[int]) -> list[tuple
     return [(at, result)]
 
 
-TIMED = (ops.Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, ops.Clip, ops.Join, ops.AntiJoin, ops.FollowedBy)
+TIMED = (Window, ew.Sessions, ew.CountWindows, ew.Snapshots, Analytic, Clip, Join, AntiJoin, FollowedBy)
 """The operators with a keyed form: each says when a key of it is due (``next_release``) and
 whether it holds nothing (``idle``)."""
 
 
-def keyed_collector(operator: ops.Operator) -> Collector:
+def keyed_collector(operator: Operator) -> Collector:
     """A ``Collector`` connected to ``operator``, which is set to give its outputs the ids a
     key keeps across runs (an analytic's and a clip's: their events'; a snapshot's: its
-    window's start; a join's: its pairs', ``operators.pair_id``; an anti-join's: its left events') and, an analytic, to tell each output's rank."""
-    collector = Collector(ids=isinstance(operator, (Analytic, ew.Snapshots, ops.Clip, ops.Join, ops.AntiJoin)))
+    window's start; a join's: its pairs', ``joins.pair_id``; an anti-join's: its left events') and, an analytic, to tell each output's rank."""
+    collector = Collector(ids=isinstance(operator, (Analytic, ew.Snapshots, Clip, Join, AntiJoin)))
     if isinstance(operator, Analytic):
         operator.keep_ids, operator.tell_rank = True, collector.rank
         operator.arrival = collector.arrived
-    if isinstance(operator, ops.Clip):
+    if isinstance(operator, Clip):
         operator.keep_ids = True
-    if isinstance(operator, (ops.Join, ops.AntiJoin)):
+    if isinstance(operator, (Join, AntiJoin)):
         operator.arrival, operator.tell_rank, operator.tell_waits = collector.arrived, collector.rank, collector.waits
-    if isinstance(operator, ops.FollowedBy):
+    if isinstance(operator, FollowedBy):
         operator.arrival, operator.tell_rank = collector.arrived, collector.rank
     if isinstance(operator, ew.Snapshots):
         operator.ids_by_start = True
-    if isinstance(operator, ops.Window):
+    if isinstance(operator, Window):
         operator.tell_window = collector.window
     operator.connect(collector, 0)
     return collector
@@ -689,7 +694,7 @@ class KeyedOperator:
         """The latest finite time the key whose state ``run`` just left has seen (the
         operator's shared ``t_max``): the greatest over all keys is where the operator, had
         it seen them all, ends open lifetimes when the input ends."""
-        assert isinstance(self.operator, (ops.Window, ew.EventWindows))
+        assert isinstance(self.operator, (Window, ew.EventWindows))
         return self.operator.t_max
 
     def next_release(self) -> int | None:
@@ -700,7 +705,7 @@ class KeyedOperator:
         return min(due, default=None)
 
 
-def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> None:
+def feed(op: Operator, collector: Collector, items: Iterable[KeyedItem]) -> None:
     """Push ``items`` into ``op`` (connected to ``collector``) in order."""
     for item in items:
         if isinstance(item, Insert):
@@ -710,7 +715,7 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
             collector.arrival = item.at
             op.end(item.port, item.eid, item.end)
         elif isinstance(item, Merge):
-            assert isinstance(op, ops.Window)
+            assert isinstance(op, Window)
             op.merge(item.key, item.k, item.n, item.values, item.t_max)
         elif isinstance(item, Run):
             assert isinstance(op, ew.Sessions)
@@ -726,14 +731,14 @@ def feed(op: ops.Operator, collector: Collector, items: Iterable[KeyedItem]) -> 
             pass_cti(op, item.t)
 
 
-def cti_in_force(op: ops.Operator) -> int:
+def cti_in_force(op: Operator) -> int:
     """The CTI in force at a keyed operator's input: the output CTI of an operator of two
     inputs (``TWO_INPUTS``), which its keys are fed at both, or the CTI the operator received
     last (none yet: NEG_INF)."""
     return op.out_cti if isinstance(op, TWO_INPUTS) else int(getattr(op, "in_cti", NEG_INF))
 
 
-def pass_cti(op: ops.Operator, t: int) -> None:
+def pass_cti(op: Operator, t: int) -> None:
     """CTI ``t`` into a keyed operator, at each of its inputs (the output CTI at both of an
     operator of two inputs)."""
     op.cti(0, t)
@@ -741,5 +746,5 @@ def pass_cti(op: ops.Operator, t: int) -> None:
         op.cti(1, t)
 
 
-TWO_INPUTS = (ops.Join, ops.AntiJoin, ops.FollowedBy)
+TWO_INPUTS = (Join, AntiJoin, FollowedBy)
 """The keyed operators of two inputs (of ``MATCHING``'s nodes)."""

@@ -38,9 +38,11 @@ from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import datetime_conformer
 from tempo.plan.query import Query
 from tempo.result import InputMetrics, RawItem, Rejection
-from tempo.runtime import operators as ops
+from tempo.runtime.egress import Egress
+from tempo.runtime.operator import Operator
+from tempo.runtime.release_queues import KeyedByStart
 from tempo.runtime.engine import Build, build_ingresses, build_operators, rejection
-from tempo.runtime.engine import _output_key as output_key
+from tempo.runtime.engine import output_key
 from tempo.errors import InputError, RuleText, TempoError
 from tempo.clocks import TimeDomain
 from tempo.runtime.stamping import Stamper
@@ -231,9 +233,9 @@ class LiveEngine:
         build_ingresses(build, query)
         self.ingresses: list[Ingress] = [build.ingresses[s.name] for s in query.sources]
         built = build_operators(build, query)
-        self.egress = ops.Egress(output_key(query))
+        self.egress = Egress(output_key(query))
         built[id(query.root)].connect(self.egress, 0)
-        self.operators: list[ops.Operator] = [built[id(node)] for node in query.nodes] + [self.egress]
+        self.operators: list[Operator] = [built[id(node)] for node in query.nodes] + [self.egress]
         self.buffers: list[deque[Prepared]] = [deque() for _ in self.ingresses]
         self.reached: list[int] = [NEG_INF] * len(self.ingresses)
         """Per input, the latest arrival it has delivered (or announced by ``reach``)."""
@@ -451,7 +453,7 @@ def state_of(obj: object, wiring: frozenset[str]) -> dict[str, Any]:
 def put_state(obj: object, state: dict[str, Any]) -> None:
     """Put ``state_of``'s state into a freshly built operator (or ingress)."""
     for name, value in state.items():
-        if isinstance(value, ops.KeyedByStart):  # its key function is compiled: the fresh one's
+        if isinstance(value, KeyedByStart):  # its key function is compiled: the fresh one's
             value.key_of = getattr(obj, name).key_of
         setattr(obj, name, value)
 

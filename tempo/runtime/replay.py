@@ -15,13 +15,13 @@ from typing import Any
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.result import InputMetrics
-from tempo.runtime import operators as ops
+from tempo.runtime.operator import Operator
 from tempo.runtime.engine import Build, build_ingresses, build_operators
 from tempo.runtime.ingress import Prepared, TimestampMode
 from tempo.ticks import INF, NEG_INF
 
 
-class _CtiRecorder(ops.Operator):
+class _CtiRecorder(Operator):
     """Records the CTIs one operator emits (events are not replayed); with ``keyed``, its
     substreams' CTIs too, interleaved with its CTIs as ``(key, t)`` (``(_MERGED, t)``)."""
 

@@ -408,7 +408,7 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
     every right event starting before ``r`` being known; the stretches starting before ``c``
     are released. A stretch reaching ``r`` before the left event ends is still open, and so
     is one of a left edge never ended cut past the left input's final CTI (its end edge could
-    still have come first: ``tempo.runtime.operators.final_end``).
+    still have come first: ``tempo.runtime.joins.final_end``).
     """
     left, right, cond = join_sides(c, node)
     cti, left_cti, right_cti = c.final_cti(node), c.final_cti(node.left), c.final_cti(node.right)

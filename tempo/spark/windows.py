@@ -461,7 +461,7 @@ def results(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool, done
         else:
             rows = _completing_cti(c, node, rows.withColumn("__done", F.col(done)), strict)
             finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
-            at_infinity = F.greatest(we - 1, F.lit(finite[-1])) if finite else we - 1  # ``operators.stamp``
+            at_infinity = F.greatest(we - 1, F.lit(finite[-1])) if finite else we - 1  # ``windows.stamp``
             at = F.when(F.col("__cti") >= INF, at_infinity).otherwise(F.col("__cti") - 1)
         until = at + 1
     return rows.select(at.alias(S), until.alias(E), *record_columns(node.projection, Scope()))

@@ -58,11 +58,11 @@ from tempo.runtime.bulk import (
     plan_order,
 )
 from tempo.runtime.ingress import HEARTBEAT, INTERVAL, POINT
-from tempo.runtime.operators import Window as WindowOperator
+from tempo.runtime.windows import Window as WindowOperator
 from tempo.runtime.replay import CtiReplay
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF
-from tempo.vectorised.compiler import _AGGREGATES, Compiler, check_nodes, matched, prefixed
+from tempo.vectorised.compiler import AGGREGATES, Compiler, check_nodes, matched, prefixed
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
 from tempo.vectorised.expressions import EXECUTOR, Scope, events_frame, expr, payload_objects, record_exprs
@@ -419,7 +419,7 @@ def _partials(window: p.WindowNode, df: pl.LazyFrame, renamed: int) -> Found | N
             aggs += [v.sum().alias(f"__a{i}"), v.count().alias(f"__c{i}")]
             parts.append((f"__a{i}", f"__c{i}"))
         else:  # mergeable kinds only (bulk_shape): sum, min, max, with nulls and NaN as over the values
-            aggs.append(_AGGREGATES[a.kind](v, a).alias(f"__a{i}"))
+            aggs.append(AGGREGATES[a.kind](v, a).alias(f"__a{i}"))
             parts.append((f"__a{i}",))
     exploded = (
         spans.lazy()

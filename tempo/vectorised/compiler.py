@@ -58,7 +58,7 @@ def check_nodes(nodes: Iterable[p.Node]) -> None:
             if type(node.spec) not in _KINDS:
                 raise UnsupportedError(EXECUTOR, node.spec.describe(), "it has no rule for this window kind yet")
             for a in node.aggregates:
-                if a.kind not in _AGGREGATES:
+                if a.kind not in AGGREGATES:
                     raise UnsupportedError(EXECUTOR, f"the aggregate {a.describe()}", "it has no rule for this aggregate yet")
 
 
@@ -293,7 +293,7 @@ def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
     (``tempo.spark.compiler._anti_join``): the span ``[s, min(e, r))``, ``r`` the right
     input's final CTI, minus the union of the matching right lifetimes; a stretch reaching
     ``r`` before the left event ends is still open, and so is one of a left edge never ended
-    cut past the left input's final CTI (``tempo.runtime.operators.final_end``)."""
+    cut past the left input's final CTI (``tempo.runtime.joins.final_end``)."""
     cti, left_cti, right_cti = c.final_cti(node), c.final_cti(node.left), c.final_cti(node.right)
     ls, le = pl.col(f"__l_{S}"), pl.col(f"__l_{E}")
     left = prefixed(c.relation(node.left), "__l_").filter(ls < pl.lit(cti)).with_row_index("__lid")
@@ -377,7 +377,7 @@ def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
     # The kinds that keep every value so far: evaluated over each prefix (quadratic in a group).
     if a.kind is K.COLLECT:
         return v.cumulative_eval(pl.element().drop_nulls().implode())
-    return v.cumulative_eval(_AGGREGATES[a.kind](pl.element(), a))
+    return v.cumulative_eval(AGGREGATES[a.kind](pl.element(), a))
 
 
 _RUNNING = frozenset({K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST, K.COUNT_DISTINCT, K.COLLECT, K.PERCENTILE, K.PERCENTILE_APPROX})
@@ -425,7 +425,7 @@ def _analytic(c: Compiler, node: p.AnalyticNode) -> pl.LazyFrame:
 
 # ---- windows -------------------------------------------------------------------------------
 
-_AGGREGATES: dict[p.AggregateKind, Callable[[pl.Expr, p.Aggregate], pl.Expr]] = {
+AGGREGATES: dict[p.AggregateKind, Callable[[pl.Expr, p.Aggregate], pl.Expr]] = {
     K.COUNT: lambda v, a: pl.len(),
     # null when every value is null (polars' sum would give 0)
     K.SUM: lambda v, a: pl.when(v.count() > 0).then(v.sum()).otherwise(None),
@@ -448,6 +448,8 @@ _AGGREGATES: dict[p.AggregateKind, Callable[[pl.Expr, p.Aggregate], pl.Expr]] = 
     K.PERCENTILE: lambda v, a: _percentile(v, a),
     K.PERCENTILE_APPROX: lambda v, a: _nearest_rank(v, a),
 }
+"""Each aggregate kind as a polars expression over its values ``v``: the window rules' and,
+over a live batch's rows, the partial aggregates of ``tempo.vectorised.batches``."""
 
 
 def _uda(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
@@ -499,7 +501,7 @@ def _is_float(a: p.Aggregate) -> bool:
 
 
 def _aggregate(a: p.Aggregate, i: int) -> pl.Expr:
-    return _AGGREGATES[a.kind](pl.col(f"__v{i}"), a).alias(f"__agg{i}")
+    return AGGREGATES[a.kind](pl.col(f"__v{i}"), a).alias(f"__agg{i}")
 
 
 def _order(node: p.WindowNode) -> list[tuple[str, pl.Expr]]:
@@ -640,7 +642,7 @@ def _pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
                 )
             )
         elif a.kind in (K.SUM, K.MIN, K.MAX):
-            merges.append(([_AGGREGATES[a.kind](v, a).alias(f"__pa{i}_0")], _AGGREGATES[a.kind](part, a)))
+            merges.append(([AGGREGATES[a.kind](v, a).alias(f"__pa{i}_0")], AGGREGATES[a.kind](part, a)))
         else:
             return None
     return [(cols, merged.alias(f"__agg{i}")) for i, (cols, merged) in enumerate(merges)]
@@ -818,7 +820,7 @@ def _results(c: Compiler, node: p.WindowNode, rows: pl.LazyFrame, strict: bool) 
         else:
             rows = _completing_cti(c, node, rows, strict)
             finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
-            at_infinity = pl.max_horizontal(we - 1, pl.lit(finite[-1])) if finite else we - 1  # ``operators.stamp``
+            at_infinity = pl.max_horizontal(we - 1, pl.lit(finite[-1])) if finite else we - 1  # ``windows.stamp``
             at = pl.when(pl.col("__cti") >= INF).then(at_infinity).otherwise(pl.col("__cti") - 1)
         until = at + 1
     bounds = rows.select(

@@ -828,7 +828,7 @@ def test_an_output_keeping_a_substream_key_is_released_by_that_keys_own_ctis(spa
     ``self-joined``: the readings joined with themselves by device, each pair the left
     reading: the join keeps the device, so it runs keyed by it on the executors. Each
     device's output CTI is the least of its CTIs at the two inputs, which the driver works
-    out (``operators.KeyCtis``) and stages at its place: the same steps as the readings as
+    out (``operator.KeyCtis``) and stages at its place: the same steps as the readings as
     they are, each pair released by its device's CTI where the reading was.
 
     ``counted twice``: those counts counted again per device in 10-minute windows, the

@@ -62,7 +62,7 @@ from tempo.runtime.bulk import (
 )
 from tempo.runtime.live import LiveEngine
 from tempo.runtime.ingress import INTERVAL, POINT
-from tempo.runtime.operators import Window as WindowOperator
+from tempo.runtime.windows import Window as WindowOperator
 from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S

@@ -72,7 +72,11 @@ from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 from tempo.result import InputMetrics, Result, released_table
 from tempo.runtime import event_windows as ew
-from tempo.runtime import operators as ops
+from tempo.runtime.clip import Clip
+from tempo.runtime.joins import AntiJoin, Join, matching_key
+from tempo.runtime.operator import Operator
+from tempo.runtime.patterns import FollowedBy
+from tempo.runtime.windows import Window
 from tempo.plan import nodes as p
 from tempo.runtime.analytics import Analytic
 from tempo.runtime.bulk import (
@@ -119,10 +123,10 @@ from tempo.spark.streaming.executor import (
     BatchProgress,
     LiveQuery,
     StoppedDuringBatch,
-    _metrics_record,
-    _recognized,
     committed_engine,
     input_parts,
+    metrics_record,
+    recognized_error,
     schema_drift_error,
 )
 from tempo.spark.streaming.keyed import (
@@ -198,8 +202,8 @@ Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode | p.ReleaseNode | p.JoinNode 
 """The stateful node the cluster engine runs one key at a time (``tempo.runtime.keyed``)."""
 Matching = p.JoinNode | p.AntiJoinNode | p.FollowedByNode
 """A keyed node of two inputs, keyed by its join key (``_join_shape``, ``MATCHING``)."""
-DriverOperator = ops.Window | ew.EventWindows | Analytic | ops.Clip | ops.Join | ops.AntiJoin | ops.FollowedBy
-DRIVER_OPERATORS = (ops.Window, ew.EventWindows, Analytic, ops.Clip, ops.Join, ops.AntiJoin, ops.FollowedBy)
+DriverOperator = Window | ew.EventWindows | Analytic | Clip | Join | AntiJoin | FollowedBy
+DRIVER_OPERATORS = (Window, ew.EventWindows, Analytic, Clip, Join, AntiJoin, FollowedBy)
 """The driver's operators in the place of a ``Keyed`` node: each holds nothing there, and
 passes on the CTIs it receives and the results the executors give back."""
 
@@ -565,7 +569,7 @@ def _group_key_at(key_fn: Callable[[Any], tuple[Any, ...]], index: int, payload:
     return key_fn(payload)[index]
 
 
-class _WindowFeed(ops.Operator):
+class _WindowFeed(Operator):
     """In the window's place on its input, in the driver's engine: passes each CTI on to the
     window (which so keeps the CTI in force, and stays empty) and records it, and records
     each item that reaches the window (``Reached``). An end carries no payload, and the
@@ -574,7 +578,7 @@ class _WindowFeed(ops.Operator):
     so that the end reaches the key its event went to."""
 
     def __init__(
-        self, window: ops.Operator, open_events: dict[int | tuple[int, int], tuple[int, Any]], partner: ops.AntiJoin | None = None
+        self, window: Operator, open_events: dict[int | tuple[int, int], tuple[int, Any]], partner: AntiJoin | None = None
     ) -> None:
         super().__init__()
         assert isinstance(window, DRIVER_OPERATORS)
@@ -583,10 +587,10 @@ class _WindowFeed(ops.Operator):
         """A keyed join's partner (``BulkShape.partner``), cut off from its inputs (it
         stays empty): its events are the join's, staged once, with a left event of null key
         under a key of its own."""
-        self.join_substream = window.substream_index if isinstance(window, ops.Join) else None
+        self.join_substream = window.substream_index if isinstance(window, Join) else None
         """A join keeping a substream key: the place of that key among its join keys. Its
         events are staged under that key's name, and the output CTI of each key, which the
-        driver's join works out (``operators.KeyCtis``) and passes on, as a ``KEY_CTI`` row."""
+        driver's join works out (``operator.KeyCtis``) and passes on, as a ``KEY_CTI`` row."""
         if self.join_substream is not None:
             window.emit_key_cti = self._stage_key_cti
         self.substream_of: Callable[[Any], Any] | None = None
@@ -594,7 +598,7 @@ class _WindowFeed(ops.Operator):
         by that key, ``ReleaseNode.keyed_by``; a window grouping by it), else None."""
         if isinstance(window, Analytic) and window.by_key:
             self.substream_of = window.key_fn
-        elif isinstance(window, ops.Window) and window.substream_index is not None and window.key_fn is not None:
+        elif isinstance(window, Window) and window.substream_index is not None and window.key_fn is not None:
             self.substream_of = functools.partial(_group_key_at, window.key_fn, window.substream_index)
         self.open = open_events
         self.batch = -1
@@ -617,15 +621,15 @@ class _WindowFeed(ops.Operator):
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
         window = self.window
         if isinstance(window, TWO_INPUTS):
-            key = ops.matching_key(window.key_fns, port, payload)
+            key = matching_key(window.key_fns, port, payload)
             if key is not None and self.join_substream is not None:
                 key = (key[self.join_substream],)
             # A left event of null key is an anti-join's key of its own, never covered.
-            never_covered = port == 0 and (isinstance(window, ops.AntiJoin) or self.partner is not None)
+            never_covered = port == 0 and (isinstance(window, AntiJoin) or self.partner is not None)
             name = join_key_name(key) if key is not None else f"null {eid}" if never_covered else None
             if name is None:
                 return  # a null key matches nothing (an anti-join's left event: never covered, a key of its own)
-            if end is None and isinstance(window, (ops.Join, ops.AntiJoin)):  # its end goes to its key
+            if end is None and isinstance(window, (Join, AntiJoin)):  # its end goes to its key
                 self.open[(port, eid)] = (self.batch, (port, name))
             self.events.append(Reached(INSERT, eid, start, end, payload, window.out_cti, port, name))
             return
@@ -634,9 +638,9 @@ class _WindowFeed(ops.Operator):
         self.events.append(Reached(INSERT, eid, start, end, payload, window.in_cti, key=self._substream(payload)))
 
     def end(self, port: int, eid: int, end: int) -> None:
-        if isinstance(self.window, ops.FollowedBy):
+        if isinstance(self.window, FollowedBy):
             return  # a pattern reads starts only
-        held: int | tuple[int, int] = (port, eid) if isinstance(self.window, (ops.Join, ops.AntiJoin)) else eid
+        held: int | tuple[int, int] = (port, eid) if isinstance(self.window, (Join, AntiJoin)) else eid
         if held not in self.open and eid in self.open:
             held = eid  # (an anti-join's, saved before its events were held by input too)
         opened = self.open.get(held)
@@ -645,7 +649,7 @@ class _WindowFeed(ops.Operator):
         if end < INF:  # an end at infinity leaves the event open, as at the window
             del self.open[held]
         batch, payload = opened
-        if isinstance(self.window, (ops.Join, ops.AntiJoin)):  # to its event's key: (input, join key's name)
+        if isinstance(self.window, (Join, AntiJoin)):  # to its event's key: (input, join key's name)
             port, name = payload
             self.events.append(Reached(END_EDGE, eid, batch, end, None, self.window.out_cti, port, name))
             return
@@ -669,7 +673,7 @@ class _WindowFeed(ops.Operator):
     def cti(self, port: int, t: int) -> None:
         window = self.window
         if isinstance(window, TWO_INPUTS):  # its keys hear its output CTI; the driver every move of an input's
-            ctis = [side.cti for side in window.sides] if isinstance(window, ops.Join) else window.ctis
+            ctis = [side.cti for side in window.sides] if isinstance(window, Join) else window.ctis
             moved, before = ctis[port], len(self.events)
             window.cti(port, t)  # (a join keeping a substream key: the keys' output CTIs it moves follow)
             if t > moved:
@@ -699,7 +703,7 @@ class Around(NamedTuple):
     payload: Any
 
 
-class _AroundFeed(ops.Operator):
+class _AroundFeed(Operator):
     """In a keyed join's place on its input that goes around the window below it
     (``_around_chain``), in the time query's engine: records what reaches it in the window
     feed's ``around``, beside the window's CTI rows, and passes nothing on (the join's state
@@ -802,7 +806,7 @@ class Stage:
         a row per window and group (``MERGE``: the events' partial aggregates, computed here by
         Spark, so that a key's operator gets a row per window rather than per event), but for
         events spanning ``EAGER_WINDOWS`` windows or more, or reaching infinity, which go as
-        events (the window keeps them aside: ``tempo.runtime.operators.Window``); with a
+        events (the window keeps them aside: ``tempo.runtime.windows.Window``); with a
         session window whose events go as runs (``tempo.runtime.bulk.runs_unmergeable``), a
         row per run and group (``MERGE``, ``START`` the run's start), but for events reaching
         infinity."""
@@ -820,11 +824,11 @@ class Stage:
             return partials if long is None else self._events(batch, long, before).unionByName(partials, allowMissingColumns=True)
         spec = window.spec
         assert isinstance(spec, HoppingWindow)
-        if longest is not None and spec.most_windows_past_first(longest) < ops.Window.EAGER_WINDOWS:
+        if longest is not None and spec.most_windows_past_first(longest) < Window.EAGER_WINDOWS:
             short, long = relation, None  # every lifetime is short (points, say): one read of the batch
         else:
             span = spec.last_window_column(F.col(E)) - spec.first_window_column(F.col(S))
-            condition = (span < F.lit(ops.Window.EAGER_WINDOWS)) & (F.col(E) < F.lit(INF))
+            condition = (span < F.lit(Window.EAGER_WINDOWS)) & (F.col(E) < F.lit(INF))
             short, long = relation.filter(condition), relation.filter(~condition)
         partials = self._partials(window, window_partials(window, short), batch, before, F.col("__k"), F.lit(None).cast("long"))
         return partials if long is None else self._events(batch, long, before).unionByName(partials, allowMissingColumns=True)
@@ -1083,7 +1087,7 @@ def _fed(query: Query, shape: BulkShape[Keyed], engine: LiveEngine, batch: int) 
     else:
         window = engine.operators[shape.position]
         partner = None if shape.partner is None else engine.operators[shape.partner_position]
-        assert partner is None or isinstance(partner, ops.AntiJoin)
+        assert partner is None or isinstance(partner, AntiJoin)
         feed = _WindowFeed(window, engine.attached.setdefault(OPEN_EVENTS, {}), partner)
         for upstream in upstreams:
             outs, upstream.outs = upstream.outs, []
@@ -1195,7 +1199,7 @@ class TimeRunner(_Batches):
         self.progress: list[dict[str, Any]] = []
 
     def _recognized(self, exc: BaseException) -> TempoError | None:
-        return _recognized(exc) or schema_drift_error(exc, self.query)
+        return recognized_error(exc) or schema_drift_error(exc, self.query)
 
     def __call__(self, df: DataFrame, batch: int) -> None:
         self.guarded(self._run, df, batch)
@@ -1307,7 +1311,7 @@ class TimeRunner(_Batches):
             "batch": batch,
             "final": final,
             "seconds": time.perf_counter() - began,
-            "metrics": _metrics_record(engine.metrics()),
+            "metrics": metrics_record(engine.metrics()),
         }
         self.log.commit(batch, engine.snapshot(), record, saved=lambda: self.crash.point("time-state", batch))
         self.crash.point("time-commit", batch)
@@ -1365,20 +1369,20 @@ class WorkRunner(_Batches, Generic[T]):
         if self.log.is_committed(batch):  # Spark runs a batch again when it crashed before its own commit
             # Its state stores must commit the batch again (Spark checks that each did): the
             # plan runs, its output (what was committed) goes nowhere.
-            with worker_errors(_recognized):
+            with worker_errors(recognized_error):
                 df.write.format("noop").mode("overwrite").save()
             if self.next_stage is None:
                 self.sink.publish(batch)
             return
         began = time.perf_counter()
-        with worker_errors(_recognized):
+        with worker_errors(recognized_error):
             table = df.toArrow()
         self.crash.point("read", batch)
         engine = self.engine_after(self.log.last_committed(before=batch))
         window = engine.operators[self.shape.position]
         assert isinstance(window, DRIVER_OPERATORS)
         partner = None if self.shape.partner is None else engine.operators[self.shape.partner_position]
-        assert partner is None or isinstance(partner, ops.AntiJoin)
+        assert partner is None or isinstance(partner, AntiJoin)
         following = self.next_stage
         feed = None if following is None else fed(self.query, following.shape, engine, batch)
         before_next = NEG_INF if following is None else cti_at(following.shape, engine)
@@ -1399,7 +1403,7 @@ class WorkRunner(_Batches, Generic[T]):
         released: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]
         partnered: list[list[tuple[tuple[Any, ...], str, KeyedResult]]] = [[] for _ in range(len(markers) + 1)]  # the partner's
         by_key = by_substream(self.query, node)
-        at_arrival = isinstance(window, (ops.Join, ops.AntiJoin)) or by_key  # results placed by the arrival that gave them
+        at_arrival = isinstance(window, (Join, AntiJoin)) or by_key  # results placed by the arrival that gave them
         nearer: list[tuple[int, int, str, KeyedResult]] = engine.attached.setdefault(NEARER_ENDS, []) if at_arrival else []
         latest = self.latest
         for i in range(table.num_rows):
@@ -1438,9 +1442,9 @@ class WorkRunner(_Batches, Generic[T]):
         final = False
         staged_through = self.staged_through
         opened: dict[tuple[str, int], int] = engine.attached.setdefault(OPEN_OUTPUTS, {})
-        timeline: JoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, JoinTimeline()) if isinstance(window, ops.Join) else None
+        timeline: JoinTimeline | None = engine.attached.setdefault(JOIN_TIMELINE, JoinTimeline()) if isinstance(window, Join) else None
         anti: AntiJoinTimeline | None = (
-            engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, ops.AntiJoin) else None
+            engine.attached.setdefault(JOIN_TIMELINE, AntiJoinTimeline()) if isinstance(window, AntiJoin) else None
         )
         partner_timeline = None if partner is None else engine.attached.setdefault(PARTNER_TIMELINE, AntiJoinTimeline())
         partner_first = self.shape.partner_position < self.shape.position
@@ -1464,15 +1468,15 @@ class WorkRunner(_Batches, Generic[T]):
                     lambda: partner_timeline.arrived(partner, group, theirs) if theirs else None,
                 )
                 return
-            if isinstance(window, ops.AntiJoin):
+            if isinstance(window, AntiJoin):
                 assert anti is not None
                 anti.arrived(window, group, ends)
                 return
-            if isinstance(window, ops.Join) and not any(r.by_key is not None for r in ends):  # end edges: the ends they give pairs
+            if isinstance(window, Join) and not any(r.by_key is not None for r in ends):  # end edges: the ends they give pairs
                 join_arrived(group, ends)
                 return
             released = [(release_order(node, r, group), group, r) for r in ends if not r.key_cti]
-            if isinstance(window, ops.Join):
+            if isinstance(window, Join):
                 assert timeline is not None
                 for _, _, r in sorted(released, key=lambda r: r[0]):
                     oid = window.new_id()
@@ -1485,7 +1489,7 @@ class WorkRunner(_Batches, Generic[T]):
 
         def join_arrived(group: str, ends: list[KeyedResult]) -> None:
             """The ends end edges gave a keyed join's pairs, to its timeline."""
-            assert isinstance(window, ops.Join) and timeline is not None
+            assert isinstance(window, Join) and timeline is not None
             for oid, end in timeline.arrived(group, ends):
                 window.emit_end(oid, end)
 
@@ -1508,15 +1512,15 @@ class WorkRunner(_Batches, Generic[T]):
             # was told at the arrivals after it.
             self._arrivals(arrived, nearer, stage_batch, move[3] if move else None)
             if partner is not None:
-                assert isinstance(window, ops.Join) and timeline is not None and partner_timeline is not None
+                assert isinstance(window, Join) and timeline is not None and partner_timeline is not None
                 in_their_order(
                     lambda: self._emit_pairs(window, released[at], cti, move, timeline),
                     lambda: self._emit_fragments(partner, partnered[at], cti, move, partner_timeline),
                 )
-            elif isinstance(window, ops.Join):
+            elif isinstance(window, Join):
                 assert timeline is not None
                 self._emit_pairs(window, released[at], cti, move, timeline)
-            elif isinstance(window, ops.AntiJoin):
+            elif isinstance(window, AntiJoin):
                 assert anti is not None
                 self._emit_fragments(window, released[at], cti, move, anti)
             else:
@@ -1581,7 +1585,7 @@ class WorkRunner(_Batches, Generic[T]):
 
     @staticmethod
     def _emit_pairs(
-        join: ops.Join,
+        join: Join,
         results: list[tuple[tuple[Any, ...], str, KeyedResult]],
         cti: int,
         move: list[Any],
@@ -1609,7 +1613,7 @@ class WorkRunner(_Batches, Generic[T]):
 
     @staticmethod
     def _emit_fragments(
-        anti: ops.AntiJoin,
+        anti: AntiJoin,
         results: list[tuple[tuple[Any, ...], str, KeyedResult]],
         cti: int,
         move: list[Any],
@@ -1674,7 +1678,7 @@ class WorkRunner(_Batches, Generic[T]):
                 continue
             start, end = r.start, r.end
             if isinstance(node, p.WindowNode) and end is not None:  # (cti None: released by a substream key's CTI)
-                assert isinstance(window, (ops.Window, ew.EventWindows))
+                assert isinstance(window, (Window, ew.EventWindows))
                 start, end = restamp(node, start, end, cti, window.in_cti_finite)
             eid = window.new_id()
             if end is None:

@@ -201,7 +201,9 @@ def _description(query: Query) -> str:
     return "\n".join(lines)
 
 
-def _recognized(exc: BaseException) -> TempoError | None:
+def recognized_error(exc: BaseException) -> TempoError | None:
+    """The tempo error an exception from Spark stands for (a Redis entry's or a user function's
+    failure on a worker), or None: the live executor's and the cluster engine's one reading."""
     return redis_entry_error(exc) or udf_error(exc)
 
 
@@ -342,7 +344,7 @@ class _Runner(Generic[T]):
     def _recognized(self, exc: BaseException) -> TempoError | None:
         """The tempo error a failed Spark job of a batch carries (a worker's, or a new file
         that cannot be read with the input's column types)."""
-        return _recognized(exc) or schema_drift_error(exc, self.query)
+        return recognized_error(exc) or schema_drift_error(exc, self.query)
 
     def _crash_point(self, phase: str, batch: int) -> None:
         """The testing hook: kill -9 this process here if ``TEMPO_CRASH_AT`` says so."""
@@ -447,7 +449,7 @@ class _Runner(Generic[T]):
         self.log.commit(
             batch,
             state,
-            attrs.asdict(progress) | {"metrics": _metrics_record(engine.metrics())},
+            attrs.asdict(progress) | {"metrics": metrics_record(engine.metrics())},
             saved=lambda: self._crash_point("state", batch),
         )
         self._crash_point("commit", batch)
@@ -473,7 +475,7 @@ class StoppedDuringBatch(Exception):
         )
 
 
-def _metrics_record(metrics: dict[str, InputMetrics]) -> dict[str, Any]:
+def metrics_record(metrics: dict[str, InputMetrics]) -> dict[str, Any]:
     """Each input's metrics as JSON values (substream keys by their repr; the watermark
     samples are not kept for a live query)."""
 
