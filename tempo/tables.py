@@ -440,7 +440,7 @@ class Payloads:
 
     def __init__(self, cls: type, columns: list[list[Any]], n: int) -> None:
         self.cls, self.columns, self.n = cls, columns, n
-        self.built = None if _stores_only(cls) else list(self._build())
+        self.built = None if stores_only(cls) else list(self._build())
 
     def _build(self) -> Iterator[Any]:
         if self.columns:
@@ -457,7 +457,7 @@ class Payloads:
         return self.cls(*[c[i] for c in self.columns]) if self.built is None else self.built[i]
 
 
-def _stores_only(cls: type) -> bool:
+def stores_only(cls: type) -> bool:
     """True when ``cls(*fields)`` only stores its arguments, so it cannot fail: an attrs class
     with the ``__init__`` attrs generated, taking every field, without validators,
     converters or init hooks."""

@@ -20,37 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tempo"
 EXECUTORS = ("tempo.memory", "tempo.spark", "tempo.vectorised")
 
-_SPARK_INGRESS = "tempo/spark/ingress/, which defines and imports them, is being edited in another change"
-_VECTORISED_INGRESS = "tempo/vectorised/ingress.py, which defines them, is being edited in another change"
-PRIVATE_NAMES_LEFT: dict[tuple[str, str], tuple[set[str], str]] = {
-    ("tempo.spark.ingress.admit", "tempo.spark.ingress.rows"): ({"_breaks_a_rule"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.admit", "tempo.spark.ingress.verdicts"): ({"_received_columns"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.blocks", "tempo.spark.ingress.rows"): (
-        {"_counted", "_imports", "_ordered_start", "_ordering", "_period_column"},
-        _SPARK_INGRESS,
-    ),
-    ("tempo.spark.ingress.ctis", "tempo.spark.ingress.rows"): ({"_imports", "_ordering"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.local_scan", "tempo.spark.ingress.rows"): ({"_imports", "_ordering"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.metrics", "tempo.spark.ingress.blocks"): ({"_cut"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.metrics", "tempo.spark.ingress.rows"): ({"_breaks_a_rule"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.metrics", "tempo.spark.ingress.verdicts"): ({"_in_force", "_items", "_key", "_positions"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.read", "tempo.spark.ingress.blocks"): ({"_cut"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.scan", "tempo.spark.ingress.blocks"): ({"_block_table"}, _SPARK_INGRESS),
-    ("tempo.spark.ingress.scan", "tempo.spark.ingress.rows"): (
-        {"_counted", "_early_late", "_imports", "_ordered_start", "_ordering", "_period_column", "_tolerances"},
-        _SPARK_INGRESS,
-    ),
-    ("tempo.spark.ingress.verdicts", "tempo.spark.ingress.rows"): ({"_ordering"}, _SPARK_INGRESS),
-    ("tempo.vectorised.batches", "tempo.vectorised.ingress"): (
-        {"_below_microsecond", "_payload_columns", "_scalar_table", "_ticks_of"},
-        _VECTORISED_INGRESS,
-    ),
-    ("tempo.vectorised.executor", "tempo.vectorised.ingress"): ({"_columnar", "_ingress"}, _VECTORISED_INGRESS),
-    ("tempo.vectorised.ingress", "tempo.tables"): (
-        {"_stores_only"},
-        "its importer, tempo/vectorised/ingress.py, is being edited in another change",
-    ),
-}
+PRIVATE_NAMES_LEFT: dict[tuple[str, str], tuple[set[str], str]] = {}
 """The private names still used across modules: (importer, defining module) -> (names, why
 each is left). A site fixed leaves this table, which the test keeps exact."""
 

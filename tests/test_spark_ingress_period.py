@@ -20,14 +20,14 @@ def test_the_spark_scans_period_of_each_start_is_the_references_floor_division(s
 
     from tempo.runtime.ingress import POINT
     from tempo.spark.columns import START as S
-    from tempo.spark.ingress.rows import KIND, _period_column
+    from tempo.spark.ingress.rows import KIND, period_column
 
     period = 3_000_000  # 3 s
     # Around a period's end: before 1970 (negative ticks), now, past 2**53 (the year 2255), near the year 6537.
     bases = [-(2**57), -5 * period, 0, 1_800_000_000_000_000, 2**53 + 2**52, 2**57]
     starts = [base // period * period + d for base in bases for d in range(-3, 4)]
     frame = types.SimpleNamespace(policy=types.SimpleNamespace(period=period))
-    column = _period_column(frame)  # type: ignore[arg-type]
+    column = period_column(frame)  # type: ignore[arg-type]
     assert column is not None
     rows = spark_session.createDataFrame([(s, POINT) for s in starts], f"`{S}` long, `{KIND}` int")
     got = {r[0]: r[1] for r in rows.select(F.col(S), column).collect()}

@@ -56,7 +56,9 @@ from tempo.plan.query import Query
 from tempo.clocks import TimeDomain
 from tempo.plan.windows import HoppingWindow, SessionWindow, WindowTimestamp
 from tempo.runtime.codegen import canonical_key
-from tempo.runtime import operators as ops
+from tempo.runtime.joins import Join
+from tempo.runtime.release_queues import ByStart
+from tempo.runtime.windows import Window
 from tempo.runtime.ingress import CTI, HEARTBEAT, INTERVAL, POINT, Prepared
 from tempo.runtime.verdicts import GenerationState, adjusted, generation, in_force
 from tempo.runtime.policy import TimePolicy
@@ -208,7 +210,7 @@ def bulk_shape(query: Query) -> BulkShape[p.WindowNode] | str:
 
 def unmergeable(window: p.WindowNode) -> str | None:
     """Why the window's aggregates over part of its events cannot be computed apart and
-    merged into its state (``Partial``, ``tempo.runtime.operators.Window.merge``), or None."""
+    merged into its state (``Partial``, ``tempo.runtime.windows.Window.merge``), or None."""
     if not isinstance(window.spec, HoppingWindow):
         return f"its window is {window.spec.describe()}"
     if window.timestamp in (WindowTimestamp.EARLIEST, WindowTimestamp.LATEST):
@@ -494,7 +496,7 @@ def released_key(rank: int, start: int) -> tuple[int, Position, Position]:
 def join_before(engine: LiveEngine, shape: BulkShape[Any], plans: list[BatchPlan]) -> JoinBefore:
     """The join's state before the batch (``plans``), as an executor needs it. Pure."""
     join = engine.operators[shape.join_position]
-    assert isinstance(join, ops.Join) and shape.join is not None
+    assert isinstance(join, Join) and shape.join is not None
     finals = {shape.sources[plan.index].name: plan.cti for plan in plans}
     ctis = (
         max(join.sides[0].cti, _last_cti(shape.join.left, finals)),
@@ -512,10 +514,10 @@ def join_before(engine: LiveEngine, shape: BulkShape[Any], plans: list[BatchPlan
     )
 
 
-def _waiting(join: ops.Join) -> list[tuple[int, list[Any], list[Any]]]:
+def _waiting(join: Join) -> list[tuple[int, list[Any], list[Any]]]:
     """The join's waiting pairs in emission order: (start, left event, right event)."""
     pending = join.pending
-    assert isinstance(pending, ops.ByStart)  # bulk_shape refuses a join keeping a substream key
+    assert isinstance(pending, ByStart)  # bulk_shape refuses a join keeping a substream key
     return [(start, left, right) for start, _, left, right in pending.entries()]
 
 
@@ -538,7 +540,7 @@ def _put_join(engine: LiveEngine, shape: BulkShape[Any], before: JoinBefore, aft
     """Leave the join as item by item would after the batch: each side holds the events that
     end after the other side's CTI, the pairs not released wait."""
     join = engine.operators[shape.join_position]
-    assert isinstance(join, ops.Join)
+    assert isinstance(join, Join)
     held: list[list[list[Any]]] = []
     for port, side in enumerate(join.sides):
         other = before.ctis[1 - port]
@@ -589,7 +591,7 @@ def apply_batch(
     fresh event id there); ``join``: the join's state before the batch and what the executor
     found of the batch's join events and pairs."""
     window = engine.operators[shape.position]
-    assert isinstance(window, ops.Window)
+    assert isinstance(window, Window)
     for k, key, _, n, values in sorted(partials, key=lambda part: (part[0], part[2])):
         window.merge(grouped_key(key), k, n, values, NEG_INF)
     if t_max is not None and t_max > window.t_max:

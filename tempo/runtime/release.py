@@ -5,7 +5,7 @@ or, when the output keeps a substream key (``Query.substream_key``), by the firs
 own key past its start, whichever comes first. Events no such CTI passes are withheld.
 
 The executors apply the rule at different moments, and that difference is real: the
-reference engine's egress (``tempo.runtime.operators.Egress``) applies it as the CTIs come
+reference engine's egress (``tempo.runtime.egress.Egress``) applies it as the CTIs come
 and sees an edge event go out as a start edge and later its end; Spark sees whole lifetimes
 after the run and orders them by ``release_order``. Both then hand the released events and
 the output's CTI messages, in release order, to a ``ResultAssembly``.

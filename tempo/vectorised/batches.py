@@ -66,7 +66,7 @@ from tempo.vectorised.compiler import AGGREGATES, Compiler, check_nodes, matched
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
 from tempo.vectorised.expressions import EXECUTOR, Scope, events_frame, expr, payload_objects, record_exprs
-from tempo.vectorised.ingress import _below_microsecond, _payload_columns, _scalar_table, _ticks_of, kind_codes, respelled_kinds
+from tempo.vectorised.ingress import below_microsecond, payload_columns, scalar_table, ticks_of, kind_codes, respelled_kinds
 
 if TYPE_CHECKING:
     from tempo.runtime.live import LiveEngine
@@ -107,7 +107,7 @@ class VectorisedBatches:
     def __init__(self, query: Query, shape: BulkShape[p.WindowNode]) -> None:
         check_nodes(shape.window.subtree())
         for node in shape.sources:
-            if not _scalar_table(node):
+            if not scalar_table(node):
                 raise UnsupportedError(
                     EXECUTOR,
                     f"input {node.name!r}",
@@ -208,11 +208,11 @@ class VectorisedBatches:
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
         schema = frame.schema
-        ticks = _ticks_of(schema, source.origin_ticks(), source.time_unit)
+        ticks = ticks_of(schema, source.origin_ticks(), source.time_unit)
         start = ticks(source.start) if source.start else None
         end = ticks(source.end) if node.shape is EventShape.INTERVAL and source.end else None
         arrival = ticks(source.arrival) if source.arrival else None
-        order = _ticks_of(schema, 0)(source.order)  # the values item by item keeps (``order_value``)
+        order = ticks_of(schema, 0)(source.order)  # the values item by item keeps (``order_value``)
         kind = kind_codes(node, schema)
         if (
             order is None
@@ -233,7 +233,7 @@ class VectorisedBatches:
             (end if end is not None else start + 1).alias("__end"),
             (arrival if arrival is not None else pl.lit(None)).alias(ARR),
             pl.any_horizontal(pl.lit(False), *[pl.col(n).is_null() for n in required]).alias("__null"),
-            *_payload_columns(node, schema),
+            *payload_columns(node, schema),
         )
         rows = rows.with_columns(respelled_kinds(source, frame.lazy(), rows[KIND]).alias(KIND))
         time = pl.when(k == HEARTBEAT).then(pl.col(ARR)).otherwise(own) if arrival is not None else own
@@ -241,7 +241,7 @@ class VectorisedBatches:
         bad = pl.col(ORDER).is_null() | k.is_null() | pl.col(S).is_null() | pl.col(E).is_null() | ((k == event) & pl.col("__null"))
         if arrival is not None:
             bad = bad | pl.col(ARR).is_null()
-        below = _below_microsecond(source, schema)  # a value below a microsecond: item by item names it
+        below = below_microsecond(source, schema)  # a value below a microsecond: item by item names it
         if rows.select(bad.any()).item() or (below is not None and frame.select(below.any()).item()):
             return None
         if not rows[ORDER].is_sorted():

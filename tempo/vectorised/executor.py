@@ -46,7 +46,7 @@ from tempo.vectorised.compiler import Compiler, check_supported
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
 from tempo.vectorised.expressions import payload_objects
-from tempo.vectorised.ingress import _columnar, _ingress
+from tempo.vectorised.ingress import columnar, admit_inputs
 
 T = TypeVar("T")
 
@@ -67,7 +67,7 @@ class VectorisedExecutor:
             check_supported(query)
         except UnsupportedError:
             return False
-        return all(_columnar(node, query) for node in query.sources)
+        return all(columnar(node, query) for node in query.sources)
 
     def run(self, stream: Stream[T]) -> Result[T]:
         """Run the query and collect its result, as ``InMemoryExecutor().run`` does."""
@@ -83,7 +83,7 @@ class VectorisedExecutor:
         with _udf_errors():
             query = Query.build(stream.node)
             check_supported(query)
-            replay, inputs, _, spans = _ingress(query, TimestampMode())
+            replay, inputs, _, spans = admit_inputs(query, TimestampMode())
             out = Compiler(query, replay, inputs, spans).output().collect()
         utc = pl.Datetime("us", "UTC")
         columns = [pl.col(S).cast(utc).alias(START_COLUMN), pl.col(E).cast(utc).alias(END_COLUMN)]
@@ -98,7 +98,7 @@ class VectorisedExecutor:
             query = Query.build(stream.node)
             check_supported(query)
             mode = TimestampMode()
-            replay, _, counts, _ = _ingress(query, mode, rows_wanted=False)
+            replay, _, counts, _ = admit_inputs(query, mode, rows_wanted=False)
             naive = mode.naive is True
             return _metrics(query, replay, counts, lambda t: from_ticks(t, naive))
 
@@ -106,7 +106,7 @@ class VectorisedExecutor:
         query = Query.build(stream.node)
         check_supported(query)
         mode = TimestampMode()
-        replay, inputs, counts, spans = _ingress(query, mode)
+        replay, inputs, counts, spans = admit_inputs(query, mode)
         naive = mode.naive is True
         compiler = Compiler(query, replay, inputs, spans)
         out = compiler.output().collect()

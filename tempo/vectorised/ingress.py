@@ -47,21 +47,21 @@ KEY = "__tempo_key"
 """The substream key of an input with ordering settings and substreams, among its narrow columns."""
 
 
-def _columnar(node: SourceNode, query: Query) -> bool:
+def columnar(node: SourceNode, query: Query) -> bool:
     """Whether ``node`` may be read column by column (docs/vectorised.md)."""
     return _reads_columns(node, query.ordered_by_arrival) or _reads_items(node, query)
 
 
-def _scalar_table(node: SourceNode) -> bool:
+def scalar_table(node: SourceNode) -> bool:
     """Whether ``node`` is a table in event time whose payload class only stores scalar
     fields: what either column path (``_read_columns``, ``_read_items``) reads."""
-    from tempo.tables import _stores_only
+    from tempo.tables import stores_only
 
     source = node.source
     return (
         isinstance(source, TableSource)
         and node.time is TimeDomain.EVENT
-        and _stores_only(source.payload_type)
+        and stores_only(source.payload_type)
         and all(f.element is None and not is_record_type(f.dtype) for f in record_fields(source.payload_type))
     )
 
@@ -72,7 +72,7 @@ def _reads_columns(node: SourceNode, needs_arrival: set[str]) -> bool:
     source = node.source
     policy = TimePolicy.of_input(node)
     return (
-        _scalar_table(node)
+        scalar_table(node)
         and isinstance(source, TableSource)
         and node.shape in (EventShape.POINT, EventShape.INTERVAL)
         and source.kind is None
@@ -139,11 +139,11 @@ class _Table:
         return _span(self.rows) if self.count else None
 
 
-def _ticks_of(schema: pl.Schema, origin: int, unit: str | None = None) -> Callable[[str], pl.Expr | None]:
+def ticks_of(schema: pl.Schema, origin: int, unit: str | None = None) -> Callable[[str], pl.Expr | None]:
     """A time column of the table as ticks (None for a column of nulls only): a timestamp of
     any unit, or an integer count of ``unit`` (``TableSource.time_unit``; None: as it is, for
     an order column) since ``origin``, scaled by one multiply. A nanosecond value below a
-    microsecond is cut here: ``_below_microsecond`` finds it first."""
+    microsecond is cut here: ``below_microsecond`` finds it first."""
     from tempo.tables import TIME_UNITS
 
     multiply, divide = TIME_UNITS[unit or "us"]
@@ -161,7 +161,7 @@ def _ticks_of(schema: pl.Schema, origin: int, unit: str | None = None) -> Callab
     return ticks
 
 
-def _below_microsecond(source: TableSource[Any], schema: pl.Schema) -> pl.Expr | None:
+def below_microsecond(source: TableSource[Any], schema: pl.Schema) -> pl.Expr | None:
     """Whether a row holds a value with a part below a microsecond in a column it reads
     (``tempo.tables.nanosecond_columns``: a nanosecond timestamp or duration in a time
     column or a datetime or timedelta field, an integer time in ``time_unit="ns"``), or None
@@ -183,7 +183,7 @@ def _below_microsecond(source: TableSource[Any], schema: pl.Schema) -> pl.Expr |
     return pl.any_horizontal(*[(pl.col(n).cast(pl.Int64) % 1000 != 0).fill_null(False) for n in columns])
 
 
-def _payload_columns(node: SourceNode, schema: pl.Schema) -> list[pl.Expr]:
+def payload_columns(node: SourceNode, schema: pl.Schema) -> list[pl.Expr]:
     """The payload's columns as the plan holds them (datetimes in ticks, each field's type)."""
     payload = payload_schema(node.payload_type)
     columns = []
@@ -205,7 +205,7 @@ def _open_table(node: SourceNode) -> tuple[TableSource[Any], pl.LazyFrame, list[
     source.check_readable(node.name)
     raw, nullable = _scan_table(node)
     schema = raw.collect_schema()
-    return source, raw, nullable, schema, _ticks_of(schema, source.origin_ticks(), source.time_unit)
+    return source, raw, nullable, schema, ticks_of(schema, source.origin_ticks(), source.time_unit)
 
 
 def _read_columns(node: SourceNode, follows_order: bool = True) -> _Table | None:
@@ -269,7 +269,7 @@ def _read_columns(node: SourceNode, follows_order: bool = True) -> _Table | None
         bad = bad or any(null_order)
     if nullable:
         bad = bad or any(raw.select(pl.col(n).null_count() for n in nullable).collect(engine="streaming").row(0))
-    below = _below_microsecond(source, schema)
+    below = below_microsecond(source, schema)
     if below is not None:
         bad = bad or raw.select(below.any()).collect(engine="streaming").item()
     if bad or (narrow is not None and order is not None and narrow["__order"].null_count()):
@@ -283,7 +283,7 @@ def _read_columns(node: SourceNode, follows_order: bool = True) -> _Table | None
         assert narrow is not None
         if not narrow[ARR].is_sorted():  # arrivals going back: the reference ingress names the row
             return None
-    rows = raw.select(*times, *_payload_columns(node, schema))
+    rows = raw.select(*times, *payload_columns(node, schema))
     if node.over is not None:  # substreams: each row's key, a scalar as the payload's field gives it
         from tempo.vectorised.expressions import Scope, expr
 
@@ -445,7 +445,7 @@ def _ordered_verdicts(
     return (_admitted(table, changes) if rows_wanted else table.rows), counts, moves
 
 
-def _ingress(
+def admit_inputs(
     query: Query, mode: TimestampMode, rows_wanted: bool = True
 ) -> tuple[CtiReplay, dict[str, pl.LazyFrame], dict[str, EventCounts], dict[str, Callable[[], Span | None]]]:
     """Every input admitted (column by column, or item by item through the reference
@@ -568,7 +568,7 @@ def _reads_items(node: SourceNode, query: Query) -> bool:
     source = node.source
     policy = TimePolicy.of_input(node)
     if not (
-        _scalar_table(node)
+        scalar_table(node)
         and isinstance(source, TableSource)
         and not policy.ordered
         and node.over is None
@@ -649,7 +649,7 @@ def _read_items(node: SourceNode, needs_arrival: bool) -> _Items | None:
         return None
     order = [pl.col(source.order).alias("__order")] if source.order is not None else []
     null = pl.any_horizontal(pl.col(n).is_null() for n in nullable) if nullable else pl.lit(False)
-    below = _below_microsecond(source, schema)
+    below = below_microsecond(source, schema)
     if below is not None and raw.select(below.any()).collect().item():
         return None
     narrow = raw.select(
@@ -699,7 +699,7 @@ def _read_items(node: SourceNode, needs_arrival: bool) -> _Items | None:
         .otherwise(s)
         .alias(E),
     )
-    return _Items(narrow, raw.select(*_payload_columns(node, schema)))
+    return _Items(narrow, raw.select(*payload_columns(node, schema)))
 
 
 def _item_verdicts(

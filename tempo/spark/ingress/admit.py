@@ -17,8 +17,8 @@ from tempo.spark.columns import START as S
 from tempo.spark.columns import quoted
 from tempo.ticks import INF
 from tempo.spark.ingress.local_scan import count_if_clean
-from tempo.spark.ingress.rows import KIND, ORDER, FILE, EVENT_KINDS, DROPPED, ADJUSTED, InputFrame, _breaks_a_rule
-from tempo.spark.ingress.verdicts import Verdicts, _received_columns, decide
+from tempo.spark.ingress.rows import KIND, ORDER, FILE, EVENT_KINDS, DROPPED, ADJUSTED, InputFrame, breaks_a_rule
+from tempo.spark.ingress.verdicts import Verdicts, received_columns, decide
 
 
 @attrs.define
@@ -43,7 +43,7 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
             return Admitted(frame.as_read(), None, frame, None, received)
         # A row that breaks a rule fails the query where it is read; run() and metrics()
         # check first and name it (see ``finish``).
-        bad = _breaks_a_rule(node)
+        bad = breaks_a_rule(node)
         message = f"tempo: input {node.name!r} has a row with a null time or payload value, a start at infinity or an end not after its start (SparkExecutor.run names it)"
         start = F.when(bad, F.raise_error(F.lit(message)).cast("long")).otherwise(F.col(S))
         payload = [F.col(quoted(n)) for n in field_names(node.payload_type)]
@@ -118,5 +118,5 @@ def admit(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Admi
     admitted = admitted.join(closing, (admitted[ORDER] == closing["__close_o"]) & (admitted[FILE] == closing["__close_f"]), "left")
     final_end = F.when(kind == START, F.coalesce(F.col("__close_e"), F.lit(INF))).otherwise(F.col("__adm_e"))
     out = admitted.select(F.col("__adm_s").alias(S), F.least(final_end, F.lit(INF)).alias(E), *payload)
-    outcome = paired.filter(F.col("__status") != 0).select(ORDER, FILE, F.col("__status"), F.col("__adm_e"), *_received_columns(node))
+    outcome = paired.filter(F.col("__status") != 0).select(ORDER, FILE, F.col("__status"), F.col("__adm_e"), *received_columns(node))
     return Admitted(out, outcome, frame, verdicts)

@@ -21,11 +21,11 @@ from tempo.spark.ingress.rows import (
     ORDER,
     EVENT_KINDS,
     InputFrame,
-    _counted,
-    _period_column,
-    _imports,
-    _ordering,
-    _ordered_start,
+    counted_kind,
+    period_column,
+    imports_ctis,
+    has_ordering,
+    ordered_start,
 )
 
 
@@ -67,7 +67,7 @@ class Blocks:
         return out
 
 
-def _cut(frame: InputFrame) -> None:
+def cut_into_blocks(frame: InputFrame) -> None:
     """Cut the rows into blocks and take each block's figures (one job, plus one for the
     order column's range when the rows are not an item list)."""
     assert frame.df is not None
@@ -79,7 +79,7 @@ def _cut(frame: InputFrame) -> None:
         # it is computed once.
         frame.df = frame.df.localCheckpoint(eager=True)
     df = frame.df
-    if _imports(frame):
+    if imports_ctis(frame):
         # Imported CTIs interleave with this input by arrival (see ``scan``): one block.
         blocks = Blocks(0, 1 << 62)
     elif frame.rows is not None:  # an item list: the order column is the position
@@ -93,8 +93,8 @@ def _cut(frame: InputFrame) -> None:
         count = max(1, -(-n // package.BLOCK_ROWS))
         blocks = Blocks(lo, max(1, (hi - lo) // count + 1))
     df = df.withColumn(BLOCK, blocks.column())
-    period = _period_column(frame)
-    counted = _counted()
+    period = period_column(frame)
+    counted = counted_kind()
     figures = (
         df.groupBy(BLOCK)
         .agg(
@@ -105,7 +105,7 @@ def _cut(frame: InputFrame) -> None:
             F.max(F.when(F.col(KIND) == CTI, F.col(S))).alias("explicit"),
             (F.max(period) if period is not None else F.lit(None).cast("long")).alias("period"),
             F.max(ARR).alias("arrival"),
-            (F.max(_ordered_start(frame)) if _ordering(frame) else F.lit(None).cast("long")).alias("ordered"),
+            (F.max(ordered_start(frame)) if has_ordering(frame) else F.lit(None).cast("long")).alias("ordered"),
         )
         .collect()
     )
@@ -166,7 +166,7 @@ def _parquet_range(frame: InputFrame) -> tuple[int, int, int] | None:
     return lo, hi, n
 
 
-def _block_table(spark: SparkSession, frame: InputFrame) -> DataFrame:
+def block_table(spark: SparkSession, frame: InputFrame) -> DataFrame:
     """Per block, what the blocks before it hold: rows, counted events, greatest period,
     the largest CTI candidate any of them can produce, and the latest arrival."""
     blocks = frame.blocks

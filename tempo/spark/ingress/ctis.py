@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from tempo.runtime.replay import CtiReplay, Key
 from tempo.plan.query import Query
 from tempo.ticks import NEG_INF
-from tempo.spark.ingress.rows import POS, ARR, InputFrame, _imports, _ordering
+from tempo.spark.ingress.rows import POS, ARR, InputFrame, imports_ctis, has_ordering
 from tempo.spark.ingress.scan import scan, scan_ordered
 
 
@@ -27,7 +27,7 @@ def _feed(query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[s
         if frame.prepared is not None:
             local[name] = cti_replay.admit_locally(name)
             rows.extend(((rec[0], frame.decl, rec[5], 0), name, rec) for rec in frame.prepared)
-        ordering = _ordering(frame)
+        ordering = has_ordering(frame)
         for r in frame.collected:
             key: Key = (r[ARR], frame.decl, r[POS], 0)
             if ordering:
@@ -61,10 +61,10 @@ def replay(spark: SparkSession, query: Query, frames: Sequence[InputFrame]) -> t
         frame = next(f for f in pending if exporters.get(f.node.name) not in {p.node.name for p in pending})
         pending.remove(frame)
         if frame.in_spark and not frame.static and not frame.scanned:
-            if _ordering(frame):
+            if has_ordering(frame):
                 scan_ordered(spark, frame)
             else:
-                imported = _feed(query, done)[0].steps[frame.node.name] if _imports(frame) else []
+                imported = _feed(query, done)[0].steps[frame.node.name] if imports_ctis(frame) else []
                 scan(spark, frame, imported)
         done.append(frame)
     return _feed(query, frames)

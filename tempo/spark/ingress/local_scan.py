@@ -33,7 +33,7 @@ from tempo.tables import TIME_UNITS, Span, nanosecond_columns, parquet_proves_no
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.ingress.blocks import Blocks
-from tempo.spark.ingress.rows import ARR, FILE, KIND, ORDER, POS, InputFrame, _imports, _ordering, single_parquet_file
+from tempo.spark.ingress.rows import ARR, FILE, KIND, ORDER, POS, InputFrame, imports_ctis, has_ordering, single_parquet_file
 from tempo.ticks import INF, NEG_INF
 
 LOCAL_SCAN_ROWS = 20_000_000
@@ -84,8 +84,8 @@ def scan_locally(frame: InputFrame) -> bool:
         limit <= 0
         or not frame.in_spark
         or frame.kinds_vary
-        or _imports(frame)
-        or _ordering(frame)
+        or imports_ctis(frame)
+        or has_ordering(frame)
         or not policy.generates
         or node.shape not in (EventShape.POINT, EventShape.INTERVAL)
         or not isinstance(source, (ParquetSource, ArrowSource))

@@ -16,10 +16,10 @@ from tempo.runtime.ingress import cti_violation_rule
 from tempo.result import Action, InputMetrics, Rule
 from tempo.rules import InputRule, message
 from tempo.spark.ingress.admit import Admitted
-from tempo.spark.ingress.blocks import _cut
-from tempo.spark.ingress.rows import POS, ARR, ORDER, FILE, ADJUSTED, _breaks_a_rule
+from tempo.spark.ingress.blocks import cut_into_blocks
+from tempo.spark.ingress.rows import POS, ARR, ORDER, FILE, ADJUSTED, breaks_a_rule
 from tempo.spark.ingress.scan import scan
-from tempo.spark.ingress.verdicts import _in_force, _items, _key, _positions, decide
+from tempo.spark.ingress.verdicts import cti_in_force, received_items, row_key, row_positions, decide
 
 
 def finish(
@@ -45,20 +45,20 @@ def finish(
     for o, f, status, cti, s, e in verdicts.events:
         rule = verdicts.rules.get((o, f), Rule.START_BEFORE_CTI)
         found.append(((o, f), verdicts.positions[(o, f)], status, cti, ("lifetime", s, e) if status == ADJUSTED else None, rule))
-    in_force = _in_force(cti_replay.steps[node.name])
+    in_force = cti_in_force(cti_replay.steps[node.name])
     late = {(o, f): c for o, f, c in verdicts.ends}
     odd = list(outcome)
-    positions = _positions(spark, frame, [_key(r) for r in odd if _key(r) not in verdicts.positions])
+    positions = row_positions(spark, frame, [row_key(r) for r in odd if row_key(r) not in verdicts.positions])
     positions.update(verdicts.positions)
-    for r in sorted(odd, key=lambda r: positions[_key(r)]):
-        k, pos = _key(r), positions[_key(r)]
+    for r in sorted(odd, key=lambda r: positions[row_key(r)]):
+        k, pos = row_key(r), positions[row_key(r)]
         if r["__status"] == 4:
-            raise InputError(node.name, pos, _items(spark, frame, [_with_pos(r, pos)])[k], message(InputRule.END_WITHOUT_START))
+            raise InputError(node.name, pos, received_items(spark, frame, [_with_pos(r, pos)])[k], message(InputRule.END_WITHOUT_START))
         if not frame.policy.has_settings:
             raise CtiViolationError(
                 node.name,
                 pos,
-                _items(spark, frame, [_with_pos(r, pos)])[k],
+                received_items(spark, frame, [_with_pos(r, pos)])[k],
                 cti_violation_rule(Rule.END_BEFORE_CTI, late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))),
             )
         cti = late[k] if k in late else in_force((r[ARR], frame.decl, pos, 0))
@@ -75,7 +75,7 @@ def finish(
         with_ctis(metrics)
     if not with_items:
         return metrics, []
-    items = _items(spark, frame, [{ORDER: k[0], FILE: k[1], POS: pos} for k, pos, *_ in found])
+    items = received_items(spark, frame, [{ORDER: k[0], FILE: k[1], POS: pos} for k, pos, *_ in found])
     rejected = [
         (node.name, pos, items[k], rule, Action.ADJUSTED if status == ADJUSTED else Action.DROPPED, cti, admitted_as)
         for k, pos, status, cti, admitted_as, rule in found
@@ -90,11 +90,11 @@ def validate(spark: SparkSession, admitted: Admitted, cti_replay: CtiReplay) -> 
     if admitted.received is None:
         frame = admitted.frame
         assert frame.df is not None
-        bad = _breaks_a_rule(frame.node)
+        bad = breaks_a_rule(frame.node)
         r = frame.df.agg(F.count(F.lit(1)).alias("n"), F.max(bad.cast("int")).alias("bad")).collect()[0]
         if r["bad"]:
             frame.static = False
-            _cut(frame)
+            cut_into_blocks(frame)
             scan(spark, frame, [])
             decide(spark, frame, cti_replay)
         admitted.received = r["n"]

@@ -26,7 +26,7 @@ from tempo.spark.columns import quoted
 from tempo.spark.columns import START as S
 from tempo.spark.types import driver_frame, to_wire
 from tempo.ticks import INF, NEG_INF
-from tempo.spark.ingress.blocks import _cut
+from tempo.spark.ingress.blocks import cut_into_blocks
 from tempo.spark.ingress.local_scan import LOCAL_SCAN_ROWS, scan_locally
 from tempo.spark.ingress.rows import KIND, ARR, ORDER, FILE, NULLF, SUB_MICRO, InputFrame, TableProjection, single_parquet_file
 
@@ -110,7 +110,7 @@ def input_frame(
     frame.needs_arrival = needs_arrival
     frame.scan_limit = scan_limit
     if not frame.static and not scan_locally(frame):
-        _cut(frame)
+        cut_into_blocks(frame)
     return frame
 
 

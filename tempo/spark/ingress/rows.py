@@ -148,46 +148,51 @@ class InputFrame:
         return rows.selectExpr(*columns)  # SQL: one JVM call
 
 
-def _counted() -> Column:
+def counted_kind() -> Column:
+    """Whether a row is an event that counts towards CTI generation (a point, interval or start edge)."""
     return F.col(KIND).isin(*EVENT_KINDS)
 
 
-def _period_column(frame: InputFrame) -> Column | None:
+def period_column(frame: InputFrame) -> Column | None:
+    """The reference's ``start // period`` of a counted row (time-span generation), else None."""
     if not frame.policy.period:
         return None
-    return F.when(_counted(), floor_div(F.col(S), frame.policy.period))  # the reference's start // period (runtime/ingress.py)
+    return F.when(counted_kind(), floor_div(F.col(S), frame.policy.period))  # the reference's start // period (runtime/ingress.py)
 
 
-def _imports(frame: InputFrame) -> bool:
+def imports_ctis(frame: InputFrame) -> bool:
+    """Whether the input imports another input's CTIs."""
     return frame.policy.import_from is not None
 
 
-def _ordering(frame: InputFrame) -> bool:
+def has_ordering(frame: InputFrame) -> bool:
+    """Whether ASA's ordering settings decide the input's CTIs."""
     return frame.policy.ordered
 
 
-def _tolerances(frame: InputFrame) -> tuple[int, int | None, int | None]:
+def tolerances(frame: InputFrame) -> tuple[int, int | None, int | None]:
+    """The input's (out-of-order, late, early) tolerances in ticks."""
     policy = frame.policy
     assert policy.ordered
     return policy.out_of_order, policy.late, policy.early
 
 
-def _early_late(frame: InputFrame) -> tuple[Column, Column]:
+def early_late(frame: InputFrame) -> tuple[Column, Column]:
     """(early, late) of each row, by the input's arrival-time rules."""
-    _, late, early = _tolerances(frame)
+    _, late, early = tolerances(frame)
     event = F.col(KIND).isin(POINT, INTERVAL)
     is_early = (event & (F.col(S) > F.col(ARR) + early)) if early is not None else F.lit(False)
     is_late = (event & ~is_early & (F.col(S) < F.col(ARR) - late)) if late is not None else F.lit(False)
     return F.coalesce(is_early, F.lit(False)), F.coalesce(is_late, F.lit(False))
 
 
-def _ordered_start(frame: InputFrame) -> Column:
+def ordered_start(frame: InputFrame) -> Column:
     """The start of an event that passes both arrival checks (what raises time), else null."""
-    early, late = _early_late(frame)
+    early, late = early_late(frame)
     return F.when(F.col(KIND).isin(POINT, INTERVAL) & ~early & ~late, F.col(S))
 
 
-def _breaks_a_rule(node: SourceNode) -> Column:
+def breaks_a_rule(node: SourceNode) -> Column:
     """A row of an input where nothing can be late (points or intervals) breaking a rule."""
     return (
         F.col(S).isNull()

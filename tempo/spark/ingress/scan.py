@@ -17,7 +17,7 @@ from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, column
 from tempo.ticks import INF, NEG_INF
-from tempo.spark.ingress.blocks import _block_table
+from tempo.spark.ingress.blocks import block_table
 from tempo.spark.ingress.rows import (
     POS,
     KIND,
@@ -42,13 +42,13 @@ from tempo.spark.ingress.rows import (
     DROPPED,
     ADJUSTED,
     InputFrame,
-    _counted,
-    _period_column,
-    _imports,
-    _ordering,
-    _tolerances,
-    _early_late,
-    _ordered_start,
+    counted_kind,
+    period_column,
+    imports_ctis,
+    has_ordering,
+    tolerances,
+    early_late,
+    ordered_start,
 )
 
 
@@ -75,11 +75,11 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
     """
     assert frame.df is not None and frame.blocks is not None
     policy = frame.policy
-    df = _imported_in_force(spark, frame, imported) if _imports(frame) else frame.df.withColumn("__imp", F.lit(None).cast("long"))
+    df = _imported_in_force(spark, frame, imported) if imports_ctis(frame) else frame.df.withColumn("__imp", F.lit(None).cast("long"))
     w = Window.partitionBy(BLOCK).orderBy(ORDER, FILE)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
-    kind, counted = F.col(KIND), _counted()
-    period = _period_column(frame)
+    kind, counted = F.col(KIND), counted_kind()
+    period = period_column(frame)
     delay, generates = policy.delay, policy.generates
     # One window over the narrow rows: running aggregates within the block; the blocks
     # before come from the figures (a broadcast join after the window keeps its partitioning).
@@ -104,7 +104,7 @@ def scan(spark: SparkSession, frame: InputFrame, imported: list[tuple[Key, int]]
         # before a row bounds them all (a CTI row's time bounds itself).
         (F.max(F.when(counted, F.col(S))).over(before) - delay if generates else none).alias("__latest_before"),
         (F.max(F.when(kind == CTI, F.col(S))).over(before) if frame.kinds_vary else none).alias("__explicit_before"),
-    ).join(_block_table(spark, frame), BLOCK)
+    ).join(block_table(spark, frame), BLOCK)
     generated: Column = F.lit(None).cast("long")
     if generates:
         if policy.every_n:
@@ -156,7 +156,7 @@ def _bad_row(frame: InputFrame) -> Column:
         InputRule.START_AT_INFINITY: (~kind.isin(CTI, HEARTBEAT) & (F.col(S) >= INF), F.lit(BAD_START)),
         InputRule.SUB_MICROSECOND: (F.col(NULLF) >= SUB_MICRO, F.col(NULLF) + NULL_FIELD),  # its kind is in NULLF
         InputRule.NULL_FIELD: (~kind.isin(CTI, HEARTBEAT) & (F.col(NULLF) < SUB_MICRO), F.col(NULLF) + NULL_FIELD),
-        InputRule.ORDERING_ARRIVAL: (F.lit(_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL)),
+        InputRule.ORDERING_ARRIVAL: (F.lit(has_ordering(frame)) & F.col(ARR).isNull(), F.lit(NO_ORDER_ARRIVAL)),
         InputRule.HEARTBEAT_ARRIVAL: (
             (kind == HEARTBEAT) & (F.col(ARR).isNull() | F.lit(not frame.has_arrival)),
             F.lit(NO_HEARTBEAT_ARRIVAL),
@@ -187,18 +187,18 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
     breaking a rule and the first row of each substream (with its count of events)."""
     assert frame.df is not None and frame.blocks is not None
     node = frame.node
-    out_of_order, late, early = _tolerances(frame)
+    out_of_order, late, early = tolerances(frame)
     adjust = frame.policy.adjust
     w = Window.partitionBy(BLOCK).orderBy(ORDER, FILE)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     kind, start, end, arrival = F.col(KIND), F.col(S), F.col(E), F.col(ARR)
     event = kind.isin(POINT, INTERVAL)
-    is_early, is_late = _early_late(frame)
+    is_early, is_late = early_late(frame)
     none = F.lit(None).cast("long")
     key = column(node.over, Scope()) if node.over is not None else None
     df = frame.df.select(
         "*",
-        _ordered_start(frame).alias("__ordered"),
+        ordered_start(frame).alias("__ordered"),
         is_early.alias("__early"),
         is_late.alias("__late"),
         (key if key is not None else F.lit(None)).alias("__key"),
@@ -209,7 +209,7 @@ def scan_ordered(spark: SparkSession, frame: InputFrame) -> None:
         F.max(ARR).over(before).alias("__arr_in_block"),
         F.max(F.when(kind == CTI, start)).over(before).alias("__explicit_in_block"),
         (F.max("__ordered").over(before) if key is None else none).alias("__ordered_in_block"),
-    ).join(_block_table(spark, frame), BLOCK)
+    ).join(block_table(spark, frame), BLOCK)
     df = df.withColumn(POS, F.col("__p_rows") + F.col("__rn") - 1)
     df = df.withColumn("__arr_before", F.greatest(F.col("__p_arrival"), F.col("__arr_in_block")))
     if key is None:

@@ -45,7 +45,7 @@ from tempo.spark.ingress.rows import (
     DROPPED,
     ADJUSTED,
     InputFrame,
-    _ordering,
+    has_ordering,
 )
 
 
@@ -60,7 +60,8 @@ class Verdicts:
     counts: InputMetrics | None = None  # ordering settings: the counts, per rule and substream
 
 
-def _in_force(steps: list[tuple[Key, int]]) -> Any:
+def cti_in_force(steps: list[tuple[Key, int]]) -> Any:
+    """The CTI in force at a key of the merged order, from an input's CTI steps (sorted by key)."""
     keys = [k for k, _ in steps]
 
     def at(key: Key) -> int:
@@ -104,10 +105,10 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
     for r in rows:
         if r["__bad"]:
             error = ImportOrderError if r["__bad"] == NO_ARRIVAL else InputError
-            raise error(node.name, r[POS], _items(spark, frame, [r])[_key(r)], _bad_rule(frame, r["__bad"], r[KIND]))
-    if _ordering(frame):
+            raise error(node.name, r[POS], received_items(spark, frame, [r])[row_key(r)], _bad_rule(frame, r["__bad"], r[KIND]))
+    if has_ordering(frame):
         return _ordered_verdicts(frame, rows)
-    in_force = _in_force(cti_replay.steps[node.name])
+    in_force = cti_in_force(cti_replay.steps[node.name])
     adjust = frame.policy.adjust
     events: list[tuple[int, int, int, int, int, int]] = []
     ends: list[tuple[int, int, int]] = []
@@ -126,7 +127,7 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
             raise CtiViolationError(
                 node.name,
                 r[POS],
-                _items(spark, frame, [r])[_key(r)],
+                received_items(spark, frame, [r])[row_key(r)],
                 cti_violation_rule(Rule.START_BEFORE_CTI, cti),
             )
         lifetime = adjusted_lifetime(kind, e, cti) if adjust else None
@@ -134,7 +135,7 @@ def decide(spark: SparkSession, frame: InputFrame, cti_replay: CtiReplay) -> Ver
             events.append((r[ORDER], r[FILE], ADJUSTED, cti, *lifetime))
         else:
             events.append((r[ORDER], r[FILE], DROPPED, cti, s, e))
-    return Verdicts(events, ends, {_key(r): r[POS] for r in rows})
+    return Verdicts(events, ends, {row_key(r): r[POS] for r in rows})
 
 
 def _ordered_verdicts(frame: InputFrame, rows: Sequence[Any]) -> Verdicts:
@@ -152,21 +153,23 @@ def _ordered_verdicts(frame: InputFrame, rows: Sequence[Any]) -> Verdicts:
         if not status:
             continue
         events.append((r[ORDER], r[FILE], status, r["__bound"], r["__adm_s"], r["__adm_e"]))
-        rules[_key(r)] = CTI_RULE_CODES[r["__rule"]]
+        rules[row_key(r)] = CTI_RULE_CODES[r["__rule"]]
         action = Action.DROPPED if status == DROPPED else Action.ADJUSTED
         late = (Action.ADJUSTED if r["__late_kept"] else Action.DROPPED) if r["__late"] else None
         for c in (counts, counts.substreams[r["__key"]]) if substreams else (counts,):
-            count_rejection(c, rules[_key(r)], action, True, late)
+            count_rejection(c, rules[row_key(r)], action, True, late)
     for every in (counts, *counts.substreams.values()):
         every.admitted = every.received - every.dropped
-    return Verdicts(events, [], {_key(r): r[POS] for r in rows}, rules, counts)
+    return Verdicts(events, [], {row_key(r): r[POS] for r in rows}, rules, counts)
 
 
-def _key(r: Any) -> tuple[int, int]:
+def row_key(r: Any) -> tuple[int, int]:
+    """A collected row's name among the input's rows: (order value, file)."""
     return (r[ORDER], r[FILE])
 
 
-def _received_columns(node: SourceNode) -> list[Column]:
+def received_columns(node: SourceNode) -> list[Column]:
+    """The columns a received item is rebuilt from: kind, times, arrival and the payload on the wire."""
     cols = [F.col(KIND), F.col(S), F.col(E), F.col(ARR)]
     for f in record_fields(node.payload_type):
         c = F.col(f"`{f.name}`")
@@ -174,17 +177,17 @@ def _received_columns(node: SourceNode) -> list[Column]:
     return cols
 
 
-def _items(spark: SparkSession, frame: InputFrame, rows: Sequence[Any]) -> dict[tuple[int, int], Any]:
+def received_items(spark: SparkSession, frame: InputFrame, rows: Sequence[Any]) -> dict[tuple[int, int], Any]:
     """The received items of some rows (each with ``ORDER``, ``FILE``, ``POS``), by key."""
     if frame.items is not None:  # an item list: its order column is the position
-        return {_key(r): frame.items[r[ORDER]] for r in rows}
+        return {row_key(r): frame.items[r[ORDER]] for r in rows}
     if not rows:
         return {}
     from tempo.spark.types import from_wire
 
     assert frame.df is not None
     keys = spark.createDataFrame([(r[ORDER], r[FILE], r[POS]) for r in rows], f"{ORDER} long, {FILE} long, {POS} long")
-    found = frame.df.join(F.broadcast(keys), [ORDER, FILE]).select(ORDER, FILE, POS, *_received_columns(frame.node)).collect()
+    found = frame.df.join(F.broadcast(keys), [ORDER, FILE]).select(ORDER, FILE, POS, *received_columns(frame.node)).collect()
     names = field_names(frame.node.payload_type)
     out: dict[tuple[int, int], Any] = {}
     for r in found:
@@ -196,13 +199,13 @@ def _items(spark: SparkSession, frame: InputFrame, rows: Sequence[Any]) -> dict[
             except Exception:  # the payload class refuses the row (a validator against a null): show the values
                 payload = dict(zip(names, wire))
         if r[KIND] is None or r[S] is None or r[E] is None:  # a row that is no item: its payload shows it
-            out[_key(r)] = payload
+            out[row_key(r)] = payload
             continue
-        out[_key(r)] = item_of((r[ARR], r[KIND], r[S], r[E], payload, r[POS], None))
+        out[row_key(r)] = item_of((r[ARR], r[KIND], r[S], r[E], payload, r[POS], None))
     return out
 
 
-def _positions(spark: SparkSession, frame: InputFrame, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:
+def row_positions(spark: SparkSession, frame: InputFrame, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:
     """Positions of rows the scan did not collect: the rows before them in their block,
     plus the blocks before (only for the few end edges the pairing rejects)."""
     if frame.items is not None:
