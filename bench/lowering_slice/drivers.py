@@ -28,11 +28,11 @@ def _spans_of(spans: dict[str, Span]) -> dict[str, Callable[[], Span | None]]:
 def polars_ingress(stream: Stream[Any]) -> tuple[Query, Any, dict[str, Any], dict[str, Any]]:
     from tempo.runtime.ingress import TimestampMode
     from tempo.vectorised.compiler import check_supported
-    from tempo.vectorised.ingress import _ingress
+    from tempo.vectorised.ingress import admit_inputs
 
     query = Query.build(stream.node)
     check_supported(query)
-    replay, inputs, _, spans = _ingress(query, TimestampMode())
+    replay, inputs, _, spans = admit_inputs(query, TimestampMode())
     return query, replay, inputs, spans
 
 
