@@ -36,7 +36,7 @@ from tempo.runtime.operator import Operator
 from tempo.runtime.patterns import FollowedBy
 from tempo.runtime.stateless import AlterLifetime, Explode, Select, Union, Where
 from tempo.runtime.windows import Window
-from tempo.runtime.ingress import ArrivalClock, Ingress, Prepared, TimestampMode, prepare, prepare_checked
+from tempo.runtime.ingress import ArrivalClock, Ingress, Prepared, Rejected, TimestampMode, prepare, prepare_checked
 from tempo.runtime.release import ResultAssembly
 from tempo.runtime.stamping import stamped
 from tempo.sources import ItemSource, TableSource
@@ -60,7 +60,7 @@ class Build:
         self.ids = itertools.count(first_id)
         self.new_id: Callable[[], int] = self.ids.__next__
         self.mode = mode
-        self.rejected: list[Any] = []
+        self.rejected: list[Rejected] = []
         self.ingresses: dict[str, Ingress] = {}
         self.clock = ArrivalClock()
 
@@ -354,7 +354,7 @@ def build_operators(build: Build, query: Query) -> dict[int, Operator]:
     return built
 
 
-def rejection(record: tuple[Any, ...], dt: Callable[[int], Any]) -> Rejection:
+def rejection(record: Rejected, dt: Callable[[int], Any]) -> Rejection:
     """A recorded rejection (ticks, ``admitted`` as ("lifetime", start, ...) or ("end", end))
     as the public ``Rejection``, with datetimes made by ``dt``."""
     name, position, item, rule, action, cti, admitted = record

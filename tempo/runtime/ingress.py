@@ -36,7 +36,7 @@ import itertools
 import operator
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import attrs
 
@@ -61,6 +61,23 @@ _KIND = {Point: POINT, Interval: INTERVAL, EdgeStart: START, EdgeEnd: END, Cti: 
 
 Prepared = tuple[int, int, int, int, Any, int, Any]
 """(arrival, kind, start, end, payload, position, item); arrival is inherited when absent."""
+
+
+class Rejected(NamedTuple):
+    """One event a policy dropped or adjusted, as an ingress records it (ticks): every
+    executor's ingress makes these, and ``tempo.runtime.engine.rejection`` makes the public
+    ``Rejection`` of each."""
+
+    input: str
+    position: int
+    item: Any
+    """The item as received."""
+    rule: Rule
+    action: Action
+    bound: int
+    """The time it was held against (the CTI in force, by default)."""
+    admitted_as: tuple[str, int] | tuple[str, int, int] | None
+    """``("lifetime", start, end)`` or ``("end", end)`` when adjusted, else None."""
 
 
 class TimestampMode:
@@ -407,7 +424,7 @@ class Ingress:
         self,
         node: SourceNode,
         new_id: Callable[[], int],
-        rejected: list[tuple[str, int, Any, Rule, Action, int, Any]],
+        rejected: list[Rejected],
     ) -> None:
         self.name = node.name
         self.node = node
@@ -520,7 +537,9 @@ class Ingress:
     ) -> None:
         """On record: ``bound`` is the time the event was held against (the CTI by default);
         ``late``, what the late-arrival rule did first, if it applied."""
-        self.rejected.append((self.name, rec[5], rec[6] or item_of(rec), rule, action, self.cti if bound is None else bound, admitted_as))
+        self.rejected.append(
+            Rejected(self.name, rec[5], rec[6] or item_of(rec), rule, action, self.cti if bound is None else bound, admitted_as)
+        )
         for counts in self._counts(key):
             count_rejection(counts, rule, action, self.ordered, late)
             if action is Action.ADJUSTED:

@@ -10,7 +10,7 @@ operator code as ``tempo.runtime.engine``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
@@ -52,6 +52,26 @@ MERGED = object()
 """In ``CtiReplay.output_ctis``: the query's own CTI rather than a substream's."""
 
 Key = tuple[int, int, int, int]
+
+
+class Candidate(NamedTuple):
+    """A CTI an input's rows ask for, found where its items are processed (``CtiReplay.feed``)."""
+
+    origin: str
+    """``"generated"`` or ``"explicit"``."""
+    value: int
+
+
+class OrderedStep(NamedTuple):
+    """What an item of an input with ordering settings, admitted elsewhere, does to time
+    (``CtiReplay.feed_ordered``)."""
+
+    arrival: int
+    candidate: int
+    """The input's CTI its event-time rule asks for (``NEG_INF``: none)."""
+    substream: Any = None
+    substream_candidate: int = NEG_INF
+    """With substreams: the key's CTI it asks for."""
 
 
 class CtiReplay:
@@ -139,16 +159,16 @@ class CtiReplay:
     def feed_all(self, rows: list[tuple[Key, str, Any]]) -> None:
         """Feed every input's rows in arrival order (by key), then shut down. A row is
         ``(key, input, what)``: ``what`` is a whole item of an input admitted here
-        (``admit_locally`` first), ``("ordered", arrival, candidate, substream, substream
-        candidate)`` (``feed_ordered``), or ``(origin, value)`` (``feed``)."""
+        (``admit_locally`` first), an ``OrderedStep`` (``feed_ordered``) or a ``Candidate``
+        (``feed``)."""
         rows.sort(key=lambda r: r[0])
         for key, name, what in rows:
             if name in self.local:
                 self.feed_item(key, name, what)
-            elif what[0] == "ordered":
-                self.feed_ordered(key, name, what[1], what[2], what[3], what[4])
+            elif isinstance(what, OrderedStep):
+                self.feed_ordered(key, name, *what)
             else:
-                self.feed(key, name, what[0], what[1])
+                self.feed(key, name, *what)
         self.shutdown()
 
     def shutdown(self) -> None:

@@ -114,7 +114,7 @@ class SparkExecutor:
             if s.name in prepared.admitted:
                 out[s.name] = ingress.finish(self.spark, prepared.admitted[s.name], by_input[s.name], prepared.replay, with_items)
             else:
-                out[s.name] = (prepared.replay.metrics(s.name), [r for r in prepared.replay.rejected if r[0] == s.name])
+                out[s.name] = (prepared.replay.metrics(s.name), [r for r in prepared.replay.rejected if r.input == s.name])
             # The watermark delays are the replay's: it sees every move of CTI and clock.
             replayed = prepared.replay.ingresses[s.name].public_metrics(lambda t: from_ticks(t, prepared.naive))
             metrics = out[s.name][0]

@@ -18,6 +18,7 @@ from tempo.plan.nodes import SourceNode
 from tempo.plan.query import Query
 from tempo.result import Action, EventCounts, InputMetrics, Rule, SubstreamMetrics
 from tempo.runtime.ingress import (
+    Rejected,
     CTI,
     END,
     HEARTBEAT,
@@ -31,7 +32,7 @@ from tempo.runtime.ingress import (
     prepare,
 )
 from tempo.runtime.policy import TimePolicy
-from tempo.runtime.replay import CtiReplay, Key
+from tempo.runtime.replay import Candidate, CtiReplay, Key, OrderedStep
 from tempo.runtime.stamping import stamped
 from tempo.runtime.verdicts import generation, in_force, ordered_verdicts, own_ctis
 from tempo.sources import ParquetSource, TableSource
@@ -310,7 +311,7 @@ def _proved_by_statistics(source: TableSource[Any]) -> tuple[int, Span | None] |
 
 
 def _verdicts(
-    node: SourceNode, table: _Table, rejected: list[Any], rows_wanted: bool = True
+    node: SourceNode, table: _Table, rejected: list[Rejected], rows_wanted: bool = True
 ) -> tuple[pl.LazyFrame, EventCounts, list[tuple[int, int]]]:
     """The ingress rules of ``tempo.runtime.ingress`` over a table's columns, for an input
     whose CTIs its own rows generate: every row (admitted or not) counts towards generation,
@@ -347,7 +348,7 @@ def _verdicts(
         if row is not None:
             rec = (NEG_INF, kind, late[S], late[E], _payload(node, fields, row), late["__pos"], None)
             rejected.append(
-                (
+                Rejected(
                     node.name,
                     late["__pos"],
                     item_of(rec),
@@ -392,7 +393,7 @@ def _admitted(table: _Table, changes: dict[str, list[Any]]) -> pl.LazyFrame:
 
 
 def _ordered_verdicts(
-    node: SourceNode, table: _Table, rejected: list[Any], rows_wanted: bool = True
+    node: SourceNode, table: _Table, rejected: list[Rejected], rows_wanted: bool = True
 ) -> tuple[pl.LazyFrame, InputMetrics, list[tuple[int, int, int, Any, int]]]:
     """ASA's ordering settings over a table's columns (``tempo.runtime.verdicts.
     ordered_verdicts``). Returns the admitted rows, the counts, and the rows that move time
@@ -436,7 +437,7 @@ def _ordered_verdicts(
         admitted_as = ("lifetime", int(v.start[i]), int(v.end[i])) if action is Action.ADJUSTED else None
         if row is not None:
             rec = (int(arrivals[i]), POINT if point else INTERVAL, int(starts[i]), int(ends[i]), _payload(node, fields, row), i, None)
-            rejected.append((node.name, i, item_of(rec), rule, action, int(v.bound[i]), admitted_as))
+            rejected.append(Rejected(node.name, i, item_of(rec), rule, action, int(v.bound[i]), admitted_as))
         changes["__pos"].append(i)
         changes["__s"].append(admitted_as[1] if admitted_as else None)
         changes["__e"].append(admitted_as[2] if admitted_as else None)
@@ -480,11 +481,11 @@ def admit_inputs(
             if TimePolicy.of_input(node).ordered:
                 frames[node.name], counts[node.name], moves = _ordered_verdicts(node, read, replay.rejected, rows_wanted)
                 rows.extend(
-                    ((arrival, decl, position, 0), node.name, ("ordered", arrival, c, k, kc)) for position, arrival, c, k, kc in moves
+                    ((arrival, decl, position, 0), node.name, OrderedStep(arrival, c, k, kc)) for position, arrival, c, k, kc in moves
                 )
                 continue
             frames[node.name], counts[node.name], candidates = _verdicts(node, read, replay.rejected, rows_wanted)
-            rows.extend(((NEG_INF, decl, position, 0), node.name, ("generated", value)) for position, value in candidates)
+            rows.extend(((NEG_INF, decl, position, 0), node.name, Candidate("generated", value)) for position, value in candidates)
             continue
         item_by_item(decl, node)
     # Tables read as items, each after the input it imports from (whose CTIs do not depend on it).
@@ -500,7 +501,7 @@ def admit_inputs(
             item_by_item(decl, node)
             continue
         frames[name], counts[name], moved = verdicts
-        rows.extend(((arrival, decl, position, 0), name, (origin, value)) for position, arrival, origin, value in moved)
+        rows.extend(((arrival, decl, position, 0), name, Candidate(origin, value)) for position, arrival, origin, value in moved)
         spans[name] = functools.cache(functools.partial(_span, frames[name]))
     replay.feed_all(rows)
     for node in query.sources:
@@ -703,7 +704,7 @@ def _read_items(node: SourceNode, needs_arrival: bool) -> _Items | None:
 
 
 def _item_verdicts(
-    node: SourceNode, items: _Items, imported: pl.Series | None, rejected: list[Any], rows_wanted: bool = True
+    node: SourceNode, items: _Items, imported: pl.Series | None, rejected: list[Rejected], rows_wanted: bool = True
 ) -> tuple[pl.LazyFrame, EventCounts, list[tuple[int, int, str, int]]] | None:
     """The ingress rules over a table read as items: the admitted events (lazy; an edge pair
     as one lifetime), the counts, and the rows that advance its CTI ``(position, arrival,
@@ -754,7 +755,7 @@ def _item_verdicts(
         count_rejection(counts, rule, action, False, None)
         if payload is not None:
             rec = (r[ARR], r["__kind"], r[S], r[E], _payload(node, fields, payload), r["__pos"], None)
-            rejected.append((node.name, r["__pos"], item_of(rec), rule, action, r["__cti"], admitted_as))
+            rejected.append(Rejected(node.name, r["__pos"], item_of(rec), rule, action, r["__cti"], admitted_as))
 
     for r, payload in zip(risky.iter_rows(named=True), payloads):
         kind, cti, position = r["__kind"], r["__cti"], r["__pos"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from tempo.runtime.replay import CtiReplay, Key
+from tempo.runtime.replay import Candidate, CtiReplay, Key, OrderedStep
 from tempo.plan.query import Query
 from tempo.ticks import NEG_INF
 from tempo.spark.ingress.rows import POS, ARR, InputFrame, imports_ctis, has_ordering
@@ -34,15 +34,15 @@ def _feed(query: Query, frames: Sequence[InputFrame]) -> tuple[CtiReplay, dict[s
                 if r["__bad"]:
                     continue  # raised by ``decide``
                 if r["__x"] is not None:
-                    rows.append((key, name, ("explicit", r["__x"])))
+                    rows.append((key, name, Candidate("explicit", r["__x"])))
                 if r["__x"] is not None or r["__c"] is not None or r["__arr_step"] or r["__kc"] is not None:
                     c = NEG_INF if r["__c"] is None else r["__c"]
-                    rows.append((key, name, ("ordered", r[ARR], c, r["__key"], NEG_INF if r["__kc"] is None else r["__kc"])))
+                    rows.append((key, name, OrderedStep(r[ARR], c, r["__key"], NEG_INF if r["__kc"] is None else r["__kc"])))
                 continue
             if r["__x"] is not None:
-                rows.append((key, name, ("explicit", r["__x"])))
+                rows.append((key, name, Candidate("explicit", r["__x"])))
             elif r["__g"] is not None:
-                rows.append((key, name, ("generated", r["__g"])))
+                rows.append((key, name, Candidate("generated", r["__g"])))
     cti_replay.feed_all(rows)
     return cti_replay, local
 

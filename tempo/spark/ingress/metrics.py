@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from tempo.errors import CtiViolationError, InputError
 from tempo.runtime.replay import CtiReplay
-from tempo.runtime.ingress import cti_violation_rule
+from tempo.runtime.ingress import Rejected, cti_violation_rule
 from tempo.result import Action, InputMetrics, Rule
 from tempo.rules import InputRule, message
 from tempo.spark.ingress.admit import Admitted
@@ -24,7 +24,7 @@ from tempo.spark.ingress.verdicts import cti_in_force, received_items, row_key, 
 
 def finish(
     spark: SparkSession, admitted: Admitted, outcome: Sequence[Any], cti_replay: CtiReplay, with_items: bool
-) -> tuple[InputMetrics, list[tuple[str, int, Any, Rule, Action, int, Any]]]:
+) -> tuple[InputMetrics, list[Rejected]]:
     """Metrics and rejections of one input, from its verdicts and its collected pairing
     outcome (raising for end edges without their start edge). ``with_items``: name the
     received item of each rejection (one more job for a table with rejections)."""
@@ -77,7 +77,7 @@ def finish(
         return metrics, []
     items = received_items(spark, frame, [{ORDER: k[0], FILE: k[1], POS: pos} for k, pos, *_ in found])
     rejected = [
-        (node.name, pos, items[k], rule, Action.ADJUSTED if status == ADJUSTED else Action.DROPPED, cti, admitted_as)
+        Rejected(node.name, pos, items[k], rule, Action.ADJUSTED if status == ADJUSTED else Action.DROPPED, cti, admitted_as)
         for k, pos, status, cti, admitted_as, rule in found
     ]
     return metrics, rejected
