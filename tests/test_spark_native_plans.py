@@ -1,7 +1,7 @@
 """Spark plans that are not the obvious ones, and must give exactly what the obvious ones
 (and the in-memory executor) give:
 
-* hopping windows over points by panes (``tempo.spark.windows._by_panes``): each point is
+* hopping windows over points by panes (``tempo.lowering.windows.by_panes``): each point is
   aggregated once, in its pane of width gcd(size, hop), and the panes' results merge into
   the windows holding them;
 * a join of points with intervals that may never end, on time buckets cut to where the
@@ -83,17 +83,18 @@ class Count:
 
 @pytest.fixture
 def panes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One entry each time the Spark compiler builds a window node by panes."""
-    from tempo.spark import windows
+    """One entry each time the Spark compiler builds a window node by panes (the shared
+    lowering's rule)."""
+    from tempo.lowering import windows
 
     calls: list[int] = []
-    original = windows._by_panes
+    original = windows.by_panes
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(windows, "_by_panes", spy)
+    monkeypatch.setattr(windows, "by_panes", spy)
     return calls
 
 

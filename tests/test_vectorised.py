@@ -404,18 +404,19 @@ def test_overlapping_windows_over_points_by_panes_agree_with_the_reference(
 ) -> None:
     """Hopping windows over points (size = hop + 1..12 s: a multiple of the hop or not), any
     offset, a CTI or the flush at the end, values with nulls and NaN: built by panes
-    (``_by_panes``, checked with a spy), the reference's results, to the bit."""
+    (``tempo.lowering.windows.by_panes``, checked with a spy), the reference's results, to
+    the bit."""
     from tempo import Cti, Point, WindowTimestamp
-    from tempo.vectorised import compiler
+    from tempo.lowering import windows
 
     built: list[int] = []
-    real = compiler._by_panes
+    real = windows.by_panes
 
     def spy(*args: Any) -> Any:
         built.append(1)
         return real(*args)
 
-    monkeypatch.setattr(compiler, "_by_panes", spy)
+    monkeypatch.setattr(windows, "by_panes", spy)
 
     def query() -> Stream[Merged]:
         items: list[Any] = [Point(T0 + timedelta(seconds=t), Maybe(k, v)) for t, k, v in sorted(rows, key=lambda r: r[0])]

@@ -73,7 +73,11 @@ def test_cti_completes_and_pulls_back(w: HoppingWindow, cti: int) -> None:
 
 @pytest.mark.spark
 def test_column_formulas_agree_with_ints(spark_session: Any) -> None:
+    """The grid's one formula over Spark columns (with Spark's integer floor division) gives
+    the ints' values, far times included."""
     from pyspark.sql import functions as F
+
+    from tempo.spark.columns import floor_div
 
     rng = random.Random(11)
     big = 2**53 // 4  # far times, still exact as the doubles Spark divides in
@@ -82,9 +86,9 @@ def test_column_formulas_agree_with_ints(spark_session: Any) -> None:
     for w in (HoppingWindow(10, 10, 0), HoppingWindow(10, 3, 2), HoppingWindow(2, 7, 6), HoppingWindow(10**9, 10**6, 5)):
         rows = df.select(
             F.col("t"),
-            w.first_window_column(F.col("t")).alias("lo"),
-            w.last_window_column(F.col("t")).alias("hi"),
-            w.start_of_column(F.when(F.abs("t") <= 10**6, F.col("t"))).alias("ws"),  # t as a window index
+            w.first_window(F.col("t"), floor_div).alias("lo"),
+            w.last_window(F.col("t"), floor_div).alias("hi"),
+            w.start_of(F.when(F.abs("t") <= 10**6, F.col("t"))).alias("ws"),  # t as a window index
         ).collect()
         for r in rows:
             assert (r["lo"], r["hi"]) == (w.first_window(r["t"]), w.last_window(r["t"])), (w, r)

@@ -1,10 +1,10 @@
 """Window specifications: which windows exist, and which of them an event or a CTI reaches.
 
 A ``WindowSpec`` is a plan-level value carried by ``WindowNode``. It owns the window
-arithmetic (windows are numbered by an integer index ``k``), so that the reference runtime
-and the Spark compiler use the same formulas: once over ints, and once over Spark Columns
-next to them (Spark has no floor division on Columns; ``tests/test_windows.py`` checks the
-two agree). Times are ticks.
+arithmetic (windows are numbered by an integer index ``k``), so that every executor uses the
+same formulas: over ints in the runtime, and over a backend's column expressions given its
+integer floor division (``Division``; ``tests/test_windows.py`` checks Spark's against the
+ints). Times are ticks.
 
 ``HoppingWindow`` is a data-independent grid (tumbling is ``hop == size``); ``SessionWindow``,
 ``CountWindow`` and ``SnapshotWindow`` are cut by the events themselves. Each kind states
@@ -17,15 +17,17 @@ all window kinds share.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import attrs
 
 from tempo.errors import QueryBuildError
 from tempo.ticks import INF, format_duration
 
-if TYPE_CHECKING:
-    from pyspark.sql import Column
+Division = Callable[[Any, int], Any]
+"""Integer floor division of a column expression by an int, as a backend spells it (``//`` is
+polars' and Python's; Spark's ``/`` divides in doubles)."""
 
 
 class WindowTimestamp(enum.Enum):
@@ -109,15 +111,19 @@ class HoppingWindow(WindowSpec):
     def longest_window(self) -> int | None:
         return self.size
 
-    # ---- over ints (the runtime) -------------------------------------------------------
+    # ---- the grid's formulas ------------------------------------------------------------
+    # Over ints (the runtime), and over column expressions with ``div``, the backend's integer
+    # floor division (``tempo.lowering.Dialect.floor_div``): one formula for every executor.
     # A lifetime [s, e) overlaps windows first_window(s)..last_window(e) (none when first > last).
-    def first_window(self, start: int) -> int:
+    def first_window(self, start: Any, div: Division | None = None) -> Any:
         """The first window ending after ``start``."""
-        return (start - self.size - self.offset) // self.hop + 1
+        n = start - self.size - self.offset
+        return (n // self.hop if div is None else div(n, self.hop)) + 1
 
-    def last_window(self, end: int) -> int:
+    def last_window(self, end: Any, div: Division | None = None) -> Any:
         """The last window starting before ``end``."""
-        return (end - self.offset - 1) // self.hop
+        n = end - self.offset - 1
+        return n // self.hop if div is None else div(n, self.hop)
 
     def most_windows_past_first(self, longest: int) -> int:
         """The most windows beyond its first that a lifetime of at most ``longest`` ticks
@@ -128,40 +134,15 @@ class HoppingWindow(WindowSpec):
         """The last window a CTI at ``cti`` completes (its end is at or before ``cti``)."""
         return (cti - self.size - self.offset) // self.hop
 
-    def start_of(self, k: int) -> int:
+    def start_of(self, k: Any) -> Any:
         """The start of window ``k``; also where a CTI is pulled back to when ``k`` is the
         earliest window not yet complete."""
-        return self.offset + k * self.hop
+        return k * self.hop + self.offset
 
     def bounds(self, k: int) -> tuple[int, int]:
         """Window ``k`` as ``(start, end)``."""
         start = self.offset + k * self.hop
         return start, start + self.size
-
-    # ---- over Spark Columns (the same formulas; floor() of a true division) ------------
-    def first_window_column(self, start: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        return floor_div(start - F.lit(self.size + self.offset), self.hop) + 1
-
-    def last_window_column(self, end: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        return floor_div(end - F.lit(self.offset + 1), self.hop)
-
-    def start_of_column(self, k: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.lit(self.offset) + k * F.lit(self.hop)
-
-
-def floor_div(ticks: Column, by: int) -> Column:
-    """``floor(ticks / by)`` as a Spark column, in integers, as Python's ``//`` (Spark's ``/``
-    divides in doubles: slower, and inexact past 2**53 ticks, the year 2255): the one
-    formula of the Spark side for a window's or a CTI period's number."""
-    from pyspark.sql import functions as F
-
-    return F.call_function("div", ticks - F.pmod(ticks, F.lit(by)), F.lit(by))
 
 
 _POINTS_AT_RELEASE = frozenset({WindowTimestamp.END, WindowTimestamp.CTI})
@@ -213,11 +194,14 @@ class SessionWindow(WindowSpec):
     def longest_window(self) -> int | None:
         return None if self.max_duration is None else 2 * self.max_duration
 
-    def first_cut(self, first: int) -> int:
+    def first_cut(self, first: Any, div: Division | None = None) -> Any:
         """Where an activity starting at ``first`` is cut first: the first multiple of
-        ``max_duration`` at or after ``first + max_duration`` (infinity without one)."""
+        ``max_duration`` at or after ``first + max_duration`` (infinity without one; ``div``:
+        as ``HoppingWindow.first_window``'s, with a duration)."""
         d = self.max_duration
-        return INF if d is None else -(-(first + d) // d) * d
+        if d is None:
+            return INF
+        return -(-(first + d) // d) * d if div is None else -div(-(first + d), d) * d
 
     def piece(self, first: int, start: int) -> tuple[int, int]:
         """The session ``(start, cut)`` holding an event starting at ``start`` in the activity
@@ -229,15 +213,6 @@ class SessionWindow(WindowSpec):
         assert d is not None
         begin = cut + (start - cut) // d * d
         return begin, begin + d
-
-    # ---- over Spark Columns (the same formulas) ------------------------------------------
-    def first_cut_column(self, first: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        d = self.max_duration
-        assert d is not None
-        x = first + F.lit(d)
-        return x + F.pmod(-x, F.lit(d))
 
 
 @attrs.frozen

@@ -325,3 +325,10 @@ def record_columns(projection: x.Expr, scope: Scope) -> list[Column]:
 
         return [scope.field(projection.index, n).alias(n) for n in field_names(projection.record)]
     raise CompileError(f"a projection must build a record, got {x.render(projection)}")
+
+
+def floor_div(ticks: Column, by: int) -> Column:
+    """``floor(ticks / by)`` as a Spark column, in integers, as Python's ``//`` (Spark's ``/``
+    divides in doubles: slower, and inexact past 2**53 ticks, the year 2255): the one
+    formula of the Spark side for a window's or a CTI period's number."""
+    return F.call_function("div", ticks - F.pmod(ticks, F.lit(by)), F.lit(by))

@@ -17,21 +17,25 @@ keeps exactly each key's released events (``output``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from tempo.dispatch import Registry
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
+from tempo.lowering.context import Lowering
 from tempo.runtime.replay import CtiReplay
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark import windows
+from tempo.spark.dialect import SparkDialect
 from tempo.spark.columns import EXPRESSIONS, Scope, column, numeric_operands, quoted, record_columns
 from tempo.tables import Span, cut_buckets
-from tempo.ticks import INF, NEG_INF
+from tempo.ticks import INF
 
 _RULES: Registry[Compiler, DataFrame] = Registry("Spark", "plan node")
 compiles = _RULES.rule
@@ -47,7 +51,7 @@ def check_supported(query: Query) -> None:
             EXPRESSIONS.lookup(e)
 
 
-class Compiler:
+class Compiler(Lowering):
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
     def __init__(
@@ -56,62 +60,23 @@ class Compiler:
         query: Query,
         replay: CtiReplay,
         inputs: dict[str, DataFrame],
-        spans: dict[str, Span] | None = None,
+        spans: Mapping[str, Callable[[], Span | None]] | None = None,
     ) -> None:
-        """``spans``: where the inputs the driver read lie in time (``Span``)."""
-        self.spark, self.query, self.replay, self.inputs = spark, query, replay, inputs
-        self.spans = spans or {}
-        self.built: dict[int, DataFrame] = {}
+        """``spans``: how to take where each input the driver read lies in time (``Span``)."""
+        super().__init__(SparkDialect(self), query, replay, spans)
+        self.spark, self.inputs = spark, inputs
 
-    def span(self, node: p.Node) -> Span | None:
-        """Where ``node``'s lifetimes lie, when they are those of an input the driver read
-        (``Query.lifetimes_of``)."""
-        source = self.query.lifetimes_of(node)
-        if source is None or (span := self.spans.get(source.name)) is None:
-            return None
-        return span.admitting(self.replay.latest_finite_cti(source.name))
-
-    def final_cti(self, node: p.Node) -> int:
-        """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
-        ctis = self.replay.ctis_of(node)
-        return ctis[-1] if ctis else NEG_INF
-
-    def final_bound(self, node: p.Node) -> int:
-        """The latest final CTI of ``node``: its own, or one of its substream keys'."""
-        return max(self.final_cti(node), *self.replay.key_ctis_of(node).values(), NEG_INF)
+    def rule(self, node: p.Node) -> DataFrame:
+        built: DataFrame = _RULES(self, node)
+        return built
 
     def relation(self, node: p.Node) -> DataFrame:
-        cached = self.built.get(id(node))
-        if cached is None:
-            cached = self.built[id(node)] = _RULES(self, node)
-        return cached
+        built: DataFrame = super().relation(node)
+        return built
 
     def output(self) -> DataFrame:
-        """The query's released events: those its final output CTI has passed."""
-        released = self.released()
-        return self.relation(self.query.root) if released is None else self.relation(self.query.root).filter(released)
-
-    def released(self) -> Column | None:
-        """The release rule on the output's rows: its start before the final output CTI (or
-        its key's); None when that CTI is at infinity and releases every row."""
-        root = self.query.root
-        cti = self.final_cti(root)
-        # Every relation's events start before infinity (inputs reject a start there, and
-        # operators drop what moves there), so the CTI at infinity releases them all.
-        if cti >= INF:
-            return None
-        bound: Column = F.lit(cti)
-        key = self.query.substream_key(root)
-        ahead = {k: t for k, t in self.replay.key_ctis_of(root).items() if t > cti}
-        if key is not None and ahead:  # each key's events up to its own final CTI
-            key_col = column(key, Scope())
-            by_key = None
-            for k, t in ahead.items():
-                test = key_col.isNull() if k is None else key_col == F.lit(k)
-                by_key = F.when(test, F.lit(t)) if by_key is None else by_key.when(test, F.lit(t))
-            assert by_key is not None
-            bound = by_key.otherwise(F.lit(cti))
-        return F.col(S) < bound
+        out: DataFrame = super().output()
+        return out
 
 
 def _payload(node: p.Node) -> list[Column]:

@@ -3,16 +3,16 @@ all kinds share.
 
 Each kind's rule builds one row per window that its input's final CTI completed, with the
 columns ``__key<i>`` (group keys), ``__agg<i>`` (aggregates), ``__ws``/``__we`` (the window's
-bounds) and what its timestamp needs (``__lo``/``__hi``: the earliest and latest start;
-``__done``: the time the completing CTI must reach). ``results`` then stamps each row
-(``WindowTimestamp``) and projects the payload. The rules follow the operators of
-``tempo.runtime`` (``Window`` and ``event_windows``) formula for formula.
+bounds) and what its timestamp needs (``__lo``/``__hi``: the earliest and latest start).
+``tempo.lowering.windows.stamped`` then stamps each row (``WindowTimestamp``) and projects the
+payload. Hopping and tumbling windows are the shared lowering's (``tempo.lowering.windows``,
+over ``tempo.spark.dialect``); the kinds cut by the events follow the operators of
+``tempo.runtime.event_windows`` formula for formula.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,10 +24,12 @@ from tempo.errors import EvaluationRule
 from tempo.expr.aggregator import ARROW_TYPES, aggregator_runner
 from tempo.expr.schema import field_names
 from tempo.plan import nodes as p
-from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp, floor_div
+from tempo.lowering.dialect import PaneMerge
+from tempo.lowering.windows import ended, hopping, stamped
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, checked, column, record_columns
+from tempo.spark.columns import Scope, checked, column, floor_div
 from tempo.spark.types import spark_type
 from tempo.ticks import INF, NEG_INF
 
@@ -133,19 +135,20 @@ def argument_column(a: p.Aggregate, payload_type: type) -> Column:
     return F.when(v.isNotNull(), F.struct(order.alias("o"), v.alias("v")))
 
 
-def _values(node: p.WindowNode) -> list[Column]:
+def value_columns(node: p.WindowNode) -> list[Column]:
     """Each aggregate's argument as ``__v<i>``, and what ``top`` ranks by as ``__o<i>_<j>``."""
     values = [argument_column(a, node.input.payload_type).alias(f"__v{i}") for i, a in enumerate(node.aggregates) if a.arg is not None]
     ranked_by = [column(e, Scope()).alias(f"__o{i}_{j}") for i, a in enumerate(node.aggregates) for j, e in enumerate(a.order)]
     return values + ranked_by
 
 
-def _value_names(node: p.WindowNode) -> list[str]:
+def value_names(node: p.WindowNode) -> list[str]:
+    """The names of ``value_columns``."""
     values = [f"__v{i}" for i, a in enumerate(node.aggregates) if a.arg is not None]
     return values + [f"__o{i}_{j}" for i, a in enumerate(node.aggregates) for j in range(len(a.order))]
 
 
-def _grouped(node: p.WindowNode, rows: DataFrame, by: list[str], extra: Sequence[Column] = ()) -> DataFrame:
+def grouped_aggregates(node: p.WindowNode, rows: DataFrame, by: list[str], extra: Sequence[Column] = ()) -> DataFrame:
     """``rows`` grouped by the columns ``by``, with the node's aggregates as ``__agg<i>`` and
     ``extra``. A user-defined aggregate runs in ``applyInArrow`` over each group's values
     (``_uda``), its result joined back to the group."""
@@ -190,74 +193,7 @@ def _uda(rows: DataFrame, by: list[str], i: int, a: p.Aggregate) -> DataFrame:
     return data.groupBy(*names).applyInArrow(per_group, schema)
 
 
-def _ended(c: Compiler, node: p.WindowNode, df: DataFrame, cti: int) -> Column:
-    """The end column, with open lifetimes ended on the CTI at infinity just after the latest
-    finite time the operator knows of: its latest event time, or just before its last finite
-    CTI (an event open at that CTI is alive just before it); for the kinds cut by the events,
-    the CTI itself (``tempo.runtime.event_windows``: a window ending at that CTI would be
-    stamped before it)."""
-    end = F.col(E)
-    if cti < INF or c.query.longest_lifetime(node.input) is not None:
-        return end
-    finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
-    last_cti = (finite[-1] - (1 if isinstance(node.spec, HoppingWindow) else 0)) if finite else None
-    stats = df.agg(F.max(S).alias("s"), F.max(F.when(F.col(E) < INF, F.col(E))).alias("e")).collect()[0]
-    horizon = max(v for v in (stats["s"], stats["e"], last_cti, NEG_INF) if v is not None)
-    return F.when(end >= INF, F.lit(horizon + 1)).otherwise(end)
-
-
 # ---- hopping and tumbling ---------------------------------------------------------------
-
-
-def _hopping(c: Compiler, node: p.WindowNode) -> DataFrame:
-    """Each event joins the windows its lifetime overlaps that its final input CTI completed.
-
-    Windows are numbered by the spec; an event ``[s, e)`` overlaps windows ``k_lo..k_hi``. A
-    finite final CTI completes windows up to ``limit``; on the CTI at infinity every window is
-    complete. Overlapping windows over points whose aggregates merge are built by panes
-    instead (``_by_panes``).
-    """
-    spec = node.spec
-    assert isinstance(spec, HoppingWindow)
-    df = c.relation(node.input)
-    cti = c.final_bound(node.input)
-    size, hop = spec.size, spec.hop
-    end = _ended(c, node, df, cti)
-    if cti >= INF:
-        k_hi = spec.last_window_column(end)
-    else:
-        k_hi = F.least(spec.last_window_column(F.least(end, F.lit(INF))), F.lit(spec.last_complete(cti)))
-    k_lo = spec.first_window_column(F.col(S))
-    keys = key_columns(node)
-    longest = c.query.longest_lifetime(node.input)
-    starts = [F.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
-    # Windows cover every instant (size >= hop) and a lifetime reaches at most one: its
-    # window is k_lo, with no sequence to explode (a tumbling window over points, say).
-    one_window = longest is not None and size >= hop and spec.most_windows_past_first(longest) == 0
-    merges = _pane_merges(node) if longest == 1 and size > hop else None
-    if merges is not None:
-        grouped = _by_panes(node, df, cti, keys, starts, merges)
-    else:
-        if one_window:
-            exploded = df.select(k_lo.alias("__k"), *keys, *_values(node), *starts)
-            if cti < INF:
-                exploded = exploded.filter(F.col("__k") <= F.lit(spec.last_complete(cti)))
-        else:
-            spans = df.select(k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *_values(node), *starts)
-            if not (cti >= INF and longest is not None and size >= hop):  # else every event is in some window
-                spans = spans.filter(F.col("__klo") <= F.col("__khi"))
-            exploded = spans.select(
-                F.explode(F.sequence(F.col("__klo"), F.col("__khi"))).alias("__k"),
-                *key_names(node),
-                *_value_names(node),
-                *(["__s"] if starts else []),
-            )
-        extra = [F.min("__s").alias("__lo"), F.max("__s").alias("__hi")] if starts else []
-        # Group keys before the window index: Spark's hash aggregate is sensitive to key order,
-        # and this one is the faster (measured in bench/README.md, "Latest figures", W3 on Spark).
-        grouped = _grouped(node, exploded, [*key_names(node), "__k"], extra)
-    ws = spec.start_of_column(F.col("__k"))
-    return results(c, node, grouped.select("*", ws.alias("__ws"), (ws + F.lit(size)).alias("__we")), strict=False, done="__we")
 
 
 _MERGED: dict[p.AggregateKind, Callable[[Column], Column]] = {
@@ -269,11 +205,8 @@ _MERGED: dict[p.AggregateKind, Callable[[Column], Column]] = {
 }
 """Aggregates whose value over a window is the same aggregate of its panes' values."""
 
-PaneMerge = tuple[dict[str, Column], Column]
-"""One aggregate by panes: its columns per pane (by name) and the window's value merged from them."""
 
-
-def _pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
+def pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
     """Each aggregate as pane columns (``__pa<i>_<j>``) and the window's ``__agg<i>`` merged
     from them; None when an aggregate does not merge (a distinct count, a percentile, a
     variance, ``top``, a user-defined aggregate)."""
@@ -297,31 +230,6 @@ def _pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
     return merges
 
 
-def _by_panes(node: p.WindowNode, df: DataFrame, cti: int, keys: list[Column], starts: list[Column], merges: list[PaneMerge]) -> DataFrame:
-    """Overlapping windows over points by panes: the points are aggregated per pane of width
-    ``gcd(size, hop)`` on the window grid first, then each pane's results go to the windows
-    holding it, which merge them. A window is a whole number of panes, so a point's windows
-    are its pane's, and the points are read into one group each rather than into
-    ``size / hop`` windows each."""
-    spec = node.spec
-    assert isinstance(spec, HoppingWindow)
-    width = math.gcd(spec.size, spec.hop)
-    rows = df.select(floor_div(F.col(S) - F.lit(spec.offset), width).alias("__p"), *keys, *_values(node), *starts)
-    by = key_names(node)
-    bounds = ["__lo", "__hi"] if starts else []
-    per_pane = [col.alias(name) for columns, _ in merges for name, col in columns.items()]
-    panes = rows.groupBy(*by, "__p").agg(*per_pane, *([F.min("__s").alias("__lo"), F.max("__s").alias("__hi")] if starts else []))
-    first = F.lit(spec.offset) + F.col("__p") * F.lit(width)  # the pane's first tick
-    k_lo, k_hi = spec.first_window_column(first), spec.last_window_column(first + 1)
-    if cti < INF:  # only the windows the CTI completed; some panes are in none of them
-        k_hi = F.least(k_hi, F.lit(spec.last_complete(cti)))
-        panes = panes.filter(k_lo <= k_hi)
-    names = [name for columns, _ in merges for name in columns]
-    windows = panes.select(F.explode(F.sequence(k_lo, k_hi)).alias("__k"), *by, *names, *bounds)
-    merged = [m.alias(f"__agg{i}") for i, (_, m) in enumerate(merges)]
-    return windows.groupBy(*by, "__k").agg(*merged, *([F.min("__lo").alias("__lo"), F.max("__hi").alias("__hi")] if starts else []))
-
-
 # ---- sessions ---------------------------------------------------------------------------
 
 
@@ -335,10 +243,10 @@ def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
     assert isinstance(spec, SessionWindow)
     df = c.relation(node.input)
     cti = c.final_cti(node.input)
-    end = _ended(c, node, df, cti)
+    end = ended(c, node, df, cti)
     gap = spec.gap
     rows = df.select(
-        F.col(S).alias("__s"), F.when(end >= INF, F.lit(INF)).otherwise(end - 1).alias("__last"), *key_columns(node), *_values(node)
+        F.col(S).alias("__s"), F.when(end >= INF, F.lit(INF)).otherwise(end - 1).alias("__last"), *key_columns(node), *value_columns(node)
     )
     keys = key_names(node)
     ordered = Window.partitionBy(*keys).orderBy("__s")
@@ -350,7 +258,7 @@ def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
     rows = rows.withColumn("__open", opens)
     rows = rows.withColumn("__act", F.sum("__open").over(ordered.rowsBetween(Window.unboundedPreceding, 0)))
     if spec.max_duration is None:  # a session is an activity: its bounds are aggregates of it
-        sessions = _grouped(node, rows, [*keys, "__act"], [F.min("__s").alias("__ws"), F.max("__last").alias("__l")])
+        sessions = grouped_aggregates(node, rows, [*keys, "__act"], [F.min("__s").alias("__ws"), F.max("__last").alias("__l")])
         until = F.when(F.col("__l") >= INF, F.lit(INF)).otherwise(F.col("__l") + F.lit(gap))
         sessions = sessions.withColumn("__we", until)
     else:
@@ -358,14 +266,15 @@ def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
         rows = rows.withColumn("__first", F.min("__s").over(activity)).withColumn("__l", F.max("__last").over(activity))
         until = F.when(F.col("__l") >= INF, F.lit(INF)).otherwise(F.col("__l") + F.lit(gap))
         d = F.lit(spec.max_duration)
-        cut = spec.first_cut_column(F.col("__first"))
+        cut = spec.first_cut(F.col("__first"), floor_div)
         later = F.col("__s") - F.pmod(F.col("__s") - cut, d)  # the cut at or before a start past the first cut
         rows = rows.withColumn("__ws", F.when(F.col("__s") < cut, F.col("__first")).otherwise(later))
         rows = rows.withColumn("__we", F.least(until, F.when(F.col("__s") < cut, cut).otherwise(F.col("__ws") + d)))
-        sessions = _grouped(node, rows, [*keys, "__act", "__ws"], [F.first("__we").alias("__we")])
+        sessions = grouped_aggregates(node, rows, [*keys, "__act", "__ws"], [F.first("__we").alias("__we")])
     if cti < INF:
         sessions = sessions.filter(F.col("__we") <= F.lit(cti))
-    return results(c, node, sessions, strict=False, done="__we")
+    out: DataFrame = stamped(c, node, sessions, strict=False, done=F.col("__we"))
+    return out
 
 
 # ---- count windows ----------------------------------------------------------------------
@@ -383,23 +292,24 @@ def _count(c: Compiler, node: p.WindowNode) -> DataFrame:
         df = df.filter(F.col(S) < F.lit(cti))
     names = field_names(node.input.payload_type)
     rows = df.select(
-        F.col(S).alias("__s"), *key_columns(node), *_values(node), *[F.col(f"`{n}`").alias(f"__o{i}") for i, n in enumerate(names)]
+        F.col(S).alias("__s"), *key_columns(node), *value_columns(node), *[F.col(f"`{n}`").alias(f"__o{i}") for i, n in enumerate(names)]
     )
     payload = [F.col(f"__o{i}").asc_nulls_first() for i in range(len(names))]
     rank = F.row_number().over(Window.partitionBy(*key_names(node)).orderBy(F.col("__s"), *payload)) - 1
     size, slide = spec.size, spec.slide
     rows = rows.withColumn("__r", rank)
     if slide == size:  # tumbling: each rank is in one window
-        rows = rows.select(F.floor(F.col("__r") / slide).alias("__k"), "__s", *key_names(node), *_value_names(node))
+        rows = rows.select(F.floor(F.col("__r") / slide).alias("__k"), "__s", *key_names(node), *value_names(node))
     else:
         lo = F.greatest(F.lit(0), F.floor((F.col("__r") - F.lit(size)) / slide) + 1)
         hi = F.floor(F.col("__r") / slide)
-        rows = rows.filter(lo <= hi).select(F.explode(F.sequence(lo, hi)).alias("__k"), "__s", *key_names(node), *_value_names(node))
-    grouped = _grouped(
+        rows = rows.filter(lo <= hi).select(F.explode(F.sequence(lo, hi)).alias("__k"), "__s", *key_names(node), *value_names(node))
+    grouped = grouped_aggregates(
         node, rows, [*key_names(node), "__k"], [F.count(F.lit(1)).alias("__n"), F.min("__s").alias("__ws"), F.max("__s").alias("__hi")]
     )
     full = grouped.filter(F.col("__n") == F.lit(size)).withColumn("__we", F.col("__hi") + 1)
-    return results(c, node, full, strict=True, done="__hi")
+    out: DataFrame = stamped(c, node, full, strict=True, done=F.col("__hi"))
+    return out
 
 
 # ---- snapshots --------------------------------------------------------------------------
@@ -412,9 +322,9 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> DataFrame:
     executor's unended start edge)."""
     df = c.relation(node.input)
     cti = c.final_cti(node.input)
-    end = _ended(c, node, df, cti)
+    end = ended(c, node, df, cti)
     keys = key_names(node)
-    events = df.select(F.col(S).alias("__s"), end.alias("__e"), *key_columns(node), *_values(node))
+    events = df.select(F.col(S).alias("__s"), end.alias("__e"), *key_columns(node), *value_columns(node))
     points = (
         events.select(*keys, F.col("__s").alias("__p"))
         .unionByName(events.filter(F.col("__e") < INF).select(*keys, F.col("__e").alias("__p")))
@@ -423,63 +333,22 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> DataFrame:
     points = points.withColumn("__q", F.lead("__p").over(Window.partitionBy(*keys).orderBy("__p")))
     if cti < INF:
         points = points.filter(F.col("__p") < F.lit(cti))
-    ev = events.select(*[F.col(k).alias(f"__ev{k}") for k in keys], "__s", "__e", *_value_names(node))
+    ev = events.select(*[F.col(k).alias(f"__ev{k}") for k in keys], "__s", "__e", *value_names(node))
     alive = (F.col("__s") <= F.col("__p")) & (F.col("__e") > F.col("__p"))
     for k in keys:
         alive = alive & F.col(k).eqNullSafe(F.col(f"__ev{k}"))
     joined = points.join(ev, alive, "inner")
-    grouped = _grouped(node, joined, [*keys, "__p", "__q"])
+    grouped = grouped_aggregates(node, joined, [*keys, "__p", "__q"])
     final_end = F.col("__q").isNotNull() & (F.col("__q") < F.lit(cti))  # an end at the CTI may come after it
     if node.ends_known:
         grouped = grouped.filter(final_end)
     q = F.when(final_end, F.col("__q")).otherwise(F.lit(INF))
     bounded = grouped.select("*", F.col("__p").alias("__ws"), q.alias("__we"), F.col("__p").alias("__hi"), F.col("__p").alias("__lo"))
-    return results(c, node, bounded, strict=True, done="__we")
+    out: DataFrame = stamped(c, node, bounded, strict=True, done=F.col("__we"))
+    return out
 
 
 # ---- result timestamps ------------------------------------------------------------------
-
-
-def results(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool, done: str) -> DataFrame:
-    """Each window row (its bounds ``__ws`` and ``__we``) stamped as ``node.timestamp`` says,
-    with its payload projected (where ``w.start``/``w.end`` read ``__ws``/``__we``), in one
-    select. ``done``: the column of the time at which the window is complete, for the
-    completing CTI of the default stamp."""
-    ws, we = F.col("__ws"), F.col("__we")
-    ts = node.timestamp
-    if ts is WindowTimestamp.LIFETIME:
-        at, until = ws, we
-    else:
-        if ts is WindowTimestamp.START:
-            at = ws
-        elif ts is WindowTimestamp.END:
-            at = we - 1
-        elif ts is WindowTimestamp.LATEST:
-            at = F.greatest(ws, F.col("__hi"))
-        elif ts is WindowTimestamp.EARLIEST:
-            at = F.greatest(ws, F.col("__lo"))
-        else:
-            rows = _completing_cti(c, node, rows.withColumn("__done", F.col(done)), strict)
-            finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
-            at_infinity = F.greatest(we - 1, F.lit(finite[-1])) if finite else we - 1  # ``windows.stamp``
-            at = F.when(F.col("__cti") >= INF, at_infinity).otherwise(F.col("__cti") - 1)
-        until = at + 1
-    return rows.select(at.alias(S), until.alias(E), *record_columns(node.projection, Scope()))
-
-
-def _completing_cti(c: Compiler, node: p.WindowNode, rows: DataFrame, strict: bool) -> DataFrame:
-    """``rows`` with ``__cti``: the first CTI the window node received at or after ``__done``
-    (after it, when ``strict``). The CTIs are few and sorted; rows and CTIs are sorted together
-    once, and each row takes the next CTI following it."""
-    ctis = sorted(set(c.replay.ctis_of(node.input)))
-    marks = c.spark.createDataFrame([(t,) for t in ctis], "__done long").select(
-        "__done", F.lit(0 if strict else 1).alias("__order"), F.col("__done").alias("__cti")
-    )
-    tagged = rows.withColumn("__order", F.lit(1 if strict else 0)).withColumn("__cti", F.lit(None).cast("long"))
-    both = tagged.unionByName(marks, allowMissingColumns=True)
-    following = Window.orderBy("__done", "__order").rowsBetween(Window.currentRow, Window.unboundedFollowing)
-    found = both.withColumn("__cti", F.first("__cti", ignorenulls=True).over(following))
-    return found.filter(F.col("__order") == F.lit(1 if strict else 0)).drop("__order")
 
 
 def _empty(c: Compiler, node: p.WindowNode) -> DataFrame:
@@ -494,7 +363,7 @@ def _empty(c: Compiler, node: p.WindowNode) -> DataFrame:
 
 
 _KINDS: dict[type, Callable[[Any, p.WindowNode], DataFrame]] = {
-    HoppingWindow: _hopping,
+    HoppingWindow: hopping,
     SessionWindow: _session,
     CountWindow: _count,
     SnapshotWindow: _snapshot,

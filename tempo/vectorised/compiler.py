@@ -10,8 +10,7 @@ rule here raises ``UnsupportedError`` naming it, before anything runs.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import polars as pl
@@ -20,14 +19,18 @@ from tempo.dispatch import Registry
 from tempo.expr.aggregator import aggregator_runner
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
+from tempo.lowering.context import Lowering
+from tempo.lowering.dialect import PaneMerge
+from tempo.lowering.windows import ended, hopping, stamped
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
+from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
 from tempo.runtime.replay import CtiReplay
 from tempo.tables import Span, cut_buckets
 from tempo.ticks import INF, NEG_INF
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import EXECUTOR, EXPRESSIONS, START as S
+from tempo.vectorised.dialect import PolarsDialect
 from tempo.vectorised.expressions import Scope, expr, numeric_operands, payload_schema, record_exprs, to_column, value_type
 
 _RULES: Registry[Compiler, pl.LazyFrame] = Registry(EXECUTOR, "plan node")
@@ -62,7 +65,7 @@ def check_nodes(nodes: Iterable[p.Node]) -> None:
                     raise UnsupportedError(EXECUTOR, f"the aggregate {a.describe()}", "it has no rule for this aggregate yet")
 
 
-class Compiler:
+class Compiler(Lowering):
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
     def __init__(
@@ -70,64 +73,28 @@ class Compiler:
         query: Query,
         replay: CtiReplay,
         inputs: dict[str, pl.LazyFrame],
-        spans: dict[str, Callable[[], Span | None]] | None = None,
+        spans: Mapping[str, Callable[[], Span | None]] | None = None,
         carried: tuple[str, ...] = (),
     ) -> None:
         """``spans``: how to take where each table read column by column lies in time
         (``Span``), when a join asks; ``carried``: columns of the inputs that ride along the
         stateless operators and unions (a live batch's place of each event in the merged
         arrival order: ``tempo.vectorised.batches``)."""
-        self.query, self.replay, self.inputs = query, replay, inputs
-        self.spans = spans or {}
+        super().__init__(PolarsDialect(self), query, replay, spans)
+        self.inputs = inputs
         self.carried = [pl.col(n) for n in carried]
-        self.built: dict[int, pl.LazyFrame] = {}
 
-    def span(self, node: p.Node) -> Span | None:
-        """Where ``node``'s lifetimes lie, when they are those of a table read column by
-        column (``Query.lifetimes_of``)."""
-        source = self.query.lifetimes_of(node)
-        taken = None if source is None else self.spans.get(source.name)
-        if source is None or taken is None or (span := taken()) is None:
-            return None
-        return span.admitting(self.replay.latest_finite_cti(source.name))
-
-    def final_cti(self, node: p.Node) -> int:
-        """The last CTI ``node`` forwards (``NEG_INF`` if none)."""
-        ctis = self.replay.ctis_of(node)
-        return ctis[-1] if ctis else NEG_INF
-
-    def final_bound(self, node: p.Node) -> int:
-        """The latest final CTI of ``node``: its own, or one of its substream keys'."""
-        return max(self.final_cti(node), *self.replay.key_ctis_of(node).values(), NEG_INF)
+    def rule(self, node: p.Node) -> pl.LazyFrame:
+        built: pl.LazyFrame = _RULES(self, node)
+        return built
 
     def relation(self, node: p.Node) -> pl.LazyFrame:
-        cached = self.built.get(id(node))
-        if cached is None:
-            cached = self.built[id(node)] = _RULES(self, node)
-        return cached
+        built: pl.LazyFrame = super().relation(node)
+        return built
 
     def output(self) -> pl.LazyFrame:
-        """The query's released events: those its final output CTI (or its key's) passed."""
-        released = self.released()
-        out = self.relation(self.query.root)
-        return out if released is None else out.filter(released)
-
-    def released(self) -> pl.Expr | None:
-        root = self.query.root
-        cti = self.final_cti(root)
-        if cti >= INF:
-            return None
-        bound: pl.Expr = pl.lit(cti)
-        key = self.query.substream_key(root)
-        ahead = {k: t for k, t in self.replay.key_ctis_of(root).items() if t > cti}
-        if key is not None and ahead:
-            key_col = expr(key, Scope())
-            chain: Any = None
-            for k, t in ahead.items():
-                test = key_col.is_null() if k is None else key_col == pl.lit(k)
-                chain = pl.when(test).then(pl.lit(t)) if chain is None else chain.when(test).then(pl.lit(t))
-            bound = chain.otherwise(pl.lit(cti))
-        return pl.col(S) < bound
+        out: pl.LazyFrame = super().output()
+        return out
 
 
 def _payload(node: p.Node) -> list[pl.Expr]:
@@ -337,7 +304,7 @@ def _clip(c: Compiler, node: p.ClipNode) -> pl.LazyFrame:
     final CTI is past it, else the result stays open; only the events the final CTI passed
     go out."""
     cti = c.final_cti(node.input)
-    keys, names = _keys(node), _key_names(node)
+    keys, names = key_exprs(node), key_names(node)
     df = c.relation(node.input).with_columns(*keys) if keys else c.relation(node.input)
     df = df.sort(S)
     following = pl.col(S).shift(-1).over(names) if names else pl.col(S).shift(-1)
@@ -396,12 +363,12 @@ def _analytic(c: Compiler, node: p.AnalyticNode) -> pl.LazyFrame:
     if not node.analytics and isinstance(node.projection, x.Input):
         return df
     names = field_names(node.input.payload_type)
-    keys, key_names = _keys(node), _key_names(node)
-    peers = [*key_names, S, *names]
+    keys, by = key_exprs(node), key_names(node)
+    peers = [*by, S, *names]
     rows = df.select(pl.col(S), pl.col(E), *[pl.col(n) for n in names], *keys).sort(peers, nulls_last=False)
 
     def per_key(e: pl.Expr) -> pl.Expr:
-        return e.over(key_names) if key_names else e
+        return e.over(by) if by else e
 
     for i, a in enumerate(node.analytics):
         if isinstance(a, p.Previous):
@@ -512,7 +479,8 @@ def _order(node: p.WindowNode) -> list[tuple[str, pl.Expr]]:
     return [("__ord_s", pl.col(S)), *[(f"__ord_{j:03d}", pl.col(n)) for j, n in enumerate(fields)]]
 
 
-def _values(node: p.WindowNode) -> list[pl.Expr]:
+def value_exprs(node: p.WindowNode) -> list[pl.Expr]:
+    """Each aggregate's argument as ``__v<i>`` (with the events' order and what ``top`` ranks by)."""
     out = [e.alias(n) for n, e in _order(node)]
     for i, a in enumerate(node.aggregates):
         if a.arg is None:
@@ -531,7 +499,8 @@ def _ranked_by(node: p.WindowNode) -> list[tuple[str, x.Expr]]:
     return [(f"__o{i}_{j}", e) for i, a in enumerate(node.aggregates) for j, e in enumerate(a.order)]
 
 
-def _value_names(node: p.WindowNode) -> list[str]:
+def value_names(node: p.WindowNode) -> list[str]:
+    """The names of ``value_exprs``."""
     values = [f"__v{i}" for i, a in enumerate(node.aggregates) if a.arg is not None]
     return [n for n, _ in _order(node)] + values + [n for n, _ in _ranked_by(node)]
 
@@ -539,26 +508,14 @@ def _value_names(node: p.WindowNode) -> list[str]:
 Keyed = p.WindowNode | p.AnalyticNode | p.ClipNode
 
 
-def _keys(node: Keyed) -> list[pl.Expr]:
+def key_exprs(node: Keyed) -> list[pl.Expr]:
     """The node's group keys as the columns ``__key<i>``."""
     return [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
 
 
-def _key_names(node: Keyed) -> list[str]:
+def key_names(node: Keyed) -> list[str]:
+    """The names of ``key_exprs``."""
     return [f"__key{i}" for i in range(len(node.keys or ()))]
-
-
-def _ended(c: Compiler, node: p.WindowNode, df: pl.LazyFrame, cti: int) -> pl.Expr:
-    """The end column, with open lifetimes ended on the CTI at infinity just after the
-    latest finite time the operator knows of (``tempo.spark.windows._ended``)."""
-    end = pl.col(E)
-    if cti < INF or c.query.longest_lifetime(node.input) is not None:
-        return end
-    finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
-    last_cti = (finite[-1] - (1 if isinstance(node.spec, HoppingWindow) else 0)) if finite else None
-    stats = df.select(pl.col(S).max().alias("s"), pl.col(E).filter(pl.col(E) < INF).max().alias("e")).collect()
-    horizon = max(v for v in (stats["s"][0], stats["e"][0], last_cti, NEG_INF) if v is not None)
-    return pl.when(end >= INF).then(pl.lit(horizon + 1)).otherwise(end)
 
 
 @compiles(p.WindowNode)
@@ -575,102 +532,29 @@ def _window(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     return _KINDS[type(node.spec)](c, node)
 
 
-def _hopping(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
-    """Each event joins the windows its lifetime overlaps that its final input CTI completed
-    (``tempo.spark.windows._hopping``)."""
-    spec = node.spec
-    assert isinstance(spec, HoppingWindow)
-    df = c.relation(node.input)
-    cti = c.final_bound(node.input)
-    size, hop = spec.size, spec.hop
-    end = _ended(c, node, df, cti)
-    # The spec's own formulas over ints (floor division and all) apply to polars expressions.
-    grid: Any = spec
-    if cti >= INF:
-        k_hi = grid.last_window(end)
-    else:
-        k_hi = pl.min_horizontal(grid.last_window(pl.min_horizontal(end, pl.lit(INF))), pl.lit(spec.last_complete(cti)))
-    k_lo = grid.first_window(pl.col(S))
-    starts = [pl.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
-    longest = c.query.longest_lifetime(node.input)
-    one_window = longest is not None and size >= hop and spec.most_windows_past_first(longest) == 0
-    merges = _pane_merges(node) if longest == 1 and size > hop else None
-    if merges is not None:
-        grouped = _by_panes(node, df, cti, starts, merges)
-    else:
-        if one_window:
-            exploded = df.select(k_lo.alias("__k"), *_keys(node), *_values(node), *starts)
-            if cti < INF:
-                exploded = exploded.filter(pl.col("__k") <= pl.lit(spec.last_complete(cti)))
-        else:
-            spans = df.select(k_lo.alias("__klo"), k_hi.alias("__khi"), *_keys(node), *_values(node), *starts)
-            spans = spans.filter(pl.col("__klo") <= pl.col("__khi"))
-            exploded = spans.select(
-                pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k"),
-                *_key_names(node),
-                *_value_names(node),
-                *(["__s"] if starts else []),
-            ).explode("__k")
-        extra = [pl.col("__s").min().alias("__lo"), pl.col("__s").max().alias("__hi")] if starts else []
-        grouped = _grouped(node, exploded, [*_key_names(node), "__k"], extra)
-    ws = grid.start_of(pl.col("__k"))
-    bounded = grouped.with_columns(ws.alias("__ws")).with_columns((pl.col("__ws") + pl.lit(size)).alias("__we"))
-    return _results(c, node, bounded.with_columns(pl.col("__we").alias("__done")), strict=False)
-
-
-PaneMerge = tuple[list[pl.Expr], pl.Expr]
-"""One aggregate by panes: its columns per pane and the window's value merged from them."""
-
-
-def _pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
-    """Each aggregate as pane columns (``__pa<i>_<j>``) and the window's ``__agg<i>`` merged
-    from them (``tempo.spark.windows._pane_merges``): a count is summed, an average kept as a
-    sum and a count, and a sum, min or max is itself again over its panes' values (nulls
-    and NaN as over the values). None when an aggregate does not merge this way."""
+def pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
+    """Each aggregate as pane columns (``__pa<i>_<j>``) and the window's value merged from
+    them (``tempo.spark.windows.pane_merges``): a count is summed, an average kept as a sum
+    and a count, and a sum, min or max is itself again over its panes' values (nulls and NaN
+    as over the values). None when an aggregate does not merge this way."""
     if not node.aggregates:
         return None
     merges: list[PaneMerge] = []
     for i, a in enumerate(node.aggregates):
         v, part, count = pl.col(f"__v{i}"), pl.col(f"__pa{i}_0"), pl.col(f"__pa{i}_1")
         if a.kind is K.COUNT:
-            merges.append(([pl.len().cast(pl.Int64).alias(f"__pa{i}_0")], part.sum()))
+            merges.append(({f"__pa{i}_0": pl.len().cast(pl.Int64)}, part.sum()))
         elif a.kind is K.AVG:
-            merges.append(
-                (
-                    [v.sum().alias(f"__pa{i}_0"), v.count().alias(f"__pa{i}_1")],
-                    pl.when(count.sum() > 0).then(part.sum().cast(pl.Float64) / count.sum()).otherwise(None),
-                )
-            )
+            merged = pl.when(count.sum() > 0).then(part.sum().cast(pl.Float64) / count.sum()).otherwise(None)
+            merges.append(({f"__pa{i}_0": v.sum(), f"__pa{i}_1": v.count()}, merged))
         elif a.kind in (K.SUM, K.MIN, K.MAX):
-            merges.append(([AGGREGATES[a.kind](v, a).alias(f"__pa{i}_0")], AGGREGATES[a.kind](part, a)))
+            merges.append(({f"__pa{i}_0": AGGREGATES[a.kind](v, a)}, AGGREGATES[a.kind](part, a)))
         else:
             return None
-    return [(cols, merged.alias(f"__agg{i}")) for i, (cols, merged) in enumerate(merges)]
+    return merges
 
 
-def _by_panes(node: p.WindowNode, df: pl.LazyFrame, cti: int, starts: list[pl.Expr], merges: list[PaneMerge]) -> pl.LazyFrame:
-    """Overlapping windows over points by panes of width ``gcd(size, hop)``: aggregated per
-    pane, then merged per window (``tempo.spark.windows._by_panes``)."""
-    spec = node.spec
-    assert isinstance(spec, HoppingWindow)
-    grid: Any = spec
-    width = math.gcd(spec.size, spec.hop)
-    by = _key_names(node)
-    rows = df.select(((pl.col(S) - spec.offset) // width).alias("__p"), *_keys(node), *_values(node), *starts)
-    bounds = [pl.col("__s").min().alias("__lo"), pl.col("__s").max().alias("__hi")] if starts else []
-    panes = rows.group_by([*by, "__p"]).agg(*[c for cols, _ in merges for c in cols], *bounds)
-    first = pl.lit(spec.offset) + pl.col("__p") * width  # the pane's first tick
-    k_lo, k_hi = grid.first_window(first), grid.last_window(first + 1)
-    if cti < INF:  # only the windows the CTI completed
-        k_hi = pl.min_horizontal(k_hi, pl.lit(spec.last_complete(cti)))
-        panes = panes.filter(k_lo <= k_hi)
-    names = [n for cols, _ in merges for n in (c.meta.output_name() for c in cols)]
-    windows = panes.select(pl.int_ranges(k_lo, k_hi + 1).alias("__k"), *by, *names, *(["__lo", "__hi"] if starts else [])).explode("__k")
-    merged_bounds = [pl.col("__lo").min().alias("__lo"), pl.col("__hi").max().alias("__hi")] if starts else []
-    return windows.group_by([*by, "__k"]).agg(*[m for _, m in merges], *merged_bounds)
-
-
-def _grouped(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], extra: list[pl.Expr]) -> pl.LazyFrame:
+def grouped_aggregates(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], extra: list[pl.Expr]) -> pl.LazyFrame:
     """``rows`` grouped by ``by`` with the node's aggregates as ``__agg<i>``; for the
     aggregates that depend on the events' order, the rows sorted by it first (a group keeps
     its rows' order)."""
@@ -703,11 +587,14 @@ def _session(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     assert isinstance(spec, SessionWindow)
     df = c.relation(node.input)
     cti = c.final_cti(node.input)
-    end = _ended(c, node, df, cti)
+    end = ended(c, node, df, cti)
     gap = spec.gap
-    keys = _key_names(node)
+    keys = key_names(node)
     rows = df.select(
-        pl.col(S).alias("__s"), pl.when(end >= INF).then(pl.lit(INF)).otherwise(end - 1).alias("__last"), *_keys(node), *_values(node)
+        pl.col(S).alias("__s"),
+        pl.when(end >= INF).then(pl.lit(INF)).otherwise(end - 1).alias("__last"),
+        *key_exprs(node),
+        *value_exprs(node),
     ).sort("__s")
     before = pl.col("__last").cum_max().shift(1)
     before = before.over(keys) if keys else before
@@ -715,7 +602,9 @@ def _session(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     activity = opens.cum_sum()
     rows = rows.with_columns(opens.alias("__open")).with_columns((activity.over(keys) if keys else activity).alias("__act"))
     if spec.max_duration is None:
-        sessions = _grouped(node, rows, [*keys, "__act"], [pl.col("__s").min().alias("__ws"), pl.col("__last").max().alias("__l")])
+        sessions = grouped_aggregates(
+            node, rows, [*keys, "__act"], [pl.col("__s").min().alias("__ws"), pl.col("__last").max().alias("__l")]
+        )
         until = pl.when(pl.col("__l") >= INF).then(pl.lit(INF)).otherwise(pl.col("__l") + pl.lit(gap))
         sessions = sessions.with_columns(until.alias("__we"))
     else:
@@ -723,17 +612,17 @@ def _session(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
         rows = rows.with_columns(pl.col("__s").min().over(by).alias("__first"), pl.col("__last").max().over(by).alias("__l"))
         until = pl.when(pl.col("__l") >= INF).then(pl.lit(INF)).otherwise(pl.col("__l") + pl.lit(gap))
         d = spec.max_duration
-        grid: Any = spec
-        cut = grid.first_cut(pl.col("__first"))
+        cut = spec.first_cut(pl.col("__first"))  # polars' ``//`` is floor division
         later = pl.col("__s") - ((pl.col("__s") - cut) % d)  # the cut at or before a start past the first cut
         rows = rows.with_columns(pl.when(pl.col("__s") < cut).then(pl.col("__first")).otherwise(later).alias("__ws"))
         rows = rows.with_columns(
             pl.min_horizontal(until, pl.when(pl.col("__s") < cut).then(cut).otherwise(pl.col("__ws") + d)).alias("__we")
         )
-        sessions = _grouped(node, rows, [*keys, "__act", "__ws"], [pl.col("__we").first().alias("__we")])
+        sessions = grouped_aggregates(node, rows, [*keys, "__act", "__ws"], [pl.col("__we").first().alias("__we")])
     if cti < INF:
         sessions = sessions.filter(pl.col("__we") <= pl.lit(cti))
-    return _results(c, node, sessions.with_columns(pl.col("__we").alias("__done")), strict=False)
+    out: pl.LazyFrame = stamped(c, node, sessions, strict=False, done=pl.col("__we"))
+    return out
 
 
 def _count(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
@@ -747,23 +636,26 @@ def _count(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     if cti < INF:
         df = df.filter(pl.col(S) < pl.lit(cti))
     names = field_names(node.input.payload_type)
-    keys = _key_names(node)
-    rows = df.select(pl.col(S).alias("__s"), *_keys(node), *_values(node), *[pl.col(n).alias(f"__o{i}") for i, n in enumerate(names)])
+    keys = key_names(node)
+    rows = df.select(
+        pl.col(S).alias("__s"), *key_exprs(node), *value_exprs(node), *[pl.col(n).alias(f"__o{i}") for i, n in enumerate(names)]
+    )
     rows = rows.sort(["__s", *[f"__o{i}" for i in range(len(names))]], nulls_last=False)
     rank = pl.int_range(pl.len()).over(keys) if keys else pl.int_range(pl.len())
     rows = rows.with_columns(rank.alias("__r"))
     size, slide = spec.size, spec.slide
     if slide == size:
-        rows = rows.select((pl.col("__r") // slide).alias("__k"), "__s", *keys, *_value_names(node))
+        rows = rows.select((pl.col("__r") // slide).alias("__k"), "__s", *keys, *value_names(node))
     else:
         lo = pl.max_horizontal(pl.lit(0), (pl.col("__r") - size) // slide + 1)
         hi = pl.col("__r") // slide
-        rows = rows.filter(lo <= hi).select(pl.int_ranges(lo, hi + 1).alias("__k"), "__s", *keys, *_value_names(node)).explode("__k")
-    grouped = _grouped(
+        rows = rows.filter(lo <= hi).select(pl.int_ranges(lo, hi + 1).alias("__k"), "__s", *keys, *value_names(node)).explode("__k")
+    grouped = grouped_aggregates(
         node, rows, [*keys, "__k"], [pl.len().alias("__n"), pl.col("__s").min().alias("__ws"), pl.col("__s").max().alias("__hi")]
     )
     full = grouped.filter(pl.col("__n") == size).with_columns((pl.col("__hi") + 1).alias("__we"))
-    return _results(c, node, full.with_columns(pl.col("__hi").alias("__done")), strict=True)
+    out: pl.LazyFrame = stamped(c, node, full, strict=True, done=pl.col("__hi"))
+    return out
 
 
 def _snapshot(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
@@ -772,9 +664,9 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     the final CTI is past ``p``; its end counts once the CTI reaches ``q``."""
     df = c.relation(node.input)
     cti = c.final_cti(node.input)
-    end = _ended(c, node, df, cti)
-    keys = _key_names(node)
-    events = df.select(pl.col(S).alias("__s"), end.alias("__e"), *_keys(node), *_values(node)).with_row_index("__eid")
+    end = ended(c, node, df, cti)
+    keys = key_names(node)
+    events = df.select(pl.col(S).alias("__s"), end.alias("__e"), *key_exprs(node), *value_exprs(node)).with_row_index("__eid")
     points = (
         pl.concat(
             [
@@ -791,59 +683,19 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
         points = points.filter(pl.col("__p") < pl.lit(cti))
     joined = points.join(events, on=keys, how="inner", nulls_equal=True) if keys else points.join(events, how="cross")
     joined = joined.filter((pl.col("__s") <= pl.col("__p")) & (pl.col("__e") > pl.col("__p")))
-    grouped = _grouped(node, joined, [*keys, "__p", "__q"], [])
+    grouped = grouped_aggregates(node, joined, [*keys, "__p", "__q"], [])
     final_end = pl.col("__q").is_not_null() & (pl.col("__q") < pl.lit(cti))
     if node.ends_known:
         grouped = grouped.filter(final_end)
     q = pl.when(final_end).then(pl.col("__q")).otherwise(pl.lit(INF))
     bounded = grouped.with_columns(pl.col("__p").alias("__ws"), q.alias("__we"))
-    bounded = bounded.with_columns(pl.col("__we").alias("__done"), pl.col("__p").alias("__hi"), pl.col("__p").alias("__lo"))
-    return _results(c, node, bounded, strict=True)
-
-
-def _results(c: Compiler, node: p.WindowNode, rows: pl.LazyFrame, strict: bool) -> pl.LazyFrame:
-    """Each window row stamped as ``node.timestamp`` says, with its payload projected
-    (``tempo.spark.windows.results``)."""
-    ws, we = pl.col("__ws"), pl.col("__we")
-    ts = node.timestamp
-    if ts is WindowTimestamp.LIFETIME:
-        at, until = ws, we
-    else:
-        if ts is WindowTimestamp.START:
-            at = ws
-        elif ts is WindowTimestamp.END:
-            at = we - 1
-        elif ts is WindowTimestamp.LATEST:
-            at = pl.max_horizontal(ws, pl.col("__hi"))
-        elif ts is WindowTimestamp.EARLIEST:
-            at = pl.max_horizontal(ws, pl.col("__lo"))
-        else:
-            rows = _completing_cti(c, node, rows, strict)
-            finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
-            at_infinity = pl.max_horizontal(we - 1, pl.lit(finite[-1])) if finite else we - 1  # ``windows.stamp``
-            at = pl.when(pl.col("__cti") >= INF).then(at_infinity).otherwise(pl.col("__cti") - 1)
-        until = at + 1
-    bounds = rows.select(
-        ws.alias(S),
-        we.alias(E),
-        at.alias("__at"),
-        until.alias("__until"),
-        *_key_names(node),
-        *[f"__agg{i}" for i in range(len(node.aggregates))],
-    )
-    return bounds.select(pl.col("__at").alias(S), pl.col("__until").alias(E), *record_exprs(node.projection, Scope()))
-
-
-def _completing_cti(c: Compiler, node: p.WindowNode, rows: pl.LazyFrame, strict: bool) -> pl.LazyFrame:
-    """``rows`` with ``__cti``: the first CTI the window node received at or after ``__done``
-    (after it, when ``strict``): an as-of join forward on the few sorted CTIs."""
-    ctis = pl.DataFrame({"__cti": sorted(set(c.replay.ctis_of(node.input)))}, schema={"__cti": pl.Int64}).lazy()
-    probe = rows.with_columns((pl.col("__done") + 1 if strict else pl.col("__done")).alias("__from")).sort("__from")
-    return probe.join_asof(ctis, left_on="__from", right_on="__cti", strategy="forward")
+    bounded = bounded.with_columns(pl.col("__p").alias("__hi"), pl.col("__p").alias("__lo"))
+    out: pl.LazyFrame = stamped(c, node, bounded, strict=True, done=pl.col("__we"))
+    return out
 
 
 _KINDS: dict[type, Callable[[Compiler, p.WindowNode], pl.LazyFrame]] = {
-    HoppingWindow: _hopping,
+    HoppingWindow: hopping,
     SessionWindow: _session,
     CountWindow: _count,
     SnapshotWindow: _snapshot,

@@ -352,7 +352,7 @@ def _exploded_item(scope: Scope, e: x.ExplodedItem) -> pl.Expr:
 
 @rule(x.WindowBound)
 def _window_bound(scope: Scope, e: x.WindowBound) -> pl.Expr:
-    return pl.col(START if e.which == "start" else END)
+    return pl.col("__ws" if e.which == "start" else "__we")  # the window's bounds, in ticks (``lowering.windows.stamped``)
 
 
 def record_exprs(projection: x.Expr, scope: Scope) -> list[pl.Expr]:

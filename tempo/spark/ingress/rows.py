@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from tempo.expr.schema import field_names
 from tempo.runtime.ingress import INTERVAL, POINT, START
 from tempo.plan.nodes import SourceNode
-from tempo.plan.windows import floor_div
+from tempo.spark.columns import floor_div
 from tempo.runtime.policy import TimePolicy
 from tempo.sources import ParquetSource, TableSource
 from tempo.tables import Span

@@ -66,7 +66,7 @@ from tempo.runtime.windows import Window as WindowOperator
 from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, column, quoted, worker_errors
+from tempo.spark.columns import Scope, column, floor_div, quoted, worker_errors
 from tempo.spark.compiler import FIRST, Compiler, overlapping_pairs
 from tempo.spark.windows import WIDE, aggregate_column, key_columns, key_names
 from tempo.spark.columns import record_columns
@@ -465,7 +465,7 @@ def window_partials(window: WindowNode, df: DataFrame, renames: DataFrame | None
     group of no window, summed as ``__renamed`` (``BulkRunner._renames``)."""
     spec = window.spec
     assert isinstance(spec, HoppingWindow)
-    k_lo, k_hi = spec.first_window_column(F.col(S)), spec.last_window_column(F.col(E))
+    k_lo, k_hi = spec.first_window(F.col(S), floor_div), spec.last_window(F.col(E), floor_div)
     keys, values = _partial_inputs(window)
     spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
     # An event in no window (a gap between hopping windows) still counts for the

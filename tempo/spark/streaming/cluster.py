@@ -112,7 +112,7 @@ from tempo.runtime.keyed import (
 from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import worker_errors
+from tempo.spark.columns import floor_div, worker_errors
 from tempo.spark.compiler import FIRST, Compiler
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.spark.sources import spark_path
@@ -827,7 +827,7 @@ class Stage:
         if longest is not None and spec.most_windows_past_first(longest) < Window.EAGER_WINDOWS:
             short, long = relation, None  # every lifetime is short (points, say): one read of the batch
         else:
-            span = spec.last_window_column(F.col(E)) - spec.first_window_column(F.col(S))
+            span = spec.last_window(F.col(E), floor_div) - spec.first_window(F.col(S), floor_div)
             condition = (span < F.lit(Window.EAGER_WINDOWS)) & (F.col(E) < F.lit(INF))
             short, long = relation.filter(condition), relation.filter(~condition)
         partials = self._partials(window, window_partials(window, short), batch, before, F.col("__k"), F.lit(None).cast("long"))

@@ -1,0 +1,135 @@
+"""The window rules of the DataFrame backends, written once over ``Dialect``: hopping and
+tumbling windows (each event in the windows its lifetime overlaps that its final input CTI
+completed, or by panes), the end of open lifetimes at the CTI at infinity, and the result
+stamps. The semantics and CTI rule are ``WindowNode``'s (``tempo/plan/nodes.py``); the
+reference is ``tempo.runtime.windows.Window`` and ``stamp``."""
+
+from __future__ import annotations
+
+import math
+
+from tempo.lowering.context import END as E
+from tempo.lowering.context import START as S
+from tempo.lowering.context import Lowering
+from tempo.lowering.dialect import Expr, PaneMerge, Relation
+from tempo.plan import nodes as p
+from tempo.plan.windows import HoppingWindow, WindowTimestamp
+from tempo.ticks import INF, NEG_INF
+
+
+def ended(c: Lowering, node: p.WindowNode, df: Relation, cti: int) -> Expr:
+    """The end column, with open lifetimes ended on the CTI at infinity just after the latest
+    finite time the operator knows of: its latest event time, or just before its last finite
+    CTI (an event open at that CTI is alive just before it); for the kinds cut by the events,
+    the CTI itself (``tempo.runtime.event_windows``: a window ending at that CTI would be
+    stamped before it)."""
+    d = c.d
+    end = d.col(E)
+    if cti < INF or c.query.longest_lifetime(node.input) is not None:
+        return end
+    finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
+    last_cti = (finite[-1] - (1 if isinstance(node.spec, HoppingWindow) else 0)) if finite else None
+    latest_start, latest_end = d.scalars(df, [d.max(d.col(S)), d.max(d.when(end < d.lit(INF), end, d.lit(None)))])
+    horizon = max(v for v in (latest_start, latest_end, last_cti, NEG_INF) if v is not None)
+    return d.when(end >= d.lit(INF), d.lit(horizon + 1), end)
+
+
+def hopping(c: Lowering, node: p.WindowNode) -> Relation:
+    """Each event joins the windows its lifetime overlaps that its final input CTI completed.
+
+    Windows are numbered by the spec; an event ``[s, e)`` overlaps windows ``k_lo..k_hi``. A
+    finite final CTI completes windows up to ``last_complete``; on the CTI at infinity every
+    window is complete. A lifetime that reaches at most one window (a tumbling window over
+    points, say) takes it with no range to explode; overlapping windows over points whose
+    aggregates merge are built by panes (``by_panes``).
+    """
+    d, spec = c.d, node.spec
+    assert isinstance(spec, HoppingWindow)
+    df = c.relation(node.input)
+    cti = c.final_bound(node.input)
+    size, hop = spec.size, spec.hop
+    end = ended(c, node, df, cti)
+    k_hi = spec.last_window(end if cti >= INF else d.least(end, d.lit(INF)), d.floor_div)
+    if cti < INF:
+        k_hi = d.least(k_hi, d.lit(spec.last_complete(cti)))
+    k_lo = spec.first_window(d.col(S), d.floor_div)
+    keys, by = d.keys(node), d.key_names(node)
+    longest = c.query.longest_lifetime(node.input)
+    starts = [d.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
+    one_window = longest is not None and size >= hop and spec.most_windows_past_first(longest) == 0
+    merges = d.pane_merges(node) if longest == 1 and size > hop else None
+    if merges is not None:
+        grouped = by_panes(c, node, df, cti, keys, starts, merges)
+    else:
+        if one_window:
+            exploded = d.select(df, [k_lo.alias("__k"), *keys, *d.values(node), *starts])
+            if cti < INF:
+                exploded = d.filter(exploded, d.col("__k") <= d.lit(spec.last_complete(cti)))
+        else:
+            spans = d.select(df, [k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *d.values(node), *starts])
+            if not (cti >= INF and longest is not None and size >= hop):  # else every event is in some window
+                spans = d.filter(spans, d.col("__klo") <= d.col("__khi"))
+            exploded = d.explode_range(
+                spans, "__k", d.col("__klo"), d.col("__khi"), [*by, *d.value_names(node), *(["__s"] if starts else [])]
+            )
+        extra = [d.min(d.col("__s")).alias("__lo"), d.max(d.col("__s")).alias("__hi")] if starts else []
+        # Group keys before the window index: Spark's hash aggregate is sensitive to key order,
+        # and this one is the faster (measured in bench/README.md, "Latest figures", W3 on Spark).
+        grouped = d.grouped(node, exploded, [*by, "__k"], extra)
+    ws = spec.start_of(d.col("__k"))
+    bounded = d.with_columns(grouped, [ws.alias("__ws"), (ws + d.lit(size)).alias("__we")])
+    return stamped(c, node, bounded, strict=False, done=d.col("__we"))
+
+
+def by_panes(
+    c: Lowering, node: p.WindowNode, df: Relation, cti: int, keys: list[Expr], starts: list[Expr], merges: list[PaneMerge]
+) -> Relation:
+    """Overlapping windows over points by panes: the points are aggregated per pane of width
+    ``gcd(size, hop)`` on the window grid first, then each pane's results go to the windows
+    holding it, which merge them. A window is a whole number of panes, so a point's windows
+    are its pane's, and the points are read into one group each rather than into
+    ``size / hop`` windows each."""
+    d, spec = c.d, node.spec
+    assert isinstance(spec, HoppingWindow)
+    width = math.gcd(spec.size, spec.hop)
+    by = d.key_names(node)
+    rows = d.select(df, [d.floor_div(d.col(S) - d.lit(spec.offset), width).alias("__p"), *keys, *d.values(node), *starts])
+    bounds = [d.min(d.col("__s")).alias("__lo"), d.max(d.col("__s")).alias("__hi")] if starts else []
+    panes = d.group_by(rows, [*by, "__p"], [col.alias(name) for columns, _ in merges for name, col in columns.items()] + bounds)
+    first = d.col("__p") * d.lit(width) + d.lit(spec.offset)  # the pane's first tick
+    k_lo, k_hi = spec.first_window(first, d.floor_div), spec.last_window(first + d.lit(1), d.floor_div)
+    if cti < INF:  # only the windows the CTI completed; some panes are in none of them
+        k_hi = d.least(k_hi, d.lit(spec.last_complete(cti)))
+        panes = d.filter(panes, k_lo <= k_hi)
+    names = [name for columns, _ in merges for name in columns]
+    windows = d.explode_range(panes, "__k", k_lo, k_hi, [*by, *names, *(["__lo", "__hi"] if starts else [])])
+    merged_bounds = [d.min(d.col("__lo")).alias("__lo"), d.max(d.col("__hi")).alias("__hi")] if starts else []
+    return d.group_by(windows, [*by, "__k"], [m.alias(f"__agg{i}") for i, (_, m) in enumerate(merges)] + merged_bounds)
+
+
+def stamped(c: Lowering, node: p.WindowNode, rows: Relation, strict: bool, done: Expr) -> Relation:
+    """Each window row (its bounds ``__ws`` and ``__we``) stamped as ``node.timestamp`` says
+    (``tempo.runtime.windows.stamp``), with its payload projected, in one select. ``done``:
+    the time at which the window is complete, for the completing CTI of the ``CTI`` stamp
+    (the first CTI at or after it; after it, when ``strict``)."""
+    d = c.d
+    ws, we = d.col("__ws"), d.col("__we")
+    ts = node.timestamp
+    if ts is WindowTimestamp.LIFETIME:
+        at, until = ws, we
+    else:
+        if ts is WindowTimestamp.START:
+            at = ws
+        elif ts is WindowTimestamp.END:
+            at = we - d.lit(1)
+        elif ts is WindowTimestamp.LATEST:
+            at = d.greatest(ws, d.col("__hi"))
+        elif ts is WindowTimestamp.EARLIEST:
+            at = d.greatest(ws, d.col("__lo"))
+        else:
+            rows = d.completing_cti(node, rows, done, strict)
+            finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
+            at_infinity = d.greatest(we - d.lit(1), d.lit(finite[-1])) if finite else we - d.lit(1)
+            at = d.when(d.col("__cti") >= d.lit(INF), at_infinity, d.col("__cti") - d.lit(1))
+        until = at + d.lit(1)
+    return d.select(rows, [at.alias(S), until.alias(E), *d.projection(node)])

@@ -1,0 +1,131 @@
+"""``tempo.lowering.Dialect`` on Spark DataFrames and Columns: the primitives the shared
+rules are written over, and the Spark compiler's answers for a plan's expressions and
+aggregates (``tempo.spark.windows``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from tempo.expr import nodes as x
+from tempo.lowering.dialect import PaneMerge
+from tempo.plan import nodes as p
+from tempo.spark.columns import Scope, column, floor_div, record_columns
+
+if TYPE_CHECKING:
+    from tempo.spark.compiler import Compiler
+
+
+class SparkDialect:
+    """The primitives on Spark; ``compiler``: the compilation it belongs to (its session)."""
+
+    def __init__(self, compiler: Compiler) -> None:
+        self.compiler = compiler
+
+    def col(self, name: str) -> Column:
+        return F.col(name)
+
+    def lit(self, value: int | float | bool | None) -> Column:
+        return F.lit(value)
+
+    def least(self, *xs: Column) -> Column:
+        return F.least(*xs)
+
+    def greatest(self, *xs: Column) -> Column:
+        return F.greatest(*xs)
+
+    def floor_div(self, x: Column, by: int) -> Column:
+        return floor_div(x, by)
+
+    def when(self, cond: Column, then: Column, otherwise: Column) -> Column:
+        return F.when(cond, then).otherwise(otherwise)
+
+    def cases(self, branches: Sequence[tuple[Column, Column]], otherwise: Column) -> Column:
+        chain: Any = F
+        for cond, then in branches:
+            chain = chain.when(cond, then)
+        out: Column = chain.otherwise(otherwise)
+        return out
+
+    def is_null(self, x: Column) -> Column:
+        return x.isNull()
+
+    def min(self, x: Column) -> Column:
+        return F.min(x)
+
+    def max(self, x: Column) -> Column:
+        return F.max(x)
+
+    def select(self, r: DataFrame, cols: Sequence[Column | str]) -> DataFrame:
+        return r.select(*cols)
+
+    def with_columns(self, r: DataFrame, cols: Sequence[Column]) -> DataFrame:
+        return r.select("*", *cols)
+
+    def filter(self, r: DataFrame, cond: Column) -> DataFrame:
+        return r.filter(cond)
+
+    def explode_range(self, r: DataFrame, name: str, lo: Column, hi: Column, keep: Sequence[str]) -> DataFrame:
+        return r.select(F.explode(F.sequence(lo, hi)).alias(name), *keep)
+
+    def group_by(self, r: DataFrame, by: Sequence[str], aggs: Sequence[Column]) -> DataFrame:
+        return r.groupBy(*by).agg(*aggs)
+
+    def scalars(self, r: DataFrame, aggs: Sequence[Column]) -> list[Any]:
+        row = r.agg(*[a.alias(f"__x{i}") for i, a in enumerate(aggs)]).collect()[0]
+        return [row[f"__x{i}"] for i in range(len(aggs))]
+
+    # ---- the plan's expressions and aggregates ----------------------------------------------
+    def expression(self, e: x.Expr) -> Column:
+        return column(e, Scope())
+
+    def keys(self, node: p.WindowNode) -> list[Column]:
+        from tempo.spark.windows import key_columns
+
+        return key_columns(node)
+
+    def key_names(self, node: p.WindowNode) -> list[str]:
+        from tempo.spark.windows import key_names
+
+        return key_names(node)
+
+    def values(self, node: p.WindowNode) -> list[Column]:
+        from tempo.spark.windows import value_columns
+
+        return value_columns(node)
+
+    def value_names(self, node: p.WindowNode) -> list[str]:
+        from tempo.spark.windows import value_names
+
+        return value_names(node)
+
+    def grouped(self, node: p.WindowNode, rows: DataFrame, by: list[str], extra: list[Column]) -> DataFrame:
+        from tempo.spark.windows import grouped_aggregates
+
+        return grouped_aggregates(node, rows, by, extra)
+
+    def pane_merges(self, node: p.WindowNode) -> list[PaneMerge] | None:
+        from tempo.spark.windows import pane_merges
+
+        return pane_merges(node)
+
+    def completing_cti(self, node: p.WindowNode, rows: DataFrame, done: Column, strict: bool) -> DataFrame:
+        """An ordered window over the rows and the few CTIs sorted together: each row takes
+        the next CTI following it."""
+        ctis = sorted(set(self.compiler.replay.ctis_of(node.input)))
+        marks = self.compiler.spark.createDataFrame([(t,) for t in ctis], "__done long").select(
+            "__done", F.lit(0 if strict else 1).alias("__order"), F.col("__done").alias("__cti")
+        )
+        tagged = (
+            rows.withColumn("__done", done).withColumn("__order", F.lit(1 if strict else 0)).withColumn("__cti", F.lit(None).cast("long"))
+        )
+        both = tagged.unionByName(marks, allowMissingColumns=True)
+        following = Window.orderBy("__done", "__order").rowsBetween(Window.currentRow, Window.unboundedFollowing)
+        found = both.withColumn("__cti", F.first("__cti", ignorenulls=True).over(following))
+        return found.filter(F.col("__order") == F.lit(1 if strict else 0)).drop("__order")
+
+    def projection(self, node: p.WindowNode) -> list[Column]:
+        return record_columns(node.projection, Scope())
