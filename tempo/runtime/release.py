@@ -1,4 +1,4 @@
-"""What a query releases, and the ``Result`` made of it: one assembly for both executors.
+"""What a query releases, and the ``Result`` made of it: one assembly for every executor.
 
 **The release rule.** An output event is released by the first output CTI past its start
 or, when the output keeps a substream key (``Query.substream_key``), by the first CTI of its
@@ -7,8 +7,17 @@ own key past its start, whichever comes first. Events no such CTI passes are wit
 The executors apply the rule at different moments, and that difference is real: the
 reference engine's egress (``tempo.runtime.operators.Egress``) applies it as the CTIs come
 and sees an edge event go out as a start edge and later its end; Spark sees whole lifetimes
-after the run and orders them by ``release_order``. Both then hand the released events and
-the output's CTI messages, in release order, to a ``ResultAssembly``.
+after the run and orders them by ``release_order`` (the vectorised executor by the same
+rule over whole columns). All of them then hand the released events and the output's CTI
+messages, in release order, to a ``ResultAssembly``.
+
+**The result's events.** The assembly keeps the events as columns (``ReleasedEvents``: start
+and end ticks, open edges, payloads, or the payloads' fields as ``PayloadColumns``), and the
+``Result``'s ``events`` and ``raw`` are ``BuiltOnRead`` lists over them: an item read by its
+index is made alone, anything else makes every item in bulk (each distinct time converted
+once, slotted attrs objects filled column by column: ``made_in_bulk``) and leaves a plain
+list. The items are those an eager assembly made, in the same order; a run pays nothing per
+event for events nobody reads.
 """
 
 from __future__ import annotations
@@ -118,12 +127,14 @@ class BuiltOnRead(list[X]):
 
     __slots__ = ("_length", "_one", "_every", "_made", "_lock")
 
-    def __init__(self, length: int, one: Callable[[int], X], every: Callable[[], list[X]]) -> None:
+    def __init__(self, length: int, one: Callable[[int], X], every: Callable[[], list[X]], lock: threading.Lock | None = None) -> None:
+        """``one(i)`` makes item ``i``, ``every()`` all of them. Lists whose items are made
+        from the same state share its ``lock``."""
         super().__init__()
         self._length, self._one, self._every = length, one, every
         self._made: dict[int, X] | None = {}
         """The items read by their index so far; None once every item is held."""
-        self._lock = threading.Lock()  # two threads reading at once make each item once
+        self._lock = threading.Lock() if lock is None else lock  # threads reading at once make each item once
 
     def _filled(self) -> BuiltOnRead[X]:
         with self._lock:
@@ -146,7 +157,10 @@ class BuiltOnRead(list[X]):
     def __getitem__(self, index: SupportsIndex | slice) -> X | list[X]:
         if self._made is None or isinstance(index, slice):
             return list.__getitem__(self._filled(), index)
-        at = operator.index(index)
+        try:
+            at = operator.index(index)
+        except TypeError:
+            raise TypeError(f"list indices must be integers or slices, not {type(index).__name__}") from None
         if at < 0:
             at += self._length
         if not 0 <= at < self._length:
@@ -439,12 +453,13 @@ class ResultAssembly(Generic[T]):
             made = released.raw_events()
             return [made[slot] if type(slot) is int else slot for slot in layout]  # type: ignore[misc]
 
+        lock = threading.Lock()  # one for both lists: they make their items from one ReleasedEvents
         return Result(
-            BuiltOnRead(len(released), released.event, released.events),
+            BuiltOnRead(len(released), released.event, released.events, lock),
             [self.dt(t) for t in ctis],
             metrics,
             rejected,
-            BuiltOnRead(len(layout), raw_item, raw_items),
+            BuiltOnRead(len(layout), raw_item, raw_items, lock),
             self.substream_ctis,
             withheld,
             payload_type,

@@ -13,8 +13,10 @@ How a run goes:
    CTIs as the in-memory executor computes them.
 2. **Operators.** The plan compiles to one lazy polars plan (``tempo.vectorised.compiler``):
    no Python per event.
-3. **Results.** The released rows are turned into payloads and assembled by the release
-   rule, as the Spark executor does.
+3. **Results.** The release rule orders the released rows over whole columns
+   (``released_rows``; an output with a substream key goes through ``release_order``, by
+   each payload's key, as the Spark executor does), and the rows' columns go to the result
+   as they are: its events and payloads are made when read (``tempo.runtime.release``).
 
 A node, window kind or aggregate without a rule here would raise ``UnsupportedError``
 before anything is read (docs/vectorised.md says what it runs).
