@@ -14,10 +14,10 @@ messages, in release order, to a ``ResultAssembly``.
 **The result's events.** The assembly keeps the events as columns (``ReleasedEvents``: start
 and end ticks, open edges, payloads, or the payloads' fields as ``PayloadColumns``), and the
 ``Result``'s ``events`` and ``raw`` are ``BuiltOnRead`` lists over them: an item read by its
-index is made alone, anything else makes every item in bulk (each distinct time converted
-once, slotted attrs objects filled column by column: ``made_in_bulk``) and leaves a plain
-list. The items are those an eager assembly made, in the same order; a run pays nothing per
-event for events nobody reads.
+index is made alone, anything else makes every item in bulk (a time converted once for the
+run of events sharing it, slotted attrs objects filled column by column: ``made_in_bulk``)
+and leaves a plain list. The items are those an eager assembly made, in the same order; a
+run pays nothing per event for events nobody reads.
 """
 
 from __future__ import annotations
@@ -155,7 +155,9 @@ class BuiltOnRead(list[X]):
     @overload
     def __getitem__(self, index: slice) -> list[X]: ...
     def __getitem__(self, index: SupportsIndex | slice) -> X | list[X]:
-        if self._made is None or isinstance(index, slice):
+        if self._made is None:  # set only once every item is held
+            return list.__getitem__(self, index)
+        if isinstance(index, slice):
             return list.__getitem__(self._filled(), index)
         try:
             at = operator.index(index)
@@ -166,12 +168,12 @@ class BuiltOnRead(list[X]):
         if not 0 <= at < self._length:
             raise IndexError("list index out of range")
         with self._lock:
-            if self._made is None:
+            made = self._made
+            if made is None:
                 return list.__getitem__(self, at)
-            item = self._made.get(at)
-            if item is None:
-                item = self._made[at] = self._one(at)
-            return item
+            if at not in made:
+                made[at] = self._one(at)
+            return made[at]
 
     def __iter__(self) -> Iterator[X]:
         return list.__iter__(self._filled())
@@ -257,7 +259,7 @@ class ReleasedEvents(Generic[T]):
     """The released events of a run as columns, in release order: start and end ticks,
     whether each went out as an open start edge, and the payloads. ``event`` and ``raw_event``
     make one event's ``OutputEvent`` and raw item, ``events`` and ``raw_events`` all of them
-    at once (each distinct time turned into a datetime once). One payload object serves an
+    at once. One payload object serves an
     event's ``OutputEvent`` and its raw item."""
 
     def __init__(
@@ -297,18 +299,14 @@ class ReleasedEvents(Generic[T]):
         return payloads
 
     def lifetime(self, index: int) -> tuple[datetime, datetime]:
-        """The event's start and end as datetimes (an open edge's end: infinity, or the end
-        the engine learnt since; a point's: its start + 1 tick, as for any time ``to_datetime``
-        is the epoch plus the ticks)."""
+        """The event's start and end as datetimes: an open edge's end is infinity, or the end
+        the engine learnt since; a point's, ``to_datetime(start + 1)``, is its start + 1 tick."""
         return self.dt(self.starts[index]), self.dt(self.ends[index])
 
     def lifetimes(self) -> tuple[list[datetime], list[datetime]]:
-        """Every event's ``lifetime``, as two columns, each distinct time converted once (an
-        output's events share few times)."""
+        """Every event's ``lifetime``, as two columns."""
         if self._times is None:
-            dt = self.dt
-            at = {t: dt(t) for t in {*self.starts, *self.ends}}
-            self._times = (list(map(at.__getitem__, self.starts)), list(map(at.__getitem__, self.ends)))
+            self._times = (_converted(self.starts, self.dt), _converted(self.ends, self.dt))
         return self._times
 
     def event(self, index: int) -> OutputEvent[T]:
@@ -342,6 +340,20 @@ class ReleasedEvents(Generic[T]):
         if end == start + 1:
             return Point(begin, payload)
         return Interval(begin, stop, payload)
+
+
+def _converted(ticks: list[int], to_datetime: Callable[[int], datetime]) -> list[datetime]:
+    """``[to_datetime(t) for t in ticks]``, converting a time only when it differs from the
+    one before: events released together by start share their starts (a window's results,
+    their ends too), and a column of distinct times pays one comparison each."""
+    out: list[datetime] = []
+    append = out.append
+    last, value = None, None
+    for t in ticks:
+        if t != last:
+            last, value = t, to_datetime(t)
+        append(value)  # type: ignore[arg-type]  # set on the first time
+    return out
 
 
 class ResultAssembly(Generic[T]):
