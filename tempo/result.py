@@ -201,7 +201,8 @@ class Result(Generic[T]):
     """The output of one run."""
 
     events: list[OutputEvent[T]]
-    """Released output events in release order."""
+    """Released output events in release order. An executor's ``run`` gives a list whose
+    events are made when first read (``tempo.runtime.release.BuiltOnRead``)."""
     ctis: list[datetime]
     """The query's output CTIs in order."""
     metrics: dict[str, InputMetrics]

@@ -13,8 +13,10 @@ How a run goes:
    CTIs as the in-memory executor computes them.
 2. **Operators.** The plan compiles to one lazy polars plan (``tempo.vectorised.compiler``):
    no Python per event.
-3. **Results.** The released rows are turned into payloads and assembled by the release
-   rule, as the Spark executor does.
+3. **Results.** The release rule orders the released rows over whole columns
+   (``released_rows``; an output with a substream key goes through ``release_order``, by
+   each payload's key, as the Spark executor does), and the rows' columns go to the result
+   as they are: its events and payloads are made when read (``tempo.runtime.release``).
 
 A node, window kind or aggregate without a rule here would raise ``UnsupportedError``
 before anything is read (docs/vectorised.md says what it runs).
@@ -41,12 +43,13 @@ from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.release import ResultAssembly, release_order
 from tempo.runtime.replay import MERGED, CtiReplay
 from tempo.runtime.codegen import compile_expression
+from tempo.tables import stores_only
 from tempo.ticks import from_ticks
 from tempo.vectorised.compiler import Compiler, check_supported
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
-from tempo.vectorised.expressions import payload_objects
-from tempo.vectorised.ingress import columnar, admit_inputs
+from tempo.vectorised.expressions import payload_columns, payload_objects
+from tempo.vectorised.ingress import admit_inputs, columnar
 
 T = TypeVar("T")
 
@@ -112,16 +115,26 @@ class VectorisedExecutor:
         out = compiler.output().collect()
         withheld = _withheld(query, replay, inputs, compiler)
         payload_type = stream.payload_type
-        decoded = sorted(zip(out[S].to_list(), out[E].to_list(), payload_objects(out, payload_type, naive)), key=lambda ev: (ev[0], ev[1]))
 
         def dt(t: int) -> datetime:
             return from_ticks(t, naive)
 
         ctis = replay.ctis_of(query.root)
         key = query.substream_key(query.root)
-        messages: list[tuple[Any, int]] = replay.output_ctis if key is not None else [(MERGED, c) for c in ctis]
         assembly: ResultAssembly[T] = ResultAssembly(dt)
-        assembly.released(release_order(decoded, messages, None if key is None else compile_expression(key, 1)), messages)
+        if key is None:
+            messages: list[tuple[Any, int]] = [(MERGED, c) for c in ctis]
+            released, released_by = released_rows(out, ctis)
+            payloads = payload_columns(released, payload_type, naive)
+            # Payloads are made when read if making one cannot fail; else now, failing the run as the others do.
+            made = payloads if stores_only(payload_type) else payloads.every()
+            assembly.released_columns(released[S].to_list(), released[E].to_list(), made, released_by, messages)
+        else:  # each key's CTIs release too: by the key of each payload object
+            messages = replay.output_ctis
+            decoded = sorted(
+                zip(out[S].to_list(), out[E].to_list(), payload_objects(out, payload_type, naive)), key=lambda ev: (ev[0], ev[1])
+            )
+            assembly.released(release_order(decoded, messages, compile_expression(key, 1)), messages)
         metrics = _metrics(query, replay, counts, dt)
         result = assembly.result(
             ctis,
@@ -133,6 +146,17 @@ class VectorisedExecutor:
         )
         warn_withheld(result)
         return result
+
+
+def released_rows(out: pl.DataFrame, ctis: list[int]) -> tuple[pl.DataFrame, list[int]]:
+    """The rows of ``out`` (its events) that the output CTIs ``ctis`` release, in release
+    order, with the index in ``ctis`` of the CTI that releases each: ``release_order`` over
+    whole columns, for an output without a substream key. An event is released by the first
+    CTI after its start; the order is by that CTI, then start, then end, then ``out``'s own."""
+    by = "__tempo_released_by"
+    first_after = pl.Series(ctis, dtype=pl.Int64).search_sorted(out[S], side="right")
+    released = out.with_columns(first_after.alias(by)).filter(pl.col(by) < len(ctis)).sort([by, S, E], maintain_order=True)
+    return released.drop(by), released[by].to_list()
 
 
 def _metrics(query: Query, replay: CtiReplay, counts: dict[str, EventCounts], dt: Callable[[int], datetime]) -> dict[str, InputMetrics]:

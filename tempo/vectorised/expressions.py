@@ -22,6 +22,7 @@ from tempo.dispatch import Registry
 from tempo.errors import CompileError, EvaluationRule, UnsupportedError
 from tempo.expr import nodes as x
 from tempo.expr.schema import FieldInfo, field_names, is_record_type, record_fields
+from tempo.runtime.release import PayloadColumns
 from tempo.ticks import INF, duration_ticks, from_ticks, to_ticks
 
 START, END = "__tempo_s", "__tempo_e"
@@ -87,14 +88,20 @@ def payload_schema(cls: type) -> dict[str, Any]:
 
 def payload_objects(frame: pl.DataFrame, payload_type: type, naive: bool) -> list[Any]:
     """The payload records of ``frame``'s rows (its columns named as the fields)."""
-    fields = record_fields(payload_type)
+    return payload_columns(frame, payload_type, naive).every()
+
+
+def payload_columns(frame: pl.DataFrame, payload_type: type, naive: bool) -> PayloadColumns[Any]:
+    """The payload fields of ``frame``'s rows as the records hold them, one column per field
+    (decoded now: a value that does not convert fails here), the records made from them when
+    read (``PayloadColumns``)."""
     columns = []
-    for f in fields:
+    for f in record_fields(payload_type):
         values = frame[f.name].to_list()
         if f.dtype in (datetime, timedelta) or f.element is not None or is_record_type(f.dtype):
             values = [from_column(v, f.dtype, f.element, naive) for v in values]
         columns.append(values)
-    return [payload_type(*row) for row in zip(*columns)] if columns else [payload_type() for _ in range(frame.height)]
+    return PayloadColumns(payload_type, columns, frame.height)
 
 
 def events_frame(payload_type: type, events: Iterable[Sequence[Any]]) -> pl.DataFrame:
