@@ -92,6 +92,7 @@ class Dialect(Protocol):
         it, when ``strict``)."""
         ...
 
-    def projection(self, node: p.WindowNode) -> list[Expr]:
-        """The node's projection as aliased columns (``w.start``/``w.end`` read ``__ws``/``__we``)."""
+    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[Expr]:
+        """The node's projection as aliased columns, each lambda argument's fields read with
+        its prefix (a window's ``w.start``/``w.end`` read ``__ws``/``__we``)."""
         ...

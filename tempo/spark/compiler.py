@@ -26,6 +26,7 @@ from tempo.dispatch import Registry
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
 from tempo.lowering.context import Lowering
+from tempo.lowering.joins import intersections
 from tempo.runtime.replay import CtiReplay
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
@@ -328,22 +329,10 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, also: Column | None = None)
 
 @compiles(p.JoinNode)
 def _join(c: Compiler, node: p.JoinNode) -> DataFrame:
-    """Overlapping matching pairs; the intersection once the join's final CTI passed its start.
-
-    An end is known for a side whose event closed; the output end is the earlier known end
-    if the other side (still open) has a CTI at or past it, else it stays open, exactly as
-    the in-memory join decides when to send the end edge.
-    """
-    ls, le, rs, re = F.col(f"__l_{S}"), F.col(f"__l_{E}"), F.col(f"__r_{S}"), F.col(f"__r_{E}")
-    joined = overlapping_pairs(c, node)
-    start = F.greatest(ls, rs)
-    known = F.least(le, re)
-    cti_l, cti_r = c.final_cti(node.left), c.final_cti(node.right)
-    determined = ((le < INF) | (F.lit(cti_l) >= known)) & ((re < INF) | (F.lit(cti_r) >= known))
-    end = F.when(determined & (known < INF), known).otherwise(F.lit(INF))
-    bound = c.final_bound(node)
-    out = joined.filter(start < F.lit(bound)) if bound < INF else joined  # every start is before infinity
-    return out.select(start.alias(S), end.alias(E), *record_columns(node.projection, Scope(("__l_", "__r_"))))
+    """Overlapping matching pairs (``overlapping_pairs``), each the intersection of its two
+    lifetimes (``tempo.lowering.joins.intersections``)."""
+    out: DataFrame = intersections(c, node, overlapping_pairs(c, node))
+    return out
 
 
 @compiles(p.FollowedByNode)

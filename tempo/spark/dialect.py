@@ -127,5 +127,5 @@ class SparkDialect:
         found = both.withColumn("__cti", F.first("__cti", ignorenulls=True).over(following))
         return found.filter(F.col("__order") == F.lit(1 if strict else 0)).drop("__order")
 
-    def projection(self, node: p.WindowNode) -> list[Column]:
-        return record_columns(node.projection, Scope())
+    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[Column]:
+        return record_columns(node.projection, Scope(prefixes))

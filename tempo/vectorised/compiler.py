@@ -20,6 +20,7 @@ from tempo.expr.aggregator import aggregator_runner
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
 from tempo.lowering.context import Lowering
+from tempo.lowering.joins import intersections
 from tempo.lowering.dialect import PaneMerge
 from tempo.lowering.windows import ended, hopping, stamped
 from tempo.plan import nodes as p
@@ -188,19 +189,13 @@ def join_sides(c: Compiler, node: p.MatchingNode) -> pl.LazyFrame:
 
 @compiles(p.JoinNode)
 def _join(c: Compiler, node: p.JoinNode) -> pl.LazyFrame:
-    """Overlapping matching pairs; the intersection once the join's final CTI passed its
-    start. The output end is the earlier known end if the other side (still open) has a CTI
-    at or past it, else it stays open: when the in-memory join sends the end edge."""
+    """Overlapping matching pairs (on time buckets where ``_on_buckets`` applies), each the
+    intersection of its two lifetimes (``tempo.lowering.joins.intersections``)."""
     ls, le, rs, re = pl.col(f"__l_{S}"), pl.col(f"__l_{E}"), pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
     joined = _on_buckets(c, node)
     joined = (join_sides(c, node) if joined is None else joined).filter((ls < re) & (rs < le))
-    start = pl.max_horizontal(ls, rs)
-    known = pl.min_horizontal(le, re)
-    cti_l, cti_r = c.final_cti(node.left), c.final_cti(node.right)
-    determined = ((le < INF) | (pl.lit(cti_l) >= known)) & ((re < INF) | (pl.lit(cti_r) >= known))
-    end = pl.when(determined & (known < INF)).then(known).otherwise(pl.lit(INF))
-    out = joined.filter(start < pl.lit(c.final_bound(node)))
-    return out.select(start.alias(S), end.alias(E), *record_exprs(node.projection, Scope(("__l_", "__r_"))))
+    out: pl.LazyFrame = intersections(c, node, joined)
+    return out
 
 
 def _on_buckets(c: Compiler, node: p.JoinNode) -> pl.LazyFrame | None:

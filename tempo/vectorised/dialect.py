@@ -117,5 +117,5 @@ class PolarsDialect:
         probe = rows.with_columns((done + 1 if strict else done).alias("__from")).sort("__from")
         return probe.join_asof(ctis, left_on="__from", right_on="__cti", strategy="forward")
 
-    def projection(self, node: p.WindowNode) -> list[pl.Expr]:
-        return record_exprs(node.projection, Scope())
+    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[pl.Expr]:
+        return record_exprs(node.projection, Scope(prefixes))
