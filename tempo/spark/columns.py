@@ -313,7 +313,7 @@ def _exploded_item(scope: Scope, e: x.ExplodedItem) -> Column:
 
 @rule(x.WindowBound)
 def _window_bound(scope: Scope, e: x.WindowBound) -> Column:
-    return F.timestamp_micros(F.col("__ws" if e.which == "start" else "__we"))  # ``windows.results``
+    return F.timestamp_micros(F.col("__ws" if e.which == "start" else "__we"))  # ``lowering.windows.stamped``
 
 
 def record_columns(projection: x.Expr, scope: Scope) -> list[Column]:
