@@ -5,9 +5,9 @@ built so far, and the release rule on the output."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from tempo.lowering.dialect import Dialect, Expr, Relation
+from tempo.lowering.dialect import Dialect, Expr
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.runtime.replay import CtiReplay
@@ -18,8 +18,11 @@ START = "__tempo_s"
 END = "__tempo_e"
 """Every relation's lifetime columns, in ticks."""
 
+R = TypeVar("R")
+"""The backend's relation type (a polars ``LazyFrame``, a Spark ``DataFrame``)."""
 
-class Lowering:
+
+class Lowering(Generic[R]):
     """One compilation: the dialect, the plan and its CTI replay, and the relations built so
     far. A backend's compiler subclasses it with ``rule``, its dispatch on the node class."""
 
@@ -28,13 +31,13 @@ class Lowering:
         ``Span``), when a join asks."""
         self.d, self.query, self.replay = d, query, replay
         self.spans = dict(spans or {})
-        self.built: dict[int, Relation] = {}
+        self.built: dict[int, R] = {}
 
-    def rule(self, node: p.Node) -> Relation:
+    def rule(self, node: p.Node) -> R:
         """``node``'s relation, built by the backend's rule for its class."""
         raise NotImplementedError
 
-    def relation(self, node: p.Node) -> Relation:
+    def relation(self, node: p.Node) -> R:
         cached = self.built.get(id(node))
         if cached is None:
             cached = self.built[id(node)] = self.rule(node)
@@ -58,11 +61,14 @@ class Lowering:
         """The latest final CTI of ``node``: its own, or one of its substream keys'."""
         return max(self.final_cti(node), *self.replay.key_ctis_of(node).values(), NEG_INF)
 
-    def output(self) -> Relation:
+    def output(self) -> R:
         """The query's released events: those its final output CTI (or its key's) passed."""
         released = self.released()
         out = self.relation(self.query.root)
-        return out if released is None else self.d.filter(out, released)
+        if released is None:
+            return out
+        filtered: R = self.d.filter(out, released)
+        return filtered
 
     def released(self) -> Expr | None:
         """The release rule on the output's rows (``tempo.runtime.release``): its start before

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
-from tempo.lowering.context import Lowering
-from tempo.lowering.dialect import Relation
+from tempo.lowering.context import Lowering, R
 from tempo.plan import nodes as p
 from tempo.ticks import INF
 
 
-def intersections(c: Lowering, node: p.JoinNode, pairs: Relation) -> Relation:
+def intersections(c: Lowering[R], node: p.JoinNode, pairs: R) -> R:
     """Each overlapping matching pair (the sides' columns prefixed ``__l_`` and ``__r_``) as
     the intersection of the two lifetimes, once the join's final CTI passed its start.
 
@@ -29,4 +28,5 @@ def intersections(c: Lowering, node: p.JoinNode, pairs: Relation) -> Relation:
     end = d.when(determined & (known < infinity), known, infinity)
     bound = c.final_bound(node)
     out = d.filter(pairs, start < d.lit(bound)) if bound < INF else pairs  # every start is before infinity
-    return d.select(out, [start.alias(S), end.alias(E), *d.projection(node, ("__l_", "__r_"))])
+    lifetimes: R = d.select(out, [start.alias(S), end.alias(E), *d.projection(node, ("__l_", "__r_"))])
+    return lifetimes

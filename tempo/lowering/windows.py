@@ -7,17 +7,18 @@ reference is ``tempo.runtime.windows.Window`` and ``stamp``."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
-from tempo.lowering.context import Lowering
+from tempo.lowering.context import Lowering, R
 from tempo.lowering.dialect import Expr, PaneMerge, Relation
 from tempo.plan import nodes as p
 from tempo.plan.windows import HoppingWindow, WindowTimestamp
 from tempo.ticks import INF, NEG_INF
 
 
-def ended(c: Lowering, node: p.WindowNode, df: Relation, cti: int) -> Expr:
+def ended(c: Lowering[Any], node: p.WindowNode, df: Relation, cti: int) -> Expr:
     """The end column, with open lifetimes ended on the CTI at infinity just after the latest
     finite time the operator knows of: its latest event time, or just before its last finite
     CTI (an event open at that CTI is alive just before it); for the kinds cut by the events,
@@ -34,7 +35,7 @@ def ended(c: Lowering, node: p.WindowNode, df: Relation, cti: int) -> Expr:
     return d.when(end >= d.lit(INF), d.lit(horizon + 1), end)
 
 
-def hopping(c: Lowering, node: p.WindowNode) -> Relation:
+def hopping(c: Lowering[R], node: p.WindowNode) -> R:
     """Each event joins the windows its lifetime overlaps that its final input CTI completed.
 
     Windows are numbered by the spec; an event ``[s, e)`` overlaps windows ``k_lo..k_hi``. A
@@ -77,12 +78,12 @@ def hopping(c: Lowering, node: p.WindowNode) -> Relation:
         # and this one is the faster (measured in bench/README.md, "Latest figures", W3 on Spark).
         grouped = d.grouped(node, exploded, [*by, "__k"], extra)
     ws = spec.start_of(d.col("__k"))
-    bounded = d.with_columns(grouped, [ws.alias("__ws"), (ws + d.lit(size)).alias("__we")])
+    bounded: R = d.with_columns(grouped, [ws.alias("__ws"), (ws + d.lit(size)).alias("__we")])
     return stamped(c, node, bounded, strict=False, done=d.col("__we"))
 
 
 def by_panes(
-    c: Lowering, node: p.WindowNode, df: Relation, cti: int, keys: list[Expr], starts: list[Expr], merges: list[PaneMerge]
+    c: Lowering[Any], node: p.WindowNode, df: Relation, cti: int, keys: list[Expr], starts: list[Expr], merges: list[PaneMerge]
 ) -> Relation:
     """Overlapping windows over points by panes: the points are aggregated per pane of width
     ``gcd(size, hop)`` on the window grid first, then each pane's results go to the windows
@@ -107,7 +108,7 @@ def by_panes(
     return d.group_by(windows, [*by, "__k"], [m.alias(f"__agg{i}") for i, (_, m) in enumerate(merges)] + merged_bounds)
 
 
-def stamped(c: Lowering, node: p.WindowNode, rows: Relation, strict: bool, done: Expr) -> Relation:
+def stamped(c: Lowering[R], node: p.WindowNode, rows: R, strict: bool, done: Expr) -> R:
     """Each window row (its bounds ``__ws`` and ``__we``) stamped as ``node.timestamp`` says
     (``tempo.runtime.windows.stamp``), with its payload projected, in one select. ``done``:
     the time at which the window is complete, for the completing CTI of the ``CTI`` stamp
@@ -132,4 +133,5 @@ def stamped(c: Lowering, node: p.WindowNode, rows: Relation, strict: bool, done:
             at_infinity = d.greatest(we - d.lit(1), d.lit(finite[-1])) if finite else we - d.lit(1)
             at = d.when(d.col("__cti") >= d.lit(INF), at_infinity, d.col("__cti") - d.lit(1))
         until = at + d.lit(1)
-    return d.select(rows, [at.alias(S), until.alias(E), *d.projection(node)])
+    out: R = d.select(rows, [at.alias(S), until.alias(E), *d.projection(node)])
+    return out

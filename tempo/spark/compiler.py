@@ -52,7 +52,7 @@ def check_supported(query: Query) -> None:
             EXPRESSIONS.lookup(e)
 
 
-class Compiler(Lowering):
+class Compiler(Lowering[DataFrame]):
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
     def __init__(
@@ -70,14 +70,6 @@ class Compiler(Lowering):
     def rule(self, node: p.Node) -> DataFrame:
         built: DataFrame = _RULES(self, node)
         return built
-
-    def relation(self, node: p.Node) -> DataFrame:
-        built: DataFrame = super().relation(node)
-        return built
-
-    def output(self) -> DataFrame:
-        out: DataFrame = super().output()
-        return out
 
 
 def _payload(node: p.Node) -> list[Column]:
@@ -331,8 +323,7 @@ def overlapping_pairs(c: Compiler, node: p.JoinNode, also: Column | None = None)
 def _join(c: Compiler, node: p.JoinNode) -> DataFrame:
     """Overlapping matching pairs (``overlapping_pairs``), each the intersection of its two
     lifetimes (``tempo.lowering.joins.intersections``)."""
-    out: DataFrame = intersections(c, node, overlapping_pairs(c, node))
-    return out
+    return intersections(c, node, overlapping_pairs(c, node))
 
 
 @compiles(p.FollowedByNode)

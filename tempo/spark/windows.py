@@ -273,8 +273,7 @@ def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
         sessions = grouped_aggregates(node, rows, [*keys, "__act", "__ws"], [F.first("__we").alias("__we")])
     if cti < INF:
         sessions = sessions.filter(F.col("__we") <= F.lit(cti))
-    out: DataFrame = stamped(c, node, sessions, strict=False, done=F.col("__we"))
-    return out
+    return stamped(c, node, sessions, strict=False, done=F.col("__we"))
 
 
 # ---- count windows ----------------------------------------------------------------------
@@ -308,8 +307,7 @@ def _count(c: Compiler, node: p.WindowNode) -> DataFrame:
         node, rows, [*key_names(node), "__k"], [F.count(F.lit(1)).alias("__n"), F.min("__s").alias("__ws"), F.max("__s").alias("__hi")]
     )
     full = grouped.filter(F.col("__n") == F.lit(size)).withColumn("__we", F.col("__hi") + 1)
-    out: DataFrame = stamped(c, node, full, strict=True, done=F.col("__hi"))
-    return out
+    return stamped(c, node, full, strict=True, done=F.col("__hi"))
 
 
 # ---- snapshots --------------------------------------------------------------------------
@@ -344,8 +342,7 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> DataFrame:
         grouped = grouped.filter(final_end)
     q = F.when(final_end, F.col("__q")).otherwise(F.lit(INF))
     bounded = grouped.select("*", F.col("__p").alias("__ws"), q.alias("__we"), F.col("__p").alias("__hi"), F.col("__p").alias("__lo"))
-    out: DataFrame = stamped(c, node, bounded, strict=True, done=F.col("__we"))
-    return out
+    return stamped(c, node, bounded, strict=True, done=F.col("__we"))
 
 
 # ---- result timestamps ------------------------------------------------------------------

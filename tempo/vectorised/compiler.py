@@ -66,7 +66,7 @@ def check_nodes(nodes: Iterable[p.Node]) -> None:
                     raise UnsupportedError(EXECUTOR, f"the aggregate {a.describe()}", "it has no rule for this aggregate yet")
 
 
-class Compiler(Lowering):
+class Compiler(Lowering[pl.LazyFrame]):
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
 
     def __init__(
@@ -88,14 +88,6 @@ class Compiler(Lowering):
     def rule(self, node: p.Node) -> pl.LazyFrame:
         built: pl.LazyFrame = _RULES(self, node)
         return built
-
-    def relation(self, node: p.Node) -> pl.LazyFrame:
-        built: pl.LazyFrame = super().relation(node)
-        return built
-
-    def output(self) -> pl.LazyFrame:
-        out: pl.LazyFrame = super().output()
-        return out
 
 
 def _payload(node: p.Node) -> list[pl.Expr]:
@@ -194,8 +186,7 @@ def _join(c: Compiler, node: p.JoinNode) -> pl.LazyFrame:
     ls, le, rs, re = pl.col(f"__l_{S}"), pl.col(f"__l_{E}"), pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
     joined = _on_buckets(c, node)
     joined = (join_sides(c, node) if joined is None else joined).filter((ls < re) & (rs < le))
-    out: pl.LazyFrame = intersections(c, node, joined)
-    return out
+    return intersections(c, node, joined)
 
 
 def _on_buckets(c: Compiler, node: p.JoinNode) -> pl.LazyFrame | None:
@@ -616,8 +607,7 @@ def _session(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
         sessions = grouped_aggregates(node, rows, [*keys, "__act", "__ws"], [pl.col("__we").first().alias("__we")])
     if cti < INF:
         sessions = sessions.filter(pl.col("__we") <= pl.lit(cti))
-    out: pl.LazyFrame = stamped(c, node, sessions, strict=False, done=pl.col("__we"))
-    return out
+    return stamped(c, node, sessions, strict=False, done=pl.col("__we"))
 
 
 def _count(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
@@ -649,8 +639,7 @@ def _count(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
         node, rows, [*keys, "__k"], [pl.len().alias("__n"), pl.col("__s").min().alias("__ws"), pl.col("__s").max().alias("__hi")]
     )
     full = grouped.filter(pl.col("__n") == size).with_columns((pl.col("__hi") + 1).alias("__we"))
-    out: pl.LazyFrame = stamped(c, node, full, strict=True, done=pl.col("__hi"))
-    return out
+    return stamped(c, node, full, strict=True, done=pl.col("__hi"))
 
 
 def _snapshot(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
@@ -685,8 +674,7 @@ def _snapshot(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
     q = pl.when(final_end).then(pl.col("__q")).otherwise(pl.lit(INF))
     bounded = grouped.with_columns(pl.col("__p").alias("__ws"), q.alias("__we"))
     bounded = bounded.with_columns(pl.col("__p").alias("__hi"), pl.col("__p").alias("__lo"))
-    out: pl.LazyFrame = stamped(c, node, bounded, strict=True, done=pl.col("__we"))
-    return out
+    return stamped(c, node, bounded, strict=True, done=pl.col("__we"))
 
 
 _KINDS: dict[type, Callable[[Compiler, p.WindowNode], pl.LazyFrame]] = {
