@@ -33,7 +33,7 @@ from tempo import (
     Stream,
 )
 from tempo.errors import InputError
-from tempo.runtime.codegen import Accumulator
+from tempo.runtime.aggregates import Accumulator
 from tempo.runtime.engine import process_in_arrival_order
 from tempo.runtime.ingress import TimestampMode, prepare, prepare_checked
 from tempo.runtime.release_queues import ByStart

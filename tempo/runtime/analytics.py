@@ -15,7 +15,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from tempo.runtime.codegen import Accumulator, Order
+from tempo.runtime.aggregates import Accumulator
+from tempo.runtime.codegen import Order
 from tempo.runtime.operator import Key, Operator
 from tempo.ticks import NEG_INF
 

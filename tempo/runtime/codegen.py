@@ -9,8 +9,6 @@ raise ``EvaluationError``, and floats compare in Spark's total order (docs/seman
 
 from __future__ import annotations
 
-import functools
-import heapq
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -20,7 +18,6 @@ from typing import Any
 from tempo.dispatch import Registry
 from tempo.errors import EvaluationError, EvaluationRule
 from tempo.expr import nodes as x
-from tempo.expr.aggregator import aggregator_runner
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.plan.nodes import Aggregate, AggregateKind
 from tempo.ticks import to_ticks
@@ -120,12 +117,12 @@ def _int_unary(op: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
     return checked
 
 
-def _fits_64_bits(v: Any, fail: Any) -> Any:
+def fits_64_bits(v: Any, fail: Any) -> Any:
     """An exact integer total (a window's sum) as it is, if it fits 64 bits; else ``fail``."""
     return v if v is None or x.INT_MIN <= v <= x.INT_MAX else fail(v)
 
 
-def _failure(expression: str, rule: EvaluationRule) -> Callable[..., Any]:
+def evaluation_failure(expression: str, rule: EvaluationRule) -> Callable[..., Any]:
     def fail(*values: Any) -> Any:
         raise EvaluationError(expression, rule, repr(values))
 
@@ -248,7 +245,7 @@ class _Gen:
 
     def failure(self, e: x.Expr, rule: EvaluationRule) -> str:
         """The name of a function raising ``e``'s ``EvaluationError`` for ``rule``."""
-        return self.const(_failure(x.render(e), rule))
+        return self.const(evaluation_failure(x.render(e), rule))
 
     def temp(self) -> str:
         self.temps += 1
@@ -415,7 +412,7 @@ def compile_function(
     g = _Gen(arg_names if inputs is None else inputs)
     body = [g.gen(e) for e in exprs]
     result = "(" + ", ".join(body) + ("," if len(body) == 1 else "") + ")" if as_tuple else body[0]
-    fn: Callable[..., Any] = _define(f"def _f({', '.join(arg_names)}):\n    return {result}\n", g.env)
+    fn: Callable[..., Any] = define_function(f"def _f({', '.join(arg_names)}):\n    return {result}\n", g.env)
     return fn
 
 
@@ -430,7 +427,7 @@ def compile_keys(exprs: Sequence[x.Expr], side: int = 0) -> Callable[[Any], tupl
     Float keys are made what every engine groups and joins by (``canonical_key``: one NaN, 0.0 for -0.0)."""
     g = _Gen(["None"] * side + ["a0"])
     body = [f"_key({g.gen(k)})" if k.dtype is float else g.gen(k) for k in exprs]
-    fn: Callable[[Any], tuple[Any, ...]] = _define(f"def _f(a0):\n    return ({', '.join(body)},)\n", g.env)
+    fn: Callable[[Any], tuple[Any, ...]] = define_function(f"def _f(a0):\n    return ({', '.join(body)},)\n", g.env)
     return fn
 
 
@@ -450,7 +447,7 @@ def compile_aggregate_values(aggregates: Sequence[Aggregate], payload_type: type
         code = g.gen(a.arg)
         parts.append(f"_with_order({code}, start, {order}, a0)" if a.kind.ordered else code)
     body = "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-    fn: Callable[[Any, int], tuple[Any, ...]] = _define(f"def _f(a0, start):\n    return {body}\n", g.env)
+    fn: Callable[[Any, int], tuple[Any, ...]] = define_function(f"def _f(a0, start):\n    return {body}\n", g.env)
     return fn
 
 
@@ -461,253 +458,7 @@ def _with_order(value: Any, start: int, order: Order, payload: Any) -> Any:
 _HELPERS["_with_order"] = _with_order
 
 
-def percentile(values: list[Any], fraction: float) -> float | None:
-    """Spark's exact ``percentile``: between the closest ranks of ``fraction·(n − 1)``, linearly
-    (the same float operations, so the executors agree to the bit)."""
-    if not values:
-        return None
-    ranked = sorted(values, key=_value_order(float))  # NaN after every number
-    position = (len(ranked) - 1) * fraction
-    lower, higher = math.floor(position), math.ceil(position)
-    low = float(ranked[lower])
-    if lower == higher:
-        return low
-    return low + (position - lower) * (float(ranked[higher]) - low)
-
-
-def percentile_approx(values: list[Any], fraction: float) -> Any:
-    """The smallest value with at least ``fraction`` of the values at or below it (rank
-    ``ceil(fraction·n)``, at least 1): what Spark's ``percentile_approx`` gives while its
-    summary is exact, and within its accuracy of that rank beyond. Values rank as doubles,
-    as the summary holds them, so an integer result is that value made a double and back
-    (``long_of_double``): beyond ±2**53 it loses its last bits (docs/semantics.md 5.6.5)."""
-    if not values:
-        return None
-    ranked = sorted(values, key=_value_order(float))  # NaN after every number
-    value = ranked[max(1, math.ceil(fraction * len(ranked))) - 1]
-    return long_of_double(float(value)) if type(value) is int else value
-
-
-def long_of_double(v: float) -> int:
-    """A double made a 64-bit integer as the JVM's ``toLong`` makes it: toward zero, and at
-    the nearest bound beyond them (2**63 - 1 for the double 2**63)."""
-    return max(x.INT_MIN, min(x.INT_MAX, int(v)))
-
-
-def top_ranker(a: Aggregate) -> Callable[[list[tuple[tuple[Any, ...], Any]]], list[Any]]:
-    """``top``'s result from its state (entries of the values ranked by, and the payload): the
-    entries ranked by those values, each ascending or descending, nulls first ascending (the
-    least value, as Spark sorts them) and last descending; equal values share a rank (SQL's
-    ``RANK``: 1, 1, 3); those of rank ``limit`` or better as ``element(rank, event)`` records,
-    by rank then payload."""
-    parts = [_value_order(e.dtype) for e in a.order]
-    flips = [-1 if d else 1 for d in a.descending]
-    limit, element = a.limit, a.element
-    assert limit is not None and element is not None and a.arg is not None
-    payload = payload_order(a.arg.dtype)
-
-    def compare(x: tuple[tuple[Any, ...], Any], y: tuple[tuple[Any, ...], Any]) -> int:
-        for part, flip, u, v in zip(parts, flips, x[0], y[0]):
-            ku, kv = part(u), part(v)
-            if ku != kv:
-                return flip if ku > kv else -flip
-        return 0
-
-    def rank(entries: list[tuple[tuple[Any, ...], Any]]) -> list[Any]:
-        ordered = sorted(entries, key=functools.cmp_to_key(compare))
-        kept: list[tuple[int, Any]] = []
-        place = 0
-        for i, entry in enumerate(ordered):
-            if i == 0 or compare(entry, ordered[i - 1]) != 0:
-                place = i + 1
-            if place > limit:
-                break
-            kept.append((place, entry[1]))
-        kept.sort(key=lambda r: (r[0], payload(r[1])))
-        return [element(rank=r, event=e) for r, e in kept]
-
-    return rank
-
-
-def _collected(entries: list[tuple[Any, Any]]) -> list[Any]:
-    return [v for _, v in sorted(entries, key=lambda entry: entry[0])]
-
-
-def _finisher(item: Aggregate | AggregateKind | str, kind: AggregateKind) -> Callable[[list[Any]], Any] | None:
-    """For the kinds that keep every value of a window (a list) and compute their result from
-    them at the end: that computation; None for the others."""
-    if not isinstance(item, Aggregate):
-        return None
-    if kind is AggregateKind.COLLECT:
-        return _collected
-    if kind in (AggregateKind.PERCENTILE, AggregateKind.PERCENTILE_APPROX):
-        assert item.fraction is not None
-        return functools.partial(percentile if kind is AggregateKind.PERCENTILE else percentile_approx, fraction=item.fraction)
-    if kind is AggregateKind.TOP:
-        return top_ranker(item)
-    if kind is AggregateKind.UDA:
-        assert item.arg is not None
-        return aggregator_runner(item.function, item.arg.dtype, type(item.function).__qualname__, local=True)
-    return None
-
-
-def _distinct(v: Any) -> Any:
-    """One NaN for every NaN (a set tells NaN objects apart), as Spark groups them."""
-    return _NAN if v != v else v
-
-
-class Accumulator:
-    """The aggregates of a window operator, as generated code over flat state lists.
-
-    The state of one window and group is a list: slot 0 counts events; ``sum``, ``min``,
-    ``max``, ``first``, ``last`` take one slot (None until a non-null value), ``avg`` two
-    (total, n), the variances and deviations three (n, mean, the sum of squared deviations:
-    Welford's update, as Spark's), ``count_distinct`` a set, the percentiles and ``collect``
-    a list. ``add(acc, heap, key, values, k_lo, k_hi)`` adds one event to its group's state in
-    windows ``k_lo..k_hi`` of ``acc`` (window index -> group -> state), creating what is
-    missing and pushing new window indexes onto ``heap``; ``values`` are the event's values of
-    the aggregates other than count, in order (``compile_aggregate_values``).
-    ``results(state)`` gives one value per aggregate. Generating them once per query spares
-    each event and window a loop over the kinds and a call per aggregate.
-    """
-
-    def __init__(self, aggregates: Sequence[Aggregate | AggregateKind | str]) -> None:
-        initial = ["0"]
-        update: list[str] = []
-        merged: list[str] = []  # the same per aggregate, for ``merge``
-        results: list[str] = []
-        env: dict[str, Any] = {"_heappush": heapq.heappush, "_sqrt": math.sqrt, "_distinct": _distinct}
-        argument = 0  # index into ``values``
-        mergeable = True
-        for item in aggregates:
-            kind = item.kind if isinstance(item, Aggregate) else AggregateKind(item)
-            if not kind.takes_argument:
-                results.append("state[0]")
-                continue
-            mergeable = mergeable and kind.mergeable
-            slot, v = len(initial), f"v{argument}"
-            argument += 1
-            update.append(f"        if {v} is not None:")
-            part = f"parts[{argument - 1}]"
-            if kind is AggregateKind.AVG:
-                merged += [
-                    f"    total, count = {part}",
-                    "    if count:",
-                    f"        state[{slot}] += total",
-                    f"        state[{slot + 1}] += count",
-                ]
-                initial += ["0", "0"]
-                update += [f"            state[{slot}] += {v}", f"            state[{slot + 1}] += 1"]
-                # An integer total is made a float before dividing, as Spark and polars divide.
-                results.append(f"(float(state[{slot}]) / state[{slot + 1}] if state[{slot + 1}] else None)")
-                continue
-            if kind in (AggregateKind.VAR, AggregateKind.VAR_POP, AggregateKind.STDDEV, AggregateKind.STDDEV_POP):
-                n, mean, m2 = slot, slot + 1, slot + 2
-                initial += ["0.0", "0.0", "0.0"]
-                update += [
-                    f"            n = state[{n}] + 1.0",
-                    f"            delta = float({v}) - state[{mean}]",
-                    "            share = delta / n",
-                    f"            state[{mean}] += share",
-                    f"            state[{m2}] += delta * (delta - share)",
-                    f"            state[{n}] = n",
-                ]
-                sample = kind in (AggregateKind.VAR, AggregateKind.STDDEV)
-                var = f"state[{m2}] / (state[{n}] - 1.0)" if sample else f"state[{m2}] / state[{n}]"
-                if kind in (AggregateKind.STDDEV, AggregateKind.STDDEV_POP):
-                    var = f"_sqrt({var})"
-                results.append(f"({var} if state[{n}] > {'1.0' if sample else '0.0'} else None)")
-                continue
-            if kind is AggregateKind.COUNT_DISTINCT:
-                initial.append("set()")
-                update.append(f"            state[{slot}].add(_distinct({v}))")
-                results.append(f"len(state[{slot}])")
-                continue
-            finish = _finisher(item, kind)
-            if finish is not None:  # the values kept, then finished at the result
-                env[f"_finish{slot}"] = finish
-                initial.append("[]")
-                update.append(f"            state[{slot}].append({v})")
-                results.append(f"_finish{slot}(state[{slot}])")
-                continue
-            initial.append("None")
-            update.append(f"            c = state[{slot}]")
-            merged += [f"    v = {part}", "    if v is not None:", f"        c = state[{slot}]"]
-            if kind is AggregateKind.SUM:
-                update.append(f"            state[{slot}] = {v} if c is None else c + {v}")
-                merged.append(f"        state[{slot}] = v if c is None else c + v")
-                if isinstance(item, Aggregate) and item.arg is not None and item.arg.dtype in (int, bool):
-                    # Integers add exactly; only the window's sum must fit in 64 bits.
-                    env[f"_fits{slot}"] = _fits_64_bits
-                    env[f"_fail{slot}"] = _failure(f"w.{item.describe()}", EvaluationRule.INTEGER_OVERFLOW)
-                    results.append(f"_fits{slot}(state[{slot}], _fail{slot})")
-                else:
-                    results.append(f"state[{slot}]")
-            elif kind in (AggregateKind.FIRST, AggregateKind.LAST):  # v: (order, value)
-                less = "<" if kind is AggregateKind.FIRST else ">"
-                update += [f"            if c is None or {v}[0] {less} c[0]:", f"                state[{slot}] = {v}"]
-                results.append(f"(None if state[{slot}] is None else state[{slot}][1])")
-            else:
-                less = "<" if kind is AggregateKind.MIN else ">"
-                # NaN is greater than every number (as Spark orders doubles): the max once met,
-                # the min only when nothing else is (comparisons with NaN are all false).
-                floats = isinstance(item, Aggregate) and item.arg is not None and item.arg.dtype in (float, object)
-
-                def nan_wins(value: str) -> str:
-                    if not floats:
-                        return ""
-                    return f" or {value} != {value}" if kind is AggregateKind.MAX else " or c != c"
-
-                update += [f"            if c is None or {v} {less} c{nan_wins(v)}:", f"                state[{slot}] = {v}"]
-                merged += [f"        if c is None or v {less} c{nan_wins('v')}:", f"            state[{slot}] = v"]
-                results.append(f"state[{slot}]")
-        # Window k's state of the group, created (and k pushed onto the heap) when missing.
-        state_of = [
-            "windows = acc.get(k)",
-            "if windows is None:",
-            "    windows = acc[k] = {}",
-            "    _heappush(heap, k)",
-            "state = windows.get(key)",
-            "if state is None:",
-            f"    state = windows[key] = [{', '.join(initial)}]",
-        ]
-        add = [
-            "def _f(acc, heap, key, values, k_lo, k_hi):",
-            *(f"    v{i} = values[{i}]" for i in range(argument)),
-            "    for k in range(k_lo, k_hi + 1):",
-            *("        " + line for line in state_of),
-            "        state[0] += 1",
-            *update,
-        ]
-        if not mergeable:  # the bulk path (the only caller) refuses such windows
-            merged = ["    raise AssertionError('these aggregates have no merge')"]
-        merge = ["def _f(acc, heap, key, k, n, parts):", *("    " + line for line in state_of), "    state[0] += n", *merged]
-        self.merge: Callable[[dict[int, dict[Any, list[Any]]], list[int], Any, int, int, tuple[Any, ...]], None]
-        self.merge = _define("\n".join(merge) + "\n", env)
-        """Adds a group's partial aggregates over several events (``n`` of them) to window
-        ``k``: per aggregate with an argument, its sum, min or max over them (None without
-        a value), or for an average (total, count of values). Only for the mergeable kinds."""
-        self.add: Callable[[dict[int, dict[Any, list[Any]]], list[int], Any, tuple[Any, ...], int, int], None]
-        self.add = _define("\n".join(add) + "\n", env)
-        self.results: Callable[[list[Any]], list[Any]]
-        self.results = _define(f"def _f(state):\n    return [{', '.join(results)}]\n", env)
-
-    def fold_partial(self, state: list[Any] | None, n: int, parts: tuple[Any, ...]) -> list[Any]:
-        """``merge``'s partial aggregates of ``n`` events added to a single state (None: a new
-        one), as ``fold`` adds one event's values."""
-        acc: dict[int, dict[Any, list[Any]]] = {} if state is None else {0: {(): state}}
-        self.merge(acc, [], (), 0, n, parts)
-        return acc[0][()]
-
-    def fold(self, state: list[Any] | None, values: tuple[Any, ...]) -> list[Any]:
-        """One event's ``values`` added to a single state (None: a new one), for operators
-        that keep one state per window or group rather than ``add``'s window index."""
-        acc: dict[int, dict[Any, list[Any]]] = {} if state is None else {0: {(): state}}
-        self.add(acc, [], (), values, 0, 0)
-        return acc[0][()]
-
-
-def _define(src: str, env: dict[str, Any]) -> Any:
+def define_function(src: str, env: dict[str, Any]) -> Any:
     """The function ``_f`` that ``src`` defines, with the names of ``env`` in scope."""
     namespace = dict(env)
     exec(compile(src, "<tempo generated>", "exec"), namespace)
@@ -728,7 +479,7 @@ def payload_order(cls: type) -> Order:
     """A sort key for payloads of ``cls``: field by field in declaration order, nulls first,
     NaN after every number, records field by field; the order Spark sorts the same columns
     in (ascending, nulls first), so that ties in time break alike on every executor."""
-    parts = [(f.name, _value_order(f.dtype, f.element)) for f in record_fields(cls)]
+    parts = [(f.name, value_order(f.dtype, f.element)) for f in record_fields(cls)]
 
     def order(payload: Any) -> tuple[Any, ...]:
         return tuple(part(getattr(payload, name)) for name, part in parts)
@@ -736,10 +487,10 @@ def payload_order(cls: type) -> Order:
     return order
 
 
-def _value_order(dtype: type, element: type | None = None) -> Callable[[Any], tuple[Any, ...]]:
+def value_order(dtype: type, element: type | None = None) -> Callable[[Any], tuple[Any, ...]]:
     inner: Callable[[Any], Any]
     if element is not None:  # a list: element by element, a prefix first (Spark's array order)
-        each = _value_order(element)
+        each = value_order(element)
 
         def inner(v: Any) -> Any:
             return tuple(each(i) for i in v)

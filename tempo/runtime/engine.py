@@ -26,7 +26,7 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
 from tempo.result import Rejection, Result, Withheld, warn_withheld
-from tempo.runtime import codegen
+from tempo.runtime import aggregates, codegen
 from tempo.runtime import analytics
 from tempo.runtime import event_windows as ew
 from tempo.runtime.clip import Clip
@@ -154,7 +154,7 @@ def _window(b: Build, node: p.WindowNode) -> Operator:
             spec,
             key_fn,
             values_fn,
-            codegen.Accumulator(kinds),
+            aggregates.Accumulator(kinds),
             projection,
             b.to_datetime,
             b.new_id,
@@ -171,7 +171,7 @@ def _window(b: Build, node: p.WindowNode) -> Operator:
         node.timestamp,
         key_fn,
         values_fn,
-        codegen.Accumulator(kinds),
+        aggregates.Accumulator(kinds),
         projection,
         b.to_datetime,
         b.new_id,
@@ -191,7 +191,7 @@ def _analytic(b: Build, node: p.AnalyticNode) -> Operator:
         codegen.compile_function([a.arg for a in node.analytics if isinstance(a, p.Previous)], ["a0"], as_tuple=True),
         [i for i, _ in running],
         codegen.compile_aggregate_values([a for _, a in running], node.input.payload_type),
-        codegen.Accumulator([a for _, a in running]),
+        aggregates.Accumulator([a for _, a in running]),
         None if identity else codegen.compile_function([node.projection], ["key", "a0", "aggs"], inputs=["a0"]),
         b.new_id,
     )
@@ -207,7 +207,7 @@ def _release(b: Build, node: p.ReleaseNode) -> Operator:
     events of one start go out in order of arrival, as the output releases them; grouped by
     the substream key it releases by (``keyed_by``), whose CTIs release a group's events."""
     key_fn = None if node.keyed_by is None else codegen.compile_expression(node.keyed_by, 1)
-    release = analytics.Analytic(key_fn, _no_values, [], _no_values, [], _no_values, codegen.Accumulator([]), None, b.new_id)
+    release = analytics.Analytic(key_fn, _no_values, [], _no_values, [], _no_values, aggregates.Accumulator([]), None, b.new_id)
     release.by_key = node.keyed_by is not None
     return release
 

@@ -23,7 +23,8 @@ from typing import Any, ClassVar, NamedTuple
 
 from tempo.plan import windows as w
 from tempo.plan.windows import WindowSpec, WindowTimestamp
-from tempo.runtime.codegen import Accumulator, Order
+from tempo.runtime.aggregates import Accumulator
+from tempo.runtime.codegen import Order
 from tempo.runtime.operator import Key, Operator
 from tempo.runtime.windows import stamp
 from tempo.ticks import INF, NEG_INF

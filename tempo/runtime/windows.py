@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from tempo.plan.windows import HoppingWindow, WindowTimestamp
-from tempo.runtime.codegen import Accumulator
+from tempo.runtime.aggregates import Accumulator
 from tempo.runtime.operator import Key, Operator
 from tempo.ticks import INF, NEG_INF
 

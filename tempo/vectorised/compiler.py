@@ -426,7 +426,7 @@ def _ranked(v: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
 
 
 def _percentile(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
-    """Spark's exact percentile with ``codegen.percentile``'s float operations: between the
+    """Spark's exact percentile with ``tempo.runtime.aggregates.percentile``'s float operations: between the
     closest ranks of ``fraction·(n − 1)``, linearly."""
     assert a.fraction is not None
     ranked, n = _ranked(v.cast(pl.Float64))
@@ -437,8 +437,8 @@ def _percentile(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
 
 
 def _nearest_rank(v: pl.Expr, a: p.Aggregate) -> pl.Expr:
-    """``codegen.percentile_approx``: the value of rank ``ceil(fraction·n)``, at least 1,
-    an integer made a double and back (``codegen.long_of_double``)."""
+    """``tempo.runtime.aggregates.percentile_approx``: the value of rank ``ceil(fraction·n)``, at least 1,
+    an integer made a double and back (``tempo.runtime.aggregates.long_of_double``)."""
     assert a.fraction is not None
     ranked, n = _ranked(v)
     rank = pl.max_horizontal((n.cast(pl.Float64) * a.fraction).ceil().cast(pl.Int64), pl.lit(1))
