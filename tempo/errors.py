@@ -38,6 +38,16 @@ class Rule(str, enum.Enum):
     """An event starting more than the late-arrival tolerance before its arrival."""
 
 
+class Action(str, enum.Enum):
+    """What an input's policy did with an event a ``Rule`` caught (``tempo.result.Action``)."""
+
+    DROPPED = "dropped"
+    """The event is not admitted."""
+    ADJUSTED = "adjusted"
+    """The event is admitted with its start moved to the time it was held against (a point moves
+    whole; docs/semantics.md 4.1)."""
+
+
 class InputRule(enum.IntEnum):
     """A rule of input items and table rows, by its code (0 is no rule broken)."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import os
 import sys
 import warnings
@@ -13,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, Union
 import attrs
 
 from tempo.errors import QueryBuildError
-from tempo.errors import Rule as Rule  # tempo.result.Rule, defined beside InputRule (an InputError may carry it)
+from tempo.errors import Action as Action  # tempo.result.Action and Rule, defined beside InputRule (an InputError may carry a Rule)
+from tempo.errors import Rule as Rule
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import FieldInfo, is_record_type, record_fields
 from tempo.ticks import INFINITY as _INFINITY
@@ -105,11 +105,6 @@ class OutputEvent(Generic[T]):
     end: datetime
     """``tempo.INFINITY`` (or naive ``datetime.max``) when the lifetime never closed."""
     payload: T
-
-
-class Action(str, enum.Enum):
-    DROPPED = "dropped"
-    ADJUSTED = "adjusted"
 
 
 @attrs.frozen
