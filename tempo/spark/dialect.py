@@ -4,19 +4,34 @@ aggregates (``tempo.spark.windows``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from tempo.expr import nodes as x
-from tempo.lowering.dialect import PaneMerge
+from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
 from tempo.plan import nodes as p
-from tempo.spark.columns import Scope, column, floor_div, record_columns
+from tempo.spark.columns import Scope, column, floor_div, quoted, record_columns
 
 if TYPE_CHECKING:
     from tempo.spark.compiler import Compiler
+
+
+_WINDOW_FUNCTIONS: dict[WindowFunction, Callable[[Column, WindowSpec, WindowSpec], Column]] = {
+    WindowFunction.PREVIOUS: lambda of, partition, ordered: F.lag(of).over(ordered),
+    WindowFunction.NEXT: lambda of, partition, ordered: F.lead(of).over(ordered),
+    WindowFunction.MAX_BEFORE: lambda of, partition, ordered: F.max(of).over(ordered.rowsBetween(Window.unboundedPreceding, -1)),
+    WindowFunction.SUM_SO_FAR: lambda of, partition, ordered: F.sum(of).over(
+        ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ),
+    WindowFunction.ROW_NUMBER: lambda of, partition, ordered: F.row_number().over(ordered) - 1,
+    WindowFunction.MIN: lambda of, partition, ordered: F.min(of).over(partition),
+    WindowFunction.MAX: lambda of, partition, ordered: F.max(of).over(partition),
+}
+"""Each window function (``Dialect.over``) of its argument, given the partition's window
+and the ordered one."""
 
 
 class SparkDialect:
@@ -129,3 +144,40 @@ class SparkDialect:
 
     def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[Column]:
         return record_columns(node.projection, Scope(prefixes))
+
+    # ---- windows cut by the events (tempo.lowering.event_windows) ---------------------------
+    def field(self, name: str) -> Column:
+        return F.col(quoted(name))
+
+    def floor_mod(self, x: Column, by: int) -> Column:
+        return F.pmod(x, F.lit(by))
+
+    def count(self) -> Column:
+        return F.count(F.lit(1))
+
+    def union(self, r: DataFrame, other: DataFrame) -> DataFrame:
+        return r.unionByName(other)
+
+    def distinct(self, r: DataFrame) -> DataFrame:
+        return r.distinct()
+
+    def in_order(self, r: DataFrame, order: Sequence[str]) -> DataFrame:
+        return r
+
+    def over(self, r: DataFrame, by: Sequence[str], order: Sequence[str], columns: Sequence[Windowed]) -> DataFrame:
+        """Each column a window function over ``partitionBy(by).orderBy(order)`` (the running
+        ones framed by rows), in a ``withColumn`` of its own: Spark allows no window function
+        inside another."""
+        partition = Window.partitionBy(*by)
+        ordered = partition.orderBy(*[F.col(n).asc_nulls_first() for n in order])
+        for name, function, of in columns:
+            r = r.withColumn(name, _WINDOW_FUNCTIONS[function](of, partition, ordered))
+        return r
+
+    def join_on_keys(self, r: DataFrame, other: DataFrame, keys: Sequence[str], condition: Column) -> DataFrame:
+        """One join on the condition and the keys null-safe (``eqNullSafe``), ``other``'s
+        keys renamed ``__ev<key>``."""
+        renamed = other.withColumnsRenamed({k: f"__ev{k}" for k in keys}) if keys else other
+        for k in keys:
+            condition = condition & F.col(k).eqNullSafe(F.col(f"__ev{k}"))
+        return r.join(renamed, condition, "inner")

@@ -4,18 +4,30 @@ aggregates (``tempo.vectorised.compiler``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from tempo.expr import nodes as x
-from tempo.lowering.dialect import PaneMerge
+from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
 from tempo.plan import nodes as p
 from tempo.vectorised.expressions import Scope, expr, record_exprs
 
 if TYPE_CHECKING:
     from tempo.vectorised.compiler import Compiler
+
+
+_WINDOW_FUNCTIONS: dict[WindowFunction, Callable[[pl.Expr], pl.Expr]] = {
+    WindowFunction.PREVIOUS: lambda of: of.shift(1),
+    WindowFunction.NEXT: lambda of: of.shift(-1),
+    WindowFunction.MAX_BEFORE: lambda of: of.cum_max().shift(1),
+    WindowFunction.SUM_SO_FAR: lambda of: of.cum_sum(),
+    WindowFunction.ROW_NUMBER: lambda of: pl.int_range(pl.len()),
+    WindowFunction.MIN: lambda of: of.min(),
+    WindowFunction.MAX: lambda of: of.max(),
+}
+"""Each window function (``Dialect.over``) of its argument, over a partition's rows in order."""
 
 
 class PolarsDialect:
@@ -119,3 +131,35 @@ class PolarsDialect:
 
     def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[pl.Expr]:
         return record_exprs(node.projection, Scope(prefixes))
+
+    # ---- windows cut by the events (tempo.lowering.event_windows) ---------------------------
+    def field(self, name: str) -> pl.Expr:
+        return pl.col(name)
+
+    def floor_mod(self, x: pl.Expr, by: int) -> pl.Expr:
+        return x % by  # polars' integer ``%`` takes the divisor's sign, as Python's
+
+    def count(self) -> pl.Expr:
+        return pl.len()
+
+    def union(self, r: pl.LazyFrame, other: pl.LazyFrame) -> pl.LazyFrame:
+        return pl.concat([r, other])
+
+    def distinct(self, r: pl.LazyFrame) -> pl.LazyFrame:
+        return r.unique()
+
+    def in_order(self, r: pl.LazyFrame, order: Sequence[str]) -> pl.LazyFrame:
+        return r.sort(list(order), nulls_last=False)
+
+    def over(self, r: pl.LazyFrame, by: Sequence[str], order: Sequence[str], columns: Sequence[Windowed]) -> pl.LazyFrame:
+        """Each column over its partition (``Expr.over``) of the rows as sorted (``in_order``):
+        a partition keeps the frame's order."""
+        for name, function, of in columns:
+            computed = _WINDOW_FUNCTIONS[function](of)
+            r = r.with_columns((computed.over(list(by)) if by else computed).alias(name))
+        return r
+
+    def join_on_keys(self, r: pl.LazyFrame, other: pl.LazyFrame, keys: Sequence[str], condition: pl.Expr) -> pl.LazyFrame:
+        """A hash join on the keys (nulls equal), then the condition; a cross join without keys."""
+        pairs = r.join(other, on=list(keys), how="inner", nulls_equal=True) if keys else r.join(other, how="cross")
+        return pairs.filter(condition)
