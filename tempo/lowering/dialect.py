@@ -37,15 +37,21 @@ class WindowFunction(enum.Enum):
     ROW_NUMBER = "the row's place in order, from 0"
     MIN = "the least value of the partition"
     MAX = "the greatest value of the partition"
+    # the analytic node's (tempo.lowering.analytics): a row's peers are the rows equal to it on
+    # every order column, the first of which is never null
+    BEFORE_PEERS = "the value on the last row before the row's peers, in order (null on the first peers)"
+    RUNNING = "an aggregate of the values on the rows up to the row's peers, in order, themselves included"
 
 
 class Windowed(NamedTuple):
     """A column ``name``: ``function`` of ``of``, an expression over the relation's columns
-    (none for ``ROW_NUMBER``)."""
+    (none for ``ROW_NUMBER``; for ``RUNNING``, the ``aggregate``'s argument as
+    ``Dialect.running_argument`` gives it)."""
 
     name: str
     function: WindowFunction
     of: Expr = None
+    aggregate: p.Aggregate | None = None
 
 
 class Dialect(Protocol):
@@ -91,11 +97,11 @@ class Dialect(Protocol):
         """A tempo expression over the events' payload."""
         ...
 
-    def keys(self, node: p.WindowNode) -> list[Expr]:
+    def keys(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[Expr]:
         """The node's group keys, aliased ``__key<i>``."""
         ...
 
-    def key_names(self, node: p.WindowNode) -> list[str]: ...
+    def key_names(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[str]: ...
     def values(self, node: p.WindowNode) -> list[Expr]:
         """The columns the node's aggregates read (aliased; ``__v<i>`` and the like)."""
         ...
@@ -114,7 +120,7 @@ class Dialect(Protocol):
         it, when ``strict``)."""
         ...
 
-    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[Expr]:
+    def projection(self, node: p.WindowNode | p.JoinNode | p.AnalyticNode, prefixes: tuple[str, ...] = ("",)) -> list[Expr]:
         """The node's projection as aliased columns, each lambda argument's fields read with
         its prefix (a window's ``w.start``/``w.end`` read ``__ws``/``__we``)."""
         ...
@@ -155,4 +161,10 @@ class Dialect(Protocol):
         """The pairs of rows of ``r`` and ``other`` equal on the columns ``keys`` (a null
         equal to a null; every pair without keys) for which ``condition`` holds, with ``r``'s
         columns and ``other``'s but its keys (the two share no other name)."""
+        ...
+
+    # ---- the analytic node (tempo.lowering.analytics) ---------------------------------------
+    def running_argument(self, a: p.Aggregate, payload_type: type) -> Expr:
+        """A running aggregate's argument over the events' payload (of type ``payload_type``),
+        as the backend's ``RUNNING`` reads it; a null for one without an argument."""
         ...

@@ -4,6 +4,7 @@ aggregates (``tempo.spark.windows``)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,16 @@ _WINDOW_FUNCTIONS: dict[WindowFunction, Callable[[Column, WindowSpec, WindowSpec
 }
 """Each window function (``Dialect.over``) of its argument, given the partition's window
 and the ordered one."""
+
+
+def _first_of_peers(order: Sequence[Column], ordered: WindowSpec) -> Column:
+    """Whether a row is the first of its peers in row order: the row before it is no peer (the
+    first order column is never null; the others are compared null-safe)."""
+    lagged = F.lag(order[0]).over(ordered)
+    first = lagged.isNull() | (lagged != order[0])
+    for c in order[1:]:
+        first = first | ~F.lag(c).over(ordered).eqNullSafe(c)
+    return first
 
 
 class SparkDialect:
@@ -97,12 +108,12 @@ class SparkDialect:
     def expression(self, e: x.Expr) -> Column:
         return column(e, Scope())
 
-    def keys(self, node: p.WindowNode) -> list[Column]:
+    def keys(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[Column]:
         from tempo.spark.windows import key_columns
 
         return key_columns(node)
 
-    def key_names(self, node: p.WindowNode) -> list[str]:
+    def key_names(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[str]:
         from tempo.spark.windows import key_names
 
         return key_names(node)
@@ -142,7 +153,7 @@ class SparkDialect:
         found = both.withColumn("__cti", F.first("__cti", ignorenulls=True).over(following))
         return found.filter(F.col("__order") == F.lit(1 if strict else 0)).drop("__order")
 
-    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[Column]:
+    def projection(self, node: p.WindowNode | p.JoinNode | p.AnalyticNode, prefixes: tuple[str, ...] = ("",)) -> list[Column]:
         return record_columns(node.projection, Scope(prefixes))
 
     # ---- windows cut by the events (tempo.lowering.event_windows) ---------------------------
@@ -166,12 +177,31 @@ class SparkDialect:
 
     def over(self, r: DataFrame, by: Sequence[str], order: Sequence[str], columns: Sequence[Windowed]) -> DataFrame:
         """Each column a window function over ``partitionBy(by).orderBy(order)`` (the running
-        ones framed by rows), in a ``withColumn`` of its own: Spark allows no window function
-        inside another."""
+        ones framed by rows, ``RUNNING`` by range: a row's peers with it), in a ``withColumn``
+        of its own: Spark allows no window function inside another. A run of ``BEFORE_PEERS``
+        columns is one struct of each row's ``lag``s, which the peers take from the first of
+        them (the one whose ``lag`` is no peer, ``__first``) by one window over the peers."""
+        from tempo.spark.windows import aggregate_column
+
         partition = Window.partitionBy(*by)
-        ordered = partition.orderBy(*[F.col(n).asc_nulls_first() for n in order])
-        for name, function, of in columns:
-            r = r.withColumn(name, _WINDOW_FUNCTIONS[function](of, partition, ordered))
+        order_columns = [F.col(quoted(n)) for n in order]
+        ordered = partition.orderBy(*[c.asc_nulls_first() for c in order_columns])
+        for before_peers, grouped in itertools.groupby(columns, key=lambda w: w.function is WindowFunction.BEFORE_PEERS):
+            run = list(grouped)
+            if before_peers:
+                lagged = F.struct(*[F.lag(w.of).over(ordered).alias(w.name) for w in run])
+                r = r.withColumns({"__first": _first_of_peers(order_columns, ordered), "__lagged": lagged})
+                spread = F.first(F.when(F.col("__first"), F.col("__lagged")), ignorenulls=True)
+                r = r.withColumn("__before", spread.over(Window.partitionBy(*by, *order_columns)))
+                r = r.withColumns({w.name: F.col("__before")[w.name] for w in run})
+                continue
+            for name, function, of, aggregate in run:
+                if function is WindowFunction.RUNNING:
+                    assert aggregate is not None
+                    framed = ordered.rangeBetween(Window.unboundedPreceding, Window.currentRow)
+                    r = r.withColumn(name, aggregate_column(aggregate, of, framed))
+                else:
+                    r = r.withColumn(name, _WINDOW_FUNCTIONS[function](of, partition, ordered))
         return r
 
     def join_on_keys(self, r: DataFrame, other: DataFrame, keys: Sequence[str], condition: Column) -> DataFrame:
@@ -181,3 +211,9 @@ class SparkDialect:
         for k in keys:
             condition = condition & F.col(k).eqNullSafe(F.col(f"__ev{k}"))
         return r.join(renamed, condition, "inner")
+
+    # ---- the analytic node (tempo.lowering.analytics) ---------------------------------------
+    def running_argument(self, a: p.Aggregate, payload_type: type) -> Column:
+        from tempo.spark.windows import argument_column
+
+        return F.lit(None) if a.arg is None else argument_column(a, payload_type)

@@ -19,6 +19,7 @@ from tempo.dispatch import Registry
 from tempo.expr.aggregator import aggregator_runner
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
+from tempo.lowering.analytics import analytic
 from tempo.lowering.context import Lowering
 from tempo.lowering.joins import intersections
 from tempo.lowering.dialect import PaneMerge
@@ -303,8 +304,9 @@ def _clip(c: Compiler, node: p.ClipNode) -> pl.LazyFrame:
     return out if cti >= INF else out.filter(pl.col(S) < pl.lit(cti))
 
 
-def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
-    """Aggregate ``a`` of ``v`` over the rows so far, in order (the group's rows sorted)."""
+def running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
+    """Aggregate ``a`` of ``v`` over the rows so far, in order (the group's rows sorted): an
+    analytic's running aggregate (``WindowFunction.RUNNING``)."""
     seen = v.is_not_null().cum_sum()
     if a.kind is K.COUNT:
         return pl.int_range(1, pl.len() + 1)
@@ -337,44 +339,7 @@ def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
 _RUNNING = frozenset({K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST, K.COUNT_DISTINCT, K.COLLECT, K.PERCENTILE, K.PERCENTILE_APPROX})
 
 
-@compiles(p.AnalyticNode)
-def _analytic(c: Compiler, node: p.AnalyticNode) -> pl.LazyFrame:
-    """Each group in (start, payload) order (``tempo.spark.compiler._analytic``): running
-    aggregates over the rows up to each, spread over its peers (rows equal in start and
-    payload); the previous value is the one before the first of its peers. Only the events
-    the final input CTI released are kept."""
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    if cti < INF:
-        df = df.filter(pl.col(S) < pl.lit(cti))
-    if not node.analytics and isinstance(node.projection, x.Input):
-        return df
-    names = field_names(node.input.payload_type)
-    keys, by = key_exprs(node), key_names(node)
-    peers = [*by, S, *names]
-    rows = df.select(pl.col(S), pl.col(E), *[pl.col(n) for n in names], *keys).sort(peers, nulls_last=False)
-
-    def per_key(e: pl.Expr) -> pl.Expr:
-        return e.over(by) if by else e
-
-    for i, a in enumerate(node.analytics):
-        if isinstance(a, p.Previous):
-            v = expr(a.arg, Scope())
-            rows = rows.with_columns(per_key(pl.col(S).shift(1)).alias("__ps"), per_key(v.shift(1)).alias("__pv"))
-            rows = rows.with_columns(pl.col("__ps").first().over(peers).alias("__ps"), pl.col("__pv").first().over(peers).alias("__pv"))
-            near = pl.col("__ps").is_not_null()
-            if a.limit is not None:
-                near = near & (pl.col(S) - pl.col("__ps") < pl.lit(a.limit))
-            rows = rows.with_columns(pl.when(near).then(pl.col("__pv")).alias(f"__agg{i}")).drop("__ps", "__pv")
-        else:
-            v = pl.lit(None) if a.arg is None else expr(a.arg, Scope())
-            if a.wide_integers:
-                v = v.cast(pl.Int128)
-            elif a.arg is not None and a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):
-                v = v.cast(pl.Int64)
-            rows = rows.with_columns(per_key(_running(a, v)).alias(f"__agg{i}"))
-            rows = rows.with_columns(pl.col(f"__agg{i}").last().over(peers).alias(f"__agg{i}"))
-    return rows.select(pl.col(S), pl.col(E), *record_exprs(node.projection, Scope()))
+compiles(p.AnalyticNode)(analytic)
 
 
 # ---- windows -------------------------------------------------------------------------------
@@ -469,16 +434,21 @@ def _order(node: p.WindowNode) -> list[tuple[str, pl.Expr]]:
 def value_exprs(node: p.WindowNode) -> list[pl.Expr]:
     """Each aggregate's argument as ``__v<i>`` (with the events' order and what ``top`` ranks by)."""
     out = [e.alias(n) for n, e in _order(node)]
-    for i, a in enumerate(node.aggregates):
-        if a.arg is None:
-            continue
-        v = expr(a.arg, Scope())
-        if a.wide_integers:  # added exactly: the sum checked where it is used (``_agg_ref``)
-            v = v.cast(pl.Int128)
-        elif a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):
-            v = v.cast(pl.Int64)
-        out.append(v.alias(f"__v{i}"))
+    out += [argument_expr(a).alias(f"__v{i}") for i, a in enumerate(node.aggregates) if a.arg is not None]
     return out + [expr(e, Scope()).alias(n) for n, e in _ranked_by(node)]
+
+
+def argument_expr(a: p.Aggregate) -> pl.Expr:
+    """An aggregate's argument as its expression reads it: integers to be added exactly as
+    Int128 (the sum checked where it is read, ``tempo.vectorised.expressions``), bools as numbers
+    for min and max."""
+    assert a.arg is not None
+    v = expr(a.arg, Scope())
+    if a.wide_integers:
+        return v.cast(pl.Int128)
+    if a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):
+        return v.cast(pl.Int64)
+    return v
 
 
 def _ranked_by(node: p.WindowNode) -> list[tuple[str, x.Expr]]:
