@@ -10,8 +10,9 @@ its expressions (``keys``, ``values``, ``projection``), its aggregates (``groupe
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tempo.expr import nodes as x
 from tempo.plan import nodes as p
@@ -24,6 +25,33 @@ Relation = Any
 PaneMerge = tuple[dict[str, Expr], Expr]
 """One aggregate by panes: its columns per pane, by name (``__pa<i>_<j>``), and the window's
 value merged from them."""
+
+
+class WindowFunction(enum.Enum):
+    """A value computed for each row from the rows of its partition (``Dialect.over``)."""
+
+    PREVIOUS = "the value on the row before, in order (null on the first)"
+    NEXT = "the value on the row after, in order (null on the last)"
+    MAX_BEFORE = "the greatest value on the rows before, in order (null on the first)"
+    SUM_SO_FAR = "the sum of the values on the rows up to this one, in order, itself included"
+    ROW_NUMBER = "the row's place in order, from 0"
+    MIN = "the least value of the partition"
+    MAX = "the greatest value of the partition"
+    # the analytic node's (tempo.lowering.analytics): a row's peers are the rows equal to it on
+    # every order column, the first of which is never null
+    BEFORE_PEERS = "the value on the last row before the row's peers, in order (null on the first peers)"
+    RUNNING = "an aggregate of the values on the rows up to the row's peers, in order, themselves included"
+
+
+class Windowed(NamedTuple):
+    """A column ``name``: ``function`` of ``of``, an expression over the relation's columns
+    (none for ``ROW_NUMBER``; for ``RUNNING``, the ``aggregate``'s argument as
+    ``Dialect.running_argument`` gives it)."""
+
+    name: str
+    function: WindowFunction
+    of: Expr = None
+    aggregate: p.Aggregate | None = None
 
 
 class Dialect(Protocol):
@@ -69,11 +97,11 @@ class Dialect(Protocol):
         """A tempo expression over the events' payload."""
         ...
 
-    def keys(self, node: p.WindowNode) -> list[Expr]:
+    def keys(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[Expr]:
         """The node's group keys, aliased ``__key<i>``."""
         ...
 
-    def key_names(self, node: p.WindowNode) -> list[str]: ...
+    def key_names(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[str]: ...
     def values(self, node: p.WindowNode) -> list[Expr]:
         """The columns the node's aggregates read (aliased; ``__v<i>`` and the like)."""
         ...
@@ -92,7 +120,51 @@ class Dialect(Protocol):
         it, when ``strict``)."""
         ...
 
-    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[Expr]:
+    def projection(self, node: p.WindowNode | p.JoinNode | p.AnalyticNode, prefixes: tuple[str, ...] = ("",)) -> list[Expr]:
         """The node's projection as aliased columns, each lambda argument's fields read with
         its prefix (a window's ``w.start``/``w.end`` read ``__ws``/``__we``)."""
+        ...
+
+    # ---- windows cut by the events (tempo.lowering.event_windows) ---------------------------
+    def field(self, name: str) -> Expr:
+        """A payload field's column (Spark parses a name: it is quoted)."""
+        ...
+
+    def floor_mod(self, x: Expr, by: int) -> Expr:
+        """``x - floor(x / by) * by`` in 64-bit integers, for ``by > 0``."""
+        ...
+
+    def count(self) -> Expr:
+        """The number of rows of a group, as an aggregate."""
+        ...
+
+    def union(self, r: Relation, other: Relation) -> Relation:
+        """The rows of both, which have the same columns in the same order."""
+        ...
+
+    def distinct(self, r: Relation) -> Relation: ...
+    def in_order(self, r: Relation, order: Sequence[str]) -> Relation:
+        """``r`` ready for window functions in ``order`` (``over``): the columns ascending,
+        nulls first. Polars sorts the rows, as its window functions read a partition's rows
+        in the frame's order; Spark keeps ``r`` as it is, as each window orders its partition."""
+        ...
+
+    def over(self, r: Relation, by: Sequence[str], order: Sequence[str], columns: Sequence[Windowed]) -> Relation:
+        """``r`` with the ``columns``, in turn (each may read those before it), each computed
+        per partition of the columns ``by`` (one partition without any) in ``order``; rows
+        equal on it in no given order. ``r`` is ``in_order(order)`` (or of the partition
+        columns, then ``order``), unless ``order`` is empty: every function is then of the
+        whole partition."""
+        ...
+
+    def join_on_keys(self, r: Relation, other: Relation, keys: Sequence[str], condition: Expr) -> Relation:
+        """The pairs of rows of ``r`` and ``other`` equal on the columns ``keys`` (a null
+        equal to a null; every pair without keys) for which ``condition`` holds, with ``r``'s
+        columns and ``other``'s but its keys (the two share no other name)."""
+        ...
+
+    # ---- the analytic node (tempo.lowering.analytics) ---------------------------------------
+    def running_argument(self, a: p.Aggregate, payload_type: type) -> Expr:
+        """A running aggregate's argument over the events' payload (of type ``payload_type``),
+        as the backend's ``RUNNING`` reads it; a null for one without an argument."""
         ...

@@ -23,8 +23,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from tempo.dispatch import Registry
-from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
+from tempo.lowering.analytics import analytic
 from tempo.lowering.context import Lowering
 from tempo.lowering.joins import intersections
 from tempo.runtime.replay import CtiReplay
@@ -161,44 +161,7 @@ def _union(c: Compiler, node: p.UnionNode) -> DataFrame:
     return left.select(*cols, *_passengers(left)).unionByName(right.select(*cols, *_passengers(right)))
 
 
-@compiles(p.AnalyticNode)
-def _analytic(c: Compiler, node: p.AnalyticNode) -> DataFrame:
-    """One window over each group in (start, payload) order: running aggregates over the
-    range frame up to the current row (peers included), the previous value from ``lag``. A
-    peer group's rows lag into each other but for its first row in row order, whose lag is the
-    event before the group: a window over the peers spreads that value to them all. Only the
-    events the final input CTI released are kept, as the operator passes on no other."""
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    if cti < INF:
-        df = df.filter(F.col(S) < F.lit(cti))
-    if not node.analytics and isinstance(node.projection, x.Input):
-        return df
-    names = field_names(node.input.payload_type)
-    payload = [F.col(f"`{n}`") for n in names]
-    keys = [column(k, Scope()).alias(f"__key{i}") for i, k in enumerate(node.keys or ())]
-    rows = df.select(F.col(S), F.col(E), *payload, *keys)
-    key_names = [f"__key{i}" for i in range(len(keys))]
-    ordered = Window.partitionBy(*key_names).orderBy(F.col(S), *[F.col(f"`{n}`").asc_nulls_first() for n in names])
-    so_far = ordered.rangeBetween(Window.unboundedPreceding, Window.currentRow)
-    peer_group = Window.partitionBy(*key_names, S, *[f"`{n}`" for n in names])
-    first_of_peers = F.lag(S).over(ordered).isNull() | (F.lag(S).over(ordered) != F.col(S))
-    for n in names:
-        first_of_peers = first_of_peers | ~F.lag(F.col(f"`{n}`")).over(ordered).eqNullSafe(F.col(f"`{n}`"))
-    if any(isinstance(a, p.Previous) for a in node.analytics):
-        rows = rows.withColumn("__first", first_of_peers)
-    for i, a in enumerate(node.analytics):
-        if isinstance(a, p.Previous):
-            # Spark allows no window function inside another: the lag is a column first.
-            before = F.struct(F.lag(S).over(ordered).alias("s"), F.lag(column(a.arg, Scope())).over(ordered).alias("v"))
-            rows = rows.withColumn(f"__before{i}", before)
-            prev = F.first(F.when(F.col("__first"), F.col(f"__before{i}")), ignorenulls=True).over(peer_group)
-            near = prev["s"].isNotNull() if a.limit is None else prev["s"].isNotNull() & (F.col(S) - prev["s"] < F.lit(a.limit))
-            rows = rows.withColumn(f"__agg{i}", F.when(near, prev["v"]))
-        else:
-            v = F.lit(None) if a.arg is None else windows.argument_column(a, node.input.payload_type)
-            rows = rows.withColumn(f"__agg{i}", windows.aggregate_column(a, v, so_far))
-    return rows.select(F.col(S), F.col(E), *record_columns(node.projection, Scope()))
+compiles(p.AnalyticNode)(analytic)
 
 
 @compiles(p.WindowNode)

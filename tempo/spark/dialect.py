@@ -4,19 +4,45 @@ aggregates (``tempo.spark.windows``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from tempo.expr import nodes as x
-from tempo.lowering.dialect import PaneMerge
+from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
 from tempo.plan import nodes as p
-from tempo.spark.columns import Scope, column, floor_div, record_columns
+from tempo.spark.columns import Scope, column, floor_div, quoted, record_columns
 
 if TYPE_CHECKING:
     from tempo.spark.compiler import Compiler
+
+
+_WINDOW_FUNCTIONS: dict[WindowFunction, Callable[[Column, WindowSpec, WindowSpec], Column]] = {
+    WindowFunction.PREVIOUS: lambda of, partition, ordered: F.lag(of).over(ordered),
+    WindowFunction.NEXT: lambda of, partition, ordered: F.lead(of).over(ordered),
+    WindowFunction.MAX_BEFORE: lambda of, partition, ordered: F.max(of).over(ordered.rowsBetween(Window.unboundedPreceding, -1)),
+    WindowFunction.SUM_SO_FAR: lambda of, partition, ordered: F.sum(of).over(
+        ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ),
+    WindowFunction.ROW_NUMBER: lambda of, partition, ordered: F.row_number().over(ordered) - 1,
+    WindowFunction.MIN: lambda of, partition, ordered: F.min(of).over(partition),
+    WindowFunction.MAX: lambda of, partition, ordered: F.max(of).over(partition),
+}
+"""Each window function (``Dialect.over``) of its argument, given the partition's window
+and the ordered one."""
+
+
+def _first_of_peers(order: Sequence[Column], ordered: WindowSpec) -> Column:
+    """Whether a row is the first of its peers in row order: the row before it is no peer (the
+    first order column is never null; the others are compared null-safe)."""
+    lagged = F.lag(order[0]).over(ordered)
+    first = lagged.isNull() | (lagged != order[0])
+    for c in order[1:]:
+        first = first | ~F.lag(c).over(ordered).eqNullSafe(c)
+    return first
 
 
 class SparkDialect:
@@ -82,12 +108,12 @@ class SparkDialect:
     def expression(self, e: x.Expr) -> Column:
         return column(e, Scope())
 
-    def keys(self, node: p.WindowNode) -> list[Column]:
+    def keys(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[Column]:
         from tempo.spark.windows import key_columns
 
         return key_columns(node)
 
-    def key_names(self, node: p.WindowNode) -> list[str]:
+    def key_names(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[str]:
         from tempo.spark.windows import key_names
 
         return key_names(node)
@@ -127,5 +153,67 @@ class SparkDialect:
         found = both.withColumn("__cti", F.first("__cti", ignorenulls=True).over(following))
         return found.filter(F.col("__order") == F.lit(1 if strict else 0)).drop("__order")
 
-    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[Column]:
+    def projection(self, node: p.WindowNode | p.JoinNode | p.AnalyticNode, prefixes: tuple[str, ...] = ("",)) -> list[Column]:
         return record_columns(node.projection, Scope(prefixes))
+
+    # ---- windows cut by the events (tempo.lowering.event_windows) ---------------------------
+    def field(self, name: str) -> Column:
+        return F.col(quoted(name))
+
+    def floor_mod(self, x: Column, by: int) -> Column:
+        return F.pmod(x, F.lit(by))
+
+    def count(self) -> Column:
+        return F.count(F.lit(1))
+
+    def union(self, r: DataFrame, other: DataFrame) -> DataFrame:
+        return r.unionByName(other)
+
+    def distinct(self, r: DataFrame) -> DataFrame:
+        return r.distinct()
+
+    def in_order(self, r: DataFrame, order: Sequence[str]) -> DataFrame:
+        return r
+
+    def over(self, r: DataFrame, by: Sequence[str], order: Sequence[str], columns: Sequence[Windowed]) -> DataFrame:
+        """Each column a window function over ``partitionBy(by).orderBy(order)`` (the running
+        ones framed by rows, ``RUNNING`` by range: a row's peers with it), in a ``withColumn``
+        of its own: Spark allows no window function inside another. A run of ``BEFORE_PEERS``
+        columns is one struct of each row's ``lag``s, which the peers take from the first of
+        them (the one whose ``lag`` is no peer, ``__first``) by one window over the peers."""
+        from tempo.spark.windows import aggregate_column
+
+        partition = Window.partitionBy(*by)
+        order_columns = [F.col(quoted(n)) for n in order]
+        ordered = partition.orderBy(*[c.asc_nulls_first() for c in order_columns])
+        for before_peers, grouped in itertools.groupby(columns, key=lambda w: w.function is WindowFunction.BEFORE_PEERS):
+            run = list(grouped)
+            if before_peers:
+                lagged = F.struct(*[F.lag(w.of).over(ordered).alias(w.name) for w in run])
+                r = r.withColumns({"__first": _first_of_peers(order_columns, ordered), "__lagged": lagged})
+                spread = F.first(F.when(F.col("__first"), F.col("__lagged")), ignorenulls=True)
+                r = r.withColumn("__before", spread.over(Window.partitionBy(*by, *order_columns)))
+                r = r.withColumns({w.name: F.col("__before")[w.name] for w in run})
+                continue
+            for name, function, of, aggregate in run:
+                if function is WindowFunction.RUNNING:
+                    assert aggregate is not None
+                    framed = ordered.rangeBetween(Window.unboundedPreceding, Window.currentRow)
+                    r = r.withColumn(name, aggregate_column(aggregate, of, framed))
+                else:
+                    r = r.withColumn(name, _WINDOW_FUNCTIONS[function](of, partition, ordered))
+        return r
+
+    def join_on_keys(self, r: DataFrame, other: DataFrame, keys: Sequence[str], condition: Column) -> DataFrame:
+        """One join on the condition and the keys null-safe (``eqNullSafe``), ``other``'s
+        keys renamed ``__ev<key>``."""
+        renamed = other.withColumnsRenamed({k: f"__ev{k}" for k in keys}) if keys else other
+        for k in keys:
+            condition = condition & F.col(k).eqNullSafe(F.col(f"__ev{k}"))
+        return r.join(renamed, condition, "inner")
+
+    # ---- the analytic node (tempo.lowering.analytics) ---------------------------------------
+    def running_argument(self, a: p.Aggregate, payload_type: type) -> Column:
+        from tempo.spark.windows import argument_column
+
+        return F.lit(None) if a.arg is None else argument_column(a, payload_type)

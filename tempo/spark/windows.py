@@ -1,13 +1,13 @@
-"""Window nodes as native Spark plans: one rule per window kind, and the result timestamps
-all kinds share.
+"""Window nodes as native Spark plans: the dispatch on the window kind, and the Spark
+compiler's answers for a window's keys, values and aggregates (``tempo.spark.dialect``).
 
 Each kind's rule builds one row per window that its input's final CTI completed, with the
 columns ``__key<i>`` (group keys), ``__agg<i>`` (aggregates), ``__ws``/``__we`` (the window's
 bounds) and what its timestamp needs (``__lo``/``__hi``: the earliest and latest start).
 ``tempo.lowering.windows.stamped`` then stamps each row (``WindowTimestamp``) and projects the
-payload. Hopping and tumbling windows are the shared lowering's (``tempo.lowering.windows``,
-over ``tempo.spark.dialect``); the kinds cut by the events follow the operators of
-``tempo.runtime.event_windows`` formula for formula.
+payload. Every kind's rule is the shared lowering's, over ``tempo.spark.dialect``: hopping and
+tumbling windows in ``tempo.lowering.windows``, the kinds cut by the events in
+``tempo.lowering.event_windows``.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from tempo.expr.aggregator import ARROW_TYPES, aggregator_runner
 from tempo.expr.schema import field_names
 from tempo.plan import nodes as p
 from tempo.lowering.dialect import PaneMerge
-from tempo.lowering.windows import ended, hopping, stamped
+from tempo.lowering.event_windows import count_window, session, snapshot
+from tempo.lowering.windows import hopping
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, checked, column, floor_div
+from tempo.spark.columns import Scope, checked, column
 from tempo.spark.types import spark_type
-from tempo.ticks import INF, NEG_INF
+from tempo.ticks import NEG_INF
 
 if TYPE_CHECKING:
     from tempo.spark.compiler import Compiler
@@ -230,124 +231,6 @@ def pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
     return merges
 
 
-# ---- sessions ---------------------------------------------------------------------------
-
-
-def _session(c: Compiler, node: p.WindowNode) -> DataFrame:
-    """Activities as gaps and islands: in start order per group, an event opens an activity
-    when it starts at or after the latest last tick before it plus the gap (rows of one start
-    never split: each is within the gap of the other's last tick); the activity id is the
-    running count of openings. With ``max_duration`` each activity is cut on its grid. The
-    final CTI keeps the sessions ending at or before it."""
-    spec = node.spec
-    assert isinstance(spec, SessionWindow)
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    end = ended(c, node, df, cti)
-    gap = spec.gap
-    rows = df.select(
-        F.col(S).alias("__s"), F.when(end >= INF, F.lit(INF)).otherwise(end - 1).alias("__last"), *key_columns(node), *value_columns(node)
-    )
-    keys = key_names(node)
-    ordered = Window.partitionBy(*keys).orderBy("__s")
-    if c.query.longest_lifetime(node.input) == 1:  # points: the latest last tick before is the previous start
-        before = F.lag("__last").over(ordered)
-    else:
-        before = F.max("__last").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
-    opens = F.when(before.isNull() | ((before < INF) & (F.col("__s") >= before + F.lit(gap))), 1).otherwise(0)
-    rows = rows.withColumn("__open", opens)
-    rows = rows.withColumn("__act", F.sum("__open").over(ordered.rowsBetween(Window.unboundedPreceding, 0)))
-    if spec.max_duration is None:  # a session is an activity: its bounds are aggregates of it
-        sessions = grouped_aggregates(node, rows, [*keys, "__act"], [F.min("__s").alias("__ws"), F.max("__last").alias("__l")])
-        until = F.when(F.col("__l") >= INF, F.lit(INF)).otherwise(F.col("__l") + F.lit(gap))
-        sessions = sessions.withColumn("__we", until)
-    else:
-        activity = Window.partitionBy(*keys, "__act")
-        rows = rows.withColumn("__first", F.min("__s").over(activity)).withColumn("__l", F.max("__last").over(activity))
-        until = F.when(F.col("__l") >= INF, F.lit(INF)).otherwise(F.col("__l") + F.lit(gap))
-        d = F.lit(spec.max_duration)
-        cut = spec.first_cut(F.col("__first"), floor_div)
-        later = F.col("__s") - F.pmod(F.col("__s") - cut, d)  # the cut at or before a start past the first cut
-        rows = rows.withColumn("__ws", F.when(F.col("__s") < cut, F.col("__first")).otherwise(later))
-        rows = rows.withColumn("__we", F.least(until, F.when(F.col("__s") < cut, cut).otherwise(F.col("__ws") + d)))
-        sessions = grouped_aggregates(node, rows, [*keys, "__act", "__ws"], [F.first("__we").alias("__we")])
-    if cti < INF:
-        sessions = sessions.filter(F.col("__we") <= F.lit(cti))
-    return stamped(c, node, sessions, strict=False, done=F.col("__we"))
-
-
-# ---- count windows ----------------------------------------------------------------------
-
-
-def _count(c: Compiler, node: p.WindowNode) -> DataFrame:
-    """Ranks by (start, payload fields, nulls first) among the events its final CTI
-    committed: they are all known, and rank before any other; window k holds ranks
-    [k*slide, k*slide + size), kept when full."""
-    spec = node.spec
-    assert isinstance(spec, CountWindow)
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    if cti < INF:
-        df = df.filter(F.col(S) < F.lit(cti))
-    names = field_names(node.input.payload_type)
-    rows = df.select(
-        F.col(S).alias("__s"), *key_columns(node), *value_columns(node), *[F.col(f"`{n}`").alias(f"__o{i}") for i, n in enumerate(names)]
-    )
-    payload = [F.col(f"__o{i}").asc_nulls_first() for i in range(len(names))]
-    rank = F.row_number().over(Window.partitionBy(*key_names(node)).orderBy(F.col("__s"), *payload)) - 1
-    size, slide = spec.size, spec.slide
-    rows = rows.withColumn("__r", rank)
-    if slide == size:  # tumbling: each rank is in one window
-        rows = rows.select(F.floor(F.col("__r") / slide).alias("__k"), "__s", *key_names(node), *value_names(node))
-    else:
-        lo = F.greatest(F.lit(0), F.floor((F.col("__r") - F.lit(size)) / slide) + 1)
-        hi = F.floor(F.col("__r") / slide)
-        rows = rows.filter(lo <= hi).select(F.explode(F.sequence(lo, hi)).alias("__k"), "__s", *key_names(node), *value_names(node))
-    grouped = grouped_aggregates(
-        node, rows, [*key_names(node), "__k"], [F.count(F.lit(1)).alias("__n"), F.min("__s").alias("__ws"), F.max("__s").alias("__hi")]
-    )
-    full = grouped.filter(F.col("__n") == F.lit(size)).withColumn("__we", F.col("__hi") + 1)
-    return stamped(c, node, full, strict=True, done=F.col("__hi"))
-
-
-# ---- snapshots --------------------------------------------------------------------------
-
-
-def _snapshot(c: Compiler, node: p.WindowNode) -> DataFrame:
-    """Per group, the distinct endpoints with the next one (``lead``) give the windows
-    ``[p, q)``; the events alive at ``p`` join them. A window is kept once the final CTI is
-    past ``p``; its end counts once the CTI reaches ``q`` (else it is open, as the in-memory
-    executor's unended start edge)."""
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    end = ended(c, node, df, cti)
-    keys = key_names(node)
-    events = df.select(F.col(S).alias("__s"), end.alias("__e"), *key_columns(node), *value_columns(node))
-    points = (
-        events.select(*keys, F.col("__s").alias("__p"))
-        .unionByName(events.filter(F.col("__e") < INF).select(*keys, F.col("__e").alias("__p")))
-        .distinct()
-    )
-    points = points.withColumn("__q", F.lead("__p").over(Window.partitionBy(*keys).orderBy("__p")))
-    if cti < INF:
-        points = points.filter(F.col("__p") < F.lit(cti))
-    ev = events.select(*[F.col(k).alias(f"__ev{k}") for k in keys], "__s", "__e", *value_names(node))
-    alive = (F.col("__s") <= F.col("__p")) & (F.col("__e") > F.col("__p"))
-    for k in keys:
-        alive = alive & F.col(k).eqNullSafe(F.col(f"__ev{k}"))
-    joined = points.join(ev, alive, "inner")
-    grouped = grouped_aggregates(node, joined, [*keys, "__p", "__q"])
-    final_end = F.col("__q").isNotNull() & (F.col("__q") < F.lit(cti))  # an end at the CTI may come after it
-    if node.ends_known:
-        grouped = grouped.filter(final_end)
-    q = F.when(final_end, F.col("__q")).otherwise(F.lit(INF))
-    bounded = grouped.select("*", F.col("__p").alias("__ws"), q.alias("__we"), F.col("__p").alias("__hi"), F.col("__p").alias("__lo"))
-    return stamped(c, node, bounded, strict=True, done=F.col("__we"))
-
-
-# ---- result timestamps ------------------------------------------------------------------
-
-
 def _empty(c: Compiler, node: p.WindowNode) -> DataFrame:
     from tempo.spark.types import payload_schema
 
@@ -361,7 +244,7 @@ def _empty(c: Compiler, node: p.WindowNode) -> DataFrame:
 
 _KINDS: dict[type, Callable[[Any, p.WindowNode], DataFrame]] = {
     HoppingWindow: hopping,
-    SessionWindow: _session,
-    CountWindow: _count,
-    SnapshotWindow: _snapshot,
+    SessionWindow: session,
+    CountWindow: count_window,
+    SnapshotWindow: snapshot,
 }

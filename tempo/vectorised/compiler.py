@@ -19,10 +19,12 @@ from tempo.dispatch import Registry
 from tempo.expr.aggregator import aggregator_runner
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
+from tempo.lowering.analytics import analytic
 from tempo.lowering.context import Lowering
 from tempo.lowering.joins import intersections
 from tempo.lowering.dialect import PaneMerge
-from tempo.lowering.windows import ended, hopping, stamped
+from tempo.lowering.event_windows import count_window, session, snapshot
+from tempo.lowering.windows import hopping
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
@@ -302,8 +304,9 @@ def _clip(c: Compiler, node: p.ClipNode) -> pl.LazyFrame:
     return out if cti >= INF else out.filter(pl.col(S) < pl.lit(cti))
 
 
-def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
-    """Aggregate ``a`` of ``v`` over the rows so far, in order (the group's rows sorted)."""
+def running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
+    """Aggregate ``a`` of ``v`` over the rows so far, in order (the group's rows sorted): an
+    analytic's running aggregate (``WindowFunction.RUNNING``)."""
     seen = v.is_not_null().cum_sum()
     if a.kind is K.COUNT:
         return pl.int_range(1, pl.len() + 1)
@@ -336,44 +339,7 @@ def _running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
 _RUNNING = frozenset({K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST, K.COUNT_DISTINCT, K.COLLECT, K.PERCENTILE, K.PERCENTILE_APPROX})
 
 
-@compiles(p.AnalyticNode)
-def _analytic(c: Compiler, node: p.AnalyticNode) -> pl.LazyFrame:
-    """Each group in (start, payload) order (``tempo.spark.compiler._analytic``): running
-    aggregates over the rows up to each, spread over its peers (rows equal in start and
-    payload); the previous value is the one before the first of its peers. Only the events
-    the final input CTI released are kept."""
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    if cti < INF:
-        df = df.filter(pl.col(S) < pl.lit(cti))
-    if not node.analytics and isinstance(node.projection, x.Input):
-        return df
-    names = field_names(node.input.payload_type)
-    keys, by = key_exprs(node), key_names(node)
-    peers = [*by, S, *names]
-    rows = df.select(pl.col(S), pl.col(E), *[pl.col(n) for n in names], *keys).sort(peers, nulls_last=False)
-
-    def per_key(e: pl.Expr) -> pl.Expr:
-        return e.over(by) if by else e
-
-    for i, a in enumerate(node.analytics):
-        if isinstance(a, p.Previous):
-            v = expr(a.arg, Scope())
-            rows = rows.with_columns(per_key(pl.col(S).shift(1)).alias("__ps"), per_key(v.shift(1)).alias("__pv"))
-            rows = rows.with_columns(pl.col("__ps").first().over(peers).alias("__ps"), pl.col("__pv").first().over(peers).alias("__pv"))
-            near = pl.col("__ps").is_not_null()
-            if a.limit is not None:
-                near = near & (pl.col(S) - pl.col("__ps") < pl.lit(a.limit))
-            rows = rows.with_columns(pl.when(near).then(pl.col("__pv")).alias(f"__agg{i}")).drop("__ps", "__pv")
-        else:
-            v = pl.lit(None) if a.arg is None else expr(a.arg, Scope())
-            if a.wide_integers:
-                v = v.cast(pl.Int128)
-            elif a.arg is not None and a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):
-                v = v.cast(pl.Int64)
-            rows = rows.with_columns(per_key(_running(a, v)).alias(f"__agg{i}"))
-            rows = rows.with_columns(pl.col(f"__agg{i}").last().over(peers).alias(f"__agg{i}"))
-    return rows.select(pl.col(S), pl.col(E), *record_exprs(node.projection, Scope()))
+compiles(p.AnalyticNode)(analytic)
 
 
 # ---- windows -------------------------------------------------------------------------------
@@ -468,16 +434,21 @@ def _order(node: p.WindowNode) -> list[tuple[str, pl.Expr]]:
 def value_exprs(node: p.WindowNode) -> list[pl.Expr]:
     """Each aggregate's argument as ``__v<i>`` (with the events' order and what ``top`` ranks by)."""
     out = [e.alias(n) for n, e in _order(node)]
-    for i, a in enumerate(node.aggregates):
-        if a.arg is None:
-            continue
-        v = expr(a.arg, Scope())
-        if a.wide_integers:  # added exactly: the sum checked where it is used (``_agg_ref``)
-            v = v.cast(pl.Int128)
-        elif a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):
-            v = v.cast(pl.Int64)
-        out.append(v.alias(f"__v{i}"))
+    out += [argument_expr(a).alias(f"__v{i}") for i, a in enumerate(node.aggregates) if a.arg is not None]
     return out + [expr(e, Scope()).alias(n) for n, e in _ranked_by(node)]
+
+
+def argument_expr(a: p.Aggregate) -> pl.Expr:
+    """An aggregate's argument as its expression reads it: integers to be added exactly as
+    Int128 (the sum checked where it is read, ``tempo.vectorised.expressions``), bools as numbers
+    for min and max."""
+    assert a.arg is not None
+    v = expr(a.arg, Scope())
+    if a.wide_integers:
+        return v.cast(pl.Int128)
+    if a.arg.dtype is bool and a.kind in (K.MIN, K.MAX):
+        return v.cast(pl.Int64)
+    return v
 
 
 def _ranked_by(node: p.WindowNode) -> list[tuple[str, x.Expr]]:
@@ -506,8 +477,9 @@ def key_names(node: Keyed) -> list[str]:
 
 @compiles(p.WindowNode)
 def _window(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
-    """One rule per window kind (``_KINDS``), each building one row per window its input's
-    final CTI completed; ``_results`` stamps and projects them."""
+    """One rule per window kind (``_KINDS``: the shared lowering's, ``tempo.lowering.windows``
+    and ``tempo.lowering.event_windows``), each building one row per window its input's final
+    CTI completed, which ``tempo.lowering.windows.stamped`` stamps and projects."""
     if c.final_bound(node.input) <= NEG_INF:
         schema = payload_schema(node.payload_type)
         return (
@@ -564,122 +536,9 @@ def grouped_aggregates(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], ex
     return rows.group_by(by, maintain_order=bool(order)).agg(*aggregates, *extra)
 
 
-def _session(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
-    """Activities as gaps and islands (``tempo.spark.windows._session``): in start order per
-    group an event opens an activity when it starts at or after the latest last tick before it
-    plus the gap; with ``max_duration`` each activity is cut on its grid. The final CTI keeps
-    the sessions ending at or before it."""
-    spec = node.spec
-    assert isinstance(spec, SessionWindow)
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    end = ended(c, node, df, cti)
-    gap = spec.gap
-    keys = key_names(node)
-    rows = df.select(
-        pl.col(S).alias("__s"),
-        pl.when(end >= INF).then(pl.lit(INF)).otherwise(end - 1).alias("__last"),
-        *key_exprs(node),
-        *value_exprs(node),
-    ).sort("__s")
-    before = pl.col("__last").cum_max().shift(1)
-    before = before.over(keys) if keys else before
-    opens = pl.when(before.is_null() | ((before < INF) & (pl.col("__s") >= before + pl.lit(gap)))).then(1).otherwise(0)
-    activity = opens.cum_sum()
-    rows = rows.with_columns(opens.alias("__open")).with_columns((activity.over(keys) if keys else activity).alias("__act"))
-    if spec.max_duration is None:
-        sessions = grouped_aggregates(
-            node, rows, [*keys, "__act"], [pl.col("__s").min().alias("__ws"), pl.col("__last").max().alias("__l")]
-        )
-        until = pl.when(pl.col("__l") >= INF).then(pl.lit(INF)).otherwise(pl.col("__l") + pl.lit(gap))
-        sessions = sessions.with_columns(until.alias("__we"))
-    else:
-        by = [*keys, "__act"]
-        rows = rows.with_columns(pl.col("__s").min().over(by).alias("__first"), pl.col("__last").max().over(by).alias("__l"))
-        until = pl.when(pl.col("__l") >= INF).then(pl.lit(INF)).otherwise(pl.col("__l") + pl.lit(gap))
-        d = spec.max_duration
-        cut = spec.first_cut(pl.col("__first"))  # polars' ``//`` is floor division
-        later = pl.col("__s") - ((pl.col("__s") - cut) % d)  # the cut at or before a start past the first cut
-        rows = rows.with_columns(pl.when(pl.col("__s") < cut).then(pl.col("__first")).otherwise(later).alias("__ws"))
-        rows = rows.with_columns(
-            pl.min_horizontal(until, pl.when(pl.col("__s") < cut).then(cut).otherwise(pl.col("__ws") + d)).alias("__we")
-        )
-        sessions = grouped_aggregates(node, rows, [*keys, "__act", "__ws"], [pl.col("__we").first().alias("__we")])
-    if cti < INF:
-        sessions = sessions.filter(pl.col("__we") <= pl.lit(cti))
-    return stamped(c, node, sessions, strict=False, done=pl.col("__we"))
-
-
-def _count(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
-    """Ranks by (start, payload fields, nulls first) among the events the final CTI
-    committed; window k holds ranks [k*slide, k*slide + size), kept when full
-    (``tempo.spark.windows._count``)."""
-    spec = node.spec
-    assert isinstance(spec, CountWindow)
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    if cti < INF:
-        df = df.filter(pl.col(S) < pl.lit(cti))
-    names = field_names(node.input.payload_type)
-    keys = key_names(node)
-    rows = df.select(
-        pl.col(S).alias("__s"), *key_exprs(node), *value_exprs(node), *[pl.col(n).alias(f"__o{i}") for i, n in enumerate(names)]
-    )
-    rows = rows.sort(["__s", *[f"__o{i}" for i in range(len(names))]], nulls_last=False)
-    rank = pl.int_range(pl.len()).over(keys) if keys else pl.int_range(pl.len())
-    rows = rows.with_columns(rank.alias("__r"))
-    size, slide = spec.size, spec.slide
-    if slide == size:
-        rows = rows.select((pl.col("__r") // slide).alias("__k"), "__s", *keys, *value_names(node))
-    else:
-        lo = pl.max_horizontal(pl.lit(0), (pl.col("__r") - size) // slide + 1)
-        hi = pl.col("__r") // slide
-        rows = rows.filter(lo <= hi).select(pl.int_ranges(lo, hi + 1).alias("__k"), "__s", *keys, *value_names(node)).explode("__k")
-    grouped = grouped_aggregates(
-        node, rows, [*keys, "__k"], [pl.len().alias("__n"), pl.col("__s").min().alias("__ws"), pl.col("__s").max().alias("__hi")]
-    )
-    full = grouped.filter(pl.col("__n") == size).with_columns((pl.col("__hi") + 1).alias("__we"))
-    return stamped(c, node, full, strict=True, done=pl.col("__hi"))
-
-
-def _snapshot(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
-    """Per group, the distinct endpoints with the next one give the windows ``[p, q)``; the
-    events alive at ``p`` join them (``tempo.spark.windows._snapshot``). A window is kept once
-    the final CTI is past ``p``; its end counts once the CTI reaches ``q``."""
-    df = c.relation(node.input)
-    cti = c.final_cti(node.input)
-    end = ended(c, node, df, cti)
-    keys = key_names(node)
-    events = df.select(pl.col(S).alias("__s"), end.alias("__e"), *key_exprs(node), *value_exprs(node)).with_row_index("__eid")
-    points = (
-        pl.concat(
-            [
-                events.select(*keys, pl.col("__s").alias("__p")),
-                events.filter(pl.col("__e") < INF).select(*keys, pl.col("__e").alias("__p")),
-            ]
-        )
-        .unique()
-        .sort("__p")
-    )
-    following = pl.col("__p").shift(-1)
-    points = points.with_columns((following.over(keys) if keys else following).alias("__q"))
-    if cti < INF:
-        points = points.filter(pl.col("__p") < pl.lit(cti))
-    joined = points.join(events, on=keys, how="inner", nulls_equal=True) if keys else points.join(events, how="cross")
-    joined = joined.filter((pl.col("__s") <= pl.col("__p")) & (pl.col("__e") > pl.col("__p")))
-    grouped = grouped_aggregates(node, joined, [*keys, "__p", "__q"], [])
-    final_end = pl.col("__q").is_not_null() & (pl.col("__q") < pl.lit(cti))
-    if node.ends_known:
-        grouped = grouped.filter(final_end)
-    q = pl.when(final_end).then(pl.col("__q")).otherwise(pl.lit(INF))
-    bounded = grouped.with_columns(pl.col("__p").alias("__ws"), q.alias("__we"))
-    bounded = bounded.with_columns(pl.col("__p").alias("__hi"), pl.col("__p").alias("__lo"))
-    return stamped(c, node, bounded, strict=True, done=pl.col("__we"))
-
-
 _KINDS: dict[type, Callable[[Compiler, p.WindowNode], pl.LazyFrame]] = {
     HoppingWindow: hopping,
-    SessionWindow: _session,
-    CountWindow: _count,
-    SnapshotWindow: _snapshot,
+    SessionWindow: session,
+    CountWindow: count_window,
+    SnapshotWindow: snapshot,
 }

@@ -4,18 +4,30 @@ aggregates (``tempo.vectorised.compiler``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from tempo.expr import nodes as x
-from tempo.lowering.dialect import PaneMerge
+from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
 from tempo.plan import nodes as p
 from tempo.vectorised.expressions import Scope, expr, record_exprs
 
 if TYPE_CHECKING:
     from tempo.vectorised.compiler import Compiler
+
+
+_WINDOW_FUNCTIONS: dict[WindowFunction, Callable[[pl.Expr], pl.Expr]] = {
+    WindowFunction.PREVIOUS: lambda of: of.shift(1),
+    WindowFunction.NEXT: lambda of: of.shift(-1),
+    WindowFunction.MAX_BEFORE: lambda of: of.cum_max().shift(1),
+    WindowFunction.SUM_SO_FAR: lambda of: of.cum_sum(),
+    WindowFunction.ROW_NUMBER: lambda of: pl.int_range(pl.len()),
+    WindowFunction.MIN: lambda of: of.min(),
+    WindowFunction.MAX: lambda of: of.max(),
+}
+"""Each window function (``Dialect.over``) of its argument, over a partition's rows in order."""
 
 
 class PolarsDialect:
@@ -81,12 +93,12 @@ class PolarsDialect:
     def expression(self, e: x.Expr) -> pl.Expr:
         return expr(e, Scope())
 
-    def keys(self, node: p.WindowNode) -> list[pl.Expr]:
+    def keys(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[pl.Expr]:
         from tempo.vectorised.compiler import key_exprs
 
         return key_exprs(node)
 
-    def key_names(self, node: p.WindowNode) -> list[str]:
+    def key_names(self, node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[str]:
         from tempo.vectorised.compiler import key_names
 
         return key_names(node)
@@ -117,5 +129,56 @@ class PolarsDialect:
         probe = rows.with_columns((done + 1 if strict else done).alias("__from")).sort("__from")
         return probe.join_asof(ctis, left_on="__from", right_on="__cti", strategy="forward")
 
-    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[pl.Expr]:
+    def projection(self, node: p.WindowNode | p.JoinNode | p.AnalyticNode, prefixes: tuple[str, ...] = ("",)) -> list[pl.Expr]:
         return record_exprs(node.projection, Scope(prefixes))
+
+    # ---- windows cut by the events (tempo.lowering.event_windows) ---------------------------
+    def field(self, name: str) -> pl.Expr:
+        return pl.col(name)
+
+    def floor_mod(self, x: pl.Expr, by: int) -> pl.Expr:
+        return x % by  # polars' integer ``%`` takes the divisor's sign, as Python's
+
+    def count(self) -> pl.Expr:
+        return pl.len()
+
+    def union(self, r: pl.LazyFrame, other: pl.LazyFrame) -> pl.LazyFrame:
+        return pl.concat([r, other])
+
+    def distinct(self, r: pl.LazyFrame) -> pl.LazyFrame:
+        return r.unique()
+
+    def in_order(self, r: pl.LazyFrame, order: Sequence[str]) -> pl.LazyFrame:
+        return r.sort(list(order), nulls_last=False)
+
+    def over(self, r: pl.LazyFrame, by: Sequence[str], order: Sequence[str], columns: Sequence[Windowed]) -> pl.LazyFrame:
+        """Each column over its partition (``Expr.over``) of the rows as sorted (``in_order``):
+        a partition keeps the frame's order. ``BEFORE_PEERS`` and ``RUNNING``: the value on
+        the row before, or the aggregate so far, then the first peer's, or the last's, for
+        every peer."""
+        from tempo.vectorised.compiler import running
+
+        def per_partition(e: pl.Expr) -> pl.Expr:
+            return e.over(list(by)) if by else e
+
+        peers = [*by, *order]
+        for name, function, of, aggregate in columns:
+            if function is WindowFunction.BEFORE_PEERS:
+                r = r.with_columns(per_partition(of.shift(1)).alias(name)).with_columns(pl.col(name).first().over(peers))
+            elif function is WindowFunction.RUNNING:
+                assert aggregate is not None
+                r = r.with_columns(per_partition(running(aggregate, of)).alias(name)).with_columns(pl.col(name).last().over(peers))
+            else:
+                r = r.with_columns(per_partition(_WINDOW_FUNCTIONS[function](of)).alias(name))
+        return r
+
+    def join_on_keys(self, r: pl.LazyFrame, other: pl.LazyFrame, keys: Sequence[str], condition: pl.Expr) -> pl.LazyFrame:
+        """A hash join on the keys (nulls equal), then the condition; a cross join without keys."""
+        pairs = r.join(other, on=list(keys), how="inner", nulls_equal=True) if keys else r.join(other, how="cross")
+        return pairs.filter(condition)
+
+    # ---- the analytic node (tempo.lowering.analytics) ---------------------------------------
+    def running_argument(self, a: p.Aggregate, payload_type: type) -> pl.Expr:
+        from tempo.vectorised.compiler import argument_expr
+
+        return pl.lit(None) if a.arg is None else argument_expr(a)
