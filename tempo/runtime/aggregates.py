@@ -2,8 +2,10 @@
 merge of a partial, and its result, defined once per kind (``STATES``) and generated into one
 function per query by ``Accumulator``, as Trill's ``IAggregate`` gives each aggregate's
 initial state, accumulation and result. The kinds' semantics are ``AggregateKind``'s
-(``tempo/plan/nodes.py``, docs/semantics.md 5.6.5); a partial (what ``merge`` folds in) is
-``AggregateKind.partial``'s layout, which the DataFrame backends' partials produce."""
+(``tempo/plan/nodes.py``, docs/semantics.md 5.6.5). A partial (what ``merge`` folds in, for
+the mergeable kinds) is a sum, min or max over several events, or for an average (total,
+count of values): what the live batch engines compute per window and group
+(``tempo.runtime.bulk.Partial``)."""
 
 from __future__ import annotations
 
@@ -258,6 +260,7 @@ def state_code(item: Aggregate | AggregateKind | str, kind: AggregateKind, s: in
     finish = _finisher(item, kind)
     if finish is not None:
         return _kept_values(finish)(item, kind, s, v, part)
+    # A bare kind (no ``Aggregate``) is the min or max of a window's starts (its stamp's bounds).
     rule: StateRule = STATES.get(kind, _extreme)
     return rule(item, kind, s, v, part)
 
