@@ -1,6 +1,6 @@
 """``tempo.lowering.Dialect`` on polars lazy frames and expressions: the primitives the shared
 rules are written over, and the vectorised compiler's answers for a plan's expressions and
-aggregates (``tempo.vectorised.compiler``)."""
+aggregates (``tempo.vectorised.compiler``), and the join family's primitives (the last block)."""
 
 from __future__ import annotations
 
@@ -117,5 +117,93 @@ class PolarsDialect:
         probe = rows.with_columns((done + 1 if strict else done).alias("__from")).sort("__from")
         return probe.join_asof(ctis, left_on="__from", right_on="__cti", strategy="forward")
 
-    def projection(self, node: p.WindowNode | p.JoinNode, prefixes: tuple[str, ...] = ("",)) -> list[pl.Expr]:
+    def projection(self, node: p.WindowNode | p.JoinNode | p.FollowedByNode, prefixes: tuple[str, ...] = ("",)) -> list[pl.Expr]:
         return record_exprs(node.projection, Scope(prefixes))
+
+    # ---- the join family: tempo.lowering.joins, patterns and clip ---------------------------
+    def coalesce(self, *xs: pl.Expr) -> pl.Expr:
+        return pl.coalesce(*xs)
+
+    def median(self, x: pl.Expr) -> pl.Expr:
+        return x.median()
+
+    def row_id(self) -> pl.Expr:
+        return pl.int_range(pl.len(), dtype=pl.get_index_type())
+
+    def int_range_list(self, lo: pl.Expr, hi: pl.Expr) -> pl.Expr:
+        return pl.int_ranges(lo, hi + 1)
+
+    def list_of(self, *xs: pl.Expr) -> pl.Expr:
+        return pl.concat_list(list(xs))
+
+    def concat_lists(self, a: pl.Expr, b: pl.Expr) -> pl.Expr:
+        return pl.concat_list([a, b])
+
+    def join_side(
+        self,
+        r: pl.LazyFrame,
+        prefix: str,
+        bucket: pl.Expr | None = None,
+        buckets: pl.Expr | None = None,
+        where: pl.Expr | None = None,
+        extra: Sequence[pl.Expr] = (),
+    ) -> pl.LazyFrame:
+        """The rows ``where`` fails filtered out first (no list built for them)."""
+        cols = [pl.col(n).alias(f"{prefix}{n}") for n in r.collect_schema().names()]
+        name = f"{prefix}bucket"
+        if where is not None:
+            r = r.filter(where)
+        if bucket is not None:
+            cols.append(bucket.alias(name))
+        if buckets is None:
+            return r.select(*cols, *extra)
+        return r.select(*cols, *extra, buckets.alias(name)).explode(name)
+
+    def pairs(
+        self,
+        node: p.MatchingNode,
+        left: pl.LazyFrame,
+        right: pl.LazyFrame,
+        on: Sequence[tuple[str, str]] = (),
+        condition: pl.Expr | None = None,
+        keep_left: str | None = None,
+    ) -> pl.LazyFrame:
+        """A hash join on ``on`` and the keys (``matched``), the rest a filter; the left rows
+        kept without a pair are those an anti join on ``keep_left`` finds."""
+        from tempo.vectorised.compiler import matched
+
+        found = matched(node, left, right, on)
+        if condition is not None:
+            found = found.filter(condition)
+        if keep_left is None:
+            return found
+        alone = left.join(found.select(keep_left), on=keep_left, how="anti")
+        return pl.concat([found, alone], how="diagonal")
+
+    def union(self, a: pl.LazyFrame, b: pl.LazyFrame) -> pl.LazyFrame:
+        return pl.concat([a, b], how="vertical")
+
+    def sorted_for_windows(self, r: pl.LazyFrame, order: Sequence[str]) -> pl.LazyFrame:
+        return r.sort(list(order))
+
+    def lead(self, x: pl.Expr, by: Sequence[str], order: Sequence[str]) -> pl.Expr:
+        following = x.shift(-1)
+        return following.over(list(by)) if by else following
+
+    def max_before(self, x: pl.Expr, by: Sequence[str], order: Sequence[str]) -> pl.Expr:
+        before = x.cum_max().shift(1)
+        return before.over(list(by)) if by else before
+
+    def first_in_order(self, by: Sequence[str], order: Sequence[str]) -> pl.Expr:
+        if not by:
+            return pl.int_range(pl.len()) == 0
+        return (pl.col(by[0]) if len(by) == 1 else pl.struct(list(by))).is_first_distinct()
+
+    def over(self, aggregate: pl.Expr, by: Sequence[str]) -> pl.Expr:
+        return aggregate.over(list(by)) if by else aggregate
+
+    def first_by(self, r: pl.LazyFrame, by: str, order: Sequence[str]) -> pl.LazyFrame:
+        return r.sort(list(order), nulls_last=False, maintain_order=True).group_by(by, maintain_order=True).first()
+
+    def carried(self, r: pl.LazyFrame) -> list[pl.Expr]:
+        return list(self.compiler.carried)
