@@ -169,7 +169,8 @@ class PolarsDialect:
         keep_left: str | None = None,
     ) -> pl.LazyFrame:
         """A hash join on ``on`` and the keys (``matched``), the rest a filter; the left rows
-        kept without a pair are those an anti join on ``keep_left`` finds."""
+        kept without a pair are those an anti join on ``keep_left`` finds (the pairs cached:
+        polars would join twice, as their two uses read different columns)."""
         from tempo.vectorised.compiler import matched
 
         found = matched(node, left, right, on)
@@ -177,6 +178,7 @@ class PolarsDialect:
             found = found.filter(condition)
         if keep_left is None:
             return found
+        found = found.cache()
         alone = left.join(found.select(keep_left), on=keep_left, how="anti")
         return pl.concat([found, alone], how="diagonal")
 
