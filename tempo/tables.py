@@ -12,7 +12,6 @@ column is one ``InputSchemaError`` with the same words on both executors.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,7 +44,7 @@ class Span:
     the input admits is a subset of its rows, or a row moved up to a CTI: within its own
     lifetime, or, for a point, to ``[cti, cti + 1)``, which may lie past the rows (a negative
     generation delay, a late arrival): ``admitting`` widens the span for those. The compilers
-    size a join's time buckets by it (``cut_buckets``)."""
+    size a join's time buckets by it (``tempo.lowering.physical.cut_buckets``)."""
 
     rows: int
     first: int  # the least start
@@ -68,22 +67,6 @@ class Span:
         lifetime of length L overlaps at most (L - 1) / width + 2 buckets)."""
         open_rows = self.rows - self.finite_rows
         return 2 * self.finite_rows + self.finite_length / width + open_rows * ((last - first) / width + 2)
-
-
-def cut_buckets(bounded: Span, unbounded: Span, longest: int) -> tuple[int, int, int] | None:
-    """How to join a side of lifetimes at most ``longest`` ticks long (spanning ``bounded``)
-    with a side of any lifetimes (spanning ``unbounded``) on time buckets: ``(width, first,
-    last)``, the unbounded side's lifetimes cut to ``[first, last)``, the bounded side's span
-    (a pair's output start lies within the bounded event, so no bucket outside it holds a
-    pair), in buckets as wide as the longer of ``longest`` and the unbounded side's mean
-    finite length (so a lifetime that ends lists a bucket or two). None when the rows listed
-    would be more than three times the two sides' rows (open lifetimes cut to a wide span,
-    with short finite ones, list many)."""
-    first, last = bounded.first, bounded.last
-    width = max(longest, 1, math.ceil(unbounded.mean_length() or (last - first)))
-    if unbounded.listed(width, first, last) > 3 * (bounded.rows + unbounded.rows):
-        return None
-    return width, first, last
 
 
 # ---- column checks (both executors) ---------------------------------------------------------

@@ -439,18 +439,19 @@ def test_overlapping_windows_over_points_by_panes_agree_with_the_reference(
 
 
 def _bucket_spy(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """One entry per join compiled: whether it joined on time buckets."""
-    from tempo.vectorised import compiler
+    """One entry per join compiled: whether it joined on time buckets (the plan
+    ``tempo.lowering.physical.join_buckets`` chose)."""
+    from tempo.lowering import physical
 
     used: list[bool] = []
-    real = compiler._on_buckets
+    real = physical.join_buckets
 
     def spy(*args: Any) -> Any:
         out = real(*args)
         used.append(out is not None)
         return out
 
-    monkeypatch.setattr(compiler, "_on_buckets", spy)
+    monkeypatch.setattr(physical, "join_buckets", spy)
     return used
 
 

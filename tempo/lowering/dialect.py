@@ -5,7 +5,10 @@ The rules of ``tempo.lowering`` are written once over it. A backend's column exp
 ``.alias``, so the rules use those directly; a primitive is only what the backends spell
 differently. Beside the primitives, a backend answers for what only its own compiler knows:
 its expressions (``keys``, ``values``, ``projection``), its aggregates (``grouped``,
-``pane_merges``) and the one as-of join of the ``CTI`` result stamp (``completing_cti``).
+``pane_merges``) and the one as-of join of the ``CTI`` result stamp (``completing_cti``). The
+windows the events cut and the analytic node share the window functions over a partition in
+order (``over``); the join family (joins, anti-joins, ``followed_by``, clip) has its own block
+of primitives: lists of time buckets, a join side and the pairs.
 """
 
 from __future__ import annotations
@@ -79,7 +82,10 @@ class Dialect(Protocol):
 
     # ---- relations --------------------------------------------------------------------------
     def select(self, r: Relation, cols: Sequence[Expr | str]) -> Relation: ...
-    def with_columns(self, r: Relation, cols: Sequence[Expr]) -> Relation: ...
+    def with_columns(self, r: Relation, cols: Sequence[Expr]) -> Relation:
+        """``r`` with the new columns ``cols`` (names not in ``r``: Spark would keep both)."""
+        ...
+
     def filter(self, r: Relation, cond: Expr) -> Relation: ...
     def explode_range(self, r: Relation, name: str, lo: Expr, hi: Expr, keep: Sequence[str]) -> Relation:
         """One row per integer of ``lo..hi`` (inclusive) as ``name``, with the columns ``keep``.
@@ -120,7 +126,9 @@ class Dialect(Protocol):
         it, when ``strict``)."""
         ...
 
-    def projection(self, node: p.WindowNode | p.JoinNode | p.AnalyticNode, prefixes: tuple[str, ...] = ("",)) -> list[Expr]:
+    def projection(
+        self, node: p.WindowNode | p.JoinNode | p.AnalyticNode | p.FollowedByNode, prefixes: tuple[str, ...] = ("",)
+    ) -> list[Expr]:
         """The node's projection as aliased columns, each lambda argument's fields read with
         its prefix (a window's ``w.start``/``w.end`` read ``__ws``/``__we``)."""
         ...
@@ -167,4 +175,66 @@ class Dialect(Protocol):
     def running_argument(self, a: p.Aggregate, payload_type: type) -> Expr:
         """A running aggregate's argument over the events' payload (of type ``payload_type``),
         as the backend's ``RUNNING`` reads it; a null for one without an argument."""
+
+    # ---- the join family: tempo.lowering.joins, patterns and clip ---------------------------
+    def coalesce(self, *xs: Expr) -> Expr: ...
+    def median(self, x: Expr) -> Expr:
+        """A median of ``x``, as an aggregate; approximate where that is cheaper (it only sizes
+        time buckets)."""
+        ...
+
+    def row_id(self) -> Expr:
+        """A number distinct for each row of the relation it is computed over."""
+        ...
+
+    def int_range_list(self, lo: Expr, hi: Expr) -> Expr:
+        """The list of the integers ``lo..hi`` (inclusive; ``lo <= hi``)."""
+        ...
+
+    def list_of(self, *xs: Expr) -> Expr:
+        """The list of these integers."""
+        ...
+
+    def concat_lists(self, a: Expr, b: Expr) -> Expr: ...
+    def join_side(
+        self,
+        r: Relation,
+        prefix: str,
+        bucket: Expr | None = None,
+        buckets: Expr | None = None,
+        where: Expr | None = None,
+        extra: Sequence[Expr] = (),
+    ) -> Relation:
+        """One side of a join: ``r``'s columns renamed ``prefix + name``, with ``extra``
+        (aliased) and ``{prefix}bucket``: the row's time bucket ``bucket``, or a row for each
+        element of the list ``buckets``. With ``where``, only the rows where it holds (each
+        other meets nothing: with ``buckets``, a backend may list no bucket for it rather than
+        filter). The expressions are over ``r``'s own columns; one projection where a backend
+        pays for each operation (Spark analyses each)."""
+        ...
+
+    def pairs(
+        self,
+        node: p.MatchingNode,
+        left: Relation,
+        right: Relation,
+        on: Sequence[tuple[str, str]] = (),
+        condition: Expr | None = None,
+        keep_left: str | None = None,
+    ) -> Relation:
+        """The pairs of ``left`` and ``right`` (``join_side``'s columns, prefixed ``__l_`` and
+        ``__r_``) meeting the node's keys (a null key meets nothing) and residual, equal on each
+        pair of columns ``on``, and meeting ``condition``; with ``keep_left`` (a column
+        numbering the left rows), each left row without such a pair too, once, its right
+        columns null (a left outer join)."""
+        ...
+
+    def first_by(self, r: Relation, by: str, order: Sequence[str]) -> Relation:
+        """For each value of ``by``, the row of ``r`` least in ``order`` (ascending, nulls
+        first)."""
+        ...
+
+    def carried(self, r: Relation) -> list[Expr]:
+        """The columns of ``r`` that ride along the operators that keep their events' rows (a
+        live batch's arrival places: ``tempo.runtime.bulk``), none when it has none."""
         ...

@@ -1,10 +1,12 @@
 """``tempo.lowering.Dialect`` on Spark DataFrames and Columns: the primitives the shared
 rules are written over, and the Spark compiler's answers for a plan's expressions and
-aggregates (``tempo.spark.windows``)."""
+aggregates (``tempo.spark.windows``), and the join family's primitives (the last block)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +16,7 @@ from pyspark.sql import functions as F
 from tempo.expr import nodes as x
 from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
 from tempo.plan import nodes as p
-from tempo.spark.columns import Scope, column, floor_div, quoted, record_columns
+from tempo.spark.columns import Scope, column, floor_div, numeric_operands, quoted, record_columns
 
 if TYPE_CHECKING:
     from tempo.spark.compiler import Compiler
@@ -153,7 +155,9 @@ class SparkDialect:
         found = both.withColumn("__cti", F.first("__cti", ignorenulls=True).over(following))
         return found.filter(F.col("__order") == F.lit(1 if strict else 0)).drop("__order")
 
-    def projection(self, node: p.WindowNode | p.JoinNode | p.AnalyticNode, prefixes: tuple[str, ...] = ("",)) -> list[Column]:
+    def projection(
+        self, node: p.WindowNode | p.JoinNode | p.AnalyticNode | p.FollowedByNode, prefixes: tuple[str, ...] = ("",)
+    ) -> list[Column]:
         return record_columns(node.projection, Scope(prefixes))
 
     # ---- windows cut by the events (tempo.lowering.event_windows) ---------------------------
@@ -217,3 +221,76 @@ class SparkDialect:
         from tempo.spark.windows import argument_column
 
         return F.lit(None) if a.arg is None else argument_column(a, payload_type)
+
+    # ---- the join family: tempo.lowering.joins, patterns and clip ---------------------------
+    def coalesce(self, *xs: Column) -> Column:
+        return F.coalesce(*xs)
+
+    def median(self, x: Column) -> Column:
+        return F.percentile_approx(x, 0.5)
+
+    def row_id(self) -> Column:
+        return F.monotonically_increasing_id()
+
+    def int_range_list(self, lo: Column, hi: Column) -> Column:
+        return F.sequence(lo, hi)
+
+    def list_of(self, *xs: Column) -> Column:
+        return F.array(*xs)
+
+    def concat_lists(self, a: Column, b: Column) -> Column:
+        return F.concat(a, b)
+
+    def join_side(
+        self,
+        r: DataFrame,
+        prefix: str,
+        bucket: Column | None = None,
+        buckets: Column | None = None,
+        where: Column | None = None,
+        extra: Sequence[Column] = (),
+    ) -> DataFrame:
+        """One projection (a row without buckets where ``where`` fails rather than a filter:
+        Spark analyses every operation), the renaming as SQL text (a JVM call a column)."""
+        cols = [F.expr(f"{quoted(n)} AS {quoted(prefix + n)}") for n in r.columns]
+        if bucket is not None:
+            cols.append(bucket.alias(f"{prefix}bucket"))
+        if buckets is not None:
+            listed = buckets if where is None else F.when(where, buckets).otherwise(F.array().cast("array<bigint>"))
+            cols.append(F.explode(listed).alias(f"{prefix}bucket"))
+        elif where is not None:
+            r = r.filter(where)
+        return r.select(*cols, *extra)
+
+    def pairs(
+        self,
+        node: p.MatchingNode,
+        left: DataFrame,
+        right: DataFrame,
+        on: Sequence[tuple[str, str]] = (),
+        condition: Column | None = None,
+        keep_left: str | None = None,
+    ) -> DataFrame:
+        """One join, every condition in it: a hash join on the equalities (the keys, then
+        ``on``), the rest tested on each pair; a left outer join keeps ``keep_left``'s rows."""
+        scope = Scope(("__l_", "__r_"))
+        tests: list[Column] = []
+        for a, b in node.keys:
+            left_key, right_key = numeric_operands(a, b, column(a, scope), column(b, scope))
+            tests.append(left_key == right_key)
+        tests += [F.col(a) == F.col(b) for a, b in on]
+        if node.residual is not None:
+            tests.append(column(node.residual, scope))
+        if condition is not None:
+            tests.append(condition)
+        joined = functools.reduce(operator.and_, tests) if tests else F.lit(True)
+        return left.join(right, joined, "left" if keep_left is not None else "inner")
+
+    def first_by(self, r: DataFrame, by: str, order: Sequence[str]) -> DataFrame:
+        ordered = Window.partitionBy(by).orderBy(*[F.col(n).asc_nulls_first() for n in order])
+        return r.withColumn("__rn", F.row_number().over(ordered)).filter(F.col("__rn") == 1)
+
+    def carried(self, r: DataFrame) -> list[Column]:
+        from tempo.spark.compiler import FIRST
+
+        return [F.col(FIRST)] if FIRST in r.columns else []

@@ -10,7 +10,7 @@ rule here raises ``UnsupportedError`` naming it, before anything runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -20,8 +20,10 @@ from tempo.expr.aggregator import aggregator_runner
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
 from tempo.lowering.analytics import analytic
+from tempo.lowering.clip import clip
 from tempo.lowering.context import Lowering
-from tempo.lowering.joins import intersections
+from tempo.lowering.joins import anti_join, join
+from tempo.lowering.patterns import followed_by
 from tempo.lowering.dialect import PaneMerge
 from tempo.lowering.event_windows import count_window, session, snapshot
 from tempo.lowering.windows import hopping
@@ -29,7 +31,7 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
 from tempo.runtime.replay import CtiReplay
-from tempo.tables import Span, cut_buckets
+from tempo.tables import Span
 from tempo.ticks import INF, NEG_INF
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import EXECUTOR, EXPRESSIONS, START as S
@@ -156,15 +158,16 @@ def _join_key(a: x.Expr, b: x.Expr, left: pl.Expr, right: pl.Expr) -> tuple[pl.E
 
 
 def prefixed(frame: pl.LazyFrame, prefix: str) -> pl.LazyFrame:
+    """``frame``'s columns renamed ``prefix + name``."""
     return frame.select([pl.col(n).alias(f"{prefix}{n}") for n in frame.collect_schema().names()])
 
 
-def matched(node: p.MatchingNode, left: pl.LazyFrame, right: pl.LazyFrame, buckets: bool = False) -> pl.LazyFrame:
+def matched(node: p.MatchingNode, left: pl.LazyFrame, right: pl.LazyFrame, on: Sequence[tuple[str, str]] = ()) -> pl.LazyFrame:
     """The pairs of ``left`` and ``right`` (columns prefixed ``__l_`` and ``__r_``) meeting
-    the node's keys and residual: a hash join on the keys (a null key matches nothing), and
-    with ``buckets`` on the columns ``__l_bucket`` and ``__r_bucket`` too, or every pair."""
+    the node's keys and residual: a hash join on the pairs of columns ``on`` and the keys (a
+    null key matches nothing), or every pair."""
     scope = Scope(("__l_", "__r_"))
-    lk, rk = (["__l_bucket"], ["__r_bucket"]) if buckets else ([], [])
+    lk, rk = [a for a, _ in on], [b for _, b in on]
     for i, (a, b) in enumerate(node.keys):
         le, re = _join_key(a, b, expr(a, scope), expr(b, scope))
         left, right = left.with_columns(le.alias(f"__lk{i}")), right.with_columns(re.alias(f"__rk{i}"))
@@ -176,132 +179,28 @@ def matched(node: p.MatchingNode, left: pl.LazyFrame, right: pl.LazyFrame, bucke
     return pairs
 
 
-def join_sides(c: Compiler, node: p.MatchingNode) -> pl.LazyFrame:
-    """The matching pairs of both inputs (``matched``)."""
-    return matched(node, prefixed(c.relation(node.left), "__l_"), prefixed(c.relation(node.right), "__r_"))
-
-
 @compiles(p.JoinNode)
 def _join(c: Compiler, node: p.JoinNode) -> pl.LazyFrame:
-    """Overlapping matching pairs (on time buckets where ``_on_buckets`` applies), each the
-    intersection of its two lifetimes (``tempo.lowering.joins.intersections``)."""
-    ls, le, rs, re = pl.col(f"__l_{S}"), pl.col(f"__l_{E}"), pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
-    joined = _on_buckets(c, node)
-    joined = (join_sides(c, node) if joined is None else joined).filter((ls < re) & (rs < le))
-    return intersections(c, node, joined)
-
-
-def _on_buckets(c: Compiler, node: p.JoinNode) -> pl.LazyFrame | None:
-    """Points joined with lifetimes of any length on time buckets as well as the keys
-    (``tempo.tables.cut_buckets``, as ``tempo.spark.compiler.overlapping_pairs`` does): a
-    point lists its one bucket, and the other side's lifetimes, cut to the points' span,
-    every bucket they overlap, so each pair meets once. None (the join on the keys alone)
-    unless one side is points, the other unbounded, and both spans known."""
-    bounds = c.query.longest_lifetime(node.left), c.query.longest_lifetime(node.right)
-    if 1 not in bounds or None not in bounds:
-        return None
-    points, other = ("__l_", "__r_") if bounds[0] == 1 else ("__r_", "__l_")
-    spans = {"__l_": c.span(node.left), "__r_": c.span(node.right)}
-    point_span, other_span = spans[points], spans[other]
-    planned = cut_buckets(point_span, other_span, 1) if point_span and other_span else None
-    if planned is None:
-        return None
-    width, first, last = planned
-    sides = {"__l_": prefixed(c.relation(node.left), "__l_"), "__r_": prefixed(c.relation(node.right), "__r_")}
-    sides[points] = sides[points].with_columns((pl.col(f"{points}{S}") // width).alias(f"{points}bucket"))
-    s, e = pl.col(f"{other}{S}"), pl.col(f"{other}{E}")
-    lo, hi = pl.max_horizontal(s, pl.lit(first)) // width, (pl.min_horizontal(e, pl.lit(last)) - 1) // width
-    sides[other] = (
-        sides[other]
-        .filter((s < last) & (e > first))
-        .with_columns(pl.int_ranges(lo, hi + 1).alias(f"{other}bucket"))
-        .explode(f"{other}bucket")
-    )
-    return matched(node, sides["__l_"], sides["__r_"], buckets=True)
+    """``tempo.lowering.joins.join``."""
+    return join(c, node)
 
 
 @compiles(p.FollowedByNode)
 def _followed_by(c: Compiler, node: p.FollowedByNode) -> pl.LazyFrame:
-    """Each left event with its first following right event (``tempo.spark.compiler.
-    _followed_by``): the pairs on the keys and a time bucket of width ``within`` (a left
-    start's bucket is the right start's or the one before), the band ``a.s < b.s < a.s +
-    within`` and the residual; per left event the pair of least (b.s, b's payload fields)
-    kept; a point at b.s, once the final CTI is past it."""
-    ls, rs, w = pl.col(f"__l_{S}"), pl.col(f"__r_{S}"), node.within
-    left = prefixed(c.relation(node.left), "__l_").with_row_index("__lid").with_columns((ls // w).alias("__bucket"))
-    right = (
-        prefixed(c.relation(node.right), "__r_")
-        .with_columns(pl.concat_list([rs // w, rs // w - 1]).alias("__rbucket"))
-        .explode("__rbucket")
-    )
-    pairs = matched(node, left.with_columns(pl.col("__bucket").alias("__lb")), right.with_columns(pl.col("__rbucket").alias("__rb")))
-    pairs = pairs.filter((pl.col("__lb") == pl.col("__rb")) & (ls < rs) & (rs < ls + w))
-    order = [rs, *[pl.col(f"__r_{n}") for n in field_names(node.right.payload_type)]]
-    pairs = pairs.sort(order, nulls_last=False, maintain_order=True).group_by("__lid", maintain_order=True).first()
-    out = pairs.filter(rs < pl.lit(c.final_bound(node)))
-    return out.select(rs.alias(S), (rs + 1).alias(E), *record_exprs(node.projection, Scope(("__l_", "__r_"))))
+    """``tempo.lowering.patterns.followed_by``."""
+    return followed_by(c, node)
 
 
 @compiles(p.AntiJoinNode)
 def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
-    """The uncovered stretches of each left lifetime that start before the final CTI
-    (``tempo.spark.compiler._anti_join``): the span ``[s, min(e, r))``, ``r`` the right
-    input's final CTI, minus the union of the matching right lifetimes; a stretch reaching
-    ``r`` before the left event ends is still open, and so is one of a left edge never ended
-    cut past the left input's final CTI (``tempo.runtime.joins.final_end``)."""
-    cti, left_cti, right_cti = c.final_cti(node), c.final_cti(node.left), c.final_cti(node.right)
-    ls, le = pl.col(f"__l_{S}"), pl.col(f"__l_{E}")
-    left = prefixed(c.relation(node.left), "__l_").filter(ls < pl.lit(cti)).with_row_index("__lid")
-    left = left.with_columns(ls.alias("__lo"), pl.min_horizontal(le, pl.lit(right_cti)).alias("__hi")).filter(
-        pl.col("__lo") < pl.col("__hi")
-    )
-    rs, re = pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
-    # A right event starting at the right CTI itself (``rs == hi``) covers nothing before it
-    # but ends the stretch reaching it: no right event can start before it.
-    pairs = matched(node, left, prefixed(c.relation(node.right), "__r_")).filter((rs <= pl.col("__hi")) & (re > pl.col("__lo")))
-    cut = pairs.group_by("__lid").agg((pl.col(f"__r_{S}") == pl.col("__hi")).any().alias("__cut"))
-    cov = pairs.select(
-        "__lid", "__lo", "__hi", pl.max_horizontal(rs, pl.col("__lo")).alias("__cs"), pl.min_horizontal(re, pl.col("__hi")).alias("__ce")
-    ).sort("__lid", "__cs", "__ce")
-    covered_before = pl.col("__ce").cum_max().shift(1).over("__lid")
-    cov = cov.with_columns(pl.max_horizontal(pl.col("__lo"), pl.coalesce(covered_before, pl.col("__lo"))).alias("__prev"))
-    inner = cov.filter(pl.col("__cs") > pl.col("__prev")).select("__lid", pl.col("__prev").alias("__gs"), pl.col("__cs").alias("__ge"))
-    total = cov.group_by("__lid").agg(pl.col("__ce").max().alias("__total"))
-    tails = (
-        left.select("__lid", "__lo", "__hi")
-        .join(total, on="__lid", how="left")
-        .select(
-            "__lid",
-            pl.max_horizontal(pl.col("__lo"), pl.coalesce(pl.col("__total"), pl.col("__lo"))).alias("__gs"),
-            pl.col("__hi").alias("__ge"),
-        )
-        .filter(pl.col("__gs") < pl.col("__ge"))
-    )
-    gaps = pl.concat([inner, tails]).filter(pl.col("__gs") < pl.lit(cti)).join(left, on="__lid", how="inner")
-    gaps = gaps.join(cut, on="__lid", how="left")
-    left_may_end_first = (le >= INF) & (pl.lit(left_cti) < pl.col("__ge"))
-    still_open = ((pl.col("__ge") == pl.col("__hi")) & ~(le <= pl.lit(right_cti)) & ~pl.col("__cut").fill_null(False)) | left_may_end_first
-    end = pl.when(still_open).then(pl.lit(INF)).otherwise(pl.col("__ge"))
-    return gaps.select(pl.col("__gs").alias(S), end.alias(E), *[pl.col(f"__l_{n}").alias(n) for n in field_names(node.payload_type)])
+    """``tempo.lowering.joins.anti_join``."""
+    return anti_join(c, node)
 
 
 @compiles(p.ClipNode)
 def _clip(c: Compiler, node: p.ClipNode) -> pl.LazyFrame:
-    """Each end clipped at the next later start of its group (``tempo.spark.compiler._clip``):
-    the least start after it, over the group in start order. The clipped end counts once the
-    final CTI is past it, else the result stays open; only the events the final CTI passed
-    go out."""
-    cti = c.final_cti(node.input)
-    keys, names = key_exprs(node), key_names(node)
-    df = c.relation(node.input).with_columns(*keys) if keys else c.relation(node.input)
-    df = df.sort(S)
-    following = pl.col(S).shift(-1).over(names) if names else pl.col(S).shift(-1)
-    df = df.with_columns(pl.when(following > pl.col(S)).then(following).alias("__next"))
-    later = pl.col("__next").min().over([*names, S])
-    clipped = pl.min_horizontal(pl.col(E), pl.coalesce(later, pl.lit(INF)))
-    end = pl.when(clipped < pl.lit(cti)).then(clipped).otherwise(pl.lit(INF)) if cti < INF else clipped
-    out = df.select(pl.col(S), end.alias(E), *_payload(node))
-    return out if cti >= INF else out.filter(pl.col(S) < pl.lit(cti))
+    """``tempo.lowering.clip.clip``."""
+    return clip(c, node)
 
 
 def running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:

@@ -1,6 +1,6 @@
 """``tempo.lowering.Dialect`` on polars lazy frames and expressions: the primitives the shared
 rules are written over, and the vectorised compiler's answers for a plan's expressions and
-aggregates (``tempo.vectorised.compiler``)."""
+aggregates (``tempo.vectorised.compiler``), and the join family's primitives (the last block)."""
 
 from __future__ import annotations
 
@@ -129,7 +129,9 @@ class PolarsDialect:
         probe = rows.with_columns((done + 1 if strict else done).alias("__from")).sort("__from")
         return probe.join_asof(ctis, left_on="__from", right_on="__cti", strategy="forward")
 
-    def projection(self, node: p.WindowNode | p.JoinNode | p.AnalyticNode, prefixes: tuple[str, ...] = ("",)) -> list[pl.Expr]:
+    def projection(
+        self, node: p.WindowNode | p.JoinNode | p.AnalyticNode | p.FollowedByNode, prefixes: tuple[str, ...] = ("",)
+    ) -> list[pl.Expr]:
         return record_exprs(node.projection, Scope(prefixes))
 
     # ---- windows cut by the events (tempo.lowering.event_windows) ---------------------------
@@ -182,3 +184,71 @@ class PolarsDialect:
         from tempo.vectorised.compiler import argument_expr
 
         return pl.lit(None) if a.arg is None else argument_expr(a)
+
+    # ---- the join family: tempo.lowering.joins, patterns and clip ---------------------------
+    def coalesce(self, *xs: pl.Expr) -> pl.Expr:
+        return pl.coalesce(*xs)
+
+    def median(self, x: pl.Expr) -> pl.Expr:
+        return x.median()
+
+    def row_id(self) -> pl.Expr:
+        return pl.int_range(pl.len(), dtype=pl.get_index_type())
+
+    def int_range_list(self, lo: pl.Expr, hi: pl.Expr) -> pl.Expr:
+        return pl.int_ranges(lo, hi + 1)
+
+    def list_of(self, *xs: pl.Expr) -> pl.Expr:
+        return pl.concat_list(list(xs))
+
+    def concat_lists(self, a: pl.Expr, b: pl.Expr) -> pl.Expr:
+        return pl.concat_list([a, b])
+
+    def join_side(
+        self,
+        r: pl.LazyFrame,
+        prefix: str,
+        bucket: pl.Expr | None = None,
+        buckets: pl.Expr | None = None,
+        where: pl.Expr | None = None,
+        extra: Sequence[pl.Expr] = (),
+    ) -> pl.LazyFrame:
+        """The rows ``where`` fails filtered out first (no list built for them)."""
+        cols = [pl.col(n).alias(f"{prefix}{n}") for n in r.collect_schema().names()]
+        name = f"{prefix}bucket"
+        if where is not None:
+            r = r.filter(where)
+        if bucket is not None:
+            cols.append(bucket.alias(name))
+        if buckets is None:
+            return r.select(*cols, *extra)
+        return r.select(*cols, *extra, buckets.alias(name)).explode(name)
+
+    def pairs(
+        self,
+        node: p.MatchingNode,
+        left: pl.LazyFrame,
+        right: pl.LazyFrame,
+        on: Sequence[tuple[str, str]] = (),
+        condition: pl.Expr | None = None,
+        keep_left: str | None = None,
+    ) -> pl.LazyFrame:
+        """A hash join on ``on`` and the keys (``matched``), the rest a filter; the left rows
+        kept without a pair are those an anti join on ``keep_left`` finds (the pairs cached:
+        polars would join twice, as their two uses read different columns)."""
+        from tempo.vectorised.compiler import matched
+
+        found = matched(node, left, right, on)
+        if condition is not None:
+            found = found.filter(condition)
+        if keep_left is None:
+            return found
+        found = found.cache()
+        alone = left.join(found.select(keep_left), on=keep_left, how="anti")
+        return pl.concat([found, alone], how="diagonal")
+
+    def first_by(self, r: pl.LazyFrame, by: str, order: Sequence[str]) -> pl.LazyFrame:
+        return r.sort(list(order), nulls_last=False, maintain_order=True).group_by(by, maintain_order=True).first()
+
+    def carried(self, r: pl.LazyFrame) -> list[pl.Expr]:
+        return list(self.compiler.carried)
