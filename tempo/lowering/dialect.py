@@ -96,3 +96,32 @@ class Dialect(Protocol):
         """The node's projection as aliased columns, each lambda argument's fields read with
         its prefix (a window's ``w.start``/``w.end`` read ``__ws``/``__we``)."""
         ...
+
+    # ---- a live batch computed in bulk (``tempo.lowering.batches``) -------------------------
+    def count_rows(self) -> Expr:
+        """The number of rows of a group."""
+        ...
+
+    def sum(self, x: Expr) -> Expr: ...
+    def union(self, a: Relation, b: Relation) -> Relation:
+        """The rows of both, columns matched by name, a column missing from one null there."""
+        ...
+
+    def explode_windows(self, r: Relation, name: str, lo: Expr, hi: Expr) -> Relation:
+        """Each row once per integer of ``lo..hi`` (inclusive) as ``name``, its columns kept, or
+        once with ``name`` null where ``lo > hi``."""
+        ...
+
+    def batch_position(self, first: Expr) -> Expr:
+        """A batch event's ``tempo.runtime.bulk.Position`` from its place ``FIRST``: after every
+        event a join side held before the batch, in the merged arrival order."""
+        ...
+
+    def is_batch_position(self, position: Expr) -> Expr:
+        """Whether a ``Position`` is a batch event's (``batch_position``), not a held one's."""
+        ...
+
+    def emission_order(self, pairs: Relation) -> Relation:
+        """``pairs`` (start, end, ``__later``, ``__earlier``, payload) with ``FIRST`` in place of
+        their push: each pair's place in the join's emission order (start, later, earlier)."""
+        ...
