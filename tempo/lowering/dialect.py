@@ -93,6 +93,10 @@ class Dialect(Protocol):
         backends differ on the others (Spark counts down, polars gives a null)."""
         ...
 
+    def union(self, a: Relation, b: Relation) -> Relation:
+        """The rows of both, columns matched by name, a column missing from one null there."""
+        ...
+
     def group_by(self, r: Relation, by: Sequence[str], aggs: Sequence[Expr]) -> Relation: ...
     def scalars(self, r: Relation, aggs: Sequence[Expr]) -> list[Any]:
         """Aggregates of the whole relation, brought to the driver (an action)."""
@@ -144,10 +148,6 @@ class Dialect(Protocol):
 
     def count(self) -> Expr:
         """The number of rows of a group, as an aggregate."""
-        ...
-
-    def union(self, r: Relation, other: Relation) -> Relation:
-        """The rows of both, which have the same columns in the same order."""
         ...
 
     def distinct(self, r: Relation) -> Relation: ...
@@ -237,4 +237,24 @@ class Dialect(Protocol):
     def carried(self, r: Relation) -> list[Expr]:
         """The columns of ``r`` that ride along the operators that keep their events' rows (a
         live batch's arrival places: ``tempo.runtime.bulk``), none when it has none."""
+
+    # ---- a live batch computed in bulk (``tempo.lowering.batches``) -------------------------
+    def sum(self, x: Expr) -> Expr: ...
+    def explode_windows(self, r: Relation, name: str, lo: Expr, hi: Expr) -> Relation:
+        """Each row once per integer of ``lo..hi`` (inclusive) as ``name``, its columns kept, or
+        once with ``name`` null where ``lo > hi``."""
+        ...
+
+    def batch_position(self, first: Expr) -> Expr:
+        """A batch event's ``tempo.runtime.bulk.Position`` from its place ``FIRST``: after every
+        event a join side held before the batch, in the merged arrival order."""
+        ...
+
+    def is_batch_position(self, position: Expr) -> Expr:
+        """Whether a ``Position`` is a batch event's (``batch_position``), not a held one's."""
+        ...
+
+    def emission_order(self, pairs: Relation) -> Relation:
+        """``pairs`` (start, end, ``__later``, ``__earlier``, payload) with ``FIRST`` in place of
+        their push: each pair's place in the join's emission order (start, later, earlier)."""
         ...

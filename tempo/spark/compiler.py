@@ -27,6 +27,7 @@ from tempo.expr.schema import field_names
 from tempo.lowering.analytics import analytic
 from tempo.lowering import joins
 from tempo.lowering.clip import clip
+from tempo.lowering.batches import FIRST
 from tempo.lowering.context import Lowering
 from tempo.lowering.patterns import followed_by
 from tempo.runtime.replay import CtiReplay
@@ -94,13 +95,9 @@ def _where(c: Compiler, node: p.WhereNode) -> DataFrame:
     return c.relation(node.input).filter(column(node.predicate, Scope()))
 
 
-FIRST = "__tempo_first"
-"""A column riding along the stateless operators and unions when present: a row's place in
-the merged arrival order (a live query's batch computed in bulk keeps each window's groups
-in first-arrival order)."""
-
-
 def _passengers(df: DataFrame) -> list[Column]:
+    """``FIRST``, riding along the stateless operators and unions when present (a live query's
+    batch computed in bulk keeps each window's groups in first-arrival order)."""
     return [F.col(FIRST)] if FIRST in df.columns else []
 
 

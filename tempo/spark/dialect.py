@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
+from pyspark.sql import types as st
 
 from tempo.expr import nodes as x
 from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
+from tempo.lowering.batches import FIRST
+from tempo.lowering.context import START as S
 from tempo.plan import nodes as p
 from tempo.spark.columns import Scope, column, floor_div, numeric_operands, quoted, record_columns
 
@@ -48,9 +51,10 @@ def _first_of_peers(order: Sequence[Column], ordered: WindowSpec) -> Column:
 
 
 class SparkDialect:
-    """The primitives on Spark; ``compiler``: the compilation it belongs to (its session)."""
+    """The primitives on Spark; ``compiler``: the compilation it belongs to (its session),
+    None for rules that read neither (a live batch's partials on the cluster)."""
 
-    def __init__(self, compiler: Compiler) -> None:
+    def __init__(self, compiler: Compiler | None = None) -> None:
         self.compiler = compiler
 
     def col(self, name: str) -> Column:
@@ -143,6 +147,7 @@ class SparkDialect:
     def completing_cti(self, node: p.WindowNode, rows: DataFrame, done: Column, strict: bool) -> DataFrame:
         """An ordered window over the rows and the few CTIs sorted together: each row takes
         the next CTI following it."""
+        assert self.compiler is not None
         ctis = sorted(set(self.compiler.replay.ctis_of(node.input)))
         marks = self.compiler.spark.createDataFrame([(t,) for t in ctis], "__done long").select(
             "__done", F.lit(0 if strict else 1).alias("__order"), F.col("__done").alias("__cti")
@@ -169,9 +174,6 @@ class SparkDialect:
 
     def count(self) -> Column:
         return F.count(F.lit(1))
-
-    def union(self, r: DataFrame, other: DataFrame) -> DataFrame:
-        return r.unionByName(other)
 
     def distinct(self, r: DataFrame) -> DataFrame:
         return r.distinct()
@@ -291,6 +293,46 @@ class SparkDialect:
         return r.withColumn("__rn", F.row_number().over(ordered)).filter(F.col("__rn") == 1)
 
     def carried(self, r: DataFrame) -> list[Column]:
-        from tempo.spark.compiler import FIRST
-
         return [F.col(FIRST)] if FIRST in r.columns else []
+
+    # ---- a live batch computed in bulk (``tempo.lowering.batches``) -------------------------
+    def sum(self, x: Column) -> Column:
+        return F.sum(x)
+
+    def union(self, a: DataFrame, b: DataFrame) -> DataFrame:
+        return a.unionByName(b, allowMissingColumns=True)
+
+    def explode_windows(self, r: DataFrame, name: str, lo: Column, hi: Column) -> DataFrame:
+        windows = F.when(lo <= hi, F.sequence(lo, hi)).otherwise(F.array(F.lit(None).cast("long")))
+        return r.select("*", F.explode(windows).alias(name))
+
+    def batch_position(self, first: Column) -> Column:
+        """A struct (``POSITION_TYPE``) from the struct of the merged arrival order."""
+        return F.struct(F.lit(1).alias("t"), first["a"].alias("a"), first["i"].alias("i"), first["o"].alias("o")).cast(POSITION_TYPE)
+
+    def is_batch_position(self, position: Column) -> Column:
+        return position["t"] == 1
+
+    def emission_order(self, pairs: DataFrame) -> DataFrame:
+        """A struct (``EMITTED_TYPE``): Spark orders structs field by field."""
+        emitted = F.struct(F.col(S).alias("s"), F.col("__later").alias("l"), F.col("__earlier").alias("e")).cast(EMITTED_TYPE)
+        return pairs.withColumn(FIRST, emitted).drop("__later", "__earlier")
+
+
+POSITION_TYPE = st.StructType(
+    [
+        st.StructField("t", st.IntegerType()),
+        st.StructField("a", st.LongType()),
+        st.StructField("i", st.IntegerType()),
+        st.StructField("o", st.LongType()),
+    ]
+)
+"""A join input event's ``tempo.runtime.bulk.Position`` as a struct."""
+EMITTED_TYPE = st.StructType(
+    [
+        st.StructField("s", st.LongType()),
+        st.StructField("l", POSITION_TYPE),
+        st.StructField("e", POSITION_TYPE),
+    ]
+)
+"""A pair's place in the join's emission order: (start, later position, earlier position)."""

@@ -18,7 +18,9 @@ the same tables column by column instead:
    the order item by item gives them. With a join below the window, the events its sides
    hold and the waiting pairs the batch releases come from the engine (``join_before``), the
    batch's pairs are made here by the rule ``tempo.runtime.bulk.JoinBefore`` states, and the
-   pairs still waiting and the batch's events the join still holds go back (``JoinAfter``);
+   pairs still waiting and the batch's events the join still holds go back (``JoinAfter``).
+   These relations are ``tempo.lowering.batches``' rules, which Spark's bulk engine shares;
+   here a join input event's position is an integer rank too (``HELD``);
 4. ``apply_batch`` merges the partials into the engine and runs the batch's few special
    rows (CTIs, late rows) through their ingresses.
 
@@ -29,7 +31,6 @@ polars' order rather than one by one (docs/streaming.md, as for Spark's bulk eng
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,9 +41,27 @@ from tempo.errors import TempoError, UnsupportedError
 from tempo.events import EventShape
 from tempo.expr.nodes import udf_error
 from tempo.expr.schema import field_names, record_fields
+from tempo.lowering.batches import (
+    FIRST,
+    POSITION,
+    Found,
+    fresh_pair,
+    join_side,
+    latest_times,
+    partial_spans,
+    placed_pairs,
+    read_partials,
+    refused,
+    released,
+    released_pairs,
+    renamed_events,
+    still_held,
+    widest,
+    window_input,
+    window_partials,
+)
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import HoppingWindow
 from tempo.runtime.bulk import (
     BatchPlan,
     BulkShape,
@@ -58,30 +77,20 @@ from tempo.runtime.bulk import (
     plan_order,
 )
 from tempo.runtime.ingress import HEARTBEAT, INTERVAL, POINT
-from tempo.runtime.windows import Window as WindowOperator
 from tempo.runtime.replay import CtiReplay
 from tempo.sources import TableSource
 from tempo.ticks import INF, NEG_INF
-from tempo.vectorised.compiler import AGGREGATES, Compiler, check_nodes, matched, prefixed
+from tempo.vectorised.compiler import Compiler, check_nodes, matched, prefixed
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import START as S
-from tempo.vectorised.expressions import EXECUTOR, Scope, events_frame, expr, payload_objects, record_exprs
+from tempo.vectorised.expressions import EXECUTOR, events_frame, payload_objects
 from tempo.vectorised.ingress import below_microsecond, payload_columns, scalar_table, ticks_of, kind_codes, respelled_kinds
 
 if TYPE_CHECKING:
     from tempo.runtime.live import LiveEngine
 
-FIRST = "__tempo_first"
-"""An event's rank in the order the window receives the batch's events: the merged arrival
-order (arrival, input, order) for the inputs' events, the join's emission order for its
-pairs. Ranks compare as those places do, which is all ``apply_batch`` asks of them."""
-POSITION = "__tempo_position"
-"""A join input event's ``Position`` as a rank: the events the sides held before the batch
-first (by their rank there), then the batch's own (``FIRST``, shifted past those)."""
 ROW, ORDER, KIND, ARR = "__tempo_row", "__tempo_order", "__tempo_kind", "__tempo_arr"
 """A row's place in its input's Arrow table, its order value, kind code and arrival (ticks)."""
-Found = tuple[list[Partial], int | None, int]
-"""The window's partials, the latest time it sees and the events renamed by unions."""
 
 
 def vectorised_batches(query: Query, shape: BulkShape[p.WindowNode]) -> VectorisedBatches:
@@ -174,7 +183,8 @@ class VectorisedBatches:
         found: Found | None
         if self.shape.join is None:
             compiler = Compiler(self.query, self.replay, batch.events, carried=(FIRST,))
-            found = _partials(self.shape.window, compiler.relation(self.shape.window.input), _renamed(compiler, self.shape.window.input))
+            below = self.shape.window.input
+            found = _partials(compiler, self.shape.window, compiler.relation(below), below)
         else:
             before = join_before(engine, self.shape, plans)
             joined = self._join(batch, before, engine.mode.naive is True)
@@ -293,44 +303,36 @@ class VectorisedBatches:
         return _Batch(events, place)
 
     def _join(self, batch: _Batch, before: JoinBefore, naive: bool) -> tuple[Found | None, JoinAfter] | None:
-        """The batch through the join (``JoinBefore`` states the rule): the matching,
-        overlapping pairs of an event of the batch and one held or of the batch; those the
-        batch releases go on to the window in the join's emission order after the waiting
-        ones it releases; the others, and the batch's events the join still holds, go back.
-        None: the batch goes item by item (a shift took a held event's end to infinity)."""
+        """The batch through the join (``JoinBefore`` states the rule, ``tempo.lowering.batches``
+        its relations): each side's events of the batch and those it held before (at their
+        positions, ``HELD``); the matching overlapping pairs with an event of the batch;
+        those the batch releases go on to the window in the join's emission order after the
+        waiting ones it releases; the others, and the batch's events the join still holds,
+        go back. None: the batch goes item by item (a shift took a held event's end to
+        infinity)."""
         join = self.shape.join
         assert join is not None
         compiler = Compiler(self.query, self.replay, batch.events, carried=(FIRST,))
-        first = max(len(before.sides[0]), len(before.sides[1]))  # the batch's positions start here
+        d = compiler.d
 
         def position(rank: int) -> Position:
-            if rank < first:
-                return 0, rank, 0, 0
-            return (1, *batch.places(rank - first))
+            return (0, rank + HELD, 0, 0) if rank < 0 else (1, *batch.places(rank))
 
-        sides: list[pl.LazyFrame] = []
         held: tuple[list[tuple[Position, int, int, Any]], list[tuple[Position, int, int, Any]]] = ([], [])
         for port, (node, kept) in enumerate(((join.left, before.sides[0]), (join.right, before.sides[1]))):
-            names = [S, E, POSITION, *field_names(node.payload_type)]
-            fresh = compiler.relation(node).with_columns((pl.col(FIRST) + first).alias(POSITION)).select(names).collect()
-            still = fresh.filter(pl.col(E) > before.ctis[1 - port])
-            if still.height and int(still[E].max()) >= INF:  # type: ignore[arg-type]
+            fresh = join_side(compiler, node).collect()
+            still = still_held(d, fresh.lazy(), before.ctis[1 - port]).collect()
+            if still.height and int(still[E].max()) >= INF:
                 return None
             for rank, s, e, payload in zip(still[POSITION], still[S], still[E], payload_objects(still, node.payload_type, naive)):
                 held[port].append((position(rank), s, e, payload))
-            old_events = events_frame(node.payload_type, kept).with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(POSITION))
-            sides.append(pl.concat([fresh, old_events.select(names)]).lazy())
+            old_events = events_frame(node.payload_type, kept).with_columns(_held_ranks().alias(POSITION))
+            compiler.built[id(node)] = pl.concat([fresh, old_events.select(fresh.columns)]).lazy()
         ls, le, rs, re = pl.col(f"__l_{S}"), pl.col(f"__l_{E}"), pl.col(f"__r_{S}"), pl.col(f"__r_{E}")
-        lpos, rpos = pl.col(f"__l_{POSITION}"), pl.col(f"__r_{POSITION}")
-        fresh_pair = (lpos >= first) | (rpos >= first)  # two held events were paired before
-        candidates = matched(join, prefixed(sides[0], "__l_"), prefixed(sides[1], "__r_")).filter((ls < re) & (rs < le) & fresh_pair)
-        pairs = candidates.with_columns(
-            pl.max_horizontal(ls, rs).alias("__start"),
-            pl.max_horizontal(lpos, rpos).alias("__later"),
-            pl.min_horizontal(lpos, rpos).alias("__earlier"),
-        ).collect()
+        sides = prefixed(compiler.relation(join.left), "__l_"), prefixed(compiler.relation(join.right), "__r_")
+        pairs = placed_pairs(d, matched(join, *sides).filter((ls < re) & (rs < le) & fresh_pair(d))).collect()
         out = before.out_cti
-        waiting = pairs.filter(pl.col("__start") >= out)
+        waiting = pairs.filter(~released(d, out))
         payloads = [
             payload_objects(
                 waiting.select(pl.col(f"{prefix}{n}").alias(n) for n in field_names(node.payload_type)), node.payload_type, naive
@@ -349,107 +351,42 @@ class VectorisedBatches:
                 *payloads,
             )
         ]
-        # What the window receives: the waiting pairs the batch releases, then the batch's own
-        # it releases, each in emission order, (start, later, earlier), the old first among
-        # equal starts (``released_key``), ranked in that order.
-        released = pairs.lazy().filter(pl.col("__start") < out)
-        names = [S, E, "__old", "__later", "__earlier", *field_names(join.payload_type)]
-        new = released.select(
-            pl.col("__start").alias(S),
-            pl.min_horizontal(le, re).alias(E),
-            pl.lit(1).alias("__old"),
-            pl.col("__later"),
-            pl.col("__earlier"),
-            *record_exprs(join.projection, Scope(("__l_", "__r_"))),
+        # The waiting pairs the batch releases, their push (``released_key``) as ``HELD`` ranks.
+        old = events_frame(join.payload_type, before.released).with_columns(
+            _held_ranks().alias("__later"), pl.lit(-HELD).alias("__earlier")
         )
-        old = (
-            events_frame(join.payload_type, before.released)
-            .lazy()
-            .with_columns(
-                pl.lit(0).alias("__old"),
-                pl.int_range(pl.len(), dtype=pl.Int64).alias("__later"),
-                pl.lit(0, pl.Int64).alias("__earlier"),
-            )
-        )
-        emitted = pl.concat([old.select(names), new.select(names)]).sort(S, "__old", "__later", "__earlier")
-        compiler.built[id(join)] = emitted.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(FIRST)).drop(
-            "__old", "__later", "__earlier"
-        )
-        found = _partials(self.shape.window, compiler.relation(self.shape.window.input), _renamed(compiler, join))
+        now = released_pairs(compiler, join, pairs.lazy(), out)
+        compiler.built[id(join)] = window_input(d, old.lazy(), now)
+        found = _partials(compiler, self.shape.window, compiler.relation(self.shape.window.input), join)
         return found, JoinAfter(held, pending, pairs.height - waiting.height)
 
 
-def _partials(window: p.WindowNode, df: pl.LazyFrame, renamed: int) -> Found | None:
-    """The window's partial aggregates over its input ``df`` (with ``FIRST``): per window and
-    group the count, the least ``FIRST`` and each aggregate's value (an average as its total
-    and count of values); the latest time the window operator sees; None when an event spans
-    ``EAGER_WINDOWS`` windows or more or reaches infinity. Float keys go as polars groups them
-    (every NaN together, -0.0 with 0.0), and ``apply_batch`` keys them as the engine does."""
-    spec = window.spec
-    assert isinstance(spec, HoppingWindow)
-    grid: Any = spec  # the spec's formulas over ints apply to polars expressions
-    keys = [expr(k, Scope()).alias(f"__key{i}") for i, k in enumerate(window.keys or ())]
-    names = [f"__key{i}" for i in range(len(keys))]
-    values = [  # sums of integers exactly, as the engine's state keeps them
-        (expr(a.arg, Scope()).cast(pl.Int128) if a.wide_integers else expr(a.arg, Scope())).alias(f"__v{i}")
-        for i, a in enumerate(window.aggregates)
-        if a.arg is not None
-    ]
-    spans = df.select(
-        pl.col(S),
-        pl.col(E),
-        pl.col(FIRST),
-        grid.first_window(pl.col(S)).alias("__klo"),
-        grid.last_window(pl.col(E)).alias("__khi"),
-        *keys,
-        *values,
-    ).collect()
-    if not spans.height:
-        return [], None, renamed
-    s_max, e_max, widest = spans.select(pl.col(S).max(), pl.col(E).max(), (pl.col("__khi") - pl.col("__klo")).max()).row(0)
-    if e_max >= INF or widest >= WindowOperator.EAGER_WINDOWS:
+HELD = 2**62
+"""A join input event's ``Position`` as an integer, which compares as the positions do: a
+batch event's is its rank ``FIRST``; one a side held before the batch, ``(0, rank, 0, 0)``,
+is ``rank - HELD``, below every batch event's."""
+
+
+def _held_ranks() -> pl.Expr:
+    """``rank - HELD`` of each row (``HELD``)."""
+    return pl.int_range(pl.len(), dtype=pl.Int64) - HELD
+
+
+def _partials(compiler: Compiler, window: p.WindowNode, df: pl.LazyFrame, below: p.Node) -> Found | None:
+    """The window's partial aggregates over its input ``df`` with the events renamed by unions
+    below ``below`` (``tempo.lowering.batches.window_partials``), read on the driver. The
+    events' latest times are read over their spans first, in process: a batch refused
+    (``refused``) lists no windows."""
+    d = compiler.d
+    spans = partial_spans(d, window, df).collect()
+    latest = spans.select(widest(d), *latest_times(d)).row(0)
+    if refused(latest[0], latest[2]):
         return None
-    aggs = [pl.len().alias("__n"), pl.col(FIRST).min().alias("__first")]
-    parts: list[tuple[str, ...]] = []
-    for i, a in enumerate(window.aggregates):
-        if a.arg is None:
-            continue
-        v = pl.col(f"__v{i}")
-        if a.kind is p.AggregateKind.AVG:  # merged as (total, count of values)
-            aggs += [v.sum().alias(f"__a{i}"), v.count().alias(f"__c{i}")]
-            parts.append((f"__a{i}", f"__c{i}"))
-        else:  # mergeable kinds only (bulk_shape): sum, min, max, with nulls and NaN as over the values
-            aggs.append(AGGREGATES[a.kind](v, a).alias(f"__a{i}"))
-            parts.append((f"__a{i}",))
-    exploded = (
-        spans.lazy()
-        .filter(pl.col("__klo") <= pl.col("__khi"))
-        .with_columns(pl.int_ranges(pl.col("__klo"), pl.col("__khi") + 1).alias("__k"))
-        .explode("__k")
-    )
-    grouped = exploded.group_by("__k", *names).agg(aggs).collect()
+    grouped = window_partials(d, window, spans.lazy(), latest=False).collect()
     column = {name: grouped[name].to_list() for name in grouped.columns}
-    value_columns = [column[c[0]] if len(c) == 1 else [(t if n else 0, n) for t, n in zip(column[c[0]], column[c[1]])] for c in parts]
-    partials: list[Partial] = list(
-        zip(
-            column["__k"],
-            zip(*[column[n] for n in names]) if names else itertools.repeat(()),
-            column["__first"],
-            column["__n"],
-            zip(*value_columns) if value_columns else itertools.repeat(()),
-        )
-    )
-    return partials, max(int(s_max), int(e_max)), renamed
-
-
-def _renamed(compiler: Compiler, below: p.Node) -> int:
-    """The batch's events that a union below ``below`` takes on its second input (each gets a
-    fresh event id there, whatever later operators do with it)."""
-    unions = [node for node in below.subtree() if isinstance(node, p.UnionNode)]
-    if not unions:
-        return 0
-    counts = pl.concat([compiler.relation(node.right).select(pl.len().cast(pl.Int64)) for node in unions]).sum().collect()
-    return int(counts.item())
+    renames = renamed_events(compiler, below)  # counted apart: a plan of its own costs less than their rows among the windows'
+    renamed = 0 if renames is None else int(d.scalars(renames, [d.count()])[0])
+    return read_partials(window, column, column["__first"], latest, renamed)
 
 
 def _payloads_of_rows(node: p.SourceNode, table: Any, frame: pl.DataFrame, rows: list[int]) -> list[Any]:

@@ -11,6 +11,8 @@ import polars as pl
 
 from tempo.expr import nodes as x
 from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
+from tempo.lowering.batches import FIRST
+from tempo.lowering.context import START as S
 from tempo.plan import nodes as p
 from tempo.vectorised.expressions import Scope, expr, record_exprs
 
@@ -144,9 +146,6 @@ class PolarsDialect:
     def count(self) -> pl.Expr:
         return pl.len()
 
-    def union(self, r: pl.LazyFrame, other: pl.LazyFrame) -> pl.LazyFrame:
-        return pl.concat([r, other])
-
     def distinct(self, r: pl.LazyFrame) -> pl.LazyFrame:
         return r.unique()
 
@@ -252,3 +251,25 @@ class PolarsDialect:
 
     def carried(self, r: pl.LazyFrame) -> list[pl.Expr]:
         return list(self.compiler.carried)
+
+    # ---- a live batch computed in bulk (``tempo.lowering.batches``) -------------------------
+    def sum(self, x: pl.Expr) -> pl.Expr:
+        return x.sum()
+
+    def union(self, a: pl.LazyFrame, b: pl.LazyFrame) -> pl.LazyFrame:
+        return pl.concat([a, b], how="diagonal_relaxed")
+
+    def explode_windows(self, r: pl.LazyFrame, name: str, lo: pl.Expr, hi: pl.Expr) -> pl.LazyFrame:
+        return r.with_columns(pl.int_ranges(lo, hi + 1).alias(name)).explode(name, empty_as_null=True)
+
+    def batch_position(self, first: pl.Expr) -> pl.Expr:
+        """The rank itself: a held event's is below every rank (``tempo.vectorised.batches.HELD``)."""
+        return first
+
+    def is_batch_position(self, position: pl.Expr) -> pl.Expr:
+        return position >= 0
+
+    def emission_order(self, pairs: pl.LazyFrame) -> pl.LazyFrame:
+        """The rank in that order: the pairs sorted by it."""
+        ranked = pairs.sort(S, "__later", "__earlier").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(FIRST))
+        return ranked.drop("__later", "__earlier")

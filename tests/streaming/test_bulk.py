@@ -317,32 +317,73 @@ def test_the_bulk_engines_refuse_a_query_they_cannot_compute_in_bulk(spark_sessi
         StreamingExecutor(spark_session, str(tmp_path / "ck"), engine="gpu")
 
 
+def _with_a_long_event(spark: Any, tmp_path: Path, bulk: str, lasting: timedelta, flush: bool) -> tuple[list[dict[str, Any]], Case, Any]:
+    """Intervals over 5 s windows in four files, the 26th lasting ``lasting`` from 51 s (the
+    latest start so far: not late), run live on ``bulk``: the rows, the case and the query
+    (stopped; flushed at the end when ``flush``)."""
+    from tempo.spark.streaming import ParquetSink, StreamingExecutor
+
+    rows = _rows(40, 21, ctis=False, intervals=True)
+    rows[25]["ts"] = T0 + timedelta(seconds=51)
+    rows[25]["te"] = rows[25]["ts"] + lasting
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    _write(inputs, 0, rows[:10])
+    case = Case("long", 3, 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _short_windows)
+    parquet = lambda **kw: ParquetSource(str(inputs), Reading, **kw)  # noqa: E731
+    live = StreamingExecutor(spark, str(tmp_path / "ck"), engine=bulk).start(_stream(case, parquet, flush), ParquetSink(str(out)))
+    try:
+        live.process_all_available()
+        for index, (a, b) in enumerate([(10, 20), (20, 30), (30, 40)], start=1):
+            _write(inputs, index, rows[a:b])
+            live.process_all_available()
+        if flush:
+            live.flush()
+    finally:
+        live.stop()
+    return rows, case, live
+
+
 @pytest.mark.parametrize("bulk", BULK_ENGINES)
 def test_a_batch_with_an_event_spanning_many_windows_goes_item_by_item(spark_session: Any, tmp_path: Path, bulk: str) -> None:
     """Intervals over 5 s windows, one of them 10 minutes long (120 windows): the window
     operator keeps such an event aside rather than in each window, which a bulk batch does
     not do, so its batch runs item by item; the batches around it run in bulk; the output
     is the in-memory executor's."""
-    from tempo.spark.streaming import ParquetSink, StreamingExecutor, read_committed
+    from tempo.spark.streaming import read_committed
 
-    rows = _rows(40, 21, ctis=False, intervals=True)
-    rows[25]["ts"] = T0 + timedelta(seconds=51)  # the latest start so far: not late
-    rows[25]["te"] = rows[25]["ts"] + timedelta(minutes=10)
-    inputs, out = tmp_path / "in", tmp_path / "out"
-    _write(inputs, 0, rows[:10])
-    case = Case("long", 3, 1, AdvanceTimePolicy.DROP, EventShape.INTERVAL, False, _short_windows)
-    parquet = lambda **kw: ParquetSource(str(inputs), Reading, **kw)  # noqa: E731
-    live = StreamingExecutor(spark_session, str(tmp_path / "ck"), engine=bulk).start(_stream(case, parquet, True), ParquetSink(str(out)))
-    try:
-        live.process_all_available()
-        for index, (a, b) in enumerate([(10, 20), (20, 30), (30, 40)], start=1):
-            _write(inputs, index, rows[a:b])
-            live.process_all_available()
-        live.flush()
-    finally:
-        live.stop()
+    rows, case, live = _with_a_long_event(spark_session, tmp_path, bulk, timedelta(minutes=10), True)
     whole_source = lambda **kw: tempo.sources.ArrowSource(pa.Table.from_pylist(rows, schema=SCHEMA), Reading, **kw)  # noqa: E731
-    assert _items(read_committed(str(out)), Stat) == InMemoryExecutor().run(_stream(case, whole_source, True)).raw
+    assert _items(read_committed(str(tmp_path / "out")), Stat) == InMemoryExecutor().run(_stream(case, whole_source, True)).raw
+    assert [p.engine for p in live.progress if not p.final] == [bulk, bulk, "driver", bulk]
+
+
+@pytest.mark.parametrize("bulk", BULK_ENGINES)
+def test_a_batch_with_an_event_spanning_billions_of_windows_goes_item_by_item(spark_session: Any, tmp_path: Path, bulk: str) -> None:
+    """As above, the long interval lasting 1,000 years (6.3 billion 5 s windows, more than
+    any array holds): both engines send its batch item by item without listing its windows
+    (``tempo.lowering.batches.window_partials``). No flush (its windows up to infinity are
+    more than any run computes): the output is what the driver engine releases item by item
+    up to the last CTI, whose windows the long event is in."""
+    from tempo.plan.query import Query
+    from tempo.runtime.ingress import TimestampMode
+    from tempo.runtime.live import LiveEngine
+    from tempo.spark.streaming import read_committed
+
+    rows, case, live = _with_a_long_event(spark_session, tmp_path, bulk, timedelta(days=365_250), False)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    reference = LiveEngine(
+        Query.build(_stream(case, lambda **kw: tempo.sources.ArrowSource(table, Reading, **kw), False).node), TimestampMode()
+    )
+    reference.push_rows(0, table)
+    reference.run()
+    expected = reference.take().items
+    long_windows = [
+        i
+        for i in expected
+        if getattr(i, "payload", None) is not None and i.payload.device == rows[25]["device"] and i.start >= T0 + timedelta(seconds=50)
+    ]
+    assert len(long_windows) == 5  # its device's windows from its start up to the last CTI
+    assert _items(read_committed(str(tmp_path / "out")), Stat) == expected
     assert [p.engine for p in live.progress if not p.final] == [bulk, bulk, "driver", bulk]
 
 

@@ -17,18 +17,20 @@ most one join), a large batch runs here instead, in two Spark jobs over the batc
 With a join, the events it holds and the waiting pairs the batch releases go to Spark with
 the batch; the pairs the batch releases are the window's input, and the pairs still
 waiting with the count of released ones, and the batch's events the join still holds come
-back (two more jobs; the join's inputs are cached for them). ``apply_batch`` merges them into the driver engine's open windows and runs the batch's
-few special rows (CTIs, late rows) through their ingresses, so the state after the batch
-is the one item by item gives and either engine may take the next batch. A batch that
-breaks a rule of its own (a null, a bad lifetime, order or arrival going back), holds
-events spanning many windows, or leaves more than heartbeats held at the arrival frontier
-is run item by item instead, which names the rule and the row, or holds the rows back.
+back (two more jobs; the join's inputs are cached for them). ``apply_batch`` merges them
+into the driver engine's open windows and runs the batch's few special rows (CTIs, late
+rows) through their ingresses, so the state after the batch is the one item by item gives
+and either engine may take the next batch. A batch that breaks a rule of its own (a null, a
+bad lifetime, order or arrival going back), holds events spanning many windows, or leaves
+more than heartbeats held at the arrival frontier is run item by item instead, which names
+the rule and the row, or holds the rows back.
+
+The relations are ``tempo.lowering.batches``' rules, which the vectorised engine shares;
+here an event's place and a join input event's position are structs (``tempo.spark.dialect``).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -42,16 +44,17 @@ from tempo.errors import EvaluationError, UdfResultError
 from tempo.events import EventShape
 from tempo.expr.nodes import udf_error
 from tempo.expr.schema import field_names
-from tempo.plan.nodes import AggregateKind, Node, UnaryNode, UnionNode, WindowNode
+from tempo.lowering import batches
+from tempo.lowering.batches import FIRST, POSITION, Found
+from tempo.plan.nodes import UnaryNode, WindowNode
 from tempo.plan.query import Query
-from tempo.plan.windows import HoppingWindow, SessionWindow
+from tempo.plan.windows import SessionWindow
 from tempo.runtime.bulk import (
     BatchPlan,
     BulkShape,
     FrontierCut,
     JoinAfter,
     JoinBefore,
-    Partial,
     Position,
     apply_batch,
     frontier_cut,
@@ -62,14 +65,13 @@ from tempo.runtime.bulk import (
 )
 from tempo.runtime.live import LiveEngine
 from tempo.runtime.ingress import INTERVAL, POINT
-from tempo.runtime.windows import Window as WindowOperator
 from tempo.runtime.replay import CtiReplay
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark.columns import Scope, column, floor_div, quoted, worker_errors
-from tempo.spark.compiler import FIRST, Compiler, overlapping_pairs
-from tempo.spark.windows import WIDE, aggregate_column, key_columns, key_names
-from tempo.spark.columns import record_columns
+from tempo.spark.columns import quoted, worker_errors
+from tempo.spark.compiler import Compiler, overlapping_pairs
+from tempo.spark.dialect import POSITION_TYPE, SparkDialect
+from tempo.spark.windows import key_names
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER, TableProjection
 from tempo.sources import TableSource
@@ -265,31 +267,18 @@ class BulkRunner:
         first = F.struct(F.col(ARR).alias("a"), F.lit(index).cast("int").alias("i"), F.col(ORDER).alias("o"))
         return events.select(F.col(S), F.col(E), first.alias(FIRST), *payload)
 
-    def _partials(self, rows: list[DataFrame], plans: list[BatchPlan] | None) -> tuple[list[Partial], int | None, int] | None:
+    def _partials(self, rows: list[DataFrame], plans: list[BatchPlan] | None) -> Found | None:
         """Each window and group's partial aggregates over the batch (the window's input
         computed by the compiler's rules), the latest time the window operator sees, and the
-        events renamed by unions; None when an event spans too many windows for bulk (or
-        reaches infinity)."""
+        events renamed by unions, counted in the same job; None when an event spans too many
+        windows for bulk (or reaches infinity)."""
         inputs = {
             node.name: self.events(rows[index], index, None if plans is None else plans[index])
             for index, node in enumerate(self.shape.sources)
         }
         compiler = Compiler(self.spark, self.query, self.replay, inputs)
-        window_input = compiler.relation(self.shape.window.input)
-        return self._aggregate(window_input, len(self.shape.sources) > 1, self._renames(compiler, self.shape.window.input))
-
-    def _renames(self, compiler: Compiler, below: Node) -> DataFrame | None:
-        """A row (``RENAME``) per event of the batch that a union below ``below`` takes on its
-        second input, where it gets a fresh event id, whatever later operators do with it;
-        None without unions there."""
-        rows = None
-        for node in below.subtree():
-            if isinstance(node, UnionNode):
-                # With its place in the merged order: a null one would not fit the partials'
-                # column of first places (their fields are not nullable).
-                taken = compiler.relation(node.right).select(F.col(FIRST), F.lit(1).alias(RENAME))
-                rows = taken if rows is None else rows.unionByName(taken)
-        return rows
+        below = self.shape.window.input
+        return self._aggregate(compiler, compiler.relation(below), len(self.shape.sources) > 1, batches.renamed_events(compiler, below))
 
     def _join_partials(
         self,
@@ -297,7 +286,7 @@ class BulkRunner:
         plans: list[BatchPlan],
         before: JoinBefore,
         naive: bool,
-    ) -> tuple[tuple[list[Partial], int | None, int] | None, JoinAfter]:
+    ) -> tuple[Found | None, JoinAfter]:
         """As ``_partials``, through the join (``tempo.runtime.bulk.JoinBefore`` states the
         rule): the pairs of an event of the batch and one held or of the batch; those the
         batch releases go on to the window, with their place in the join's emission order
@@ -316,30 +305,16 @@ class BulkRunner:
             for df in cached:
                 df.unpersist()
 
-    def _join_batch(
-        self,
-        compiler: Compiler,
-        before: JoinBefore,
-        naive: bool,
-        cached: list[DataFrame],
-    ) -> tuple[tuple[list[Partial], int | None, int] | None, JoinAfter]:
+    def _join_batch(self, compiler: Compiler, before: JoinBefore, naive: bool, cached: list[DataFrame]) -> tuple[Found | None, JoinAfter]:
         """``_join_partials``'s work, the DataFrames it caches put in ``cached``."""
         join = self.shape.join
         assert join is not None
+        d = compiler.d
         kept: DataFrame | None = None
         for port, (node, events) in enumerate(((join.left, before.sides[0]), (join.right, before.sides[1]))):
-            fresh = compiler.relation(node)
-            first = F.col(FIRST)
-            fresh = fresh.select(
-                F.col(S),
-                F.col(E),
-                F.struct(F.lit(1).alias("t"), first["a"].alias("a"), first["i"].alias("i"), first["o"].alias("o"))
-                .cast(POSITION_TYPE)
-                .alias(POSITION),
-                *[F.col(f"`{n}`") for n in field_names(node.payload_type)],
-            ).persist(StorageLevel.MEMORY_AND_DISK)
+            fresh = batches.join_side(compiler, node).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(fresh)
-            still = fresh.filter(F.col(E) > F.lit(before.ctis[1 - port])).select(
+            still = batches.still_held(d, fresh, before.ctis[1 - port]).select(
                 F.lit(port).alias("__port"),
                 POSITION,
                 S,
@@ -362,30 +337,22 @@ class BulkRunner:
             held[port].append(
                 (position, held_start, held_end, from_wire((join.left, join.right)[port].payload_type, payloads[port], naive))
             )
-        ls, le, rs, re = F.col(f"__l_{S}"), F.col(f"__l_{E}"), F.col(f"__r_{S}"), F.col(f"__r_{E}")
-        lpos, rpos = F.col(f"__l_{POSITION}"), F.col(f"__r_{POSITION}")
-        fresh_pair = (lpos["t"] == 1) | (rpos["t"] == 1)  # two held events were paired before
-        pairs = overlapping_pairs(compiler, join, fresh_pair)
-        start = F.greatest(ls, rs)
-        later, earlier = F.greatest(lpos, rpos), F.least(lpos, rpos)
-        out = F.lit(before.out_cti)
-        emitted = F.struct(start.alias("s"), later.alias("l"), earlier.alias("e")).cast(EMITTED_TYPE)
-        projection = record_columns(join.projection, Scope(("__l_", "__r_")))
-        released = pairs.filter(start < out).select(start.alias(S), F.least(le, re).alias(E), emitted.alias(FIRST), *projection)
+        pairs = batches.placed_pairs(d, overlapping_pairs(compiler, join, batches.fresh_pair(d)))
+        out = before.out_cti
         # The waiting pairs, and in one more row the count of the released ones and of the
         # events unions renamed below the join: one job (Spark reuses the join's exchanges).
-        still = pairs.filter(start >= out).select(
-            later.alias("__later"),
-            earlier.alias("__earlier"),
-            ls,
-            le,
+        still = pairs.filter(~batches.released(d, out)).select(
+            "__later",
+            "__earlier",
+            f"__l_{S}",
+            f"__l_{E}",
             *wire_columns(join.left.payload_type, "__l_"),
-            rs,
-            re,
+            f"__r_{S}",
+            f"__r_{E}",
             *wire_columns(join.right.payload_type, "__r_"),
         )
-        counts = pairs.filter(start < out).agg(F.count(F.lit(1)).alias("__released"))
-        renames = self._renames(compiler, join)
+        counts = pairs.filter(batches.released(d, out)).agg(F.count(F.lit(1)).alias("__released"))
+        renames = batches.renamed_events(compiler, join)
         counts = (
             counts.crossJoin(renames.agg(F.count(F.lit(1)).alias("__renamed")))
             if renames is not None
@@ -409,81 +376,36 @@ class BulkRunner:
         ]
         old_released = driver_frame(
             self.spark,
-            [_long_field(S), _long_field(E), st.StructField(FIRST, EMITTED_TYPE)],
+            [_long_field(S), _long_field(E), st.StructField("__later", POSITION_TYPE), st.StructField("__earlier", POSITION_TYPE)],
             join.payload_type,
-            [(s, e, released_key(rank, s), *to_wire(payload)) for rank, (s, e, payload) in enumerate(before.released)],
+            [(s, e, *released_key(rank, s)[1:], *to_wire(payload)) for rank, (s, e, payload) in enumerate(before.released)],
         )
-        compiler.built[id(join)] = released.unionByName(old_released)
-        found = self._aggregate(compiler.relation(self.shape.window.input), True, None)
+        compiler.built[id(join)] = batches.window_input(d, old_released, batches.released_pairs(compiler, join, pairs, out))
+        found = self._aggregate(compiler, compiler.relation(self.shape.window.input), True, None)
         if found is not None:
             found = found[0], found[1], renamed
         return found, JoinAfter((held[0], held[1]), pending, count)
 
-    def _aggregate(self, df: DataFrame, several: bool, renames: DataFrame | None) -> tuple[list[Partial], int | None, int] | None:
-        """The window's partials over its input ``df`` (see ``_partials``); ``several``: the
-        first events are structs (of several inputs, or a join's pairs); ``renames``: counted
-        in the same job (``_renames``)."""
+    def _aggregate(self, compiler: Compiler, df: DataFrame, several: bool, renames: DataFrame | None) -> Found | None:
+        """The window's partials over its input ``df`` (``tempo.lowering.batches.window_partials``,
+        its events' latest times per row, in one job), read on the driver; ``several``: the
+        first places are structs (of several inputs, or a join's pairs), else order values;
+        ``renames``: counted in the same job (``tempo.lowering.batches.renamed_events``)."""
         window = self.shape.window
         assert isinstance(window, WindowNode)
-        grouped = window_partials(window, df, renames).toArrow()
-        col = {name: grouped.column(name).to_pylist() for name in grouped.column_names if name != "__first"}
-        renamed = sum(r for r in col["__renamed"] if r is not None) if renames is not None else 0
-        ends = [e for e in col["__emax"] if e is not None]  # none in the renames' row alone
-        if not ends:
-            return [], None, renamed
-        if max((s for s in col["__span"] if s is not None), default=0) >= WindowOperator.EAGER_WINDOWS or max(ends) >= INF:
-            return None
-        t_max = max(max(s for s in col["__smax"] if s is not None), max(ends))
-        firsts: Iterable[Any] = grouped.column("__first").to_pylist()
-        if several:  # structs arrive as dicts, in field order
-            firsts = (_as_tuple(first) for first in firsts)
-        else:
-            firsts = ((0, 0, order) for order in firsts)
-        keys = len(window.keys or ())
-        key_columns = [col[f"__key{i}"] for i in range(keys)]
-        partials: list[Partial] = [
-            (k, key, first, n, values)
-            for k, key, first, n, values in zip(
-                col["__k"],
-                zip(*key_columns) if key_columns else itertools.repeat(()),
-                firsts,
-                col["__n"],
-                partial_values(window, col),
-            )
-            if k is not None  # events in no window count only for the latest time
-        ]
-        return partials, t_max, renamed
+        d = compiler.d
+        grouped = batches.window_partials(d, window, batches.partial_spans(d, window, df), renames).toArrow()
+        col = {name: grouped.column(name).to_pylist() for name in grouped.column_names}
+        firsts = [_as_tuple(first) for first in col["__first"]] if several else col["__first"]  # structs arrive as dicts, in field order
+        return batches.read_partials(window, col, firsts)
 
 
-def window_partials(window: WindowNode, df: DataFrame, renames: DataFrame | None = None) -> DataFrame:
-    """A hopping window's partial aggregates over its input events ``df`` (start, end, their
-    first place ``FIRST``, payload): a row per window (``__k``, null for events in no window,
-    which count only for the latest time) and group (``__key0``, ...), with the count of its
-    events (``__n``), the first place (``__first``), the most windows one event spans
-    (``__span``), the latest start and end (``__smax``, ``__emax``) and the aggregates'
-    partial values (``partial_values`` reads them). ``renames``: rows of their own in the
-    group of no window, summed as ``__renamed`` (``BulkRunner._renames``)."""
-    spec = window.spec
-    assert isinstance(spec, HoppingWindow)
-    k_lo, k_hi = spec.first_window(F.col(S), floor_div), spec.last_window(F.col(E), floor_div)
-    keys, values = _partial_inputs(window)
-    spans = df.select(F.col(S), F.col(E), F.col(FIRST), k_lo.alias("__klo"), k_hi.alias("__khi"), *keys, *values)
-    # An event in no window (a gap between hopping windows) still counts for the
-    # operator's latest time: it goes to a window null.
-    exploded = spans.select(
-        "*",
-        F.explode(
-            F.when(F.col("__klo") <= F.col("__khi"), F.sequence(F.col("__klo"), F.col("__khi"))).otherwise(
-                F.array(F.lit(None).cast("long"))
-            )
-        ).alias("__k"),
-    )
-    if renames is not None:  # rows of their own, in the group of no window: the other columns null
-        exploded = exploded.unionByName(renames, allowMissingColumns=True)
-    aggs = [F.max(F.col("__khi") - F.col("__klo")).alias("__span"), *_partial_aggregates(window)]
-    if renames is not None:
-        aggs.append(F.sum(RENAME).alias("__renamed"))
-    return exploded.groupBy("__k", *key_names(window)).agg(*aggs)
+def window_partials(window: WindowNode, df: DataFrame) -> DataFrame:
+    """``tempo.lowering.batches.window_partials`` on Spark over a hopping window's input
+    events ``df`` (start, end, first place ``FIRST``, payload): a row per window and group."""
+    d = SparkDialect()
+    partials: DataFrame = batches.window_partials(d, window, batches.partial_spans(d, window, df))
+    return partials
 
 
 def session_runs(window: WindowNode, df: DataFrame) -> DataFrame:
@@ -496,72 +418,14 @@ def session_runs(window: WindowNode, df: DataFrame) -> DataFrame:
     partial values; and the run's start (``__smin``)."""
     spec = window.spec
     assert isinstance(spec, SessionWindow) and spec.max_duration is None
-    keys, values = _partial_inputs(window)
+    d = SparkDialect()
     names = key_names(window)
-    events = df.select(F.col(S), F.col(E), F.col(FIRST), *keys, *values)
+    events = df.select(F.col(S), F.col(E), F.col(FIRST), *d.keys(window), *d.values(window))
     ordered = Frame.partitionBy(*names).orderBy(S, FIRST)
     reach = F.max(F.col(E) - F.lit(1 - spec.gap)).over(ordered.rowsBetween(Frame.unboundedPreceding, -1))
     opens = F.when(reach.isNull() | (F.col(S) >= reach), F.lit(1)).otherwise(F.lit(0))
     runs = events.withColumn("__opens", opens).withColumn("__run", F.sum("__opens").over(ordered.rowsBetween(Frame.unboundedPreceding, 0)))
-    return runs.groupBy("__run", *names).agg(F.min(S).alias("__smin"), *_partial_aggregates(window))
-
-
-def _partial_inputs(window: WindowNode) -> tuple[list[Column], list[Column]]:
-    """A window's group keys (``__key0``, ...) and its aggregates' arguments (``__v0``, ...)
-    as columns over its input events."""
-    keys = key_columns(window)
-    values = [  # sums of integers exactly, as the engine's state keeps them (Decimals made ints by partial_values)
-        (column(a.arg, Scope()).cast(WIDE) if a.wide_integers else column(a.arg, Scope())).alias(f"__v{i}")
-        for i, a in enumerate(window.aggregates)
-        if a.arg is not None
-    ]
-    return keys, values
-
-
-def _partial_aggregates(window: WindowNode) -> list[Column]:
-    """The partial aggregates of a group of ``_partial_inputs``' rows: the count (``__n``),
-    the first place, the latest start and end, and per aggregate its partial values
-    (``partial_columns``)."""
-    aggs = [F.count(F.lit(1)).alias("__n"), F.min(FIRST).alias("__first"), F.max(S).alias("__smax"), F.max(E).alias("__emax")]
-    for i, a in enumerate(window.aggregates):
-        if a.arg is None:
-            continue
-        v = F.col(f"__v{i}")
-        if a.kind is AggregateKind.AVG:  # merged as (total, count of values)
-            aggs += [F.sum(v).alias(f"__a{i}"), F.count(v).alias(f"__c{i}")]
-        elif a.wide_integers:  # a partial sum: only the window's whole sum must fit 64 bits
-            aggs.append(F.sum(v).alias(f"__a{i}"))
-        else:
-            aggs.append(aggregate_column(a, v).alias(f"__a{i}"))  # mergeable kinds only
-    return aggs
-
-
-def partial_columns(window: WindowNode) -> list[str]:
-    """The columns of ``window_partials``' rows holding the aggregates' partial values."""
-    names: list[str] = []
-    for i, a in enumerate(window.aggregates):
-        if a.arg is not None:
-            names += [f"__a{i}", f"__c{i}"] if a.kind is AggregateKind.AVG else [f"__a{i}"]
-    return names
-
-
-def partial_values(window: WindowNode, col: dict[str, list[Any]]) -> list[tuple[Any, ...]]:
-    """Per row of ``window_partials`` (given as columns ``col``), the aggregates' partial
-    values as ``Accumulator.merge`` takes them: per aggregate with an argument, its sum, min
-    or max (an exact integer sum as an int), or for an average (total, count of values)."""
-    rows = len(col["__n"])
-    parts: list[list[Any]] = []
-    for i, a in enumerate(window.aggregates):
-        if a.arg is None:
-            continue
-        total = col[f"__a{i}"]
-        if a.wide_integers:  # summed exactly as Decimals (an average's total too)
-            total = [None if t is None else int(t) for t in total]
-        if a.kind is AggregateKind.AVG:
-            parts.append([(t if n else 0, n) for t, n in zip(total, col[f"__c{i}"])])
-        else:
-            parts.append(total)
-    return list(zip(*parts)) if parts else [()] * rows
+    return runs.groupBy("__run", *names).agg(F.min(S).alias("__smin"), *batches.partial_aggregates(d, window), *batches.latest_times(d))
 
 
 def _collect(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -581,25 +445,3 @@ def _as_tuple(value: Any) -> Any:
 
 def _long_field(name: str) -> st.StructField:
     return st.StructField(name, st.LongType(), False)
-
-
-RENAME = "__tempo_rename"
-"""A column of ``BulkRunner._renames``' rows."""
-POSITION = "__tempo_position"
-"""A join input event's ``tempo.runtime.bulk.Position``, as a struct."""
-POSITION_TYPE = st.StructType(
-    [
-        st.StructField("t", st.IntegerType()),
-        st.StructField("a", st.LongType()),
-        st.StructField("i", st.IntegerType()),
-        st.StructField("o", st.LongType()),
-    ]
-)
-EMITTED_TYPE = st.StructType(
-    [
-        st.StructField("s", st.LongType()),
-        st.StructField("l", POSITION_TYPE),
-        st.StructField("e", POSITION_TYPE),
-    ]
-)
-"""A pair's place in the join's emission order: (start, later position, earlier position)."""

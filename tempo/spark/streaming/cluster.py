@@ -68,6 +68,7 @@ from tempo.errors import EvaluationError, TempoError, UdfResultError, Unsupporte
 from tempo.events import Cti
 from tempo.expr.nodes import udf_error
 from tempo.expr.schema import record_fields
+from tempo.lowering.batches import FIRST, partial_columns
 from tempo.plan.query import Query
 from tempo.plan.windows import HoppingWindow
 from tempo.result import InputMetrics, Result, released_table
@@ -113,10 +114,10 @@ from tempo.runtime.live import LiveEngine
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import floor_div, worker_errors
-from tempo.spark.compiler import FIRST, Compiler
+from tempo.spark.compiler import Compiler
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER
 from tempo.spark.sources import spark_path
-from tempo.spark.streaming.bulk import BulkRunner, partial_columns, session_runs, window_partials
+from tempo.spark.streaming.bulk import BulkRunner, session_runs, window_partials
 from tempo.spark.streaming.checkpoint import BatchLog
 from tempo.spark.streaming.executor import (
     CRASH_AT,

@@ -58,7 +58,7 @@ from tempo.runtime.keyed import (
     by_substream,
     may_reach_infinity,
 )
-from tempo.spark.streaming.bulk import partial_columns, partial_values
+from tempo.lowering.batches import partial_columns, partial_values
 from tempo.spark.windows import key_columns, key_names
 from tempo.ticks import INF, NEG_INF
 
@@ -70,7 +70,7 @@ order, its kind (``INSERT``, ``END_EDGE``, ``CTI_ROW``: a row carrying only a CT
 the watermark, in the CTI lane, its ``EID`` the stage batch that wrote it, or ``MERGE``: a
 hopping window's partial aggregates over the key's events of a stage batch, its ``EID`` the
 window, ``END`` the events' latest time, and the partial values in the columns of
-``tempo.spark.streaming.bulk.window_partials``; or ``SHARED``: at the flush, what a bucket's
+``tempo.lowering.batches.window_partials``; or ``SHARED``: at the flush, what a bucket's
 keys need of all keys at the CTI at infinity, its ``EID`` the bucket, ``START`` the last
 finite CTI, ``END`` the window's latest finite time over all keys), the event's id, its
 lifetime in ticks (``END`` null: open; an end's ``EID`` and ``START`` are the id and stage
