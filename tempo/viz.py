@@ -181,10 +181,11 @@ def _replay_inputs(query: Query) -> tuple[list[_Input], Callable[[int], datetime
     the merged arrival order, exactly as ``InMemoryExecutor.run`` processes them (the
     operators are left out: only what enters the query is recorded)."""
     from tempo.runtime import engine as ex
+    from tempo.runtime.build import Build
     from tempo.runtime.ingress import END, START, TimestampMode
 
     mode = TimestampMode()
-    build = ex.Build(mode, query)
+    build = Build(mode, query)
     ingresses = ex.build_ingresses(build, query)
 
     def dt(t: int) -> datetime:

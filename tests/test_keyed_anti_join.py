@@ -29,7 +29,8 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.runtime.joins import AntiJoin
 from tempo.runtime.operator import Operator
-from tempo.runtime.engine import Build, build_operator
+from tempo.runtime.build import Build
+from tempo.runtime.engine import build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.keyed import AntiJoinTimeline, Cti, End, Insert, KeyedItem, KeyedOperator, KeyedResult, pass_cti, placed, release_order
 from tempo.ticks import INF, NEG_INF

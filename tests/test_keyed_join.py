@@ -33,7 +33,8 @@ from tempo import EventShape, Stream
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.runtime.operator import Operator
-from tempo.runtime.engine import Build, build_operator
+from tempo.runtime.build import Build
+from tempo.runtime.engine import build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.keyed import Cti, End, Insert, JoinTimeline, KeyCti, KeyedItem, KeyedOperator, KeyedResult, placed, release_order
 from tempo.ticks import INF, NEG_INF

@@ -35,7 +35,8 @@ from tempo.plan.windows import WindowTimestamp
 from tempo.runtime.event_windows import CountWindows, Snapshots
 from tempo.runtime.clip import Clip
 from tempo.runtime.windows import Window as WindowOperator
-from tempo.runtime.engine import Build, build_operator
+from tempo.runtime.build import Build
+from tempo.runtime.engine import build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.analytics import Analytic
 from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow

@@ -10,10 +10,12 @@ from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
 from tempo.lowering.context import Lowering, R
 from tempo.lowering.dialect import WindowFunction, Windowed
+from tempo.lowering.rules import lowers
 from tempo.plan import nodes as p
 from tempo.ticks import INF
 
 
+@lowers(p.AnalyticNode)
 def analytic(c: Lowering[R], node: p.AnalyticNode) -> R:
     """Each group in (start, payload fields, nulls first) order: a running aggregate over the
     rows up to each row's peers (the rows equal to it in start and payload), themselves

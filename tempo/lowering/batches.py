@@ -29,6 +29,7 @@ from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
 from tempo.lowering.context import Lowering, R
 from tempo.lowering.dialect import Dialect, Expr, Relation
+from tempo.lowering.windows import pane_merges
 from tempo.plan import nodes as p
 from tempo.plan.windows import HoppingWindow
 from tempo.runtime.bulk import Partial
@@ -55,9 +56,9 @@ def partial_parts(d: Dialect, window: p.WindowNode) -> list[tuple[str, Expr]]:
     """Per aggregate with an argument, its partial values over a group of events as named
     columns: an average's total and count of values (``__a<i>``, ``__c<i>``), else its sum
     (exact for integers), min or max (``__a<i>``). They are the aggregate's pane columns
-    (``Dialect.pane_merges``): a window's value merges from any parts of it as from its
+    (``tempo.lowering.windows.pane_merges``): a window's value merges from any parts of it as from its
     panes."""
-    merges = d.pane_merges(window) if window.aggregates else []
+    merges = pane_merges(d, window) if window.aggregates else []
     assert merges is not None, "bulk_shape takes only aggregates that merge"
     parts: list[tuple[str, Expr]] = []
     for i, (a, (columns, _)) in enumerate(zip(window.aggregates, merges)):

@@ -9,10 +9,12 @@ from tempo.lowering.context import START as S
 from tempo.lowering.context import Lowering, R
 from tempo.lowering.dialect import WindowFunction, Windowed
 from tempo.lowering.joins import payload
+from tempo.lowering.rules import lowers
 from tempo.plan import nodes as p
 from tempo.ticks import INF
 
 
+@lowers(p.ClipNode)
 def clip(c: Lowering[R], node: p.ClipNode) -> R:
     """The next later start of the group, over every event (one that arrives after the final
     CTI starts after it and clips nothing released): the next start in start order, which

@@ -24,7 +24,10 @@ R = TypeVar("R")
 
 class Lowering(Generic[R]):
     """One compilation: the dialect, the plan and its CTI replay, and the relations built so
-    far. A backend's compiler subclasses it with ``rule``, its dispatch on the node class."""
+    far. A backend's compiler subclasses it with ``rule``, its dispatch on the node class,
+    and ``executor``, its name in errors."""
+
+    executor = "a DataFrame executor"
 
     def __init__(self, d: Dialect, query: Query, replay: CtiReplay, spans: Mapping[str, Callable[[], Span | None]] | None = None) -> None:
         """``spans``: how to take where each input read column by column lies in time (a
@@ -32,6 +35,7 @@ class Lowering(Generic[R]):
         self.d, self.query, self.replay = d, query, replay
         self.spans = dict(spans or {})
         self.built: dict[int, R] = {}
+        self.planned: dict[int, tuple[p.Node, str]] = {}
 
     def rule(self, node: p.Node) -> R:
         """``node``'s relation, built by the backend's rule for its class."""
@@ -42,6 +46,17 @@ class Lowering(Generic[R]):
         if cached is None:
             cached = self.built[id(node)] = self.rule(node)
         return cached
+
+    def plan(self, node: p.Node, choice: str) -> None:
+        """Record the strategy ``tempo.lowering.physical`` chose for ``node``."""
+        self.planned[id(node)] = (node, choice)
+
+    def physical_plan(self) -> str:
+        """The strategies chosen, one node a line (``explain``), or a line saying there were
+        none to choose."""
+        if not self.planned:
+            return "(no operator with a choice of strategy)"
+        return "\n".join(f"{node.describe()}: {choice}" for node, choice in self.planned.values())
 
     def span(self, node: p.Node) -> Span | None:
         """Where ``node``'s lifetimes lie, when they are those of an input read column by

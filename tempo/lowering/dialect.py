@@ -5,7 +5,7 @@ The rules of ``tempo.lowering`` are written once over it. A backend's column exp
 ``.alias``, so the rules use those directly; a primitive is only what the backends spell
 differently. Beside the primitives, a backend answers for what only its own compiler knows:
 its expressions (``keys``, ``values``, ``projection``), its aggregates (``grouped``,
-``pane_merges``) and the one as-of join of the ``CTI`` result stamp (``completing_cti``). The
+``itself_over_panes``) and the one as-of join of the ``CTI`` result stamp (``completing_cti``). The
 windows the events cut and the analytic node share the window functions over a partition in
 order (``over``); the join family (joins, anti-joins, ``followed_by``, clip) has its own block
 of primitives: lists of time buckets, a join side and the pairs.
@@ -14,7 +14,7 @@ of primitives: lists of time buckets, a join side and the pairs.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from tempo.expr import nodes as x
@@ -77,8 +77,26 @@ class Dialect(Protocol):
         ...
 
     def is_null(self, x: Expr) -> Expr: ...
+    def as_double(self, x: Expr) -> Expr: ...
+
+    # ---- aggregates over a group's rows -----------------------------------------------------
     def min(self, x: Expr) -> Expr: ...
     def max(self, x: Expr) -> Expr: ...
+    def sum(self, x: Expr) -> Expr: ...
+    def count(self) -> Expr:
+        """The number of rows, a 64-bit integer."""
+        ...
+
+    def count_of(self, x: Expr) -> Expr:
+        """The number of rows where ``x`` is not null."""
+        ...
+
+    def itself_over_panes(self, a: p.Aggregate) -> tuple[Callable[[Expr], Expr], Callable[[Expr], Expr]] | None:
+        """For an aggregate whose value over a window is itself again over its panes' values
+        (a sum, a min, a max), the aggregate of its argument's column over a pane's rows and
+        the window's from the panes' column; None where the backend does not merge it so
+        (``tempo.lowering.windows.pane_merges``)."""
+        ...
 
     # ---- relations --------------------------------------------------------------------------
     def select(self, r: Relation, cols: Sequence[Expr | str]) -> Relation: ...
@@ -91,6 +109,11 @@ class Dialect(Protocol):
         """One row per integer of ``lo..hi`` (inclusive) as ``name``, with the columns ``keep``.
         Every row must have ``lo <= hi`` (the rules filter first where a row may not): the
         backends differ on the others (Spark counts down, polars gives a null)."""
+        ...
+
+    def no_rows(self, r: Relation, payload_type: type) -> Relation:
+        """A relation of ``r``'s kind without rows: the lifetime columns and the fields of
+        ``payload_type``, typed as a node's output of that payload is."""
         ...
 
     def union(self, a: Relation, b: Relation) -> Relation:
@@ -121,10 +144,6 @@ class Dialect(Protocol):
         """``rows`` grouped by ``by`` with the node's aggregates as ``__agg<i>`` and ``extra``."""
         ...
 
-    def pane_merges(self, node: p.WindowNode) -> list[PaneMerge] | None:
-        """Each aggregate by panes, or None when one does not merge from its panes' values."""
-        ...
-
     def completing_cti(self, node: p.WindowNode, rows: Relation, done: Expr, strict: bool) -> Relation:
         """``rows`` with ``__cti``: the first CTI the node received at or after ``done`` (after
         it, when ``strict``)."""
@@ -144,10 +163,6 @@ class Dialect(Protocol):
 
     def floor_mod(self, x: Expr, by: int) -> Expr:
         """``x - floor(x / by) * by`` in 64-bit integers, for ``by > 0``."""
-        ...
-
-    def count(self) -> Expr:
-        """The number of rows of a group, as an aggregate."""
         ...
 
     def distinct(self, r: Relation) -> Relation: ...
@@ -239,7 +254,6 @@ class Dialect(Protocol):
         live batch's arrival places: ``tempo.runtime.bulk``), none when it has none."""
 
     # ---- a live batch computed in bulk (``tempo.lowering.batches``) -------------------------
-    def sum(self, x: Expr) -> Expr: ...
     def explode_windows(self, r: Relation, name: str, lo: Expr, hi: Expr) -> Relation:
         """Each row once per integer of ``lo..hi`` (inclusive) as ``name``, its columns kept, or
         once with ``name`` null where ``lo > hi``."""

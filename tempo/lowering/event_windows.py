@@ -12,11 +12,13 @@ from tempo.lowering.context import START as S
 from tempo.lowering.context import Lowering, R
 from tempo.lowering.dialect import Expr, WindowFunction, Windowed
 from tempo.lowering.windows import ended, stamped
+from tempo.lowering.rules import lowers_window
 from tempo.plan import nodes as p
-from tempo.plan.windows import CountWindow, SessionWindow
+from tempo.plan.windows import CountWindow, SessionWindow, SnapshotWindow
 from tempo.ticks import INF
 
 
+@lowers_window(SessionWindow)
 def session(c: Lowering[R], node: p.WindowNode) -> R:
     """Activities as gaps and islands: in start order per group, an event opens an activity
     when it starts at or after the latest last tick before it plus the gap (rows of one start
@@ -64,6 +66,7 @@ def session(c: Lowering[R], node: p.WindowNode) -> R:
     return stamped(c, node, sessions, strict=False, done=d.col("__we"))
 
 
+@lowers_window(CountWindow)
 def count_window(c: Lowering[R], node: p.WindowNode) -> R:
     """Ranks by (start, payload fields, nulls first) among the events its final CTI
     committed: they are all known, and rank before any other; window k holds ranks
@@ -95,6 +98,7 @@ def count_window(c: Lowering[R], node: p.WindowNode) -> R:
     return stamped(c, node, full, strict=True, done=d.col("__hi"))
 
 
+@lowers_window(SnapshotWindow)
 def snapshot(c: Lowering[R], node: p.WindowNode) -> R:
     """Per group, the distinct endpoints (starts and finite ends) each with the next one give
     the windows ``[p, q)``; the events alive at ``p`` join them. A window is kept once the

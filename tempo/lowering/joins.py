@@ -15,6 +15,7 @@ from tempo.lowering.context import START as S
 from tempo.lowering.context import Lowering, R
 from tempo.lowering.dialect import Expr, Relation, WindowFunction, Windowed
 from tempo.lowering.physical import LONG_BUCKET, SPAN_BUCKETS, TimeBuckets
+from tempo.lowering.rules import lowers
 from tempo.plan import nodes as p
 from tempo.ticks import INF
 
@@ -25,6 +26,7 @@ def payload(c: Lowering[Any], node: p.Node, prefix: str = "") -> list[Expr]:
     return [d.col(f"{prefix}{n}").alias(n) if prefix else d.col(n) for n in field_names(node.payload_type)]
 
 
+@lowers(p.JoinNode)
 def join(c: Lowering[R], node: p.JoinNode) -> R:
     """Overlapping matching pairs (``overlapping_pairs``), each the intersection of its two
     lifetimes (``intersections``)."""
@@ -42,6 +44,7 @@ def overlapping_pairs(c: Lowering[R], node: p.JoinNode, also: Expr | None = None
         condition = condition & also
     inputs = c.relation(node.left), c.relation(node.right)
     plan = physical.join_buckets(c.query, node, c.span, lambda side: median_length(c, side))
+    c.plan(node, plan.describe() if plan is not None else "on the keys alone" if node.keys else "every pair (no keys)")
     if plan is None:
         found: R = d.pairs(node, d.join_side(inputs[0], "__l_"), d.join_side(inputs[1], "__r_"), condition=condition)
         return found
@@ -105,6 +108,7 @@ def intersections(c: Lowering[R], node: p.JoinNode, pairs: R) -> R:
     return lifetimes
 
 
+@lowers(p.AntiJoinNode)
 def anti_join(c: Lowering[R], node: p.AntiJoinNode) -> R:
     """The uncovered stretches of each left lifetime that start before the final CTI.
 

@@ -8,9 +8,11 @@ from tempo.expr.schema import field_names
 from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
 from tempo.lowering.context import Lowering, R
+from tempo.lowering.rules import lowers
 from tempo.plan import nodes as p
 
 
+@lowers(p.FollowedByNode)
 def followed_by(c: Lowering[R], node: p.FollowedByNode) -> R:
     """Each left event with its first following right event: the pairs on the keys and a time
     bucket of width ``within`` (a left start's bucket is the right start's or the one before),

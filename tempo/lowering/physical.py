@@ -1,5 +1,16 @@
-"""How a join finds its pairs: the one planning step of the DataFrame executors' joins,
-chosen from the plan's stream properties (``Query.longest_lifetime``), where the inputs lie
+"""The physical planning step of the DataFrame executors: each strategy chosen once, here,
+from the plan's stream properties, and carried out by the shared rules on every backend. A
+compilation records each choice (``Lowering.planned``), which ``explain`` prints.
+
+**Hopping and tumbling windows** (``window_plan``; ``tempo.lowering.windows.hopping`` carries
+it out): a lifetime that reaches at most one window (points, or lifetimes no longer than the
+gap between windows) goes to it with no range to explode (``ONE_WINDOW``); overlapping
+windows over points whose aggregates merge from parts are built by panes (``PANES``: the
+points aggregated once per pane of width ``gcd(size, hop)``, each pane's values merged by
+the windows holding it, rather than each point read into ``size / hop`` windows); else each
+event goes to every window its lifetime overlaps (``EXPLODED``).
+
+**Joins**: how a join finds its pairs, chosen from the plan's stream properties (``Query.longest_lifetime``), where the inputs lie
 in time (``Span``) and whether the join has keys; ``tempo.lowering.joins.overlapping_pairs``
 carries it out.
 
@@ -24,6 +35,7 @@ bench/README.md, "Latest figures", W4 on Spark).
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable
 
@@ -31,7 +43,40 @@ import attrs
 
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
+from tempo.plan.windows import HoppingWindow
 from tempo.tables import Span
+from tempo.ticks import format_duration
+
+
+class WindowPlan(enum.Enum):
+    """How a hopping or tumbling window finds each event's windows (this module's docstring)."""
+
+    ONE_WINDOW = "each event in the one window it reaches"
+    PANES = "by panes"
+    EXPLODED = "each event in every window it overlaps"
+
+
+def window_plan(query: Query, node: p.WindowNode, merges: bool) -> WindowPlan:
+    """The plan of a hopping or tumbling window; ``merges``: whether the backend merges every
+    one of its aggregates from parts (``tempo.lowering.windows.pane_merges``)."""
+    spec = node.spec
+    assert isinstance(spec, HoppingWindow)
+    longest = query.longest_lifetime(node.input)
+    if longest == 1 and spec.size > spec.hop and merges:
+        return WindowPlan.PANES
+    if longest is not None and spec.size >= spec.hop and spec.most_windows_past_first(longest) == 0:
+        return WindowPlan.ONE_WINDOW
+    return WindowPlan.EXPLODED
+
+
+def describe_window_plan(plan: WindowPlan, node: p.WindowNode) -> str:
+    """``plan`` as ``explain`` prints it (a pane's width with ``PANES``)."""
+    spec = node.spec
+    assert isinstance(spec, HoppingWindow)
+    if plan is WindowPlan.PANES:
+        return f"{plan.value} of {format_duration(math.gcd(spec.size, spec.hop))}"
+    return str(plan.value)
+
 
 LONG_BUCKET = -(2**63)
 """The time bucket of events too long to list their buckets (no real bucket is this low)."""
@@ -54,6 +99,17 @@ class TimeBuckets:
     unbounded: int | None = None
     cut: tuple[int, int] | None = None
     long_apart: bool = False
+
+    def describe(self) -> str:
+        """The plan as ``explain`` prints it."""
+        said = [f"on the keys and time buckets of {format_duration(self.width)}"]
+        if self.unbounded is not None:
+            side = ("left", "right")[self.unbounded]
+            if self.cut is not None:
+                said.append(f"the {side} side cut to the other's span")
+            if self.long_apart:
+                said.append(f"the {side} side's long events in one bucket of their own")
+        return ", ".join(said)
 
     @property
     def found_once(self) -> bool:

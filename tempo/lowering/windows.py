@@ -9,11 +9,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tempo.errors import UnsupportedError
+from tempo.lowering import physical
 from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
 from tempo.lowering.context import Lowering, R
-from tempo.lowering.dialect import Expr, PaneMerge, Relation
+from tempo.lowering.dialect import Dialect, Expr, PaneMerge, Relation
+from tempo.lowering.rules import WINDOW_KINDS, lowers, lowers_window
 from tempo.plan import nodes as p
+from tempo.plan.nodes import AggregateKind as K
 from tempo.plan.windows import HoppingWindow, WindowTimestamp
 from tempo.ticks import INF, NEG_INF
 
@@ -35,14 +39,29 @@ def ended(c: Lowering[Any], node: p.WindowNode, df: Relation, cti: int) -> Expr:
     return d.when(end >= d.lit(INF), d.lit(horizon + 1), end)
 
 
+@lowers(p.WindowNode)
+def window(c: Lowering[R], node: p.WindowNode) -> R:
+    """The released results of a window node: its kind's rule (``WINDOW_KINDS``), or no rows
+    when its input forwards no CTI."""
+    rule = WINDOW_KINDS.get(type(node.spec))
+    if rule is None:
+        raise UnsupportedError(c.executor, node.spec.describe(), "it has no rule for this window kind yet")
+    if c.final_bound(node.input) <= NEG_INF:
+        empty: R = c.d.no_rows(c.relation(node.input), node.payload_type)
+        return empty
+    built: R = rule(c, node)
+    return built
+
+
+@lowers_window(HoppingWindow)
 def hopping(c: Lowering[R], node: p.WindowNode) -> R:
     """Each event joins the windows its lifetime overlaps that its final input CTI completed.
 
     Windows are numbered by the spec; an event ``[s, e)`` overlaps windows ``k_lo..k_hi``. A
     finite final CTI completes windows up to ``last_complete``; on the CTI at infinity every
-    window is complete. A lifetime that reaches at most one window (a tumbling window over
-    points, say) takes it with no range to explode; overlapping windows over points whose
-    aggregates merge are built by panes (``by_panes``).
+    window is complete. How each event finds its windows is ``tempo.lowering.physical``'s
+    ``window_plan``: the one window it reaches, by panes (``by_panes``), or every window it
+    overlaps, exploded.
     """
     d, spec = c.d, node.spec
     assert isinstance(spec, HoppingWindow)
@@ -57,12 +76,14 @@ def hopping(c: Lowering[R], node: p.WindowNode) -> R:
     keys, by = d.keys(node), d.key_names(node)
     longest = c.query.longest_lifetime(node.input)
     starts = [d.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
-    one_window = longest is not None and size >= hop and spec.most_windows_past_first(longest) == 0
-    merges = d.pane_merges(node) if longest == 1 and size > hop else None
-    if merges is not None:
+    merges = pane_merges(d, node)
+    plan = physical.window_plan(c.query, node, merges is not None)
+    c.plan(node, physical.describe_window_plan(plan, node))
+    if plan is physical.WindowPlan.PANES:
+        assert merges is not None
         grouped = by_panes(c, node, df, cti, keys, starts, merges)
     else:
-        if one_window:
+        if plan is physical.WindowPlan.ONE_WINDOW:
             exploded = d.select(df, [k_lo.alias("__k"), *keys, *d.values(node), *starts])
             if cti < INF:
                 exploded = d.filter(exploded, d.col("__k") <= d.lit(spec.last_complete(cti)))
@@ -80,6 +101,34 @@ def hopping(c: Lowering[R], node: p.WindowNode) -> R:
     ws = spec.start_of(d.col("__k"))
     bounded: R = d.with_columns(grouped, [ws.alias("__ws"), (ws + d.lit(size)).alias("__we")])
     return stamped(c, node, bounded, strict=False, done=d.col("__we"))
+
+
+def pane_merges(d: Dialect, node: p.WindowNode) -> list[PaneMerge] | None:
+    """Each aggregate as pane columns (``__pa<i>_<j>``) and the window's value merged from
+    them: a count is summed; an average is kept as a sum and a count of its values, divided
+    once merged (null without a value); a sum, min or max (Spark: also first and last, by
+    their order) is itself again over its panes' values (``Dialect.itself_over_panes``). The
+    live batches' partials (``tempo.lowering.batches``) are these pane columns too, and the
+    reference engine merges the same parts (``tempo.runtime.aggregates``). None when an
+    aggregate does not merge so (a distinct count, a percentile, a variance, ``top``, a
+    user-defined aggregate), or without aggregates (a window read for its keys and bounds)."""
+    if not node.aggregates:
+        return None
+    merges: list[PaneMerge] = []
+    for i, a in enumerate(node.aggregates):
+        v, first, second = d.col(f"__v{i}"), f"__pa{i}_0", f"__pa{i}_1"
+        if a.kind is K.COUNT:
+            merges.append(({first: d.count()}, d.sum(d.col(first))))
+        elif a.kind is K.AVG:
+            total, count = d.sum(d.col(first)), d.sum(d.col(second))
+            mean = d.when(count > d.lit(0), d.as_double(total) / count, d.lit(None))
+            merges.append(({first: d.sum(v), second: d.count_of(v)}, mean))
+        elif (itself := d.itself_over_panes(a)) is not None:
+            of_rows, of_panes = itself
+            merges.append(({first: of_rows(v)}, of_panes(d.col(first))))
+        else:
+            return None
+    return merges
 
 
 def by_panes(

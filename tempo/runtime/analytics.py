@@ -19,6 +19,10 @@ from tempo.runtime.aggregates import Accumulator
 from tempo.runtime.codegen import Order
 from tempo.runtime.operator import Key, Operator
 from tempo.ticks import NEG_INF
+from tempo.expr import nodes as x
+from tempo.plan import nodes as p
+from tempo.runtime import aggregates, codegen
+from tempo.runtime.build import Build, compiles
 
 
 class Analytic(Operator):
@@ -172,3 +176,36 @@ class Analytic(Operator):
             self.last[key] = (start, self.previous_fn(peers[0][3][2]))
         for start, okey, seq, entry in peers:
             out.append((start, okey, seq, entry, self.projection(key, entry[2], aggs)))
+
+
+@compiles(p.AnalyticNode)
+def _analytic(b: Build, node: p.AnalyticNode) -> Operator:
+    previous = [(i, a.limit) for i, a in enumerate(node.analytics) if isinstance(a, p.Previous)]
+    running = [(i, a) for i, a in enumerate(node.analytics) if isinstance(a, p.Aggregate)]
+    identity = not node.analytics and isinstance(node.projection, x.Input)
+    return Analytic(
+        codegen.compile_keys(node.keys) if node.keys is not None else None,
+        codegen.payload_order(node.input.payload_type),
+        previous,
+        codegen.compile_function([a.arg for a in node.analytics if isinstance(a, p.Previous)], ["a0"], as_tuple=True),
+        [i for i, _ in running],
+        codegen.compile_aggregate_values([a for _, a in running], node.input.payload_type),
+        aggregates.Accumulator([a for _, a in running]),
+        None if identity else codegen.compile_function([node.projection], ["key", "a0", "aggs"], inputs=["a0"]),
+        b.new_id,
+    )
+
+
+def _no_values(payload: Any, start: int = 0) -> tuple[Any, ...]:
+    return ()
+
+
+@compiles(p.ReleaseNode)
+def _release(b: Build, node: p.ReleaseNode) -> Operator:
+    """The output's release as an operator: ``order_by_time`` with every payload tied, so that
+    events of one start go out in order of arrival, as the output releases them; grouped by
+    the substream key it releases by (``keyed_by``), whose CTIs release a group's events."""
+    key_fn = None if node.keyed_by is None else codegen.compile_expression(node.keyed_by, 1)
+    release = Analytic(key_fn, _no_values, [], _no_values, [], _no_values, aggregates.Accumulator([]), None, b.new_id)
+    release.by_key = node.keyed_by is not None
+    return release

@@ -11,6 +11,9 @@ from typing import Any
 
 from tempo.runtime.operator import Key, Operator
 from tempo.ticks import INF, NEG_INF
+from tempo.plan import nodes as p
+from tempo.runtime import codegen
+from tempo.runtime.build import Build, compiles
 
 
 class Clip(Operator):
@@ -114,3 +117,8 @@ class Clip(Operator):
                 self.by_id.pop(rec[0], None)
             self.emit_insert(rec[4], start, None if clipped >= INF else clipped, rec[3])
         self.emit_cti(t)
+
+
+@compiles(p.ClipNode)
+def _clip(b: Build, node: p.ClipNode) -> Operator:
+    return Clip(codegen.compile_keys(node.keys) if node.keys is not None else None, b.new_id)

@@ -2,8 +2,9 @@
 
 ``run_query`` is what ``InMemoryExecutor.run`` does; executors that compute events in bulk use
 the same pieces on the driver (``tempo.runtime.replay.CtiReplay``). The plan is compiled by a
-visitor keyed by node class (``compiles``) into the operators of the family modules
-``tempo.runtime.operator`` lists; inputs are checked and merged into one arrival sequence
+visitor keyed by node class (``tempo.runtime.build.compiles``) into the operators of the
+family modules ``tempo.runtime.operator`` lists, each of which registers its operators' build
+beside them; inputs are checked and merged into one arrival sequence
 (``ingress.py``, ``process_in_arrival_order``); the output is assembled into a ``Result``
 (``result_of``, by ``release.ResultAssembly``) with what a flush would still release
 (``withheld``).
@@ -12,68 +13,30 @@ visitor keyed by node class (``compiles``) into the operators of the family modu
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import attrs
 
-from tempo.dispatch import Registry
-from tempo.errors import EvaluationError, UnsupportedError
+from tempo.errors import EvaluationError
 from tempo.expr.schema import datetime_conformer
-from tempo.expr import nodes as x
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow, WindowTimestamp
 from tempo.result import Rejection, Result, Withheld, warn_withheld
-from tempo.runtime import aggregates, codegen
-from tempo.runtime import analytics
-from tempo.runtime import event_windows as ew
-from tempo.runtime.clip import Clip
+from tempo.runtime import codegen
+
+# Every family module, each registering the build of its operators (``tempo.runtime.build``).
+from tempo.runtime import analytics, clip, event_windows, joins, patterns, stateless, windows  # noqa: F401
+from tempo.runtime.build import COMPILERS, Build, compiles
 from tempo.runtime.egress import Egress
-from tempo.runtime.joins import AntiJoin, Join
 from tempo.runtime.operator import Operator
-from tempo.runtime.patterns import FollowedBy
-from tempo.runtime.stateless import AlterLifetime, Explode, Select, Union, Where
-from tempo.runtime.windows import Window
-from tempo.runtime.ingress import ArrivalClock, Ingress, Prepared, Rejected, TimestampMode, prepare, prepare_checked
+from tempo.runtime.ingress import Ingress, Prepared, Rejected, TimestampMode, prepare, prepare_checked
 from tempo.runtime.release import ResultAssembly
 from tempo.runtime.stamping import stamped
 from tempo.sources import ItemSource, TableSource
-from tempo.ticks import INF, from_ticks
+from tempo.ticks import INF
 
 T = TypeVar("T")
-
-_COMPILERS: Registry[Build, Operator] = Registry("in-memory", "plan node")
-compiles = _COMPILERS.rule
-"""Register the compiler of one node class."""
-
-
-class Build:
-    """State of one compilation: shared id counter and timestamp convention.
-
-    ``first_id``: the first event id handed out (a live query rebuilt from saved state
-    continues its ids)."""
-
-    def __init__(self, mode: TimestampMode, query: Query, first_id: int = 0) -> None:
-        self.query = query
-        self.ids = itertools.count(first_id)
-        self.new_id: Callable[[], int] = self.ids.__next__
-        self.mode = mode
-        self.rejected: list[Rejected] = []
-        self.ingresses: dict[str, Ingress] = {}
-        self.clock = ArrivalClock()
-
-    def to_datetime(self, t: int) -> Any:
-        return from_ticks(t, naive=self.mode.naive is True)
-
-
-def _join_keys(node: p.MatchingNode) -> tuple[Callable[[Any], Any], Callable[[Any], Any]] | None:
-    if not node.keys:
-        return None
-    left = codegen.compile_keys([a for a, _ in node.keys], side=0)
-    right = codegen.compile_keys([b for _, b in node.keys], side=1)
-    return left, right
 
 
 @compiles(p.SourceNode)
@@ -96,152 +59,6 @@ class _SourceOp(Operator):
         self.ingress.emit_end = self.emit_end
         self.ingress.emit_cti = self.emit_cti
         self.ingress.emit_key_cti = self.emit_key_cti
-
-
-@compiles(p.WhereNode)
-def _where(b: Build, node: p.WhereNode) -> Operator:
-    return Where(codegen.compile_expression(node.predicate, 1))
-
-
-@compiles(p.SelectNode)
-def _select(b: Build, node: p.SelectNode) -> Operator:
-    return Select(codegen.compile_expression(node.projection, 1), b.query.substream_key(node) is not None)
-
-
-@compiles(p.EventTimeNode)
-def _event_time(b: Build, node: p.EventTimeNode) -> Operator:
-    return Select(_same, keeps_key=b.query.substream_key(node) is not None)
-
-
-def _same(payload: Any) -> Any:
-    return payload
-
-
-@compiles(p.ClipNode)
-def _clip(b: Build, node: p.ClipNode) -> Operator:
-    return Clip(codegen.compile_keys(node.keys) if node.keys is not None else None, b.new_id)
-
-
-@compiles(p.ExplodeNode)
-def _explode(b: Build, node: p.ExplodeNode) -> Operator:
-    return Explode(
-        codegen.compile_expression(node.items, 1),
-        codegen.compile_function([node.projection], ["a0", "item"], inputs=["a0"]),
-        b.new_id,
-    )
-
-
-@compiles(p.AlterLifetimeNode)
-def _alter(b: Build, node: p.AlterLifetimeNode) -> Operator:
-    return AlterLifetime(node.shift, node.duration)
-
-
-@compiles(p.WindowNode)
-def _window(b: Build, node: p.WindowNode) -> Operator:
-    key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
-    values_fn = codegen.compile_aggregate_values(node.aggregates, node.input.payload_type)
-    kinds: list[p.Aggregate | p.AggregateKind] = list(node.aggregates)
-    projection = codegen.compile_window_projection(node.projection)
-    spec = node.spec
-    if isinstance(spec, HoppingWindow):
-        keyed = b.query.substream_key(node) is not None
-        substream_index = node.group_index(b.query.substream_key(node.input)) if keyed else None
-        if node.timestamp is WindowTimestamp.LATEST:
-            kinds.append(p.AggregateKind.MAX)  # of the starts: the operator appends them
-        elif node.timestamp is WindowTimestamp.EARLIEST:
-            kinds.append(p.AggregateKind.MIN)
-        return Window(
-            spec,
-            key_fn,
-            values_fn,
-            aggregates.Accumulator(kinds),
-            projection,
-            b.to_datetime,
-            b.new_id,
-            substream_index,
-            len(node.keys or ()),
-            node.timestamp,
-        )
-    windows: dict[type, type[ew.EventWindows]] = {SessionWindow: ew.Sessions, CountWindow: ew.CountWindows, SnapshotWindow: ew.Snapshots}
-    operator = windows.get(type(spec))
-    if operator is None:
-        raise UnsupportedError("in-memory", spec.describe(), "it has no window operator for this kind")
-    return operator(
-        spec,
-        node.timestamp,
-        key_fn,
-        values_fn,
-        aggregates.Accumulator(kinds),
-        projection,
-        b.to_datetime,
-        b.new_id,
-        codegen.payload_order(node.input.payload_type),
-    )
-
-
-@compiles(p.AnalyticNode)
-def _analytic(b: Build, node: p.AnalyticNode) -> Operator:
-    previous = [(i, a.limit) for i, a in enumerate(node.analytics) if isinstance(a, p.Previous)]
-    running = [(i, a) for i, a in enumerate(node.analytics) if isinstance(a, p.Aggregate)]
-    identity = not node.analytics and isinstance(node.projection, x.Input)
-    return analytics.Analytic(
-        codegen.compile_keys(node.keys) if node.keys is not None else None,
-        codegen.payload_order(node.input.payload_type),
-        previous,
-        codegen.compile_function([a.arg for a in node.analytics if isinstance(a, p.Previous)], ["a0"], as_tuple=True),
-        [i for i, _ in running],
-        codegen.compile_aggregate_values([a for _, a in running], node.input.payload_type),
-        aggregates.Accumulator([a for _, a in running]),
-        None if identity else codegen.compile_function([node.projection], ["key", "a0", "aggs"], inputs=["a0"]),
-        b.new_id,
-    )
-
-
-def _no_values(payload: Any, start: int = 0) -> tuple[Any, ...]:
-    return ()
-
-
-@compiles(p.ReleaseNode)
-def _release(b: Build, node: p.ReleaseNode) -> Operator:
-    """The output's release as an operator: ``order_by_time`` with every payload tied, so that
-    events of one start go out in order of arrival, as the output releases them; grouped by
-    the substream key it releases by (``keyed_by``), whose CTIs release a group's events."""
-    key_fn = None if node.keyed_by is None else codegen.compile_expression(node.keyed_by, 1)
-    release = analytics.Analytic(key_fn, _no_values, [], _no_values, [], _no_values, aggregates.Accumulator([]), None, b.new_id)
-    release.by_key = node.keyed_by is not None
-    return release
-
-
-@compiles(p.JoinNode)
-def _join(b: Build, node: p.JoinNode) -> Operator:
-    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
-    keyed = b.query.substream_key(node) is not None
-    substream_index = node.key_index((b.query.substream_key(node.left), b.query.substream_key(node.right))) if keyed else None
-    return Join(_join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id, substream_index)
-
-
-@compiles(p.FollowedByNode)
-def _followed_by(b: Build, node: p.FollowedByNode) -> Operator:
-    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
-    return FollowedBy(
-        _join_keys(node),
-        residual,
-        codegen.compile_expression(node.projection, 2),
-        codegen.payload_order(node.right.payload_type),
-        node.within,
-        b.new_id,
-    )
-
-
-@compiles(p.AntiJoinNode)
-def _anti_join(b: Build, node: p.AntiJoinNode) -> Operator:
-    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
-    return AntiJoin(_join_keys(node), residual, b.new_id)
-
-
-@compiles(p.UnionNode)
-def _union(b: Build, node: p.UnionNode) -> Operator:
-    return Union(b.new_id, b.query.substream_key(node) is not None)
 
 
 def run_query(query: Query) -> Result[Any]:
@@ -340,7 +157,7 @@ def build_ingresses(build: Build, query: Query) -> dict[str, Ingress]:
 
 def build_operator(build: Build, node: p.Node) -> Operator:
     """The operator of one plan node, not yet connected to any other."""
-    return _COMPILERS(build, node)
+    return COMPILERS(build, node)
 
 
 def build_operators(build: Build, query: Query) -> dict[int, Operator]:

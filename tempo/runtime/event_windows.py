@@ -26,7 +26,7 @@ from tempo.plan.windows import WindowSpec, WindowTimestamp
 from tempo.runtime.aggregates import Accumulator
 from tempo.runtime.codegen import Order
 from tempo.runtime.operator import Key, Operator
-from tempo.runtime.windows import stamp
+from tempo.runtime.windows import CUT_BY_EVENTS, stamp
 from tempo.ticks import INF, NEG_INF
 
 
@@ -482,3 +482,6 @@ class Snapshots(EventWindows):
                 del events[eid]
             if not events and key not in self.pending:
                 del self.events[key]
+
+
+CUT_BY_EVENTS.update({w.SessionWindow: Sessions, w.CountWindow: CountWindows, w.SnapshotWindow: Snapshots})

@@ -15,6 +15,9 @@ from typing import Any, cast
 from tempo.runtime.operator import Key, KeyCtis, Operator
 from tempo.runtime.release_queues import ByStart, KeyedByStart
 from tempo.ticks import INF, NEG_INF
+from tempo.plan import nodes as p
+from tempo.runtime import codegen
+from tempo.runtime.build import Build, compiles, join_keys
 
 
 class _Side:
@@ -596,3 +599,17 @@ class AntiJoin(Operator):
                     group.pop(rec[0], None)
                     if not group:
                         del self.lefts_by_key[rec[4]]
+
+
+@compiles(p.JoinNode)
+def _join(b: Build, node: p.JoinNode) -> Operator:
+    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
+    keyed = b.query.substream_key(node) is not None
+    substream_index = node.key_index((b.query.substream_key(node.left), b.query.substream_key(node.right))) if keyed else None
+    return Join(join_keys(node), residual, codegen.compile_expression(node.projection, 2), b.new_id, substream_index)
+
+
+@compiles(p.AntiJoinNode)
+def _anti_join(b: Build, node: p.AntiJoinNode) -> Operator:
+    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
+    return AntiJoin(join_keys(node), residual, b.new_id)

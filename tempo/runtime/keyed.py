@@ -65,7 +65,8 @@ from tempo.runtime.joins import AntiJoin, Join, final_end
 from tempo.runtime.operator import Operator
 from tempo.runtime.patterns import FollowedBy
 from tempo.runtime.windows import Window, stamp
-from tempo.runtime.engine import Build, build_operator
+from tempo.runtime.build import Build
+from tempo.runtime.engine import build_operator
 from tempo.runtime.ingress import TimestampMode
 from tempo.runtime.live import StatePickler, put_state, state_of
 from tempo.ticks import INF, NEG_INF

@@ -41,7 +41,8 @@ from tempo.result import InputMetrics, RawItem, Rejection
 from tempo.runtime.egress import Egress
 from tempo.runtime.operator import Operator
 from tempo.runtime.release_queues import KeyedByStart
-from tempo.runtime.engine import Build, build_ingresses, build_operators, rejection
+from tempo.runtime.build import Build
+from tempo.runtime.engine import build_ingresses, build_operators, rejection
 from tempo.runtime.engine import output_key
 from tempo.errors import InputError, RuleText, TempoError
 from tempo.clocks import TimeDomain

@@ -10,6 +10,9 @@ from typing import Any
 from tempo.runtime.joins import matching_key, output_cti
 from tempo.runtime.operator import Key, Operator
 from tempo.ticks import NEG_INF
+from tempo.plan import nodes as p
+from tempo.runtime import codegen
+from tempo.runtime.build import Build, compiles, join_keys
 
 
 class FollowedBy(Operator):
@@ -98,3 +101,16 @@ class FollowedBy(Operator):
         if self.rights:
             dues.append(self.rights[0][0] + 1)
         return min(dues) if dues else None
+
+
+@compiles(p.FollowedByNode)
+def _followed_by(b: Build, node: p.FollowedByNode) -> Operator:
+    residual = None if node.residual is None else codegen.compile_expression(node.residual, 2)
+    return FollowedBy(
+        join_keys(node),
+        residual,
+        codegen.compile_expression(node.projection, 2),
+        codegen.payload_order(node.right.payload_type),
+        node.within,
+        b.new_id,
+    )

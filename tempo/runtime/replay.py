@@ -16,7 +16,8 @@ from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.result import InputMetrics
 from tempo.runtime.operator import Operator
-from tempo.runtime.engine import Build, build_ingresses, build_operators
+from tempo.runtime.build import Build
+from tempo.runtime.engine import build_ingresses, build_operators
 from tempo.runtime.ingress import Prepared, TimestampMode
 from tempo.ticks import INF, NEG_INF
 

@@ -13,6 +13,9 @@ from typing import Any
 
 from tempo.runtime.operator import KeyCtis, Operator
 from tempo.ticks import INF, NEG_INF, add
+from tempo.plan import nodes as p
+from tempo.runtime import codegen
+from tempo.runtime.build import Build, compiles
 
 
 class Where(Operator):
@@ -170,3 +173,41 @@ class Union(Operator):
             key_out = self.keys.moved(port, key, t, self.ctis, self.out_cti)
             if key_out is not None:
                 self.emit_key_cti(key, key_out)
+
+
+@compiles(p.WhereNode)
+def _where(b: Build, node: p.WhereNode) -> Operator:
+    return Where(codegen.compile_expression(node.predicate, 1))
+
+
+@compiles(p.SelectNode)
+def _select(b: Build, node: p.SelectNode) -> Operator:
+    return Select(codegen.compile_expression(node.projection, 1), b.query.substream_key(node) is not None)
+
+
+@compiles(p.EventTimeNode)
+def _event_time(b: Build, node: p.EventTimeNode) -> Operator:
+    return Select(_same, keeps_key=b.query.substream_key(node) is not None)
+
+
+def _same(payload: Any) -> Any:
+    return payload
+
+
+@compiles(p.ExplodeNode)
+def _explode(b: Build, node: p.ExplodeNode) -> Operator:
+    return Explode(
+        codegen.compile_expression(node.items, 1),
+        codegen.compile_function([node.projection], ["a0", "item"], inputs=["a0"]),
+        b.new_id,
+    )
+
+
+@compiles(p.AlterLifetimeNode)
+def _alter(b: Build, node: p.AlterLifetimeNode) -> Operator:
+    return AlterLifetime(node.shift, node.duration)
+
+
+@compiles(p.UnionNode)
+def _union(b: Build, node: p.UnionNode) -> Operator:
+    return Union(b.new_id, b.query.substream_key(node) is not None)

@@ -14,6 +14,10 @@ from tempo.plan.windows import HoppingWindow, WindowTimestamp
 from tempo.runtime.aggregates import Accumulator
 from tempo.runtime.operator import Key, Operator
 from tempo.ticks import INF, NEG_INF
+from tempo.errors import UnsupportedError
+from tempo.plan import nodes as p
+from tempo.runtime import codegen
+from tempo.runtime.build import Build, compiles
 
 
 def stamp(timestamp: WindowTimestamp, ws: int, we: int, bound: int | None, closing: int, last_finite: int = NEG_INF) -> int:
@@ -294,3 +298,53 @@ class Window(Operator):
 
 
 # ---------------------------------------------------------------------------------------
+
+
+CUT_BY_EVENTS: dict[type, Callable[..., Operator]] = {}
+"""The operator of each window kind cut by the events, by spec class
+(``tempo.runtime.event_windows`` registers its kinds)."""
+
+
+@compiles(p.WindowNode)
+def _window(b: Build, node: p.WindowNode) -> Operator:
+    """A window node's operator: a ``Window`` on a grid, or its kind's of those the events
+    cut (``CUT_BY_EVENTS``); a window on the starts' timestamps appends the least or
+    greatest start to its aggregates."""
+    key_fn = codegen.compile_keys(node.keys) if node.keys is not None else None
+    values_fn = codegen.compile_aggregate_values(node.aggregates, node.input.payload_type)
+    kinds: list[p.Aggregate | p.AggregateKind] = list(node.aggregates)
+    projection = codegen.compile_window_projection(node.projection)
+    spec = node.spec
+    if isinstance(spec, HoppingWindow):
+        keyed = b.query.substream_key(node) is not None
+        substream_index = node.group_index(b.query.substream_key(node.input)) if keyed else None
+        if node.timestamp is WindowTimestamp.LATEST:
+            kinds.append(p.AggregateKind.MAX)  # of the starts: the operator appends them
+        elif node.timestamp is WindowTimestamp.EARLIEST:
+            kinds.append(p.AggregateKind.MIN)
+        return Window(
+            spec,
+            key_fn,
+            values_fn,
+            Accumulator(kinds),
+            projection,
+            b.to_datetime,
+            b.new_id,
+            substream_index,
+            len(node.keys or ()),
+            node.timestamp,
+        )
+    operator = CUT_BY_EVENTS.get(type(spec))
+    if operator is None:
+        raise UnsupportedError("in-memory", spec.describe(), "it has no window operator for this kind")
+    return operator(
+        spec,
+        node.timestamp,
+        key_fn,
+        values_fn,
+        Accumulator(kinds),
+        projection,
+        b.to_datetime,
+        b.new_id,
+        codegen.payload_order(node.input.payload_type),
+    )

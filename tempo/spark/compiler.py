@@ -24,18 +24,15 @@ from pyspark.sql import functions as F
 
 from tempo.dispatch import Registry
 from tempo.expr.schema import field_names
-from tempo.lowering.analytics import analytic
 from tempo.lowering import joins
-from tempo.lowering.clip import clip
 from tempo.lowering.batches import FIRST
+from tempo.lowering import rules
 from tempo.lowering.context import Lowering
-from tempo.lowering.patterns import followed_by
 from tempo.runtime.replay import CtiReplay
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
-from tempo.spark import windows
 from tempo.spark.dialect import SparkDialect
 from tempo.spark.columns import EXPRESSIONS, Scope, column, record_columns
 from tempo.tables import Span
@@ -43,6 +40,7 @@ from tempo.ticks import INF
 
 _RULES: Registry[Compiler, DataFrame] = Registry("Spark", "plan node")
 compiles = _RULES.rule
+rules.register(_RULES)  # the nodes written once in tempo.lowering
 
 
 def check_supported(query: Query) -> None:
@@ -57,6 +55,8 @@ def check_supported(query: Query) -> None:
 
 class Compiler(Lowering[DataFrame]):
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
+
+    executor = "Spark"
 
     def __init__(
         self,
@@ -107,12 +107,6 @@ def _select(c: Compiler, node: p.SelectNode) -> DataFrame:
     return df.select(F.col(S), F.col(E), *_passengers(df), *record_columns(node.projection, Scope()))
 
 
-@compiles(p.ClipNode)
-def _clip(c: Compiler, node: p.ClipNode) -> DataFrame:
-    """``tempo.lowering.clip.clip``."""
-    return clip(c, node)
-
-
 @compiles(p.ExplodeNode)
 def _explode(c: Compiler, node: p.ExplodeNode) -> DataFrame:
     """``posexplode`` of the list column (no rows for an empty or null list), each row keeping
@@ -143,34 +137,7 @@ def _union(c: Compiler, node: p.UnionNode) -> DataFrame:
     return left.select(*cols, *_passengers(left)).unionByName(right.select(*cols, *_passengers(right)))
 
 
-compiles(p.AnalyticNode)(analytic)
-
-
-@compiles(p.WindowNode)
-def _window(c: Compiler, node: p.WindowNode) -> DataFrame:
-    """One rule per window kind, and the result timestamps: ``tempo.spark.windows``."""
-    return windows.window(c, node)
-
-
 def overlapping_pairs(c: Compiler, node: p.JoinNode, also: Column | None = None) -> DataFrame:
     """The join's overlapping matching pairs meeting ``also`` too, on time buckets where they
     apply (``tempo.lowering.joins.overlapping_pairs``): the live batch's join reads them."""
     return joins.overlapping_pairs(c, node, also)
-
-
-@compiles(p.JoinNode)
-def _join(c: Compiler, node: p.JoinNode) -> DataFrame:
-    """``tempo.lowering.joins.join``."""
-    return joins.join(c, node)
-
-
-@compiles(p.FollowedByNode)
-def _followed_by(c: Compiler, node: p.FollowedByNode) -> DataFrame:
-    """``tempo.lowering.patterns.followed_by``."""
-    return followed_by(c, node)
-
-
-@compiles(p.AntiJoinNode)
-def _anti_join(c: Compiler, node: p.AntiJoinNode) -> DataFrame:
-    """``tempo.lowering.joins.anti_join``."""
-    return joins.anti_join(c, node)

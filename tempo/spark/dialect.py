@@ -15,8 +15,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from tempo.expr import nodes as x
-from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
+from tempo.lowering.dialect import WindowFunction, Windowed
 from tempo.lowering.batches import FIRST
+from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
 from tempo.plan import nodes as p
 from tempo.spark.columns import Scope, column, floor_div, numeric_operands, quoted, record_columns
@@ -91,6 +92,31 @@ class SparkDialect:
     def max(self, x: Column) -> Column:
         return F.max(x)
 
+    def sum(self, x: Column) -> Column:
+        return F.sum(x)
+
+    def count(self) -> Column:
+        return F.count(F.lit(1))
+
+    def count_of(self, x: Column) -> Column:
+        return F.count(x)
+
+    def as_double(self, x: Column) -> Column:
+        return x.cast("double")
+
+    def itself_over_panes(self, a: p.Aggregate) -> tuple[Callable[[Column], Column], Callable[[Column], Column]] | None:
+        """A sum of integers exact per pane (a decimal), checked to fit 64 bits once merged;
+        first and last as the least or greatest struct of (order, value), its value read once
+        merged."""
+        from tempo.spark.windows import MERGED_OVER_PANES, fits_64_bits
+
+        if a.wide_integers:
+            return F.sum, lambda part: fits_64_bits(a, F.sum(part))
+        merged = MERGED_OVER_PANES.get(a.kind)
+        if merged is None:
+            return None
+        return merged, ((lambda part: merged(part)["v"]) if a.kind.ordered else merged)
+
     def select(self, r: DataFrame, cols: Sequence[Column | str]) -> DataFrame:
         return r.select(*cols)
 
@@ -139,11 +165,6 @@ class SparkDialect:
 
         return grouped_aggregates(node, rows, by, extra)
 
-    def pane_merges(self, node: p.WindowNode) -> list[PaneMerge] | None:
-        from tempo.spark.windows import pane_merges
-
-        return pane_merges(node)
-
     def completing_cti(self, node: p.WindowNode, rows: DataFrame, done: Column, strict: bool) -> DataFrame:
         """An ordered window over the rows and the few CTIs sorted together: each row takes
         the next CTI following it."""
@@ -172,8 +193,14 @@ class SparkDialect:
     def floor_mod(self, x: Column, by: int) -> Column:
         return F.pmod(x, F.lit(by))
 
-    def count(self) -> Column:
-        return F.count(F.lit(1))
+    def no_rows(self, r: DataFrame, payload_type: type) -> DataFrame:
+        from tempo.spark.types import payload_schema
+
+        lifetime = [F.lit(0).cast("long").alias(S), F.lit(0).cast("long").alias(E)]
+        return r.limit(0).select(*lifetime, *[F.lit(None).cast(t.dataType).alias(t.name) for t in payload_schema(payload_type).fields])
+
+    def union(self, a: DataFrame, b: DataFrame) -> DataFrame:
+        return a.unionByName(b, allowMissingColumns=True)
 
     def distinct(self, r: DataFrame) -> DataFrame:
         return r.distinct()
@@ -296,12 +323,6 @@ class SparkDialect:
         return [F.col(FIRST)] if FIRST in r.columns else []
 
     # ---- a live batch computed in bulk (``tempo.lowering.batches``) -------------------------
-    def sum(self, x: Column) -> Column:
-        return F.sum(x)
-
-    def union(self, a: DataFrame, b: DataFrame) -> DataFrame:
-        return a.unionByName(b, allowMissingColumns=True)
-
     def explode_windows(self, r: DataFrame, name: str, lo: Column, hi: Column) -> DataFrame:
         windows = F.when(lo <= hi, F.sequence(lo, hi)).otherwise(F.array(F.lit(None).cast("long")))
         return r.select("*", F.explode(windows).alias(name))

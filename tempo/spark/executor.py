@@ -156,12 +156,18 @@ class SparkExecutor:
 
     @spark_action
     def explain(self, stream: Stream[Any]) -> str:
-        """tempo's logical plan and the Spark plan of the output, one after the other."""
+        """tempo's logical plan, the strategies its physical planning chose
+        (``tempo.lowering.physical``) and the Spark plan of the output, one after the other."""
         prepared = self._prepare(stream)
         buffer = io.StringIO()
+        output = prepared.compiler.output()
         with contextlib.redirect_stdout(buffer):
-            prepared.compiler.output().explain(mode="formatted")
-        return f"== tempo logical plan ==\n{prepared.query.explain()}\n\n== Spark plan ==\n{buffer.getvalue()}"
+            output.explain(mode="formatted")
+        return (
+            f"== tempo logical plan ==\n{prepared.query.explain()}\n\n"
+            f"== tempo physical plan ==\n{prepared.compiler.physical_plan()}\n\n"
+            f"== Spark plan ==\n{buffer.getvalue()}"
+        )
 
     @spark_action
     def run(self, stream: Stream[T]) -> Result[T]:

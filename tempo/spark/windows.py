@@ -24,18 +24,12 @@ from tempo.errors import EvaluationRule
 from tempo.expr.aggregator import ARROW_TYPES, aggregator_runner
 from tempo.expr.schema import field_names
 from tempo.plan import nodes as p
-from tempo.lowering.dialect import PaneMerge
-from tempo.lowering.event_windows import count_window, session, snapshot
-from tempo.lowering.windows import hopping
-from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
-from tempo.spark.columns import END as E
 from tempo.spark.columns import START as S
 from tempo.spark.columns import Scope, checked, column
 from tempo.spark.types import spark_type
-from tempo.ticks import NEG_INF
 
 if TYPE_CHECKING:
-    from tempo.spark.compiler import Compiler
+    pass
 
 K = p.AggregateKind
 _SIMPLE_COLUMNS: dict[p.AggregateKind, Callable[[Column], Column]] = {
@@ -95,18 +89,6 @@ def fits_64_bits(a: p.Aggregate, total: Column) -> Column:
 
     ref = AggRef(0, int, f"w.{a.describe()}")
     return checked(ref, total.cast("long"), (total > F.lit(INT_MAX)) | (total < F.lit(INT_MIN)), EvaluationRule.INTEGER_OVERFLOW, (total,))
-
-
-def window(c: Compiler, node: p.WindowNode) -> DataFrame:
-    """The released results of a window node (see the module docstring)."""
-    rule = _KINDS.get(type(node.spec))
-    if rule is None:
-        from tempo.errors import UnsupportedError
-
-        raise UnsupportedError("Spark", node.spec.describe(), "it has no window rule for this kind")
-    if c.final_bound(node.input) <= NEG_INF:
-        return _empty(c, node)
-    return rule(c, node)
 
 
 def key_columns(node: p.WindowNode | p.AnalyticNode | p.ClipNode) -> list[Column]:
@@ -197,54 +179,12 @@ def _uda(rows: DataFrame, by: list[str], i: int, a: p.Aggregate) -> DataFrame:
 # ---- hopping and tumbling ---------------------------------------------------------------
 
 
-_MERGED: dict[p.AggregateKind, Callable[[Column], Column]] = {
+MERGED_OVER_PANES: dict[p.AggregateKind, Callable[[Column], Column]] = {
     K.SUM: F.sum,
     K.MIN: F.min,
     K.MAX: F.max,
     K.FIRST: F.min,
     K.LAST: F.max,
 }
-"""Aggregates whose value over a window is the same aggregate of its panes' values."""
-
-
-def pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
-    """Each aggregate as pane columns (``__pa<i>_<j>``) and the window's ``__agg<i>`` merged
-    from them; None when an aggregate does not merge (a distinct count, a percentile, a
-    variance, ``top``, a user-defined aggregate)."""
-    if not node.aggregates:  # a window read for its keys and bounds only
-        return None
-    merges: list[PaneMerge] = []
-    for i, a in enumerate(node.aggregates):
-        v, names = F.col(f"__v{i}"), (f"__pa{i}_0", f"__pa{i}_1")
-        part, count = F.col(names[0]), F.col(names[1])
-        if a.kind is K.COUNT:
-            merges.append(({names[0]: F.count(F.lit(1))}, F.sum(part)))
-        elif a.kind is K.AVG:  # a sum and a count of the values, divided once merged
-            merges.append(({names[0]: F.sum(v), names[1]: F.count(v)}, F.when(F.sum(count) > 0, F.sum(part).cast("double") / F.sum(count))))
-        elif a.wide_integers:  # a sum of integers: exact per pane, checked once merged
-            merges.append(({names[0]: F.sum(v)}, fits_64_bits(a, F.sum(part))))
-        elif a.kind in _MERGED:
-            merged = _MERGED[a.kind](part)
-            merges.append(({names[0]: _MERGED[a.kind](v)}, merged["v"] if a.kind.ordered else merged))
-        else:
-            return None
-    return merges
-
-
-def _empty(c: Compiler, node: p.WindowNode) -> DataFrame:
-    from tempo.spark.types import payload_schema
-
-    base = c.relation(node.input).limit(0)
-    return base.select(
-        F.lit(0).cast("long").alias(S),
-        F.lit(0).cast("long").alias(E),
-        *[F.lit(None).cast(t.dataType).alias(t.name) for t in payload_schema(node.payload_type).fields],
-    )
-
-
-_KINDS: dict[type, Callable[[Any, p.WindowNode], DataFrame]] = {
-    HoppingWindow: hopping,
-    SessionWindow: session,
-    CountWindow: count_window,
-    SnapshotWindow: snapshot,
-}
+"""Aggregates whose value over a window is the same aggregate of its panes' values
+(``SparkDialect.itself_over_panes``)."""

@@ -19,20 +19,14 @@ from tempo.dispatch import Registry
 from tempo.expr.aggregator import aggregator_runner
 from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
-from tempo.lowering.analytics import analytic
-from tempo.lowering.clip import clip
+from tempo.lowering import rules
 from tempo.lowering.context import Lowering
-from tempo.lowering.joins import anti_join, join
-from tempo.lowering.patterns import followed_by
-from tempo.lowering.dialect import PaneMerge
-from tempo.lowering.event_windows import count_window, session, snapshot
-from tempo.lowering.windows import hopping
+from tempo.lowering.rules import WINDOW_KINDS
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
-from tempo.plan.windows import CountWindow, HoppingWindow, SessionWindow, SnapshotWindow
 from tempo.runtime.replay import CtiReplay
 from tempo.tables import Span
-from tempo.ticks import INF, NEG_INF
+from tempo.ticks import INF
 from tempo.vectorised.expressions import END as E
 from tempo.vectorised.expressions import EXECUTOR, EXPRESSIONS, START as S
 from tempo.vectorised.dialect import PolarsDialect
@@ -40,6 +34,7 @@ from tempo.vectorised.expressions import Scope, expr, numeric_operands, payload_
 
 _RULES: Registry[Compiler, pl.LazyFrame] = Registry(EXECUTOR, "plan node")
 compiles = _RULES.rule
+rules.register(_RULES)  # the nodes written once in tempo.lowering
 K = p.AggregateKind
 
 
@@ -63,7 +58,7 @@ def check_nodes(nodes: Iterable[p.Node]) -> None:
                 if isinstance(a, p.Aggregate) and a.kind not in _RUNNING:
                     raise UnsupportedError(EXECUTOR, f"the running aggregate {a.describe()}", "it has no rule for it yet")
         if isinstance(node, p.WindowNode):
-            if type(node.spec) not in _KINDS:
+            if type(node.spec) not in WINDOW_KINDS:
                 raise UnsupportedError(EXECUTOR, node.spec.describe(), "it has no rule for this window kind yet")
             for a in node.aggregates:
                 if a.kind not in AGGREGATES:
@@ -72,6 +67,8 @@ def check_nodes(nodes: Iterable[p.Node]) -> None:
 
 class Compiler(Lowering[pl.LazyFrame]):
     """One compilation: the admitted inputs, the CTI replay, and the relations built so far."""
+
+    executor = EXECUTOR
 
     def __init__(
         self,
@@ -179,30 +176,6 @@ def matched(node: p.MatchingNode, left: pl.LazyFrame, right: pl.LazyFrame, on: S
     return pairs
 
 
-@compiles(p.JoinNode)
-def _join(c: Compiler, node: p.JoinNode) -> pl.LazyFrame:
-    """``tempo.lowering.joins.join``."""
-    return join(c, node)
-
-
-@compiles(p.FollowedByNode)
-def _followed_by(c: Compiler, node: p.FollowedByNode) -> pl.LazyFrame:
-    """``tempo.lowering.patterns.followed_by``."""
-    return followed_by(c, node)
-
-
-@compiles(p.AntiJoinNode)
-def _anti_join(c: Compiler, node: p.AntiJoinNode) -> pl.LazyFrame:
-    """``tempo.lowering.joins.anti_join``."""
-    return anti_join(c, node)
-
-
-@compiles(p.ClipNode)
-def _clip(c: Compiler, node: p.ClipNode) -> pl.LazyFrame:
-    """``tempo.lowering.clip.clip``."""
-    return clip(c, node)
-
-
 def running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
     """Aggregate ``a`` of ``v`` over the rows so far, in order (the group's rows sorted): an
     analytic's running aggregate (``WindowFunction.RUNNING``)."""
@@ -236,9 +209,6 @@ def running(a: p.Aggregate, v: pl.Expr) -> pl.Expr:
 
 
 _RUNNING = frozenset({K.COUNT, K.SUM, K.AVG, K.MIN, K.MAX, K.FIRST, K.LAST, K.COUNT_DISTINCT, K.COLLECT, K.PERCENTILE, K.PERCENTILE_APPROX})
-
-
-compiles(p.AnalyticNode)(analytic)
 
 
 # ---- windows -------------------------------------------------------------------------------
@@ -374,43 +344,6 @@ def key_names(node: Keyed) -> list[str]:
     return [f"__key{i}" for i in range(len(node.keys or ()))]
 
 
-@compiles(p.WindowNode)
-def _window(c: Compiler, node: p.WindowNode) -> pl.LazyFrame:
-    """One rule per window kind (``_KINDS``: the shared lowering's, ``tempo.lowering.windows``
-    and ``tempo.lowering.event_windows``), each building one row per window its input's final
-    CTI completed, which ``tempo.lowering.windows.stamped`` stamps and projects."""
-    if c.final_bound(node.input) <= NEG_INF:
-        schema = payload_schema(node.payload_type)
-        return (
-            c.relation(node.input)
-            .filter(pl.lit(False))
-            .select(pl.col(S), pl.col(E), *[pl.lit(None).cast(t).alias(n) for n, t in schema.items()])
-        )
-    return _KINDS[type(node.spec)](c, node)
-
-
-def pane_merges(node: p.WindowNode) -> list[PaneMerge] | None:
-    """Each aggregate as pane columns (``__pa<i>_<j>``) and the window's value merged from
-    them (``tempo.spark.windows.pane_merges``): a count is summed, an average kept as a sum
-    and a count, and a sum, min or max is itself again over its panes' values (nulls and NaN
-    as over the values). None when an aggregate does not merge this way."""
-    if not node.aggregates:
-        return None
-    merges: list[PaneMerge] = []
-    for i, a in enumerate(node.aggregates):
-        v, part, count = pl.col(f"__v{i}"), pl.col(f"__pa{i}_0"), pl.col(f"__pa{i}_1")
-        if a.kind is K.COUNT:
-            merges.append(({f"__pa{i}_0": pl.len().cast(pl.Int64)}, part.sum()))
-        elif a.kind is K.AVG:
-            merged = pl.when(count.sum() > 0).then(part.sum().cast(pl.Float64) / count.sum()).otherwise(None)
-            merges.append(({f"__pa{i}_0": v.sum(), f"__pa{i}_1": v.count()}, merged))
-        elif a.kind in (K.SUM, K.MIN, K.MAX):
-            merges.append(({f"__pa{i}_0": AGGREGATES[a.kind](v, a)}, AGGREGATES[a.kind](part, a)))
-        else:
-            return None
-    return merges
-
-
 def grouped_aggregates(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], extra: list[pl.Expr]) -> pl.LazyFrame:
     """``rows`` grouped by ``by`` with the node's aggregates as ``__agg<i>``; for the
     aggregates that depend on the events' order, the rows sorted by it first (a group keeps
@@ -433,11 +366,3 @@ def grouped_aggregates(node: p.WindowNode, rows: pl.LazyFrame, by: list[str], ex
     if order:
         rows = rows.sort(order, nulls_last=False, maintain_order=True)
     return rows.group_by(by, maintain_order=bool(order)).agg(*aggregates, *extra)
-
-
-_KINDS: dict[type, Callable[[Compiler, p.WindowNode], pl.LazyFrame]] = {
-    HoppingWindow: hopping,
-    SessionWindow: session,
-    CountWindow: count_window,
-    SnapshotWindow: snapshot,
-}

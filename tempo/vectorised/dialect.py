@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tempo.expr import nodes as x
-from tempo.lowering.dialect import PaneMerge, WindowFunction, Windowed
+from tempo.lowering.dialect import WindowFunction, Windowed
 from tempo.lowering.batches import FIRST
+from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
 from tempo.plan import nodes as p
+from tempo.plan.nodes import AggregateKind as K
 from tempo.vectorised.expressions import Scope, expr, record_exprs
 
 if TYPE_CHECKING:
@@ -72,6 +74,28 @@ class PolarsDialect:
     def max(self, x: pl.Expr) -> pl.Expr:
         return x.max()
 
+    def sum(self, x: pl.Expr) -> pl.Expr:
+        return x.sum()
+
+    def count(self) -> pl.Expr:
+        return pl.len().cast(pl.Int64)
+
+    def count_of(self, x: pl.Expr) -> pl.Expr:
+        return x.count()
+
+    def as_double(self, x: pl.Expr) -> pl.Expr:
+        return x.cast(pl.Float64)
+
+    def itself_over_panes(self, a: p.Aggregate) -> tuple[Callable[[pl.Expr], pl.Expr], Callable[[pl.Expr], pl.Expr]] | None:
+        """A sum, min or max by the compiler's aggregate (nulls and NaN as over the values);
+        not first and last (a struct's min here is null where a field is)."""
+        from tempo.vectorised.compiler import AGGREGATES
+
+        if a.kind not in (K.SUM, K.MIN, K.MAX):
+            return None
+        aggregate = AGGREGATES[a.kind]
+        return (lambda v: aggregate(v, a)), (lambda part: aggregate(part, a))
+
     def select(self, r: pl.LazyFrame, cols: Sequence[pl.Expr | str]) -> pl.LazyFrame:
         return r.select(*cols)
 
@@ -120,11 +144,6 @@ class PolarsDialect:
 
         return grouped_aggregates(node, rows, by, extra)
 
-    def pane_merges(self, node: p.WindowNode) -> list[PaneMerge] | None:
-        from tempo.vectorised.compiler import pane_merges
-
-        return pane_merges(node)
-
     def completing_cti(self, node: p.WindowNode, rows: pl.LazyFrame, done: pl.Expr, strict: bool) -> pl.LazyFrame:
         """An as-of join forward on the few sorted CTIs."""
         ctis = pl.DataFrame({"__cti": sorted(set(self.compiler.replay.ctis_of(node.input)))}, schema={"__cti": pl.Int64}).lazy()
@@ -143,8 +162,14 @@ class PolarsDialect:
     def floor_mod(self, x: pl.Expr, by: int) -> pl.Expr:
         return x % by  # polars' integer ``%`` takes the divisor's sign, as Python's
 
-    def count(self) -> pl.Expr:
-        return pl.len()
+    def no_rows(self, r: pl.LazyFrame, payload_type: type) -> pl.LazyFrame:
+        from tempo.vectorised.expressions import payload_schema
+
+        fields = [pl.lit(None).cast(t).alias(n) for n, t in payload_schema(payload_type).items()]
+        return r.filter(pl.lit(False)).select(pl.col(S), pl.col(E), *fields)
+
+    def union(self, a: pl.LazyFrame, b: pl.LazyFrame) -> pl.LazyFrame:
+        return pl.concat([a, b], how="diagonal_relaxed")
 
     def distinct(self, r: pl.LazyFrame) -> pl.LazyFrame:
         return r.unique()
@@ -253,12 +278,6 @@ class PolarsDialect:
         return list(self.compiler.carried)
 
     # ---- a live batch computed in bulk (``tempo.lowering.batches``) -------------------------
-    def sum(self, x: pl.Expr) -> pl.Expr:
-        return x.sum()
-
-    def union(self, a: pl.LazyFrame, b: pl.LazyFrame) -> pl.LazyFrame:
-        return pl.concat([a, b], how="diagonal_relaxed")
-
     def explode_windows(self, r: pl.LazyFrame, name: str, lo: pl.Expr, hi: pl.Expr) -> pl.LazyFrame:
         return r.with_columns(pl.int_ranges(lo, hi + 1).alias(name)).explode(name, empty_as_null=True)
 

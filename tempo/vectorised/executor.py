@@ -95,6 +95,23 @@ class VectorisedExecutor:
             columns.append(c.cast(utc) if f.dtype is datetime else c.cast(pl.Duration("us")) if f.dtype is timedelta else c)
         return out.select(columns)
 
+    def explain(self, stream: Stream[Any]) -> str:
+        """tempo's logical plan, the strategies its physical planning chose
+        (``tempo.lowering.physical``) and the optimised polars plan of the output, one after
+        the other. The inputs are read (as ``run`` reads them: the CTIs and spans plan it);
+        nothing is computed."""
+        with _udf_errors():
+            query = Query.build(stream.node)
+            check_supported(query)
+            replay, inputs, _, spans = admit_inputs(query, TimestampMode())
+            compiler = Compiler(query, replay, inputs, spans)
+            output = compiler.output()
+        return (
+            f"== tempo logical plan ==\n{query.explain()}\n\n"
+            f"== tempo physical plan ==\n{compiler.physical_plan()}\n\n"
+            f"== polars plan ==\n{output.explain()}"
+        )
+
     def metrics(self, stream: Stream[Any]) -> dict[str, InputMetrics]:
         """Each input's metrics, without computing the query's output."""
         with _udf_errors():
