@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tempo.errors import QueryBuildError
@@ -181,3 +181,48 @@ def test_aggregate_kinds_table() -> None:
     assert p.Aggregate("count", None).kind is kind.COUNT
     with pytest.raises(QueryBuildError, match="unknown aggregate 'median'"):
         p.Aggregate("median", None)
+
+
+def test_result_stamps_by_hand() -> None:
+    """``WindowTimestamp.point_at`` over ints, for the window [10, 20).
+
+    START: 10. END: its last tick, 19. LATEST/EARLIEST: the events' start, but never before
+    the window (a lifetime from 5 still stamps at 10). CTI: just before the completing CTI
+    (25 -> 24); on the CTI at infinity the window's last tick, or the last finite CTI when it
+    is later (30), since CTIs pass on unchanged."""
+    from tempo.plan.windows import WindowTimestamp as TS
+    from tempo.ticks import INF
+
+    assert TS.START.point_at(10, 20, None, None) == 10
+    assert TS.END.point_at(10, 20, None, None) == 19
+    assert TS.LATEST.point_at(10, 20, 14, None) == 14 and TS.EARLIEST.point_at(10, 20, 5, None) == 10
+    assert TS.CTI.point_at(10, 20, None, 25) == 24
+    assert TS.CTI.point_at(10, 20, None, INF, 30) == 30 and TS.CTI.point_at(10, 20, None, INF, 12) == 19
+    assert TS.CTI.point_at(10, 20, None, INF) == 19
+
+
+@settings(deadline=None)
+@given(
+    ws=st.integers(-(10**9), 10**9),
+    size=st.integers(1, 10**6),
+    bound=st.integers(-(10**9), 10**9),
+    closing=st.one_of(st.integers(-(10**9), 10**10), st.just(253402300799999999)),
+    last_finite=st.one_of(st.integers(-(10**9), 10**10), st.just(-(2**62))),
+)
+def test_result_stamps_on_columns_equal_the_ints(ws: int, size: int, bound: int, closing: int, last_finite: int) -> None:
+    """The one stamp formula over polars columns (as the DataFrame rule passes its
+    ``greatest`` and ``when``) gives what it gives over ints, for every point timestamp."""
+    pl = pytest.importorskip("polars")
+    from tempo.plan.windows import WindowTimestamp as TS
+
+    frame = pl.DataFrame({"ws": [ws], "we": [ws + size], "bound": [bound], "closing": [closing]})
+
+    def greatest(a: Any, b: Any) -> Any:
+        return pl.max_horizontal(a, b if not isinstance(b, int) else pl.lit(b))
+
+    def when(cond: Any, then: Any, otherwise: Any) -> Any:
+        return pl.when(cond).then(then).otherwise(otherwise)
+
+    for ts in (TS.START, TS.END, TS.LATEST, TS.EARLIEST, TS.CTI):
+        column = ts.point_at(pl.col("ws"), pl.col("we"), pl.col("bound"), pl.col("closing"), last_finite, greatest, when)
+        assert frame.select(column.alias("t"))["t"][0] == ts.point_at(ws, ws + size, bound, closing, last_finite), ts

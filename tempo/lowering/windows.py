@@ -159,28 +159,31 @@ def by_panes(
 
 def stamped(c: Lowering[R], node: p.WindowNode, rows: R, strict: bool, done: Expr) -> R:
     """Each window row (its bounds ``__ws`` and ``__we``) stamped as ``node.timestamp`` says
-    (``tempo.runtime.windows.stamp``), with its payload projected, in one select. ``done``:
-    the time at which the window is complete, for the completing CTI of the ``CTI`` stamp
-    (the first CTI at or after it; after it, when ``strict``)."""
+    (``WindowTimestamp.point_at``, the formula the runtime stamps by), with its payload
+    projected, in one select. ``done``: the time at which the window is complete, for the
+    completing CTI of the ``CTI`` stamp (the first CTI at or after it; after it, when
+    ``strict``)."""
     d = c.d
     ws, we = d.col("__ws"), d.col("__we")
     ts = node.timestamp
     if ts is WindowTimestamp.LIFETIME:
         at, until = ws, we
     else:
-        if ts is WindowTimestamp.START:
-            at = ws
-        elif ts is WindowTimestamp.END:
-            at = we - d.lit(1)
-        elif ts is WindowTimestamp.LATEST:
-            at = d.greatest(ws, d.col("__hi"))
-        elif ts is WindowTimestamp.EARLIEST:
-            at = d.greatest(ws, d.col("__lo"))
-        else:
+        bound = d.col("__hi") if ts is WindowTimestamp.LATEST else d.col("__lo") if ts is WindowTimestamp.EARLIEST else None
+        closing, last_finite = None, NEG_INF
+        if ts is WindowTimestamp.CTI:
             rows = d.completing_cti(node, rows, done, strict)
-            finite = [t for t in c.replay.ctis_of(node.input) if t < INF]
-            at_infinity = d.greatest(we - d.lit(1), d.lit(finite[-1])) if finite else we - d.lit(1)
-            at = d.when(d.col("__cti") >= d.lit(INF), at_infinity, d.col("__cti") - d.lit(1))
+            closing = d.col("__cti")
+            last_finite = max((t for t in c.replay.ctis_of(node.input) if t < INF), default=NEG_INF)
+        at = ts.point_at(
+            ws,
+            we,
+            bound,
+            closing,
+            last_finite,
+            greatest=lambda a, b: d.greatest(a, b if not isinstance(b, int) else d.lit(b)),
+            when=lambda cond, then, otherwise: d.when(cond, then, otherwise),
+        )
         until = at + d.lit(1)
     out: R = d.select(rows, [at.alias(S), until.alias(E), *d.projection(node)])
     return out

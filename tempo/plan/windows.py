@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import attrs
 
 from tempo.errors import QueryBuildError
-from tempo.ticks import INF, format_duration
+from tempo.ticks import INF, NEG_INF, format_duration
 
 Division = Callable[[Any, int], Any]
 """Integer floor division of a column expression by an int, as a backend spells it (``//`` is
@@ -50,6 +50,33 @@ class WindowTimestamp(enum.Enum):
     @property
     def is_point(self) -> bool:
         return self is not WindowTimestamp.LIFETIME
+
+    def point_at(
+        self,
+        ws: Any,
+        we: Any,
+        bound: Any,
+        closing: Any,
+        last_finite: int = NEG_INF,
+        greatest: Callable[[Any, Any], Any] = max,
+        when: Callable[[Any, Any, Any], Any] = lambda cond, then, otherwise: then if cond else otherwise,
+    ) -> Any:
+        """Where the point result of window ``[ws, we)`` goes (every timestamp but
+        ``LIFETIME``): one formula over ints (the runtime) and over a backend's columns, given
+        its ``greatest`` and ``when``. ``bound``: the window's events' latest or earliest
+        start (LATEST, EARLIEST; clipped to the window here); ``closing``: the CTI completing
+        it (CTI; on the CTI at infinity, which has no tick before it to stand for, the
+        window's last tick, or the last finite CTI, ``last_finite``, if that is later: CTIs
+        pass on unchanged, and a result may not come before one)."""
+        if self is WindowTimestamp.START:
+            return ws
+        if self is WindowTimestamp.END:
+            return we - 1
+        if self is WindowTimestamp.CTI:
+            at_infinity = we - 1 if last_finite <= NEG_INF else greatest(we - 1, last_finite)
+            return when(closing >= INF, at_infinity, closing - 1)
+        assert self is not WindowTimestamp.LIFETIME and bound is not None
+        return greatest(ws, bound)
 
 
 @attrs.frozen

@@ -21,19 +21,10 @@ from tempo.runtime.build import Build, compiles
 
 
 def stamp(timestamp: WindowTimestamp, ws: int, we: int, bound: int | None, closing: int, last_finite: int = NEG_INF) -> int:
-    """Where the point result of window ``[ws, we)`` goes (every timestamp but LIFETIME):
-    ``bound`` is its events' latest or earliest start (LATEST, EARLIEST; clipped to the
-    window), ``closing`` the CTI completing it (CTI; on the CTI at infinity, which has no tick
-    before it to stand for, the window's last tick, or the last finite CTI, ``last_finite``,
-    if that is later: CTIs passed on unchanged, a result may not come before it)."""
-    if timestamp is WindowTimestamp.START:
-        return ws
-    if timestamp is WindowTimestamp.END:
-        return we - 1
-    if timestamp is WindowTimestamp.CTI:
-        return max(we - 1, last_finite) if closing >= INF else closing - 1
-    assert bound is not None
-    return max(ws, bound)
+    """Where the point result of window ``[ws, we)`` goes: ``WindowTimestamp.point_at`` over
+    ints."""
+    at: int = timestamp.point_at(ws, we, bound, closing, last_finite)
+    return at
 
 
 class Window(Operator):
