@@ -116,6 +116,12 @@ def test_the_vectorised_executor_explains_the_strategy_chosen(name: str) -> None
     assert physical_choices(VectorisedExecutor().explain(build())) == expected
 
 
+def test_a_window_without_a_cti_says_it_has_no_results() -> None:
+    """No CTI reaches the window: it releases nothing, and no strategy is taken."""
+    query = Stream.create("in", POINTS[:-1], EventShape.POINT).tumbling(sec(5)).aggregate(_totals)
+    assert physical_choices(VectorisedExecutor().explain(query)) == ["no results (its input forwards no CTI)"]
+
+
 def test_a_plan_without_a_choice_says_so() -> None:
     explained = VectorisedExecutor().explain(_points().where(lambda r: r.v > 1))
     assert "== tempo physical plan ==\n(no operator with a choice of strategy)\n" in explained

@@ -47,6 +47,7 @@ def window(c: Lowering[R], node: p.WindowNode) -> R:
     if rule is None:
         raise UnsupportedError(c.executor, node.spec.describe(), "it has no rule for this window kind yet")
     if c.final_bound(node.input) <= NEG_INF:
+        c.plan(node, "no results (its input forwards no CTI)")
         empty: R = c.d.no_rows(c.relation(node.input), node.payload_type)
         return empty
     built: R = rule(c, node)
