@@ -6,7 +6,8 @@ few primitives a DataFrame backend spells in its own way; each executor supplies
 nothing else of that rule. ``Lowering`` is the part of a compilation every such compiler
 shares: the CTI replay and spans it reads, the relations built, the release rule on the
 output. A rule registers itself by node class (``tempo.lowering.rules``), and both
-compilers take every registered rule. ``bench/lowering_slice/REPORT.md`` measured this design against ibis as the target.
+compilers take every registered rule. ``bench/lowering_slice/REPORT.md`` measured this
+design against ibis as the target.
 """
 
 # Every rule module, each registering its rules in ``tempo.lowering.rules`` as it is defined.

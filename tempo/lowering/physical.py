@@ -10,9 +10,9 @@ points aggregated once per pane of width ``gcd(size, hop)``, each pane's values 
 the windows holding it, rather than each point read into ``size / hop`` windows); else each
 event goes to every window its lifetime overlaps (``EXPLODED``).
 
-**Joins**: how a join finds its pairs, chosen from the plan's stream properties (``Query.longest_lifetime``), where the inputs lie
-in time (``Span``) and whether the join has keys; ``tempo.lowering.joins.overlapping_pairs``
-carries it out.
+**Joins**: how a join finds its pairs, chosen from the plan's stream properties
+(``Query.longest_lifetime``), where the inputs lie in time (``Span``) and whether the join
+has keys; ``tempo.lowering.joins.overlapping_pairs`` carries it out.
 
 Open-source Spark has no range join, and polars none on keys: an overlap join is a hash join
 on the keys (every pair without them) with the overlap tested on every pair of a key. So
@@ -56,13 +56,14 @@ class WindowPlan(enum.Enum):
     EXPLODED = "each event in every window it overlaps"
 
 
-def window_plan(query: Query, node: p.WindowNode, merges: bool) -> WindowPlan:
+def window_plan(query: Query, node: p.WindowNode, merges: Callable[[], bool]) -> WindowPlan:
     """The plan of a hopping or tumbling window; ``merges``: whether the backend merges every
-    one of its aggregates from parts (``tempo.lowering.windows.pane_merges``)."""
+    one of its aggregates from parts (``tempo.lowering.windows.pane_merges``), asked only of
+    overlapping windows over points (a Spark column costs a JVM call to build)."""
     spec = node.spec
     assert isinstance(spec, HoppingWindow)
     longest = query.longest_lifetime(node.input)
-    if longest == 1 and spec.size > spec.hop and merges:
+    if longest == 1 and spec.size > spec.hop and merges():
         return WindowPlan.PANES
     if longest is not None and spec.size >= spec.hop and spec.most_windows_past_first(longest) == 0:
         return WindowPlan.ONE_WINDOW

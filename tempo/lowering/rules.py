@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tempo.dispatch import Registry
+from tempo.errors import UnsupportedError
+from tempo.plan import nodes as p
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,24 +23,31 @@ WINDOW_KINDS: dict[type, Callable[[Any, Any], Any]] = {}
 completed, which ``tempo.lowering.windows.stamped`` stamps and projects."""
 
 
-def lowers(node_type: type) -> Callable[[F], F]:
-    """Register the shared rule of the nodes of exactly ``node_type``."""
-
+def _registering(table: dict[type, Callable[[Any, Any], Any]], key: type) -> Callable[[F], F]:
     def register(rule: F) -> F:
-        SHARED[node_type] = rule
+        table[key] = rule
         return rule
 
     return register
+
+
+def lowers(node_type: type) -> Callable[[F], F]:
+    """Register the shared rule of the nodes of exactly ``node_type``."""
+    return _registering(SHARED, node_type)
 
 
 def lowers_window(spec_type: type) -> Callable[[F], F]:
     """Register the rule of the window kind ``spec_type``."""
+    return _registering(WINDOW_KINDS, spec_type)
 
-    def register(rule: F) -> F:
-        WINDOW_KINDS[spec_type] = rule
-        return rule
 
-    return register
+def window_kind_rule(executor: str, node: p.WindowNode) -> Callable[[Any, Any], Any]:
+    """The rule of ``node``'s window kind; ``UnsupportedError`` naming ``executor`` when it
+    has none (each compiler's ``check_supported`` asks before any input is read)."""
+    rule = WINDOW_KINDS.get(type(node.spec))
+    if rule is None:
+        raise UnsupportedError(executor, node.spec.describe(), "it has no rule for this window kind yet")
+    return rule
 
 
 def register(registry: Registry[Any, Any]) -> None:

@@ -6,16 +6,16 @@ reference is ``tempo.runtime.windows.Window`` and ``stamp``."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
-from tempo.errors import UnsupportedError
 from tempo.lowering import physical
 from tempo.lowering.context import END as E
 from tempo.lowering.context import START as S
 from tempo.lowering.context import Lowering, R
 from tempo.lowering.dialect import Dialect, Expr, PaneMerge, Relation
-from tempo.lowering.rules import WINDOW_KINDS, lowers, lowers_window
+from tempo.lowering.rules import lowers, lowers_window, window_kind_rule
 from tempo.plan import nodes as p
 from tempo.plan.nodes import AggregateKind as K
 from tempo.plan.windows import HoppingWindow, WindowTimestamp
@@ -41,11 +41,9 @@ def ended(c: Lowering[Any], node: p.WindowNode, df: Relation, cti: int) -> Expr:
 
 @lowers(p.WindowNode)
 def window(c: Lowering[R], node: p.WindowNode) -> R:
-    """The released results of a window node: its kind's rule (``WINDOW_KINDS``), or no rows
+    """The released results of a window node: its kind's rule (``window_kind_rule``), or no rows
     when its input forwards no CTI."""
-    rule = WINDOW_KINDS.get(type(node.spec))
-    if rule is None:
-        raise UnsupportedError(c.executor, node.spec.describe(), "it has no rule for this window kind yet")
+    rule = window_kind_rule(c.executor, node)
     if c.final_bound(node.input) <= NEG_INF:
         c.plan(node, "no results (its input forwards no CTI)")
         empty: R = c.d.no_rows(c.relation(node.input), node.payload_type)
@@ -77,12 +75,13 @@ def hopping(c: Lowering[R], node: p.WindowNode) -> R:
     keys, by = d.keys(node), d.key_names(node)
     longest = c.query.longest_lifetime(node.input)
     starts = [d.col(S).alias("__s")] if node.timestamp in (WindowTimestamp.LATEST, WindowTimestamp.EARLIEST) else []
-    merges = pane_merges(d, node)
-    plan = physical.window_plan(c.query, node, merges is not None)
+    merges = functools.cache(lambda: pane_merges(d, node))  # built only if the plan asks
+    plan = physical.window_plan(c.query, node, lambda: merges() is not None)
     c.plan(node, physical.describe_window_plan(plan, node))
     if plan is physical.WindowPlan.PANES:
-        assert merges is not None
-        grouped = by_panes(c, node, df, cti, keys, starts, merges)
+        panes = merges()
+        assert panes is not None
+        grouped = by_panes(c, node, df, cti, keys, starts, panes)
     else:
         if plan is physical.WindowPlan.ONE_WINDOW:
             exploded = d.select(df, [k_lo.alias("__k"), *keys, *d.values(node), *starts])
@@ -183,7 +182,7 @@ def stamped(c: Lowering[R], node: p.WindowNode, rows: R, strict: bool, done: Exp
             closing,
             last_finite,
             greatest=lambda a, b: d.greatest(a, b if not isinstance(b, int) else d.lit(b)),
-            when=lambda cond, then, otherwise: d.when(cond, then, otherwise),
+            when=d.when,
         )
         until = at + d.lit(1)
     out: R = d.select(rows, [at.alias(S), until.alias(E), *d.projection(node)])

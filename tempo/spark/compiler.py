@@ -49,6 +49,8 @@ def check_supported(query: Query) -> None:
     otherwise name that engine rather than this executor."""
     for node in query.nodes:
         _RULES.lookup(node)
+        if isinstance(node, p.WindowNode):
+            rules.window_kind_rule("Spark", node)
         for e in p.node_expressions(node):
             EXPRESSIONS.lookup(e)
 

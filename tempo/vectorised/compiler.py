@@ -21,7 +21,6 @@ from tempo.expr import nodes as x
 from tempo.expr.schema import field_names
 from tempo.lowering import rules
 from tempo.lowering.context import Lowering
-from tempo.lowering.rules import WINDOW_KINDS
 from tempo.plan import nodes as p
 from tempo.plan.query import Query
 from tempo.runtime.replay import CtiReplay
@@ -58,8 +57,7 @@ def check_nodes(nodes: Iterable[p.Node]) -> None:
                 if isinstance(a, p.Aggregate) and a.kind not in _RUNNING:
                     raise UnsupportedError(EXECUTOR, f"the running aggregate {a.describe()}", "it has no rule for it yet")
         if isinstance(node, p.WindowNode):
-            if type(node.spec) not in WINDOW_KINDS:
-                raise UnsupportedError(EXECUTOR, node.spec.describe(), "it has no rule for this window kind yet")
+            rules.window_kind_rule(EXECUTOR, node)
             for a in node.aggregates:
                 if a.kind not in AGGREGATES:
                     raise UnsupportedError(EXECUTOR, f"the aggregate {a.describe()}", "it has no rule for this aggregate yet")

@@ -84,10 +84,7 @@ class VectorisedExecutor:
         datetimes), as ``Result.to_arrow`` has them. For large outputs; ``run`` gives the
         ``Result`` with the CTIs, metrics and rejections."""
         with _udf_errors():
-            query = Query.build(stream.node)
-            check_supported(query)
-            replay, inputs, _, spans = admit_inputs(query, TimestampMode())
-            out = Compiler(query, replay, inputs, spans).output().collect()
+            out = _compiled(stream).output().collect()
         utc = pl.Datetime("us", "UTC")
         columns = [pl.col(S).cast(utc).alias(START_COLUMN), pl.col(E).cast(utc).alias(END_COLUMN)]
         for f in record_fields(stream.payload_type):
@@ -101,13 +98,10 @@ class VectorisedExecutor:
         the other. The inputs are read (as ``run`` reads them: the CTIs and spans plan it);
         nothing is computed."""
         with _udf_errors():
-            query = Query.build(stream.node)
-            check_supported(query)
-            replay, inputs, _, spans = admit_inputs(query, TimestampMode())
-            compiler = Compiler(query, replay, inputs, spans)
+            compiler = _compiled(stream)
             output = compiler.output()
         return (
-            f"== tempo logical plan ==\n{query.explain()}\n\n"
+            f"== tempo logical plan ==\n{compiler.query.explain()}\n\n"
             f"== tempo physical plan ==\n{compiler.physical_plan()}\n\n"
             f"== polars plan ==\n{output.explain()}"
         )
@@ -163,6 +157,14 @@ class VectorisedExecutor:
         )
         warn_withheld(result)
         return result
+
+
+def _compiled(stream: Stream[Any]) -> Compiler:
+    """The query's compilation over its admitted inputs (read as ``run`` reads them)."""
+    query = Query.build(stream.node)
+    check_supported(query)
+    replay, inputs, _, spans = admit_inputs(query, TimestampMode())
+    return Compiler(query, replay, inputs, spans)
 
 
 def released_rows(out: pl.DataFrame, ctis: list[int]) -> tuple[pl.DataFrame, list[int]]:
