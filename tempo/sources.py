@@ -203,6 +203,44 @@ class ParquetSource(TableSource[T]):
         return f"ParquetSource({self.path!r}, {self.payload_type.__name__})"
 
 
+class DeltaSource(TableSource[T]):
+    """Rows of a Delta Lake table: its latest version, or ``version=`` (a number of the
+    table's log). The Spark executor reads it with Delta's own reader
+    (``spark.read.format("delta")``, which needs Delta's jars: ``bash java/fetch``); the
+    in-memory and vectorised executors with delta-rs (``deltalake``, the ``delta`` extra), so
+    no JVM is needed there. Both read the same files of the same version. A table's rows have
+    no order of their own (its files are read in no set order): give ``order=`` (the start
+    column, or a sequence number) where the input order matters, as it does for CTIs
+    generated from the events."""
+
+    def __init__(self, path: str, payload_type: type[T], start: str | None, *, version: int | None = None, **columns: Any) -> None:
+        super().__init__(payload_type, start, **columns)
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+            raise QueryBuildError(f"version= is a version of the Delta table (an int from 0) or None for the latest, got {version!r}")
+        self.path = path
+        self.version = version
+
+    def check_readable(self, name: str) -> None:
+        super().check_readable(name)
+        if "://" not in self.path and not os.path.isdir(os.path.join(self.path, "_delta_log")):
+            raise InputSchemaError(
+                name, f"{self!r} reads {self.path!r}, which is no Delta table (it has no _delta_log)", InputRule.SOURCE_MISSING
+            )
+
+    def arrow_table(self) -> Any:
+        try:
+            from deltalake import DeltaTable
+        except ImportError as exc:
+            raise UnsupportedError(
+                "in-memory", repr(self), "reading a Delta table without Spark needs deltalake: pip install 'tempo[delta]'"
+            ) from exc
+        return DeltaTable(self.path, version=self.version).to_pyarrow_table()
+
+    def __repr__(self) -> str:
+        at = "" if self.version is None else f", version={self.version}"
+        return f"DeltaSource({self.path!r}, {self.payload_type.__name__}{at})"
+
+
 class CsvSource(TableSource[T]):
     """Rows of a CSV file with a header row."""
 

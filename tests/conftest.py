@@ -82,7 +82,15 @@ def spark_session() -> Iterator[Any]:
     factory = getattr(tempo.spark, "spark_session", None)
     if factory is not None:
         # Tiny inputs: one shuffle partition and no progress bars keep each query cheap.
-        spark = factory(spark_sql_shuffle_partitions="1", spark_ui_showConsoleProgress="false")
+        # With Spark's Kafka connector and Delta when java/fetch has fetched them (CI does):
+        # the Kafka and Delta tests share this session, as there is one per process.
+        from tempo.spark.session import connector_jars
+
+        try:
+            connectors = bool(connector_jars())
+        except Exception:
+            connectors = False
+        spark = factory(spark_sql_shuffle_partitions="1", spark_ui_showConsoleProgress="false", connectors=connectors)
     else:
         from pyspark.sql import SparkSession
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from tempo.errors import TempoError
+
 DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
@@ -25,8 +27,43 @@ LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 """Errors only, on stderr: the driver's log4j2 configuration unless the user gives their own."""
 
 
-def spark_session(master: str | None = None, app_name: str = "tempo", **conf: str) -> SparkSession:
+CHECKOUT_CONNECTORS = Path(__file__).resolve().parents[2] / "java" / "spark-lib"
+
+DELTA_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta replays a table's log in 50 tasks by default, several times per commit: a live
+    # sink's table commits once per batch, and its log is small.
+    "spark.databricks.delta.snapshotPartitions": "1",
+}
+"""The settings Delta Lake needs in a session (its commands and catalog; writes refuse to
+run without them), and the size of its log replays."""
+
+
+class ConnectorsMissingError(TempoError):
+    """``spark_session(connectors=True)`` found no connector jars."""
+
+
+def connector_jars() -> list[str]:
+    """The jars of Spark's Kafka connector and Delta Lake that ``bash java/fetch`` put in the
+    checkout's ``java/spark-lib`` (or the folder ``TEMPO_SPARK_JARS`` names), for
+    ``spark.jars``."""
+    folder = Path(os.environ.get("TEMPO_SPARK_JARS", CHECKOUT_CONNECTORS))
+    jars = sorted(str(j) for j in folder.glob("*.jar"))
+    if not any("spark-sql-kafka" in j for j in jars) or not any("delta-spark" in j for j in jars):
+        raise ConnectorsMissingError(
+            f"no Kafka connector and Delta jars in {folder}: run `bash java/fetch` in tempo's checkout (it fetches them from "
+            "Maven Central for the installed pyspark), or point TEMPO_SPARK_JARS at a folder holding them"
+        )
+    return jars
+
+
+def spark_session(master: str | None = None, app_name: str = "tempo", connectors: bool = False, **conf: str) -> SparkSession:
     """Get or create a session for tempo. Workers run this interpreter (``PYSPARK_PYTHON``).
+
+    ``connectors``: with Spark's Kafka connector and Delta Lake (``connector_jars`` as
+    ``spark.jars``, and ``DELTA_SETTINGS``), for ``kafka_stream``, ``DeltaSink`` and
+    ``DeltaSource``; a session already running keeps the jars it started with.
 
     ``master`` defaults to the one ``spark-submit`` configured, else ``local[2]``. Keyword
     settings name Spark options with underscores for dots (``spark_sql_shuffle_partitions``).
@@ -45,7 +82,12 @@ def spark_session(master: str | None = None, app_name: str = "tempo", **conf: st
     chosen = master or configured or "local[2]"
     if chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    settings = {**DEFAULTS, **{k.replace("_", "."): v for k, v in conf.items()}}
+    given = {k.replace("_", "."): v for k, v in conf.items()}
+    extra: dict[str, str] = {}
+    if connectors:
+        jars = ",".join(connector_jars() + [j for j in given.pop("spark.jars", "").split(",") if j])
+        extra = {**DELTA_SETTINGS, "spark.jars": jars}
+    settings = {**DEFAULTS, **extra, **given}
     java_options = settings.get("spark.driver.extraJavaOptions", "")
     if "log4j2.configurationFile" not in java_options:
         settings["spark.driver.extraJavaOptions"] = f"{java_options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()

@@ -14,7 +14,7 @@ import pyarrow.types as pa_types
 from pyspark.sql import DataFrame, SparkSession
 
 from tempo.errors import InputRule, InputSchemaError, UnsupportedError
-from tempo.sources import ArrowSource, CsvSource, JsonSource, ParquetSource, TableSource
+from tempo.sources import ArrowSource, CsvSource, DeltaSource, JsonSource, ParquetSource, TableSource
 
 T = TypeVar("T")
 
@@ -87,6 +87,11 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
         return spark.read.option("header", True).option("inferSchema", True).csv(spark_path(source.path))
     if isinstance(source, JsonSource):
         return spark.read.schema(json_spark_schema(source)).json(spark_path(source.path))
+    if isinstance(source, DeltaSource):
+        reader = spark.read.format("delta")
+        if source.version is not None:
+            reader = reader.option("versionAsOf", source.version)
+        return reader.load(spark_path(source.path))
     if isinstance(source, DataFrameSource):
         df: DataFrame = source.df
         return df
@@ -106,7 +111,9 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
                 table = table.set_column(i, f.name, table.column(i).cast(pa.int64()))
         return spark.createDataFrame(table)
     raise UnsupportedError(
-        "Spark", repr(source), "it is not a table source the Spark executor knows (Parquet, CSV, JSON, Arrow, DataFrame, catalog table)"
+        "Spark",
+        repr(source),
+        "it is not a table source the Spark executor knows (Parquet, CSV, JSON, Delta, Arrow, DataFrame, catalog table)",
     )
 
 

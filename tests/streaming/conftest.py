@@ -173,3 +173,34 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         server.kill()
         server.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Kafka broker (KRaft, one node) on 127.0.0.1 for this test run, from the jars
+    ``java/fetch`` put in ``java/kafka-lib`` (``tempo.spark.streaming.kafka_broker``)."""
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (the `kafka` extra)")
+    from tempo.spark.streaming.kafka_broker import KafkaBroker, KafkaBrokerError, broker_jars
+
+    try:
+        broker_jars()
+    except KafkaBrokerError as exc:
+        _missing(str(exc))
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    try:
+        broker.start()
+    except KafkaBrokerError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def connector_session(spark_session: Any) -> Any:
+    """The shared session, which must have Spark's Kafka connector and Delta (``java/fetch``)."""
+    jars = spark_session.conf.get("spark.jars", "")
+    if "spark-sql-kafka" not in jars or "delta-spark" not in jars:
+        _missing("the shared Spark session has no Kafka connector or Delta jars (run: bash java/fetch)")
+    return spark_session

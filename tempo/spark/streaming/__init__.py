@@ -4,11 +4,12 @@ releasing each micro-batch's results to a sink exactly once (docs/streaming.md).
 from tempo.spark.streaming.checkpoint import CheckpointInUseError, CheckpointMismatchError
 from tempo.spark.streaming.executor import BatchProgress, LiveQuery, StreamingExecutor, read_progress
 from tempo.runtime.live import StateError
-from tempo.spark.streaming.sinks import CallbackSink, NoCommittedOutputError, ParquetSink, Sink, read_committed, released_items
+from tempo.spark.streaming.sinks import CallbackSink, DeltaSink, NoCommittedOutputError, ParquetSink, Sink, read_committed, released_items
 
 __all__ = [
     "BatchProgress",
     "CallbackSink",
+    "DeltaSink",
     "CheckpointInUseError",
     "CheckpointMismatchError",
     "LiveQuery",

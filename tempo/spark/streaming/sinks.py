@@ -89,6 +89,80 @@ class ParquetSink(Sink):
         return f"ParquetSink({self.path!r})"
 
 
+class DeltaSink(Sink):
+    """A Delta Lake table of the released items (the columns of a ``ParquetSink``'s files
+    after ``tempo_batch`` and ``tempo_row``, the item's place in its batch: release order is
+    by the two, as a table's rows have no order of their own), and one of the rejected input
+    events (``rejections``, default ``<path>_rejections``), each batch appended exactly once.
+
+    Each batch is one Delta transaction carrying the application id ``app_id`` and the batch
+    number as its version (Delta's idempotent writes, ``txnAppId``/``txnVersion``): a batch
+    run again after a crash writes the same rows under the same version, which Delta skips,
+    so the table holds every committed batch once. A batch is written before tempo's commit
+    record, so a batch that crashed between the two is in the table already and is skipped
+    when it runs again. Batches that release nothing add no version, except the first,
+    which creates the tables. Give each query writing one table its own ``app_id`` (by
+    default the table's path). Needs Delta's jars in the session (``bash java/fetch``,
+    ``tempo.spark.connector_jars``); Spark, delta-rs (``deltalake``), polars and DuckDB read
+    the tables."""
+
+    def __init__(self, path: str, *, rejections: str | None = None, app_id: str | None = None) -> None:
+        self.path = absolute(path)
+        self.rejections = absolute(rejections) if rejections is not None else self.path.rstrip("/") + "_rejections"
+        self.app_id = app_id if app_id is not None else f"tempo:{self.path}"
+        self.created: set[str] = set()
+        """The tables this sink has seen exist (so empty batches need not write)."""
+
+    def write(self, spark: SparkSession, batch: int, events: Any, rejections: Any) -> None:
+        import pyarrow as pa
+
+        for path, table in ((self.path, events), (self.rejections, rejections)):
+            if table.num_rows == 0 and self._exists(spark, path):
+                continue
+            n = table.num_rows
+            table = table.add_column(0, "tempo_row", pa.array(range(n), pa.int64()))
+            table = table.add_column(0, "tempo_batch", pa.array([batch] * n, pa.int64()))
+            df = spark.createDataFrame(table) if table.num_rows else spark.createDataFrame([], _spark_schema(table.schema))
+            # Spark writes Parquet timestamps as INT96 nanoseconds unless told otherwise, which
+            # readers other than Spark take as nanoseconds and cannot hold the open end
+            # 9999-12-31 in: microseconds, tempo's tick, as the ParquetSink's files have them.
+            key = "spark.sql.parquet.outputTimestampType"
+            before = spark.conf.get(key, None)
+            spark.conf.set(key, "TIMESTAMP_MICROS")
+            try:
+                (
+                    df.write.format("delta")
+                    .mode("append")
+                    .option("txnAppId", self.app_id)
+                    .option("txnVersion", str(batch))
+                    .option("mergeSchema", "true")
+                    .save(path)
+                )
+            finally:
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)
+            self.created.add(path)
+
+    def _exists(self, spark: SparkSession, path: str) -> bool:
+        if path in self.created:
+            return True
+        found = bool(spark._jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, path))  # type: ignore[union-attr]
+        if found:
+            self.created.add(path)
+        return found
+
+    def __repr__(self) -> str:
+        return f"DeltaSink({self.path!r})"
+
+
+def _spark_schema(schema: Any) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
 class CallbackSink(Sink):
     """Calls ``on_batch(events, rejections, batch_id)`` with Spark DataFrames, at least once
     per batch (see the module's docstring)."""

@@ -1,0 +1,47 @@
+"""A live query over a Kafka topic into a Delta table, in a process of its own, for the kill
+tests (tests/streaming/test_kafka.py): the counts of ``test_kafka._counts`` over
+``kafka_stream``, a few records per micro-batch (``maxOffsetsPerTrigger``), into
+``DeltaSink(output)`` on ``checkpoint``; ``TEMPO_CRASH_AT`` kills it at a phase of a batch
+(tempo.spark.streaming.executor).
+
+    python -m tests.streaming.kafka_worker BOOTSTRAP TOPIC CHECKPOINT OUTPUT [--flush]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("bootstrap")
+    parser.add_argument("topic")
+    parser.add_argument("checkpoint")
+    parser.add_argument("output")
+    parser.add_argument("--flush", action="store_true", help="end the inputs at the end")
+    args = parser.parse_args()
+
+    import tempo.spark
+    from tempo.spark.streaming import CheckpointMismatchError, DeltaSink, StreamingExecutor
+    from tests.streaming.test_kafka import _counts, _readings
+
+    spark = tempo.spark.spark_session(spark_sql_shuffle_partitions="1", spark_driver_memory="1g", connectors=True)
+    stream = _readings(spark, args.bootstrap, args.topic, options={"maxOffsetsPerTrigger": "4"})
+    try:
+        live = StreamingExecutor(spark, args.checkpoint).start(_counts(stream), DeltaSink(args.output))
+    except CheckpointMismatchError as refused:
+        print(refused, flush=True)
+        spark.stop()
+        sys.exit(3)
+    try:
+        live.process_all_available()
+        if args.flush:
+            live.flush()
+    finally:
+        live.stop()
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

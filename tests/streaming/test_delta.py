@@ -1,0 +1,76 @@
+"""Delta Lake tables as bounded inputs (``DeltaSource``): written by Spark with Delta's jars,
+read by Spark's Delta reader and, without a JVM, by delta-rs on the in-memory and vectorised
+executors, a version of the table or its latest."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("deltalake")
+
+from tempo import AdvanceTimeGenerationSettings, AdvanceTimeSettings, EventShape, InMemoryExecutor, InputSchemaError, Interval, Stream  # noqa: E402
+from tempo.sources import DeltaSource  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+UTC = timezone.utc
+T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+
+
+@attrs.frozen
+class Reading:
+    device: int
+    value: float
+
+
+@attrs.frozen
+class Total:
+    device: int
+    total: float
+
+
+def _totals(path: str, version: int | None) -> Stream[Total]:
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(frequency=1, advance_to_infinity_on_shutdown=True))
+    readings = Stream.create("readings", DeltaSource(path, Reading, start="ts", order="ts", version=version), EventShape.POINT, settings)
+    return readings.group_by(lambda r: r.device).tumbling(timedelta(seconds=10)).aggregate(lambda d, w: Total(d, w.sum(lambda r: r.value)))
+
+
+def test_a_delta_table_reads_the_same_on_every_executor_at_each_version(connector_session: Any, tmp_path: Path) -> None:
+    from tempo.spark import SparkExecutor
+    from tempo.vectorised import VectorisedExecutor
+    from tests.conformance.compare import assert_same_results
+
+    path = str(tmp_path / "readings")
+    first = [(0, 1.0, T0), (1, 2.0, T0 + timedelta(seconds=1)), (0, 3.0, T0 + timedelta(seconds=12))]
+    second = [(1, 4.0, T0 + timedelta(seconds=5))]
+    for rows in (first, second):  # version 0, then version 1
+        connector_session.createDataFrame(rows, "device long, value double, ts timestamp").write.format("delta").mode("append").save(path)
+
+    def totals(result: Any) -> list[tuple[int, float, datetime]]:
+        return sorted((e.payload.device, e.payload.total, e.start) for e in result.raw if isinstance(e, Interval))
+
+    # By hand: version 0 holds windows [0, 10) with device 0: 1, device 1: 2, and [10, 20)
+    # with device 0: 3; version 1 adds 4 to device 1's first window.
+    at = {
+        0: [(0, 1.0, T0), (0, 3.0, T0 + timedelta(seconds=10)), (1, 2.0, T0)],
+        1: [(0, 1.0, T0), (0, 3.0, T0 + timedelta(seconds=10)), (1, 6.0, T0)],
+    }
+    for version, expected in ((0, at[0]), (1, at[1]), (None, at[1])):
+        memory = InMemoryExecutor().run(_totals(path, version))
+        assert totals(memory) == expected, version
+        assert_same_results(memory, VectorisedExecutor().run(_totals(path, version)), f"version {version}")
+        assert_same_results(memory, SparkExecutor(connector_session).run(_totals(path, version)), f"version {version}")
+
+
+def test_a_path_that_is_no_delta_table_is_named(tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(InputSchemaError, match="no Delta table"):
+        InMemoryExecutor().run(_totals(str(tmp_path / "plain"), None))
+    with pytest.raises(Exception, match="version="):
+        DeltaSource(str(tmp_path), Reading, start="ts", version=-1)
