@@ -3,9 +3,11 @@ quiet console (no progress bar, only errors logged) so a program's own output st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +103,21 @@ def spark_session(master: str | None = None, app_name: str = "tempo", connectors
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` in ``spark`` for the ``with`` block, then as it was (unset if it
+    was not set): for a setting one read or write needs and the rest of the session must not see."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 TASK_FAILURE_LOGGERS = (

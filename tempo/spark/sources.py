@@ -14,6 +14,7 @@ import pyarrow.types as pa_types
 from pyspark.sql import DataFrame, SparkSession
 
 from tempo.errors import InputRule, InputSchemaError, UnsupportedError
+from tempo.spark.session import session_setting
 from tempo.sources import ArrowSource, CsvSource, DeltaSource, JsonSource, ParquetSource, TableSource
 
 T = TypeVar("T")
@@ -72,16 +73,8 @@ def read_table(spark: SparkSession, input_name: str, source: TableSource[Any]) -
             # long it is stored as. Only the inference needs the setting (the scan reads the
             # long as asked), so it is set for this read alone; ``table_columns`` reads the
             # longs as nanoseconds, exactly (``arrow_types`` says which columns they are).
-            key = "spark.sql.legacy.parquet.nanosAsLong"
-            before = spark.conf.get(key, None)
-            spark.conf.set(key, "true")
-            try:
+            with session_setting(spark, "spark.sql.legacy.parquet.nanosAsLong", "true"):
                 return spark.read.parquet(spark_path(source.path))
-            finally:
-                if before is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, before)
         return spark.read.parquet(spark_path(source.path))
     if isinstance(source, CsvSource):
         return spark.read.option("header", True).option("inferSchema", True).csv(spark_path(source.path))

@@ -42,16 +42,10 @@ def _free_port() -> int:
 
 
 def _free_ports(n: int) -> list[int]:
-    """``n`` distinct ports free on 127.0.0.1: each socket is held until all are chosen (one
-    closed before the next is bound may be handed out again)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """``n`` distinct ports free on 127.0.0.1 (the broker launcher's, which users run too)."""
+    from tempo.spark.streaming.kafka_broker import free_ports
+
+    return free_ports(n)
 
 
 def _ping(port: int) -> bool:

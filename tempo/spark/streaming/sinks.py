@@ -26,6 +26,7 @@ from tempo.errors import TempoError
 from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.result import KEY_COLUMN, RawItem
+from tempo.spark.session import session_setting
 from tempo.spark.streaming.store import absolute, store_for
 
 EVENTS = ""
@@ -126,10 +127,7 @@ class DeltaSink(Sink):
             # Spark writes Parquet timestamps as INT96 nanoseconds unless told otherwise, which
             # readers other than Spark take as nanoseconds and cannot hold the open end
             # 9999-12-31 in: microseconds, tempo's tick, as the ParquetSink's files have them.
-            key = "spark.sql.parquet.outputTimestampType"
-            before = spark.conf.get(key, None)
-            spark.conf.set(key, "TIMESTAMP_MICROS")
-            try:
+            with session_setting(spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
                 (
                     df.write.format("delta")
                     .mode("append")
@@ -138,11 +136,6 @@ class DeltaSink(Sink):
                     .option("mergeSchema", "true")
                     .save(path)
                 )
-            finally:
-                if before is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, before)
             self.created.add(path)
 
     def _exists(self, spark: SparkSession, path: str) -> bool:
