@@ -192,11 +192,7 @@ def run(work: str, url: str, seconds: float, seed: int, min_batches: int = 0) ->
     def show_progress() -> None:
         nonlocal shown
         for p in live.progress[shown:]:
-            rows = ", ".join(f"{k} {v}" for k, v in p.rows_in.items())
-            print(
-                f"batch {p.batch}: in {rows or 'nothing'}; out {p.items_out} items; output CTI {p.output_cti}; "
-                f"waiting {p.buffered}; state {p.state_bytes} B; {p.seconds * 1000:.0f} ms ({p.engine})"
-            )
+            print(p.summary())
         shown = len(live.progress)
 
     deadline = time.monotonic() + seconds

@@ -197,8 +197,8 @@ def test_iot_skewed_clocks_substreams_keep_the_other_devices_readings() -> None:
     assert global_.ctis[-1] == by_device.ctis[-1] == datetime.max
 
 
-LIVE_EXAMPLES = {"live_iot.py"}
-"""Examples of live queries: they need Spark and redis-server, and run in tests/streaming."""
+LIVE_EXAMPLES = {"live_iot.py", "live_kafka.py"}
+"""Examples of live queries: they need Spark and redis-server or a Kafka broker, and run in tests/streaming."""
 
 
 @pytest.mark.parametrize(

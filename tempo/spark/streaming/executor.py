@@ -105,6 +105,15 @@ class BatchProgress:
     """Which engine ran the batch: ``driver`` (item by item), ``vectorised`` (in bulk on the
     driver, by polars) or ``spark`` (in bulk, by Spark's compiled plan)."""
 
+    def summary(self) -> str:
+        """The batch on one line, for a console: rows in per input, items out, the output
+        CTI, what waits, the state's size, the time and the engine."""
+        rows = ", ".join(f"{k} {v}" for k, v in self.rows_in.items())
+        return (
+            f"batch {self.batch}: in {rows or 'nothing'}; out {self.items_out} items; output CTI {self.output_cti}; "
+            f"waiting {self.buffered}; state {self.state_bytes} B; {self.seconds * 1000:.0f} ms ({self.engine})"
+        )
+
 
 def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
     """Input ``node`` as a streaming DataFrame."""

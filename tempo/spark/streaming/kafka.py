@@ -19,24 +19,35 @@ function from the value column (binary) to a struct column with those fields, fo
 The Spark side needs the connector's jars (``bash java/fetch``, ``tempo.spark.connector_jars``);
 the producer helpers need ``confluent-kafka`` (the ``kafka`` extra), imported only where a
 client is made.
+
+``KafkaSink`` writes a live query's released output to a topic, each batch once for readers
+that read committed records (Kafka transactions, see its docstring); ``read_kafka_output``
+reads it back as ``read_committed`` reads a ``ParquetSink``'s.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import signal
+import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
-from tempo.errors import QueryBuildError
+from tempo.errors import QueryBuildError, TempoError
 from tempo.events import EventShape
 from tempo.expr.schema import record_fields
 from tempo.settings import AdvanceTimeSettings
 from tempo.spark.sources import DataFrameSource
+from tempo.spark.streaming.executor import CRASH_AT
+from tempo.spark.streaming.sinks import Sink
 from tempo.spark.types import payload_schema
 from tempo.ticks import to_ticks
 
@@ -65,6 +76,9 @@ DEFAULT_KIND_FIELD = "tempo_kind"
 (``send_heartbeats``) write ``{"tempo_kind": "heartbeat"}``."""
 
 HEARTBEAT = "heartbeat"
+
+_log = logging.getLogger("tempo.kafka")
+"""Where the Kafka clients tempo makes log (librdkafka's lines, instead of stderr)."""
 
 Decoder = Callable[[Column], Column]
 """From the records' value column (binary) to a struct column of the payload's fields, the
@@ -145,6 +159,7 @@ def kafka_stream(
     partitions: int | Sequence[int] | None = None,
     shape: EventShape = EventShape.POINT,
     settings: AdvanceTimeSettings | None = None,
+    over: Callable[[T], Any] | None = None,
     start: str | None = None,
     end: str | None = None,
     kind: str | None = None,
@@ -161,7 +176,9 @@ def kafka_stream(
     the query again on a new checkpoint. ``start`` (and ``end``, ``kind``) name fields of the
     value, as ``TableSource`` takes columns; without ``start`` an event's start is its
     arrival. ``settings``: each partition's ``AdvanceTimeSettings``, as for any input (the
-    stream's CTI is the least of its partitions'). ``starting``:
+    stream's CTI is the least of its partitions'). ``over``: substreams by a key of the
+    payload in each partition, as ``Stream.create`` takes it (ASA's ``OVER``); a key whose
+    records all go to one partition (Kafka's keyed records) has its own clock there. ``starting``:
     where a new query reads each partition from (a restart continues from its checkpoint).
     ``bounded``: read what the topic holds now, as a batch (for ``SparkExecutor`` and the
     in-memory executors), rather than live. ``options``: more of the connector's options
@@ -199,6 +216,7 @@ def kafka_stream(
             ),
             shape,
             settings,
+            over=over,
         )
         for p in chosen
     ]
@@ -232,7 +250,8 @@ def _admin(bootstrap: str) -> Any:
         from confluent_kafka.admin import AdminClient
     except ImportError as exc:  # pragma: no cover - the extra is installed in dev
         raise QueryBuildError("the Kafka helpers need confluent-kafka: pip install 'tempo[kafka]'") from exc
-    return AdminClient({"bootstrap.servers": bootstrap})
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _log}  # librdkafka's lines to logging
+    return AdminClient(settings)
 
 
 def topic_partitions(bootstrap: str, topic: str, timeout: float = 10.0) -> list[int]:
@@ -268,6 +287,42 @@ def _iso(value: datetime) -> str:
     return aware.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def json_value(value: Any) -> Any:
+    """A field's value as JSON has it, the one encoding of the records tempo writes:
+    datetimes as ISO-8601 text in UTC (microseconds, ``Z``), dates as ISO-8601 dates,
+    durations as whole microseconds, records and lists field by field."""
+    if isinstance(value, datetime):
+        return _iso(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value // timedelta(microseconds=1)
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return value
+
+
+def from_json_value(value: Any, arrow_type: Any) -> Any:
+    """The inverse of ``json_value`` for a column of ``arrow_type``."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_timestamp(arrow_type):
+        return datetime.fromisoformat(value).astimezone(timezone.utc)
+    if pa.types.is_date(arrow_type):
+        return date.fromisoformat(value)
+    if pa.types.is_duration(arrow_type):
+        return timedelta(microseconds=value)
+    if pa.types.is_struct(arrow_type):
+        return {f.name: from_json_value(value.get(f.name), f.type) for f in arrow_type}
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return [from_json_value(v, arrow_type.value_type) for v in value]
+    return value
+
+
 def encode_record(
     payload: Any,
     *,
@@ -286,7 +341,7 @@ def encode_record(
             value = getattr(payload, f.name)
             if value is None or f.name == PARTITION_COLUMN:
                 continue
-            out[f.name] = _iso(value) if isinstance(value, datetime) else value
+            out[f.name] = json_value(value)
     for what, value in (("start", start), ("end", end)):
         if value is not None:
             out[names[what]] = _iso(value)
@@ -302,7 +357,12 @@ def producer(bootstrap: str, **config: Any) -> Any:
         from confluent_kafka import Producer
     except ImportError as exc:  # pragma: no cover
         raise QueryBuildError("the Kafka helpers need confluent-kafka: pip install 'tempo[kafka]'") from exc
-    settings = {"bootstrap.servers": bootstrap, "enable.idempotence": True, **{k.replace("_", "."): v for k, v in config.items()}}
+    settings = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "logger": _log,
+        **{k.replace("_", "."): v for k, v in config.items()},
+    }
     return Producer(settings)
 
 
@@ -315,3 +375,290 @@ def send_heartbeats(client: Any, topic: str, partitions: Sequence[int], kind_fie
     for p in partitions:
         client.produce(topic, value=value, partition=p)
     client.flush()
+
+
+# ---- the sink --------------------------------------------------------------------------------
+BATCH_HEADER = "tempo_batch"
+ROW_HEADER = "tempo_row"
+"""The headers of each record a ``KafkaSink`` writes: its batch and its place in the batch
+(release order, and what a reader drops repeats by)."""
+
+
+class KafkaSinkError(TempoError):
+    """A ``KafkaSink`` cannot write: a key column the output does not have, a broker that
+    refuses the transaction, or a newer writer of the same ``transactional_id`` (fenced)."""
+
+
+class KafkaSink(Sink):
+    """A live query's released output into the Kafka topic ``topic``, one record per released
+    row (events, end edges, CTIs: ``tempo.result.released_table``'s columns), its value that
+    row as JSON (``json_value``: times ISO-8601, the kind in ``tempo_kind``), its headers
+    ``tempo_batch`` and ``tempo_row``; rejected input events go to ``rejections`` (default
+    ``<topic>-rejections``) the same way. Topics that do not exist are created with
+    ``partitions`` partitions (``create_topic``: log-append time).
+
+    **Where records go.** Without ``key``, every record goes to partition 0, in release
+    order. With ``key`` (a column of the output: a payload field, or ``tempo_key``), a record
+    is keyed by that column's value as text and goes to the partition of its key (Kafka's
+    murmur2 partitioner, as the Java clients place keys), so each key's records are in
+    release order in one partition; a row without a key value (a CTI) goes to every
+    partition, so that a reader of one partition sees time advance.
+
+    **Exactly once** (``transactions=True``, the default), for readers that read committed
+    records only (``isolation.level=read_committed``, as ``read_kafka_output`` and Spark's
+    connector with ``kafka.isolation.level`` do): each batch is one Kafka transaction, which
+    also commits the batch's number as an offset of the consumer group ``transactional_id``
+    (Kafka's transactional offset commits), so the records and the record of their batch
+    become visible together or not at all. A batch that released nothing writes no
+    transaction. After a crash, the new sink's producer takes over the ``transactional_id``:
+    the broker aborts the transaction the dead one left open (its records are never seen by
+    committed readers), and fences the old producer if it is still alive. The batch the
+    query runs again is skipped when its transaction had committed (the crash came between
+    the transaction and tempo's commit record). Give each query writing a topic its own
+    ``transactional_id`` (by default ``tempo:<topic>``): two writers of one id fence each
+    other.
+
+    **At least once** (``transactions=False``): each batch's records are sent by an
+    idempotent producer and flushed before tempo's commit record; a batch run again after a
+    crash is sent again, with the same ``tempo_batch`` and ``tempo_row``, by which a reader
+    drops the repeats (``read_kafka_output`` does). Cheaper per batch (bench/README.md), and
+    readable by readers that do not read committed records only.
+
+    ``config``: more producer settings (librdkafka's names: ``{"compression.type": "lz4"}``).
+    Needs confluent-kafka (the ``kafka`` extra); the producer runs on the driver, where the
+    released output is."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        rejections: str | None = None,
+        key: str | None = None,
+        partitions: int = 1,
+        transactions: bool = True,
+        transactional_id: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        for what, name in (("topic", topic), ("rejections", rejections)):
+            if name is not None and (not isinstance(name, str) or not name):
+                raise QueryBuildError(f"KafkaSink's {what}= names a Kafka topic: a non-empty str, got {name!r}")
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise QueryBuildError(f"KafkaSink's partitions= is how many partitions a topic it creates has (at least 1), got {partitions!r}")
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.rejections = rejections if rejections is not None else f"{topic}-rejections"
+        self.key = key
+        self.partitions = partitions
+        self.transactions = transactions
+        self.transactional_id = transactional_id if transactional_id is not None else f"tempo:{topic}"
+        self.config = dict(config or {})
+        self.timeout = timeout
+        self.crash_at = os.environ.get(CRASH_AT)
+        self._producer: Any = None
+        self._group: Any = None
+        self._topic_partitions: dict[str, list[int]] = {}
+        self.last_batch: int | None = None
+        """The last batch this sink knows to be in the topic (read back when it opens)."""
+
+    def _open(self) -> None:
+        if self._producer is not None:
+            return
+        try:
+            from confluent_kafka import Consumer, Producer, TopicPartition
+        except ImportError as exc:  # pragma: no cover - the extra is installed in dev
+            raise QueryBuildError("KafkaSink needs confluent-kafka: pip install 'tempo[kafka]'") from exc
+        for topic in (self.topic, self.rejections):
+            found = topic_partitions(self.bootstrap, topic)
+            if not found:
+                try:
+                    create_topic(self.bootstrap, topic, self.partitions)
+                except Exception as exc:  # another writer may have made it meanwhile
+                    if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                        raise KafkaSinkError(f"KafkaSink could not create topic {topic!r} at {self.bootstrap}: {exc}") from exc
+                found = topic_partitions(self.bootstrap, topic)
+            self._topic_partitions[topic] = found
+        settings: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "enable.idempotence": True,
+            "partitioner": "murmur2_random",  # the Java clients' placement of keys
+            "logger": _log,
+            **self.config,
+        }
+        if not self.transactions:
+            self._producer = Producer(settings)
+            return
+        producer = Producer({**settings, "transactional.id": self.transactional_id})
+        try:
+            # Takes the id over: aborts what a crashed writer left open, fences a live one.
+            producer.init_transactions(self.timeout)
+            group = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": self.transactional_id,
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "logger": _log,
+                }
+            )
+            committed = _retrying(lambda: group.committed([TopicPartition(self.topic, 0)], timeout=self.timeout)[0].offset, self.timeout)
+        except Exception as exc:
+            raise KafkaSinkError(
+                f"KafkaSink could not open transactions on {self.topic!r} at {self.bootstrap} (transactional_id {self.transactional_id!r}): {exc}"
+            ) from exc
+        self.last_batch = committed - 1 if committed >= 0 else None
+        self._producer, self._group = producer, group
+
+    def _records(self, topic: str, batch: int, table: Any) -> list[tuple[bytes | None, int | None, bytes, list[tuple[str, bytes]]]]:
+        """``(key, partition, value, headers)`` of each record of ``table``'s rows."""
+        if self.key is not None and table.num_rows and self.key not in table.column_names:
+            raise KafkaSinkError(
+                f"KafkaSink's key={self.key!r} is no column of the output written to {topic!r} (its columns: {', '.join(table.column_names)})"
+            )
+        keyed = self.key is not None and self.key in table.column_names
+        out: list[tuple[bytes | None, int | None, bytes, list[tuple[str, bytes]]]] = []
+        for row, values in enumerate(table.to_pylist()):
+            value = json.dumps({k: json_value(v) for k, v in values.items()}, allow_nan=True).encode()
+            headers = [(BATCH_HEADER, str(batch).encode()), (ROW_HEADER, str(row).encode())]
+            key = values.get(self.key) if keyed and self.key is not None else None
+            if key is not None:
+                out.append((str(key).encode(), None, value, headers))
+            elif keyed:  # no key value (a CTI): to every partition
+                out.extend((None, p, value, headers) for p in self._topic_partitions[topic])
+            else:
+                out.append((None, 0, value, headers))
+        return out
+
+    def write(self, spark: SparkSession, batch: int, events: Any, rejections: Any) -> None:
+        self._open()
+        if self.last_batch is not None and batch <= self.last_batch:
+            return  # its transaction committed before the crash that made the query run it again
+        records = [
+            (topic, r) for topic, table in ((self.topic, events), (self.rejections, rejections)) for r in self._records(topic, batch, table)
+        ]
+        if not records:
+            return
+        producer = self._producer
+        try:
+            if self.transactions:
+                producer.begin_transaction()
+            for topic, (key, partition, value, headers) in records:
+                self._produce(topic, key, partition, value, headers)
+            if self.transactions:
+                from confluent_kafka import TopicPartition
+
+                producer.send_offsets_to_transaction(
+                    [TopicPartition(self.topic, 0, batch + 1)], self._group.consumer_group_metadata(), self.timeout
+                )
+                producer.flush(self.timeout)
+                if self.crash_at == f"kafka:{batch}":  # the testing hook: records sent, not committed
+                    os.kill(os.getpid(), signal.SIGKILL)
+                producer.commit_transaction(self.timeout)
+            else:
+                left = producer.flush(self.timeout)
+                if left:
+                    raise KafkaSinkError(
+                        f"KafkaSink: {left} records of batch {batch} were not delivered to {self.topic!r} within {self.timeout} s"
+                    )
+        except KafkaSinkError:
+            raise
+        except Exception as exc:
+            raise KafkaSinkError(f"KafkaSink could not write batch {batch} to {self.topic!r} at {self.bootstrap}: {exc}") from exc
+        self.last_batch = batch
+
+    def _produce(self, topic: str, key: bytes | None, partition: int | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        extra: dict[str, Any] = {} if partition is None else {"partition": partition}
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key, headers=headers, **extra)
+                return
+            except BufferError:  # the producer's queue is full: let it send
+                self._producer.poll(0.1)
+
+    def __repr__(self) -> str:
+        return f"KafkaSink({self.bootstrap!r}, {self.topic!r})"
+
+
+def _retrying(call: Callable[[], T], timeout: float) -> T:
+    """``call()``, again while it fails with an error Kafka calls retriable (a group
+    coordinator still loading, just after the broker started or the group was made)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    # librdkafka does not mark a group coordinator that moved or is still loading retriable
+    coordinator = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            again = isinstance(error, KafkaError) and (error.retriable() or error.code() in coordinator)
+            if not again or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def read_kafka_output(bootstrap: str, topic: str, payload_type: type, *, rejections: bool = False, timeout: float = 60.0) -> Any:
+    """What a ``KafkaSink`` committed to ``topic`` (or, with ``rejections``, to its rejections
+    topic, ``<topic>-rejections``), as one pyarrow Table in release order, as ``read_committed``
+    gives a ``ParquetSink``'s: ``tempo_batch`` and ``tempo_row`` first, then the released
+    table's columns for ``payload_type``, the output's payload class (with ``rejections``:
+    ``Result.rejections_table``'s columns, ``payload_type`` the input's), each row once (a
+    CTI written to every partition, or a batch sent again by an at-least-once sink, is one
+    row)."""
+    import pyarrow as pa
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    from tempo.result import Result, released_table
+
+    name = f"{topic}-rejections" if rejections else topic
+    if rejections:
+        schema = Result([], [], {}, [], [], {}, None, payload_type, {name: payload_type}).rejections_table().schema
+    else:
+        schema = released_table([], payload_type).schema
+    found = topic_partitions(bootstrap, name)
+    if not found:
+        raise KafkaSinkError(f"Kafka topic {name!r} at {bootstrap} does not exist: no KafkaSink wrote it")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"tempo-reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "logger": _log,
+        }
+    )
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    try:
+        consumer.assign([TopicPartition(name, p, -2) for p in found])  # -2: from the first record
+        ended: set[int] = set()
+        while len(ended) < len(found):
+            message: Any = consumer.poll(timeout)
+            if message is None:
+                raise KafkaSinkError(f"reading {name!r} at {bootstrap}: no record and no end of partition within {timeout} s")
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    ended.add(message.partition())
+                    continue
+                raise KafkaSinkError(f"reading {name!r} at {bootstrap}: {error}")
+            headers = dict(message.headers() or [])
+            if BATCH_HEADER not in headers or ROW_HEADER not in headers:
+                raise KafkaSinkError(
+                    f"reading {name!r} at {bootstrap}: the record at partition {message.partition()}, offset {message.offset()} "
+                    f"has no {BATCH_HEADER}/{ROW_HEADER} headers: no KafkaSink wrote it"
+                )
+            place = (int(headers[BATCH_HEADER]), int(headers[ROW_HEADER]))
+            rows.setdefault(place, json.loads(message.value()))
+    finally:
+        consumer.close()
+    ordered = sorted(rows)
+    columns: dict[str, Any] = {
+        BATCH_HEADER: pa.array([b for b, _ in ordered], pa.int64()),
+        ROW_HEADER: pa.array([r for _, r in ordered], pa.int64()),
+    }
+    for f in schema:
+        columns[f.name] = pa.array([from_json_value(rows[place].get(f.name), f.type) for place in ordered], f.type)
+    return pa.table(columns)
