@@ -1,7 +1,9 @@
-"""What a live query's sink costs per batch: ParquetSink, DeltaSink, and KafkaSink with and
-without transactions, each given the same batches of released rows.
+"""What a live query's sink costs per batch: ParquetSink, DeltaSink (a local table, by
+delta-rs: ``delta``; by Spark's Delta, as a Hadoop path is written: ``delta-spark``), and
+KafkaSink with transactions (``kafka-txn``) and without (``kafka``), each given the same
+batches of released rows.
 
-    python bench/sinks.py [--rows 1000,10000,100000] [--batches 10] [--bootstrap HOST:PORT]
+    python bench/sinks.py [--rows 1000,10000,100000] [--batches 10] [--bootstrap HOST:PORT] [--sinks parquet,delta,...]
 
 A batch is W2's output shape (an interval per key and window: key, count, sum) of ``rows``
 rows, built once as the released table a live query hands its sink
@@ -70,12 +72,24 @@ def time_sink(spark: Any, sink: Any, table: Any, none: Any, batches: int) -> tup
     return times[0], times[1:]
 
 
+def spark_delta_sink() -> type:
+    """DeltaSink writing through Spark's Delta, as it does a Hadoop path (``s3a://``), for a
+    local table too."""
+    from tempo.spark.streaming import DeltaSink
+
+    class SparkDeltaSink(DeltaSink):
+        def _by_delta_rs(self, path: str) -> bool:
+            return False
+
+    return SparkDeltaSink
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", default="1000,10000,100000")
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--bootstrap", default=None)
-    parser.add_argument("--sinks", default="parquet,delta,kafka-txn,kafka")
+    parser.add_argument("--sinks", default="parquet,delta,delta-spark,kafka-txn,kafka")
     args = parser.parse_args()
 
     import tempo.spark
@@ -91,6 +105,7 @@ def main() -> int:
         broker.start()
         bootstrap = broker.bootstrap
     spark = tempo.spark.spark_session(spark_sql_shuffle_partitions="4", connectors=True)
+    SparkDeltaSink = spark_delta_sink()
     none = rejected()
 
     def make(kind: str, tag: str) -> Any:
@@ -98,6 +113,8 @@ def main() -> int:
             return ParquetSink(str(work / f"parquet-{tag}"))
         if kind == "delta":
             return DeltaSink(str(work / f"delta-{tag}"))
+        if kind == "delta-spark":
+            return SparkDeltaSink(str(work / f"delta-spark-{tag}"))
         topic = f"sinks-{tag}-{uuid.uuid4().hex[:6]}"
         return KafkaSink(bootstrap or "", topic, key="key", partitions=4, transactions=kind == "kafka-txn")
 

@@ -76,10 +76,14 @@ def test_a_path_that_is_no_delta_table_is_named(tmp_path: Path) -> None:
         DeltaSource(str(tmp_path), Reading, start="ts", version=-1)
 
 
-def test_a_delta_sink_batch_written_again_after_a_crash_is_in_the_table_once(connector_session: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["delta-rs", "spark"])
+def test_a_delta_sink_batch_written_again_after_a_crash_is_in_the_table_once(
+    connector_session: Any, tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """DeltaSink's part of exactly once, without a query: batch 1 written, then written
     again by a new sink (the restart after a crash between the write and tempo's commit
-    record) under the same Delta transaction version, which Delta skips; batch 2 goes on."""
+    record) under the same Delta transaction version, which Delta skips; batch 2 goes on.
+    A local table is written by delta-rs; ``spark``: as a Hadoop path is, by Spark's Delta."""
     import pyarrow as pa
 
     from tempo import Cti
@@ -91,6 +95,8 @@ def test_a_delta_sink_batch_written_again_after_a_crash_is_in_the_table_once(con
         start = T0 + timedelta(seconds=second)
         return released_table([Interval(start, start + timedelta(seconds=10), Total(0, total)), Cti(start + timedelta(seconds=10))], Total)
 
+    if writer == "spark":
+        monkeypatch.setattr(DeltaSink, "_by_delta_rs", lambda self, path: False)
     none = Result([], [], {}, [], [], {}, None, Total, {"readings": Reading}).rejections_table()
     out = str(tmp_path / "out")
     DeltaSink(out).write(connector_session, 0, batch(1.0, 0), none)
@@ -109,3 +115,7 @@ def test_a_delta_sink_batch_written_again_after_a_crash_is_in_the_table_once(con
     ]
     assert [t for t in table.column("total").to_pylist() if t is not None] == [1.0, 2.0, 3.0]
     assert delta_table(out + "_rejections").num_rows == 0 and isinstance(table, pa.Table)
+    # Spark's Delta reader sees the same rows, and the transactions by the batch numbers.
+    assert connector_session.read.format("delta").load(out).count() == 6
+    history = connector_session.sql(f"DESCRIBE HISTORY delta.`{out}`").select("version").collect()
+    assert len(history) == 3, "three versions: batch 1 written again added none"

@@ -16,6 +16,7 @@ input events its ingress dropped or adjusted (``Result.rejections_table``'s colu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -27,6 +28,7 @@ from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.result import KEY_COLUMN, RawItem
 from tempo.spark.session import session_setting
+from tempo.spark.sources import is_uri
 from tempo.spark.streaming.store import absolute, store_for
 
 EVENTS = ""
@@ -103,9 +105,11 @@ class DeltaSink(Sink):
     record, so a batch that crashed between the two is in the table already and is skipped
     when it runs again. Batches that release nothing add no version, except the first,
     which creates the tables. Give each query writing one table its own ``app_id`` (by
-    default the table's path). Needs Delta's jars in the session (``bash java/fetch``,
-    ``tempo.spark.connector_jars``); Spark, delta-rs (``deltalake``), polars and DuckDB read
-    the tables."""
+    default the table's path). A local table is written by delta-rs (``deltalake``, the
+    ``delta`` extra) on the driver when it is installed, which skips a version already in the
+    table by the same rule; other paths, or without it, by Spark, which needs Delta's jars in
+    the session (``bash java/fetch``, ``tempo.spark.connector_jars``). Spark, delta-rs,
+    polars and DuckDB read the tables."""
 
     def __init__(self, path: str, *, rejections: str | None = None, app_id: str | None = None) -> None:
         self.path = absolute(path)
@@ -123,25 +127,58 @@ class DeltaSink(Sink):
             n = table.num_rows
             table = table.add_column(0, "tempo_row", pa.array(range(n), pa.int64()))
             table = table.add_column(0, "tempo_batch", pa.array([batch] * n, pa.int64()))
-            df = spark.createDataFrame(table) if table.num_rows else spark.createDataFrame([], _spark_schema(table.schema))
-            # Spark writes Parquet timestamps as INT96 nanoseconds unless told otherwise, which
-            # readers other than Spark take as nanoseconds and cannot hold the open end
-            # 9999-12-31 in: microseconds, tempo's tick, as the ParquetSink's files have them.
-            with session_setting(spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
-                (
-                    df.write.format("delta")
-                    .mode("append")
-                    .option("txnAppId", self.app_id)
-                    .option("txnVersion", str(batch))
-                    .option("mergeSchema", "true")
-                    .save(path)
-                )
+            if self._by_delta_rs(path):
+                self._append_by_delta_rs(path, batch, table)
+            else:
+                self._append_by_spark(spark, path, batch, table)
             self.created.add(path)
+
+    def _by_delta_rs(self, path: str) -> bool:
+        """Whether ``path`` is written by delta-rs on the driver: a local table, when
+        ``deltalake`` is installed. A Spark job per batch costs about a second however few
+        the rows, delta-rs some milliseconds (bench/README.md, "Sinks"); Hadoop URIs
+        (``s3a://``, ``hdfs://``) go through Spark, which has their file systems."""
+        if is_uri(path) and not path.startswith("file:"):
+            return False
+        try:
+            import deltalake  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def _append_by_delta_rs(self, path: str, batch: int, table: Any) -> None:
+        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+        local = path.removeprefix("file:").removeprefix("//")
+        if os.path.isdir(os.path.join(local, "_delta_log")):
+            done = DeltaTable(local).transaction_version(self.app_id)
+            if done is not None and done >= batch:  # Delta's rule, as Spark's writer applies it
+                return
+        commit = CommitProperties(app_transactions=[Transaction(self.app_id, batch)])
+        write_deltalake(local, table, mode="append", schema_mode="merge", commit_properties=commit)
+
+    def _append_by_spark(self, spark: SparkSession, path: str, batch: int, table: Any) -> None:
+        df = spark.createDataFrame(table) if table.num_rows else spark.createDataFrame([], _spark_schema(table.schema))
+        # Spark writes Parquet timestamps as INT96 nanoseconds unless told otherwise, which
+        # readers other than Spark take as nanoseconds and cannot hold the open end
+        # 9999-12-31 in: microseconds, tempo's tick, as the ParquetSink's files have them.
+        with session_setting(spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
+            (
+                df.write.format("delta")
+                .mode("append")
+                .option("txnAppId", self.app_id)
+                .option("txnVersion", str(batch))
+                .option("mergeSchema", "true")
+                .save(path)
+            )
 
     def _exists(self, spark: SparkSession, path: str) -> bool:
         if path in self.created:
             return True
-        found = bool(spark._jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, path))  # type: ignore[union-attr]
+        if self._by_delta_rs(path):
+            found = os.path.isdir(os.path.join(path.removeprefix("file:").removeprefix("//"), "_delta_log"))
+        else:
+            found = bool(spark._jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, path))  # type: ignore[union-attr]
         if found:
             self.created.add(path)
         return found
