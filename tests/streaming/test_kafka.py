@@ -12,6 +12,7 @@ micro-batches.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 import json
 import os
 import signal
@@ -97,6 +98,16 @@ def _counts(stream: Stream[Reading]) -> Stream[Count]:
     )
 
 
+def _merged_counts(stream: Stream[Reading]) -> Stream[Count]:
+    """``_counts`` with aggregates the bulk engines merge (the highest partition in place of
+    the count of distinct ones)."""
+    return (
+        stream.group_by(lambda r: r.device)
+        .tumbling(timedelta(seconds=10))
+        .aggregate(lambda device, w: Count(device, w.count(), w.sum(lambda r: r.value), w.max(lambda r: r.kafka_partition)))
+    )
+
+
 def _produce(client: Any, topic: str, rows: list[tuple[int, int, float, int]]) -> None:
     """``(partition, device, value, second)`` records, in this order, then flushed."""
     for partition, device, value, second in rows:
@@ -134,8 +145,8 @@ def _records(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Any]
     return out
 
 
-def _reference(records: dict[int, list[Any]], flush: bool) -> list[Any]:
-    """The in-memory executor's whole run over the records, one input per partition."""
+def _reference(records: dict[int, list[Any]], flush: bool, query: Callable[[Stream[Reading]], Stream[Count]] = _counts) -> list[Any]:
+    """The in-memory executor's whole run of ``query`` over the records, one input per partition."""
     streams = [
         Stream.create(input_name("readings", p), items, EventShape.POINT, _settings(flush), payload_type=Reading)
         for p, items in records.items()
@@ -143,7 +154,7 @@ def _reference(records: dict[int, list[Any]], flush: bool) -> list[Any]:
     merged = streams[0]
     for other in streams[1:]:
         merged = merged.union(other)
-    return InMemoryExecutor().run(_counts(merged)).raw
+    return InMemoryExecutor().run(query(merged)).raw
 
 
 def _frontier(records: dict[int, list[Any]]) -> dict[int, list[Any]]:
@@ -328,3 +339,40 @@ def test_a_kill_at_a_phase_of_a_batch_then_a_restart_puts_every_batch_in_delta_o
     whole = _reference(_records(kafka_broker.bootstrap, topic, 3), flush=True)
     assert _delta_items(tmp_path / "out") == whole
     assert len(_events(whole)) == 6
+
+
+@pytest.mark.parametrize(
+    "engine", ["cluster", pytest.param("vectorised", marks=pytest.mark.slow), pytest.param("spark", marks=pytest.mark.slow)]
+)
+def test_every_live_engine_gives_the_in_memory_run_over_a_partitioned_topic(
+    connector_session: Any, kafka_broker: Any, tmp_path: Path, engine: str
+) -> None:
+    """The bulk engines (every batch by polars, or by Spark's compiled plan) and the cluster
+    engine (the window's state per key on Spark's executors) over the three partitions:
+    after a round held back by an idle partition, after the heartbeats, and after the flush."""
+    from tempo.spark.streaming import DeltaSink, StreamingExecutor
+
+    if engine == "cluster":
+        from tests.streaming.test_cluster import _skip_without_tws
+
+        _skip_without_tws()
+    bootstrap = kafka_broker.bootstrap
+    topic = _topic(bootstrap, 3)
+    client = producer(bootstrap)
+    out = tmp_path / "out"
+    stream = _merged_counts(_readings(connector_session, bootstrap, topic))
+    live = StreamingExecutor(connector_session, str(tmp_path / "ck"), engine=engine).start(stream, DeltaSink(str(out)))
+    try:
+        _produce(client, topic, ROUND_1 + ROUND_2)
+        live.process_all_available()
+        held = _delta_items(out) if (out / "_delta_log").exists() else []
+        assert held == _reference(_frontier(_records(bootstrap, topic, 3)), flush=False, query=_merged_counts)
+        send_heartbeats(client, topic, [0, 1, 2])
+        live.process_all_available()
+        assert _delta_items(out) == _reference(_frontier(_records(bootstrap, topic, 3)), flush=False, query=_merged_counts)
+        assert len(_delta_items(out)) > len(held)
+        live.flush()
+    finally:
+        live.stop()
+    whole = _reference(_records(bootstrap, topic, 3), flush=True, query=_merged_counts)
+    assert _delta_items(out) == whole and len(_events(whole)) == 5

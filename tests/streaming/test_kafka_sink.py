@@ -88,17 +88,21 @@ def _raw_records(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes | Non
     return out
 
 
-@pytest.mark.parametrize("transactions", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["exactly-once", "at-least-once"])
+@pytest.mark.parametrize(
+    "into", ["kafka", pytest.param("kafka-at-least-once", marks=pytest.mark.slow), pytest.param("delta", marks=pytest.mark.slow)]
+)
 def test_a_live_query_into_a_keyed_topic_equals_the_in_memory_run_under_random_micro_batches(
-    connector_session: Any, kafka_broker: Any, tmp_path: Path, transactions: bool
+    connector_session: Any, kafka_broker: Any, tmp_path: Path, into: str
 ) -> None:
     """Three rounds of random readings with heartbeats; the query is stopped and started
     again after the second, and the broker is killed (kill -9) and restarted after the
-    first while the query runs (Spark's reader and the sink's producer reconnect)."""
-    from tempo.spark.streaming import StreamingExecutor
+    first while the query runs (Spark's reader and the sink's producer reconnect). Into a
+    KafkaSink with transactions, without, or into a DeltaSink."""
+    from tempo.spark.streaming import DeltaSink, Sink, StreamingExecutor
+    from tests.streaming.test_kafka import _delta_items
 
     bootstrap = kafka_broker.bootstrap
-    rng = random.Random(33 if transactions else 34)
+    rng = random.Random({"kafka": 33, "kafka-at-least-once": 34, "delta": 35}[into])
     source = _topic(bootstrap, 3)
     sink_topic = f"{source}-out"
     client = producer(bootstrap)
@@ -107,11 +111,18 @@ def test_a_live_query_into_a_keyed_topic_equals_the_in_memory_run_under_random_m
 
     def start() -> Any:
         stream = _counts(_readings(connector_session, bootstrap, source, options={"maxOffsetsPerTrigger": cut}))
-        sink = KafkaSink(bootstrap, sink_topic, key="device", partitions=2, transactions=transactions)
+        sink: Sink = DeltaSink(str(tmp_path / "out"))
+        if into != "delta":
+            sink = KafkaSink(bootstrap, sink_topic, key="device", partitions=2, transactions=into == "kafka")
         return StreamingExecutor(connector_session, str(checkpoint)).start(stream, sink)
 
+    def output() -> list[Any]:
+        if into == "delta":
+            return _delta_items(tmp_path / "out") if (tmp_path / "out" / "_delta_log").exists() else []
+        return _output(bootstrap, sink_topic)
+
     def check() -> None:
-        assert _output(bootstrap, sink_topic) == _reference(_frontier(_records(bootstrap, source, 3)), flush=False)
+        assert output() == _reference(_frontier(_records(bootstrap, source, 3)), flush=False)
 
     # Readings over 40 seconds in random order per round, three rounds, heartbeats after each.
     rows = [(rng.randrange(3), rng.randrange(4), float(i), second) for i, second in enumerate(sorted(rng.sample(range(40), 18)))]
@@ -141,9 +152,11 @@ def test_a_live_query_into_a_keyed_topic_equals_the_in_memory_run_under_random_m
     finally:
         live.stop()
     whole = _reference(_records(bootstrap, source, 3), flush=True)
-    assert _output(bootstrap, sink_topic) == whole
+    assert output() == whole
     # Sums over every reading: nothing lost or counted twice.
     assert sum(e[2] for e in _events(whole)) == sum(r[2] for r in rows)
+    if into == "delta":
+        return
     # Each device's records in one partition, in release order; CTIs (no key) in every one.
     records = _raw_records(bootstrap, sink_topic)
     homes: dict[bytes, set[int]] = {}
