@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -114,6 +115,15 @@ def _produce(client: Any, topic: str, rows: list[tuple[int, int, float, int]]) -
         value_bytes = encode_record(Reading(device, value, partition), start=T0 + timedelta(seconds=second))
         client.produce(topic, value=value_bytes, partition=partition)
     client.flush()
+
+
+def _beat(client: Any, topic: str) -> None:
+    """Heartbeats in the three partitions, twice, 20 ms apart: the second round arrives after
+    every record before it (log-append times are milliseconds, so a first heartbeat may share
+    one with the record just before it, which the merge then holds back)."""
+    send_heartbeats(client, topic, [0, 1, 2])
+    time.sleep(0.02)
+    send_heartbeats(client, topic, [0, 1, 2])
 
 
 def _records(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Any]]:
@@ -238,7 +248,7 @@ def test_a_live_topic_into_delta_equals_the_in_memory_run_across_an_idle_partiti
         live.process_all_available()
         held = committed()
         assert held == expected_now()
-        send_heartbeats(client, topic, [0, 1, 2])
+        _beat(client, topic)
         live.process_all_available()
         assert committed() == expected_now()
         assert len(committed()) > len(held)
@@ -367,7 +377,7 @@ def test_every_live_engine_gives_the_in_memory_run_over_a_partitioned_topic(
         live.process_all_available()
         held = _delta_items(out) if (out / "_delta_log").exists() else []
         assert held == _reference(_frontier(_records(bootstrap, topic, 3)), flush=False, query=_merged_counts)
-        send_heartbeats(client, topic, [0, 1, 2])
+        _beat(client, topic)
         live.process_all_available()
         assert _delta_items(out) == _reference(_frontier(_records(bootstrap, topic, 3)), flush=False, query=_merged_counts)
         assert len(_delta_items(out)) > len(held)

@@ -189,24 +189,28 @@ def kafka_stream(
         raise QueryBuildError(f"topic names a Kafka topic: a non-empty str, got {topic!r}")
     chosen = _partitions(bootstrap, topic, partitions)
     option, where = starting_option(starting)
-    reader: Any = spark.read if bounded else spark.readStream
-    reader = reader.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-    reader = reader.option(option, where).option("includeHeaders", "false")
-    if bounded:
-        reader = reader.option("endingOffsets", "latest")
-    else:
-        reader = reader.option("failOnDataLoss", "true")
-    for key, value in (options or {}).items():
-        reader = reader.option(key, value)
-    # One reader for the whole topic: Spark reads it once per micro-batch, and each
-    # partition's input is a filter of it.
-    rows = kafka_rows(reader.load(), payload_type, start=start, end=end, kind=kind, decode=decode)
     arrival_start = start is None
+
+    def partition_rows(p: int) -> DataFrame:
+        # One reader per partition, assigned that partition alone: Spark's Kafka source does
+        # not push a filter on the partition down, so inputs filtered out of one reader of
+        # the topic would each read and decode every partition's records.
+        reader: Any = spark.read if bounded else spark.readStream
+        reader = reader.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("assign", json.dumps({topic: [p]}))
+        reader = reader.option(option, where).option("includeHeaders", "false")
+        if bounded:
+            reader = reader.option("endingOffsets", "latest")
+        else:
+            reader = reader.option("failOnDataLoss", "true")
+        for key, value in (options or {}).items():
+            reader = reader.option(key, value)
+        return kafka_rows(reader.load(), payload_type, start=start, end=end, kind=kind, decode=decode)
+
     streams = [
         Stream.create(
             input_name(name, p),
             DataFrameSource(
-                rows.where(F.col(PARTITION_COLUMN) == p),
+                partition_rows(p),
                 payload_type,
                 start=None if arrival_start else start,
                 end=end,
