@@ -112,14 +112,17 @@ def check_data(data: Data) -> None:
 
 
 # ---- Spark -----------------------------------------------------------------------------------
-def make_spark(master: str, shuffle_partitions: int, driver_memory: str, warm_up_on: Path) -> SparkSession:
+def make_spark(master: str, shuffle_partitions: int, driver_memory: str, warm_up_on: Path, connectors: bool = False) -> SparkSession:
     """The one session of the run, warmed up by a trivial query over ``warm_up_on`` (JVM start,
-    code generation, the Parquet reader) so the first timed run does not pay for them."""
+    code generation, the Parquet reader) so the first timed run does not pay for them.
+    ``connectors``: with Spark's Kafka connector and Delta Lake, as
+    ``tempo.spark.spark_session(connectors=True)`` adds them (their jars from ``bash java/fetch``
+    and Delta's session settings), for ``bench/streaming.py --source kafka`` and ``--sink delta``."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName("tempo-bench")
         .config("spark.ui.enabled", "false")
@@ -127,8 +130,14 @@ def make_spark(master: str, shuffle_partitions: int, driver_memory: str, warm_up
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.driver.memory", driver_memory)
-        .getOrCreate()
     )
+    if connectors:
+        from tempo.spark.session import DELTA_SETTINGS, connector_jars
+
+        builder = builder.config("spark.jars", ",".join(connector_jars()))
+        for key, value in DELTA_SETTINGS.items():
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.read.parquet(str(warm_up_on)).selectExpr("count(1)", "sum(key)").collect()
     return spark

@@ -145,14 +145,24 @@ def w1(events: str) -> Stream[Event]:
     return Stream.create("events", _events_source(events), EventShape.POINT, W1_SETTINGS)
 
 
-def w2(events: str) -> Stream[Tumble]:
-    """W2: count and sum(value) per key and tumbling 60 s window."""
+def events_input(events: str) -> Stream[Event]:
+    """The events input of W2-W7 over the Parquet file or directory ``events``."""
+    return Stream.create("events", _events_source(events), EventShape.POINT, _settings())
+
+
+def tumbling_counts(events: Stream[Event]) -> Stream[Tumble]:
+    """W2's work over any stream of events: count and sum(value) per key and tumbling 60 s
+    window (``bench/streaming.py`` gives it a Kafka topic's events too)."""
     return (
-        Stream.create("events", _events_source(events), EventShape.POINT, _settings())
-        .group_by(lambda e: e.key)
+        events.group_by(lambda e: e.key)
         .tumbling(timedelta(seconds=60))
         .aggregate(lambda key, w: Tumble(key=key, n=w.count(), total=w.sum(lambda e: e.value)))
     )
+
+
+def w2(events: str) -> Stream[Tumble]:
+    """W2: count and sum(value) per key and tumbling 60 s window."""
+    return tumbling_counts(events_input(events))
 
 
 def w3(events: str) -> Stream[Hop]:
@@ -176,26 +186,35 @@ SESSION_GAP = timedelta(seconds=5)
 COUNT_WINDOW = 100
 
 
+def tumbling_counts_again(windows: Stream[Tumble]) -> Stream[Tumble]:
+    """W2's windows through a second tumbling 60 s window per key adding up their counts and
+    sums: the same windows again, released at the same CTIs."""
+    return (
+        windows.group_by(lambda t: t.key)
+        .tumbling(timedelta(seconds=60))
+        .aggregate(lambda key, w: Tumble(key=key, n=w.sum(lambda t: t.n), total=w.sum(lambda t: t.total)))
+    )
+
+
 def w2_hop(events: str) -> Stream[Tumble]:
     """W2, then each window through a second tumbling 60 s window per key adding up its count
     and sum: W2's windows again, released at the same CTIs, computed by two windows in
     sequence (on the live cluster engine two keyed nodes, the second the first's next hop:
     docs/streaming.md, "Keyed nodes in sequence")."""
-    return (
-        w2(events)
-        .group_by(lambda t: t.key)
-        .tumbling(timedelta(seconds=60))
-        .aggregate(lambda key, w: Tumble(key=key, n=w.sum(lambda t: t.n), total=w.sum(lambda t: t.total)))
-    )
+    return tumbling_counts_again(w2(events))
 
 
 def w5(events: str) -> Stream[Session]:
     """W5: per key, sessions with a 5 s gap (no max duration): count, sum(value), the
     session's bounds [first event, last event + gap). Results are points at the session's
     last tick (the default)."""
+    return sessions(events_input(events))
+
+
+def sessions(events: Stream[Event]) -> Stream[Session]:
+    """W5's work over any stream of events: per key, sessions with a 5 s gap."""
     return (
-        Stream.create("events", _events_source(events), EventShape.POINT, _settings())
-        .group_by(lambda e: e.key)
+        events.group_by(lambda e: e.key)
         .session(SESSION_GAP)
         .aggregate(lambda key, w: Session(key=key, n=w.count(), total=w.sum(lambda e: e.value), start=w.start, end=w.end))
     )
