@@ -833,7 +833,7 @@ def table(runs: list[Run]) -> str:
 
     notes = [f"  {r.batch:,} {r.engine}: {r.error}" for r in runs if r.error]
     notes += [
-        f"  {r.batch:,} {r.engine}: {r.early_returns} processAllAvailable calls returned before the batch was read (waited again)"
+        f"  {r.batch:,} {r.engine} ({r.sink}): {r.early_returns} processAllAvailable calls returned before the batch was read (waited again)"
         for r in runs
         if r.early_returns
     ]
@@ -887,8 +887,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_all(spark: SparkSession, args: argparse.Namespace, events: Path, work: Path, setup: Setup) -> list[Run]:
-    """Every (batch size, engine) run, engines one after the other for each batch size."""
+def run_all(spark: SparkSession, args: argparse.Namespace, events: Path, work: Path, setup: Setup | None = None) -> list[Run]:
+    """Every (batch size, engine) run, engines one after the other for each batch size
+    (``setup``: files into a ParquetSink unless given)."""
+    setup = setup if setup is not None else Setup()
     runs = []
     for batch in args.batches:
         data: Files | Records

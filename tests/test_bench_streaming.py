@@ -45,7 +45,7 @@ def test_both_engines_give_the_windows_worked_out_by_hand(spark_session: Any, tm
         ),
         events,
     )
-    args = argparse.Namespace(n=len(EVENTS), batches=[2], max_files=10, engines=["tempo", "handwritten"])
+    args = argparse.Namespace(n=len(EVENTS), batches=[2], max_files=10, engines=["tempo", "handwritten"], sinks=["parquet"])
     runs = run_all(spark_session, args, events, tmp_path / "work")
     print(table(runs))
     assert [(r.engine, r.files, r.events, r.error) for r in runs] == [("tempo", 3, 6, None), ("handwritten", 3, 6, None)]
