@@ -78,8 +78,8 @@ def spark_delta_sink() -> type:
     from tempo.spark.streaming import DeltaSink
 
     class SparkDeltaSink(DeltaSink):
-        def _by_delta_rs(self, path: str) -> bool:
-            return False
+        def _delta_rs_path(self, path: str) -> str | None:
+            return None
 
     return SparkDeltaSink
 

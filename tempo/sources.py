@@ -203,6 +203,22 @@ class ParquetSource(TableSource[T]):
         return f"ParquetSource({self.path!r}, {self.payload_type.__name__})"
 
 
+def is_uri(path: str) -> bool:
+    """Whether ``path`` is a URI (``file:``, ``hdfs://``, ``s3a://``: a scheme before its first
+    slash) rather than a path of the local file system."""
+    return ":" in path.split("/", 1)[0]
+
+
+def local_path(path: str) -> str | None:
+    """``path`` on the local file system, absolute (a plain path, or a ``file:`` URI), or None
+    for a URI of another file system (``s3a://``, ``hdfs://``)."""
+    if not is_uri(path):
+        return os.path.abspath(path)
+    if path.startswith("file:"):
+        return os.path.abspath(path.removeprefix("file:").removeprefix("//"))
+    return None
+
+
 def delta_table(path: str, version: int | None = None) -> Any:
     """A Delta table's rows (its latest version, or ``version``) as one pyarrow Table, read
     with delta-rs (``deltalake``). The files of a local table are read through pyarrow's own
@@ -211,11 +227,11 @@ def delta_table(path: str, version: int | None = None) -> Any:
     from deltalake import DeltaTable
 
     table = DeltaTable(path, version=version)
-    if "://" in path and not path.startswith("file://"):
+    root = local_path(path)
+    if root is None:
         return table.to_pyarrow_table()
     import pyarrow.fs as pafs
 
-    root = os.path.abspath(path.removeprefix("file://"))
     return table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(root, pafs.LocalFileSystem())).to_table()
 
 

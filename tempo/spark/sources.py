@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tempo.errors import InputRule, InputSchemaError, UnsupportedError
 from tempo.spark.session import session_setting
-from tempo.sources import ArrowSource, CsvSource, DeltaSource, JsonSource, ParquetSource, TableSource
+from tempo.sources import ArrowSource, CsvSource, DeltaSource, JsonSource, ParquetSource, TableSource, is_uri
 
 T = TypeVar("T")
 
@@ -46,12 +46,6 @@ class SparkTableSource(TableSource[T]):
 
     def __repr__(self) -> str:
         return f"SparkTableSource({self.name!r}, {self.payload_type.__name__})"
-
-
-def is_uri(path: str) -> bool:
-    """Whether ``path`` is a URI (``file:``, ``hdfs://``, ``s3a://``: a scheme before its first
-    slash) rather than a path of the local file system."""
-    return ":" in path.split("/", 1)[0]
 
 
 def spark_path(path: str) -> str:

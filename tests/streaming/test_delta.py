@@ -96,7 +96,7 @@ def test_a_delta_sink_batch_written_again_after_a_crash_is_in_the_table_once(
         return released_table([Interval(start, start + timedelta(seconds=10), Total(0, total)), Cti(start + timedelta(seconds=10))], Total)
 
     if writer == "spark":
-        monkeypatch.setattr(DeltaSink, "_by_delta_rs", lambda self, path: False)
+        monkeypatch.setattr(DeltaSink, "_delta_rs_path", lambda self, path: None)
     none = Result([], [], {}, [], [], {}, None, Total, {"readings": Reading}).rejections_table()
     out = str(tmp_path / "out")
     DeltaSink(out).write(connector_session, 0, batch(1.0, 0), none)

@@ -56,35 +56,13 @@ def _output(bootstrap: str, topic: str) -> list[Any]:
 
 def _raw_records(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes | None, int, int]]]:
     """Per partition of a sink's topic, in offset order: (key, batch, row) of each committed record."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    from tempo.spark.streaming.kafka import ROW_HEADER, topic_partitions
+    from tempo.spark.streaming.kafka import ROW_HEADER, committed_records, topic_partitions
 
     partitions = topic_partitions(bootstrap, topic)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"raw-{topic}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
     out: dict[int, list[tuple[bytes | None, int, int]]] = {p: [] for p in partitions}
-    try:
-        consumer.assign([TopicPartition(topic, p, -2) for p in partitions])
-        ended: set[int] = set()
-        while len(ended) < len(partitions):
-            m: Any = consumer.poll(20)
-            assert m is not None
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF
-                ended.add(m.partition())
-                continue
-            headers = dict(m.headers())
-            out[m.partition()].append((m.key(), int(headers[BATCH_HEADER]), int(headers[ROW_HEADER])))
-    finally:
-        consumer.close()
+    for m in committed_records(bootstrap, topic, partitions, timeout=20):
+        headers = dict(m.headers())
+        out[m.partition()].append((m.key(), int(headers[BATCH_HEADER]), int(headers[ROW_HEADER])))
     return out
 
 

@@ -33,7 +33,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -603,6 +603,40 @@ def _retrying(call: Callable[[], T], timeout: float) -> T:
             time.sleep(0.2)
 
 
+def committed_records(bootstrap: str, topic: str, partitions: Sequence[int], timeout: float = 60.0) -> Iterator[Any]:
+    """The committed records of ``partitions`` of ``topic`` as confluent-kafka messages, each
+    partition from its first record to its end now, in offset order within a partition
+    (control records and aborted transactions' records left out)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"tempo-reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "logger": _log,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, -2) for p in partitions])  # -2: from the first record
+        ended: set[int] = set()
+        while len(ended) < len(partitions):
+            message: Any = consumer.poll(timeout)
+            if message is None:
+                raise KafkaSinkError(f"reading {topic!r} at {bootstrap}: no record and no end of partition within {timeout} s")
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    ended.add(message.partition())
+                    continue
+                raise KafkaSinkError(f"reading {topic!r} at {bootstrap}: {error}")
+            yield message
+    finally:
+        consumer.close()
+
+
 def read_kafka_output(bootstrap: str, topic: str, payload_type: type, *, rejections: bool = False, timeout: float = 60.0) -> Any:
     """What a ``KafkaSink`` committed to ``topic`` (or, with ``rejections``, to its rejections
     topic, ``<topic>-rejections``), as one pyarrow Table in release order, as ``read_committed``
@@ -612,7 +646,6 @@ def read_kafka_output(bootstrap: str, topic: str, payload_type: type, *, rejecti
     CTI written to every partition, or a batch sent again by an at-least-once sink, is one
     row)."""
     import pyarrow as pa
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     from tempo.result import Result, released_table
 
@@ -624,40 +657,16 @@ def read_kafka_output(bootstrap: str, topic: str, payload_type: type, *, rejecti
     found = topic_partitions(bootstrap, name)
     if not found:
         raise KafkaSinkError(f"Kafka topic {name!r} at {bootstrap} does not exist: no KafkaSink wrote it")
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"tempo-reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "logger": _log,
-        }
-    )
     rows: dict[tuple[int, int], dict[str, Any]] = {}
-    try:
-        consumer.assign([TopicPartition(name, p, -2) for p in found])  # -2: from the first record
-        ended: set[int] = set()
-        while len(ended) < len(found):
-            message: Any = consumer.poll(timeout)
-            if message is None:
-                raise KafkaSinkError(f"reading {name!r} at {bootstrap}: no record and no end of partition within {timeout} s")
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
-                    continue
-                raise KafkaSinkError(f"reading {name!r} at {bootstrap}: {error}")
-            headers = dict(message.headers() or [])
-            if BATCH_HEADER not in headers or ROW_HEADER not in headers:
-                raise KafkaSinkError(
-                    f"reading {name!r} at {bootstrap}: the record at partition {message.partition()}, offset {message.offset()} "
-                    f"has no {BATCH_HEADER}/{ROW_HEADER} headers: no KafkaSink wrote it"
-                )
-            place = (int(headers[BATCH_HEADER]), int(headers[ROW_HEADER]))
-            rows.setdefault(place, json.loads(message.value()))
-    finally:
-        consumer.close()
+    for message in committed_records(bootstrap, name, found, timeout):
+        headers = dict(message.headers() or [])
+        if BATCH_HEADER not in headers or ROW_HEADER not in headers:
+            raise KafkaSinkError(
+                f"reading {name!r} at {bootstrap}: the record at partition {message.partition()}, offset {message.offset()} "
+                f"has no {BATCH_HEADER}/{ROW_HEADER} headers: no KafkaSink wrote it"
+            )
+        place = (int(headers[BATCH_HEADER]), int(headers[ROW_HEADER]))
+        rows.setdefault(place, json.loads(message.value()))
     ordered = sorted(rows)
     columns: dict[str, Any] = {
         BATCH_HEADER: pa.array([b for b, _ in ordered], pa.int64()),

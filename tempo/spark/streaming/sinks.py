@@ -28,7 +28,7 @@ from tempo.events import Cti, EdgeEnd, EdgeStart, Interval, Point, SubstreamCti
 from tempo.expr.schema import is_record_type, record_fields
 from tempo.result import KEY_COLUMN, RawItem
 from tempo.spark.session import session_setting
-from tempo.spark.sources import is_uri
+from tempo.sources import local_path
 from tempo.spark.streaming.store import absolute, store_for
 
 EVENTS = ""
@@ -127,29 +127,30 @@ class DeltaSink(Sink):
             n = table.num_rows
             table = table.add_column(0, "tempo_row", pa.array(range(n), pa.int64()))
             table = table.add_column(0, "tempo_batch", pa.array([batch] * n, pa.int64()))
-            if self._by_delta_rs(path):
-                self._append_by_delta_rs(path, batch, table)
+            local = self._delta_rs_path(path)
+            if local is not None:
+                self._append_by_delta_rs(local, batch, table)
             else:
                 self._append_by_spark(spark, path, batch, table)
             self.created.add(path)
 
-    def _by_delta_rs(self, path: str) -> bool:
-        """Whether ``path`` is written by delta-rs on the driver: a local table, when
-        ``deltalake`` is installed. A Spark job per batch costs about a second however few
+    def _delta_rs_path(self, path: str) -> str | None:
+        """Where delta-rs writes ``path`` on the driver (None: Spark writes it): a local
+        table, when ``deltalake`` is installed. A Spark job per batch costs about a second however few
         the rows, delta-rs some milliseconds (bench/README.md, "Sinks"); Hadoop URIs
         (``s3a://``, ``hdfs://``) go through Spark, which has their file systems."""
-        if is_uri(path) and not path.startswith("file:"):
-            return False
+        local = local_path(path)
+        if local is None:
+            return None
         try:
             import deltalake  # noqa: F401
         except ImportError:
-            return False
-        return True
+            return None
+        return local
 
-    def _append_by_delta_rs(self, path: str, batch: int, table: Any) -> None:
+    def _append_by_delta_rs(self, local: str, batch: int, table: Any) -> None:
         from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-        local = path.removeprefix("file:").removeprefix("//")
         if os.path.isdir(os.path.join(local, "_delta_log")):
             done = DeltaTable(local).transaction_version(self.app_id)
             if done is not None and done >= batch:  # Delta's rule, as Spark's writer applies it
@@ -175,8 +176,9 @@ class DeltaSink(Sink):
     def _exists(self, spark: SparkSession, path: str) -> bool:
         if path in self.created:
             return True
-        if self._by_delta_rs(path):
-            found = os.path.isdir(os.path.join(path.removeprefix("file:").removeprefix("//"), "_delta_log"))
+        local = self._delta_rs_path(path)
+        if local is not None:
+            found = os.path.isdir(os.path.join(local, "_delta_log"))
         else:
             found = bool(spark._jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, path))  # type: ignore[union-attr]
         if found:

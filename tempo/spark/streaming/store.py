@@ -36,7 +36,7 @@ import tempfile
 from typing import Any
 
 from tempo.errors import TempoError
-from tempo.spark.sources import is_uri
+from tempo.sources import is_uri
 
 
 class StoreUnavailableError(TempoError):
