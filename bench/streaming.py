@@ -40,6 +40,10 @@ Per engine and batch size the table shows:
   transaction committed: the batch visible) and "query" (visible -> processed); and the
   engine's own median batch time (tempo: ``BatchProgress.seconds``, the driver's work;
   Spark: ``triggerExecution`` of the batches that read events);
+* for tempo, two parts of its median batch (``BatchProgress.phases``): "read", Spark's job
+  bringing the batch's rows to the driver (the source read and decoded; with the ``spark``
+  engine the bulk job), and "engine", tempo's engine on the driver; and "ran on", the
+  engines that ran the batches (``BatchProgress.engine``), with how many each;
 * for tempo, the median time of its sink's ``write`` and ``publish`` in a batch that read
   events (``--sink parquet``: ``ParquetSink``, the default; ``--sink delta``: ``DeltaSink``;
   ``--sink parquet,delta``: each tempo engine once with each),
@@ -528,6 +532,11 @@ class Run:
     """The engine's own time for each batch that read events."""
     sink_seconds: list[float] = attrs.field(factory=list)
     """tempo: its sink's write and publish in each batch that read events."""
+    batch_phases: list[dict[str, float]] = attrs.field(factory=list)
+    """tempo: ``BatchProgress.phases`` of each batch that read events (read, engine, sink,
+    state)."""
+    batch_engines: list[str] = attrs.field(factory=list)
+    """tempo: which engine ran each batch that read events (``BatchProgress.engine``)."""
     micro_batches: int = 0
     """Micro-batches the query ran while the batches were streamed (Spark runs one without
     data after a batch that moved the watermark, to emit the windows it closed)."""
@@ -572,6 +581,14 @@ class Run:
     @property
     def median_sink(self) -> float | None:
         return _median(self.sink_seconds)
+
+    def median_phase(self, phase: str) -> float | None:
+        return _median([p[phase] for p in self.batch_phases if phase in p])
+
+    def engines_used(self) -> str:
+        """tempo: the engines that ran its batches, with how many each (``spark 3, driver 1``)."""
+        counts = {e: self.batch_engines.count(e) for e in dict.fromkeys(self.batch_engines)}
+        return ", ".join(f"{e} {n}" for e, n in counts.items())
 
 
 def _median(xs: list[float]) -> float | None:
@@ -670,6 +687,8 @@ def run_tempo(spark: SparkSession, data: Files | Records, work: Path, setup: Set
         # The cluster engine's progress is its output batches (rows_in is the time query's).
         read = [p for p in streamed if sum(p.rows_in.values()) or p.engine == "cluster"]
         run.engine_batch_seconds = [p.seconds for p in read]
+        run.batch_phases = [p.phases for p in read]
+        run.batch_engines = [p.engine for p in read]
         run.sink_seconds = [sink.seconds[p.batch] for p in read if p.batch in sink.seconds]
         run.micro_batches = len(streamed)
         run.reads = len(read)
@@ -819,7 +838,10 @@ def table(runs: list[Run]) -> str:
         columns.append(("median latency", lambda r: _seconds(r.median_latency), True))
     columns += [
         ("median batch", lambda r: _seconds(r.median_engine_batch), True),
+        ("read", lambda r: _seconds(r.median_phase("read")), True),
+        ("engine", lambda r: _seconds(r.median_phase("engine")), True),
         ("sink write", lambda r: _seconds(r.median_sink), True),
+        ("ran on", lambda r: r.engines_used(), False),
         ("end", lambda r: _seconds(r.end_seconds, 2), True),
         ("dropped", lambda r: "-" if r.dropped is None else str(r.dropped), True),
         ("checksum", lambda r: r.status, False),

@@ -20,12 +20,34 @@ from tempo.sources import ArrowSource, CsvSource, DeltaSource, JsonSource, Parqu
 T = TypeVar("T")
 
 
-class DataFrameSource(TableSource[T]):
-    """Rows of a Spark DataFrame (the in-memory executor collects it through Arrow)."""
+class SharedScan:
+    """One DataFrame that several inputs are parts of, each the rows holding its own value of
+    ``column`` (a Kafka topic's partitions). A live query reads it once a micro-batch and
+    splits its rows by that column: a reader per input would each read the whole DataFrame
+    when its source cannot push the filter down (Spark's Kafka source cannot), and readers
+    asked for their offsets one by one see a transaction's records at different points."""
 
-    def __init__(self, df: Any, payload_type: type[T], start: str | None, **columns: Any) -> None:
+    def __init__(self, df: Any, column: str) -> None:
+        self.df = df
+        self.column = column
+
+    def __repr__(self) -> str:
+        return f"SharedScan(by {self.column!r})"
+
+
+class DataFrameSource(TableSource[T]):
+    """Rows of a Spark DataFrame (the in-memory executor collects it through Arrow).
+
+    ``shared``: the DataFrame is the part of a ``SharedScan`` whose column holds the given
+    value (``df`` is that part, so any executor may read it alone); a live query reads the
+    inputs of one shared scan together."""
+
+    def __init__(
+        self, df: Any, payload_type: type[T], start: str | None, *, shared: tuple[SharedScan, Any] | None = None, **columns: Any
+    ) -> None:
         super().__init__(payload_type, start, **columns)
         self.df = df
+        self.shared = shared
 
     def arrow_table(self) -> Any:
         return self.df.toArrow()

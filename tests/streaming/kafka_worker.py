@@ -1,11 +1,14 @@
 """A live query over a Kafka topic into a Delta table, in a process of its own, for the kill
 tests (tests/streaming/test_kafka.py): the counts of ``test_kafka._counts`` over
-``kafka_stream``, a few records per micro-batch (``maxOffsetsPerTrigger``), into
+``kafka_stream``, a few records per micro-batch (``--per-trigger``, Spark's
+``maxOffsetsPerTrigger`` over the topic, which it shares out by each partition's backlog:
+the default 11 reads 4, 3 and 2 of the 5, 4 and 3 records of the tests' partitions, so two
+batches read and a third flushes), into
 ``DeltaSink(output)`` (or, with ``--sink kafka:<topic>``, a ``KafkaSink`` keyed by device)
 on ``checkpoint``; ``TEMPO_CRASH_AT`` kills it at a phase of a batch
 (tempo.spark.streaming.executor; ``kafka:<batch>`` inside the KafkaSink's transaction).
 
-    python -m tests.streaming.kafka_worker BOOTSTRAP TOPIC CHECKPOINT OUTPUT [--flush] [--sink kafka:TOPIC]
+    python -m tests.streaming.kafka_worker BOOTSTRAP TOPIC CHECKPOINT OUTPUT [--flush] [--sink kafka:TOPIC] [--per-trigger N]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ def main() -> None:
     parser.add_argument("output")
     parser.add_argument("--flush", action="store_true", help="end the inputs at the end")
     parser.add_argument("--sink", default="delta", help="delta (into OUTPUT), or kafka:<topic>")
+    parser.add_argument("--per-trigger", default="11", help="maxOffsetsPerTrigger (default 11)")
     args = parser.parse_args()
 
     import tempo.spark
@@ -29,7 +33,7 @@ def main() -> None:
     from tests.streaming.test_kafka import _counts, _readings
 
     spark = tempo.spark.spark_session(spark_sql_shuffle_partitions="1", spark_driver_memory="1g", connectors=True)
-    stream = _readings(spark, args.bootstrap, args.topic, options={"maxOffsetsPerTrigger": "4"})
+    stream = _readings(spark, args.bootstrap, args.topic, options={"maxOffsetsPerTrigger": args.per_trigger})
     sink: Sink = DeltaSink(args.output)
     if args.sink.startswith("kafka:"):
         sink = KafkaSink(args.bootstrap, args.sink[len("kafka:") :], key="device")

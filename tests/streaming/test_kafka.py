@@ -243,6 +243,10 @@ def test_a_live_topic_into_delta_equals_the_in_memory_run_across_an_idle_partiti
     try:
         live.process_all_available()
         assert committed() == expected_now()
+        # The three partitions' inputs are read by one Kafka source, each record once.
+        progress = live._handle.recentProgress
+        assert {len(p.sources) for p in progress} == {1}
+        assert sum(p.numInputRows for p in progress) == len(ROUND_1)
         # Partition 2 goes idle: without a heartbeat there, partitions 0 and 1 wait for it.
         _produce(client, topic, [(0, 0, 7.0, 11), (1, 1, 8.0, 12)])
         live.process_all_available()

@@ -153,14 +153,14 @@ def test_kill_9_inside_and_after_a_batchs_transaction_then_restarts_write_every_
     at ``kafka:0`` (batch 0's records sent, its transaction open: the restart's producer
     aborts it), restarted and killed at ``sink:1`` (the flush batch's transaction committed,
     tempo's commit record not: its rerun is skipped), restarted to the end. Committed readers
-    see the whole run once, item for item. (Four records a partition a micro-batch: batch 0
-    reads every record, heartbeats included.)"""
+    see the whole run once, item for item. (Twelve records a micro-batch: batch 0 reads every
+    record, heartbeats included, and batch 1 flushes.)"""
     bootstrap = kafka_broker.bootstrap
     topic = _topic(bootstrap, 3)
     client = producer(bootstrap)
     _produce(client, topic, ROUND_1 + ROUND_2 + [(2, 2, 9.0, 14)])
     send_heartbeats(client, topic, [0, 1, 2])
-    sink = ["--sink", f"kafka:{topic}-out"]
+    sink = ["--sink", f"kafka:{topic}-out", "--per-trigger", "12"]
     for crash_at in ("kafka:0", "sink:1"):
         crashed = _worker(kafka_broker, topic, tmp_path, crash_at=crash_at, more=sink)
         assert crashed.returncode == -signal.SIGKILL, crash_at + crashed.stdout + crashed.stderr[-3000:]

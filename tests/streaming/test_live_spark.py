@@ -273,6 +273,12 @@ def test_committed_output_after_every_file_is_the_in_memory_release(spark_sessio
     assert (len(whole.rejected) > 0) == (name != "ingestion_time") and rejected.equals(whole.rejections_table())
     assert live.progress[-1].final and [p.batch for p in live.progress] == list(range(len(live.progress)))
     assert sum(p.rows_in.get("readings", 0) for p in live.progress) == 60
+    # Each batch's time, phase by phase: what it read, the engine, the sink, the state.
+    for p in live.progress:
+        phases = list(p.phases)
+        assert phases == (["engine", "sink", "state"] if p.final else ["read", "engine", "sink", "state"]), p
+        assert 0 <= sum(p.phases.values()) <= p.seconds, p
+        assert f"engine {p.phases['engine'] * 1000:.0f}" in p.summary()
 
 
 def test_a_restart_continues_after_the_last_committed_batch(spark_session: Any, tmp_path: Path) -> None:

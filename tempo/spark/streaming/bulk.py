@@ -75,7 +75,7 @@ from tempo.spark.windows import key_names
 from tempo.spark.ingress.read import table_columns
 from tempo.spark.ingress.rows import ARR, KIND, NULLF, ORDER, TableProjection
 from tempo.sources import TableSource
-from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
+from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefixes
 from tempo.spark.types import driver_frame, from_wire, to_wire, wire_columns
 from tempo.ticks import INF
 
@@ -109,7 +109,7 @@ class BulkRunner:
         order values the live engine keeps (``tempo.runtime.live.order_value``: an integer
         order column that is also a time column is not shifted by the time origin here)."""
         if index not in self._columns:  # the same for every batch: built (and checked) once
-            prefix = input_prefix(index)
+            prefix = input_prefixes(self.query)[index]
             own = [F.col(f"`{c}`").alias(c[len(prefix) :]) for c in batch.columns if c.startswith(prefix)]
             schema = batch.select(*own).schema
             source = self.shape.sources[index].source

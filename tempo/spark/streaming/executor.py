@@ -46,9 +46,9 @@ from tempo.runtime.live import LiveEngine, Released, check_importable
 from tempo.sources import CsvSource, JsonSource, ParquetSource, TableSource
 from tempo.expr.nodes import udf_error
 from tempo.spark.columns import worker_errors
-from tempo.spark.sources import DataFrameSource, json_spark_schema, spark_path
+from tempo.spark.sources import DataFrameSource, SharedScan, json_spark_schema, spark_path
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
-from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix
+from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix, input_prefixes, scan_of, shared_part
 from tempo.spark.streaming.checkpoint import BatchLog, CheckpointLock
 from tempo.spark.streaming.store import store_for
 from tempo.spark.streaming.redis import redis_entry_error
@@ -104,6 +104,13 @@ class BatchProgress:
     engine: str = "driver"
     """Which engine ran the batch: ``driver`` (item by item), ``vectorised`` (in bulk on the
     driver, by polars) or ``spark`` (in bulk, by Spark's compiled plan)."""
+    phases: dict[str, float] = attrs.field(factory=dict)
+    """Where ``seconds`` went, in seconds per phase, in order: ``read`` (Spark's job bringing
+    the batch's rows to the driver: reading and decoding the inputs; with the ``spark``
+    engine, the job computing the batch in bulk), ``engine`` (tempo's engine on the driver),
+    ``sink`` (the sink's ``write``) and ``state`` (the engine's state serialized; writing it
+    and committing the batch come after, and are not in ``seconds``). The cluster engine's
+    batches have none yet."""
 
     def summary(self) -> str:
         """The batch on one line, for a console: rows in per input, items out, the output
@@ -111,8 +118,27 @@ class BatchProgress:
         rows = ", ".join(f"{k} {v}" for k, v in self.rows_in.items())
         return (
             f"batch {self.batch}: in {rows or 'nothing'}; out {self.items_out} items; output CTI {self.output_cti}; "
-            f"waiting {self.buffered}; state {self.state_bytes} B; {self.seconds * 1000:.0f} ms ({self.engine})"
+            f"waiting {self.buffered}; state {self.state_bytes} B; {self.seconds * 1000:.0f} ms ({self.engine}"
+            + "".join(f", {name} {seconds * 1000:.0f}" for name, seconds in self.phases.items())
+            + ")"
         )
+
+
+class PhaseClock:
+    """The time a batch spends in each of its phases, lap by lap."""
+
+    def __init__(self) -> None:
+        self.began = self.last = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        """``phase`` ended now: it took the time since the previous lap."""
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self.last
+        self.last = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.began
 
 
 def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
@@ -290,8 +316,7 @@ def input_parts(query: Query, table: Any) -> list[Any]:
     import pyarrow.compute as pc
 
     parts = []
-    for index in range(len(query.sources)):
-        prefix = input_prefix(index)
+    for index, prefix in enumerate(input_prefixes(query)):
         part = table.filter(pc.equal(table.column(INPUT_COLUMN), index)) if len(query.sources) > 1 else table
         names = [n for n in part.column_names if n.startswith(prefix)]
         parts.append(part.select(names).rename_columns([n[len(prefix) :] for n in names]))
@@ -377,7 +402,7 @@ class _Runner(Generic[T]):
         if self.log.is_committed(batch):  # Spark runs a batch again when it crashed before its own commit
             self.sink.publish(batch)
             return
-        began = time.perf_counter()
+        clock = PhaseClock()
         engine = self.engine_after(self.log.last_committed(before=batch))
         rows_in: dict[str, int] = {}
         # With engine="auto", a batch is sized by its time columns (one Spark job) only when
@@ -390,15 +415,18 @@ class _Runner(Generic[T]):
                 counts, done = self.bulk.run(engine, df, self.bulk_rows, speculate)
             self.previous_rows = sum(counts) or self.previous_rows
             if done:
+                clock.lap("read")
                 self._crash_point("read", batch)
                 if sum(counts):  # as item by item counts them
                     rows_in.update((node.name, count) for node, count in zip(self.query.sources, counts))
                 engine.run()
+                clock.lap("engine")
                 self._crash_point("engine", batch)
-                self._commit(engine, batch, engine.take(), rows_in, began, final=False, used="spark")
+                self._commit(engine, batch, engine.take(), rows_in, clock, final=False, used="spark")
                 return
         with worker_errors(self._recognized):
             table = df.toArrow()
+        clock.lap("read")
         self.previous_rows = table.num_rows or self.previous_rows  # an empty batch says nothing of the next
         self._crash_point("read", batch)
         used = "driver"
@@ -412,18 +440,21 @@ class _Runner(Generic[T]):
                     if part.num_rows:
                         engine.push_rows(index, part)
         engine.run()
+        clock.lap("engine")
         self._crash_point("engine", batch)
-        self._commit(engine, batch, engine.take(), rows_in, began, final=False, used=used)
+        self._commit(engine, batch, engine.take(), rows_in, clock, final=False, used=used)
 
     def finish(self) -> None:
         """The inputs have ended: flush the query as one last batch."""
         with self.lock:
+            clock = PhaseClock()
             last = self.log.last_committed()
             engine = self.engine_after(last)
             engine.finish()
+            clock.lap("engine")
             batch = 0 if last is None else last + 1
             self._crash_point("engine", batch)
-            self._commit(engine, batch, engine.take(), {}, time.perf_counter(), final=True)
+            self._commit(engine, batch, engine.take(), {}, clock, final=True)
 
     def _commit(
         self,
@@ -431,7 +462,7 @@ class _Runner(Generic[T]):
         batch: int,
         released: Released,
         rows_in: dict[str, int],
-        began: float,
+        clock: PhaseClock,
         final: bool,
         used: str = "driver",
     ) -> None:
@@ -439,8 +470,10 @@ class _Runner(Generic[T]):
         inputs = {s.name: s.payload_type for s in self.query.sources}
         rejected = Result([], [], {}, released.rejections, [], {}, None, self.payload_type, inputs).rejections_table()
         self.sink.write(self.spark, batch, events, rejected)
+        clock.lap("sink")
         self._crash_point("sink", batch)
         state = engine.snapshot()
+        clock.lap("state")
         ctis = [item.timestamp.isoformat() for item in released.items if isinstance(item, Cti)]
         previous = self.progress[-1].output_cti if self.progress else None
         progress = BatchProgress(
@@ -451,9 +484,10 @@ class _Runner(Generic[T]):
             ctis[-1] if ctis else previous,
             sum(len(b) for b in engine.buffers) + sum(0 if f.held is None else f.held.num_rows for f in engine.feeds),
             len(state),
-            time.perf_counter() - began,
+            clock.total(),
             final,
             used,
+            clock.phases,
         )
         self.log.commit(
             batch,
@@ -696,16 +730,48 @@ class StreamingExecutor:
         return LiveQuery(writer.start(), runner, lock)
 
     def _merged(self, query: Query) -> DataFrame:
-        """The inputs' streams as one, each input's columns prefixed, with its index."""
+        """The inputs' streams as one, each input's columns prefixed, with its index; the
+        inputs of a shared scan read once, their index told by the scan's column."""
         merged: DataFrame | None = None
+        taken: set[int] = set()
         for index, node in enumerate(query.sources):
-            df = _live_table_source(self.spark, node)
-            part = df.select(
-                F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in _columns_read(node, df)]
-            )
+            if index in taken:
+                continue
+            scan = scan_of(query, index)
+            if scan is None:
+                df = _live_table_source(self.spark, node)
+                part = df.select(
+                    F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in _columns_read(node, df)]
+                )
+            else:
+                part = self._scan_part(query, index, scan)
+                taken.update(i for i in range(index, len(query.sources)) if scan_of(query, i) is scan)
             merged = part if merged is None else merged.unionByName(part, allowMissingColumns=True)
         assert merged is not None
         return merged
+
+    def _scan_part(self, query: Query, first: int, scan: SharedScan) -> DataFrame:
+        """The rows of the inputs of ``scan`` (the first is input ``first``), read once: each
+        row's input index from its value of the scan's column, the columns under the first
+        input's prefix (the inputs of a scan have one payload and one table layout)."""
+        members = [(i, node, part[1]) for i, node in enumerate(query.sources) if (part := shared_part(query, i)) and part[0] is scan]
+        df: DataFrame = scan.df
+        if not df.isStreaming:
+            raise UnsupportedError(EXECUTOR, repr(scan), f"input {query.sources[first].name!r}: its DataFrame is not a streaming one")
+        read = _columns_read(query.sources[first], df)
+        for _, node, _ in members[1:]:
+            if _columns_read(node, df) != read:
+                raise UnsupportedError(
+                    EXECUTOR, repr(scan), f"inputs {query.sources[first].name!r} and {node.name!r} read other columns of it"
+                )
+        index = F.lit(None)
+        for i, _, value in members:
+            index = F.when(F.col(scan.column) == F.lit(value), F.lit(i)).otherwise(index)
+        values = [value for _, _, value in members]
+        prefix = input_prefix(first)
+        return df.where(F.col(scan.column).isin(values)).select(
+            index.cast("int").alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(prefix + c) for c in read]
+        )
 
 
 _HOLDERS: dict[str, LiveQuery[Any]] = {}

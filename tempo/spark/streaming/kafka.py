@@ -45,7 +45,7 @@ from tempo.errors import QueryBuildError, TempoError
 from tempo.events import EventShape
 from tempo.expr.schema import record_fields
 from tempo.settings import AdvanceTimeSettings
-from tempo.spark.sources import DataFrameSource
+from tempo.spark.sources import DataFrameSource, SharedScan
 from tempo.spark.streaming.executor import CRASH_AT
 from tempo.spark.streaming.sinks import Sink
 from tempo.spark.types import payload_schema
@@ -191,12 +191,9 @@ def kafka_stream(
     option, where = starting_option(starting)
     arrival_start = start is None
 
-    def partition_rows(p: int) -> DataFrame:
-        # One reader per partition, assigned that partition alone: Spark's Kafka source does
-        # not push a filter on the partition down, so inputs filtered out of one reader of
-        # the topic would each read and decode every partition's records.
+    def rows_of(assigned: list[int]) -> DataFrame:
         reader: Any = spark.read if bounded else spark.readStream
-        reader = reader.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("assign", json.dumps({topic: [p]}))
+        reader = reader.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("assign", json.dumps({topic: assigned}))
         reader = reader.option(option, where).option("includeHeaders", "false")
         if bounded:
             reader = reader.option("endingOffsets", "latest")
@@ -206,24 +203,26 @@ def kafka_stream(
             reader = reader.option(key, value)
         return kafka_rows(reader.load(), payload_type, start=start, end=end, kind=kind, decode=decode)
 
-    streams = [
-        Stream.create(
-            input_name(name, p),
-            DataFrameSource(
-                partition_rows(p),
-                payload_type,
-                start=None if arrival_start else start,
-                end=end,
-                kind=KIND_COLUMN,
-                order=OFFSET_COLUMN,
-                arrival=ARRIVAL_COLUMN,
-            ),
-            shape,
-            settings,
-            over=over,
+    # Live, one reader of every partition, which the live executor reads once a micro-batch
+    # and splits by partition (a SharedScan); bounded, one reader per partition assigned that
+    # partition alone. Spark's Kafka source does not push a filter on the partition down, so
+    # inputs filtered out of one reader would each read and decode every partition's records.
+    scan = None if bounded else SharedScan(rows_of(chosen), PARTITION_COLUMN)
+
+    def source(p: int) -> DataFrameSource[T]:
+        df = rows_of([p]) if scan is None else scan.df.where(F.col(PARTITION_COLUMN) == p)
+        return DataFrameSource(
+            df,
+            payload_type,
+            None if arrival_start else start,
+            shared=None if scan is None else (scan, p),
+            end=end,
+            kind=KIND_COLUMN,
+            order=OFFSET_COLUMN,
+            arrival=ARRIVAL_COLUMN,
         )
-        for p in chosen
-    ]
+
+    streams = [Stream.create(input_name(name, p), source(p), shape, settings, over=over) for p in chosen]
     merged = streams[0]
     for other in streams[1:]:
         merged = merged.union(other)
