@@ -363,6 +363,14 @@ UNARY: dict[str, Unary] = {
     "analytic_by_key": lambda s: s.group_by(lambda e: e.key).analytic(
         lambda k, e, a: Pair(key=k, value=a.count(), ref=coalesce(a.previous(lambda e: e.value, timedelta(seconds=4)), -1))
     ),
+    # ASA's LAG in full: an offset, a default, a condition (docs/semantics.md 5.11).
+    "analytic_lag": lambda s: s.group_by(lambda e: e.key).analytic(
+        lambda k, e, a: Pair(
+            key=k,
+            value=a.previous(lambda e: e.value, timedelta(seconds=5), offset=2, default=-1, when=lambda e: e.value % 2 == 0),
+            ref=a.previous(lambda e: e.value, offset=3, default=lambda e: e.value),
+        )
+    ),
     "analytic_running": lambda s: s.analytic(
         lambda e, a: Agg(
             n=a.count(), total=a.sum(lambda e: e.value), low=a.min(lambda e: e.value), high=coalesce(a.previous(lambda e: e.value), -1)

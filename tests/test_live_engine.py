@@ -439,3 +439,37 @@ def test_nan_keys_and_distinct_values_stay_one_across_a_restore() -> None:
         released += engine.take().items
         events = [i.payload for i in released if not isinstance(i, Cti)]
         assert (repr(events) if build is grouped else f"{len(events)} pairs") == expected
+
+
+@attrs.frozen
+class _Lagged:
+    value: int
+    back: int | None
+
+
+def test_an_analytic_state_saved_before_previous_took_an_offset_restores_its_look_back() -> None:
+    """State saved by a tempo whose ``previous`` kept one ``(start, values)`` per group is
+    read as the one event back it holds: after the restore the next event sees it."""
+    import pickle
+
+    items = [Point(_t(1), Ev(key=1, value=10)), Cti(_t(2)), Point(_t(3), Ev(key=1, value=20)), Cti(_t(4))]
+    stream = Stream.create("in", items, EventShape.POINT, payload_type=Ev)
+    query = Query.build(stream.group_by(lambda e: e.key).analytic(lambda k, e, a: _Lagged(e.value, a.previous(lambda e: e.value))).node)
+    mode = TimestampMode()
+    prepared = list(prepared_inputs(query, mode)[0])
+    engine = LiveEngine(query, mode)
+    engine.push(0, prepared[:2])
+    engine.run()
+    assert [i.payload for i in engine.take().items if isinstance(i, Point)] == [_Lagged(10, None)]
+    state = pickle.loads(engine.snapshot())
+    (analytic,) = [s for s in state["operators"] if "last" in s]
+    assert analytic["last"] == {(1,): [[(_ticks(_t(1)), 10)]]}
+    analytic["last"] = {(1,): (_ticks(_t(1)), (10,))}  # the earlier layout
+    restored = LiveEngine.restore(query, pickle.dumps(state))
+    restored.push(0, prepared[2:])
+    restored.run()
+    assert [i.payload for i in restored.take().items if isinstance(i, Point)] == [_Lagged(20, 10)]
+
+
+def _ticks(t: datetime) -> int:
+    return (t - datetime(1970, 1, 1)) // timedelta(microseconds=1)

@@ -551,13 +551,54 @@ class Analytics(Aggregates[T]):
 
     _NAME = "a"
 
-    def previous(self, value: Callable[[T], V], limit: timedelta | None = None) -> V | None:
-        """``value`` of the event before this one (and its peers) in its group's order, if it
-        started less than ``limit`` before (ASA's ``LAG(value) ... LIMIT DURATION``); None
-        when there is none, or it is too far back, or its value is null."""
+    @overload
+    def previous(
+        self,
+        value: Callable[[T], V],
+        limit: timedelta | None = None,
+        *,
+        offset: int = 1,
+        default: None = None,
+        when: Callable[[T], bool] | None = None,
+    ) -> V | None: ...
+
+    @overload
+    def previous(
+        self,
+        value: Callable[[T], V],
+        limit: timedelta | None = None,
+        *,
+        offset: int = 1,
+        default: V | Callable[[T], V],
+        when: Callable[[T], bool] | None = None,
+    ) -> V: ...
+
+    def previous(
+        self,
+        value: Callable[[T], V],
+        limit: timedelta | None = None,
+        *,
+        offset: int = 1,
+        default: V | Callable[[T], V] | None = None,
+        when: Callable[[T], bool] | None = None,
+    ) -> V | None:
+        """ASA's ``LAG(value, offset, default) OVER (PARTITION BY ... LIMIT DURATION(limit)
+        WHEN when)``: ``value`` of the ``offset``-th event back (1: the one just before) in
+        this event's group, counted among the events before its peers for which ``when``
+        holds (all of them without it), if that event started less than ``limit`` before.
+        When there is no such event (too few, too far back, none meeting ``when``), the
+        ``default``: a constant, or a function of this event (None without one). An event
+        found whose value is null gives None, not the default (docs/semantics.md 5.11)."""
         arg = trace_records(value, [self._payload_type], "the argument of a.previous()", "value")
         ticks = None if limit is None else _ticks(limit, "previous() limit", positive=True)
-        return cast("V | None", self._ref(p.Previous(arg, ticks)))
+        fallback = None
+        if default is not None:
+            if callable(default):
+                fallback = trace_records(default, [self._payload_type], "a.previous(default=...)", "value")
+            else:
+                fallback = x.Lit(float(cast(int, default)) if arg.dtype is float and type(default) is int else default)
+        condition = None if when is None else trace_records(when, [self._payload_type], "a.previous(when=...)", "predicate")
+        return cast("V | None", self._ref(p.Previous(arg, ticks, offset, fallback, condition)))
 
 
 class WindowedStream(Generic[T]):

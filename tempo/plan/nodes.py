@@ -727,19 +727,55 @@ class WindowNode(UnaryNode):
 
 @attrs.frozen
 class Previous:
-    """The previous event's ``arg``, when it started less than ``limit`` ticks before (None:
-    no limit); null otherwise, or when the event is its group's first."""
+    """ASA's ``LAG(arg, offset, default) OVER (LIMIT DURATION(limit) WHEN when)``: ``arg`` of
+    the ``offset``-th event back before the event's peers, among the group's events for
+    which ``when`` holds (every event without it), when it started less than ``limit`` ticks
+    before (None: no limit); ``default`` (an expression of the current event, or null)
+    when there is no such event. An event found whose ``arg`` is null gives null."""
 
     arg: x.Expr
     limit: int | None
+    offset: int = 1
+    default: x.Expr | None = None
+    when: x.Expr | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.limit is not None and self.limit <= 0:
             raise QueryBuildError(f"previous(): the limit must be positive, got {format_duration(self.limit)}")
+        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 1:
+            raise QueryBuildError(f"previous(): offset= counts events back, an int of at least 1, got {self.offset!r}")
+        if self.when is not None:
+            _require_bool(self.when, "previous(when=...)")
+        if self.default is not None and not _fits(self.default.dtype, self.arg.dtype):
+            raise QueryBuildError(
+                f"previous(): default= must be of the value's type ({self.arg.dtype.__name__}), "
+                f"got {self.default.dtype.__name__}: {x.render(self.default)}"
+            )
 
     @property
     def result_type(self) -> type:
         return self.arg.dtype
+
+    @property
+    def is_plain(self) -> bool:
+        """The event just before, whichever it is, with no default: one step back in order."""
+        return self.offset == 1 and self.default is None and self.when is None
+
+    def describe(self) -> str:
+        parts = [x.render(self.arg)]
+        if self.offset != 1:
+            parts.append(f"offset {self.offset}")
+        if self.default is not None:
+            parts.append(f"default {x.render(self.default)}")
+        limit = "" if self.limit is None else f" within {format_duration(self.limit)}"
+        when = "" if self.when is None else f" when {x.render(self.when)}"
+        return f"previous({', '.join(parts)}){limit}{when}"
+
+
+def _fits(given: type, wanted: type) -> bool:
+    """Whether a value of type ``given`` may stand for one of ``wanted`` (``object``: a null,
+    or a value of a type not known when traced)."""
+    return given is object or wanted is object or given is wanted
 
 
 Analytic = Aggregate | Previous
@@ -752,8 +788,9 @@ class AnalyticNode(UnaryNode):
     SEMANTICS: ClassVar[str] = (
         "Per group, events in order of (start, payload); events equal in both are peers. Each event "
         "keeps its lifetime and gets the projection of itself, its group key and its analytics: "
-        "running aggregates over the group's events up to it and its peers, and the previous value: "
-        "that of the last event before its peers, if it started less than the limit before."
+        "running aggregates over the group's events up to it and its peers, and previous values: "
+        "that of the offset-th event (of those meeting the condition) before its peers, if it "
+        "started less than the limit before, else the default."
     )
     CTI_RULE: ClassVar[str] = (
         "An event goes out, in order, once the input CTI passes its start (every event before it "
@@ -783,8 +820,7 @@ class AnalyticNode(UnaryNode):
         parts = []
         for i, a in enumerate(self.analytics):
             if isinstance(a, Previous):
-                limit = "" if a.limit is None else f" within {format_duration(a.limit)}"
-                parts.append(f"agg{i}=previous({x.render(a.arg)}){limit}")
+                parts.append(f"agg{i}={a.describe()}")
             else:
                 parts.append(f"agg{i}=running {a.describe()}")
         return f"Analytic{keys}: {', '.join(parts) or 'none'} -> {x.render(self.projection)}"

@@ -26,9 +26,10 @@ from tempo.runtime.build import Build, compiles
 
 
 class Analytic(Operator):
-    """``previous`` lists, per ``Previous`` analytic, its index among the analytics and its
-    limit (None: none); ``previous_fn`` gives an event's previous-value arguments, in that
-    order. ``running`` lists the indexes of the running aggregates, whose arguments
+    """``previous`` lists, per ``Previous`` analytic, its index among the analytics, its
+    limit (None: none) and its offset; ``previous_fn`` gives an event's values of their
+    arguments then of their conditions (whether the event counts for each), in that order,
+    and ``default_fn`` the current event's defaults. ``running`` lists the indexes of the running aggregates, whose arguments
     ``values_fn`` gives and ``accumulator`` folds. With ``projection`` None the events pass
     unchanged, ids included (``order_by_time``)."""
 
@@ -37,6 +38,7 @@ class Analytic(Operator):
         "order",
         "previous",
         "previous_fn",
+        "default_fn",
         "running",
         "values_fn",
         "accumulator",
@@ -53,8 +55,9 @@ class Analytic(Operator):
         self,
         key_fn: Callable[[Any], Key] | None,
         order: Order,
-        previous: list[tuple[int, int | None]],
+        previous: list[tuple[int, int | None, int]],
         previous_fn: Callable[[Any], tuple[Any, ...]],
+        default_fn: Callable[[Any], tuple[Any, ...]],
         running: list[int],
         values_fn: Callable[[Any, int], tuple[Any, ...]],
         accumulator: Accumulator,
@@ -63,7 +66,7 @@ class Analytic(Operator):
     ) -> None:
         super().__init__()
         self.key_fn, self.order = key_fn, order
-        self.previous, self.previous_fn = previous, previous_fn
+        self.previous, self.previous_fn, self.default_fn = previous, previous_fn, default_fn
         self.running, self.values_fn, self.accumulator = running, values_fn, accumulator
         self.projection, self.new_id = projection, new_id
         self.width = len(previous) + len(running)
@@ -81,7 +84,9 @@ class Analytic(Operator):
         self.by_key = False
         self.waiting: dict[Key, list[tuple[int, tuple[Any, ...], int, list[Any]]]] = {}
         self.state: dict[Key, list[Any]] = {}  # group -> running aggregates' state
-        self.last: dict[Key, tuple[int, tuple[Any, ...]]] = {}  # group -> (start, previous arguments) of its last event out
+        # group -> per previous analytic, (start, value) of the last ``offset`` events out that
+        # met its condition, the latest last
+        self.last: dict[Key, list[list[tuple[int, Any]]]] = {}
         self.open: dict[int, list[Any]] = {}  # eid of an event without an end -> its entry
         self.in_cti = NEG_INF
         self.arrivals = itertools.count()
@@ -153,6 +158,16 @@ class Analytic(Operator):
         aggregates or previous value (a group's analytics run over all its history)."""
         return not (self.waiting or self.state or self.last or self.open)
 
+    def _recent(self, key: Key) -> list[list[tuple[int, Any]]]:
+        """Group ``key``'s events back per previous analytic (``last``)."""
+        recent = self.last.get(key)
+        if isinstance(recent, tuple):  # saved by tempo before offsets: (start, values) of the last event
+            recent = [[(recent[0], value)] for value in recent[1]]
+        if recent is None:
+            recent = [[] for _ in self.previous]
+        self.last[key] = recent
+        return recent
+
     def _release(self, key: Key, peers: list[tuple[int, tuple[Any, ...], int, list[Any]]], out: list[Any]) -> None:
         """One peer group of ``key``, in order: their outputs, appended to ``out``."""
         start = peers[0][0]
@@ -169,25 +184,38 @@ class Analytic(Operator):
             for i, value in zip(self.running, self.accumulator.results(state)):
                 aggs[i] = value
         if self.previous:
-            last = self.last.get(key)
-            if last is not None:
-                for (i, limit), value in zip(self.previous, last[1]):
-                    aggs[i] = value if limit is None or start - last[0] < limit else None
-            self.last[key] = (start, self.previous_fn(peers[0][3][2]))
+            payload = peers[0][3][2]  # peers are equal: one payload stands for all
+            recent = self._recent(key)
+            defaults = self.default_fn(payload)
+            for j, (i, limit, offset) in enumerate(self.previous):
+                found = recent[j]
+                if len(found) >= offset and (limit is None or start - found[-offset][0] < limit):
+                    aggs[i] = found[-offset][1]
+                else:
+                    aggs[i] = defaults[j]
+            values = self.previous_fn(payload)
+            width = len(self.previous)
+            for j, (_, _, offset) in enumerate(self.previous):
+                if values[width + j] is True:  # each peer is an event back for those after them
+                    found = recent[j]
+                    found.extend([(start, values[j])] * min(len(peers), offset))
+                    del found[:-offset]
         for start, okey, seq, entry in peers:
             out.append((start, okey, seq, entry, self.projection(key, entry[2], aggs)))
 
 
 @compiles(p.AnalyticNode)
 def _analytic(b: Build, node: p.AnalyticNode) -> Operator:
-    previous = [(i, a.limit) for i, a in enumerate(node.analytics) if isinstance(a, p.Previous)]
+    previous = [(i, a) for i, a in enumerate(node.analytics) if isinstance(a, p.Previous)]
     running = [(i, a) for i, a in enumerate(node.analytics) if isinstance(a, p.Aggregate)]
     identity = not node.analytics and isinstance(node.projection, x.Input)
+    counts = [x.Lit(True) if a.when is None else a.when for _, a in previous]
     return Analytic(
         codegen.compile_keys(node.keys) if node.keys is not None else None,
         codegen.payload_order(node.input.payload_type),
-        previous,
-        codegen.compile_function([a.arg for a in node.analytics if isinstance(a, p.Previous)], ["a0"], as_tuple=True),
+        [(i, a.limit, a.offset) for i, a in previous],
+        codegen.compile_function([*(a.arg for _, a in previous), *counts], ["a0"], as_tuple=True),
+        codegen.compile_function([x.Lit(None) if a.default is None else a.default for _, a in previous], ["a0"], as_tuple=True),
         [i for i, _ in running],
         codegen.compile_aggregate_values([a for _, a in running], node.input.payload_type),
         aggregates.Accumulator([a for _, a in running]),
@@ -206,6 +234,6 @@ def _release(b: Build, node: p.ReleaseNode) -> Operator:
     events of one start go out in order of arrival, as the output releases them; grouped by
     the substream key it releases by (``keyed_by``), whose CTIs release a group's events."""
     key_fn = None if node.keyed_by is None else codegen.compile_expression(node.keyed_by, 1)
-    release = Analytic(key_fn, _no_values, [], _no_values, [], _no_values, aggregates.Accumulator([]), None, b.new_id)
+    release = Analytic(key_fn, _no_values, [], _no_values, _no_values, [], _no_values, aggregates.Accumulator([]), None, b.new_id)
     release.by_key = node.keyed_by is not None
     return release

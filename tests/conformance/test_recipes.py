@@ -699,6 +699,25 @@ def test_time_since_the_previous_ping(executor: Any) -> None:
     )
 
 
+def test_time_since_the_last_ping_of_one_device(executor: Any) -> None:
+    """``when``: the seconds since d1's last ping, for every ping. In (start, payload) order:
+    d1@1 None (first), d1@2 60, d2@3 60, d2@4 both 120 (peers: d1@2 is the last before them),
+    d1@6 240, d1@12 None (d1@6 is 6 minutes back)."""
+    r = run(executor, R.since_last_of(pings(), "d1", 5 * MIN))
+
+    def since(device: str, m: int, gap: int | None) -> Any:
+        return at(M(m), R.Since(device, unix(M(m)), gap))
+
+    check(
+        r,
+        [
+            (M(5), [since("d1", 1, None), since("d1", 2, 60), since("d2", 3, 60), since("d2", 4, 120), since("d2", 4, 120)]),
+            (M(13), [since("d1", 6, 240), since("d1", 12, None)]),
+            (M(20), []),
+        ],
+    )
+
+
 def test_silences_longer_than_a_minute(executor: Any) -> None:
     """The page's filter on the gaps: only d1 @6 (240 s)."""
     r = run(executor, R.since_previous(pings(), 5 * MIN).where(lambda s: tempo.coalesce(s.gap, 0) > 60))
