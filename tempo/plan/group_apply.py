@@ -265,7 +265,12 @@ def _clip(rw: _Rewrite, node: p.ClipNode, inputs: list[p.Node | None]) -> p.Node
 
 def _aggregate(rw: _Rewrite, a: p.Analytic, keyed: dict[int, type]) -> p.Analytic:
     if isinstance(a, p.Previous):
-        return attrs.evolve(a, arg=rw.payload(a.arg, keyed))
+        return attrs.evolve(
+            a,
+            arg=rw.payload(a.arg, keyed),
+            default=None if a.default is None else rw.payload(a.default, keyed),
+            when=None if a.when is None else rw.payload(a.when, keyed),
+        )
     return attrs.evolve(a, arg=None if a.arg is None else rw.payload(a.arg, keyed), order=tuple(rw.payload(o, keyed) for o in a.order))
 
 

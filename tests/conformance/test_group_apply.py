@@ -301,6 +301,20 @@ def test_per_group_time_order_clip_count_and_session(executor: Any) -> None:
             (T(30), [pt(21, Seen(1, 4)), pt(25, Seen(9, 7))]),
         ],
     )
+    # LAG in full per device: two back among the readings above 1, else -1. a's candidates
+    # 3, 5, 4 (its 1s excluded); b's every reading.
+    two_back = g.apply(
+        lambda s: s.analytic(lambda e, a: Seen(e.v, a.previous(lambda e: e.v, offset=2, default=-1, when=lambda e: e.v > 1))),
+        lambda dev, r: r,
+    )
+    check(
+        run(executor, two_back),
+        [
+            (T(10), [pt(1, Seen(1, -1)), pt(2, Seen(2, -1)), pt(3, Seen(3, -1)), pt(5, Seen(5, -1))]),
+            (T(20), [pt(12, Seen(4, 3)), pt(13, Seen(2, -1)), pt(15, Seen(7, 2))]),
+            (T(30), [pt(21, Seen(1, 5)), pt(25, Seen(9, 2))]),
+        ],
+    )
     pairs = g.apply(lambda s: s.count_window(2).aggregate(lambda w: N(w.sum(lambda e: e.v))), lambda dev, r: DevN(dev, r.n))
     check(
         run(executor, pairs),
