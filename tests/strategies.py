@@ -353,6 +353,11 @@ UNARY: dict[str, Unary] = {
         .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start))
     ),
     "count_cti": lambda s: s.count_window(2).aggregate(_agg, timestamp=WindowTimestamp.CTI),
+    "count_starts_by_key": lambda s: (
+        s.group_by(lambda e: e.key)
+        .count_window(2, slide=1, by="starts")
+        .aggregate(lambda k, w: KeyAgg(key=k, n=w.count(), total=w.sum(lambda e: e.value), start=w.start))
+    ),
     "snapshot_by_key": lambda s: s.group_by(lambda e: e.key).snapshot().aggregate(lambda k, w: Ev(key=k, value=w.count())),
     "snapshot_start": lambda s: s.snapshot().aggregate(_agg, timestamp=WindowTimestamp.START),
     # Each end clipped at the next start (docs/semantics.md 5.5.2).

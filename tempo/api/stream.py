@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from tempo.errors import QueryBuildError
 from tempo.events import EventShape, InputItem
@@ -223,11 +223,13 @@ class Stream(Generic[T]):
         (``WindowTimestamp.END``). docs/semantics.md 5.6.2."""
         return WindowedStream(self, None, _session_window(gap, max_duration))
 
-    def count_window(self, size: int, slide: int | None = None) -> WindowedStream[T]:
+    def count_window(self, size: int, slide: int | None = None, *, by: Literal["events", "starts"] = "events") -> WindowedStream[T]:
         """Windows of ``size`` events in order of start (ties by payload), one every ``slide``
         events (default ``size``: tumbling). Only full windows give results: points at their
-        latest start by default (``WindowTimestamp.LATEST``)."""
-        return WindowedStream(self, None, _count_window(size, slide))
+        latest start by default (``WindowTimestamp.LATEST``). ``by="starts"`` counts distinct
+        start times instead, a window holding every event of its ``size`` starts
+        (StreamInsight's ``CountByStartTimeWindow`` is ``slide=1``)."""
+        return WindowedStream(self, None, _count_window(size, slide, by))
 
     def snapshot(self) -> WindowedStream[T]:
         """A window between every two consecutive event endpoints (starts and ends), holding
@@ -373,11 +375,11 @@ def _session_window(gap: timedelta, max_duration: timedelta | None) -> SessionWi
     return SessionWindow(_ticks(gap, "session gap", positive=True), cap)
 
 
-def _count_window(size: int, slide: int | None) -> CountWindow:
+def _count_window(size: int, slide: int | None, by: str = "events") -> CountWindow:
     for what, n in (("size", size), ("slide", slide)):
         if n is not None and (not isinstance(n, int) or isinstance(n, bool)):
-            raise QueryBuildError(f"count window {what} must be a number of events (int), got {n!r}")
-    return CountWindow(size, size if slide is None else slide)
+            raise QueryBuildError(f"count window {what} must be a number of {by} (int), got {n!r}")
+    return CountWindow(size, size if slide is None else slide, by)
 
 
 class Aggregates(Generic[T]):
@@ -649,9 +651,11 @@ class GroupedStream(Generic[T, K]):
         """Per-key sessions (``Stream.session``)."""
         return GroupedWindowedStream(self, _session_window(gap, max_duration))
 
-    def count_window(self, size: int, slide: int | None = None) -> GroupedWindowedStream[T, K]:
+    def count_window(
+        self, size: int, slide: int | None = None, *, by: Literal["events", "starts"] = "events"
+    ) -> GroupedWindowedStream[T, K]:
         """Per-key count windows (``Stream.count_window``)."""
-        return GroupedWindowedStream(self, _count_window(size, slide))
+        return GroupedWindowedStream(self, _count_window(size, slide, by))
 
     def snapshot(self) -> GroupedWindowedStream[T, K]:
         """Per-key snapshot windows (``Stream.snapshot``)."""

@@ -69,8 +69,8 @@ def session(c: Lowering[R], node: p.WindowNode) -> R:
 @lowers_window(CountWindow)
 def count_window(c: Lowering[R], node: p.WindowNode) -> R:
     """Ranks by (start, payload fields, nulls first) among the events its final CTI
-    committed: they are all known, and rank before any other; window k holds ranks
-    [k*slide, k*slide + size), kept when full. Its bounds are its first start and just after
+    committed (``by="starts"``: the distinct starts, a dense rank): they are all known, and
+    rank before any other; window k holds ranks [k*slide, k*slide + size), kept when full. Its bounds are its first start and just after
     its last, which the first CTI after it completes (``tempo.runtime.event_windows.CountWindows``)."""
     d, spec = c.d, node.spec
     assert isinstance(spec, CountWindow)
@@ -82,9 +82,16 @@ def count_window(c: Lowering[R], node: p.WindowNode) -> R:
     keys = d.key_names(node)
     rows = d.select(df, [d.col(S).alias("__s"), *d.keys(node), *d.values(node), *[d.field(n).alias(o) for o, n in payload]])
     order = ["__s", *[o for o, _ in payload]]
-    rows = d.over(d.in_order(rows, order), keys, order, [Windowed("__r", WindowFunction.ROW_NUMBER)])
+    rows = d.in_order(rows, order)
+    if spec.by_starts:  # a start's rank: how many distinct starts come before it (a dense rank)
+        rows = d.over(rows, keys, order, [Windowed("__p", WindowFunction.PREVIOUS, d.col("__s"))])
+        first = d.when(d.is_null(d.col("__p")) | (d.col("__p") != d.col("__s")), d.lit(1), d.lit(0))
+        rows = d.over(rows, keys, order, [Windowed("__c", WindowFunction.SUM_SO_FAR, first)])
+        rows = d.with_columns(rows, [(d.col("__c") - d.lit(1)).alias("__r")])
+    else:
+        rows = d.over(rows, keys, order, [Windowed("__r", WindowFunction.ROW_NUMBER)])
     size, slide = spec.size, spec.slide
-    rank, kept = d.col("__r"), ["__s", *keys, *d.value_names(node)]
+    rank, kept = d.col("__r"), ["__s", "__r", *keys, *d.value_names(node)]
     if slide == size:  # tumbling: each rank is in one window
         windows = d.select(rows, [d.floor_div(rank, slide).alias("__k"), *kept])
     else:
@@ -92,8 +99,10 @@ def count_window(c: Lowering[R], node: p.WindowNode) -> R:
         hi = d.floor_div(rank, slide)
         windows = d.explode_range(d.filter(rows, lo <= hi), "__k", lo, hi, kept)
     starts = d.col("__s")
-    bounds = [d.count().alias("__n"), d.min(starts).alias("__ws"), d.max(starts).alias("__hi")]
-    whole = d.filter(d.grouped(node, windows, [*keys, "__k"], bounds), d.col("__n") == d.lit(size))
+    # Full: its ranks run from its first to its last (ranks are dense, so all between are there).
+    bounds = [d.min(rank).alias("__rlo"), d.max(rank).alias("__rhi"), d.min(starts).alias("__ws"), d.max(starts).alias("__hi")]
+    full_span = d.col("__rhi") - d.col("__rlo") == d.lit(size - 1)
+    whole = d.filter(d.grouped(node, windows, [*keys, "__k"], bounds), full_span & (d.col("__rlo") == d.col("__k") * d.lit(slide)))
     full: R = d.with_columns(whole, [(d.col("__hi") + d.lit(1)).alias("__we")])
     return stamped(c, node, full, strict=True, done=d.col("__hi"))
 

@@ -245,15 +245,18 @@ class SessionWindow(WindowSpec):
 @attrs.frozen
 class CountWindow(WindowSpec):
     """Per group, events numbered 0, 1, 2, ... in order of start (ties by payload); window
-    ``k`` holds the events numbered ``[k*slide, k*slide + size)``; only full windows exist."""
+    ``k`` holds the events numbered ``[k*slide, k*slide + size)``; only full windows exist.
+    With ``by="starts"`` (StreamInsight's ``CountByStartTimeWindow``) the numbers go to the
+    distinct start times instead, and a window holds every event of its starts."""
 
     SEMANTICS: ClassVar[str] = (
-        "Per group, events ranked by (start, payload); window k holds ranks [k*slide, k*slide + size) "
-        "and exists only once full; its bounds are [first start, last start + 1 tick)."
+        "Per group, events ranked by (start, payload), or by=starts their distinct starts ranked; "
+        "window k holds ranks [k*slide, k*slide + size) and exists only once full; its bounds are "
+        "[first start, last start + 1 tick)."
     )
     CTI_RULE: ClassVar[str] = (
         "A CTI c completes window k when its last event starts before c (k*slide + size <= the number "
-        "of the group's events starting before c); CTIs pass unchanged."
+        "of the group's events, or distinct starts, before c); CTIs pass unchanged."
     )
     DEFAULT_TIMESTAMP: ClassVar[WindowTimestamp] = WindowTimestamp.LATEST
     TIMESTAMPS: ClassVar[frozenset[WindowTimestamp]] = frozenset({WindowTimestamp.LATEST, WindowTimestamp.END, WindowTimestamp.CTI})
@@ -261,19 +264,29 @@ class CountWindow(WindowSpec):
         "a count window is complete only once its last event is committed, so a result stamped at "
         "its start would hold the output CTI back for as long as a group stays quiet"
     )
+    COUNTED: ClassVar[tuple[str, ...]] = ("events", "starts")
 
     size: int
     slide: int
+    by: str = "events"
+    """What is counted: ``events``, or ``starts`` (distinct start times)."""
 
     def __attrs_post_init__(self) -> None:
+        unit = "events" if self.by == "events" else "start times"
+        if self.by not in self.COUNTED:
+            raise QueryBuildError(f"count window by= counts 'events' or 'starts' (distinct start times), got {self.by!r}")
         if self.size <= 0:
-            raise QueryBuildError(f"count window size must be a positive number of events, got {self.size}")
+            raise QueryBuildError(f"count window size must be a positive number of {unit}, got {self.size}")
         if self.slide <= 0:
-            raise QueryBuildError(f"count window slide must be a positive number of events, got {self.slide}")
+            raise QueryBuildError(f"count window slide must be a positive number of {unit}, got {self.slide}")
+
+    @property
+    def by_starts(self) -> bool:
+        return self.by == "starts"
 
     def describe(self) -> str:
         slide = "" if self.slide == self.size else f" slide {self.slide}"
-        return f"Count {self.size} events{slide}"
+        return f"Count {self.size} {'start times' if self.by_starts else 'events'}{slide}"
 
     def longest_window(self) -> int | None:
         return None

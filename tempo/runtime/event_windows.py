@@ -277,14 +277,16 @@ class Sessions(EventWindows):
 
 class CountWindows(EventWindows):
     """Per group: the events not yet committed, in (start, payload) order, and the last
-    ``size`` committed ones with the number committed so far (the next rank)."""
+    ``size`` committed ones with the number committed so far (the next rank); with
+    ``by="starts"``, the last ``size`` committed starts, each with its events."""
 
     spec: w.CountWindow
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.waiting: dict[Key, list[tuple[int, tuple[Any, ...], int, tuple[Any, ...]]]] = {}
-        self.ranked: dict[Key, tuple[int, deque[tuple[int, tuple[Any, ...]]]]] = {}  # group -> (count, last ones)
+        # group -> (count, last ones): (start, values) per event, or (start, [values, ...]) per start
+        self.ranked: dict[Key, tuple[int, deque[tuple[int, Any]]]] = {}
         self.arrivals = itertools.count()
 
     def insert(self, port: int, eid: int, start: int, end: int | None, payload: Any) -> None:
@@ -311,7 +313,11 @@ class CountWindows(EventWindows):
             filled = max(count + 1, size)  # the count at which the group's next window is full
             filled += -(filled - size) % slide
             need = filled - count
-            if len(heap) >= need:
+            if self.spec.by_starts:
+                starts = sorted({e[0] for e in heap})
+                if len(starts) >= need:
+                    dues.append(starts[need - 1] + 1)
+            elif len(heap) >= need:
                 dues.append(heapq.nsmallest(need, heap)[-1][0] + 1)
         return min(dues) if dues else None
 
@@ -322,10 +328,17 @@ class CountWindows(EventWindows):
             count, last = self.ranked.get(key) or (0, deque(maxlen=size))
             while heap and heap[0][0] < c:
                 start, _, _, values = heapq.heappop(heap)
-                last.append((start, values))
+                if self.spec.by_starts:  # the unit counted is a start: all its events, in payload order
+                    events = [values]
+                    while heap and heap[0][0] == start:
+                        events.append(heapq.heappop(heap)[3])
+                    last.append((start, events))
+                else:
+                    last.append((start, values))
                 count += 1
                 if count >= size and (count - size) % slide == 0:
-                    self.result(key, self.state([v for _, v in last]), last[0][0], start + 1, c)
+                    held = [v for _, vs in last for v in vs] if self.spec.by_starts else [v for _, v in last]
+                    self.result(key, self.state(held), last[0][0], start + 1, c)
             self.ranked[key] = (count, last)
             if not heap:
                 del self.waiting[key]

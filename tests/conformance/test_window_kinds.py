@@ -690,6 +690,52 @@ def test_grouped_count_window_slide_greater_than_size_skips_events(executor: Any
     )
 
 
+@pytest.mark.parametrize("slide", [3, 1])
+def test_count_window_by_distinct_start_times_holds_every_event_of_its_starts(executor: Any, slide: int) -> None:
+    """count_window(3, slide, by="starts"): StreamInsight's count of distinct start times
+    (``CountByStartTimeWindow`` is slide 1): events with one start share a place, so a
+    window may hold more than 3 events.
+
+    arrival: *@1 v1, *@2 v2, |3, *@5 v5, *@4 v4, |6, *@8 v80, *@8 v8, |9, *@12 v12, |14
+    distinct starts ranked: 1 r0 | 2 r1 | 4 r2 | 5 r3 | 8 r4 (v8, v80) | 12 r5
+    slide 3: {1, 2, 4}: n3 s7 [1, 4+t) at |6;  {5, 8, 12}: n4 s105 [5, 12+t) at |14
+    slide 1: {1, 2, 4} and {2, 4, 5} (n3 s11 [2, 5+t)) at |6; {4, 5, 8}: n4 s97 [4, 8+t) at |9;
+             {5, 8, 12} at |14. (Counting events instead, {5, 8, 8} would close at |9.)
+    A window goes out at the first CTI past its last start; points at it (LATEST).
+    """
+    s = Stream.create(
+        "in",
+        [
+            Point(T(1), V(1)),
+            Point(T(2), V(2)),
+            Cti(T(3)),
+            Point(T(5), V(5)),
+            Point(T(4), V(4)),
+            Cti(T(6)),
+            Point(T(8), V(80)),
+            Point(T(8), V(8)),
+            Cti(T(9)),
+            Point(T(12), V(12)),
+            Cti(T(14)),
+        ],
+        EventShape.POINT,
+    )
+    r = run(executor, s.count_window(3, slide=slide, by="starts").aggregate(wstats))
+    first, last = at(T(4), W(T(1), T(4) + TICK, 3, 7)), at(T(12), W(T(5), T(12) + TICK, 4, 105))
+    if slide == 3:
+        check(r, [(T(3), []), (T(6), [first]), (T(9), []), (T(14), [last])])
+    else:
+        second, third = at(T(5), W(T(2), T(5) + TICK, 3, 11)), at(T(8), W(T(4), T(8) + TICK, 4, 97))
+        check(r, [(T(3), []), (T(6), [first, second]), (T(9), [third]), (T(14), [last])])
+
+
+def test_count_window_by_refuses_what_it_does_not_count() -> None:
+    s = Stream.create("in", [Point(T(1), V(1))], EventShape.POINT)
+    with pytest.raises(tempo.QueryBuildError, match=r"by= counts 'events' or 'starts'"):
+        s.count_window(3, by="rows")  # type: ignore[arg-type]
+    assert "Count 3 start times slide 1" in s.count_window(3, slide=1, by="starts").aggregate(wstats).explain()
+
+
 # --------------------------------------------------------------------------------------
 # snapshot windows
 # --------------------------------------------------------------------------------------
