@@ -48,7 +48,7 @@ from tempo.expr.nodes import udf_error
 from tempo.spark.columns import worker_errors
 from tempo.spark.sources import DataFrameSource, SharedScan, json_spark_schema, spark_path
 from tempo.spark.streaming.bulk import ENGINES, BulkRunner
-from tempo.spark.streaming.layout import INPUT_COLUMN, input_prefix, input_prefixes, scan_of, shared_part
+from tempo.spark.streaming.layout import INPUT_COLUMN, input_groups, input_prefix, input_prefixes, shared_part
 from tempo.spark.streaming.checkpoint import BatchLog, CheckpointLock
 from tempo.spark.streaming.store import store_for
 from tempo.spark.streaming.redis import redis_entry_error
@@ -142,10 +142,10 @@ class PhaseClock:
 
 
 def _live_table_source(spark: SparkSession, node: SourceNode) -> DataFrame:
-    """Input ``node`` as a streaming DataFrame."""
+    """Input ``node`` as a streaming DataFrame: for a part of a shared scan, the scan's."""
     source = node.source
     if isinstance(source, DataFrameSource):
-        df: DataFrame = source.df
+        df: DataFrame = source.df if source.shared is None else source.shared[0].df
         if not df.isStreaming:
             raise UnsupportedError(
                 EXECUTOR, repr(source), f"input {node.name!r}: its DataFrame is not a streaming one (make it with spark.readStream)"
@@ -733,42 +733,40 @@ class StreamingExecutor:
         """The inputs' streams as one, each input's columns prefixed, with its index; the
         inputs of a shared scan read once, their index told by the scan's column."""
         merged: DataFrame | None = None
-        taken: set[int] = set()
-        for index, node in enumerate(query.sources):
-            if index in taken:
-                continue
-            scan = scan_of(query, index)
+        for scan, members in input_groups(query):
             if scan is None:
+                (index,) = members
+                node = query.sources[index]
                 df = _live_table_source(self.spark, node)
                 part = df.select(
                     F.lit(index).alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(input_prefix(index) + c) for c in _columns_read(node, df)]
                 )
             else:
-                part = self._scan_part(query, index, scan)
-                taken.update(i for i in range(index, len(query.sources)) if scan_of(query, i) is scan)
+                part = self._scan_part(query, members, scan)
             merged = part if merged is None else merged.unionByName(part, allowMissingColumns=True)
         assert merged is not None
         return merged
 
-    def _scan_part(self, query: Query, first: int, scan: SharedScan) -> DataFrame:
-        """The rows of the inputs of ``scan`` (the first is input ``first``), read once: each
-        row's input index from its value of the scan's column, the columns under the first
-        input's prefix (the inputs of a scan have one payload and one table layout)."""
-        members = [(i, node, part[1]) for i, node in enumerate(query.sources) if (part := shared_part(query, i)) and part[0] is scan]
-        df: DataFrame = scan.df
-        if not df.isStreaming:
-            raise UnsupportedError(EXECUTOR, repr(scan), f"input {query.sources[first].name!r}: its DataFrame is not a streaming one")
-        read = _columns_read(query.sources[first], df)
-        for _, node, _ in members[1:]:
-            if _columns_read(node, df) != read:
+    def _scan_part(self, query: Query, members: list[int], scan: SharedScan) -> DataFrame:
+        """The rows of the inputs ``members`` of ``scan``, read once: each row's input index
+        from its value of the scan's column, the columns under the first input's prefix (the
+        inputs of a scan have one payload and one table layout)."""
+        first = query.sources[members[0]]
+        df = _live_table_source(self.spark, first)
+        read = _columns_read(first, df)
+        for i in members[1:]:
+            if _columns_read(query.sources[i], df) != read:
                 raise UnsupportedError(
-                    EXECUTOR, repr(scan), f"inputs {query.sources[first].name!r} and {node.name!r} read other columns of it"
+                    EXECUTOR, repr(scan), f"inputs {first.name!r} and {query.sources[i].name!r} read other columns of it"
                 )
+        values = []
         index = F.lit(None)
-        for i, _, value in members:
-            index = F.when(F.col(scan.column) == F.lit(value), F.lit(i)).otherwise(index)
-        values = [value for _, _, value in members]
-        prefix = input_prefix(first)
+        for i in members:
+            part = shared_part(query, i)
+            assert part is not None
+            values.append(part[1])
+            index = F.when(F.col(scan.column) == F.lit(part[1]), F.lit(i)).otherwise(index)
+        prefix = input_prefix(members[0])
         return df.where(F.col(scan.column).isin(values)).select(
             index.cast("int").alias(INPUT_COLUMN), *[F.col(f"`{c}`").alias(prefix + c) for c in read]
         )

@@ -25,18 +25,28 @@ def shared_part(query: Query, index: int) -> tuple[SharedScan, Any] | None:
     return source.shared if isinstance(source, DataFrameSource) else None
 
 
-def scan_of(query: Query, index: int) -> SharedScan | None:
-    """The shared scan input ``index`` is a part of, if any."""
-    part = shared_part(query, index)
-    return None if part is None else part[0]
+def input_groups(query: Query) -> list[tuple[SharedScan | None, list[int]]]:
+    """The inputs as the batch reads them, in order of their first input: each input alone
+    (no scan), or the inputs of one shared scan together."""
+    groups: list[tuple[SharedScan | None, list[int]]] = []
+    of_scan: dict[int, list[int]] = {}
+    for index in range(len(query.sources)):
+        part = shared_part(query, index)
+        if part is None:
+            groups.append((None, [index]))
+        elif id(part[0]) in of_scan:
+            of_scan[id(part[0])].append(index)
+        else:
+            of_scan[id(part[0])] = members = [index]
+            groups.append((part[0], members))
+    return groups
 
 
 def input_prefixes(query: Query) -> list[str]:
     """Per input, the prefix of its columns in the batch: its own, or for an input of a
     shared scan that of the scan's first input."""
-    first: dict[int, int] = {}
-    prefixes = []
-    for index in range(len(query.sources)):
-        scan = scan_of(query, index)
-        prefixes.append(input_prefix(index if scan is None else first.setdefault(id(scan), index)))
+    prefixes = [""] * len(query.sources)
+    for _, members in input_groups(query):
+        for index in members:
+            prefixes[index] = input_prefix(members[0])
     return prefixes
